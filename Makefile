@@ -1,0 +1,37 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements-installed
+
+.PHONY: run test venv migrate bootstrap lint schema bench clean
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "==> installing requirements into $(VENV)"
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e .
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## Start web + Celery worker + beat on the embedded default (SQLite, filesystem broker). Ctrl-C stops all.
+run: venv
+	@bash scripts/run.sh
+
+## Start throwaway PostgreSQL and Redis, run the whole suite against them, stop them.
+test: venv
+	@bash scripts/test.sh $(ARGS)
+
+migrate: venv
+	$(PY) manage.py migrate
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+schema: venv
+	$(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
+
+clean:
+	rm -rf var .pytest_cache

@@ -1,0 +1,79 @@
+"""One error envelope for every API error: ``{"code", "message", "details"}``.
+
+Validation errors carry ``details.errors = [{"path": "a.b[0].c", "message": "..."}]`` whatever raised
+them (DRF serializers, Django model validation, the spec package). Anything unexpected is left to DRF
+(``None``), so it becomes a logged 500 and is never swallowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.serializers import as_serializer_error
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from osmo.errors import LockBusyError, OsmoError
+
+
+def flatten_errors(data: Any, prefix: str = "") -> list[dict[str, str]]:
+    """Turn DRF's nested error structure into ``[{"path", "message"}]``, paths like ``spec.groups[0].name``."""
+    items: list[dict[str, str]] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "non_field_errors":
+                path = prefix
+            elif isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+                path = f"{prefix}[{key}]"
+            else:
+                path = f"{prefix}.{key}" if prefix else str(key)
+            items.extend(flatten_errors(value, path))
+    elif isinstance(data, list):
+        if all(not isinstance(item, (dict, list)) for item in data):
+            items.extend({"path": prefix, "message": str(item)} for item in data)
+        else:
+            for index, item in enumerate(data):
+                if item:
+                    items.extend(flatten_errors(item, f"{prefix}[{index}]"))
+    else:
+        items.append({"path": prefix, "message": str(data)})
+    return items
+
+
+def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "details": details or {}}
+
+
+def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, OsmoError):
+        response = Response(envelope(exc.code, exc.message, exc.details), status=exc.http_status)
+        if isinstance(exc, LockBusyError):
+            response["Retry-After"] = str(exc.retry_after_seconds)
+        return response
+    if isinstance(exc, DjangoValidationError):
+        errors = flatten_errors(as_serializer_error(exc))
+        return Response(
+            envelope("validation_error", "The request is invalid.", {"errors": errors}),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+    if isinstance(exc, exceptions.ValidationError):
+        errors = flatten_errors(exc.detail)
+        response.data = envelope("validation_error", "The request is invalid.", {"errors": errors})
+        return response
+    detail = exc.detail
+    code = getattr(detail, "code", None) or exc.default_code
+    message = str(detail) if not isinstance(detail, (dict, list)) else str(exc.default_detail)
+    response.data = envelope(str(code), message)
+    return response

@@ -1,0 +1,9 @@
+"""Tests: fast hashing, a fixed key. Database and broker come from the environment (make test
+sets DATABASE_URL and REDIS_URL to throwaway PostgreSQL and Redis servers)."""
+
+from osmo.settings.base import *  # noqa: F403
+
+SECRET_KEY = "test-secret-key-not-for-production"
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+OSMO_SIM_TASK_SECONDS = 0.5

@@ -1,0 +1,140 @@
+"""Pools, their topology keys, machines (nodes) and the capacity reservations held on them."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import F, Q
+
+from scheduler.choices import DispatchBackend
+
+KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
+POOL_NAME_RE = r"^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$"
+pool_name_validator = RegexValidator(POOL_NAME_RE, "Use letters, digits, '.', '_' and inner hyphens.")
+
+
+class Pool(models.Model):
+    """A set of machines workflows are submitted to, with its ordered topology keys."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[pool_name_validator])
+    description = models.CharField(max_length=255, blank=True)
+    backend = models.CharField(max_length=16, choices=DispatchBackend.choices, default=DispatchBackend.SIMULATED)
+    sim_task_seconds = models.FloatField(
+        default=10.0, help_text="Simulated backend: how long a task runs unless its spec says otherwise."
+    )
+    k8s_namespace = models.CharField(max_length=63, default="default", blank=True)
+    k8s_node_selector = models.CharField(
+        max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
+    )
+    keys_version = models.PositiveIntegerField(
+        default=1, help_text="Bumped whenever the topology keys change; queued groups built on another version wait."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.CheckConstraint(condition=Q(sim_task_seconds__gte=0), name="pool_sim_seconds_gte_0")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TopologyKey(models.Model):
+    """One level of a pool's hierarchy (e.g. zone > spine > rack > gpu-clique), coarsest first."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="topology_keys")
+    key = models.CharField(max_length=63, validators=[key_name_validator])
+    label = models.CharField(max_length=253, help_text="The node label holding this level's value.")
+    position = models.PositiveIntegerField(default=0, help_text="0 is the coarsest level.")
+
+    class Meta:
+        ordering = ["pool", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "key"], name="topologykey_unique_key"),
+            models.UniqueConstraint(fields=["pool", "label"], name="topologykey_unique_label"),
+            models.UniqueConstraint(fields=["pool", "position"], name="topologykey_unique_position"),
+            models.CheckConstraint(condition=Q(key__regex=KEY_NAME_RE), name="topologykey_key_format"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool.name}:{self.key}"
+
+
+class Node(models.Model):
+    """A machine. Capacity units: gpu devices, cpu millicores, memory and storage bytes.
+    ``used_*`` is external usage (things outside this service); reservations come on top."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    labels = models.JSONField(default=dict, blank=True)
+    gpu = models.PositiveIntegerField(default=0)
+    cpu_millis = models.PositiveBigIntegerField(default=0)
+    memory_bytes = models.PositiveBigIntegerField(default=0)
+    storage_bytes = models.PositiveBigIntegerField(default=0)
+    used_gpu = models.PositiveIntegerField(default=0)
+    used_cpu_millis = models.PositiveBigIntegerField(default=0)
+    used_memory_bytes = models.PositiveBigIntegerField(default=0)
+    used_storage_bytes = models.PositiveBigIntegerField(default=0)
+    schedulable = models.BooleanField(default=True, help_text="False when cordoned or tainted NoSchedule.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "name"], name="node_unique_name"),
+            models.CheckConstraint(condition=Q(used_gpu__lte=F("gpu")), name="node_used_gpu_lte_capacity"),
+            models.CheckConstraint(condition=Q(used_cpu_millis__lte=F("cpu_millis")), name="node_used_cpu_lte_capacity"),
+            models.CheckConstraint(
+                condition=Q(used_memory_bytes__lte=F("memory_bytes")), name="node_used_memory_lte_capacity"
+            ),
+            models.CheckConstraint(
+                condition=Q(used_storage_bytes__lte=F("storage_bytes")), name="node_used_storage_lte_capacity"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Reservation(models.Model):
+    """A task's requests held on its node from placement until the task ends (``released_at``).
+    Rows are kept after release so that over-commitment can be checked at every recorded point."""
+
+    task = models.OneToOneField("workflows.Task", on_delete=models.CASCADE, related_name="reservation")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="reservations")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="reservations")
+    gpu = models.PositiveIntegerField(default=0)
+    cpu_millis = models.PositiveBigIntegerField(default=0)
+    memory_bytes = models.PositiveBigIntegerField(default=0)
+    storage_bytes = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [
+            models.Index(fields=["node"], condition=Q(released_at__isnull=True), name="reservation_active_node"),
+            models.Index(fields=["pool"], condition=Q(released_at__isnull=True), name="reservation_active_pool"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}@{self.node_id}"
+
+
+
+
+class WorkerHeartbeat(models.Model):
+    """Written by the ``scheduler.worker_heartbeat`` task: proof that a worker reaches the database."""
+
+    token = models.CharField(max_length=64, unique=True)
+    hostname = models.CharField(max_length=255, blank=True)
+    at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname or 'worker'} @ {self.at:%Y-%m-%d %H:%M:%S}"

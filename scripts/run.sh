@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `make run`: the service on its embedded default, in the foreground. Ctrl-C stops every process started here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-osmo.settings.local}
+HOST=${OSMO_HOST:-127.0.0.1}
+PORT=${OSMO_PORT:-8000}
+
+echo "==> migrating the database"
+$PY manage.py migrate --no-input -v0
+echo "==> loading the demo pools and the admin user"
+$PY manage.py osmo_bootstrap
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  echo
+  echo "==> stopping web, worker and beat"
+  for pid in "${pids[@]}"; do kill -TERM "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+  for pid in "${pids[@]}"; do kill -KILL "-$pid" 2>/dev/null || true; done
+}
+trap cleanup INT TERM EXIT
+
+# Each process gets its own process group (setsid) so that stopping it also stops its children.
+setsid .venv/bin/celery -A osmo worker -Q scheduler,dispatch,default -c 2 -l INFO \
+  --without-mingle --without-gossip -n "worker@%h" &
+pids+=($!)
+setsid .venv/bin/celery -A osmo beat -l INFO -s "${OSMO_DATA_DIR:-var}/celerybeat-schedule" &
+pids+=($!)
+setsid $PY manage.py runserver "$HOST:$PORT" --noreload &
+pids+=($!)
+
+echo "==> serving on http://$HOST:$PORT/  (Ctrl-C to stop)"
+wait -n "${pids[@]}" || true
+echo "==> a process exited; stopping the rest"

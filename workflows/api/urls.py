@@ -1,0 +1,4 @@
+from rest_framework.routers import SimpleRouter
+
+router = SimpleRouter()
+urlpatterns = router.urls

@@ -1,0 +1,151 @@
+"""Workflows, their task groups (gangs) and tasks, and the record of every status transition."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from workflows.choices import (
+    TASK_TERMINAL_STATUSES,
+    WORKFLOW_TERMINAL_STATUSES,
+    Priority,
+    TaskStatus,
+    WorkflowStatus,
+)
+
+
+class Workflow(models.Model):
+    """A submitted spec. ``workflow_id`` is ``<name>-<n>``, n counting up per name."""
+
+    workflow_id = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=80, db_index=True)
+    seq = models.PositiveIntegerField()
+    pool = models.ForeignKey("scheduler.Pool", on_delete=models.PROTECT, related_name="workflows")
+    pool_keys_version = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=32, choices=WorkflowStatus.choices, default=WorkflowStatus.PENDING)
+    priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workflows")
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_message = models.TextField(blank=True)
+    spec_text = models.TextField(blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    queue_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    exec_timeout_s = models.PositiveIntegerField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "seq"], name="workflow_unique_name_seq"),
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="workflow_unique_idempotency_key",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "pool"], name="workflow_status_pool")]
+
+    def __str__(self) -> str:
+        return self.workflow_id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in WORKFLOW_TERMINAL_STATUSES
+
+    def can_cancel(self) -> bool:
+        return not self.is_terminal
+
+
+class TaskGroup(models.Model):
+    """A gang: all its tasks are placed and started together. Carries its constraint tree."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=128)
+    position = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=32, choices=TaskStatus.choices, default=TaskStatus.WAITING)
+    upstream = models.JSONField(default=list, blank=True, help_text="Names of groups this one waits for.")
+    constraint_tree = models.JSONField(default=dict, blank=True)
+    unschedulable_reason = models.JSONField(null=True, blank=True)
+    placement_report = models.JSONField(null=True, blank=True)
+    scheduling_since = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_message = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workflow", "position"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "name"], name="taskgroup_unique_name")]
+        indexes = [models.Index(fields=["status"], name="taskgroup_status")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}/{self.name}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TASK_TERMINAL_STATUSES
+
+
+class Task(models.Model):
+    """One pod. Requests in base units: gpu devices, cpu millicores, memory/storage bytes."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="tasks")
+    group = models.ForeignKey(TaskGroup, on_delete=models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=128)
+    position = models.PositiveIntegerField(default=0)
+    lead = models.BooleanField(default=False)
+    status = models.CharField(max_length=32, choices=TaskStatus.choices, default=TaskStatus.WAITING)
+    image = models.CharField(max_length=512, blank=True)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    resource_name = models.CharField(max_length=128, default="default")
+    gpu = models.PositiveIntegerField(default=0)
+    cpu_millis = models.PositiveBigIntegerField(default=0)
+    memory_bytes = models.PositiveBigIntegerField(default=0)
+    storage_bytes = models.PositiveBigIntegerField(default=0)
+    nodes_excluded = models.JSONField(default=list, blank=True)
+    topology = models.JSONField(default=list, blank=True)
+    node = models.ForeignKey("scheduler.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
+    pod_name = models.CharField(max_length=253, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_message = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workflow", "position"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "name"], name="task_unique_name")]
+        indexes = [models.Index(fields=["status"], name="task_status")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}/{self.name}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TASK_TERMINAL_STATUSES
+
+
+class StatusTransition(models.Model):
+    """Every status change of a workflow, group or task, with its time."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="transitions")
+    group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="transitions")
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.CASCADE, related_name="transitions")
+    from_status = models.CharField(max_length=32, blank=True)
+    to_status = models.CharField(max_length=32)
+    message = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        subject = self.task or self.group or self.workflow
+        return f"{subject}: {self.from_status or '-'} -> {self.to_status}"
