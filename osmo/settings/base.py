@@ -132,6 +132,12 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit GPU workflows with topology constraint trees; inspect pools and placements.",
     "VERSION": "0.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "WorkflowStatusEnum": "workflows.choices.WorkflowStatus",
+        "TaskStatusEnum": "workflows.choices.TaskStatus",
+        "PriorityEnum": "workflows.choices.Priority",
+        "PlacementStatusEnum": ["placed", "unschedulable", "undecided"],
+    },
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     # Served from this machine: the docs page must work without reaching a CDN.
@@ -161,7 +167,7 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     BROKER_DIR = DATA_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -170,6 +176,8 @@ else:
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
+        # kombu keeps exchange bindings here; its default is a folder in the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
     }
     # The filesystem transport has no broadcast exchange for remote control.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
@@ -177,8 +185,20 @@ else:
 # ------------------------------------------------------------------------------------------------
 # Service
 # ------------------------------------------------------------------------------------------------
-OSMO_PLACEMENT_TICK_SECONDS = env.int("OSMO_PLACEMENT_TICK_SECONDS", default=10)
-OSMO_SIM_TASK_SECONDS = env.float("OSMO_SIM_TASK_SECONDS", default=10.0)
+# The periodic tick re-drives placement, pod status sync and stranded dispatches.
+OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2.0)
+# A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
+OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
+# A placed gang whose pods were not created after this long is dispatched again.
+OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
+
+CELERY_BEAT_SCHEDULE = {
+    "scheduler-tick": {
+        "task": "scheduler.tick",
+        "schedule": OSMO_PLACEMENT_TICK_SECONDS,
+        "options": {"queue": "scheduler", "expires": OSMO_PLACEMENT_TICK_SECONDS * 1.5},
+    },
+}
 
 LOGGING = {
     "version": 1,

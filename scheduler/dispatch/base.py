@@ -1,0 +1,66 @@
+"""The dispatch backend interface. A backend turns placed tasks into pods and reads their phases back.
+
+Backends are chosen per pool (``Pool.backend``). Every call is idempotent: creating a pod that
+already exists is success, deleting one that is gone is success. Arguments are plain values
+(:class:`PodRequest`), never model instances, so backends are testable without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown", "Missing"]
+
+
+class DispatchTransientError(Exception):
+    """A retryable backend failure (connection refused, 5xx, 429). Celery retries with backoff."""
+
+
+class DispatchPermanentError(Exception):
+    """A failure retrying cannot fix (invalid manifest, forbidden): the task fails FAILED_BACKEND_ERROR."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """Everything needed to run one task as a pod on its chosen node."""
+
+    pod_name: str
+    namespace: str
+    node_name: str
+    workflow_id: str
+    group: str
+    task: str
+    pool: str
+    image: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    gpu: int = 0
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    storage_bytes: int = 0
+    dispatched_at: datetime | None = None  # set once the pod was created (simulated backend uses it)
+    sim_seconds: float = 10.0  # simulated backend: run time (from the pool, overridable per task)
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    phase: PodPhase
+    exit_code: int | None = None
+    message: str = ""
+
+
+class DispatchBackend(Protocol):
+    name: str
+
+    def create_pod(self, pod: PodRequest) -> None:
+        """Create the pod (idempotent: AlreadyExists is success)."""
+
+    def delete_pod(self, *, namespace: str, pod_name: str) -> None:
+        """Delete the pod (idempotent: NotFound is success)."""
+
+    def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
+        """Current state of each given pod, keyed by pod name ("Missing" when the backend has none)."""

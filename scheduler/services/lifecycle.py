@@ -1,0 +1,242 @@
+"""The pod lifecycle after placement: dispatch, phase sync back into task status, gang completion
+and failure, exec timeouts, and the periodic tick that re-drives anything a lost message stranded.
+
+Task status follows its pod: Pending -> INITIALIZING, Running -> RUNNING, Succeeded -> COMPLETED,
+Failed -> FAILED. A gang moves as one: RUNNING once any task runs, COMPLETED when all completed,
+FAILED as soon as one task failed (the others are stopped). Terminal tasks release their
+reservations, which triggers a placement cycle for the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.dispatch import DispatchPermanentError, PodRequest, backend_for
+from scheduler.dispatch.simulated import SIM_SECONDS_ENV
+from scheduler.models import Pool
+from scheduler.services.placement import pool_lock_try
+from scheduler.services.reservations import reservations_release
+from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.models import Task, TaskGroup
+from workflows.services import group_fail, group_status_set, task_status_set, workflow_status_refresh
+
+logger = logging.getLogger(__name__)
+
+_SYNC_LOCK_NAMESPACE = 0x05170001
+ACTIVE = (TaskStatus.INITIALIZING, TaskStatus.RUNNING)
+
+
+def pod_request(task: Task, pool: Pool) -> PodRequest:
+    env = {str(k): str(v) for k, v in (task.environment or {}).items()}
+    try:
+        sim_seconds = float(env.get(SIM_SECONDS_ENV, pool.sim_task_seconds))
+    except ValueError:
+        sim_seconds = pool.sim_task_seconds
+    return PodRequest(
+        pod_name=task.pod_name,
+        namespace=pool.k8s_namespace or "default",
+        node_name=task.node.name if task.node_id else "",
+        workflow_id=task.workflow.workflow_id,
+        group=task.group.name,
+        task=task.name,
+        pool=pool.name,
+        image=task.image,
+        command=tuple(task.command or ()),
+        args=tuple(task.args or ()),
+        environment=env,
+        gpu=task.gpu,
+        cpu_millis=task.cpu_millis,
+        memory_bytes=task.memory_bytes,
+        storage_bytes=task.storage_bytes,
+        dispatched_at=task.dispatched_at,
+        sim_seconds=max(sim_seconds, 0.0),
+    )
+
+
+def group_dispatch(*, group_id: int) -> None:
+    """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
+    skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry."""
+    group = TaskGroup.objects.select_related("workflow__pool").filter(pk=group_id).first()
+    if group is None or group.status not in ACTIVE:
+        return
+    pool = group.workflow.pool
+    backend = backend_for(pool.backend)
+    tasks = list(
+        group.tasks.filter(status__in=ACTIVE, dispatched_at__isnull=True)
+        .select_related("node", "workflow", "group")
+        .order_by("position")
+    )
+    for task in tasks:
+        try:
+            backend.create_pod(pod_request(task, pool))
+        except DispatchPermanentError as exc:
+            _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
+            return
+        Task.objects.filter(pk=task.pk, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+
+
+@transaction.atomic
+def _group_backend_failure(group_id: int, message: str) -> None:
+    group = TaskGroup.objects.select_related("workflow").get(pk=group_id)
+    dispatched = list(group.tasks.filter(dispatched_at__isnull=False).values_list("pk", flat=True))
+    group_fail(group, TaskStatus.FAILED_BACKEND_ERROR, message=message)
+    workflow_status_refresh(group.workflow)
+    pool_id = group.workflow.pool_id
+    transaction.on_commit(lambda: _after_release(pool_id, dispatched))
+
+
+def _after_release(pool_id: int, pods_to_delete: list[int]) -> None:
+    from scheduler.tasks import placement_cycle_request, pod_delete_task
+
+    for task_id in pods_to_delete:
+        pod_delete_task.delay(task_id=task_id)
+    placement_cycle_request(pool_id)
+
+
+def pod_delete(*, task_id: int) -> None:
+    task = Task.objects.select_related("workflow__pool", "group", "node").filter(pk=task_id).first()
+    if task is None or not task.pod_name:
+        return
+    pool = task.workflow.pool
+    backend_for(pool.backend).delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
+
+
+def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
+    """Read pod phases back into task status for every dispatched, unfinished task of the pool."""
+    counts = {"running": 0, "completed": 0, "failed": 0}
+    released: list[int] = []
+    pods_to_delete: list[int] = []
+    with transaction.atomic():
+        if not pool_lock_try(pool_id, _SYNC_LOCK_NAMESPACE):
+            return counts
+        pool = Pool.objects.filter(pk=pool_id).first()
+        if pool is None:
+            return counts
+        now = now or timezone.now()
+        tasks = list(
+            Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
+            .select_related("node", "workflow", "group")
+            .order_by("pk")
+        )
+        if not tasks:
+            return counts
+        requests = {task.pk: pod_request(task, pool) for task in tasks}
+        states = backend_for(pool.backend).pod_states(list(requests.values()), now=now)
+        touched: dict[int, TaskGroup] = {}
+        for task in tasks:
+            state = states.get(task.pod_name)
+            if state is None:
+                continue
+            if state.phase == "Running":
+                if task_status_set(task, TaskStatus.RUNNING):
+                    counts["running"] += 1
+            elif state.phase == "Succeeded":
+                task_status_set(task, TaskStatus.COMPLETED, exit_code=state.exit_code)
+                counts["completed"] += 1
+            elif state.phase == "Failed":
+                task_status_set(task, TaskStatus.FAILED, exit_code=state.exit_code,
+                                message=state.message or f"exit code {state.exit_code}")
+                counts["failed"] += 1
+            elif state.phase == "Missing":
+                task_status_set(task, TaskStatus.FAILED_BACKEND_ERROR, message="pod disappeared from the backend")
+                counts["failed"] += 1
+            else:
+                continue
+            touched[task.group_id] = task.group
+            if task.status in TASK_TERMINAL_STATUSES:
+                released.append(task.pk)
+        released += _exec_timeouts_apply(pool, now, touched)
+        for group in touched.values():
+            released += _group_settle(group, pods_to_delete)
+        reservations_release(task_ids=released)
+        for workflow in {g.workflow_id: g.workflow for g in touched.values()}.values():
+            workflow_status_refresh(workflow)
+        if released:
+            transaction.on_commit(lambda: _after_release(pool_id, pods_to_delete))
+    return counts
+
+
+def _group_settle(group: TaskGroup, pods_to_delete: list[int]) -> list[int]:
+    """Derive the gang's status from its tasks; a failed member stops the rest."""
+    tasks = list(group.tasks.order_by("position"))
+    statuses = [t.status for t in tasks]
+    released: list[int] = []
+    failed = [t for t in tasks if t.status in TASK_TERMINAL_STATUSES and t.status != TaskStatus.COMPLETED]
+    if failed:
+        first = failed[0]
+        message = f"task {first.name} failed: {first.failure_message or first.status}"
+        for task in tasks:
+            if task.status not in TASK_TERMINAL_STATUSES:
+                task_status_set(task, TaskStatus.FAILED, message=f"stopped: gang member {first.name} failed")
+                released.append(task.pk)
+                pods_to_delete.append(task.pk)
+        group_status_set(group, first.status if first.status != TaskStatus.FAILED_UPSTREAM else TaskStatus.FAILED,
+                         message=message)
+        from workflows.services import downstream_fail
+
+        downstream_fail(group)
+    elif all(s == TaskStatus.COMPLETED for s in statuses):
+        group_status_set(group, TaskStatus.COMPLETED)
+        _downstream_promote(group)
+    elif any(s in (TaskStatus.RUNNING, TaskStatus.COMPLETED) for s in statuses):
+        group_status_set(group, TaskStatus.RUNNING)
+    return released
+
+
+def _downstream_promote(group: TaskGroup) -> None:
+    statuses = dict(group.workflow.groups.values_list("name", "status"))
+    for candidate in group.workflow.groups.filter(status=TaskStatus.WAITING).order_by("position"):
+        upstream_done = all(statuses.get(name) == TaskStatus.COMPLETED for name in candidate.upstream)
+        if group.name in candidate.upstream and upstream_done:
+            group_status_set(candidate, TaskStatus.SCHEDULING, message="upstream groups completed")
+            for task in candidate.tasks.filter(status=TaskStatus.WAITING).order_by("pk"):
+                task_status_set(task, TaskStatus.SCHEDULING)
+
+
+def _exec_timeouts_apply(pool: Pool, now: datetime, touched: dict[int, TaskGroup]) -> list[int]:
+    released: list[int] = []
+    running = TaskGroup.objects.filter(
+        workflow__pool=pool, status=TaskStatus.RUNNING, workflow__exec_timeout_s__isnull=False
+    ).select_related("workflow")
+    for group in running:
+        if group.started_at and now - group.started_at > timedelta(seconds=group.workflow.exec_timeout_s):
+            ids = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).values_list("pk", flat=True))
+            limit = group.workflow.exec_timeout_s
+            group_fail(group, TaskStatus.FAILED, message=f"ran longer than exec_timeout ({limit}s)")
+            touched[group.pk] = group
+            released += ids
+    return released
+
+
+def tick() -> dict[str, list[int]]:
+    """The periodic safety net: for every pool with work, request a placement cycle and a pod sync,
+    and re-dispatch placed gangs whose pods were never created (a lost message or a killed worker)."""
+    from scheduler.tasks import group_dispatch_task, placement_cycle_task, pods_sync_task
+
+    pending_pools = set(
+        TaskGroup.objects.filter(status__in=[TaskStatus.SCHEDULING, TaskStatus.WAITING])
+        .values_list("workflow__pool_id", flat=True)
+        .distinct()
+    )
+    active_pools = set(
+        Task.objects.filter(status__in=ACTIVE).values_list("workflow__pool_id", flat=True).distinct()
+    )
+    grace = timezone.now() - timedelta(seconds=settings.OSMO_REDISPATCH_AFTER_SECONDS)
+    stranded = list(
+        TaskGroup.objects.filter(status=TaskStatus.INITIALIZING, updated_at__lt=grace,
+                                 tasks__dispatched_at__isnull=True, tasks__status=TaskStatus.INITIALIZING)
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    for pool_id in sorted(pending_pools):
+        placement_cycle_task.delay(pool_id=pool_id)
+    for pool_id in sorted(active_pools):
+        pods_sync_task.delay(pool_id=pool_id)
+    for group_id in stranded:
+        group_dispatch_task.delay(group_id=group_id)
+    return {"placement": sorted(pending_pools), "sync": sorted(active_pools), "redispatch": stranded}

@@ -1,0 +1,294 @@
+"""The placement cycle of one pool: lock -> snapshot -> solve each pending gang -> persist -> dispatch.
+
+One cycle per pool at a time: on PostgreSQL a transaction-scoped advisory lock keyed by the pool
+(other pools proceed in parallel on other workers); on SQLite the IMMEDIATE transaction already
+serialises writers. Everything the cycle decides is written in that one transaction, so a worker
+killed mid-cycle leaves nothing half-done: the next cycle (the periodic tick at the latest) starts
+over from the database. Dispatch is enqueued on commit only.
+
+Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. Backfill: a later
+group that fits may go ahead of one that does not. Starvation guard: once the first group that does
+not fit has waited longer than ``OSMO_STARVATION_SECONDS``, no group of equal or lower priority is
+backfilled behind it, so capacity freed by finishing work accumulates until the big gang fits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, IntegerField, Value, When
+from django.utils import timezone
+
+from scheduler.models import Pool, Reservation
+from scheduler.placement import ClusterSnapshot, NodeState, Placement, Policy, Resources, solve
+from scheduler.results import report_to_json, result_to_json
+from scheduler.snapshot import group_request_from_db, pool_key_labels, snapshot_load_with_ids
+from workflows.choices import PRIORITY_RANK, TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.services import group_fail, group_status_set, task_status_set, workflow_status_refresh
+
+logger = logging.getLogger(__name__)
+
+_LOCK_NAMESPACE = zlib.crc32(b"osmo.placement") & 0x7FFFFFFF
+
+
+@dataclass
+class CycleResult:
+    pool: str = ""
+    locked: bool = True
+    placed: list[int] = field(default_factory=list)
+    unschedulable: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)
+
+
+def pool_lock_try(pool_id: int, namespace: int = _LOCK_NAMESPACE) -> bool:
+    """Take the pool's transaction-scoped lock; False when another cycle holds it."""
+    if connection.vendor != "postgresql":
+        return True  # SQLite: the IMMEDIATE transaction holds the database write lock already
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [namespace, pool_id])
+        return bool(cursor.fetchone()[0])
+
+
+def pod_name_for(workflow_id: str, task_name: str) -> str:
+    """Deterministic DNS-1123 pod name (<= 63 chars): the same task always gets the same name,
+    which is what makes dispatch idempotent."""
+    base = re.sub(r"[^a-z0-9-]+", "-", f"{workflow_id}-{task_name}".lower()).strip("-") or "task"
+    digest = hashlib.sha1(f"{workflow_id}/{task_name}".encode()).hexdigest()[:8]
+    return f"{base[:54].rstrip('-')}-{digest}"
+
+
+def _priority_rank():
+    return Case(
+        *[When(workflow__priority=name, then=Value(rank)) for name, rank in PRIORITY_RANK.items()],
+        default=Value(9),
+        output_field=IntegerField(),
+    )
+
+
+def placement_cycle_run(*, pool_id: int, now: datetime | None = None, policy: Policy | None = None) -> CycleResult:
+    """Run one placement cycle for the pool. Returns what it did (``locked=False``: another cycle ran)."""
+    result = CycleResult()
+    dispatch_groups: list[int] = []
+    with transaction.atomic():
+        if not pool_lock_try(pool_id):
+            result.locked = False
+            return result
+        pool = Pool.objects.filter(pk=pool_id).first()
+        if pool is None:
+            return result
+        result.pool = pool.name
+        now = now or timezone.now()
+        result.timed_out = _queue_timeouts_apply(pool, now)
+        _waiting_groups_promote(pool)
+        groups = list(
+            TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING)
+            .select_related("workflow")
+            .annotate(rank=_priority_rank())
+            .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
+        )
+        if groups:
+            dispatch_groups = _place_groups(pool, groups, now, policy or Policy(), result)
+    if dispatch_groups:
+        from scheduler.tasks import group_dispatch_task
+
+        for group_id in dispatch_groups:
+            transaction.on_commit(lambda gid=group_id: group_dispatch_task.delay(group_id=gid))
+    if result.placed or result.unschedulable or result.timed_out:
+        logger.info(
+            "placement.cycle",
+            extra={"pool": result.pool, "placed": len(result.placed), "unschedulable": len(result.unschedulable)},
+        )
+    return result
+
+
+def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Policy, result: CycleResult) -> list[int]:
+    key_labels = pool_key_labels(pool)
+    keys = [key for key, _label in key_labels]
+    snapshot, node_ids = snapshot_load_with_ids(pool, key_labels=key_labels)
+    state: dict[str, NodeState] = {node.name: node for node in snapshot.nodes}
+    tasks_by_group: dict[int, list[Task]] = {}
+    for task in Task.objects.filter(group__in=groups).order_by("group_id", "position"):
+        tasks_by_group.setdefault(task.group_id, []).append(task)
+
+    starving_rank: int | None = None
+    starvation = timedelta(seconds=settings.OSMO_STARVATION_SECONDS)
+    placed: list[int] = []
+    current = snapshot
+    dirty = False
+    for group in groups:
+        if dirty:
+            current = ClusterSnapshot(pool=snapshot.pool, keys=snapshot.keys, nodes=tuple(state.values()))
+            dirty = False
+        workflow: Workflow = group.workflow
+        changed = _keys_changed_reason(group, workflow, pool, keys)
+        if changed is not None:
+            _reason_record(group, changed)
+            result.unschedulable.append(group.pk)
+            continue
+        if starving_rank is not None and group.rank >= starving_rank:
+            _reason_record(group, {"status": "waiting", "code": "behind_starving_group",
+                                   "message": "waiting: an older gang that does not fit yet goes first"})
+            result.unschedulable.append(group.pk)
+            continue
+        tasks = tasks_by_group.get(group.pk, [])
+        outcome = solve(current, group_request_from_db(group, tasks), policy)
+        if isinstance(outcome, Placement):
+            if _placement_persist(group, tasks, outcome, node_ids, pool, now):
+                assignments = outcome.tasks
+                for task in tasks:
+                    node = state[assignments[task.name]]
+                    state[node.name] = NodeState(
+                        name=node.name,
+                        labels=node.labels,
+                        schedulable=node.schedulable,
+                        free=Resources(
+                            gpu=node.free.gpu - task.gpu,
+                            cpu=node.free.cpu - task.cpu_millis,
+                            memory=node.free.memory - task.memory_bytes,
+                            storage=node.free.storage - task.storage_bytes,
+                        ),
+                    )
+                dirty = True
+                placed.append(group.pk)
+                result.placed.append(group.pk)
+                workflow_status_refresh(workflow)
+            continue
+        _reason_record(group, result_to_json(outcome))
+        result.unschedulable.append(group.pk)
+        waited = now - (group.scheduling_since or now)
+        if starving_rank is None and waited > starvation:
+            starving_rank = group.rank
+    return placed
+
+
+def _keys_changed_reason(group: TaskGroup, workflow: Workflow, pool: Pool, keys: list[str]) -> dict | None:
+    """A queued group whose tree uses a key that was removed, or keys whose order changed, since
+    submission is not placed under the new semantics: it waits with this reason."""
+    if workflow.pool_keys_version == pool.keys_version:
+        return None
+    position = {key: index for index, key in enumerate(keys)}
+    missing: set[str] = set()
+    reordered = False
+
+    def walk(node: dict, parent_index: int) -> None:
+        nonlocal reordered
+        key = node["key"]
+        if key not in position:
+            missing.add(key)
+        elif position[key] <= parent_index:
+            reordered = True
+        for child in node.get("children", []):
+            walk(child, position.get(key, parent_index))
+
+    for child in (group.constraint_tree or {}).get("children", []):
+        walk(child, -1)
+    if not missing and not reordered:
+        return None
+    what = f"removed key(s) {', '.join(sorted(missing))}" if missing else "a changed key order"
+    return {
+        "status": "unschedulable",
+        "code": "pool_keys_changed",
+        "missing_keys": sorted(missing),
+        "pool_keys": keys,
+        "message": f"pool {pool.name} topology keys changed since submission ({what}); this group's constraint "
+        "tree no longer means the same thing. Cancel and resubmit it.",
+    }
+
+
+def _reason_record(group: TaskGroup, reason: dict) -> None:
+    if group.unschedulable_reason != reason:
+        group.unschedulable_reason = reason
+        group.save(update_fields=["unschedulable_reason", "updated_at"])
+
+
+def _placement_persist(
+    group: TaskGroup, tasks: list[Task], placement: Placement, node_ids: dict[str, int], pool: Pool, now: datetime
+) -> bool:
+    """Reserve capacity and move the gang to INITIALIZING. False when the group changed under us
+    (e.g. cancelled since it was read): then nothing is written."""
+    updated = TaskGroup.objects.filter(pk=group.pk, status=TaskStatus.SCHEDULING).update(
+        status=TaskStatus.INITIALIZING,
+        unschedulable_reason=None,
+        placement_report=report_to_json(placement),
+        updated_at=now,
+    )
+    if not updated:
+        return False
+    group.status = TaskStatus.INITIALIZING
+    assignments = placement.tasks
+    reservations = []
+    transitions = [StatusTransition(workflow_id=group.workflow_id, group=group, from_status=TaskStatus.SCHEDULING,
+                                    to_status=TaskStatus.INITIALIZING, message="placed")]
+    for task in tasks:
+        node_name = assignments[task.name]
+        task.node_id = node_ids[node_name]
+        task.pod_name = pod_name_for(group.workflow.workflow_id, task.name)
+        previous = task.status
+        task.status = TaskStatus.INITIALIZING
+        task.updated_at = now
+        reservations.append(
+            Reservation(task=task, node_id=task.node_id, pool=pool, gpu=task.gpu, cpu_millis=task.cpu_millis,
+                        memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes)
+        )
+        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, task=task,
+                                            from_status=previous, to_status=TaskStatus.INITIALIZING,
+                                            message=f"placed on {node_name}"))
+    Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"])
+    Reservation.objects.bulk_create(reservations)
+    StatusTransition.objects.bulk_create(transitions)
+    return True
+
+
+def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
+    """Groups queued longer than their workflow's queue_timeout fail with FAILED_QUEUE_TIMEOUT."""
+    expired = []
+    candidates = TaskGroup.objects.filter(
+        workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False
+    ).select_related("workflow")
+    for group in candidates:
+        limit = timedelta(seconds=group.workflow.queue_timeout_s)
+        if group.scheduling_since and now - group.scheduling_since > limit:
+            reason = (group.unschedulable_reason or {}).get("message", "")
+            message = f"queued longer than queue_timeout ({group.workflow.queue_timeout_s}s)"
+            group_fail(group, TaskStatus.FAILED_QUEUE_TIMEOUT, message=f"{message}; last reason: {reason}" if reason
+                       else message)
+            workflow_status_refresh(group.workflow)
+            expired.append(group.pk)
+    return expired
+
+
+def _waiting_groups_promote(pool: Pool) -> None:
+    """WAITING groups whose upstream groups all COMPLETED move to SCHEDULING (also done when a group
+    completes; repeated here so a lost message cannot strand them)."""
+    waiting = list(
+        TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING).select_related("workflow")
+    )
+    if not waiting:
+        return
+    statuses: dict[tuple[int, str], str] = {
+        (workflow_id, name): status
+        for workflow_id, name, status in TaskGroup.objects.filter(
+            workflow_id__in={g.workflow_id for g in waiting}
+        ).values_list("workflow_id", "name", "status")
+    }
+    for group in waiting:
+        upstream = [statuses.get((group.workflow_id, name)) for name in group.upstream]
+        if all(status == TaskStatus.COMPLETED for status in upstream):
+            group_status_set(group, TaskStatus.SCHEDULING, message="upstream groups completed")
+            for task in group.tasks.filter(status=TaskStatus.WAITING).order_by("pk"):
+                task_status_set(task, TaskStatus.SCHEDULING)
+        elif any(status in TASK_TERMINAL_STATUSES and status != TaskStatus.COMPLETED for status in upstream):
+            from workflows.services import downstream_fail
+
+            failed = next(g for g in TaskGroup.objects.filter(workflow_id=group.workflow_id, name__in=group.upstream)
+                          if g.status in TASK_TERMINAL_STATUSES and g.status != TaskStatus.COMPLETED)
+            downstream_fail(failed)
+            workflow_status_refresh(group.workflow)

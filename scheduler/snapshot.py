@@ -1,0 +1,93 @@
+"""The only way into the solver: ORM rows -> frozen ``scheduler.placement`` values.
+
+``snapshot_load`` reads a pool in a fixed number of queries (keys, nodes with free capacity from the
+shared free-capacity selector). Free capacity = capacity - external usage - active reservations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scheduler.models import Pool
+from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.selectors import node_queryset_with_usage
+from workflows.models import TaskGroup
+from workflows.spec import GroupSpec, tree_from_json
+
+
+def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
+    """(key, label) pairs, coarsest first."""
+    return list(pool.topology_keys.order_by("position").values_list("key", "label"))
+
+
+def snapshot_load(pool: Pool, *, key_labels: list[tuple[str, str]] | None = None) -> ClusterSnapshot:
+    """The pool as the solver sees it, in two queries (one when ``key_labels`` is given)."""
+    return snapshot_load_with_ids(pool, key_labels=key_labels)[0]
+
+
+def snapshot_load_with_ids(
+    pool: Pool, *, key_labels: list[tuple[str, str]] | None = None
+) -> tuple[ClusterSnapshot, dict[str, int]]:
+    """The snapshot and each node's primary key by name (for persisting a placement)."""
+    key_labels = key_labels if key_labels is not None else pool_key_labels(pool)
+    labels = [label for _key, label in key_labels]
+    rows = node_queryset_with_usage(pool).order_by("name").values_list(
+        "pk", "name", "labels", "schedulable", "free_gpu", "free_cpu_millis", "free_memory_bytes",
+        "free_storage_bytes",
+    )
+    nodes = []
+    node_ids: dict[str, int] = {}
+    for pk, name, node_labels, schedulable, gpu, cpu, memory, storage in rows:
+        node_ids[name] = pk
+        nodes.append(
+            NodeState(
+                name=name,
+                labels=tuple(_label_value(node_labels, label) for label in labels),
+                free=Resources(gpu=max(gpu, 0), cpu=max(cpu, 0), memory=max(memory, 0), storage=max(storage, 0)),
+                schedulable=schedulable,
+            )
+        )
+    snapshot = ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=tuple(nodes))
+    return snapshot, node_ids
+
+
+def _label_value(labels: dict | None, label: str) -> str | None:
+    value = (labels or {}).get(label)
+    return None if value in (None, "") else str(value)
+
+
+def group_request_from_spec(group: GroupSpec) -> GroupRequest:
+    return GroupRequest(
+        name=group.name,
+        tree=group.tree,
+        tasks=tuple(
+            TaskRequest(
+                name=task.name,
+                resources=Resources(
+                    gpu=task.resource_spec.gpu,
+                    cpu=task.resource_spec.cpu,
+                    memory=task.resource_spec.memory,
+                    storage=task.resource_spec.storage,
+                ),
+                nodes_excluded=frozenset(task.resource_spec.nodes_excluded),
+            )
+            for task in group.tasks
+        ),
+    )
+
+
+def group_request_from_db(group: TaskGroup, tasks: Iterable) -> GroupRequest:
+    """Rebuild a gang's request from stored rows (tasks must belong to ``group``)."""
+    return GroupRequest(
+        name=group.name,
+        tree=tree_from_json(group.constraint_tree),
+        tasks=tuple(
+            TaskRequest(
+                name=task.name,
+                resources=Resources(gpu=task.gpu, cpu=task.cpu_millis, memory=task.memory_bytes,
+                                    storage=task.storage_bytes),
+                nodes_excluded=frozenset(task.nodes_excluded or ()),
+            )
+            for task in tasks
+        ),
+    )

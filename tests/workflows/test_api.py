@@ -1,0 +1,300 @@
+"""Contract tests of the workflow endpoints (design §7)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.factories import SEED_EXAMPLES, example_spec, make_node, make_nvl72_pool, make_pool
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+
+pytestmark = pytest.mark.django_db
+
+SIMPLE = """
+workflow:
+  name: hello
+  tasks:
+  - name: train
+    image: busybox
+    command: ["sh", "-c", "echo hi"]
+resources:
+  default:
+    gpu: 1
+"""
+
+
+@pytest.fixture
+def pool():
+    return make_nvl72_pool("nvl72", zones=2, spines=1, racks=2, nodes=4)
+
+
+@pytest.mark.parametrize("name", SEED_EXAMPLES)
+def test_submit_seed_examples_creates_workflow(user_client, pool, name):
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": example_spec(name)}, format="json")
+    # then
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["id"] == f"{yaml.safe_load(example_spec(name))['workflow']['name']}-1"
+    assert body["status"] == "PENDING"
+    assert body["pool"] == "nvl72"
+    assert body["submitted_by"] == "alice"
+    assert [g["status"] for g in body["groups"]] == ["SCHEDULING"]
+    tasks = body["groups"][0]["tasks"]
+    assert len(tasks) == Task.objects.count()
+    assert tasks[0]["requests"]["gpu"] == 4
+    assert body["groups"][0]["constraint_tree"]["group"] == "group1"
+
+
+def test_workflow_ids_count_up_per_name(user_client, pool):
+    ids = [
+        user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+        for _ in range(3)
+    ]
+    assert ids == ["hello-1", "hello-2", "hello-3"]
+
+
+def test_same_zone_tree_has_one_zone_node_with_two_cliques(user_client, pool):
+    body = user_client.post(
+        "/api/workflows/", {"pool": "nvl72", "spec": example_spec("multiple-nvl72-same-zone")}, format="json"
+    ).json()
+    tree = body["groups"][0]["constraint_tree"]
+    assert [(c["key"], c["group"], c["requirement"]) for c in tree["children"]] == [
+        ("zone", "workflow-group", "required")
+    ]
+    cliques = tree["children"][0]["children"]
+    assert [(c["key"], c["group"]) for c in cliques] == [("gpu-clique", "model-1-group"), ("gpu-clique", "model-2-group")]
+
+
+def test_raw_yaml_body_with_pool_query(user_client, pool):
+    response = user_client.generic("POST", "/api/workflows/?pool=nvl72&priority=HIGH", SIMPLE,
+                                   content_type="application/yaml")
+    assert response.status_code == 201, response.json()
+    assert response.json()["priority"] == "HIGH"
+    assert response.json()["groups"][0]["name"] == "train-group"
+
+
+def test_spec_as_object(user_client, pool):
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": yaml.safe_load(SIMPLE)}, format="json")
+    assert response.status_code == 201
+
+
+def test_invalid_spec_gets_400_with_paths_and_stores_nothing(user_client, pool):
+    # given a spec with two mistakes
+    spec = SIMPLE.replace("gpu: 1", "gpu: 1\n    topology:\n    - key: planet\n    - key: zone\n      requirementType: maybe")
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json")
+    # then
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "spec_invalid"
+    assert body["message"] == "Workflow spec is invalid."
+    paths = [e["path"] for e in body["details"]["errors"]]
+    assert "resources.default.topology[0].key" in paths
+    assert "resources.default.topology[1].requirementType" in paths
+    planet = next(e for e in body["details"]["errors"] if e["path"] == "resources.default.topology[0].key")
+    assert "planet" in planet["message"] and "nvl72" in planet["message"] and "gpu-clique" in planet["message"]
+    assert Workflow.objects.count() == 0
+    assert TaskGroup.objects.count() == 0
+    assert StatusTransition.objects.count() == 0
+
+
+def test_invalid_spec_same_400_on_dry_run(user_client, pool):
+    spec = SIMPLE.replace("gpu: 1", "gpu: 1\n    topology:\n    - key: planet")
+    normal = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json")
+    dry = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec, "dry_run": True}, format="json")
+    assert normal.status_code == dry.status_code == 400
+    assert normal.json() == dry.json()
+
+
+def test_mixed_key_sets_rejected_with_stable_message(user_client, pool):
+    spec = """
+workflow:
+  name: mixed
+  groups:
+  - name: g
+    tasks:
+    - {name: a, lead: true, image: busybox, command: [true], resource: zr}
+    - {name: b, image: busybox, command: [true], resource: z}
+resources:
+  zr: {gpu: 1, topology: [{key: zone}, {key: rack}]}
+  z: {gpu: 1, topology: [{key: zone}]}
+"""
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json")
+    assert response.status_code == 400
+    messages = " ".join(e["message"] for e in response.json()["details"]["errors"])
+    assert "same topology keys" in messages
+    assert Workflow.objects.count() == 0
+
+
+def test_unknown_pool_gets_400_naming_pools(user_client, pool):
+    response = user_client.post("/api/workflows/", {"pool": "nope", "spec": SIMPLE}, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "pool_not_found"
+    assert response.json()["details"]["errors"] == [
+        {"path": "pool", "message": "Pool 'nope' does not exist. Available pools: nvl72."}
+    ]
+
+
+def test_pool_without_keys_rejects_any_key(user_client):
+    make_pool("flat", keys=[])
+    spec = SIMPLE.replace("gpu: 1", "gpu: 1\n    topology:\n    - key: zone")
+    response = user_client.post("/api/workflows/", {"pool": "flat", "spec": spec}, format="json")
+    assert response.status_code == 400
+    [error] = response.json()["details"]["errors"]
+    assert error["path"] == "resources.default.topology[0].key"
+    assert "flat" in error["message"]
+
+
+def test_missing_fields_get_400_envelope(user_client, pool):
+    response = user_client.post("/api/workflows/", {}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "validation_error"
+    assert sorted(e["path"] for e in body["details"]["errors"]) == ["pool", "spec"]
+
+
+def test_bad_priority_gets_400(user_client, pool):
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE, "priority": "URGENT"},
+                                format="json")
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"][0]["path"] == "priority"
+
+
+def test_dry_run_returns_trees_and_placement_and_stores_nothing(user_client, pool):
+    response = user_client.post(
+        "/api/workflows/", {"pool": "nvl72", "spec": example_spec("multiple-nvl72-same-zone"), "dry_run": True},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["valid"] is True
+    [group] = body["groups"]
+    assert group["name"] == "group1"
+    assert group["placement"]["status"] == "placed"
+    placed = group["placement"]["tasks"]
+    assert sorted(placed) == [f"model{m}-shard{s}" for m in (1, 2) for s in (1, 2, 3, 4)]
+    # each model's shards share a gpu-clique (node names start with their rack)
+    for model in (1, 2):
+        racks = {placed[f"model{model}-shard{s}"].rsplit("-n", 1)[0] for s in (1, 2, 3, 4)}
+        assert len(racks) == 1
+    zones = {placed[t].split("-")[0] for t in placed}
+    assert len(zones) == 1
+    assert Workflow.objects.count() == 0
+
+
+def test_dry_run_unschedulable_explains(user_client):
+    pool = make_pool("tiny", keys=[("rack", "rack")])
+    for index in range(4):
+        make_node(pool, f"n{index}", {"rack": f"r{index}"}, gpu=2)
+    spec = """
+workflow:
+  name: four
+  groups:
+  - name: g
+    tasks:
+    - {name: t1, lead: true, image: busybox, command: [true]}
+    - {name: t2, image: busybox, command: [true]}
+    - {name: t3, image: busybox, command: [true]}
+    - {name: t4, image: busybox, command: [true]}
+resources:
+  default: {gpu: 1, topology: [{key: rack}]}
+"""
+    body = user_client.post("/api/workflows/", {"pool": "tiny", "spec": spec, "dry_run": True}, format="json").json()
+    placement = body["groups"][0]["placement"]
+    assert placement["status"] == "unschedulable"
+    assert "2 of 4" in placement["message"]
+
+
+def test_idempotency_key_returns_the_same_workflow(user_client, pool):
+    first = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json",
+                             HTTP_IDEMPOTENCY_KEY="abc")
+    second = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json",
+                              HTTP_IDEMPOTENCY_KEY="abc")
+    assert first.status_code == 201
+    assert second.status_code == 200
+    assert first.json()["id"] == second.json()["id"]
+    assert Workflow.objects.count() == 1
+
+
+def test_users_see_only_their_own_and_staff_see_all(api_client, user, other_user, staff_user, pool):
+    api_client.force_authenticate(user)
+    mine = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    api_client.force_authenticate(other_user)
+    theirs = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    # alice lists only hers and cannot read or cancel bob's
+    api_client.force_authenticate(user)
+    assert [w["id"] for w in api_client.get("/api/workflows/").json()["results"]] == [mine]
+    assert api_client.get(f"/api/workflows/{theirs}/").status_code == 404
+    assert api_client.post(f"/api/workflows/{theirs}/cancel/").status_code == 404
+    # staff sees both, newest first
+    api_client.force_authenticate(staff_user)
+    assert [w["id"] for w in api_client.get("/api/workflows/").json()["results"]] == [theirs, mine]
+    assert [w["id"] for w in api_client.get("/api/workflows/?user=bob").json()["results"]] == [theirs]
+
+
+def test_list_filters_and_pagination(user_client, pool):
+    for _ in range(3):
+        user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json")
+    page = user_client.get("/api/workflows/?limit=2").json()
+    assert page["count"] == 3
+    assert len(page["results"]) == 2
+    assert page["next"] is not None
+    assert user_client.get("/api/workflows/?status=COMPLETED").json()["count"] == 0
+    assert user_client.get("/api/workflows/?status=PENDING&pool=nvl72&name=hel").json()["count"] == 3
+    bad = user_client.get("/api/workflows/?status=SOMETIMES")
+    assert bad.status_code == 400
+    assert bad.json()["details"]["errors"][0]["path"] == "status"
+
+
+def test_list_query_count_is_constant(user_client, pool, django_assert_max_num_queries):
+    for _ in range(5):
+        user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json")
+    with django_assert_max_num_queries(4):
+        assert user_client.get("/api/workflows/").status_code == 200
+
+
+def test_detail_query_count_does_not_grow_with_tasks(user_client, pool, django_assert_num_queries):
+    wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": example_spec("multiple-nvl72-racks")},
+                           format="json").json()["id"]
+    with django_assert_num_queries(6):
+        assert user_client.get(f"/api/workflows/{wid}/").status_code == 200
+
+
+def test_cancel_then_cancel_again(user_client, pool):
+    wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    response = user_client.post(f"/api/workflows/{wid}/cancel/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "FAILED_CANCELED"
+    assert body["groups"][0]["status"] == "FAILED_CANCELED"
+    assert body["groups"][0]["tasks"][0]["status"] == "FAILED_CANCELED"
+    assert body["failure_message"] == "canceled by alice"
+    again = user_client.post(f"/api/workflows/{wid}/cancel/")
+    assert again.status_code == 409
+    assert again.json()["code"] == "not_cancellable"
+
+
+def test_unknown_workflow_404_envelope(user_client):
+    response = user_client.get("/api/workflows/nope-1/")
+    assert response.status_code == 404
+    assert response.json() == {"code": "not_found", "message": "Workflow 'nope-1' not found.", "details": {}}
+
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.one_of(st.text(max_size=200), yaml_values.map(lambda v: {"workflow": v}), yaml_values))
+def test_api_never_answers_5xx(user_client, pool, spec):
+    body = {"pool": "nvl72", "spec": spec if isinstance(spec, (str, dict)) else {"workflow": spec}}
+    response = user_client.post("/api/workflows/", body, format="json")
+    assert response.status_code < 500
+    if response.status_code == 400:
+        assert set(response.json()) == {"code", "message", "details"}

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from workflows.choices import Priority
+from workflows.models import Task, TaskGroup, Workflow
+from workflows.selectors import task_domains
+
+
+@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": True}]})
+class SpecField(serializers.Field):
+    """The workflow spec: YAML (or JSON) text, or an already-parsed object."""
+
+    default_error_messages = {"invalid": "Must be YAML text or an object."}
+
+    def to_internal_value(self, data: Any) -> str | dict[str, Any]:
+        if isinstance(data, (str, dict)):
+            return data
+        self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class WorkflowSubmitInputSerializer(serializers.Serializer):
+    pool = serializers.CharField(max_length=63)
+    spec = SpecField()
+    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
+    dry_run = serializers.BooleanField(default=False)
+
+
+class TaskRequestsSerializer(serializers.Serializer):
+    gpu = serializers.IntegerField()
+    cpu = serializers.IntegerField(help_text="millicores")
+    memory = serializers.IntegerField(help_text="bytes")
+    storage = serializers.IntegerField(help_text="bytes")
+
+
+class TaskOutputSerializer(serializers.ModelSerializer):
+    node = serializers.SerializerMethodField()
+    domains = serializers.SerializerMethodField()
+    requests = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Task
+        fields = ["name", "lead", "status", "node", "domains", "pod_name", "requests", "exit_code",
+                  "started_at", "finished_at", "failure_message"]
+
+    def get_node(self, task: Task) -> str | None:
+        return task.node.name if task.node_id else None
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_domains(self, task: Task) -> dict[str, str]:
+        return task_domains(task, self.context.get("pool_keys", []))
+
+    @extend_schema_field(TaskRequestsSerializer)
+    def get_requests(self, task: Task) -> dict[str, int]:
+        return {"gpu": task.gpu, "cpu": task.cpu_millis, "memory": task.memory_bytes, "storage": task.storage_bytes}
+
+
+class TaskGroupOutputSerializer(serializers.ModelSerializer):
+    tasks = serializers.SerializerMethodField()
+    constraint_tree = serializers.JSONField()
+    unschedulable_reason = serializers.JSONField(allow_null=True)
+    placement_report = serializers.JSONField(allow_null=True)
+
+    class Meta:
+        model = TaskGroup
+        fields = ["name", "status", "upstream", "constraint_tree", "unschedulable_reason", "placement_report",
+                  "started_at", "finished_at", "failure_message", "tasks"]
+
+    @extend_schema_field(TaskOutputSerializer(many=True))
+    def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
+        return TaskOutputSerializer(group.tasks.all(), many=True, context=self.context).data
+
+
+class WorkflowSummaryOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="workflow_id")
+    pool = serializers.CharField(source="pool.name")
+    submitted_by = serializers.CharField(source="submitted_by.username")
+    task_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Workflow
+        fields = ["id", "name", "pool", "status", "priority", "submitted_by", "submitted_at", "started_at",
+                  "finished_at", "failure_message", "task_count"]
+
+
+class WorkflowOutputSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="workflow_id")
+    pool = serializers.CharField(source="pool.name")
+    submitted_by = serializers.CharField(source="submitted_by.username")
+    groups = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workflow
+        fields = ["id", "name", "pool", "status", "priority", "submitted_by", "submitted_at", "started_at",
+                  "finished_at", "failure_message", "labels", "groups"]
+
+    @extend_schema_field(TaskGroupOutputSerializer(many=True))
+    def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
+        keys = [(k.key, k.label) for k in workflow.pool.topology_keys.all()]
+        context = {**self.context, "pool_keys": keys}
+        return TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data
+
+
+class PlacementPreviewSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["placed", "unschedulable", "undecided"])
+    tasks = serializers.DictField(child=serializers.CharField())
+    report = serializers.ListField(child=serializers.DictField())
+    reason = serializers.DictField(allow_null=True)
+    message = serializers.CharField()
+
+
+class DryRunGroupSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    constraint_tree = serializers.JSONField()
+    constraint_outline = serializers.CharField()
+    placement = PlacementPreviewSerializer()
+
+
+class DryRunOutputSerializer(serializers.Serializer):
+    valid = serializers.BooleanField()
+    groups = DryRunGroupSerializer(many=True)
+
+
+class ErrorItemSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ErrorOutputSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+

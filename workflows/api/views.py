@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from workflows import selectors, services
+from workflows.api.filters import WorkflowFilterSet
+from workflows.api.serializers import (
+    DryRunOutputSerializer,
+    ErrorOutputSerializer,
+    WorkflowOutputSerializer,
+    WorkflowSubmitInputSerializer,
+    WorkflowSummaryOutputSerializer,
+)
+from workflows.errors import WorkflowNotFoundError
+from workflows.models import Workflow
+from workflows.preview import workflow_dry_run
+
+ERRORS = {
+    400: OpenApiResponse(ErrorOutputSerializer, description="Invalid input; details.errors lists paths."),
+    401: OpenApiResponse(ErrorOutputSerializer, description="Not authenticated."),
+}
+QUERY_PARAMS = [
+    OpenApiParameter("pool", str, description="Pool name, for a raw YAML body"),
+    OpenApiParameter("priority", str, enum=["LOW", "NORMAL", "HIGH"], description="For a raw YAML body"),
+    OpenApiParameter("dry_run", bool, description="For a raw YAML body"),
+]
+
+
+class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Submit, list, inspect and cancel workflows. Users see their own; staff see all."""
+
+    lookup_field = "workflow_id"
+    lookup_url_kwarg = "id"
+    lookup_value_regex = r"[^/]+"
+    filterset_class = WorkflowFilterSet
+    queryset = Workflow.objects.none()
+
+    def get_queryset(self):
+        if self.action == "list":
+            return selectors.workflow_list(user=self.request.user)
+        return selectors.workflow_detail_queryset(user=self.request.user)
+
+    def get_serializer_class(self):
+        return WorkflowSummaryOutputSerializer if self.action == "list" else WorkflowOutputSerializer
+
+    def get_object(self) -> Workflow:
+        workflow = self.get_queryset().filter(workflow_id=self.kwargs["id"]).first()
+        if workflow is None:
+            raise WorkflowNotFoundError(f"Workflow {self.kwargs['id']!r} not found.")
+        return workflow
+
+    @extend_schema(
+        request={"application/json": WorkflowSubmitInputSerializer, "application/yaml": OpenApiTypes.STR},
+        parameters=[*QUERY_PARAMS, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={201: WorkflowOutputSerializer, 200: DryRunOutputSerializer, **ERRORS},
+        description="Submit a workflow (JSON body, or a raw YAML body with `?pool=`). With `dry_run` the spec is "
+        "validated, its constraint trees built and a placement preview computed on the current snapshot; "
+        "nothing is stored.",
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = dict(request.data.items()) if hasattr(request.data, "items") else {}
+        if request.content_type and "yaml" in request.content_type:
+            for name in ("pool", "priority", "dry_run"):
+                if name in request.query_params:
+                    data.setdefault(name, request.query_params[name])
+        serializer = WorkflowSubmitInputSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        values = serializer.validated_data
+        if values["dry_run"]:
+            return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"]), status=status.HTTP_200_OK)
+        workflow, created = services.workflow_submit(
+            user=request.user,
+            pool_name=values["pool"],
+            spec=values["spec"],
+            priority=values["priority"],
+            idempotency_key=request.headers.get("Idempotency-Key"),
+        )
+        workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        return Response(
+            WorkflowOutputSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+    @extend_schema(request=None, responses={200: WorkflowOutputSerializer, 404: ErrorOutputSerializer,
+                                            409: ErrorOutputSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workflow = self.get_object()
+        services.workflow_cancel(workflow_id=workflow.workflow_id, user=request.user)
+        workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        return Response(WorkflowOutputSerializer(workflow).data)

@@ -1,0 +1,49 @@
+"""Reads of the workflows app, shared by the API and the status pages."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Prefetch, QuerySet
+
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+
+
+def workflow_visible_to(user: AbstractBaseUser) -> QuerySet[Workflow]:
+    """Users see their own workflows; staff see all."""
+    queryset = Workflow.objects.all()
+    if not user.is_staff:
+        queryset = queryset.filter(submitted_by=user)
+    return queryset
+
+
+def workflow_list(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
+    return (
+        workflow_visible_to(user)
+        .select_related("pool", "submitted_by")
+        .annotate(task_count=Count("tasks", distinct=True))
+        .order_by("-submitted_at", "-pk")
+    )
+
+
+def workflow_detail_queryset(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
+    """Everything the workflow body needs, in a fixed number of queries."""
+    tasks = Task.objects.select_related("node").order_by("position")
+    groups = TaskGroup.objects.order_by("position").prefetch_related(Prefetch("tasks", queryset=tasks))
+    return (
+        workflow_visible_to(user)
+        .select_related("pool", "submitted_by")
+        .prefetch_related(Prefetch("groups", queryset=groups), "pool__topology_keys")
+        .order_by("-submitted_at", "-pk")
+    )
+
+
+def workflow_transitions(workflow: Workflow) -> QuerySet[StatusTransition]:
+    return workflow.transitions.select_related("group", "task").order_by("at", "pk")
+
+
+def task_domains(task: Task, pool_keys: list[tuple[str, str]]) -> dict[str, str]:
+    """The task's node's value for every pool key (key -> label value), empty before placement."""
+    if task.node is None:
+        return {}
+    labels = task.node.labels or {}
+    return {key: labels[label] for key, label in pool_keys if label in labels}

@@ -1,0 +1,347 @@
+"""Writes of the workflows app: submission, cancellation and every status transition.
+
+All status changes go through :func:`task_status_set`, :func:`group_status_set` and
+:func:`workflow_status_refresh`, which record a :class:`StatusTransition` with its time. The workflow
+status is derived from its groups as OSMO does (:func:`workflow_status_from_groups`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from scheduler.models import Node, Pool
+from workflows.choices import (
+    TASK_FAILED_STATUSES,
+    TASK_TERMINAL_STATUSES,
+    Priority,
+    TaskStatus,
+    WorkflowStatus,
+)
+from workflows.errors import (
+    PoolNotFoundError,
+    WorkflowNotCancellableError,
+    WorkflowSpecInvalidError,
+)
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.spec import PoolContext, SpecInvalidError, WorkflowSpec, parse_workflow, tree_to_json
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedSubmission:
+    pool: Pool
+    spec: WorkflowSpec
+    spec_text: str
+
+
+def pool_context(pool: Pool) -> PoolContext:
+    """The pool facts a spec is validated against: keys in order, distinct node shapes (2 queries)."""
+    keys = tuple(pool.topology_keys.order_by("position").values_list("key", flat=True))
+    shapes = tuple(
+        Node.objects.filter(pool=pool, schedulable=True)
+        .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        .distinct()
+        .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+    )
+    return PoolContext(name=pool.name, keys=keys, node_capacities=shapes)
+
+
+def workflow_validate(*, pool_name: str, spec: str | dict[str, Any]) -> ValidatedSubmission:
+    """Parse and validate ``spec`` against the pool. Raises ``PoolNotFoundError`` or
+    ``WorkflowSpecInvalidError`` (every problem, each with its path)."""
+    pool = Pool.objects.filter(name=pool_name).first()
+    if pool is None:
+        raise PoolNotFoundError(pool_name, list(Pool.objects.values_list("name", flat=True)))
+    try:
+        parsed = parse_workflow(spec, pool=pool_context(pool))
+    except SpecInvalidError as exc:
+        raise WorkflowSpecInvalidError(exc.to_list()) from exc
+    spec_text = spec if isinstance(spec, str) else _dump_yaml(spec)
+    return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text)
+
+
+def _dump_yaml(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _next_seq(name: str) -> int:
+    return (Workflow.objects.filter(name=name).aggregate(m=Max("seq"))["m"] or 0) + 1
+
+
+def workflow_submit(
+    *,
+    user: AbstractBaseUser,
+    pool_name: str,
+    spec: str | dict[str, Any],
+    priority: str = Priority.NORMAL,
+    idempotency_key: str | None = None,
+) -> tuple[Workflow, bool]:
+    """Validate and store a workflow; queue its ready groups for placement.
+
+    Returns ``(workflow, created)``: with an ``idempotency_key`` already used by this user, the
+    earlier workflow and ``False``. Nothing is stored when validation fails.
+    """
+    if idempotency_key:
+        existing = Workflow.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing, False
+    submission = workflow_validate(pool_name=pool_name, spec=spec)
+    for attempt in range(5):
+        try:
+            with transaction.atomic():
+                workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key)
+            break
+        except IntegrityError:
+            # Two submissions of the same name raced for the same <name>-<n>, or the same
+            # idempotency key arrived twice at once: retry with a fresh number / return the winner.
+            if idempotency_key:
+                existing = Workflow.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
+                if existing is not None:
+                    return existing, False
+            if attempt == 4:
+                raise
+    transaction.on_commit(lambda: _placement_request(workflow.pool_id))
+    logger.info("workflow.submitted", extra={"workflow": workflow.workflow_id, "pool": submission.pool.name})
+    return workflow, True
+
+
+def _placement_request(pool_id: int) -> None:
+    """Ask for a placement cycle on the pool (the scheduler app owns the task)."""
+    from scheduler.tasks import placement_cycle_request
+
+    placement_cycle_request(pool_id)
+
+
+def _workflow_create(
+    submission: ValidatedSubmission, *, user: AbstractBaseUser, priority: str, idempotency_key: str | None
+) -> Workflow:
+    spec = submission.spec
+    now = timezone.now()
+    seq = _next_seq(spec.name)
+    workflow = Workflow.objects.create(
+        workflow_id=f"{spec.name}-{seq}",
+        name=spec.name,
+        seq=seq,
+        pool=submission.pool,
+        pool_keys_version=submission.pool.keys_version,
+        priority=priority,
+        submitted_by=user,
+        spec_text=submission.spec_text,
+        labels=spec.labels_dict(),
+        queue_timeout_s=spec.queue_timeout_s,
+        exec_timeout_s=spec.exec_timeout_s,
+        idempotency_key=idempotency_key or None,
+    )
+    groups: list[TaskGroup] = []
+    tasks: list[Task] = []
+    order = {name: index for index, name in enumerate(g.name for g in spec.groups)}
+    for group_spec in spec.groups:
+        status = TaskStatus.WAITING if group_spec.inputs else TaskStatus.SCHEDULING
+        group = TaskGroup(
+            workflow=workflow,
+            name=group_spec.name,
+            position=order[group_spec.name],
+            status=status,
+            upstream=list(group_spec.inputs),
+            constraint_tree=tree_to_json(group_spec.tree),
+            scheduling_since=now if status == TaskStatus.SCHEDULING else None,
+        )
+        groups.append(group)
+    TaskGroup.objects.bulk_create(groups)
+    position = 0
+    for group, group_spec in zip(groups, spec.groups, strict=True):
+        for task_spec in group_spec.tasks:
+            resource = task_spec.resource_spec
+            tasks.append(
+                Task(
+                    workflow=workflow,
+                    group=group,
+                    name=task_spec.name,
+                    position=position,
+                    lead=task_spec.lead,
+                    status=group.status,
+                    image=task_spec.image,
+                    command=list(task_spec.command),
+                    args=list(task_spec.args),
+                    environment=task_spec.environment_dict(),
+                    resource_name=task_spec.resource,
+                    gpu=resource.gpu,
+                    cpu_millis=resource.cpu,
+                    memory_bytes=resource.memory,
+                    storage_bytes=resource.storage,
+                    nodes_excluded=list(resource.nodes_excluded),
+                    topology=[entry.to_dict() for entry in resource.topology],
+                )
+            )
+            position += 1
+    Task.objects.bulk_create(tasks)
+    transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
+    transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
+    StatusTransition.objects.bulk_create(transitions)
+    return workflow
+
+
+# ------------------------------------------------------------------------------------------------
+# Status transitions
+# ------------------------------------------------------------------------------------------------
+def task_status_set(task: Task, status: str, *, message: str = "", exit_code: int | None = None) -> bool:
+    """Move one task to ``status`` (no-op when already there or terminal). Returns whether it changed."""
+    if task.status == status or task.status in TASK_TERMINAL_STATUSES:
+        return False
+    now = timezone.now()
+    previous = task.status
+    task.status = status
+    fields = ["status", "updated_at"]
+    if status == TaskStatus.RUNNING and task.started_at is None:
+        task.started_at = now
+        fields.append("started_at")
+    if status in TASK_TERMINAL_STATUSES:
+        task.finished_at = now
+        fields.append("finished_at")
+    if message and status in TASK_FAILED_STATUSES:
+        task.failure_message = message
+        fields.append("failure_message")
+    if exit_code is not None:
+        task.exit_code = exit_code
+        fields.append("exit_code")
+    task.save(update_fields=fields)
+    StatusTransition.objects.create(
+        workflow_id=task.workflow_id, group_id=task.group_id, task=task, from_status=previous, to_status=status,
+        message=message,
+    )
+    return True
+
+
+def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> bool:
+    """Move a group to ``status`` (no-op when already there or terminal). Returns whether it changed."""
+    if group.status == status or group.status in TASK_TERMINAL_STATUSES:
+        return False
+    now = timezone.now()
+    previous = group.status
+    group.status = status
+    fields = ["status", "updated_at"]
+    if status == TaskStatus.SCHEDULING:
+        group.scheduling_since = now
+        fields.append("scheduling_since")
+    if status == TaskStatus.RUNNING and group.started_at is None:
+        group.started_at = now
+        fields.append("started_at")
+    if status in TASK_TERMINAL_STATUSES:
+        group.finished_at = now
+        fields.append("finished_at")
+    if message and status in TASK_FAILED_STATUSES:
+        group.failure_message = message
+        fields.append("failure_message")
+    group.save(update_fields=fields)
+    StatusTransition.objects.create(
+        workflow_id=group.workflow_id, group=group, from_status=previous, to_status=status, message=message
+    )
+    return True
+
+
+def workflow_status_from_groups(statuses: list[str]) -> str:
+    """OSMO's aggregation: COMPLETED when every group completed; the first real failure (not a
+    consequence such as FAILED_UPSTREAM) once every group is terminal; RUNNING once any group got
+    capacity or finished; PENDING before that."""
+    if statuses and all(s == TaskStatus.COMPLETED for s in statuses):
+        return WorkflowStatus.COMPLETED
+    if statuses and all(s in TASK_TERMINAL_STATUSES for s in statuses):
+        failures = [s for s in statuses if s in TASK_FAILED_STATUSES]
+        primary = [s for s in failures if s != TaskStatus.FAILED_UPSTREAM] or failures
+        return WorkflowStatus(primary[0])
+    started = {TaskStatus.INITIALIZING, TaskStatus.RUNNING} | TASK_TERMINAL_STATUSES
+    if any(s in started for s in statuses):
+        return WorkflowStatus.RUNNING
+    return WorkflowStatus.PENDING
+
+
+def workflow_status_refresh(workflow: Workflow, *, message: str = "") -> bool:
+    """Recompute the workflow status from its groups and record the change, if any."""
+    statuses = list(workflow.groups.order_by("position").values_list("status", flat=True))
+    status = workflow_status_from_groups(statuses)
+    if status == workflow.status:
+        return False
+    now = timezone.now()
+    previous = workflow.status
+    workflow.status = status
+    fields = ["status", "updated_at"]
+    if status != WorkflowStatus.PENDING and workflow.started_at is None:
+        workflow.started_at = now
+        fields.append("started_at")
+    if workflow.is_terminal:
+        workflow.finished_at = now
+        fields.append("finished_at")
+        if status != WorkflowStatus.COMPLETED and not workflow.failure_message:
+            failed = workflow.groups.exclude(failure_message="").order_by("position").first()
+            workflow.failure_message = message or (f"{failed.name}: {failed.failure_message}" if failed else status)
+            fields.append("failure_message")
+    workflow.save(update_fields=fields)
+    StatusTransition.objects.create(workflow=workflow, from_status=previous, to_status=status, message=message)
+    return True
+
+
+def group_fail(group: TaskGroup, status: str, *, message: str) -> None:
+    """Fail a group and its unfinished tasks, release their capacity, and fail downstream groups."""
+    from scheduler.services.reservations import reservations_release
+
+    tasks = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"))
+    for task in tasks:
+        task_status_set(task, status, message=message)
+    reservations_release(task_ids=[t.pk for t in tasks])
+    group_status_set(group, status, message=message)
+    downstream_fail(group)
+
+
+def downstream_fail(group: TaskGroup) -> None:
+    """Groups waiting (directly or not) on a failed group can never start: FAILED_UPSTREAM."""
+    waiting = {g.name: g for g in group.workflow.groups.filter(status=TaskStatus.WAITING).order_by("position")}
+    failed = {group.name}
+    changed = True
+    while changed:
+        changed = False
+        for name, candidate in list(waiting.items()):
+            if failed.intersection(candidate.upstream):
+                message = f"upstream group {sorted(failed.intersection(candidate.upstream))[0]} failed"
+                for task in candidate.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"):
+                    task_status_set(task, TaskStatus.FAILED_UPSTREAM, message=message)
+                group_status_set(candidate, TaskStatus.FAILED_UPSTREAM, message=message)
+                failed.add(name)
+                del waiting[name]
+                changed = True
+
+
+@transaction.atomic
+def workflow_cancel(*, workflow_id: str, user: AbstractBaseUser) -> Workflow:
+    """Cancel every unfinished group: FAILED_CANCELED, capacity released, pods deleted, and a
+    placement cycle requested so that waiting work can use the freed capacity."""
+    workflow = Workflow.objects.select_for_update().get(workflow_id=workflow_id)
+    if not workflow.can_cancel():
+        raise WorkflowNotCancellableError(workflow.workflow_id, workflow.status)
+    message = f"canceled by {user.get_username()}"
+    dispatched = list(
+        workflow.tasks.filter(status__in=[TaskStatus.INITIALIZING, TaskStatus.RUNNING]).values_list("pk", flat=True)
+    )
+    for group in workflow.groups.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("position"):
+        group_fail(group, TaskStatus.FAILED_CANCELED, message=message)
+    workflow_status_refresh(workflow, message=message)
+    pool_id = workflow.pool_id
+    transaction.on_commit(lambda: _pods_delete(dispatched))
+    transaction.on_commit(lambda: _placement_request(pool_id))
+    return workflow
+
+
+def _pods_delete(task_ids: list[int]) -> None:
+    from scheduler.tasks import pod_delete_task
+
+    for task_id in task_ids:
+        pod_delete_task.delay(task_id=task_id)
