@@ -157,12 +157,46 @@ def celery_worker_factory(worker_env, tmp_path, request):
         workers.append(worker)
         return worker
 
+    _broker_flush()
+
     yield start
     failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
     for worker in workers:
         worker.stop()
         if failed:
             print(f"----- {worker.log_path.name} -----\n{worker.log_path.read_text()[-6000:]}")
+
+
+def _broker_flush() -> None:
+    """Drop messages left in Redis by earlier tests, so a worker only sees this test's work."""
+    redis_url = os.environ.get("REDIS_URL")
+    if redis_url:
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()
+
+
+@pytest.fixture
+def celery_beat(worker_env, tmp_path):
+    """A real `celery beat` process sending the periodic tick (every second in test settings)."""
+    import subprocess
+    import sys
+
+    log = open(tmp_path / "beat.log", "w")  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "osmo", "beat", "-l", "INFO", "-s", str(tmp_path / "beat-schedule"),
+         "--pidfile", str(tmp_path / "beat.pid")],
+        env=worker_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    yield process
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    log.close()
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

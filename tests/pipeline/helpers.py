@@ -1,0 +1,56 @@
+"""Checks shared by the pipeline tests: placements meet their trees; no node is ever over-committed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from scheduler.models import Node, Reservation
+from workflows.models import TaskGroup
+
+
+def domain_of(node: Node, keys: list[tuple[str, str]], key: str) -> tuple[str, ...]:
+    """The node's full label path down to ``key`` (domain identity, design §4)."""
+    path = []
+    for name, label in keys:
+        path.append(node.labels.get(label))
+        if name == key:
+            return tuple(path)
+    raise KeyError(key)
+
+
+def assert_required_constraints_hold(group: TaskGroup) -> None:
+    keys = [(k.key, k.label) for k in group.workflow.pool.topology_keys.order_by("position")]
+    nodes = {t.name: t.node for t in group.tasks.select_related("node")}
+
+    def walk(node: dict) -> list[str]:
+        tasks = list(node.get("tasks", []))
+        for child in node.get("children", []):
+            tasks += walk(child)
+        if node.get("requirement") == "required":
+            domains = {domain_of(nodes[t], keys, node["key"]) for t in tasks}
+            assert len(domains) == 1, f"{node['path']} spans {domains}"
+        return tasks
+
+    for child in group.constraint_tree.get("children", []):
+        walk(child)
+
+
+def assert_never_overcommitted(pool) -> None:
+    """Replay every reservation (held from created_at to released_at) per node in time order and
+    check that capacity minus external usage is never exceeded in any resource at any point."""
+    events: dict[int, list[tuple]] = defaultdict(list)
+    for r in Reservation.objects.filter(pool=pool):
+        amounts = (r.gpu, r.cpu_millis, r.memory_bytes, r.storage_bytes)
+        events[r.node_id].append((r.created_at, 1, amounts))
+        if r.released_at is not None:
+            events[r.node_id].append((r.released_at, 0, tuple(-a for a in amounts)))
+    nodes = {n.pk: n for n in Node.objects.filter(pool=pool)}
+    for node_id, node_events in events.items():
+        node = nodes[node_id]
+        room = (node.gpu - node.used_gpu, node.cpu_millis - node.used_cpu_millis,
+                node.memory_bytes - node.used_memory_bytes, node.storage_bytes - node.used_storage_bytes)
+        held = [0, 0, 0, 0]
+        # releases (0) sort before acquisitions (1) at the same instant
+        for _at, _kind, amounts in sorted(node_events, key=lambda e: (e[0], e[1])):
+            held = [h + a for h, a in zip(held, amounts, strict=True)]
+            assert all(h <= cap for h, cap in zip(held, room, strict=True)), f"{node.name} over-committed: {held}"

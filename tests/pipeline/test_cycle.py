@@ -1,0 +1,252 @@
+"""The placement cycle and pod lifecycle as services on the real database (no worker process)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler.models import Reservation
+from scheduler.services.lifecycle import group_dispatch, pods_sync
+from scheduler.services.placement import placement_cycle_run
+from scheduler.services.pools import pool_keys_set
+from tests.factories import make_node, make_pool
+from tests.pipeline.helpers import assert_never_overcommitted, assert_required_constraints_hold
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.services import workflow_cancel, workflow_submit
+
+pytestmark = pytest.mark.django_db
+
+
+def spec(name: str, tasks: int, gpu: int, *, key: str | None = "rack", extra: str = "", env: str = "") -> str:
+    lines = [f"workflow:\n  name: {name}\n{extra}  groups:\n  - name: g\n    tasks:"]
+    for index in range(tasks):
+        lead = "lead: true, " if index == 0 else ""
+        lines.append(f"    - {{name: t{index}, {lead}image: busybox, command: [true]{env}}}")
+    topology = f", topology: [{{key: {key}}}]" if key else ""
+    lines.append(f"resources:\n  default: {{gpu: {gpu}{topology}}}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def racks():
+    """Two racks of two 4-GPU nodes:  r1: a1 a2   r2: b1 b2"""
+    pool = make_pool("racks", keys=[("rack", "rack")], sim_task_seconds=1)
+    for rack, prefix in (("r1", "a"), ("r2", "b")):
+        for n in (1, 2):
+            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
+    return pool
+
+
+def submit(user, pool, text, **kwargs) -> Workflow:
+    workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=text, **kwargs)
+    return workflow
+
+
+def test_cycle_places_gang_reserves_and_enqueues_dispatch(user, racks, django_capture_on_commit_callbacks):
+    # given
+    workflow = submit(user, racks, spec("job", 2, 4))
+    # when
+    with django_capture_on_commit_callbacks() as callbacks:
+        result = placement_cycle_run(pool_id=racks.pk)
+    # then
+    group = TaskGroup.objects.get(workflow=workflow)
+    assert result.placed == [group.pk]
+    assert group.status == "INITIALIZING"
+    tasks = list(Task.objects.filter(workflow=workflow).select_related("node").order_by("name"))
+    assert {t.node.labels["rack"] for t in tasks} == {"r1"} or {t.node.labels["rack"] for t in tasks} == {"r2"}
+    assert len({t.node.name for t in tasks}) == 2
+    assert all(t.status == "INITIALIZING" and t.pod_name.startswith("job-1-t") for t in tasks)
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 2
+    assert_required_constraints_hold(group)
+    workflow.refresh_from_db()
+    assert workflow.status == "RUNNING"
+    assert len(callbacks) == 1  # one group_dispatch enqueued, on commit only
+    assert StatusTransition.objects.filter(task__isnull=False, to_status="INITIALIZING").count() == 2
+
+
+def test_group_that_cannot_fit_waits_with_reason_then_is_placed_after_cancel(user, racks):
+    # given two gangs each holding a whole rack
+    first = submit(user, racks, spec("first", 2, 4))
+    submit(user, racks, spec("other", 2, 4))
+    placement_cycle_run(pool_id=racks.pk)
+    waiting = submit(user, racks, spec("waiting", 2, 4))
+    # when
+    placement_cycle_run(pool_id=racks.pk)
+    # then the third waits with its reason
+    group = TaskGroup.objects.get(workflow=waiting)
+    assert group.status == "SCHEDULING"
+    assert group.unschedulable_reason["status"] == "unschedulable"
+    assert "0 of 2" in group.unschedulable_reason["message"]
+    # and is placed once the first workflow is cancelled
+    workflow_cancel(workflow_id=first.workflow_id, user=user)
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 2
+    placement_cycle_run(pool_id=racks.pk)
+    group.refresh_from_db()
+    assert group.status == "INITIALIZING"
+    assert group.unschedulable_reason is None
+    assert_never_overcommitted(racks)
+
+
+def test_waiting_gang_placed_when_running_one_completes(user, racks):
+    # given two gangs of a whole rack each already running, and a third one waiting
+    a = submit(user, racks, spec("a", 2, 4))
+    b = submit(user, racks, spec("b", 2, 4))
+    placement_cycle_run(pool_id=racks.pk)
+    c = submit(user, racks, spec("c", 2, 4))
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=c).status == "SCHEDULING"
+    # when a's pods run to completion (simulated backend: 1 s)
+    for workflow in (a, b):
+        group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    Task.objects.filter(workflow=a).update(dispatched_at=timezone.now() - timedelta(seconds=5))
+    pods_sync(pool_id=racks.pk)
+    # then a completed, released its capacity, and c is placed in the next cycle
+    a.refresh_from_db()
+    assert a.status == "COMPLETED"
+    assert Reservation.objects.filter(task__workflow=a, released_at__isnull=True).count() == 0
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=c).status == "INITIALIZING"
+    assert_never_overcommitted(racks)
+
+
+def test_lifecycle_statuses_and_history(user, racks):
+    workflow = submit(user, racks, spec("life", 1, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    task = Task.objects.get(workflow=workflow)
+    assert task.dispatched_at is not None
+    # Pending -> Running
+    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now() - timedelta(seconds=0.6))
+    pods_sync(pool_id=racks.pk)
+    task.refresh_from_db()
+    assert task.status == "RUNNING"
+    # Running -> Succeeded
+    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now() - timedelta(seconds=2))
+    pods_sync(pool_id=racks.pk)
+    workflow.refresh_from_db()
+    assert workflow.status == "COMPLETED"
+    history = list(StatusTransition.objects.filter(task=task).values_list("to_status", flat=True))
+    assert history == ["INITIALIZING", "RUNNING", "COMPLETED"]
+    workflow_history = list(StatusTransition.objects.filter(workflow=workflow, group=None).values_list("to_status", flat=True))
+    assert workflow_history == ["PENDING", "RUNNING", "COMPLETED"]
+
+
+def test_failed_task_fails_gang_and_downstream(user, racks):
+    text = """
+workflow:
+  name: dag
+  groups:
+  - name: first
+    tasks:
+    - {name: a, lead: true, image: busybox, command: [false], environment: {OSMO_SIM_EXIT_CODE: "3"}}
+    - {name: b, image: busybox, command: [true]}
+  - name: second
+    tasks:
+    - {name: c, lead: true, image: busybox, command: [true], inputs: [{task: a}]}
+resources:
+  default: {gpu: 1}
+"""
+    workflow = submit(user, racks, text)
+    assert dict(TaskGroup.objects.filter(workflow=workflow).values_list("name", "status")) == {
+        "first": "SCHEDULING", "second": "WAITING"}
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
+    Task.objects.filter(workflow=workflow, name__in=["a", "b"]).update(dispatched_at=timezone.now() - timedelta(seconds=5))
+    pods_sync(pool_id=racks.pk)
+    workflow.refresh_from_db()
+    statuses = dict(Task.objects.filter(workflow=workflow).values_list("name", "status"))
+    assert statuses == {"a": "FAILED", "b": "COMPLETED", "c": "FAILED_UPSTREAM"}
+    assert Task.objects.get(workflow=workflow, name="a").exit_code == 3
+    assert workflow.status == "FAILED"
+    assert "task a failed" in workflow.failure_message
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+
+
+def test_downstream_group_waits_for_upstream(user, racks):
+    text = """
+workflow:
+  name: chain
+  groups:
+  - name: first
+    tasks:
+    - {name: a, lead: true, image: busybox, command: [true]}
+  - name: second
+    tasks:
+    - {name: b, lead: true, image: busybox, command: [true], inputs: [{task: a}]}
+resources:
+  default: {gpu: 1}
+"""
+    workflow = submit(user, racks, text)
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
+    assert TaskGroup.objects.get(workflow=workflow, name="second").status == "WAITING"
+    Task.objects.filter(workflow=workflow, name="a").update(dispatched_at=timezone.now() - timedelta(seconds=5))
+    pods_sync(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=workflow, name="second").status == "SCHEDULING"
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=workflow, name="second").status == "INITIALIZING"
+
+
+def test_priority_then_age_order(user, racks):
+    # given room for exactly one 4-node... one whole-pool gang at a time
+    low = submit(user, racks, spec("low", 4, 4, key=None), priority="LOW")
+    high = submit(user, racks, spec("high", 4, 4, key=None), priority="HIGH")
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=high).status == "INITIALIZING"
+    assert TaskGroup.objects.get(workflow=low).status == "SCHEDULING"
+
+
+def test_backfill_lets_small_gang_pass_a_big_one(user, racks):
+    a = submit(user, racks, spec("hold", 1, 4, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    big = submit(user, racks, spec("big", 4, 4, key=None))
+    small = submit(user, racks, spec("small", 1, 4, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=big).status == "SCHEDULING"
+    assert TaskGroup.objects.get(workflow=small).status == "INITIALIZING"
+    assert a.pk
+
+
+def test_starving_gang_stops_backfill(user, racks, settings):
+    settings.OSMO_STARVATION_SECONDS = 60
+    submit(user, racks, spec("hold", 1, 4, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    big = submit(user, racks, spec("big", 4, 4, key=None))
+    TaskGroup.objects.filter(workflow=big).update(scheduling_since=timezone.now() - timedelta(seconds=120))
+    small = submit(user, racks, spec("small", 1, 4, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=small).status == "SCHEDULING"
+    assert TaskGroup.objects.get(workflow=small).unschedulable_reason["code"] == "behind_starving_group"
+
+
+def test_queue_timeout_fails_group(user, racks):
+    workflow = submit(user, racks, spec("late", 5, 4, extra="  timeout: {queue_timeout: 30s}\n"))
+    TaskGroup.objects.filter(workflow=workflow).update(scheduling_since=timezone.now() - timedelta(seconds=31))
+    result = placement_cycle_run(pool_id=racks.pk)
+    workflow.refresh_from_db()
+    assert len(result.timed_out) == 1
+    assert workflow.status == "FAILED_QUEUE_TIMEOUT"
+    assert "queue_timeout (30s)" in workflow.failure_message
+
+
+def test_removed_key_makes_queued_group_wait_with_reason(user, racks):
+    workflow = submit(user, racks, spec("keys", 5, 4))  # never fits: stays queued
+    placement_cycle_run(pool_id=racks.pk)
+    pool_keys_set(pool=racks, keys=[{"key": "row", "label": "row"}])
+    racks.refresh_from_db()
+    placement_cycle_run(pool_id=racks.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    assert group.status == "SCHEDULING"
+    assert group.unschedulable_reason["code"] == "pool_keys_changed"
+    assert group.unschedulable_reason["missing_keys"] == ["rack"]
+
+
+def test_cancel_releases_reservations(user, racks):
+    workflow = submit(user, racks, spec("gone", 2, 4))
+    placement_cycle_run(pool_id=racks.pk)
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 2
+    workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+    assert set(Task.objects.values_list("status", flat=True)) == {"FAILED_CANCELED"}

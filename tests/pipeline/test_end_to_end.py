@@ -1,0 +1,191 @@
+"""The pipeline with real processes: PostgreSQL, Redis, `celery worker` and `celery beat`."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from django.db import connection, connections
+
+from scheduler.models import Pool, Reservation
+from scheduler.selectors import node_queryset_with_usage
+from scheduler.services.placement import _LOCK_NAMESPACE
+from tests.conftest import wait_for
+from tests.factories import SEED_EXAMPLES, example_spec, import_example_pool, make_node, make_pool
+from tests.pipeline.helpers import assert_never_overcommitted, assert_required_constraints_hold
+from workflows.models import Task, TaskGroup, Workflow
+from workflows.services import workflow_cancel, workflow_submit
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def free_by_node(pool: Pool) -> dict[str, tuple[int, int, int, int]]:
+    return {
+        n.name: (n.free_gpu, n.free_cpu_millis, n.free_memory_bytes, n.free_storage_bytes)
+        for n in node_queryset_with_usage(pool)
+    }
+
+
+def all_finished(workflows: list[Workflow]) -> bool:
+    statuses = set(Workflow.objects.filter(pk__in=[w.pk for w in workflows]).values_list("status", flat=True))
+    return statuses <= {"COMPLETED", "FAILED", "FAILED_CANCELED", "FAILED_QUEUE_TIMEOUT", "FAILED_BACKEND_ERROR",
+                        "FAILED_UPSTREAM", "FAILED_SERVER_ERROR"}
+
+
+def gang_spec(name: str, tasks: int, gpu: int, seconds: float) -> str:
+    rows = [f"    - {{name: t{i}, {'lead: true, ' if i == 0 else ''}image: busybox, command: [true], "
+            f"environment: {{OSMO_SIM_SECONDS: '{seconds}'}}}}" for i in range(tasks)]
+    return (f"workflow:\n  name: {name}\n  groups:\n  - name: g\n    tasks:\n" + "\n".join(rows)
+            + f"\nresources:\n  default: {{gpu: {gpu}, topology: [{{key: rack}}]}}\n")
+
+
+def test_seed_examples_run_to_completion_on_nvl72(user, celery_worker_factory, celery_beat):
+    # given the NVL72 demo pool, pods that run for one simulated second, one worker and beat
+    pool = import_example_pool("nvl72.yaml")
+    Pool.objects.filter(pk=pool.pk).update(sim_task_seconds=1)
+    before = free_by_node(pool)
+    celery_worker_factory("e2e", concurrency=2)
+    # when the five seed examples are submitted
+    workflows = [workflow_submit(user=user, pool_name=pool.name, spec=example_spec(name))[0] for name in SEED_EXAMPLES]
+    # then each reaches COMPLETED with placements that satisfy its tree
+    wait_for(lambda: all_finished(workflows), timeout=120, message="all seed workflows to finish")
+    assert sorted(Workflow.objects.values_list("status", flat=True)) == ["COMPLETED"] * 5
+    for group in TaskGroup.objects.select_related("workflow__pool"):
+        assert_required_constraints_hold(group)
+        assert [t.status for t in group.tasks.all()] == ["COMPLETED"] * group.tasks.count()
+    # each example's semantics on the real placement
+    same_zone = Task.objects.filter(workflow__name="multiple-nvl72-same-zone").select_related("node")
+    assert len({t.node.labels["topology.kubernetes.io/zone"] for t in same_zone}) == 1
+    scoped = {t.name: t.node for t in Task.objects.filter(workflow__name="scoped-group-example").select_related("node")}
+    zone = "topology.kubernetes.io/zone"
+    assert scoped["task-1"].labels[zone] == scoped["task-2"].labels[zone]
+    assert scoped["task-1"].labels[zone] != scoped["task-3"].labels[zone]
+    # and capacity returns to what it was
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+    assert free_by_node(pool) == before
+    assert_never_overcommitted(pool)
+
+
+def test_waiting_gang_placed_automatically_when_running_one_finishes(user, celery_worker_factory, celery_beat):
+    # given a pool of one 4-GPU rack and a running gang holding all of it
+    pool = make_pool("one-rack", keys=[("rack", "rack")], sim_task_seconds=3)
+    make_node(pool, "n1", {"rack": "r1"}, gpu=4)
+    celery_worker_factory("w1")
+    running = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("running", 1, 4, 3))[0]
+    wait_for(lambda: Task.objects.filter(workflow=running, status="RUNNING").exists(), timeout=30,
+             message="first gang running")
+    # when a second gang arrives, it waits in SCHEDULING with its reason
+    waiting = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("waiting", 1, 4, 0.5))[0]
+    group = TaskGroup.objects.get(workflow=waiting)
+    wait_for(lambda: TaskGroup.objects.get(pk=group.pk).unschedulable_reason, timeout=20, message="a reason")
+    group.refresh_from_db()
+    assert group.status == "SCHEDULING"
+    assert "0 of 1" in group.unschedulable_reason["message"]
+    # then once the first one completes, the second is placed and completes without any other action
+    wait_for(lambda: Workflow.objects.get(pk=waiting.pk).status == "COMPLETED", timeout=60,
+             message="second gang to complete")
+    assert Workflow.objects.get(pk=running.pk).status == "COMPLETED"
+    assert_never_overcommitted(pool)
+
+
+def test_cancel_frees_capacity_for_waiting_gang(user, celery_worker_factory, celery_beat):
+    pool = make_pool("cancel-rack", keys=[("rack", "rack")], sim_task_seconds=600)
+    make_node(pool, "n1", {"rack": "r1"}, gpu=4)
+    celery_worker_factory("w1")
+    hog = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("hog", 1, 4, 600))[0]
+    wait_for(lambda: Task.objects.filter(workflow=hog, status="RUNNING").exists(), timeout=30, message="hog running")
+    waiting = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("next", 1, 4, 0.5))[0]
+    wait_for(lambda: TaskGroup.objects.get(workflow=waiting).unschedulable_reason, timeout=20, message="a reason")
+    workflow_cancel(workflow_id=hog.workflow_id, user=user)
+    wait_for(lambda: Workflow.objects.get(pk=waiting.pk).status == "COMPLETED", timeout=60, message="next completes")
+    assert Workflow.objects.get(pk=hog.pk).status == "FAILED_CANCELED"
+    assert_never_overcommitted(pool)
+
+
+def _small_cluster(name: str, sim: float) -> Pool:
+    """2 racks x 4 nodes x 4 GPUs = 32 GPUs."""
+    pool = make_pool(name, keys=[("rack", "rack")], sim_task_seconds=sim)
+    for rack in ("r1", "r2"):
+        for n in range(4):
+            make_node(pool, f"{rack}-n{n}", {"rack": rack}, gpu=4)
+    return pool
+
+
+def test_no_double_booking_with_concurrent_submissions_and_two_workers(user, celery_worker_factory, celery_beat):
+    # given two worker processes and a 32-GPU pool
+    pool = _small_cluster("busy", 0.5)
+    celery_worker_factory("w1", concurrency=2)
+    celery_worker_factory("w2", concurrency=2)
+    rng = random.Random(7)
+    shapes = [(rng.randint(1, 4), rng.choice([1, 2, 4]), rng.choice([0.3, 0.6, 1.0])) for _ in range(30)]
+    created: list[Workflow] = []
+    lock = threading.Lock()
+
+    def client(chunk):
+        try:
+            for index, (tasks, gpu, seconds) in chunk:
+                workflow = workflow_submit(user=user, pool_name=pool.name,
+                                           spec=gang_spec(f"gang{index}", tasks, gpu, seconds))[0]
+                with lock:
+                    created.append(workflow)
+        finally:
+            connection.close()
+
+    # when 30 gangs are submitted from 3 concurrent clients
+    items = list(enumerate(shapes))
+    threads = [threading.Thread(target=client, args=(items[i::3],)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(created) == 30
+    wait_for(lambda: all_finished(created), timeout=180, interval=0.5, message="all gangs to finish")
+    # then all completed and no node was ever over-committed in any resource
+    assert set(Workflow.objects.values_list("status", flat=True)) == {"COMPLETED"}
+    assert Reservation.objects.count() == sum(tasks for tasks, _gpu, _s in shapes)
+    assert_never_overcommitted(pool)
+    for group in TaskGroup.objects.select_related("workflow__pool"):
+        assert_required_constraints_hold(group)
+
+
+def _cycle_in_progress(pool_id: int) -> bool:
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s AND granted",
+            [_LOCK_NAMESPACE, pool_id],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def test_worker_killed_mid_cycle_loses_nothing_and_double_books_nothing(user, celery_worker_factory, celery_beat):
+    # given a pool large enough that a cycle takes a while, and many queued gangs
+    pool = make_pool("kill", keys=[("rack", "rack")], sim_task_seconds=0.5)
+    from scheduler.models import Node
+
+    Node.objects.bulk_create([
+        Node(pool=pool, name=f"r{r:03d}-n{n:02d}", labels={"rack": f"r{r:03d}"}, gpu=4, cpu_millis=144_000,
+             memory_bytes=2**40, storage_bytes=2**42)
+        for r in range(120) for n in range(18)
+    ])
+    workflows = [workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"k{i}", 8, 4, 0.5))[0]
+                 for i in range(40)]
+    victim = celery_worker_factory("victim", concurrency=1)
+    # when the worker is SIGKILLed while it holds the pool's placement lock (mid-cycle)
+    deadline = time.monotonic() + 60
+    while not _cycle_in_progress(pool.pk):
+        assert time.monotonic() < deadline, "never observed a cycle in progress"
+        time.sleep(0.002)
+    victim.kill()
+    # then the killed transaction rolled back: no half-written placement survives
+    for group in TaskGroup.objects.filter(workflow__in=workflows):
+        reserved = Reservation.objects.filter(task__group=group).count()
+        assert reserved in (0, group.tasks.count()), f"{group} half placed"
+    # and a fresh worker (beat keeps ticking) finishes everything
+    celery_worker_factory("rescuer", concurrency=2)
+    wait_for(lambda: all_finished(workflows), timeout=240, interval=0.5, message="all gangs after the kill")
+    assert set(Workflow.objects.filter(pk__in=[w.pk for w in workflows]).values_list("status", flat=True)) == {
+        "COMPLETED"}
+    assert Reservation.objects.filter(pool=pool).count() == 40 * 8
+    assert_never_overcommitted(pool)
