@@ -1,0 +1,1 @@
+"""The `osmo` command-line client."""

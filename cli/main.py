@@ -1,0 +1,2 @@
+def main() -> None:
+    raise SystemExit("osmo CLI: not built yet")
