@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test venv migrate bootstrap lint schema bench clean
+.PHONY: run test venv migrate lint schema bench-pipeline clean
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,3 +35,7 @@ schema: venv
 
 clean:
 	rm -rf var .pytest_cache
+
+## Benchmarks (not tests): see docs/benchmarks.md
+bench-pipeline: venv
+	@bash -c 'set -euo pipefail; PY=$$PWD/$(PY); OSMO_NEED_CHROMIUM=0; source scripts/services.sh; services_start; $(PY) -m bench.pipeline $(ARGS)'

@@ -30,10 +30,10 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
     from scheduler.services.placement import placement_cycle_run
 
     result = placement_cycle_run(pool_id=pool_id)
-    if not result.locked and attempt < 3:
+    if not result.locked and attempt < 10:
         # Another cycle holds the pool: it may have read the queue before our trigger's data was
         # committed, so look again shortly (the periodic tick is the last safety net).
-        placement_cycle_task.apply_async(kwargs={"pool_id": pool_id, "attempt": attempt + 1}, countdown=1)
+        placement_cycle_task.apply_async(kwargs={"pool_id": pool_id, "attempt": attempt + 1}, countdown=0.2)
 
 
 def placement_cycle_request(pool_id: int) -> None:
