@@ -1,0 +1,189 @@
+"""The validated workflow spec (design §3) as frozen values, and the pool facts it is checked against.
+
+Everything here is produced by :func:`workflows.spec.parse_workflow` after validation succeeded, so
+the invariants hold for every instance it returns:
+
+- units are exact integers: ``gpu`` devices, ``cpu`` millicores, ``memory``/``storage`` bytes;
+- ``ResourceSpec.topology`` is sorted by the pool's key order (coarsest first), one entry per key;
+- every group has exactly one lead task; task names are unique across the workflow;
+- ``GroupSpec.inputs`` are upstream group names (sorted), and the group graph is acyclic;
+- mappings from the spec (labels, environment, default values) are stored as tuples of
+  ``(key, value)`` pairs sorted by key, so equal specs compare and hash equal.
+
+``to_dict()`` methods render JSON-ready dicts (constraint trees via :func:`~workflows.spec.trees.tree_to_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from workflows.spec.tree import REQUIRED, ConstraintTree, RequirementType
+from workflows.spec.trees import tree_to_json
+
+#: One node shape of a pool: (gpu devices, cpu millicores, memory bytes, storage bytes).
+NodeCapacity = tuple[int, int, int, int]
+ScalarValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolContext:
+    """What the spec is validated against: the pool's name, its topology keys (coarsest first) and
+    the distinct capacities of its nodes. An empty ``node_capacities`` skips the fit check."""
+
+    name: str
+    keys: tuple[str, ...] = ()
+    node_capacities: tuple[NodeCapacity, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyEntry:
+    """One ``topology[]`` item: tasks with equal (key, group) under equal ancestors share a domain."""
+
+    key: str
+    group: str = "default"
+    requirement: RequirementType = REQUIRED
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key": self.key, "group": self.group, "requirementType": self.requirement}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """A named resource request of the spec; ``topology`` sorted by the pool's key order."""
+
+    name: str
+    gpu: int = 0
+    cpu: int = 0  # millicores
+    memory: int = 0  # bytes
+    storage: int = 0  # bytes
+    nodes_excluded: tuple[str, ...] = ()
+    topology: tuple[TopologyEntry, ...] = ()
+
+    def requests(self) -> dict[str, int]:
+        return {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory, "storage": self.storage}
+
+    def as_tuple(self) -> NodeCapacity:
+        return (self.gpu, self.cpu, self.memory, self.storage)
+
+    @property
+    def topology_keys(self) -> tuple[str, ...]:
+        return tuple(entry.key for entry in self.topology)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            **self.requests(),
+            "nodes_excluded": list(self.nodes_excluded),
+            "topology": [entry.to_dict() for entry in self.topology],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One task (one pod). ``resource`` is the resource name, ``resource_spec`` its resolved value;
+    ``inputs`` are the names of upstream tasks (all in other groups)."""
+
+    name: str
+    lead: bool
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    resource: str = "default"
+    inputs: tuple[str, ...] = ()
+    resource_spec: ResourceSpec = ResourceSpec(name="default")
+
+    @property
+    def topology(self) -> tuple[TopologyEntry, ...]:
+        return self.resource_spec.topology
+
+    def environment_dict(self) -> dict[str, str]:
+        return dict(self.environment)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "lead": self.lead,
+            "image": self.image,
+            "command": list(self.command),
+            "args": list(self.args),
+            "environment": dict(self.environment),
+            "resource": self.resource,
+            "inputs": list(self.inputs),
+            "requests": self.resource_spec.requests(),
+            "nodes_excluded": list(self.resource_spec.nodes_excluded),
+            "topology": [entry.to_dict() for entry in self.resource_spec.topology],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """A task group: a gang whose tasks start together, with its own constraint tree."""
+
+    name: str
+    tasks: tuple[TaskSpec, ...]
+    inputs: tuple[str, ...]
+    tree: ConstraintTree
+
+    @property
+    def lead(self) -> TaskSpec:
+        return next(task for task in self.tasks if task.lead)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "inputs": list(self.inputs),
+            "tasks": [task.to_dict() for task in self.tasks],
+            "constraint_tree": tree_to_json(self.tree),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSpec:
+    """A validated workflow. ``groups`` keep the spec's order; ``resources`` are every declared
+    resource (used or not) sorted by name; ``pool`` names the pool it was validated against."""
+
+    name: str
+    groups: tuple[GroupSpec, ...]
+    version: int = 2
+    queue_timeout_s: int | None = None
+    exec_timeout_s: int | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    default_values: tuple[tuple[str, ScalarValue], ...] = ()
+    resources: tuple[ResourceSpec, ...] = ()
+    pool: str = ""
+
+    def tasks(self) -> Iterator[TaskSpec]:
+        for group in self.groups:
+            yield from group.tasks
+
+    def group(self, name: str) -> GroupSpec:
+        return next(group for group in self.groups if group.name == name)
+
+    def labels_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    def group_order(self) -> tuple[str, ...]:
+        """Group names in a deterministic topological order: upstream groups first, ties by spec order."""
+        done: dict[str, None] = {}
+        remaining = list(self.groups)
+        while remaining:
+            ready = next(group for group in remaining if all(name in done for name in group.inputs))
+            done[ready.name] = None
+            remaining.remove(ready)
+        return tuple(done)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "pool": self.pool,
+            "queue_timeout_s": self.queue_timeout_s,
+            "exec_timeout_s": self.exec_timeout_s,
+            "labels": dict(self.labels),
+            "default_values": dict(self.default_values),
+            "resources": [resource.to_dict() for resource in self.resources],
+            "groups": [group.to_dict() for group in self.groups],
+        }

@@ -1,0 +1,84 @@
+"""Constraint tree types (design §4): the one tree type shared by the spec package and the solver.
+
+A task group's tree is built by :func:`workflows.spec.trees.build_tree`. Its root stands for the
+group; every other node is one (key, group) co-location constraint and is identified by the tuple of
+(key, group) pairs on its path from the root, so the same group name under two different ancestors
+is two different nodes. Tasks are leaves: a task with topology entries hangs off the deepest node of
+its path, a task without entries hangs off the root (in the gang, unconstrained).
+
+Invariants (checked by tests):
+- children are sorted by their ``path`` and ``tasks`` tuples by name, so equal inputs give equal trees;
+- along a path, keys follow the pool's key order, coarsest first, each key at most once;
+- no level is ever dropped: a single-child chain keeps every node with its own requirement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+REQUIRED: Literal["required"] = "required"
+PREFERRED: Literal["preferred"] = "preferred"
+RequirementType = Literal["required", "preferred"]
+
+#: Identity of a tree node: the (key, group) pairs from the root down to the node.
+NodePath = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    """One co-location constraint: every task below it shares one domain of ``key``."""
+
+    key: str
+    group: str
+    path: NodePath
+    requirement: RequirementType
+    children: tuple[TreeNode, ...] = ()
+    tasks: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.requirement == REQUIRED
+
+    @property
+    def display_name(self) -> str:
+        """Group names joined by '/', for people only; never used as an identifier."""
+        return "/".join(group for _key, group in self.path)
+
+    def all_tasks(self) -> tuple[str, ...]:
+        """Every task in this subtree, sorted by name."""
+        names = list(self.tasks)
+        for child in self.children:
+            names.extend(child.all_tasks())
+        return tuple(sorted(names))
+
+    def walk(self):
+        """Yield this node and its descendants, depth first, in child order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True, slots=True)
+class ConstraintTree:
+    """The constraint tree of one task group (a gang). The root itself carries no constraint."""
+
+    group: str
+    children: tuple[TreeNode, ...] = ()
+    tasks: tuple[str, ...] = ()  # tasks without topology entries: in the gang, unconstrained
+    keys: tuple[str, ...] = field(default=())  # the pool's key order the tree was built against
+
+    def nodes(self):
+        """Every constraint node, depth first."""
+        for child in self.children:
+            yield from child.walk()
+
+    def all_tasks(self) -> tuple[str, ...]:
+        names = list(self.tasks)
+        for child in self.children:
+            names.extend(child.all_tasks())
+        return tuple(sorted(names))
+
+    @property
+    def is_constrained(self) -> bool:
+        return bool(self.children)
