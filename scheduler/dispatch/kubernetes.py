@@ -1,0 +1,418 @@
+"""The ``kubernetes`` dispatch backend: one pod per task, through the official client (design §6).
+
+Every task becomes one pod with a deterministic name, pinned to its chosen node by a
+``kubernetes.io/hostname`` node selector, with requests == limits for cpu, memory, ephemeral storage
+and ``nvidia.com/gpu``. Calls are idempotent: creating a pod that exists (409 AlreadyExists) and
+deleting one that is gone (404 NotFound) are success. API errors are split for Celery (style guide §4):
+
+* transient (:class:`DispatchTransientError`, retried with backoff): connection errors and timeouts,
+  408, 429 and every 5xx;
+* permanent (:class:`DispatchPermanentError`, the task fails): any other 4xx (400, 401, 403, 404 on
+  create, 422, ...), carrying the API's own message.
+
+Phases are read back by listing the pool's pods by label (paginated). The backend does not assume a
+kubelet exists: a pod still Pending ``pending_timeout_s`` after it was dispatched is reported as
+Failed with a message saying why (waiting reason, unschedulable condition).
+
+This module imports nothing from Django: it is configured by arguments and environment variables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import HTTPError as Urllib3HTTPError
+
+from scheduler.dispatch.base import (
+    DispatchPermanentError,
+    DispatchTransientError,
+    PodRequest,
+    PodState,
+)
+
+# ------------------------------------------------------------------------------------------------
+# Labels and annotations (the lead and docs/kubernetes.md rely on these exact keys)
+# ------------------------------------------------------------------------------------------------
+LABEL_PREFIX = "osmo.nvidia.com"
+LABEL_WORKFLOW = f"{LABEL_PREFIX}/workflow"
+LABEL_GROUP = f"{LABEL_PREFIX}/group"
+LABEL_TASK = f"{LABEL_PREFIX}/task"
+LABEL_POOL = f"{LABEL_PREFIX}/pool"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "osmo"
+NODE_SELECTOR_KEY = "kubernetes.io/hostname"
+GPU_RESOURCE = "nvidia.com/gpu"
+CONTAINER_NAME = "task"
+
+DEFAULT_PENDING_TIMEOUT_S = 600.0
+DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every API call
+LIST_PAGE_SIZE = 500
+
+# Waiting reasons worth surfacing while a pod is Pending (the pod will not start by itself).
+NOTABLE_WAITING_REASONS = frozenset({
+    "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+})
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_MAX_NAME = 63
+_HASH_LEN = 8
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:_HASH_LEN]
+
+
+def kube_pod_name(raw: str) -> str:
+    """The pod's name in Kubernetes: ``raw`` itself when it is a DNS-1123 label (<= 63 chars).
+
+    Otherwise (defensively) a lower-cased, sanitised, truncated form with a hash of the raw name as
+    suffix, so two different raw names never collide and the same raw name always maps the same way.
+    """
+    if len(raw) <= _MAX_NAME and _DNS1123_LABEL.match(raw):
+        return raw
+    base = re.sub(r"[^a-z0-9-]+", "-", raw.lower())
+    base = re.sub(r"-{2,}", "-", base).strip("-")
+    base = base[: _MAX_NAME - _HASH_LEN - 1].rstrip("-")
+    return f"{base}-{_digest(raw)}" if base else f"osmo-{_digest(raw)}"
+
+
+def label_value(raw: str) -> str:
+    """A valid label value for ``raw`` (<= 63 chars of ``[A-Za-z0-9._-]``, alphanumeric at both ends).
+
+    Valid values are kept as they are; others are sanitised and get a hash suffix of the raw value so
+    that distinct raw names stay distinct. The raw value always goes in an annotation as well.
+    """
+    raw = str(raw)
+    if len(raw) <= _MAX_NAME and _LABEL_VALUE.match(raw):
+        return raw
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", raw)
+    base = base[: _MAX_NAME - _HASH_LEN - 1]
+    base = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", base)
+    return f"{base}-{_digest(raw)}" if base else _digest(raw)
+
+
+def pool_selector(pool: str) -> str:
+    """The label selector listing the pods this service created for ``pool``."""
+    return f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_POOL}={label_value(pool)}"
+
+
+def _resources(pod: PodRequest) -> dict[str, str]:
+    quantities: dict[str, str] = {}
+    if pod.cpu_millis > 0:
+        millis = int(pod.cpu_millis)
+        quantities["cpu"] = str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+    if pod.memory_bytes > 0:
+        quantities["memory"] = str(int(pod.memory_bytes))
+    if pod.storage_bytes > 0:
+        quantities["ephemeral-storage"] = str(int(pod.storage_bytes))
+    if pod.gpu > 0:
+        quantities[GPU_RESOURCE] = str(int(pod.gpu))
+    return quantities
+
+
+def build_manifest(pod: PodRequest) -> dict[str, Any]:
+    """The Pod manifest (a plain dict, JSON-ready) for one task. Pure: same request, same manifest."""
+    labels = {
+        LABEL_WORKFLOW: label_value(pod.workflow_id),
+        LABEL_GROUP: label_value(pod.group),
+        LABEL_TASK: label_value(pod.task),
+        LABEL_POOL: label_value(pod.pool),
+        LABEL_MANAGED_BY: MANAGED_BY,
+    }
+    annotations = {
+        LABEL_WORKFLOW: str(pod.workflow_id),
+        LABEL_GROUP: str(pod.group),
+        LABEL_TASK: str(pod.task),
+        LABEL_POOL: str(pod.pool),
+        f"{LABEL_PREFIX}/pod-name": pod.pod_name,
+    }
+    container: dict[str, Any] = {"name": CONTAINER_NAME, "image": pod.image}
+    if pod.command:
+        container["command"] = [str(part) for part in pod.command]
+    if pod.args:
+        container["args"] = [str(part) for part in pod.args]
+    if pod.environment:
+        container["env"] = [{"name": str(name), "value": str(value)}
+                            for name, value in sorted(pod.environment.items(), key=lambda item: str(item[0]))]
+    quantities = _resources(pod)
+    if quantities:
+        container["resources"] = {"requests": dict(quantities), "limits": dict(quantities)}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {NODE_SELECTOR_KEY: pod.node_name},
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    if pod.gpu > 0:
+        spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": kube_pod_name(pod.pod_name),
+            "namespace": pod.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Error mapping
+# ------------------------------------------------------------------------------------------------
+def _api_message(exc: ApiException) -> str:
+    """The ``message`` of the API's Status body, falling back to the HTTP reason."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if body:
+        try:
+            status = json.loads(body)
+        except ValueError:
+            return str(body)[:500]
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])
+    return str(exc.reason or "")
+
+
+def _api_reason(exc: ApiException) -> str:
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        status = json.loads(body) if body else {}
+    except ValueError:
+        return ""
+    return str(status.get("reason", "")) if isinstance(status, dict) else ""
+
+
+def _is_transient_status(status: int | None) -> bool:
+    # status 0/None: the client gave up before an HTTP answer (SSL error and the like).
+    return not status or status in (408, 429) or status >= 500
+
+
+def _translate(exc: Exception, action: str) -> Exception:
+    """The dispatch error for a client exception raised while doing ``action``."""
+    if isinstance(exc, ApiException):
+        text = f"Kubernetes API {action}: HTTP {exc.status} {_api_reason(exc) or exc.reason or ''}".rstrip()
+        text = f"{text}: {_api_message(exc)}"
+        if _is_transient_status(exc.status):
+            return DispatchTransientError(text)
+        return DispatchPermanentError(text)
+    return DispatchTransientError(f"Kubernetes API {action}: {exc.__class__.__name__}: {exc}")
+
+
+_CLIENT_ERRORS = (ApiException, Urllib3HTTPError, OSError)
+
+
+# ------------------------------------------------------------------------------------------------
+# Phase mapping
+# ------------------------------------------------------------------------------------------------
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _task_container_status(pod: k8s_client.V1Pod):
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    for status in statuses:
+        if status.name == CONTAINER_NAME:
+            return status
+    return statuses[0] if statuses else None
+
+
+def _pending_reason(pod: k8s_client.V1Pod) -> str:
+    """Why a Pending pod is not running yet: a container waiting reason, or the scheduler's condition."""
+    status = pod.status
+    for container in [*((status.init_container_statuses if status else None) or []),
+                      *((status.container_statuses if status else None) or [])]:
+        waiting = container.state.waiting if container.state else None
+        if waiting and waiting.reason and (waiting.reason in NOTABLE_WAITING_REASONS or waiting.message):
+            return f"{waiting.reason}: {waiting.message}" if waiting.message else waiting.reason
+    for container in (status.container_statuses if status else None) or []:
+        waiting = container.state.waiting if container.state else None
+        if waiting and waiting.reason:
+            return waiting.reason
+    for condition in (status.conditions if status else None) or []:
+        if condition.type == "PodScheduled" and condition.status == "False" and condition.reason:
+            return f"{condition.reason}: {condition.message}" if condition.message else condition.reason
+    return ""
+
+
+def _failed_state(pod: k8s_client.V1Pod) -> PodState:
+    container = _task_container_status(pod)
+    terminated = None
+    if container is not None:
+        terminated = (container.state.terminated if container.state else None) or (
+            container.last_state.terminated if container.last_state else None)
+    parts: list[str] = []
+    exit_code = None
+    if terminated is not None:
+        exit_code = terminated.exit_code
+        if terminated.reason:
+            parts.append(terminated.reason)
+        if terminated.message:
+            parts.append(terminated.message.strip())
+    if pod.status and pod.status.reason and pod.status.reason not in parts:
+        parts.append(pod.status.reason)
+    if pod.status and pod.status.message and pod.status.message not in parts:
+        parts.append(pod.status.message.strip())
+    return PodState("Failed", exit_code, ": ".join(parts))
+
+
+def pod_state(pod: k8s_client.V1Pod, *, dispatched_at: datetime | None, now: datetime,
+              pending_timeout_s: float) -> PodState:
+    """Map one listed pod to a :class:`PodState` (see the module docstring for the Pending rule)."""
+    phase = (pod.status.phase if pod.status else None) or "Pending"
+    if phase == "Succeeded":
+        return PodState("Succeeded", 0, "")
+    if phase == "Failed":
+        return _failed_state(pod)
+    if phase == "Running":
+        return PodState("Running")
+    if phase == "Pending":
+        reason = _pending_reason(pod)
+        started = dispatched_at or (pod.metadata.creation_timestamp if pod.metadata else None)
+        if started is not None:
+            waited = (_aware(now) - _aware(started)).total_seconds()
+            if waited > pending_timeout_s:
+                because = f" (reason: {reason})" if reason else ""
+                return PodState("Failed", None,
+                                f"pod stayed Pending for {int(waited)} s; no kubelet started it{because}")
+        return PodState("Pending", None, reason)
+    return PodState("Unknown", None, (pod.status.reason or "") if pod.status else "")
+
+
+# ------------------------------------------------------------------------------------------------
+# The backend
+# ------------------------------------------------------------------------------------------------
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class KubernetesBackend:
+    """Dispatch through the Kubernetes API (``CoreV1Api``) of one cluster."""
+
+    name = "kubernetes"
+
+    def __init__(self, api_client: k8s_client.ApiClient, *, pending_timeout_s: float | None = None,
+                 request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> None:
+        self.api_client = api_client
+        self.core = k8s_client.CoreV1Api(api_client)
+        if pending_timeout_s is None:
+            pending_timeout_s = float(os.environ.get("OSMO_K8S_PENDING_TIMEOUT") or DEFAULT_PENDING_TIMEOUT_S)
+        self.pending_timeout_s = float(pending_timeout_s)
+        self.request_timeout = request_timeout
+
+    @classmethod
+    def from_settings(cls, *, kubeconfig: str | None = None, context: str | None = None,
+                      in_cluster: bool | None = None, api_client: k8s_client.ApiClient | None = None,
+                      pending_timeout_s: float | None = None,
+                      request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> KubernetesBackend:
+        """A backend for a cluster given by a kubeconfig file/context, in-cluster config, or a ready client.
+
+        Unset arguments come from ``KUBECONFIG``, ``OSMO_K8S_CONTEXT``, ``OSMO_K8S_IN_CLUSTER`` and
+        ``OSMO_K8S_PENDING_TIMEOUT``. The configuration is loaded into a fresh
+        ``kubernetes.client.Configuration``; the client's global default is never touched.
+        """
+        if api_client is None:
+            if in_cluster is None:
+                in_cluster = _env_flag("OSMO_K8S_IN_CLUSTER")
+            configuration = k8s_client.Configuration()
+            try:
+                if in_cluster:
+                    k8s_config.load_incluster_config(client_configuration=configuration)
+                else:
+                    k8s_config.load_kube_config(
+                        config_file=kubeconfig or os.environ.get("KUBECONFIG") or None,
+                        context=context or os.environ.get("OSMO_K8S_CONTEXT") or None,
+                        client_configuration=configuration,
+                        persist_config=False,
+                    )
+            except (ConfigException, OSError) as exc:
+                where = "in-cluster" if in_cluster else "kubeconfig"
+                raise DispatchPermanentError(f"Kubernetes {where} configuration unusable: {exc}") from exc
+            api_client = k8s_client.ApiClient(configuration)
+        return cls(api_client, pending_timeout_s=pending_timeout_s, request_timeout=request_timeout)
+
+    # -- DispatchBackend ------------------------------------------------------------------------
+    def create_pod(self, pod: PodRequest) -> None:
+        manifest = build_manifest(pod)
+        try:
+            # client 37 sends no Content-Type for this call by default; say it is JSON explicitly.
+            self.core.create_namespaced_pod(pod.namespace, manifest, _headers={"Content-Type": "application/json"},
+                                            _request_timeout=self.request_timeout)
+        except ApiException as exc:
+            if exc.status == 409:  # AlreadyExists: the deterministic name says it is this task's pod
+                return
+            raise _translate(exc, f"create pod {pod.namespace}/{manifest['metadata']['name']}") from exc
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, f"create pod {pod.namespace}/{manifest['metadata']['name']}") from exc
+
+    def delete_pod(self, *, namespace: str, pod_name: str) -> None:
+        name = kube_pod_name(pod_name)
+        try:
+            self.core.delete_namespaced_pod(name, namespace, _request_timeout=self.request_timeout)
+        except ApiException as exc:
+            if exc.status == 404:  # already gone
+                return
+            raise _translate(exc, f"delete pod {namespace}/{name}") from exc
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, f"delete pod {namespace}/{name}") from exc
+
+    def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
+        requests = list(pods)
+        wanted: dict[tuple[str, str], dict[str, PodRequest]] = defaultdict(dict)
+        for pod in requests:
+            wanted[(pod.namespace, pod.pool)][kube_pod_name(pod.pod_name)] = pod
+        states: dict[str, PodState] = {pod.pod_name: PodState("Missing") for pod in requests}
+        for (namespace, pool), by_name in wanted.items():
+            for listed in self._list_pods(namespace, pool_selector(pool)):
+                request = by_name.get(listed.metadata.name) if listed.metadata else None
+                if request is None:
+                    continue
+                states[request.pod_name] = pod_state(listed, dispatched_at=request.dispatched_at, now=now,
+                                                     pending_timeout_s=self.pending_timeout_s)
+        return states
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _list_pods(self, namespace: str, selector: str) -> list[k8s_client.V1Pod]:
+        """All pods matching ``selector`` in ``namespace``, following ``continue`` tokens.
+
+        A 410 Gone (the continue token expired mid-listing) restarts the listing once from the top.
+        """
+        for attempt in range(2):
+            items: list[k8s_client.V1Pod] = []
+            token: str | None = None
+            try:
+                while True:
+                    kwargs: dict[str, Any] = {"label_selector": selector, "limit": LIST_PAGE_SIZE,
+                                              "_request_timeout": self.request_timeout}
+                    if token:
+                        kwargs["_continue"] = token
+                    page = self.core.list_namespaced_pod(namespace, **kwargs)
+                    items.extend(page.items or [])
+                    token = page.metadata._continue if page.metadata else None
+                    if not token:
+                        return items
+            except ApiException as exc:
+                if exc.status == 410 and token and attempt == 0:
+                    continue
+                raise _translate(exc, f"list pods in {namespace}") from exc
+            except _CLIENT_ERRORS as exc:
+                raise _translate(exc, f"list pods in {namespace}") from exc
+        raise DispatchTransientError(f"Kubernetes API list pods in {namespace}: continue token kept expiring")
+

@@ -1,0 +1,29 @@
+"""Fixtures for the dispatch backend tests: pure, no database, a fake Kubernetes API over real HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s_client
+
+from scheduler.dispatch.kubernetes import KubernetesBackend
+from tests.dispatch.fake_kube import FakeKubeApi
+
+
+@pytest.fixture
+def kube_api():
+    """A running fake API server; the test fails if it got a request it had no scripted answer for."""
+    api = FakeKubeApi().start()
+    yield api
+    api.stop()
+    assert not api.unexpected, f"unscripted requests: {[(r.method, r.path) for r in api.unexpected]}"
+
+
+@pytest.fixture
+def kube_backend(kube_api, monkeypatch):
+    """A backend whose ApiClient points at the fake server (no kubeconfig involved)."""
+    monkeypatch.delenv("OSMO_K8S_PENDING_TIMEOUT", raising=False)
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    api_client = k8s_client.ApiClient(configuration)
+    yield KubernetesBackend.from_settings(api_client=api_client, request_timeout=(2.0, 5.0))
+    api_client.close()

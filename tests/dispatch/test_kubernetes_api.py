@@ -1,0 +1,407 @@
+"""KubernetesBackend at the HTTP boundary: the official client talks to a fake API server over real HTTP.
+
+The server answers recorded API bodies (tests/fixtures/k8s_pods) and records each request, so these
+tests pin down the exact calls (method, path, query, body) and how answers map to results and to
+transient/permanent dispatch errors. No kubelet, no cluster, nothing in the client is mocked.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import yaml
+from kubernetes import client as k8s_client
+
+from scheduler.dispatch import backend_for
+from scheduler.dispatch.base import DispatchPermanentError, DispatchTransientError, PodRequest, PodState
+from scheduler.dispatch.kubernetes import KubernetesBackend, build_manifest, label_value
+from tests.dispatch.fake_kube import fixture as load_fixture
+
+NS = "osmo-jobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+SELECTOR = "app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=nvl72"
+TOKEN = ("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NDgyMTMsInN0YXJ0IjoidHJhaW4tMS10cmFpbmVycy13b3JrZXItMlx1MDAwMCJ9")
+CREATED = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)  # creationTimestamp of the recorded pods
+DISPATCHED = CREATED + timedelta(seconds=1)
+
+
+def worker(i: int, **overrides) -> PodRequest:
+    """The request behind recorded pod ``train-1-trainers-worker-<i>``."""
+    values = dict(pod_name=f"train-1-trainers-worker-{i}", namespace=NS, node_name=f"node-{i + 1:04d}",
+                  workflow_id="train-1", group="trainers", task=f"worker-{i}", pool="nvl72",
+                  image="nvcr.io/nvidia/pytorch:24.05-py3", command=("torchrun",),
+                  args=("--nproc-per-node=4", "train.py"),
+                  environment={"NCCL_DEBUG": "INFO", "OSMO_TASK": f"worker-{i}"}, gpu=4, cpu_millis=16000,
+                  memory_bytes=64 * 2**30, storage_bytes=100 * 2**30, dispatched_at=DISPATCHED)
+    values.update(overrides)
+    return PodRequest(**values)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------------------------
+# create_pod
+# ------------------------------------------------------------------------------------------------
+def test_create_posts_the_manifest(kube_api, kube_backend):
+    # given the API accepts the pod
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    # when the pod is created
+    kube_backend.create_pod(worker(0))
+    # then exactly one POST carried the manifest, as JSON, to the namespace's pods collection
+    [request] = kube_api.requests
+    assert (request.method, request.path, request.query) == ("POST", PODS, {})
+    assert request.body == build_manifest(worker(0))
+    assert request.headers["content-type"] == "application/json"
+
+
+def test_create_is_idempotent_on_already_exists(kube_api, kube_backend):
+    # given the pod was created before (a retried dispatch)
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    kube_api.reply("POST", PODS, 409, "status_already_exists.json")
+    # when it is created twice
+    kube_backend.create_pod(worker(0))
+    kube_backend.create_pod(worker(0))
+    # then both succeed, with the same body posted
+    assert [r.body for r in kube_api.requests] == [build_manifest(worker(0))] * 2
+
+
+@pytest.mark.parametrize(("status", "fixture"), [
+    (500, "status_internal_error.json"),
+    (503, "status_service_unavailable.json"),
+    (429, "status_too_many_requests.json"),
+])
+def test_create_server_errors_are_transient(kube_api, kube_backend, status, fixture):
+    kube_api.reply("POST", PODS, status, fixture)
+    with pytest.raises(DispatchTransientError) as caught:
+        kube_backend.create_pod(worker(0))
+    assert f"HTTP {status}" in str(caught.value)
+    assert load_fixture(fixture)["message"] in str(caught.value)
+
+
+@pytest.mark.parametrize(("status", "fixture", "message"), [
+    (403, "status_forbidden.json", 'cannot create resource "pods" in API group "" in the namespace "osmo-jobs"'),
+    (422, "status_invalid.json", "a valid environment variable name must consist only of printable ASCII"),
+    (404, "status_namespace_not_found.json", 'namespaces "osmo-jobs" not found'),
+    (401, "status_unauthorized.json", "Unauthorized"),
+])
+def test_create_client_errors_are_permanent_with_the_api_message(kube_api, kube_backend, status, fixture,
+                                                                   message):
+    kube_api.reply("POST", PODS, status, fixture)
+    with pytest.raises(DispatchPermanentError) as caught:
+        kube_backend.create_pod(worker(0))
+    assert f"HTTP {status}" in str(caught.value)
+    assert message in str(caught.value)
+    assert len(kube_api.requests) == 1  # not retried inside the client: Celery decides
+
+
+def test_create_against_an_unreachable_server_is_transient():
+    configuration = k8s_client.Configuration()
+    configuration.host = f"http://127.0.0.1:{closed_port()}"
+    configuration.retries = 0
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration))
+    with pytest.raises(DispatchTransientError, match="create pod osmo-jobs/train-1-trainers-worker-0"):
+        backend.create_pod(worker(0))
+
+
+def test_create_timeout_is_transient(kube_api):
+    # given an API server slower than the read timeout
+    kube_api.reply("POST", PODS, 201, "pod_created.json", delay=1.0)
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(1.0, 0.2))
+    # then the call fails as retryable
+    with pytest.raises(DispatchTransientError, match="Timeout"):
+        backend.create_pod(worker(0))
+
+
+def test_create_with_an_overlong_name_posts_the_truncated_name(kube_api, kube_backend):
+    long_name = "train-1-trainers-" + "w" * 80
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    kube_backend.create_pod(worker(0, pod_name=long_name))
+    [request] = kube_api.requests
+    assert request.body["metadata"]["name"] == build_manifest(worker(0, pod_name=long_name))["metadata"]["name"]
+    assert len(request.body["metadata"]["name"]) <= 63
+
+
+# ------------------------------------------------------------------------------------------------
+# delete_pod
+# ------------------------------------------------------------------------------------------------
+def test_delete_calls_the_pod_path(kube_api, kube_backend):
+    kube_api.reply("DELETE", f"{PODS}/train-1-trainers-worker-0", 200, "pod_deleted.json")
+    kube_backend.delete_pod(namespace=NS, pod_name="train-1-trainers-worker-0")
+    [request] = kube_api.requests
+    assert (request.method, request.path) == ("DELETE", f"{PODS}/train-1-trainers-worker-0")
+
+
+def test_delete_is_idempotent_on_not_found(kube_api, kube_backend):
+    kube_api.reply("DELETE", f"{PODS}/train-1-trainers-worker-0", 200, "pod_deleted.json")
+    kube_api.reply("DELETE", f"{PODS}/train-1-trainers-worker-0", 404, "status_not_found.json")
+    kube_backend.delete_pod(namespace=NS, pod_name="train-1-trainers-worker-0")
+    kube_backend.delete_pod(namespace=NS, pod_name="train-1-trainers-worker-0")
+    assert len(kube_api.requests) == 2
+
+
+def test_delete_uses_the_same_name_as_create_for_overlong_names(kube_api, kube_backend):
+    long_name = "train-1-trainers-" + "w" * 80
+    name = build_manifest(worker(0, pod_name=long_name))["metadata"]["name"]
+    kube_api.reply("DELETE", f"{PODS}/{name}", 404, "status_not_found.json")
+    kube_backend.delete_pod(namespace=NS, pod_name=long_name)
+    assert [r.path for r in kube_api.requests] == [f"{PODS}/{name}"]
+
+
+@pytest.mark.parametrize(("status", "fixture", "error"), [
+    (500, "status_internal_error.json", DispatchTransientError),
+    (503, "status_service_unavailable.json", DispatchTransientError),
+    (403, "status_forbidden.json", DispatchPermanentError),
+])
+def test_delete_error_mapping(kube_api, kube_backend, status, fixture, error):
+    kube_api.reply("DELETE", f"{PODS}/train-1-trainers-worker-0", status, fixture)
+    with pytest.raises(error, match=f"HTTP {status}"):
+        kube_backend.delete_pod(namespace=NS, pod_name="train-1-trainers-worker-0")
+
+
+# ------------------------------------------------------------------------------------------------
+# pod_states
+# ------------------------------------------------------------------------------------------------
+def test_pod_states_lists_by_label_following_continue_tokens(kube_api, kube_backend):
+    # given two pages of pods in the pool (one page ends with a continue token)
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
+    # when the states of seven dispatched pods are read shortly after dispatch
+    states = kube_backend.pod_states([worker(i) for i in range(7)], now=DISPATCHED + timedelta(seconds=30))
+    # then the pool's pods were listed by label, page by page
+    first, second = kube_api.requests
+    assert first.query == {"labelSelector": [SELECTOR], "limit": ["500"]}
+    assert second.query == {"labelSelector": [SELECTOR], "limit": ["500"], "continue": [TOKEN]}
+    assert {r.method for r in kube_api.requests} == {"GET"}
+    assert {r.path for r in kube_api.requests} == {PODS}
+    # and each phase maps to a state; another workflow's pod in the list is ignored
+    assert states == {
+        "train-1-trainers-worker-0": PodState("Running"),
+        "train-1-trainers-worker-1": PodState(
+            "Pending", None,
+            'ImagePullBackOff: Back-off pulling image "nvcr.io/nvidia/pytorch:99.99-py3": ErrImagePull: rpc '
+            'error: code = NotFound desc = failed to pull and unpack image "nvcr.io/nvidia/pytorch:99.99-py3": '
+            "not found"),
+        "train-1-trainers-worker-2": PodState(
+            "Pending", None,
+            "Unschedulable: 0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. "
+            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."),
+        "train-1-trainers-worker-3": PodState("Succeeded", 0, ""),
+        "train-1-trainers-worker-4": PodState("Failed", 137, "OOMKilled"),
+        "train-1-trainers-worker-5": PodState(
+            "Failed", 137,
+            "ContainerStatusUnknown: The container could not be located when the pod was terminated: Evicted: "
+            "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi. "
+            "Container task was using 120Gi, request is 100Gi, has larger consumption of ephemeral-storage."),
+        "train-1-trainers-worker-6": PodState("Missing"),
+    }
+
+
+def test_pending_past_the_timeout_fails_with_a_clear_message(kube_api, kube_backend):
+    # given pods still Pending 601 s after dispatch (limit 600 s): no kubelet ever started them
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
+    states = kube_backend.pod_states([worker(i) for i in range(6)], now=DISPATCHED + timedelta(seconds=601))
+    # then they are Failed, saying why; running and finished pods are unaffected
+    assert states["train-1-trainers-worker-1"] == PodState(
+        "Failed", None,
+        "pod stayed Pending for 601 s; no kubelet started it (reason: ImagePullBackOff: Back-off pulling image "
+        '"nvcr.io/nvidia/pytorch:99.99-py3": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
+        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)')
+    assert states["train-1-trainers-worker-2"].phase == "Failed"
+    assert states["train-1-trainers-worker-2"].message.startswith(
+        "pod stayed Pending for 601 s; no kubelet started it (reason: Unschedulable: 0/4 nodes are available")
+    assert states["train-1-trainers-worker-0"] == PodState("Running")
+    assert states["train-1-trainers-worker-3"] == PodState("Succeeded", 0, "")
+
+
+def test_pending_at_the_limit_is_still_pending(kube_api, kube_backend):
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
+    states = kube_backend.pod_states([worker(1)], now=DISPATCHED + timedelta(seconds=600))
+    assert states["train-1-trainers-worker-1"].phase == "Pending"
+
+
+def test_pending_timeout_without_dispatch_time_counts_from_pod_creation(kube_api, kube_backend):
+    kube_api.reply("GET", PODS, 200, "pod_list_waiting.json")
+    states = kube_backend.pod_states([worker(7, dispatched_at=None)], now=CREATED + timedelta(seconds=700))
+    assert states["train-1-trainers-worker-7"] == PodState(
+        "Failed", None, "pod stayed Pending for 700 s; no kubelet started it (reason: ContainerCreating)")
+
+
+def test_pending_waiting_reasons_are_reported(kube_api, kube_backend):
+    kube_api.reply("GET", PODS, 200, "pod_list_waiting.json")
+    states = kube_backend.pod_states([worker(6), worker(7)], now=DISPATCHED + timedelta(seconds=5))
+    assert states == {
+        "train-1-trainers-worker-6": PodState("Pending", None,
+                                              'CreateContainerConfigError: secret "hf-token" not found'),
+        "train-1-trainers-worker-7": PodState("Pending", None, "ContainerCreating"),
+    }
+
+
+def test_pending_timeout_comes_from_the_environment(kube_api, monkeypatch):
+    # given OSMO_K8S_PENDING_TIMEOUT=60
+    monkeypatch.setenv("OSMO_K8S_PENDING_TIMEOUT", "60")
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = KubernetesBackend.from_settings(api_client=k8s_client.ApiClient(configuration))
+    kube_api.reply("GET", PODS, 200, "pod_list_waiting.json")
+    # when a pod is still creating after 61 s
+    states = backend.pod_states([worker(6)], now=DISPATCHED + timedelta(seconds=61))
+    # then it has failed
+    assert backend.pending_timeout_s == 60
+    assert states["train-1-trainers-worker-6"] == PodState(
+        "Failed", None,
+        'pod stayed Pending for 61 s; no kubelet started it (reason: CreateContainerConfigError: secret "hf-token" '
+        "not found)")
+
+
+def test_naive_now_is_taken_as_utc(kube_api, kube_backend):
+    kube_api.reply("GET", PODS, 200, "pod_list_waiting.json")
+    states = kube_backend.pod_states([worker(7)], now=(DISPATCHED + timedelta(seconds=601)).replace(tzinfo=None))
+    assert states["train-1-trainers-worker-7"].phase == "Failed"
+
+
+def test_pod_states_lists_each_namespace_and_pool_once(kube_api, kube_backend):
+    # given pods in two namespaces, one of them in a pool whose name is not a valid label value
+    other_pods = "/api/v1/namespaces/team-b/pods"
+    kube_api.reply("GET", PODS, 200, "pod_list_waiting.json")
+    kube_api.reply("GET", other_pods, 200, "pod_list_empty.json")
+    requests = [worker(6), worker(7), worker(0, namespace="team-b", pool="nvl72 / east")]
+    # when their states are read
+    states = kube_backend.pod_states(requests, now=DISPATCHED)
+    # then one list call per (namespace, pool), with the sanitised pool label in the selector
+    assert [(r.path, r.query["labelSelector"]) for r in kube_api.requests] == [
+        (PODS, [SELECTOR]),
+        (other_pods, [f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool={label_value('nvl72 / east')}"]),
+    ]
+    assert states["train-1-trainers-worker-0"] == PodState("Missing")
+    assert states["train-1-trainers-worker-6"].phase == "Pending"
+
+
+def test_pod_states_with_no_pods_makes_no_call(kube_api, kube_backend):
+    assert kube_backend.pod_states([], now=DISPATCHED) == {}
+    assert kube_api.requests == []
+
+
+def test_expired_continue_token_restarts_the_listing(kube_api, kube_backend):
+    # given the continue token expires between the two pages
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 410, "status_expired.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
+    # when states are read
+    states = kube_backend.pod_states([worker(3)], now=DISPATCHED)
+    # then the listing started over without the token, and completed
+    assert ["continue" in r.query for r in kube_api.requests] == [False, True, False, True]
+    assert states["train-1-trainers-worker-3"] == PodState("Succeeded", 0, "")
+
+
+@pytest.mark.parametrize(("status", "fixture", "error"), [
+    (500, "status_internal_error.json", DispatchTransientError),
+    (429, "status_too_many_requests.json", DispatchTransientError),
+    (403, "status_forbidden.json", DispatchPermanentError),
+])
+def test_list_error_mapping(kube_api, kube_backend, status, fixture, error):
+    kube_api.reply("GET", PODS, status, fixture)
+    with pytest.raises(error, match=f"list pods in {NS}: HTTP {status}"):
+        kube_backend.pod_states([worker(0)], now=DISPATCHED)
+
+
+# ------------------------------------------------------------------------------------------------
+# from_settings / backend_for
+# ------------------------------------------------------------------------------------------------
+def write_kubeconfig(path, *, good_url: str, bad_url: str) -> None:
+    """Two contexts: ``lab`` (the fake server, token auth) is not the current one; ``prod`` is unreachable."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "prod", "preferences": {},
+        "clusters": [{"name": "lab", "cluster": {"server": good_url}},
+                     {"name": "prod", "cluster": {"server": bad_url}}],
+        "users": [{"name": "osmo", "user": {"token": "s3cr3t-token"}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "osmo", "namespace": NS}},
+                     {"name": "prod", "context": {"cluster": "prod", "user": "osmo"}}],
+    }))
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("KUBECONFIG", "OSMO_K8S_CONTEXT", "OSMO_K8S_IN_CLUSTER", "OSMO_K8S_PENDING_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_from_settings_with_a_kubeconfig_file_and_context(kube_api, tmp_path, clean_env):
+    # given a kubeconfig whose "lab" context points at the API server
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, good_url=kube_api.url, bad_url=f"http://127.0.0.1:{closed_port()}")
+    default_host = k8s_client.Configuration.get_default_copy().host
+    # when a backend is built from it and creates a pod
+    backend = KubernetesBackend.from_settings(kubeconfig=str(kubeconfig), context="lab")
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    backend.create_pod(worker(0))
+    # then the request reached that server with the user's bearer token
+    [request] = kube_api.requests
+    assert request.path == PODS
+    assert request.headers["authorization"] == "Bearer s3cr3t-token"
+    # and the client's global default configuration was left alone
+    assert k8s_client.Configuration.get_default_copy().host == default_host
+
+
+def test_from_settings_reads_kubeconfig_and_context_from_the_environment(kube_api, tmp_path, clean_env):
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, good_url=kube_api.url, bad_url=f"http://127.0.0.1:{closed_port()}")
+    clean_env.setenv("KUBECONFIG", str(kubeconfig))
+    clean_env.setenv("OSMO_K8S_CONTEXT", "lab")
+    backend = backend_for("kubernetes")
+    assert isinstance(backend, KubernetesBackend) and backend.name == "kubernetes"
+    kube_api.reply("DELETE", f"{PODS}/train-1-trainers-worker-0", 404, "status_not_found.json")
+    backend.delete_pod(namespace=NS, pod_name="train-1-trainers-worker-0")
+    assert [r.headers["authorization"] for r in kube_api.requests] == ["Bearer s3cr3t-token"]
+
+
+def test_from_settings_uses_the_current_context_by_default(kube_api, tmp_path, clean_env):
+    # given the current context is the unreachable "prod" cluster
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, good_url=kube_api.url, bad_url=f"http://127.0.0.1:{closed_port()}")
+    backend = KubernetesBackend.from_settings(kubeconfig=str(kubeconfig))
+    # then calls go there (and fail as transient), not to the fake server
+    with pytest.raises(DispatchTransientError):
+        backend.create_pod(worker(0))
+    assert kube_api.requests == []
+
+
+def test_from_settings_with_a_missing_kubeconfig_is_permanent(tmp_path, clean_env):
+    with pytest.raises(DispatchPermanentError, match="kubeconfig"):
+        KubernetesBackend.from_settings(kubeconfig=str(tmp_path / "absent"))
+
+
+def test_from_settings_with_an_unknown_context_is_permanent(kube_api, tmp_path, clean_env):
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, good_url=kube_api.url, bad_url=kube_api.url)
+    with pytest.raises(DispatchPermanentError, match="nope"):
+        KubernetesBackend.from_settings(kubeconfig=str(kubeconfig), context="nope")
+
+
+def test_in_cluster_outside_a_cluster_is_permanent(clean_env):
+    clean_env.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    clean_env.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(DispatchPermanentError, match="in-cluster"):
+        KubernetesBackend.from_settings(in_cluster=True)
+    clean_env.setenv("OSMO_K8S_IN_CLUSTER", "true")
+    with pytest.raises(DispatchPermanentError, match="in-cluster"):
+        backend_for("kubernetes")
+
+
+def test_backend_for_takes_a_ready_api_client(kube_api):
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = backend_for("kubernetes", api_client=k8s_client.ApiClient(configuration), pending_timeout_s=5)
+    assert isinstance(backend, KubernetesBackend)
+    assert backend.pending_timeout_s == 5
