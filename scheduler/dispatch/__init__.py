@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from scheduler.dispatch.base import (
     DispatchBackend,
     DispatchPermanentError,
@@ -10,16 +12,29 @@ from scheduler.dispatch.base import (
     PodState,
 )
 
+_BACKENDS: dict[tuple, DispatchBackend] = {}
+# The Kubernetes backend reads these when built; a change means a different backend.
+_BACKEND_ENV = ("KUBECONFIG", "OSMO_K8S_CONTEXT", "OSMO_K8S_IN_CLUSTER", "OSMO_K8S_PENDING_TIMEOUT",
+                "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+
 
 def backend_for(name: str, **options) -> DispatchBackend:
-    """The backend named by a pool's ``backend`` field."""
-    if name == "kubernetes":
-        from scheduler.dispatch.kubernetes import KubernetesBackend
+    """The backend named by a pool's ``backend`` field, built once per process and options (a
+    Kubernetes backend loads its kubeconfig and opens a connection pool; reuse them)."""
+    env = tuple(os.environ.get(var) for var in _BACKEND_ENV) if name == "kubernetes" else ()
+    cache_key = (name, tuple(sorted(options.items())), env)
+    backend = _BACKENDS.get(cache_key)
+    if backend is None:
+        if name == "kubernetes":
+            from scheduler.dispatch.kubernetes import KubernetesBackend
 
-        return KubernetesBackend.from_settings(**options)
-    from scheduler.dispatch.simulated import SimulatedBackend
+            backend = KubernetesBackend.from_settings(**options)
+        else:
+            from scheduler.dispatch.simulated import SimulatedBackend
 
-    return SimulatedBackend()
+            backend = SimulatedBackend()
+        _BACKENDS[cache_key] = backend
+    return backend
 
 
 __all__ = ["DispatchBackend", "DispatchPermanentError", "DispatchTransientError", "PodRequest", "PodState",

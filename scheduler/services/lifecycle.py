@@ -107,26 +107,28 @@ def pod_delete(*, task_id: int) -> None:
 
 
 def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
-    """Read pod phases back into task status for every dispatched, unfinished task of the pool."""
+    """Read pod phases back into task status for every dispatched, unfinished task of the pool.
+
+    The backend is asked before the transaction opens (a Kubernetes list can be slow; no lock or
+    transaction is held across it); the phases are then applied under the pool's sync lock to the
+    tasks that are still active.
+    """
     counts = {"running": 0, "completed": 0, "failed": 0}
+    pool = Pool.objects.filter(pk=pool_id).first()
+    if pool is None:
+        return counts
+    active = Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
+    snapshot = list(active.select_related("node", "workflow", "group").order_by("pk"))
+    if not snapshot:
+        return counts
+    now = now or timezone.now()
+    states = backend_for(pool.backend).pod_states([pod_request(task, pool) for task in snapshot], now=now)
     released: list[int] = []
     pods_to_delete: list[int] = []
     with transaction.atomic():
         if not pool_lock_try(pool_id, _SYNC_LOCK_NAMESPACE):
             return counts
-        pool = Pool.objects.filter(pk=pool_id).first()
-        if pool is None:
-            return counts
-        now = now or timezone.now()
-        tasks = list(
-            Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
-            .select_related("node", "workflow", "group")
-            .order_by("pk")
-        )
-        if not tasks:
-            return counts
-        requests = {task.pk: pod_request(task, pool) for task in tasks}
-        states = backend_for(pool.backend).pod_states(list(requests.values()), now=now)
+        tasks = list(active.filter(pk__in=[t.pk for t in snapshot]).select_related("workflow", "group").order_by("pk"))
         touched: dict[int, TaskGroup] = {}
         for task in tasks:
             state = states.get(task.pod_name)
@@ -141,6 +143,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             elif state.phase == "Failed":
                 task_status_set(task, TaskStatus.FAILED, exit_code=state.exit_code,
                                 message=state.message or f"exit code {state.exit_code}")
+                pods_to_delete.append(task.pk)  # e.g. a pod that never left Pending must not start later
                 counts["failed"] += 1
             elif state.phase == "Missing":
                 task_status_set(task, TaskStatus.FAILED_BACKEND_ERROR, message="pod disappeared from the backend")
@@ -150,7 +153,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             touched[task.group_id] = task.group
             if task.status in TASK_TERMINAL_STATUSES:
                 released.append(task.pk)
-        released += _exec_timeouts_apply(pool, now, touched)
+        released += _exec_timeouts_apply(pool, now, touched, pods_to_delete)
         for group in touched.values():
             released += _group_settle(group, pods_to_delete)
         reservations_release(task_ids=released)
@@ -175,8 +178,9 @@ def _group_settle(group: TaskGroup, pods_to_delete: list[int]) -> list[int]:
                 task_status_set(task, TaskStatus.FAILED, message=f"stopped: gang member {first.name} failed")
                 released.append(task.pk)
                 pods_to_delete.append(task.pk)
-        group_status_set(group, first.status if first.status != TaskStatus.FAILED_UPSTREAM else TaskStatus.FAILED,
-                         message=message)
+        group_status_set(
+            group, first.status if first.status != TaskStatus.FAILED_UPSTREAM else TaskStatus.FAILED, message=message
+        )
         from workflows.services import downstream_fail
 
         downstream_fail(group)
@@ -198,7 +202,9 @@ def _downstream_promote(group: TaskGroup) -> None:
                 task_status_set(task, TaskStatus.SCHEDULING)
 
 
-def _exec_timeouts_apply(pool: Pool, now: datetime, touched: dict[int, TaskGroup]) -> list[int]:
+def _exec_timeouts_apply(
+    pool: Pool, now: datetime, touched: dict[int, TaskGroup], pods_to_delete: list[int]
+) -> list[int]:
     released: list[int] = []
     running = TaskGroup.objects.filter(
         workflow__pool=pool, status=TaskStatus.RUNNING, workflow__exec_timeout_s__isnull=False
@@ -210,6 +216,7 @@ def _exec_timeouts_apply(pool: Pool, now: datetime, touched: dict[int, TaskGroup
             group_fail(group, TaskStatus.FAILED, message=f"ran longer than exec_timeout ({limit}s)")
             touched[group.pk] = group
             released += ids
+            pods_to_delete += ids
     return released
 
 
@@ -223,13 +230,15 @@ def tick() -> dict[str, list[int]]:
         .values_list("workflow__pool_id", flat=True)
         .distinct()
     )
-    active_pools = set(
-        Task.objects.filter(status__in=ACTIVE).values_list("workflow__pool_id", flat=True).distinct()
-    )
+    active_pools = set(Task.objects.filter(status__in=ACTIVE).values_list("workflow__pool_id", flat=True).distinct())
     grace = timezone.now() - timedelta(seconds=settings.OSMO_REDISPATCH_AFTER_SECONDS)
     stranded = list(
-        TaskGroup.objects.filter(status=TaskStatus.INITIALIZING, updated_at__lt=grace,
-                                 tasks__dispatched_at__isnull=True, tasks__status=TaskStatus.INITIALIZING)
+        TaskGroup.objects.filter(
+            status=TaskStatus.INITIALIZING,
+            updated_at__lt=grace,
+            tasks__dispatched_at__isnull=True,
+            tasks__status=TaskStatus.INITIALIZING,
+        )
         .values_list("pk", flat=True)
         .distinct()
     )
