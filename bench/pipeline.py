@@ -85,16 +85,27 @@ def main() -> None:
         raise SystemExit("Set DATABASE_URL (PostgreSQL) and REDIS_URL, or run `make bench-pipeline`.")
     import httpx
 
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="osmo.settings.local", DEBUG="false",
-               OSMO_DATA_DIR=tempfile.mkdtemp(prefix="osmo-bench-"), LOG_LEVEL="WARNING")
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="osmo.settings.local",
+        DEBUG="false",
+        OSMO_DATA_DIR=tempfile.mkdtemp(prefix="osmo-bench-"),
+        LOG_LEVEL="WARNING",
+    )
     log = sys.stderr
     print("==> migrating and generating a 1,296-node NVL72 pool", file=log)
     manage(env, "migrate", "--no-input", "-v0")
     manage(env, "generate_pool", "bench", "--zones", "2", "--spines", "2", "--racks", "18", "--replace", "-v0")
-    token = manage(env, "shell", "-v0", "-c", (
-        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
-        "u, _ = User.objects.get_or_create(username='bench'); print(Token.objects.get_or_create(user=u)[0].key)"
-    )).strip()
+    token = manage(
+        env,
+        "shell",
+        "-v0",
+        "-c",
+        (
+            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
+            "u, _ = User.objects.get_or_create(username='bench'); print(Token.objects.get_or_create(user=u)[0].key)"
+        ),
+    ).strip()
 
     processes: list[subprocess.Popen] = []
 
@@ -102,15 +113,46 @@ def main() -> None:
 
     def spawn(cmd: list[str]) -> None:
         out = open(logs / f"process-{len(processes)}.log", "w")  # noqa: SIM115 - lives as long as the process
-        processes.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+        processes.append(
+            subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        )
 
     try:
         for index in range(args.workers):
-            spawn([sys.executable, "-m", "celery", "-A", "osmo", "worker", "-Q", "scheduler,dispatch,default",
-                   "-c", "1", "--without-mingle", "--without-gossip", "-n", f"bench{index}@%h", "-l", "WARNING"])
-        spawn([sys.executable, "-m", "celery", "-A", "osmo", "beat", "-l", "WARNING",
-               "-s", str(Path(env["OSMO_DATA_DIR"]) / "beat")])
+            spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "osmo",
+                    "worker",
+                    "-Q",
+                    "scheduler,dispatch,default",
+                    "-c",
+                    "1",
+                    "--without-mingle",
+                    "--without-gossip",
+                    "-n",
+                    f"bench{index}@%h",
+                    "-l",
+                    "WARNING",
+                ]
+            )
+        spawn(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "osmo",
+                "beat",
+                "-l",
+                "WARNING",
+                "-s",
+                str(Path(env["OSMO_DATA_DIR"]) / "beat"),
+            ]
+        )
         spawn([sys.executable, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
         base = f"http://127.0.0.1:{args.port}"
         headers = {"Authorization": f"Token {token}"}
@@ -122,8 +164,10 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise SystemExit(f"web server did not come up; see {logs}/process-{len(processes) - 1}.log:\n"
-                                 + (logs / f"process-{len(processes) - 1}.log").read_text()[-3000:])
+                raise SystemExit(
+                    f"web server did not come up; see {logs}/process-{len(processes) - 1}.log:\n"
+                    + (logs / f"process-{len(processes) - 1}.log").read_text()[-3000:]
+                )
             time.sleep(0.3)
         print(f"==> baseline: {args.workflows} x GET /api/pools/ with {args.clients} clients", file=log)
         trivial_rate = _rate(args, lambda client, i: client.get(f"{base}/api/pools/", headers=headers), base)

@@ -1,0 +1,122 @@
+"""Random small instances (for the oracle comparison) and a placement checker.
+
+``random_instance(rng)``: at most 16 machines, 8 tasks and 3 topology levels; random label trees with
+some machines missing labels or cordoned; random occupancy (free gpu 0-4, cpu, memory); tasks of up
+to three shapes, some with ``nodes_excluded``; random constraint trees mixing required and preferred.
+``check(snapshot, group, placement)`` returns the list of violated invariants (empty when valid).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from scheduler.placement.types import (
+    ClusterSnapshot,
+    GroupRequest,
+    NodeState,
+    Placement,
+    Resources,
+    TaskRequest,
+)
+from workflows.spec.tree import ConstraintTree, NodePath, TreeNode
+
+KEY_NAMES = ("zone", "spine", "rack")
+GIB = 1 << 30
+
+
+def random_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+    nkeys = rng.randint(0, 3)
+    keys = KEY_NAMES[:nkeys] if nkeys < 3 else KEY_NAMES
+    nmachines = rng.randint(1, 16)
+    fan = [rng.randint(1, 3) for _ in range(nkeys)]
+    nodes = []
+    for m in range(nmachines):
+        labels: list[str | None] = [f"{k[0]}{rng.randrange(fan[i])}" for i, k in enumerate(keys)]
+        if nkeys and rng.random() < 0.1:
+            cut = rng.randrange(nkeys)
+            labels[cut:] = [None] * (nkeys - cut)
+        free = Resources(
+            gpu=rng.choice((0, 1, 1, 2, 2, 3, 4, 4)),
+            cpu=rng.choice((1000, 2000, 4000, 8000)),
+            memory=rng.choice((4, 8, 16, 32)) * GIB,
+        )
+        nodes.append(NodeState(f"m{m:02d}", tuple(labels), free, schedulable=rng.random() > 0.08))
+    snapshot = ClusterSnapshot(pool="random", keys=tuple(keys), nodes=tuple(nodes))
+    ntasks = rng.randint(1, 8)
+    shapes = [
+        Resources(gpu=rng.choice((0, 1, 1, 2)), cpu=rng.choice((500, 1000, 2000)), memory=rng.choice((2, 4, 8)) * GIB)
+        for _ in range(rng.randint(1, 3))
+    ]
+    task_names = [f"t{i}" for i in range(ntasks)]
+    requests = []
+    for name in task_names:
+        excluded = frozenset(rng.sample([n.name for n in nodes], k=1)) if rng.random() < 0.15 else frozenset()
+        requests.append(TaskRequest(name, rng.choice(shapes), excluded))
+    tree = _random_tree(rng, keys, task_names)
+    return snapshot, GroupRequest(name="g", tree=tree, tasks=tuple(requests))
+
+
+def _random_tree(rng: random.Random, keys: Sequence[str], tasks: list[str]) -> ConstraintTree:
+    if not keys:
+        return ConstraintTree(group="g", tasks=tuple(sorted(tasks)), keys=tuple(keys))
+
+    def grow(prefix: NodePath, min_level: int, pool: list[str], depth: int) -> tuple[list[TreeNode], list[str]]:
+        """Split ``pool`` into child nodes at levels >= min_level; return (children, leftover tasks)."""
+        children: list[TreeNode] = []
+        leftover: list[str] = []
+        if min_level >= len(keys):
+            return children, list(pool)
+        groups: dict[int, list[str]] = {}
+        for t in pool:
+            g = rng.randrange(3)  # 0 = stays here, 1/2 = child groups
+            groups.setdefault(g, []).append(t)
+        leftover = groups.pop(0, [])
+        lvl = rng.randrange(min_level, len(keys))  # tasks sharing a parent use the same key set
+        for g, members in sorted(groups.items()):
+            key = keys[lvl]
+            path = (*prefix, (key, f"g{g}"))
+            kids, own = grow(path, lvl + 1, members, depth + 1) if rng.random() < 0.5 else ([], members)
+            req = "required" if rng.random() < 0.5 else "preferred"
+            children.append(TreeNode(key, f"g{g}", path, req, tuple(kids), tuple(sorted(own))))  # type: ignore[arg-type]
+        return children, leftover
+
+    kids, root_tasks = grow((), 0, tasks, 0)
+    kids.sort(key=lambda n: n.path)
+    return ConstraintTree(group="g", children=tuple(kids), tasks=tuple(sorted(root_tasks)), keys=tuple(keys))
+
+
+def check(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> list[str]:
+    """Violations of: every task placed once on a schedulable, non-excluded machine; no machine
+    over-committed in any resource; every required constraint met (one complete domain)."""
+    problems: list[str] = []
+    machines = {n.name: n for n in snapshot.nodes}
+    tasks = {t.name: t for t in group.tasks}
+    where = dict(placement.assignments)
+    if sorted(where) != sorted(tasks):
+        problems.append("not every task placed exactly once")
+        return problems
+    used: dict[str, list[int]] = {}
+    for t, m in where.items():
+        node = machines.get(m)
+        if node is None or not node.schedulable:
+            problems.append(f"{t} on unknown or cordoned machine {m}")
+            continue
+        if m in tasks[t].nodes_excluded:
+            problems.append(f"{t} on excluded machine {m}")
+        acc = used.setdefault(m, [0, 0, 0, 0])
+        for r, v in enumerate(tasks[t].resources.as_tuple()):
+            acc[r] += v
+    for m, acc in used.items():
+        free = machines[m].free.as_tuple()
+        if any(a > f for a, f in zip(acc, free, strict=True)):
+            problems.append(f"machine {m} over-committed: {acc} > {free}")
+    level = {k: i for i, k in enumerate(snapshot.keys)}
+    for node in group.tree.nodes():
+        if not node.required:
+            continue
+        lvl = level.get(node.key)
+        paths = {machines[where[t]].labels[: lvl + 1] for t in node.all_tasks()} if lvl is not None else {None}
+        if len(paths) > 1 or any(p is None or None in p for p in paths):
+            problems.append(f"required {node.display_name} not met: {sorted(map(str, paths))}")
+    return problems

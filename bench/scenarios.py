@@ -1,0 +1,71 @@
+"""Named benchmark scenarios: (snapshot, group) pairs built deterministically from a seed.
+
+- ``nvl72-20k``: 20,736 trays (4 zones x 8 spines x 36 racks x 18 x 4 GPUs), ~60% fragmented
+  occupancy; one 512-task x 4-GPU workflow: zone required, 32 gpu-clique groups of 16 tasks required.
+- ``nvl72-20k-infeasible``: same pool; one more gpu-clique group (of 16) than the roomiest zone can
+  host, so no zone holds the workflow (4 GPUs are free in plenty; the zone constraint rules it out).
+- ``nvl72-20k-preferred``: same pool and shape, every constraint preferred, 40 groups of 18: racks
+  with 18 idle trays are too few, so preferences relax.
+- ``nvl72-1k``: 1,008 trays (2 zones x 4 spines x 7 racks); 64 tasks, zone required, 4 cliques of 16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.pools import nvl72_pool
+from scheduler.placement.types import ClusterSnapshot, GroupRequest, Resources, TaskRequest
+from workflows.spec.tree import ConstraintTree, TreeNode
+
+TRAY = Resources(gpu=4, cpu=16_000, memory=128 << 30)
+
+
+def zone_of_cliques(groups: int, size: int, *, required: bool = True, name: str = "workflow") -> GroupRequest:
+    req = "required" if required else "preferred"
+    zpath = (("zone", "workflow-group"),)
+    cliques = []
+    tasks = []
+    for g in range(groups):
+        gname = f"model-{g:02d}-group"
+        members = tuple(sorted(f"m{g:02d}-shard{i:02d}" for i in range(size)))
+        tasks.extend(members)
+        cliques.append(TreeNode("gpu-clique", gname, (*zpath, ("gpu-clique", gname)), req, (), members))
+    root = TreeNode("zone", "workflow-group", zpath, req, tuple(sorted(cliques, key=lambda n: n.path)))
+    tree = ConstraintTree(group=name, children=(root,), keys=("zone", "spine", "rack", "gpu-clique"))
+    return GroupRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in sorted(tasks)))
+
+
+def _max_groups_per_zone(snapshot: ClusterSnapshot, size: int) -> int:
+    idle: dict[tuple, int] = {}
+    for n in snapshot.nodes:
+        if n.free.gpu >= TRAY.gpu and n.free.cpu >= TRAY.cpu and n.free.memory >= TRAY.memory:
+            idle[n.labels] = idle.get(n.labels, 0) + 1
+    per_zone: dict[str | None, int] = {}
+    for labels, k in idle.items():
+        per_zone[labels[0]] = per_zone.get(labels[0], 0) + k // size
+    return max(per_zone.values(), default=0)
+
+
+def nvl72_20k() -> tuple[ClusterSnapshot, GroupRequest]:
+    return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(32, 16)
+
+
+def nvl72_20k_infeasible() -> tuple[ClusterSnapshot, GroupRequest]:
+    snapshot = nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736)
+    return snapshot, zone_of_cliques(_max_groups_per_zone(snapshot, 16) + 1, 16)
+
+
+def nvl72_20k_preferred() -> tuple[ClusterSnapshot, GroupRequest]:
+    return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(40, 18, required=False)
+
+
+def nvl72_1k() -> tuple[ClusterSnapshot, GroupRequest]:
+    return nvl72_pool(2, 4, 7, occupancy=0.6, seed=1008), zone_of_cliques(4, 16)
+
+
+SCENARIOS: dict[str, Callable[[], tuple[ClusterSnapshot, GroupRequest]]] = {
+    "nvl72-20k": nvl72_20k,
+    "nvl72-20k-infeasible": nvl72_20k_infeasible,
+    "nvl72-20k-preferred": nvl72_20k_preferred,
+    "nvl72-1k": nvl72_1k,
+}

@@ -1,0 +1,105 @@
+"""Solver input and output types (design §5). Pure: stdlib only, frozen values, ids are strings.
+
+Units: ``gpu`` whole devices, ``cpu`` millicores, ``memory`` and ``storage`` bytes (the spec package's
+quantity parser produces these). ``NodeState.labels`` holds one value per topology key of the
+snapshot, coarsest first, ``None`` where the node lacks the label. Domain identity at level ``i`` is
+``labels[: i + 1]`` (the whole path), so ``rack=r1`` in two zones is two racks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from workflows.spec.tree import ConstraintTree, NodePath
+
+RESOURCE_NAMES: tuple[str, ...] = ("gpu", "cpu", "memory", "storage")
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    gpu: int = 0
+    cpu: int = 0  # millicores
+    memory: int = 0  # bytes
+    storage: int = 0  # bytes
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.gpu, self.cpu, self.memory, self.storage)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory, "storage": self.storage}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A machine as the solver sees it: free capacity after external usage and reservations."""
+
+    name: str
+    labels: tuple[str | None, ...]
+    free: Resources
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    pool: str
+    keys: tuple[str, ...]  # topology key names, coarsest first
+    nodes: tuple[NodeState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequest:
+    name: str
+    resources: Resources
+    nodes_excluded: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRequest:
+    """One gang: its constraint tree and every task's request (tasks named as in the tree)."""
+
+    name: str
+    tree: ConstraintTree
+    tasks: tuple[TaskRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Search limits. Deterministic: a step budget, never wall-clock time."""
+
+    max_steps: int = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConstraintReport:
+    """How one constraint node was met: ``met_key`` is the key whose single domain holds all its
+    tasks (the node's own key when met), or ``None`` when its tasks span several zones."""
+
+    path: NodePath
+    key: str
+    requirement: str
+    met: bool
+    met_key: str | None
+    domains: tuple[tuple[str | None, ...], ...] = ()  # label paths of the domains used at ``key``
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    status: Literal["placed"]
+    assignments: tuple[tuple[str, str], ...]  # (task, node), sorted by task
+    report: tuple[ConstraintReport, ...] = ()
+
+    @property
+    def tasks(self) -> dict[str, str]:
+        return dict(self.assignments)
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """Cannot place now. ``status`` is "unschedulable" (proven infeasible on this snapshot) or
+    "undecided" (the step budget ran out first). ``reason`` is structured for pages and the API;
+    ``message`` is one line for people."""
+
+    status: Literal["unschedulable", "undecided"]
+    reason: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
