@@ -78,6 +78,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4, help="tasks per workflow, one gpu-clique (default 4)")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients (default 4)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="submissions per second across all clients; 0 = as fast as they go (default)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
     args = parser.parse_args()
@@ -170,7 +172,8 @@ def main() -> None:
                 )
             time.sleep(0.3)
         print(f"==> baseline: {args.workflows} x GET /api/pools/ with {args.clients} clients", file=log)
-        trivial_rate = _rate(args, lambda client, i: client.get(f"{base}/api/pools/", headers=headers), base)
+        unpaced = argparse.Namespace(**{**vars(args), "rate": 0.0})
+        trivial_rate = _rate(unpaced, lambda client, i: client.get(f"{base}/api/pools/", headers=headers), base)
         print(f"==> submitting {args.workflows} workflows of {args.tasks} tasks", file=log)
         submitted: dict[str, float] = {}
         lock = threading.Lock()
@@ -194,6 +197,7 @@ def main() -> None:
             "workflows": args.workflows,
             "tasks_per_workflow": args.tasks,
             "clients": args.clients,
+            "paced_rate_per_s": args.rate or None,
             "workers": args.workers,
             "submissions_per_s": round(submit_rate, 1),
             "trivial_requests_per_s": round(trivial_rate, 1),
@@ -220,10 +224,16 @@ def main() -> None:
 def _rate(args, call, base: str) -> float:
     import httpx
 
+    interval = args.clients / args.rate if getattr(args, "rate", 0) else 0.0
+
     def run(indices: list[int]) -> int:
         ok = 0
         with httpx.Client(timeout=30) as client:
+            next_at = time.perf_counter()
             for index in indices:
+                if interval:
+                    time.sleep(max(0.0, next_at - time.perf_counter()))
+                    next_at += interval
                 if call(client, index).status_code < 300:
                     ok += 1
         return ok

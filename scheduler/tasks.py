@@ -29,6 +29,9 @@ def worker_heartbeat(token: str) -> None:
 def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
     from scheduler.services.placement import placement_cycle_run
 
+    # Clear the "cycle pending" mark before reading the queue: a request arriving from now on
+    # enqueues a fresh cycle, one that arrived before is covered by this one.
+    _pending_mark(pool_id, clear=True)
     result = placement_cycle_run(pool_id=pool_id)
     if not result.locked and attempt < 10:
         # Another cycle holds the pool: it may have read the queue before our trigger's data was
@@ -38,8 +41,45 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
 
 def placement_cycle_request(pool_id: int) -> None:
     """Ask for a placement cycle of the pool (called on commit by submission, completion, cancellation
-    and inventory changes)."""
-    placement_cycle_task.delay(pool_id=pool_id)
+    and inventory changes). Requests are coalesced: while a cycle is queued but not started, further
+    requests add nothing, so a burst of submissions costs one cycle, not one each."""
+    if _pending_mark(pool_id):
+        placement_cycle_task.delay(pool_id=pool_id)
+
+
+_PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap
+
+
+def _pending_mark(pool_id: int, *, clear: bool = False) -> bool:
+    """Set (or clear) the pool's "cycle pending" mark in Redis. True when a cycle should be enqueued.
+    Without Redis (the embedded default) every request enqueues a cycle."""
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        return True
+    import redis
+
+    client = _redis_client(settings.REDIS_URL)
+    key = f"osmo:placement-pending:{pool_id}"
+    try:
+        if clear:
+            client.delete(key)
+            return True
+        return bool(client.set(key, "1", nx=True, ex=_PENDING_TTL_SECONDS))
+    except redis.RedisError:
+        return True
+
+
+_REDIS_CLIENTS: dict[str, object] = {}
+
+
+def _redis_client(url: str):
+    import redis
+
+    client = _REDIS_CLIENTS.get(url)
+    if client is None:
+        client = _REDIS_CLIENTS[url] = redis.Redis.from_url(url, socket_timeout=2)
+    return client
 
 
 @shared_task(name="scheduler.group_dispatch", queue=Queue.DISPATCH, ignore_result=True, acks_late=True,

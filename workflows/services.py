@@ -194,32 +194,52 @@ def _workflow_create(
 # ------------------------------------------------------------------------------------------------
 # Status transitions
 # ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    task: Task
+    status: str
+    message: str = ""
+    exit_code: int | None = None
+
+
+_TASK_STATUS_FIELDS = ["status", "updated_at", "started_at", "finished_at", "failure_message", "exit_code"]
+
+
+def tasks_status_set(changes: list[TaskChange]) -> list[Task]:
+    """Apply many task transitions in two queries (one bulk update, one bulk insert of their
+    history). A change to the current status or away from a terminal one is skipped. Returns the
+    tasks that changed."""
+    now = timezone.now()
+    changed: list[Task] = []
+    transitions: list[StatusTransition] = []
+    for change in changes:
+        task, status = change.task, change.status
+        if task.status == status or task.status in TASK_TERMINAL_STATUSES:
+            continue
+        transitions.append(
+            StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
+                             from_status=task.status, to_status=status, message=change.message)
+        )
+        task.status = status
+        task.updated_at = now
+        if status == TaskStatus.RUNNING and task.started_at is None:
+            task.started_at = now
+        if status in TASK_TERMINAL_STATUSES:
+            task.finished_at = now
+        if change.message and status in TASK_FAILED_STATUSES:
+            task.failure_message = change.message
+        if change.exit_code is not None:
+            task.exit_code = change.exit_code
+        changed.append(task)
+    if changed:
+        Task.objects.bulk_update(changed, _TASK_STATUS_FIELDS)
+        StatusTransition.objects.bulk_create(transitions)
+    return changed
+
+
 def task_status_set(task: Task, status: str, *, message: str = "", exit_code: int | None = None) -> bool:
     """Move one task to ``status`` (no-op when already there or terminal). Returns whether it changed."""
-    if task.status == status or task.status in TASK_TERMINAL_STATUSES:
-        return False
-    now = timezone.now()
-    previous = task.status
-    task.status = status
-    fields = ["status", "updated_at"]
-    if status == TaskStatus.RUNNING and task.started_at is None:
-        task.started_at = now
-        fields.append("started_at")
-    if status in TASK_TERMINAL_STATUSES:
-        task.finished_at = now
-        fields.append("finished_at")
-    if message and status in TASK_FAILED_STATUSES:
-        task.failure_message = message
-        fields.append("failure_message")
-    if exit_code is not None:
-        task.exit_code = exit_code
-        fields.append("exit_code")
-    task.save(update_fields=fields)
-    StatusTransition.objects.create(
-        workflow_id=task.workflow_id, group_id=task.group_id, task=task, from_status=previous, to_status=status,
-        message=message,
-    )
-    return True
+    return bool(tasks_status_set([TaskChange(task, status, message, exit_code)]))
 
 
 def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> bool:

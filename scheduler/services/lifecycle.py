@@ -23,7 +23,14 @@ from scheduler.services.placement import pool_lock_try
 from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.models import Task, TaskGroup
-from workflows.services import group_fail, group_status_set, task_status_set, workflow_status_refresh
+from workflows.services import (
+    TaskChange,
+    group_fail,
+    group_status_set,
+    task_status_set,
+    tasks_status_set,
+    workflow_status_refresh,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,28 +136,32 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
         if not pool_lock_try(pool_id, _SYNC_LOCK_NAMESPACE):
             return counts
         tasks = list(active.filter(pk__in=[t.pk for t in snapshot]).select_related("workflow", "group").order_by("pk"))
-        touched: dict[int, TaskGroup] = {}
+        changes: list[TaskChange] = []
         for task in tasks:
             state = states.get(task.pod_name)
             if state is None:
                 continue
             if state.phase == "Running":
-                if task_status_set(task, TaskStatus.RUNNING):
-                    counts["running"] += 1
+                changes.append(TaskChange(task, TaskStatus.RUNNING))
             elif state.phase == "Succeeded":
-                task_status_set(task, TaskStatus.COMPLETED, exit_code=state.exit_code)
-                counts["completed"] += 1
+                changes.append(TaskChange(task, TaskStatus.COMPLETED, exit_code=state.exit_code))
             elif state.phase == "Failed":
-                task_status_set(task, TaskStatus.FAILED, exit_code=state.exit_code,
-                                message=state.message or f"exit code {state.exit_code}")
+                message = state.message or f"exit code {state.exit_code}"
+                changes.append(TaskChange(task, TaskStatus.FAILED, message=message, exit_code=state.exit_code))
                 pods_to_delete.append(task.pk)  # e.g. a pod that never left Pending must not start later
-                counts["failed"] += 1
             elif state.phase == "Missing":
-                task_status_set(task, TaskStatus.FAILED_BACKEND_ERROR, message="pod disappeared from the backend")
-                counts["failed"] += 1
-            else:
-                continue
+                changes.append(TaskChange(task, TaskStatus.FAILED_BACKEND_ERROR,
+                                          message="pod disappeared from the backend"))
+        changed = tasks_status_set(changes)
+        touched: dict[int, TaskGroup] = {}
+        for task in changed:
             touched[task.group_id] = task.group
+            if task.status == TaskStatus.RUNNING:
+                counts["running"] += 1
+            elif task.status == TaskStatus.COMPLETED:
+                counts["completed"] += 1
+            else:
+                counts["failed"] += 1
             if task.status in TASK_TERMINAL_STATUSES:
                 released.append(task.pk)
         released += _exec_timeouts_apply(pool, now, touched, pods_to_delete)
