@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
@@ -12,6 +13,17 @@ KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
 POOL_NAME_RE = r"^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$"
 pool_name_validator = RegexValidator(POOL_NAME_RE, "Use letters, digits, '.', '_' and inner hyphens.")
+# A Kubernetes label key: optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
+LABEL_KEY_RE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"  # optional prefix: a DNS subdomain + "/"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"  # name: at most 63 characters
+)
+label_key_validator = RegexValidator(
+    LABEL_KEY_RE, "Use a Kubernetes label key, e.g. topology.kubernetes.io/zone or nvidia.com/gpu-clique."
+)
+# Node names as Kubernetes writes them (DNS subdomains), plus upper case and "_" for hand-written inventories.
+NODE_NAME_RE = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
+node_name_validator = RegexValidator(NODE_NAME_RE, "Use letters, digits, '.', '_' and inner hyphens.")
 
 
 class Pool(models.Model):
@@ -35,7 +47,11 @@ class Pool(models.Model):
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.CheckConstraint(condition=Q(sim_task_seconds__gte=0), name="pool_sim_seconds_gte_0")]
+        constraints = [
+            models.CheckConstraint(condition=Q(sim_task_seconds__gte=0), name="pool_sim_seconds_gte_0"),
+            models.CheckConstraint(condition=Q(name__regex=POOL_NAME_RE), name="pool_name_format"),
+            models.CheckConstraint(condition=Q(keys_version__gte=1), name="pool_keys_version_gte_1"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -46,7 +62,9 @@ class TopologyKey(models.Model):
 
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="topology_keys")
     key = models.CharField(max_length=63, validators=[key_name_validator])
-    label = models.CharField(max_length=253, help_text="The node label holding this level's value.")
+    label = models.CharField(
+        max_length=253, validators=[label_key_validator], help_text="The node label holding this level's value."
+    )
     position = models.PositiveIntegerField(default=0, help_text="0 is the coarsest level.")
 
     class Meta:
@@ -56,6 +74,7 @@ class TopologyKey(models.Model):
             models.UniqueConstraint(fields=["pool", "label"], name="topologykey_unique_label"),
             models.UniqueConstraint(fields=["pool", "position"], name="topologykey_unique_position"),
             models.CheckConstraint(condition=Q(key__regex=KEY_NAME_RE), name="topologykey_key_format"),
+            models.CheckConstraint(condition=Q(label__regex=LABEL_KEY_RE), name="topologykey_label_format"),
         ]
 
     def __str__(self) -> str:
@@ -67,8 +86,8 @@ class Node(models.Model):
     ``used_*`` is external usage (things outside this service); reservations come on top."""
 
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="nodes")
-    name = models.CharField(max_length=253)
-    labels = models.JSONField(default=dict, blank=True)
+    name = models.CharField(max_length=253, validators=[node_name_validator])
+    labels = models.JSONField(default=dict, blank=True, help_text="Kubernetes-style labels: string keys and values.")
     gpu = models.PositiveIntegerField(default=0)
     cpu_millis = models.PositiveBigIntegerField(default=0)
     memory_bytes = models.PositiveBigIntegerField(default=0)
@@ -85,8 +104,11 @@ class Node(models.Model):
         ordering = ["pool", "name"]
         constraints = [
             models.UniqueConstraint(fields=["pool", "name"], name="node_unique_name"),
+            models.CheckConstraint(condition=Q(name__regex=NODE_NAME_RE), name="node_name_format"),
             models.CheckConstraint(condition=Q(used_gpu__lte=F("gpu")), name="node_used_gpu_lte_capacity"),
-            models.CheckConstraint(condition=Q(used_cpu_millis__lte=F("cpu_millis")), name="node_used_cpu_lte_capacity"),
+            models.CheckConstraint(
+                condition=Q(used_cpu_millis__lte=F("cpu_millis")), name="node_used_cpu_lte_capacity"
+            ),
             models.CheckConstraint(
                 condition=Q(used_memory_bytes__lte=F("memory_bytes")), name="node_used_memory_lte_capacity"
             ),
@@ -94,6 +116,13 @@ class Node(models.Model):
                 condition=Q(used_storage_bytes__lte=F("storage_bytes")), name="node_used_storage_lte_capacity"
             ),
         ]
+        indexes = [models.Index(fields=["pool", "schedulable"], name="node_pool_schedulable")]
+
+    def clean(self) -> None:
+        if not isinstance(self.labels, dict) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in self.labels.items()
+        ):
+            raise ValidationError({"labels": "Labels must map strings to strings."})
 
     def __str__(self) -> str:
         return self.name

@@ -134,8 +134,14 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
             result.unschedulable.append(group.pk)
             continue
         if starving_rank is not None and group.rank >= starving_rank:
-            _reason_record(group, {"status": "waiting", "code": "behind_starving_group",
-                                   "message": "waiting: an older gang that does not fit yet goes first"})
+            _reason_record(
+                group,
+                {
+                    "status": "waiting",
+                    "code": "behind_starving_group",
+                    "message": "waiting: an older gang that does not fit yet goes first",
+                },
+            )
             result.unschedulable.append(group.pk)
             continue
         tasks = tasks_by_group.get(group.pk, [])
@@ -225,8 +231,15 @@ def _placement_persist(
     group.status = TaskStatus.INITIALIZING
     assignments = placement.tasks
     reservations = []
-    transitions = [StatusTransition(workflow_id=group.workflow_id, group=group, from_status=TaskStatus.SCHEDULING,
-                                    to_status=TaskStatus.INITIALIZING, message="placed")]
+    transitions = [
+        StatusTransition(
+            workflow_id=group.workflow_id,
+            group=group,
+            from_status=TaskStatus.SCHEDULING,
+            to_status=TaskStatus.INITIALIZING,
+            message="placed",
+        )
+    ]
     for task in tasks:
         node_name = assignments[task.name]
         task.node_id = node_ids[node_name]
@@ -235,12 +248,26 @@ def _placement_persist(
         task.status = TaskStatus.INITIALIZING
         task.updated_at = now
         reservations.append(
-            Reservation(task=task, node_id=task.node_id, pool=pool, gpu=task.gpu, cpu_millis=task.cpu_millis,
-                        memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes)
+            Reservation(
+                task=task,
+                node_id=task.node_id,
+                pool=pool,
+                gpu=task.gpu,
+                cpu_millis=task.cpu_millis,
+                memory_bytes=task.memory_bytes,
+                storage_bytes=task.storage_bytes,
+            )
         )
-        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, task=task,
-                                            from_status=previous, to_status=TaskStatus.INITIALIZING,
-                                            message=f"placed on {node_name}"))
+        transitions.append(
+            StatusTransition(
+                workflow_id=group.workflow_id,
+                group=group,
+                task=task,
+                from_status=previous,
+                to_status=TaskStatus.INITIALIZING,
+                message=f"placed on {node_name}",
+            )
+        )
     Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"])
     Reservation.objects.bulk_create(reservations)
     StatusTransition.objects.bulk_create(transitions)
@@ -258,8 +285,11 @@ def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
         if group.scheduling_since and now - group.scheduling_since > limit:
             reason = (group.unschedulable_reason or {}).get("message", "")
             message = f"queued longer than queue_timeout ({group.workflow.queue_timeout_s}s)"
-            group_fail(group, TaskStatus.FAILED_QUEUE_TIMEOUT, message=f"{message}; last reason: {reason}" if reason
-                       else message)
+            group_fail(
+                group,
+                TaskStatus.FAILED_QUEUE_TIMEOUT,
+                message=f"{message}; last reason: {reason}" if reason else message,
+            )
             workflow_status_refresh(group.workflow)
             expired.append(group.pk)
     return expired
@@ -268,9 +298,7 @@ def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
 def _waiting_groups_promote(pool: Pool) -> None:
     """WAITING groups whose upstream groups all COMPLETED move to SCHEDULING (also done when a group
     completes; repeated here so a lost message cannot strand them)."""
-    waiting = list(
-        TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING).select_related("workflow")
-    )
+    waiting = list(TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING).select_related("workflow"))
     if not waiting:
         return
     statuses: dict[tuple[int, str], str] = {
@@ -288,7 +316,10 @@ def _waiting_groups_promote(pool: Pool) -> None:
         elif any(status in TASK_TERMINAL_STATUSES and status != TaskStatus.COMPLETED for status in upstream):
             from workflows.services import downstream_fail
 
-            failed = next(g for g in TaskGroup.objects.filter(workflow_id=group.workflow_id, name__in=group.upstream)
-                          if g.status in TASK_TERMINAL_STATUSES and g.status != TaskStatus.COMPLETED)
+            failed = next(
+                g
+                for g in TaskGroup.objects.filter(workflow_id=group.workflow_id, name__in=group.upstream)
+                if g.status in TASK_TERMINAL_STATUSES and g.status != TaskStatus.COMPLETED
+            )
             downstream_fail(failed)
             workflow_status_refresh(group.workflow)

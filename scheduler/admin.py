@@ -1,0 +1,370 @@
+"""Admin for pools, their topology keys and nodes.
+
+- Pools: keys inline in order (edit ``position`` to reorder); saving goes through
+  :func:`scheduler.services.pools.pool_keys_set`, so a change bumps ``keys_version``. A read-only
+  hierarchy view (zone > ... > nodes, GPU totals per domain) is linked from the pool's page.
+- Nodes: capacity/used/reserved/free columns from the one free-capacity query
+  (:func:`scheduler.selectors.node_queryset_with_usage`), a filter per topology key of the selected
+  pool, search by name, by any label value, or by ``key=value`` (``rack=rack-0003``), and cordon/uncordon.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from scheduler import selectors
+from scheduler.models import Node, Pool, Reservation, TopologyKey, WorkerHeartbeat
+from scheduler.services.pools import KeySpec, nodes_set_schedulable, pool_keys_set, topology_keys_validate
+
+GIB = 1024**3
+MAX_FILTER_CHOICES = 60
+HIERARCHY_MACHINE_LIMIT = 2000
+
+
+class TopologyKeyInlineFormSet(BaseInlineFormSet):
+    """Validates the whole ordered key list at once (so positions can be swapped in one save) and
+    hands it to the service instead of saving rows one by one."""
+
+    ordered_keys: list[KeySpec]
+
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors):
+            return
+        rows = []
+        positions: set[int] = set()
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or data.get("DELETE") or not data.get("key"):
+                continue
+            if data["position"] in positions:
+                raise ValidationError(f"Two keys have position {data['position']}; positions must differ.")
+            positions.add(data["position"])
+            rows.append((data["position"], data["key"], data["label"]))
+        rows.sort()
+        specs, errors = topology_keys_validate([{"key": key, "label": label} for _pos, key, label in rows])
+        if errors:
+            raise ValidationError([f"{error['path']}: {error['message']}" for error in errors])
+        self.ordered_keys = specs
+
+    def save(self, commit: bool = True) -> list[Any]:
+        # Rows are written by pool_keys_set (PoolAdmin.save_related); the admin's change message
+        # still reads these attributes.
+        self.new_objects, self.changed_objects, self.deleted_objects = [], [], []
+        return []
+
+
+class TopologyKeyInline(admin.TabularInline):
+    model = TopologyKey
+    formset = TopologyKeyInlineFormSet
+    fields = ("position", "key", "label")
+    ordering = ("position",)
+    extra = 1
+    verbose_name = "topology key (coarsest first: position 0)"
+    verbose_name_plural = "topology keys (coarsest first; edit position to reorder)"
+
+
+@admin.register(Pool)
+class PoolAdmin(admin.ModelAdmin):
+    list_display = ("name", "description", "backend", "keys_display", "node_count", "gpu_display", "hierarchy_link")
+    search_fields = ("name", "description")
+    readonly_fields = ("keys_version", "hierarchy_link", "created_at", "updated_at")
+    fields = (
+        "name",
+        "description",
+        "backend",
+        "sim_task_seconds",
+        "k8s_namespace",
+        "k8s_node_selector",
+        "keys_version",
+        "hierarchy_link",
+        "created_at",
+        "updated_at",
+    )
+    inlines = [TopologyKeyInline]
+    change_form_template = "admin/scheduler/pool/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Pool]:
+        return selectors.pool_list()
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        # One totals query for the whole page instead of one per row.
+        totals = selectors.pools_totals(pool.pk for pool in changelist.result_list)
+        for pool in changelist.result_list:
+            pool.page_totals = totals[pool.pk]
+        return changelist
+
+    def _pool_totals(self, pool: Pool) -> selectors.Totals:
+        totals = getattr(pool, "page_totals", None)
+        return totals if totals is not None else selectors.pools_totals([pool.pk])[pool.pk]
+
+    @admin.display(description="keys (coarsest first)")
+    def keys_display(self, pool: Pool) -> str:
+        return " > ".join(key.key for key in selectors.pool_keys(pool)) or "-"
+
+    @admin.display(description="nodes")
+    def node_count(self, pool: Pool) -> str:
+        totals = self._pool_totals(pool)
+        return f"{totals.node_count} ({totals.schedulable_node_count} schedulable)"
+
+    @admin.display(description="GPU free / capacity")
+    def gpu_display(self, pool: Pool) -> str:
+        totals = self._pool_totals(pool)
+        return f"{totals.free['gpu']} / {totals.capacity['gpu']}"
+
+    @admin.display(description="hierarchy")
+    def hierarchy_link(self, pool: Pool) -> str:
+        if pool.pk is None:
+            return "-"
+        url = reverse("admin:scheduler_pool_hierarchy", args=[pool.pk])
+        return format_html('<a href="{}">View hierarchy</a>', url)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: list[Any], change: bool) -> None:
+        form.save_m2m()
+        for formset in formsets:
+            if isinstance(formset, TopologyKeyInlineFormSet):
+                formset.save()
+                pool = form.instance
+                changed = pool_keys_set(pool=pool, keys=formset.ordered_keys, new_pool=not change)
+                if changed and change:
+                    self.message_user(
+                        request,
+                        f"Topology keys of {pool.name} changed; keys_version is now {pool.keys_version}. Queued "
+                        "groups that use a removed or reordered key will not be placed (they say why); running "
+                        "ones keep going.",
+                        level=messages.WARNING,
+                    )
+            else:
+                self.save_formset(request, form, formset, change=change)
+
+    def get_urls(self) -> list[Any]:
+        custom = [
+            path(
+                "<path:object_id>/hierarchy/",
+                self.admin_site.admin_view(self.hierarchy_view),
+                name="scheduler_pool_hierarchy",
+            )
+        ]
+        return custom + super().get_urls()
+
+    def hierarchy_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        pool = get_object_or_404(selectors.pool_list(), pk=object_id)
+        if not self.has_view_permission(request, pool):
+            raise PermissionDenied
+        keys = selectors.pool_keys(pool)
+        root = selectors.pool_hierarchy(pool, keys=keys)
+        show_machines = root.node_count <= HIERARCHY_MACHINE_LIMIT or request.GET.get("machines") == "1"
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Hierarchy of pool {pool.name}",
+            "opts": self.model._meta,
+            "original": pool,
+            "pool": pool,
+            "keys": keys,
+            "root": root,
+            "show_machines": show_machines,
+            "machine_limit": HIERARCHY_MACHINE_LIMIT,
+            "node_changelist_url": reverse("admin:scheduler_node_changelist"),
+            "has_view_permission": True,
+        }
+        return TemplateResponse(request, "admin/scheduler/pool/hierarchy.html", context)
+
+
+def _topology_filter(key: TopologyKey) -> type[admin.SimpleListFilter]:
+    """A list filter on one topology key's label value (the pool's keys are only known per request)."""
+
+    class TopologyKeyFilter(admin.SimpleListFilter):
+        title = f"{key.key} ({key.label})"
+        parameter_name = f"topology_{key.key}"
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            values = (
+                Node.objects.filter(pool_id=key.pool_id)
+                .annotate(value=KeyTextTransform(key.label, "labels"))
+                .exclude(value__isnull=True)
+                .order_by("value")
+                .values_list("value", flat=True)
+                .distinct()[:MAX_FILTER_CHOICES]
+            )
+            return [(value, value) for value in values]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> QuerySet[Node]:
+            if self.value() is None:
+                return queryset
+            return queryset.alias(**{self.parameter_name: KeyTextTransform(key.label, "labels")}).filter(
+                **{self.parameter_name: self.value()}
+            )
+
+    return TopologyKeyFilter
+
+
+@admin.action(description="Cordon selected nodes (no new tasks; running ones keep going)")
+def cordon_nodes(modeladmin: NodeAdmin, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+    count = nodes_set_schedulable(node_ids=queryset.values_list("pk", flat=True), schedulable=False)
+    modeladmin.message_user(request, f"Cordoned {count} node(s).", level=messages.SUCCESS)
+
+
+@admin.action(description="Uncordon selected nodes")
+def uncordon_nodes(modeladmin: NodeAdmin, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+    count = nodes_set_schedulable(node_ids=queryset.values_list("pk", flat=True), schedulable=True)
+    modeladmin.message_user(request, f"Uncordoned {count} node(s).", level=messages.SUCCESS)
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "pool",
+        "schedulable",
+        "domains_display",
+        "gpu",
+        "used_gpu",
+        "reserved_gpu_display",
+        "free_gpu_display",
+        "free_cpu_display",
+        "free_memory_display",
+    )
+    list_filter = ("pool", "schedulable")
+    list_select_related = ("pool",)
+    search_fields = ("name",)
+    search_help_text = "Node name, any label value, or key=value (e.g. rack=rack-0003 or a full label key)."
+    actions = [cordon_nodes, uncordon_nodes]
+    readonly_fields = ("created_at", "updated_at", "usage_display")
+    list_per_page = 100
+    fields = (
+        "pool",
+        "name",
+        "labels",
+        "schedulable",
+        ("gpu", "used_gpu"),
+        ("cpu_millis", "used_cpu_millis"),
+        ("memory_bytes", "used_memory_bytes"),
+        ("storage_bytes", "used_storage_bytes"),
+        "usage_display",
+        "created_at",
+        "updated_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
+        return selectors.node_queryset_with_usage().select_related("pool")
+
+    def _selected_pool_keys(self, request: HttpRequest) -> list[TopologyKey]:
+        if not hasattr(request, "_osmo_pool_keys"):
+            pool_id = request.GET.get("pool__id__exact")
+            keys: list[TopologyKey] = []
+            if pool_id and pool_id.isdigit():
+                keys = list(TopologyKey.objects.filter(pool_id=int(pool_id)).order_by("position"))
+            request._osmo_pool_keys = keys  # type: ignore[attr-defined]
+        return request._osmo_pool_keys  # type: ignore[attr-defined]
+
+    def get_list_filter(self, request: HttpRequest) -> list[Any]:
+        return [*self.list_filter, *(_topology_filter(key) for key in self._selected_pool_keys(request))]
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Node], search_term: str) -> Any:
+        for index, term in enumerate(search_term.split()):
+            if "=" in term:
+                name, _sep, value = term.partition("=")
+                labels = set(TopologyKey.objects.filter(key=name).values_list("label", flat=True)) or {name}
+                condition = Q()
+                for label_index, label in enumerate(sorted(labels)):
+                    alias = f"search_{index}_{label_index}"
+                    queryset = queryset.alias(**{alias: KeyTextTransform(label, "labels")})
+                    condition |= Q(**{alias: value})
+            else:
+                condition = Q(name__icontains=term) | Q(labels__icontains=term)
+            queryset = queryset.filter(condition)
+        return queryset, False
+
+    @admin.display(description="domains")
+    def domains_display(self, node: Node) -> str:
+        keys = self._keys_for_pool(node)
+        values = [node.labels.get(key.label, "—") for key in keys]
+        return " / ".join(values) if values else "-"
+
+    def _keys_for_pool(self, node: Node) -> list[TopologyKey]:
+        keys = getattr(node, "page_keys", None)
+        if keys is None:
+            keys = list(TopologyKey.objects.filter(pool_id=node.pool_id).order_by("position"))
+        return keys
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        # One query for the keys of every pool on the page, not one per row.
+        pool_ids = {node.pool_id for node in changelist.result_list}
+        keys: dict[int, list[TopologyKey]] = {pool_id: [] for pool_id in pool_ids}
+        for key in TopologyKey.objects.filter(pool_id__in=pool_ids).order_by("pool_id", "position"):
+            keys[key.pool_id].append(key)
+        for node in changelist.result_list:
+            node.page_keys = keys[node.pool_id]
+        return changelist
+
+    @admin.display(description="GPU reserved", ordering="reserved_gpu")
+    def reserved_gpu_display(self, node: Node) -> int:
+        return node.reserved_gpu
+
+    @admin.display(description="GPU free", ordering="free_gpu")
+    def free_gpu_display(self, node: Node) -> int:
+        return node.free_gpu
+
+    @admin.display(description="CPU free (cores)", ordering="free_cpu_millis")
+    def free_cpu_display(self, node: Node) -> str:
+        return f"{node.free_cpu_millis / 1000:g}"
+
+    @admin.display(description="memory free (GiB)", ordering="free_memory_bytes")
+    def free_memory_display(self, node: Node) -> str:
+        return f"{node.free_memory_bytes / GIB:.1f}"
+
+    @admin.display(description="usage")
+    def usage_display(self, node: Node) -> str:
+        if node.pk is None:
+            return "-"
+        fresh = selectors.node_queryset_with_usage().get(pk=node.pk)
+        usage = selectors.node_usage_dict(fresh)
+        rows = [
+            format_html(
+                "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                name,
+                usage["capacity"][name],
+                usage["used"][name],
+                usage["reserved"][name],
+                usage["free"][name],
+            )
+            for name in selectors.RESOURCE_NAMES
+        ]
+        header = "<tr><th></th><th>capacity</th><th>used</th><th>reserved</th><th>free</th></tr>"
+        return format_html("<table>{}{}</table>", format_html(header), format_html("".join(rows)))
+
+
+@admin.register(Reservation)
+class ReservationAdmin(admin.ModelAdmin):
+    list_display = ("task", "node", "pool", "gpu", "cpu_millis", "memory_bytes", "created_at", "released_at")
+    list_filter = ("pool", ("released_at", admin.EmptyFieldListFilter))
+    list_select_related = ("task", "node", "pool")
+    search_fields = ("node__name",)
+    raw_id_fields = ("task", "node")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(admin.ModelAdmin):
+    list_display = ("hostname", "token", "at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -1,0 +1,249 @@
+"""Serializers of the pool and node API (design §7). Module-level, unique names (they become OpenAPI components).
+
+Output amounts are integers in base units: ``gpu`` devices, ``cpu_millis`` millicores, ``memory_bytes``
+and ``storage_bytes`` bytes. Inputs (node capacity, the inventory file) take Kubernetes quantities.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scheduler.choices import DispatchBackend
+from scheduler.models import Node, Pool, TopologyKey
+from scheduler.selectors import node_usage_dict
+from scheduler.services.pools import node_spec_parse
+
+
+# ------------------------------------------------------------------------------------------------
+# Output
+# ------------------------------------------------------------------------------------------------
+class ResourceAmountsSerializer(serializers.Serializer):
+    gpu = serializers.IntegerField(help_text="GPU devices.")
+    cpu_millis = serializers.IntegerField(help_text="CPU in millicores (1 core = 1000).")
+    memory_bytes = serializers.IntegerField(help_text="Memory in bytes.")
+    storage_bytes = serializers.IntegerField(help_text="Storage in bytes.")
+
+
+class UsageTotalsSerializer(serializers.Serializer):
+    node_count = serializers.IntegerField()
+    schedulable_node_count = serializers.IntegerField()
+    capacity = ResourceAmountsSerializer(help_text="Sum over all nodes.")
+    used = ResourceAmountsSerializer(help_text="External usage (outside this service), all nodes.")
+    reserved = ResourceAmountsSerializer(help_text="Held by active tasks of this service, all nodes.")
+    free = ResourceAmountsSerializer(
+        help_text="Sum over schedulable nodes of max(capacity - used - reserved, 0): what placement can use."
+    )
+
+
+class DomainUsageSerializer(UsageTotalsSerializer):
+    path = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Label values of this key and every coarser key: the domain's identity.",
+    )
+    value = serializers.CharField(help_text="This key's label value.")
+
+
+class KeyDomainsSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    label = serializers.CharField()
+    position = serializers.IntegerField()
+    domain_count = serializers.IntegerField()
+    domains = DomainUsageSerializer(many=True)
+    unlabelled = UsageTotalsSerializer(help_text="Nodes missing this key's label or a coarser one: in no domain.")
+
+
+class TopologyKeyOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TopologyKey
+        fields = ["key", "label", "position"]
+
+
+class PoolOutputSerializer(serializers.ModelSerializer):
+    topology_keys = serializers.SerializerMethodField(help_text="Coarsest first.")
+    totals = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Pool
+        fields = [
+            "name",
+            "description",
+            "backend",
+            "sim_task_seconds",
+            "k8s_namespace",
+            "k8s_node_selector",
+            "keys_version",
+            "topology_keys",
+            "totals",
+            "created_at",
+            "updated_at",
+        ]
+
+    @extend_schema_field(TopologyKeyOutputSerializer(many=True))
+    def get_topology_keys(self, pool: Pool) -> list[dict[str, Any]]:
+        keys = sorted(pool.topology_keys.all(), key=lambda key: key.position)
+        return [{"key": key.key, "label": key.label, "position": key.position} for key in keys]
+
+    @extend_schema_field(UsageTotalsSerializer)
+    def get_totals(self, pool: Pool) -> dict[str, Any]:
+        return self.context["totals"][pool.pk]
+
+
+class PoolDetailOutputSerializer(PoolOutputSerializer):
+    domains = serializers.SerializerMethodField(help_text="Per key (coarsest first): totals per domain.")
+
+    class Meta(PoolOutputSerializer.Meta):
+        fields = [*PoolOutputSerializer.Meta.fields, "domains"]
+
+    @extend_schema_field(KeyDomainsSerializer(many=True))
+    def get_domains(self, pool: Pool) -> list[dict[str, Any]]:
+        return self.context["summary"]["keys"]
+
+
+class NodeOutputSerializer(serializers.ModelSerializer):
+    pool = serializers.CharField(source="pool.name", read_only=True)
+    domains = serializers.SerializerMethodField(help_text="This node's label value for each of the pool's keys.")
+    capacity = serializers.SerializerMethodField()
+    used = serializers.SerializerMethodField()
+    reserved = serializers.SerializerMethodField()
+    free = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = [
+            "name",
+            "pool",
+            "labels",
+            "schedulable",
+            "domains",
+            "capacity",
+            "used",
+            "reserved",
+            "free",
+            "created_at",
+            "updated_at",
+        ]
+
+    def _usage(self, node: Node) -> dict[str, dict[str, int]]:
+        cache = self.context.setdefault("_usage", {})
+        if node.pk not in cache:
+            cache[node.pk] = node_usage_dict(node)
+        return cache[node.pk]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string", "nullable": True}})
+    def get_domains(self, node: Node) -> dict[str, str | None]:
+        return {key.key: node.labels.get(key.label) for key in self.context["keys"]}
+
+    @extend_schema_field(ResourceAmountsSerializer)
+    def get_capacity(self, node: Node) -> dict[str, int]:
+        return self._usage(node)["capacity"]
+
+    @extend_schema_field(ResourceAmountsSerializer)
+    def get_used(self, node: Node) -> dict[str, int]:
+        return self._usage(node)["used"]
+
+    @extend_schema_field(ResourceAmountsSerializer)
+    def get_reserved(self, node: Node) -> dict[str, int]:
+        return self._usage(node)["reserved"]
+
+    @extend_schema_field(ResourceAmountsSerializer)
+    def get_free(self, node: Node) -> dict[str, int]:
+        return self._usage(node)["free"]
+
+
+class ImportReportOutputSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    pool_created = serializers.BooleanField()
+    pool_updated = serializers.BooleanField()
+    keys_changed = serializers.BooleanField()
+    keys_version = serializers.IntegerField()
+    nodes_created = serializers.IntegerField()
+    nodes_updated = serializers.IntegerField()
+    nodes_unchanged = serializers.IntegerField()
+    nodes_marked_unschedulable = serializers.IntegerField()
+    nodes_deleted = serializers.IntegerField()
+    nodes_kept_with_reservations = serializers.ListField(child=serializers.CharField())
+    nodes_skipped = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+    dry_run = serializers.BooleanField()
+
+
+# ------------------------------------------------------------------------------------------------
+# Input
+# ------------------------------------------------------------------------------------------------
+class TopologyKeyInputSerializer(serializers.Serializer):
+    key = serializers.CharField(max_length=63, help_text="Key name, e.g. gpu-clique.")
+    label = serializers.CharField(max_length=253, help_text="Node label holding the value, e.g. nvidia.com/gpu-clique.")
+
+
+class PoolInputSerializer(serializers.Serializer):
+    """Create (POST), replace (PUT) or change (PATCH) a pool. ``topology_keys`` replaces the whole
+    ordered list; any change to it bumps ``keys_version``."""
+
+    name = serializers.CharField(max_length=63)
+    description = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
+    sim_task_seconds = serializers.FloatField(min_value=0, required=False)
+    k8s_namespace = serializers.CharField(max_length=63, required=False, allow_blank=True)
+    k8s_node_selector = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}],
+        "description": "A Kubernetes quantity: 8, 144, 500m, 960Gi, 4Ti.",
+    }
+)
+class QuantityInputField(serializers.Field):
+    """Documentation only: quantities are parsed by the inventory validator."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ResourceQuantitiesInputSerializer(serializers.Serializer):
+    gpu = QuantityInputField(required=False)
+    cpu = QuantityInputField(required=False)
+    memory = QuantityInputField(required=False)
+    storage = QuantityInputField(required=False)
+
+
+class NodeInputSerializer(serializers.Serializer):
+    """A node as in the inventory file. Validation (and the error paths) is the inventory's:
+    ``capacity.gpu``, ``labels["topology.kubernetes.io/zone"]``."""
+
+    name = serializers.CharField(max_length=253)
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    capacity = ResourceQuantitiesInputSerializer()
+    allocated = ResourceQuantitiesInputSerializer(required=False, help_text="In use outside this service.")
+    schedulable = serializers.BooleanField(required=False, default=True)
+
+    def to_internal_value(self, data: Any) -> Any:
+        # Raises ValidationFailedError (400 with every path) for any problem.
+        return node_spec_parse(data, "")
+
+
+class PoolSectionInputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(required=False, allow_blank=True)
+    backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
+    sim_task_seconds = serializers.FloatField(required=False)
+    k8s_namespace = serializers.CharField(required=False, allow_blank=True)
+    k8s_node_selector = serializers.CharField(required=False, allow_blank=True)
+
+
+class PoolImportInputSerializer(serializers.Serializer):
+    """The §7 inventory document as JSON (or send the YAML text with ``Content-Type: application/yaml``)."""
+
+    pool = PoolSectionInputSerializer()
+    topology_keys = TopologyKeyInputSerializer(many=True, required=False)
+    nodes = NodeInputSerializer(many=True, required=False)
+
+
+class InventoryOutputSerializer(PoolImportInputSerializer):
+    """The pool as an inventory document (what ``export_pool`` writes)."""

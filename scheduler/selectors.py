@@ -1,0 +1,338 @@
+"""Reads of pools, topology keys and nodes, shared by the API, the admin, the pages and the solver snapshot.
+
+Free capacity is defined once, here, per node and per resource::
+
+    free = capacity - used (external usage, ``Node.used_*``) - reserved (active reservations)
+
+where *active* reservations are ``Reservation`` rows with ``released_at IS NULL``. Aggregates over a
+pool or a domain count ``free`` on schedulable nodes only (a cordoned machine offers nothing to the
+scheduler), and never let one over-committed node (external usage grew after a reservation) eat the
+free capacity of its neighbours: each node contributes ``max(free, 0)``.
+
+Every function runs a fixed number of queries whatever the number of nodes: per-node reservation
+sums are correlated subqueries, per-domain totals are one ``GROUP BY`` over the label values of the
+pool's keys, rolled up to the coarser levels in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    F,
+    OuterRef,
+    Prefetch,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Greatest
+
+from scheduler.models import Node, Pool, Reservation, TopologyKey
+
+# (resource name in API output, capacity field, external usage field, reservation field)
+RESOURCES: tuple[tuple[str, str, str, str], ...] = (
+    ("gpu", "gpu", "used_gpu", "gpu"),
+    ("cpu_millis", "cpu_millis", "used_cpu_millis", "cpu_millis"),
+    ("memory_bytes", "memory_bytes", "used_memory_bytes", "memory_bytes"),
+    ("storage_bytes", "storage_bytes", "used_storage_bytes", "storage_bytes"),
+)
+RESOURCE_NAMES: tuple[str, ...] = tuple(name for name, *_ in RESOURCES)
+
+
+def _reserved_subquery(field: str) -> Coalesce:
+    active = (
+        Reservation.objects.filter(node=OuterRef("pk"), released_at__isnull=True)
+        .order_by()
+        .values("node")
+        .annotate(total=Sum(field))
+        .values("total")
+    )
+    return Coalesce(Subquery(active, output_field=BigIntegerField()), Value(0), output_field=BigIntegerField())
+
+
+def node_queryset_with_usage(pool: Pool | int | None = None) -> QuerySet[Node]:
+    """Nodes annotated per resource with ``reserved_<r>`` and ``free_<r>`` (``r`` in :data:`RESOURCE_NAMES`).
+
+    ``free_<r> = capacity - used - reserved`` for the node itself (negative only if over-committed),
+    whatever its ``schedulable`` flag. One query, whatever the number of nodes or reservations.
+    """
+    queryset = Node.objects.all()
+    if pool is not None:
+        queryset = queryset.filter(pool=pool)
+    annotations: dict[str, Any] = {}
+    for name, _capacity, _used, reserved in RESOURCES:
+        annotations[f"reserved_{name}"] = _reserved_subquery(reserved)
+    queryset = queryset.annotate(**annotations)
+    return queryset.annotate(
+        **{
+            f"free_{name}": F(capacity) - F(used) - F(f"reserved_{name}")
+            for name, capacity, used, _reserved in RESOURCES
+        }
+    )
+
+
+def node_usage_dict(node: Node) -> dict[str, dict[str, int]]:
+    """``capacity``/``used``/``reserved``/``free`` of a node from :func:`node_queryset_with_usage`."""
+    return {
+        "capacity": {name: getattr(node, capacity) for name, capacity, _u, _r in RESOURCES},
+        "used": {name: getattr(node, used) for name, _c, used, _r in RESOURCES},
+        "reserved": {name: getattr(node, f"reserved_{name}") for name in RESOURCE_NAMES},
+        "free": {name: getattr(node, f"free_{name}") for name in RESOURCE_NAMES},
+    }
+
+
+def pool_keys(pool: Pool) -> list[TopologyKey]:
+    """The pool's keys, coarsest first. Uses the prefetch of :func:`pool_list` when present."""
+    return sorted(pool.topology_keys.all(), key=lambda key: key.position)
+
+
+def pool_list() -> QuerySet[Pool]:
+    """Pools with their keys prefetched in order (two queries for any number of pools)."""
+    return Pool.objects.order_by("name").prefetch_related(
+        Prefetch("topology_keys", queryset=TopologyKey.objects.order_by("position"))
+    )
+
+
+def pool_get(*, name: str) -> Pool | None:
+    return pool_list().filter(name=name).first()
+
+
+@dataclass(slots=True)
+class Totals:
+    """Capacity, external usage, reservations and free capacity of a set of nodes, per resource."""
+
+    node_count: int = 0
+    schedulable_node_count: int = 0
+    capacity: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
+    used: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
+    reserved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
+    free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
+
+    def merge(self, other: Totals) -> None:
+        self.node_count += other.node_count
+        self.schedulable_node_count += other.schedulable_node_count
+        for name in RESOURCE_NAMES:
+            self.capacity[name] += other.capacity[name]
+            self.used[name] += other.used[name]
+            self.reserved[name] += other.reserved[name]
+            self.free[name] += other.free[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node_count": self.node_count,
+            "schedulable_node_count": self.schedulable_node_count,
+            "capacity": dict(self.capacity),
+            "used": dict(self.used),
+            "reserved": dict(self.reserved),
+            "free": dict(self.free),
+        }
+
+
+def _grouped_totals(*, pool_ids: Sequence[int], labels: Sequence[str]) -> dict[tuple[Any, ...], Totals]:
+    """Totals per ``(pool_id, value of labels[0], ..., value of labels[-1])`` (``None`` for a missing
+    label). Two queries whatever the number of nodes: nodes grouped by those values (capacity, usage,
+    headroom ``max(capacity - used, 0)``), then the active reservations summed per node, which adjust
+    ``reserved`` and ``free`` of their group exactly as :func:`node_queryset_with_usage` defines them.
+
+    (Correlated per-node subqueries inside the GROUP BY cost ~1 s on 20,000 nodes; this costs ~0.1 s.)
+    """
+    aliases = {_label_alias(index): KeyTextTransform(label, "labels") for index, label in enumerate(labels)}
+    annotations: dict[str, Any] = {"node_count": Count("pk")}
+    for name, capacity, used, _reserved in RESOURCES:
+        annotations[f"sum_capacity_{name}"] = Coalesce(Sum(capacity), Value(0), output_field=BigIntegerField())
+        annotations[f"sum_used_{name}"] = Coalesce(Sum(used), Value(0), output_field=BigIntegerField())
+        annotations[f"sum_headroom_{name}"] = Coalesce(
+            Sum(Greatest(F(capacity) - F(used), Value(0))), Value(0), output_field=BigIntegerField()
+        )
+    rows = (
+        Node.objects.filter(pool_id__in=pool_ids)
+        .order_by()
+        .annotate(**aliases)
+        .values("pool_id", "schedulable", *aliases)
+        .annotate(**annotations)
+    )
+    groups: dict[tuple[Any, ...], Totals] = {}
+    for row in rows:
+        group_key = (row["pool_id"], *(row[alias] for alias in aliases))
+        totals = groups.setdefault(group_key, Totals())
+        totals.node_count += row["node_count"]
+        if row["schedulable"]:
+            totals.schedulable_node_count += row["node_count"]
+        for name in RESOURCE_NAMES:
+            totals.capacity[name] += row[f"sum_capacity_{name}"]
+            totals.used[name] += row[f"sum_used_{name}"]
+            if row["schedulable"]:
+                totals.free[name] += row[f"sum_headroom_{name}"]
+
+    node_aliases = {
+        alias: KeyTextTransform(label, "node__labels") for alias, label in zip(aliases, labels, strict=True)
+    }
+    node_fields = [f"node__{capacity}" for _n, capacity, _u, _r in RESOURCES]
+    node_fields += [f"node__{used}" for _n, _c, used, _r in RESOURCES]
+    reserved_rows = (
+        Reservation.objects.filter(node__pool_id__in=pool_ids, released_at__isnull=True)
+        .order_by()
+        .annotate(**node_aliases)
+        .values("node_id", "node__pool_id", "node__schedulable", *node_fields, *node_aliases)
+        .annotate(
+            **{
+                f"reserved_{name}": Coalesce(Sum(field_name), Value(0), output_field=BigIntegerField())
+                for name, _c, _u, field_name in RESOURCES
+            }
+        )
+    )
+    for row in reserved_rows:
+        totals = groups[(row["node__pool_id"], *(row[alias] for alias in aliases))]
+        for name, capacity, used, _reserved in RESOURCES:
+            reserved = row[f"reserved_{name}"]
+            totals.reserved[name] += reserved
+            if row["node__schedulable"]:
+                headroom = row[f"node__{capacity}"] - row[f"node__{used}"]
+                totals.free[name] -= max(headroom, 0) - max(headroom - reserved, 0)
+    return groups
+
+
+def pools_totals(pool_ids: Iterable[int]) -> dict[int, Totals]:
+    """Totals per pool for the given pools, in two queries. Pools without nodes get zero totals."""
+    ids = list(pool_ids)
+    result = {pool_id: Totals() for pool_id in ids}
+    if ids:
+        for (pool_id,), totals in _grouped_totals(pool_ids=ids, labels=()).items():
+            result[pool_id].merge(totals)
+    return result
+
+
+def _label_alias(position: int) -> str:
+    return f"topology_value_{position}"
+
+
+def pool_capacity_summary(pool: Pool, *, keys: Sequence[TopologyKey] | None = None) -> dict[str, Any]:
+    """Totals of a pool, and per domain of each of its keys, in two queries (plus one for the keys
+    unless given), whatever the number of nodes, reservations or keys.
+
+    A domain of key ``k`` (position ``i``) is identified by the label values of keys ``0..i``: rack
+    ``r1`` in zone ``a`` and rack ``r1`` in zone ``b`` are two domains (design §4). Nodes missing the
+    label of ``k`` or of a coarser key belong to no domain of ``k``; they are counted in
+    ``unlabelled`` for that key.
+
+    Returns ``{"totals": {...}, "keys": [{"key", "label", "position", "domain_count", "domains":
+    [{"path": {key: value, ...}, "value", **totals}], "unlabelled": {...}}]}`` with domains sorted by path.
+    """
+    ordered_keys = list(keys) if keys is not None else list(pool.topology_keys.order_by("position"))
+    groups = _grouped_totals(pool_ids=[pool.pk], labels=[key.label for key in ordered_keys])
+    totals = Totals()
+    per_key: list[dict[tuple[str, ...], Totals]] = [{} for _ in ordered_keys]
+    unlabelled: list[Totals] = [Totals() for _ in ordered_keys]
+    for (_pool_id, *values), group in groups.items():
+        totals.merge(group)
+        for index in range(len(ordered_keys)):
+            path = values[: index + 1]
+            if any(value is None for value in path):
+                unlabelled[index].merge(group)
+            else:
+                per_key[index].setdefault(tuple(path), Totals()).merge(group)
+    keys_out = []
+    for index, key in enumerate(ordered_keys):
+        names = [k.key for k in ordered_keys[: index + 1]]
+        domains = [
+            {"path": dict(zip(names, path, strict=True)), "value": path[-1], **domain.as_dict()}
+            for path, domain in sorted(per_key[index].items())
+        ]
+        keys_out.append(
+            {
+                "key": key.key,
+                "label": key.label,
+                "position": key.position,
+                "domain_count": len(domains),
+                "domains": domains,
+                "unlabelled": unlabelled[index].as_dict(),
+            }
+        )
+    return {"totals": totals.as_dict(), "keys": keys_out}
+
+
+@dataclass(slots=True)
+class HierarchyNode:
+    """One domain of the hierarchy view (or the pool root), with GPU totals and its children."""
+
+    key: str
+    value: str
+    gpu_capacity: int = 0
+    gpu_used: int = 0
+    gpu_reserved: int = 0
+    gpu_free: int = 0
+    node_count: int = 0
+    schedulable_node_count: int = 0
+    children: dict[str, HierarchyNode] | None = None
+    machines: list[dict[str, Any]] | None = None
+
+    def add(self, machine: dict[str, Any]) -> None:
+        self.node_count += 1
+        self.gpu_capacity += machine["gpu"]
+        self.gpu_used += machine["used_gpu"]
+        self.gpu_reserved += machine["reserved_gpu"]
+        if machine["schedulable"]:
+            self.schedulable_node_count += 1
+            self.gpu_free += max(machine["free_gpu"], 0)
+
+    @property
+    def sorted_children(self) -> list[HierarchyNode]:
+        return [self.children[name] for name in sorted(self.children or {})]
+
+
+def pool_hierarchy(pool: Pool, *, keys: Sequence[TopologyKey] | None = None) -> HierarchyNode:
+    """The pool as a tree: one level per key (coarsest first), machines under the finest domain,
+    GPU capacity/used/reserved/free per domain. Machines missing a label hang under a ``(no <key>)``
+    domain at that level. Two queries (keys, nodes)."""
+    ordered_keys = list(keys) if keys is not None else list(pool.topology_keys.order_by("position"))
+    root = HierarchyNode(key="pool", value=pool.name, children={})
+    machines = (
+        node_queryset_with_usage(pool)
+        .order_by("name")
+        .values("pk", "name", "labels", "schedulable", "gpu", "used_gpu", "reserved_gpu", "free_gpu")
+    )
+    for machine in machines:
+        root.add(machine)
+        current = root
+        for key in ordered_keys:
+            value = machine["labels"].get(key.label) if isinstance(machine["labels"], dict) else None
+            name = value if isinstance(value, str) else f"(no {key.key})"
+            assert current.children is not None
+            child = current.children.get(name)
+            if child is None:
+                child = current.children[name] = HierarchyNode(key=key.key, value=name, children={})
+            child.add(machine)
+            current = child
+        if current.machines is None:
+            current.machines = []
+        current.machines.append(machine)
+    return root
+
+
+def node_list(*, pool: Pool) -> QuerySet[Node]:
+    """The pool's nodes with usage annotations, ordered by name (for the API's node list)."""
+    return node_queryset_with_usage(pool).order_by("name", "pk")
+
+
+__all__ = [
+    "RESOURCES",
+    "RESOURCE_NAMES",
+    "HierarchyNode",
+    "Totals",
+    "node_list",
+    "node_queryset_with_usage",
+    "node_usage_dict",
+    "pool_capacity_summary",
+    "pool_get",
+    "pool_hierarchy",
+    "pool_keys",
+    "pool_list",
+    "pools_totals",
+]
