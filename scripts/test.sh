@@ -8,6 +8,9 @@ source scripts/services.sh
 services_start || exit 1
 export DJANGO_SETTINGS_MODULE=osmo.settings.test
 
+echo "==> linting (ruff)"
+$PWD/.venv/bin/ruff check . || exit 1
+
 echo "==> checking the OpenAPI schema"
 $PY manage.py spectacular --validate --fail-on-warn --file "$SERVICES_DIR/schema.yaml" || exit 1
 

@@ -23,6 +23,9 @@ class Workflow(models.Model):
     seq = models.PositiveIntegerField()
     pool = models.ForeignKey("scheduler.Pool", on_delete=models.PROTECT, related_name="workflows")
     pool_keys_version = models.PositiveIntegerField(default=1)
+    pool_keys = models.JSONField(
+        default=list, blank=True, help_text="The pool's [key, label] pairs at submission, coarsest first."
+    )
     status = models.CharField(max_length=32, choices=WorkflowStatus.choices, default=WorkflowStatus.PENDING)
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workflows")

@@ -134,6 +134,7 @@ def _workflow_create(
         seq=seq,
         pool=submission.pool,
         pool_keys_version=submission.pool.keys_version,
+        pool_keys=[[key.key, key.label] for key in submission.pool.topology_keys.order_by("position")],
         priority=priority,
         submitted_by=user,
         spec_text=submission.spec_text,

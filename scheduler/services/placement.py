@@ -111,7 +111,6 @@ def placement_cycle_run(*, pool_id: int, now: datetime | None = None, policy: Po
 
 def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Policy, result: CycleResult) -> list[int]:
     key_labels = pool_key_labels(pool)
-    keys = [key for key, _label in key_labels]
     snapshot, node_ids = snapshot_load_with_ids(pool, key_labels=key_labels)
     state: dict[str, NodeState] = {node.name: node for node in snapshot.nodes}
     tasks_by_group: dict[int, list[Task]] = {}
@@ -128,7 +127,7 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
             current = ClusterSnapshot(pool=snapshot.pool, keys=snapshot.keys, nodes=tuple(state.values()))
             dirty = False
         workflow: Workflow = group.workflow
-        changed = _keys_changed_reason(group, workflow, pool, keys)
+        changed = _keys_changed_reason(group, workflow, pool, key_labels)
         if changed is not None:
             _reason_record(group, changed)
             result.unschedulable.append(group.pk)
@@ -175,13 +174,19 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
     return placed
 
 
-def _keys_changed_reason(group: TaskGroup, workflow: Workflow, pool: Pool, keys: list[str]) -> dict | None:
-    """A queued group whose tree uses a key that was removed, or keys whose order changed, since
-    submission is not placed under the new semantics: it waits with this reason."""
+def _keys_changed_reason(
+    group: TaskGroup, workflow: Workflow, pool: Pool, key_labels: list[tuple[str, str]]
+) -> dict | None:
+    """A queued group whose tree uses a key that was removed, relabelled, or keys whose order changed
+    since submission is not placed under the new semantics: it waits with this reason."""
     if workflow.pool_keys_version == pool.keys_version:
         return None
+    keys = [key for key, _label in key_labels]
     position = {key: index for index, key in enumerate(keys)}
+    label_now = dict(key_labels)
+    label_then = {key: label for key, label in workflow.pool_keys or []}
     missing: set[str] = set()
+    relabelled: set[str] = set()
     reordered = False
 
     def walk(node: dict, parent_index: int) -> None:
@@ -189,23 +194,34 @@ def _keys_changed_reason(group: TaskGroup, workflow: Workflow, pool: Pool, keys:
         key = node["key"]
         if key not in position:
             missing.add(key)
-        elif position[key] <= parent_index:
-            reordered = True
+        else:
+            if position[key] <= parent_index:
+                reordered = True
+            if key in label_then and label_then[key] != label_now[key]:
+                relabelled.add(key)
         for child in node.get("children", []):
             walk(child, position.get(key, parent_index))
 
     for child in (group.constraint_tree or {}).get("children", []):
         walk(child, -1)
-    if not missing and not reordered:
+    if not (missing or relabelled or reordered):
         return None
-    what = f"removed key(s) {', '.join(sorted(missing))}" if missing else "a changed key order"
+    what = []
+    if missing:
+        what.append(f"removed key(s) {', '.join(sorted(missing))}")
+    if relabelled:
+        what.append(f"key(s) {', '.join(sorted(relabelled))} now read another node label")
+    if reordered:
+        what.append("a changed key order")
     return {
         "status": "unschedulable",
         "code": "pool_keys_changed",
         "missing_keys": sorted(missing),
+        "relabelled_keys": sorted(relabelled),
+        "reordered": reordered,
         "pool_keys": keys,
-        "message": f"pool {pool.name} topology keys changed since submission ({what}); this group's constraint "
-        "tree no longer means the same thing. Cancel and resubmit it.",
+        "message": f"pool {pool.name} topology keys changed since submission ({'; '.join(what)}); this group's "
+        "constraint tree no longer means the same thing. Cancel and resubmit it.",
     }
 
 

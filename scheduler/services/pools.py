@@ -511,7 +511,16 @@ def pool_keys_set(*, pool: Pool, keys: Sequence[KeySpec] | Sequence[Mapping[str,
     pool.keys_version = locked.keys_version
     pool.updated_at = locked.updated_at
     logger.info("pool.keys_changed", extra={"pool": pool.name, "keys_version": pool.keys_version})
+    capacity_changed(pool.pk)
     return True
+
+
+def capacity_changed(pool_id: int) -> None:
+    """The pool's inventory changed (nodes added, resized, uncordoned, keys changed): what waits in
+    its queue may fit now, so ask for a placement cycle once the change is committed (design §6)."""
+    from scheduler.tasks import placement_cycle_request
+
+    transaction.on_commit(lambda: placement_cycle_request(pool_id))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -584,6 +593,7 @@ def node_create(*, pool: Pool, spec: NodeSpec) -> Node:
     node = Node(pool=pool, name=spec.name, **spec.values())
     _node_validate(node)
     node.save()
+    capacity_changed(pool.pk)
     return node
 
 
@@ -599,6 +609,7 @@ def node_update(*, node: Node, **fields: Any) -> Node:
     if changed:
         _node_validate(node)
         node.save(update_fields=[*changed, "updated_at"])
+        capacity_changed(node.pool_id)
     return node
 
 
@@ -619,7 +630,11 @@ def nodes_set_schedulable(*, node_ids: Iterable[int], schedulable: bool) -> int:
     Cordoning never touches running tasks: their reservations stay until they end."""
     ids = sorted(set(node_ids))
     changed = Node.objects.filter(pk__in=ids).exclude(schedulable=schedulable)
+    pool_ids = sorted(set(changed.values_list("pool_id", flat=True)))
     count = changed.update(schedulable=schedulable, updated_at=timezone.now())
+    if schedulable:
+        for pool_id in pool_ids:
+            capacity_changed(pool_id)
     logger.info("nodes.schedulable_set", extra={"count": count, "schedulable": schedulable})
     return count
 
@@ -744,6 +759,7 @@ def inventory_import(
             pool.refresh_from_db(fields=["keys_version"])
             report.keys_version = pool.keys_version
             _finish(report, dry_run)
+            capacity_changed(pool.pk)
     except _DryRunRollback:
         pass
     logger.info("pool.imported", extra=report.as_dict())
@@ -1012,6 +1028,7 @@ def pool_sync_from_kubernetes(
             )
             report.keys_version = locked.keys_version
             _finish(report, dry_run)
+            capacity_changed(locked.pk)
     except _DryRunRollback:
         pass
     logger.info("pool.synced_from_kubernetes", extra=report.as_dict())

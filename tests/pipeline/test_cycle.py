@@ -129,7 +129,9 @@ def test_lifecycle_statuses_and_history(user, racks):
     assert workflow.status == "COMPLETED"
     history = list(StatusTransition.objects.filter(task=task).values_list("to_status", flat=True))
     assert history == ["INITIALIZING", "RUNNING", "COMPLETED"]
-    workflow_history = list(StatusTransition.objects.filter(workflow=workflow, group=None).values_list("to_status", flat=True))
+    workflow_history = list(
+        StatusTransition.objects.filter(workflow=workflow, group=None).values_list("to_status", flat=True)
+    )
     assert workflow_history == ["PENDING", "RUNNING", "COMPLETED"]
 
 
@@ -153,7 +155,8 @@ resources:
         "first": "SCHEDULING", "second": "WAITING"}
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
-    Task.objects.filter(workflow=workflow, name__in=["a", "b"]).update(dispatched_at=timezone.now() - timedelta(seconds=5))
+    earlier = timezone.now() - timedelta(seconds=5)
+    Task.objects.filter(workflow=workflow, name__in=["a", "b"]).update(dispatched_at=earlier)
     pods_sync(pool_id=racks.pk)
     workflow.refresh_from_db()
     statuses = dict(Task.objects.filter(workflow=workflow).values_list("name", "status"))
@@ -250,3 +253,31 @@ def test_cancel_releases_reservations(user, racks):
     workflow_cancel(workflow_id=workflow.workflow_id, user=user)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 0
     assert set(Task.objects.values_list("status", flat=True)) == {"FAILED_CANCELED"}
+
+
+def test_relabelled_key_makes_queued_group_wait(user, racks):
+    workflow = submit(user, racks, spec("relabel", 5, 4))
+    pool_keys_set(pool=racks, keys=[{"key": "rack", "label": "topology.kubernetes.io/rack"}])
+    racks.refresh_from_db()
+    placement_cycle_run(pool_id=racks.pk)
+    reason = TaskGroup.objects.get(workflow=workflow).unschedulable_reason
+    assert reason["code"] == "pool_keys_changed"
+    assert reason["relabelled_keys"] == ["rack"]
+    assert "now read another node label" in reason["message"]
+
+
+def test_added_unused_key_changes_nothing_for_queued_group(user, racks):
+    # given a group that fits once a node is added
+    workflow = submit(user, racks, spec("grow", 3, 4))
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=workflow).status == "SCHEDULING"
+    # when an unrelated coarser key is added and a third node joins rack r1
+    pool_keys_set(pool=racks, keys=[{"key": "zone", "label": "zone"}, {"key": "rack", "label": "rack"}])
+    racks.refresh_from_db()
+    for node in racks.nodes.all():
+        node.labels = {**node.labels, "zone": "z1"}
+        node.save(update_fields=["labels"])
+    make_node(racks, "a3", {"zone": "z1", "rack": "r1"}, gpu=4)
+    placement_cycle_run(pool_id=racks.pk)
+    # then the group is placed: its tree's meaning did not change
+    assert TaskGroup.objects.get(workflow=workflow).status == "INITIALIZING"

@@ -65,7 +65,10 @@ def test_same_zone_tree_has_one_zone_node_with_two_cliques(user_client, pool):
         ("zone", "workflow-group", "required")
     ]
     cliques = tree["children"][0]["children"]
-    assert [(c["key"], c["group"]) for c in cliques] == [("gpu-clique", "model-1-group"), ("gpu-clique", "model-2-group")]
+    assert [(c["key"], c["group"]) for c in cliques] == [
+        ("gpu-clique", "model-1-group"),
+        ("gpu-clique", "model-2-group"),
+    ]
 
 
 def test_raw_yaml_body_with_pool_query(user_client, pool):
@@ -83,7 +86,8 @@ def test_spec_as_object(user_client, pool):
 
 def test_invalid_spec_gets_400_with_paths_and_stores_nothing(user_client, pool):
     # given a spec with two mistakes
-    spec = SIMPLE.replace("gpu: 1", "gpu: 1\n    topology:\n    - key: planet\n    - key: zone\n      requirementType: maybe")
+    topology = "\n    topology:\n    - key: planet\n    - key: zone\n      requirementType: maybe"
+    spec = SIMPLE.replace("gpu: 1", "gpu: 1" + topology)
     # when
     response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json")
     # then
