@@ -63,22 +63,34 @@ class Workflow(models.Model):
         return not self.is_terminal
 
 
-class TaskGroup(models.Model):
+class RunState(models.Model):
+    """What groups and tasks share: a status of :class:`TaskStatus` and the times around it."""
+
+    status = models.CharField(max_length=32, choices=TaskStatus.choices, default=TaskStatus.WAITING)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_message = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TASK_TERMINAL_STATUSES
+
+
+class TaskGroup(RunState):
     """A gang: all its tasks are placed and started together. Carries its constraint tree."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="groups")
     name = models.CharField(max_length=128)
     position = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=32, choices=TaskStatus.choices, default=TaskStatus.WAITING)
     upstream = models.JSONField(default=list, blank=True, help_text="Names of groups this one waits for.")
     constraint_tree = models.JSONField(default=dict, blank=True)
     unschedulable_reason = models.JSONField(null=True, blank=True)
     placement_report = models.JSONField(null=True, blank=True)
     scheduling_since = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    failure_message = models.TextField(blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["workflow", "position"]
@@ -88,12 +100,8 @@ class TaskGroup(models.Model):
     def __str__(self) -> str:
         return f"{self.workflow_id}/{self.name}"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TASK_TERMINAL_STATUSES
 
-
-class Task(models.Model):
+class Task(RunState):
     """One pod. Requests in base units: gpu devices, cpu millicores, memory/storage bytes."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="tasks")
@@ -101,7 +109,6 @@ class Task(models.Model):
     name = models.CharField(max_length=128)
     position = models.PositiveIntegerField(default=0)
     lead = models.BooleanField(default=False)
-    status = models.CharField(max_length=32, choices=TaskStatus.choices, default=TaskStatus.WAITING)
     image = models.CharField(max_length=512, blank=True)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
@@ -117,10 +124,6 @@ class Task(models.Model):
     pod_name = models.CharField(max_length=253, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    failure_message = models.TextField(blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["workflow", "position"]
@@ -129,10 +132,6 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_id}/{self.name}"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TASK_TERMINAL_STATUSES
 
 
 class StatusTransition(models.Model):
