@@ -1,0 +1,87 @@
+"""Read-mostly admin for workflows: find one, see its groups, tasks and history, cancel it."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from osmo.errors import OsmoError
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.services import workflow_cancel
+
+
+class TaskGroupInline(admin.TabularInline):
+    model = TaskGroup
+    fields = ["name", "status", "upstream", "scheduling_since", "started_at", "finished_at", "failure_message"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class TaskInline(admin.TabularInline):
+    model = Task
+    fk_name = "group"
+    fields = ["name", "lead", "status", "node", "pod_name", "gpu", "started_at", "finished_at", "exit_code"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(admin.ModelAdmin):
+    list_display = ["workflow_id", "pool", "status", "priority", "submitted_by", "submitted_at", "finished_at"]
+    list_filter = ["status", "priority", "pool"]
+    search_fields = ["workflow_id", "name", "submitted_by__username"]
+    list_select_related = ["pool", "submitted_by"]
+    date_hierarchy = "submitted_at"
+    inlines = [TaskGroupInline]
+    actions = ["cancel_workflows"]
+    readonly_fields = [f.name for f in Workflow._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Cancel selected workflows")
+    def cancel_workflows(self, request, queryset) -> None:
+        cancelled = 0
+        for workflow in queryset.order_by("pk"):
+            try:
+                workflow_cancel(workflow_id=workflow.workflow_id, user=request.user)
+                cancelled += 1
+            except OsmoError as exc:
+                self.message_user(request, exc.message, level=messages.WARNING)
+        self.message_user(request, f"Cancelled {cancelled} workflow(s).")
+
+
+@admin.register(TaskGroup)
+class TaskGroupAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "status", "scheduling_since", "started_at", "finished_at"]
+    list_filter = ["status", "workflow__pool"]
+    search_fields = ["workflow__workflow_id", "name"]
+    list_select_related = ["workflow"]
+    inlines = [TaskInline]
+    readonly_fields = [f.name for f in TaskGroup._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(StatusTransition)
+class StatusTransitionAdmin(admin.ModelAdmin):
+    list_display = ["at", "workflow", "group", "task", "from_status", "to_status", "message"]
+    list_filter = ["to_status"]
+    search_fields = ["workflow__workflow_id"]
+    list_select_related = ["workflow", "group", "task"]
+    readonly_fields = [f.name for f in StatusTransition._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
