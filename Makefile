@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test venv migrate lint schema bench-pipeline clean
+.PHONY: run test venv migrate lint schema bench-pipeline screenshots clean
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,3 +39,7 @@ clean:
 ## Benchmarks (not tests): see docs/benchmarks.md
 bench-pipeline: venv
 	@bash -c 'set -euo pipefail; PY=$$PWD/$(PY); OSMO_NEED_CHROMIUM=0; source scripts/services.sh; services_start; $(PY) -m bench.pipeline $(ARGS)'
+
+## Re-take the screenshots under docs/screenshots/ (the browser tests, writing into docs/)
+screenshots: venv
+	@OSMO_UPDATE_SCREENSHOTS=1 bash scripts/test.sh tests/pages/test_browser.py tests/scheduler/test_admin_browser.py

@@ -218,3 +218,17 @@ def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, message
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+@pytest.fixture
+def screenshots(tmp_path):
+    """Where browser tests save screenshots: docs/screenshots/ with OSMO_UPDATE_SCREENSHOTS=1
+    (`make screenshots`), else a temporary folder, so a plain test run leaves the tree clean."""
+    from pathlib import Path
+
+    if os.environ.get("OSMO_UPDATE_SCREENSHOTS") == "1":
+        folder = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+    else:
+        folder = tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

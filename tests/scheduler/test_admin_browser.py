@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
 from scheduler.models import Node, Pool
 
 CHROMIUM = "/usr/bin/chromium"
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "admin-pool-hierarchy.png"
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -61,7 +59,7 @@ def demo_hierarchy(django_user_model, reserve) -> Pool:
     return Pool.objects.get(name="demo")
 
 
-def test_pool_hierarchy_in_chromium(live_server, demo_hierarchy, browser):
+def test_pool_hierarchy_in_chromium(live_server, demo_hierarchy, browser, screenshots):
     # given
     pool = demo_hierarchy
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -103,6 +101,6 @@ def test_pool_hierarchy_in_chromium(live_server, demo_hierarchy, browser):
     assert page.locator('details[data-key="gpu-clique"]').count() == 8
     assert failed == []
     assert console_errors == []
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
-    assert SCREENSHOT.stat().st_size > 10_000
+    shot = screenshots / "admin-pool-hierarchy.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000

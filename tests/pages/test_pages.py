@@ -1,0 +1,380 @@
+"""Status pages through the Django test client: login, visibility, content, query counts, cancel, submit."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import example_spec
+from tests.pages.conftest import big_clique_spec
+from workflows.choices import TaskStatus, WorkflowStatus
+from workflows.models import Workflow
+from workflows.page_selectors import heat_level
+
+pytestmark = pytest.mark.django_db
+
+
+def _text(response) -> str:
+    return re.sub(r"\s+", " ", response.content.decode())
+
+
+# ------------------------------------------------------------------------------------------------
+# Login and visibility
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "url",
+    ["/", "/workflows/", "/workflows/multiple-nvl72-same-zone-1/", "/pools/", "/pools/nvl72/", "/submit/",
+     "/workflows/?partial=1"],
+    ids=["_case_dashboard", "_case_list", "_case_detail", "_case_pools", "_case_pool", "_case_submit",
+         "_case_fragment"],
+)
+def test_pages_redirect_anonymous_users_to_login(client, scene, url):
+    # when
+    response = client.get(url)
+
+    # then
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_login_form_logs_in_and_lands_on_the_dashboard(client, scene):
+    # when
+    response = client.post("/accounts/login/", {"username": "alice", "password": "alice-password"}, follow=True)
+
+    # then
+    assert response.status_code == 200
+    assert response.redirect_chain[-1][0] == "/"
+    assert 'id="status-counts"' in response.content.decode()
+
+
+def test_users_see_their_own_workflows_and_staff_see_all(client, scene):
+    # given
+    client.force_login(scene["bob"])
+
+    # when
+    own = client.get("/workflows/")
+    foreign = client.get(f"/workflows/{scene['placed'].workflow_id}/")
+    client.force_login(scene["staff"])
+    staff = client.get("/workflows/")
+    staff_detail = client.get(f"/workflows/{scene['placed'].workflow_id}/")
+
+    # then
+    assert "single-nvl72-rack-1" in own.content.decode()
+    assert "multiple-nvl72-same-zone-1" not in own.content.decode()
+    assert foreign.status_code == 404
+    assert all(wf in staff.content.decode() for wf in ("single-nvl72-rack-1", "multiple-nvl72-same-zone-1",
+                                                       "big-clique-job-1"))
+    assert staff_detail.status_code == 200
+
+
+# ------------------------------------------------------------------------------------------------
+# Dashboard
+# ------------------------------------------------------------------------------------------------
+def test_dashboard_shows_counts_pools_and_recent_workflows(alice_client, django_assert_max_num_queries):
+    # when
+    with django_assert_max_num_queries(10):
+        response = alice_client.get("/")
+
+    # then
+    assert response.status_code == 200
+    text = _text(response)
+    counts = dict(re.findall(r'data-status="(\w+)"> <div class="n">(\d+)</div>', text))
+    assert counts == {"PENDING": "1", "RUNNING": "1", "COMPLETED": "0", "FAILED": "0"}
+    # nvl72: 144 nodes x 4 GPUs = 576; 9 nodes with external usage (36) + bob 16 + alice 32 reserved
+    assert re.search(r'data-pool="nvl72">.*?<td class="num">576</td> <td class="num gpu-in-use">84</td> '
+                     r'<td class="num gpu-free">488</td>', text)
+    assert "multiple-nvl72-same-zone-1" in text and "big-clique-job-1" in text
+    assert "single-nvl72-rack-1" not in text  # bob's
+
+
+def test_dashboard_fragment_is_the_live_region_only(alice_client):
+    # when
+    response = alice_client.get("/?partial=1")
+
+    # then
+    assert response.status_code == 200
+    assert 'id="status-counts"' in response.content.decode()
+    assert "<html" not in response.content.decode()
+
+
+# ------------------------------------------------------------------------------------------------
+# Workflow list
+# ------------------------------------------------------------------------------------------------
+def test_workflow_list_filters_sorts_and_paginates(client, scene, django_user_model, django_assert_max_num_queries):
+    # given: 30 more of bob's workflows
+    from workflows.services import workflow_submit
+
+    for _ in range(30):
+        workflow_submit(user=scene["bob"], pool_name="nvl72", spec=example_spec("single-nvl72-rack"))
+    client.force_login(scene["staff"])
+
+    # when
+    with django_assert_max_num_queries(8):
+        first = client.get("/workflows/")
+    second = client.get("/workflows/?page=2")
+    pending_alice = client.get("/workflows/?status=PENDING&user=alice")
+    running = client.get("/workflows/?status=RUNNING&pool=nvl72&sort=name")
+    by_name = client.get("/workflows/?name=clique")
+    sorted_asc = client.get("/workflows/?sort=id")
+
+    # then
+    rows = lambda response: re.findall(r'<tr data-workflow="([^"]+)">', response.content.decode())  # noqa: E731
+    assert len(rows(first)) == 25
+    assert "Page 1 of 2 · 33 workflows" in _text(first)
+    assert len(rows(second)) == 8
+    assert rows(pending_alice) == ["big-clique-job-1"]
+    assert rows(running) == ["multiple-nvl72-same-zone-1", "single-nvl72-rack-1"]
+    assert rows(by_name) == ["big-clique-job-1"]
+    assert rows(sorted_asc)[:3] == ["big-clique-job-1", "multiple-nvl72-same-zone-1", "single-nvl72-rack-1"]
+    assert 'href="?sort=-id"' in sorted_asc.content.decode()  # clicking again sorts descending
+
+
+# ------------------------------------------------------------------------------------------------
+# Workflow detail
+# ------------------------------------------------------------------------------------------------
+def test_workflow_detail_shows_groups_tasks_tree_and_placement(alice_client, scene, django_assert_max_num_queries):
+    # given
+    workflow = scene["placed"]
+
+    # when
+    with django_assert_max_num_queries(14):
+        response = alice_client.get(f"/workflows/{workflow.workflow_id}/")
+
+    # then
+    assert response.status_code == 200
+    text = _text(response)
+    assert workflow.status == WorkflowStatus.RUNNING
+    tasks = list(workflow.tasks.select_related("node").order_by("position"))
+    zones = {task.node.labels["topology.kubernetes.io/zone"] for task in tasks}
+    cliques = {task.node.labels["nvidia.com/gpu-clique"] for task in tasks}
+    assert len(zones) == 1 and len(cliques) == 2
+    for task in tasks:
+        assert f'<tr data-task="{task.name}">' in text
+        assert task.node.name in text
+    assert 'data-status="INITIALIZING"' in text
+    # the tree: root, (key, group) nodes marked required, tasks as leaves
+    svg = re.search(r'<svg[^>]*class="tree-svg".*?</svg>', text).group(0)
+    assert "zone = workflow-group" in svg and "gpu-clique = model-1-group" in svg
+    assert "gpu-clique = model-2-group" in svg and svg.count('data-kind="task"') == 8
+    assert svg.count('data-kind="node"') == 3 and svg.count('data-kind="root"') == 1
+    assert "required · met" in svg
+    # the placement map: the zone used is opened, the other zone is shown small
+    zone = zones.pop()
+    assert f'class="dom touched" data-domain="{zone}" data-key="zone"' in text
+    assert text.count('class="cell ours') == 8
+    assert 'data-key="zone"' in text and "compact" in text
+    # status history and cancel button
+    assert "submitted" in text and "placed" in text
+    assert 'id="cancel-button"' in text
+
+
+def test_workflow_detail_explains_a_waiting_group_in_plain_words(alice_client, scene):
+    # when
+    response = alice_client.get(f"/workflows/{scene['waiting'].workflow_id}/")
+
+    # then
+    text = _text(response)
+    assert 'id="waiting-trainer"' in text
+    assert "It needs all 20 tasks under the required gpu-clique constraint “all-shards” in one gpu-clique" in text
+    assert "the best one" in text and "fits 18 of 20" in text
+    assert "placed automatically as soon as enough capacity frees up" in text
+    assert "No task has been placed yet" in text
+
+
+def test_workflow_detail_reports_preferred_constraints_met_or_not(client, scene):
+    # given: best-effort (preferred rack and spine) placed on the pool
+    from scheduler.services.placement import placement_cycle_run
+    from workflows.services import workflow_submit
+
+    workflow, _ = workflow_submit(user=scene["alice"], pool_name="nvl72", spec=example_spec("best-effort-topology"))
+    placement_cycle_run(pool_id=scene["pool"].pk)
+    client.force_login(scene["alice"])
+
+    # when
+    response = client.get(f"/workflows/{workflow.workflow_id}/")
+
+    # then
+    text = _text(response)
+    assert "spine = workflow-group" in text and "rack = model-1-group" in text
+    assert text.count('<span class="tag preferred">preferred</span>') >= 3
+    assert "met: all its tasks share one rack" in text
+    assert "preferred · met" in text
+    assert 'stroke-dasharray="6 4"' in text  # preferred boxes are dashed
+
+
+def test_owner_cancels_with_a_post(alice_client, scene):
+    # given
+    workflow = scene["placed"]
+
+    # when
+    response = alice_client.post(f"/workflows/{workflow.workflow_id}/cancel/", follow=True)
+
+    # then
+    workflow.refresh_from_db()
+    assert workflow.status == WorkflowStatus.FAILED_CANCELED
+    assert set(workflow.tasks.values_list("status", flat=True)) == {TaskStatus.FAILED_CANCELED}
+    assert "was cancelled" in response.content.decode()
+    assert 'id="cancel-button"' not in response.content.decode()
+
+
+def test_cancel_needs_post_csrf_and_ownership(client, scene):
+    # given
+    from django.test import Client
+
+    workflow = scene["placed"]
+    url = f"/workflows/{workflow.workflow_id}/cancel/"
+    client.force_login(scene["alice"])
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(scene["alice"])
+    bob = Client()
+    bob.force_login(scene["bob"])
+
+    # when
+    get = client.get(url)
+    no_token = csrf_client.post(url)
+    foreign = bob.post(url)
+
+    # then
+    assert get.status_code == 405
+    assert no_token.status_code == 403
+    assert foreign.status_code == 404
+    workflow.refresh_from_db()
+    assert workflow.status == WorkflowStatus.RUNNING
+
+
+# ------------------------------------------------------------------------------------------------
+# Pools
+# ------------------------------------------------------------------------------------------------
+def test_pool_list_shows_capacity(alice_client, django_assert_max_num_queries):
+    # when
+    with django_assert_max_num_queries(8):
+        response = alice_client.get("/pools/")
+
+    # then
+    text = _text(response)
+    assert 'data-pool="nvl72"' in text and "GB200 NVL72 racks" in text
+    assert "zone</span> › <span class=\"tag\">spine" in text
+
+
+def test_pool_detail_shows_heat_map_occupancy_and_nodes(alice_client, scene, django_assert_max_num_queries):
+    # when
+    with django_assert_max_num_queries(12):
+        response = alice_client.get("/pools/nvl72/")
+    second = alice_client.get("/pools/nvl72/?page=6")
+
+    # then
+    text = _text(response)
+    assert response.status_code == 200
+    assert text.count('data-key="zone"') == 2 and text.count('data-key="spine"') == 4
+    assert text.count('data-key="rack"') == 8  # rack and its one gpu-clique drawn as one box
+    assert "gpu-clique</span> <span class=\"v\">z1-s1-r1" in text
+    assert text.count('class="cell heat-') == 144
+    # 9 of the 18 nodes of z2/s2/r2 are used outside the service (36 GPUs), plus what was placed there
+    rack = re.search(r'data-domain="z2/s2/r2" data-key="rack"> <div class="dom-head heat-(\d)" '
+                     r'title="18 nodes · 72 GPUs · (\d+) in use · (\d+) free"', text)
+    assert int(rack.group(2)) >= 36
+    assert int(rack.group(1)) == heat_level(72 - int(rack.group(3)), 72) >= 3
+    assert '<tr data-workflow="multiple-nvl72-same-zone-1">' in text
+    assert '<tr data-workflow="single-nvl72-rack-1">' in text
+    assert 'href="/workflows/single-nvl72-rack-1/"' not in text  # bob's: named, not linked for alice
+    assert "Page 1 of 6 · 144 nodes" in text
+    assert len(re.findall(r'<tr data-node="', text)) == 25
+    assert len(re.findall(r'<tr data-node="', second.content.decode())) == 19
+
+
+def test_unknown_pool_and_workflow_are_404(alice_client):
+    assert alice_client.get("/pools/nope/").status_code == 404
+    assert alice_client.get("/workflows/nope-1/").status_code == 404
+
+
+# ------------------------------------------------------------------------------------------------
+# Submit
+# ------------------------------------------------------------------------------------------------
+def test_dry_run_shows_tree_and_placement_preview_and_stores_nothing(alice_client, scene):
+    # given
+    before = Workflow.objects.count()
+
+    # when
+    response = alice_client.post("/submit/", {"spec": example_spec("multiple-nvl72-same-zone"), "pool": "nvl72",
+                                             "priority": "NORMAL", "action": "dry_run"})
+
+    # then
+    text = _text(response)
+    assert response.status_code == 200
+    assert "the spec is valid" in text
+    assert "zone = workflow-group" in text and "would be placed now" in text
+    assert len(re.findall(r'<tr data-task="model\d-shard\d"><td>', text)) == 8
+    assert Workflow.objects.count() == before
+
+
+def test_dry_run_lists_errors_with_paths_and_lines(alice_client, scene):
+    # given: an unknown key and a bad quantity
+    spec = example_spec("multiple-nvl72-same-zone").replace("- key: zone", "- key: zoen", 1)
+    spec = spec.replace("memory: 64Gi", "memory: lots", 1)
+
+    # when
+    response = alice_client.post("/submit/", {"spec": spec, "pool": "nvl72", "action": "dry_run"})
+
+    # then
+    text = _text(response)
+    assert response.status_code == 400
+    lines = spec.splitlines()
+    key_line = next(i for i, line in enumerate(lines, 1) if "zoen" in line)
+    memory_line = next(i for i, line in enumerate(lines, 1) if "memory: lots" in line)
+    assert f'<span class="path">resources.model-1.topology[1].key</span> <span class="muted">(line {key_line})</span>' \
+        in text or f"(line {key_line})" in text
+    assert f"(line {memory_line})" in text
+    assert "zoen" in text
+
+
+def test_submit_creates_the_workflow_and_redirects(alice_client, scene):
+    # when
+    response = alice_client.post("/submit/", {"spec": big_clique_spec(4), "pool": "nvl72", "priority": "LOW",
+                                             "action": "submit"})
+
+    # then
+    assert response.status_code == 302
+    assert response["Location"] == reverse("workflow-detail", args=["big-clique-job-2"])
+    workflow = Workflow.objects.get(workflow_id="big-clique-job-2")
+    assert workflow.submitted_by == scene["alice"] and workflow.priority == "LOW"
+
+
+def test_submit_accepts_an_uploaded_file(alice_client, scene):
+    # given
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("wf.yaml", example_spec("single-nvl72-rack").encode(), "application/yaml")
+
+    # when
+    response = alice_client.post("/submit/", {"spec_file": upload, "pool": "nvl72", "action": "dry_run"})
+
+    # then
+    assert response.status_code == 200
+    assert "Dry run: single-nvl72-rack on pool nvl72" in _text(response)
+
+
+def test_submit_page_loads_an_example(alice_client):
+    # when
+    response = alice_client.get("/submit/?example=scoped-group-example&pool=nvl72")
+
+    # then
+    assert response.status_code == 200
+    assert "name: scoped-group-example" in response.content.decode()
+
+
+def test_placement_map_folds_untouched_domains_of_big_pools(alice_client, scene, monkeypatch):
+    # given: fold every untouched sibling (as for a pool with many racks)
+    from workflows import page_selectors
+
+    monkeypatch.setattr(page_selectors, "COMPACT_SIBLING_LIMIT", 0)
+
+    # when
+    response = alice_client.get(f"/workflows/{scene['placed'].workflow_id}/")
+
+    # then: one zone opened, the other counted with its free GPUs
+    text = _text(response)
+    assert text.count('data-key="zone"') == 1
+    assert '<div class="more" data-hidden="1">+1 other zone · 288/288 GPU free</div>' in text
+    assert text.count('class="cell ours') == 8

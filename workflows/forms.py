@@ -1,0 +1,137 @@
+"""Forms of the status pages: the workflow list filters and the submit page."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+from django import forms
+
+from workflows.choices import Priority, WorkflowStatus
+
+MAX_UPLOAD_BYTES = 1_000_000
+
+STATUS_FILTER_CHOICES = [
+    ("", "any status"),
+    ("ACTIVE", "active (pending or running)"),
+    ("FAILED", "failed (any)"),
+    *[(status.value, status.value) for status in WorkflowStatus],
+]
+
+
+class WorkflowFilterForm(forms.Form):
+    status = forms.ChoiceField(choices=STATUS_FILTER_CHOICES, required=False)
+    pool = forms.ChoiceField(choices=[("", "any pool")], required=False)
+    user = forms.CharField(required=False, max_length=150, widget=forms.TextInput(attrs={"placeholder": "username"}))
+    name = forms.CharField(required=False, max_length=100, widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+    sort = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, pool_names: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["pool"].choices = [("", "any pool"), *[(name, name) for name in pool_names]]
+
+    def value(self, name: str) -> str:
+        return (self.cleaned_data.get(name) or "") if self.is_valid() else ""
+
+
+class WorkflowSubmitForm(forms.Form):
+    spec = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "placeholder": "workflow:\n  name: ..."}),
+        help_text="Paste the workflow YAML, or upload a file below.",
+    )
+    spec_file = forms.FileField(required=False, label="or upload a YAML file")
+    pool = forms.ChoiceField(choices=[])
+    priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL, required=False)
+
+    def __init__(self, *args, pool_names: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["pool"].choices = [(name, name) for name in pool_names]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        upload = data.get("spec_file")
+        if upload is not None:
+            if upload.size > MAX_UPLOAD_BYTES:
+                raise forms.ValidationError(f"The file is larger than {MAX_UPLOAD_BYTES // 1000} kB.")
+            try:
+                data["spec"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise forms.ValidationError("The file is not UTF-8 text.") from exc
+        data["priority"] = data.get("priority") or Priority.NORMAL
+        if not (data.get("spec") or "").strip():
+            raise forms.ValidationError("Paste a workflow spec or upload a file.")
+        return data
+
+
+_PATH_TOKEN = re.compile(r'\.?([A-Za-z0-9_-]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def path_tokens(path: str) -> list[str | int] | None:
+    """``workflow.resources.model-1.topology[0].key`` -> ``["workflow", "resources", "model-1", "topology", 0,
+    "key"]`` (the path syntax of ``workflows.spec.errors``); None when the path does not parse."""
+    tokens: list[str | int] = []
+    position = 0
+    while position < len(path):
+        match = _PATH_TOKEN.match(path, position)
+        if match is None or match.end() == position:
+            return None
+        plain, index, quoted = match.groups()
+        if plain is not None:
+            tokens.append(plain)
+        elif index is not None:
+            tokens.append(int(index))
+        else:
+            tokens.append(json.loads(quoted))
+        position = match.end()
+    return tokens
+
+
+def _walk(node: yaml.Node, tokens: list[str | int]) -> tuple[yaml.Node, int]:
+    """The element reached along ``tokens`` (a mapping entry's key node, a list item) and how many
+    tokens matched; stops at the last element that exists."""
+    anchor = node
+    consumed = 0
+    for token in tokens:
+        if isinstance(node, yaml.MappingNode) and isinstance(token, str):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == token:
+                    anchor, node = key_node, value_node
+                    break
+            else:
+                break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(token, int) and 0 <= token < len(node.value):
+            anchor = node = node.value[token]
+        else:
+            break
+        consumed += 1
+    return anchor, consumed
+
+
+def yaml_line_for_path(text: str, path: str) -> int | None:
+    """The 1-based line of the YAML element an error path points at (its key, for a mapping entry),
+    or of its closest existing ancestor; None for the whole document or unreadable YAML."""
+    tokens = path_tokens(path) if path else None
+    if not tokens:
+        return None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    if root is None:
+        return None
+    candidates = [tokens]
+    # `resources` may sit under `workflow` (canonical) or at the top level (as seed 003 writes it).
+    if tokens[:2] == ["workflow", "resources"]:
+        candidates.append(tokens[1:])
+    elif tokens[:1] == ["resources"]:
+        candidates.append(["workflow", *tokens])
+    best: tuple[int, yaml.Node] | None = None
+    for candidate in candidates:
+        node, consumed = _walk(root, candidate)
+        if consumed and (best is None or consumed > best[0]):
+            best = (consumed, node)
+    if best is None:
+        return None
+    return best[1].start_mark.line + 1
