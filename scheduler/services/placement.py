@@ -144,7 +144,14 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
             result.unschedulable.append(group.pk)
             continue
         tasks = tasks_by_group.get(group.pk, [])
-        outcome = solve(current, group_request_from_db(group, tasks), policy)
+        try:
+            outcome = solve(current, group_request_from_db(group, tasks), policy)
+        except Exception:  # a solver bug on one gang must not block the pool's whole queue
+            logger.exception("placement.solver_error", extra={"pool": pool.name, "group": group.pk})
+            group_fail(group, TaskStatus.FAILED_SERVER_ERROR,
+                       message="internal error while placing this group; the operators' logs have the details")
+            workflow_status_refresh(workflow)
+            continue
         if isinstance(outcome, Placement):
             if _placement_persist(group, tasks, outcome, node_ids, pool, now):
                 assignments = outcome.tasks

@@ -281,3 +281,26 @@ def test_added_unused_key_changes_nothing_for_queued_group(user, racks):
     placement_cycle_run(pool_id=racks.pk)
     # then the group is placed: its tree's meaning did not change
     assert TaskGroup.objects.get(workflow=workflow).status == "INITIALIZING"
+
+
+def test_solver_error_fails_only_that_group(user, racks, monkeypatch):
+    # given a solver that breaks on one gang
+    from scheduler.services import placement
+
+    real_solve = placement.solve
+
+    def flaky_solve(snapshot, request, policy):
+        if request.name == "g" and request.tasks[0].name == "t0" and len(request.tasks) == 3:
+            raise ValueError("boom")
+        return real_solve(snapshot, request, policy)
+
+    monkeypatch.setattr(placement, "solve", flaky_solve)
+    broken = submit(user, racks, spec("broken", 3, 1, key=None))
+    fine = submit(user, racks, spec("fine", 2, 1, key=None))
+    # when
+    placement_cycle_run(pool_id=racks.pk)
+    # then the broken one fails with a server error and the other one is still placed
+    broken.refresh_from_db()
+    assert broken.status == "FAILED_SERVER_ERROR"
+    assert "internal error" in broken.failure_message
+    assert TaskGroup.objects.get(workflow=fine).status == "INITIALIZING"
