@@ -1,2 +1,485 @@
-def main() -> None:
-    raise SystemExit("osmo CLI: not built yet")
+"""``osmo``: submit and follow workflows, look at pools. A client of the REST API (design §7).
+
+Every read takes ``--json`` (the API's answer, unchanged). Errors are the user's to fix and are said
+so on stderr, without tracebacks; exit codes: 0 ok, 1 error (or a workflow that failed), 2 usage or
+invalid input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from cli import __version__, render
+from cli.api import Api, q, results
+from cli.config import (
+    ENV_TOKEN,
+    ENV_URL,
+    config_delete,
+    config_path,
+    config_read,
+    config_write,
+    normalize_url,
+    settings_load,
+)
+from cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError, NotLoggedInError
+from cli.yamlpos import line_of
+
+
+class OsmoGroup(TyperGroup):
+    """Turns expected errors into a message on stderr and an exit code (no traceback)."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CliError as exc:
+            for line in exc.lines():
+                typer.echo(line, err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+HELP = "Client of the OSMO-style workflow service: submit workflows, follow them, inspect pools."
+app = typer.Typer(cls=OsmoGroup, help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
+                  add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+pool_app = typer.Typer(help="Pools: topology keys, capacity, nodes.", no_args_is_help=True)
+workflow_app = typer.Typer(help="Submit, list, inspect, wait for and cancel workflows.", no_args_is_help=True)
+app.add_typer(pool_app, name="pool")
+app.add_typer(workflow_app, name="workflow")
+
+JSON_OPTION = typer.Option(False, "--json", help="Print the API's JSON answer unchanged.")
+
+
+class Priority(StrEnum):
+    LOW = "LOW"
+    NORMAL = "NORMAL"
+    HIGH = "HIGH"
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    FAILED_CANCELED = "FAILED_CANCELED"
+    FAILED_BACKEND_ERROR = "FAILED_BACKEND_ERROR"
+    FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
+    FAILED_UPSTREAM = "FAILED_UPSTREAM"
+    FAILED_SERVER_ERROR = "FAILED_SERVER_ERROR"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"osmo {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Server and token come from `osmo login` (a config file) or OSMO_URL / OSMO_TOKEN."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+# ------------------------------------------------------------------------------------------------
+def echo_lines(lines: list[str], *, err: bool = False) -> None:
+    for line in lines:
+        typer.echo(line, err=err)
+
+
+def echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def api_client() -> Api:
+    settings = settings_load()
+    return Api(settings.url, settings.token)
+
+
+def workflow_path(workflow_id: str) -> str:
+    return f"/api/workflows/{q(workflow_id)}/"
+
+
+# ------------------------------------------------------------------------------------------------
+# login / logout
+# ------------------------------------------------------------------------------------------------
+@app.command()
+def login(
+    url: str = typer.Argument(..., help="The service, e.g. http://localhost:8000"),
+    token: str = typer.Option(..., "--token", prompt=True, hide_input=True,
+                              help="API token (python manage.py drf_create_token USER)."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the token against the server first."),
+) -> None:
+    """Store the server URL and token (mode 0600), after checking them with GET /api/pools/."""
+    url = normalize_url(url)
+    token = token.strip()
+    if not token:
+        raise CliError("the token is empty", exit_code=EXIT_USAGE)
+    pools: list[dict[str, Any]] = []
+    if verify:
+        with Api(url, token) as api:
+            try:
+                pools = results(api.get("/api/pools/", params={"limit": 500}))
+            except NotLoggedInError as exc:
+                raise CliError(f"{url} rejected this token", hint="Ask an admin for a token "
+                               "(python manage.py drf_create_token USER), then run osmo login again.") from exc
+    path = config_write({"url": url, "token": token})
+    if verify:
+        names = ", ".join(str(p.get("name")) for p in pools) or "none yet"
+        typer.echo(f"Logged in to {url}: token accepted; pools visible: {names}.")
+    else:
+        typer.echo(f"Saved {url} without checking the token.")
+    typer.echo(f"Saved to {path} (mode 0600).")
+    overriding = [name for name in (ENV_URL, ENV_TOKEN) if os.environ.get(name)]
+    if overriding:
+        typer.echo(f"Note: {' and '.join(overriding)} set in the environment override the saved values.", err=True)
+
+
+@app.command()
+def logout() -> None:
+    """Forget the saved server and token (deletes the config file)."""
+    path = config_path()
+    stored = config_read(path)
+    if config_delete(path):
+        typer.echo(f"Logged out of {stored.get('url', 'the server')} (deleted {path}).")
+    else:
+        typer.echo(f"Not logged in ({path} does not exist).")
+    if os.environ.get(ENV_TOKEN):
+        typer.echo(f"Note: {ENV_TOKEN} is still set in the environment and is used until you unset it.", err=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# pool
+# ------------------------------------------------------------------------------------------------
+@pool_app.command("list")
+def pool_list(json_out: bool = JSON_OPTION) -> None:
+    """Pools with their topology keys and GPU capacity / used / free."""
+    with api_client() as api:
+        answer = api.get("/api/pools/", params={"limit": 500})
+    if json_out:
+        echo_json(answer)
+        return
+    pools = results(answer)
+    if not pools:
+        typer.echo("No pools. An admin adds them (python manage.py import_pool FILE, or the admin site).")
+        return
+    echo_lines(render.pool_rows(pools))
+
+
+@pool_app.command("show")
+def pool_show(name: str = typer.Argument(..., help="Pool name."), json_out: bool = JSON_OPTION) -> None:
+    """One pool: keys in order, capacity / reserved / external / free, and a summary per domain of each key."""
+    with api_client() as api:
+        answer = api.get(f"/api/pools/{q(name)}/", not_found=f"pool {name} not found")
+    if json_out:
+        echo_json(answer)
+        return
+    echo_lines(render.pool_lines(answer))
+
+
+@pool_app.command("nodes")
+def pool_nodes(name: str = typer.Argument(..., help="Pool name."), json_out: bool = JSON_OPTION) -> None:
+    """A pool's nodes with their domains and GPUs (every page; --json prints the list of all nodes)."""
+    with api_client() as api:
+        nodes = list(api.get_all(f"/api/pools/{q(name)}/nodes/", not_found=f"pool {name} not found"))
+    if json_out:
+        echo_json(nodes)
+        return
+    if not nodes:
+        typer.echo(f"Pool {name} has no nodes.")
+        return
+    echo_lines(render.node_rows(nodes))
+
+
+# ------------------------------------------------------------------------------------------------
+# workflow submit / wait
+# ------------------------------------------------------------------------------------------------
+def read_spec(file: str) -> tuple[str, str]:
+    """The spec text and a name for it (``-`` reads stdin)."""
+    if file == "-":
+        text, label = sys.stdin.read(), "stdin"
+    else:
+        try:
+            text, label = Path(file).read_text(encoding="utf-8"), file
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"cannot read {file}: {exc.strerror if isinstance(exc, OSError) else exc}",
+                           exit_code=EXIT_USAGE) from exc
+    if not text.strip():
+        raise CliError(f"{label} is empty: expected a workflow spec (YAML)", exit_code=EXIT_USAGE)
+    return text, label
+
+
+def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
+    """Add ``(file line N)`` to each spec error the YAML lets us locate."""
+    if not exc.errors:
+        return exc
+    lines = []
+    for error in exc.errors:
+        path = str(error.get("path") or "")
+        where = path or "(whole document)"
+        line = line_of(text, path) if path and exc.code != "pool_not_found" and path != "pool" else None
+        at = f" ({label} line {line})" if line else ""
+        lines.append(f"{where}{at}: {error.get('message', '')}")
+    exc.details = lines
+    count = len(exc.errors)
+    exc.message = f"{exc.message.rstrip('.')} ({count} problem{'s' if count != 1 else ''})"
+    return exc
+
+
+@workflow_app.command("submit")
+def workflow_submit(
+    file: str = typer.Argument(..., help="Workflow spec (YAML); - reads stdin."),
+    pool: str = typer.Option(..., "--pool", "-p", help="Pool to run in."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate, print constraint trees and a placement "
+                                 "preview; submit nothing."),
+    priority: Priority = typer.Option(Priority.NORMAL, "--priority", case_sensitive=False),
+    wait: bool = typer.Option(False, "--wait", help="Follow the workflow until it finishes; exit 0 on COMPLETED, "
+                              "1 on FAILED*."),
+    interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls with --wait."),
+    timeout: float = typer.Option(0, "--timeout", min=0, help="Give up waiting after this many seconds (0: never)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the API's JSON answer (with --wait: the final "
+                                  "workflow; progress goes to stderr)."),
+) -> None:
+    """Submit a workflow spec to a pool (or dry-run it)."""
+    text, label = read_spec(file)
+    body = {"pool": pool, "spec": text, "priority": priority.value, "dry_run": dry_run}
+    headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
+    with api_client() as api:
+        try:
+            status_code, answer = api.post("/api/workflows/", json=body, headers=headers)
+        except ApiError as exc:
+            if exc.status == 400:
+                raise annotate_spec_errors(exc, text, label) from None
+            raise
+        if dry_run:
+            if json_out:
+                echo_json(answer)
+            else:
+                echo_lines(render.dry_run_lines(answer, pool=pool))
+            return
+        workflow_id = str(answer.get("id"))
+        if json_out and not wait:
+            echo_json(answer)
+            return
+        again = " (already submitted with this key)" if status_code == 200 else ""
+        typer.echo(f"Submitted workflow {workflow_id} to pool {answer.get('pool', pool)} "
+                   f"(priority {answer.get('priority', priority.value)}): {answer.get('status')}{again}",
+                   err=json_out)
+        if not wait:
+            typer.echo(f"Follow it with: osmo workflow query {workflow_id}   (or --wait)")
+            return
+        final = follow(api, workflow_id, interval=interval, timeout=timeout, first=answer, err=json_out)
+    finish(final, json_out=json_out)
+
+
+@workflow_app.command("wait")
+def workflow_wait(
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls."),
+    timeout: float = typer.Option(0, "--timeout", min=0, help="Give up after this many seconds (0: never)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the final workflow as JSON; progress to stderr."),
+) -> None:
+    """Follow a submitted workflow until it finishes (exit 0 on COMPLETED, 1 on FAILED*)."""
+    with api_client() as api:
+        final = follow(api, workflow_id, interval=interval, timeout=timeout, first=None, err=json_out)
+    finish(final, json_out=json_out)
+
+
+def finish(workflow: dict[str, Any], *, json_out: bool) -> None:
+    status = str(workflow.get("status"))
+    if json_out:
+        echo_json(workflow)
+    else:
+        typer.echo("")
+        typer.echo(f"Workflow {workflow.get('id')} {render.status_style(status)}")
+        if workflow.get("failure_message"):
+            typer.echo(f"  failure: {workflow['failure_message']}")
+        echo_lines(render.placement_lines(workflow))
+    if status != "COMPLETED":
+        raise typer.Exit(EXIT_ERROR)
+
+
+class Progress:
+    """Progress lines while waiting: a Rich spinner with the status on a terminal, plain lines otherwise."""
+
+    def __init__(self, *, err: bool) -> None:
+        self.err = err
+        stream = sys.stderr if err else sys.stdout
+        self.rich = stream.isatty() and os.environ.get("TERM") != "dumb"
+        self._status: Any = None
+        self._console: Any = None
+
+    @contextmanager
+    def running(self, text: str) -> Iterator[Progress]:
+        if not self.rich:
+            yield self
+            return
+        from rich.console import Console
+
+        self._console = Console(stderr=self.err, highlight=False)
+        with self._console.status(text) as status:
+            self._status = status
+            yield self
+        self._status = None
+
+    def line(self, text: str) -> None:
+        if self._console is not None:
+            from rich.text import Text
+
+            self._console.print(Text.from_ansi(text))
+        else:
+            typer.echo(text, err=self.err)
+
+    def update(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
+
+
+def follow(api: Api, workflow_id: str, *, interval: float, timeout: float, first: dict[str, Any] | None,
+           err: bool) -> dict[str, Any]:
+    """Poll the workflow, reporting each change of status, wait reason or placement, until a terminal status."""
+    start = time.monotonic()
+    progress = Progress(err=err)
+    seen: dict[str, Any] = {}
+    failures = 0
+
+    def stamp() -> str:
+        return f"[{render.fmt_duration(time.monotonic() - start):>7}]"
+
+    def report(workflow: dict[str, Any]) -> None:
+        key = "workflow"
+        status = workflow.get("status")
+        if seen.get(key) != status:
+            seen[key] = status
+            progress.line(f"{stamp()} workflow {workflow_id}: {render.status_style(str(status))}")
+        for group in workflow.get("groups") or []:
+            name = group.get("name")
+            group_status = group.get("status")
+            if seen.get(("group", name)) != group_status:
+                seen[("group", name)] = group_status
+                progress.line(f"{stamp()}   group {name}: {render.status_style(str(group_status))}")
+            reason = render.reason_message(group.get("unschedulable_reason"))
+            if group_status in ("SCHEDULING", "WAITING") and reason and seen.get(("reason", name)) != reason:
+                seen[("reason", name)] = reason
+                progress.line(f"{stamp()}   group {name} waiting: {reason}")
+            placed = {t.get("name"): t.get("node") for t in group.get("tasks") or [] if t.get("node")}
+            if placed and seen.get(("placed", name)) != placed:
+                seen[("placed", name)] = placed
+                progress.line(f"{stamp()}   group {name} placed:")
+                for task in group.get("tasks") or []:
+                    if task.get("node"):
+                        progress.line(f"{' ' * 13}{task.get('name')} -> {task.get('node')}  "
+                                      f"{render.domains_text(task.get('domains'))}")
+            if group.get("failure_message") and seen.get(("failure", name)) != group["failure_message"]:
+                seen[("failure", name)] = group["failure_message"]
+                progress.line(f"{stamp()}   group {name} failed: {group['failure_message']}")
+        summary = ", ".join(f"{g.get('name')} {g.get('status')}" for g in workflow.get("groups") or [])
+        progress.update(f"{workflow_id}: {status} ({summary}) · {render.fmt_duration(time.monotonic() - start)}")
+
+    workflow = first
+    try:
+        with progress.running(f"waiting for {workflow_id}"):
+            while True:
+                if workflow is None:
+                    try:
+                        workflow = api.get(workflow_path(workflow_id), not_found=f"workflow {workflow_id} not found")
+                        failures = 0
+                    except ApiError:
+                        raise
+                    except CliError as exc:  # the server went away for a moment: keep trying a while
+                        failures += 1
+                        if failures > 5:
+                            raise
+                        progress.line(f"{stamp()} (poll failed, retrying: {exc.message})")
+                        time.sleep(min(interval * failures, 10))
+                        continue
+                report(workflow)
+                if workflow.get("status") in render.TERMINAL_WORKFLOW:
+                    return workflow
+                if timeout and time.monotonic() - start > timeout:
+                    raise CliError(f"gave up waiting after {render.fmt_duration(timeout)}; workflow {workflow_id} is "
+                                   f"{workflow.get('status')} and keeps going",
+                                   hint=f"Follow it again with: osmo workflow wait {workflow_id}")
+                workflow = None
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        typer.echo(f"\nStopped waiting; workflow {workflow_id} keeps going. Follow it again with: "
+                   f"osmo workflow wait {workflow_id}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# workflow list / query / cancel
+# ------------------------------------------------------------------------------------------------
+@workflow_app.command("list")
+def workflow_list(
+    status: list[Status] = typer.Option(None, "--status", "-s", case_sensitive=False,
+                                        help="Only these statuses (repeat the option for several)."),
+    pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
+    user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
+    name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),
+    limit: int = typer.Option(20, "--limit", min=1, max=500, help="At most this many, newest first."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Workflows, newest first."""
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    if status:
+        params["status"] = [s.value for s in status]
+    for key, value in (("pool", pool), ("user", user), ("name", name)):
+        if value:
+            params[key] = value
+    with api_client() as api:
+        answer = api.get("/api/workflows/", params=params)
+    if json_out:
+        echo_json(answer)
+        return
+    items = results(answer)
+    if not items:
+        typer.echo("No workflows match." if len(params) > 2 or offset else "No workflows yet.")
+        return
+    echo_lines(render.workflow_rows(items))
+    total = answer.get("count") if isinstance(answer, dict) else None
+    if isinstance(total, int) and total > offset + len(items):
+        typer.echo(f"({offset + 1}-{offset + len(items)} of {total}; see more with --offset {offset + len(items)})")
+
+
+@workflow_app.command("query")
+def workflow_query(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION) -> None:
+    """One workflow: groups, constraint trees, tasks with status / node / domains, wait reasons, times."""
+    with api_client() as api:
+        answer = api.get(workflow_path(workflow_id), not_found=f"workflow {workflow_id} not found")
+    if json_out:
+        echo_json(answer)
+        return
+    echo_lines(render.workflow_lines(answer))
+
+
+@workflow_app.command("cancel")
+def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION) -> None:
+    """Cancel a workflow: its unfinished groups become FAILED_CANCELED and their capacity is freed."""
+    with api_client() as api:
+        _status, answer = api.post(f"{workflow_path(workflow_id)}cancel/",
+                                   not_found=f"workflow {workflow_id} not found")
+    if json_out:
+        echo_json(answer)
+        return
+    typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: {render.status_style(str(answer.get('status')))}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``osmo = "cli.main:main"``)."""
+    command: Callable[..., Any] = typer.main.get_command(app)
+    command(args=argv, prog_name="osmo")

@@ -1,0 +1,54 @@
+"""Pure parts of the CLI: no server needed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cli import render
+from cli.yamlpos import line_of, path_segments
+from tests.factories import EXAMPLES, SEED_EXAMPLES
+
+SERVER_PACKAGES = ("django", "rest_framework", "celery", "workflows", "scheduler", "osmo")
+
+
+def test_the_cli_imports_no_server_package():
+    code = (
+        "import sys, cli.main\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {SERVER_PACKAGES!r})\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+@pytest.mark.parametrize("name", SEED_EXAMPLES)
+def test_tree_outline_matches_the_servers(name):
+    """The CLI draws trees from their JSON exactly as the server's tree_to_outline does."""
+    from workflows.spec import PoolContext, parse_workflow, tree_to_json, tree_to_outline
+
+    pool = PoolContext(name="nvl72", keys=("zone", "spine", "rack", "gpu-clique"),
+                       node_capacities=((4, 144_000, 960 * 2**30, 4 * 2**40),))
+    spec = parse_workflow((EXAMPLES / f"{name}.yaml").read_text(), pool=pool)
+    for group in spec.groups:
+        assert render.tree_outline(tree_to_json(group.tree)) == tree_to_outline(group.tree).splitlines()
+
+
+def test_paths_and_lines():
+    assert path_segments('workflow.resources["a.b"].topology[1].key') == ["workflow", "resources", "a.b",
+                                                                         "topology", 1, "key"]
+    text = "workflow:\n  name: x\n  groups:\n  - name: g\n    tasks:\n    - name: t\n"
+    assert line_of(text, "workflow.groups[0].tasks[0].name") == 6
+    assert line_of(text, "workflow.groups[0].tasks[0].image") == 6  # missing key: its parent's line
+    assert line_of(text, "workflow.resources.r.gpu") is None
+    assert line_of("{not: [yaml", "workflow") is None
+
+
+def test_units_and_durations():
+    assert render.fmt_bytes(960 * 2**30) == "960Gi"
+    assert render.fmt_bytes(1536 * 2**20) == "1.5Gi"
+    assert render.fmt_cpu(500) == "0.5"
+    assert render.fmt_duration(75) == "1m15s"
+    assert render.reason_message({"status": "unschedulable", "message": "no room"}) == "unschedulable: no room"
