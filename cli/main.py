@@ -122,15 +122,17 @@ def login(
                               help="API token (python manage.py drf_create_token USER)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the token against the server first."),
 ) -> None:
-    """Store the server URL and token (mode 0600), after checking them with GET /api/pools/."""
+    """Store the server URL and token (mode 0600), after checking them with GET /api/me/ and /api/pools/."""
     url = normalize_url(url)
     token = token.strip()
     if not token:
         raise CliError("the token is empty", exit_code=EXIT_USAGE)
     pools: list[dict[str, Any]] = []
+    me: dict[str, Any] = {}
     if verify:
         with Api(url, token) as api:
             try:
+                me = api.get("/api/me/")
                 pools = results(api.get("/api/pools/", params={"limit": 500}))
             except NotLoggedInError as exc:
                 raise CliError(f"{url} rejected this token", hint="Ask an admin for a token "
@@ -138,7 +140,8 @@ def login(
     path = config_write({"url": url, "token": token})
     if verify:
         names = ", ".join(str(p.get("name")) for p in pools) or "none yet"
-        typer.echo(f"Logged in to {url}: token accepted; pools visible: {names}.")
+        who = f" as {me.get('username')}{' (staff)' if me.get('is_staff') else ''}" if me.get("username") else ""
+        typer.echo(f"Logged in to {url}{who}: token accepted; pools visible: {names}.")
     else:
         typer.echo(f"Saved {url} without checking the token.")
     typer.echo(f"Saved to {path} (mode 0600).")

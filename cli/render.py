@@ -258,6 +258,13 @@ def workflow_lines(workflow: dict[str, Any]) -> list[str]:
     for group in workflow.get("groups") or []:
         lines.append("")
         lines.extend(group_lines(group))
+    history = workflow.get("history") or []
+    if history:
+        lines.append("")
+        lines.append("History:")
+        rows = [[fmt_time(h.get("at")), h.get("subject"), f"{h.get('from_status') or DASH} -> {h.get('to_status')}",
+                 h.get("message") or ""] for h in history]
+        lines.extend(table(["TIME", "SUBJECT", "CHANGE", "MESSAGE"], rows, indent="  "))
     return lines
 
 

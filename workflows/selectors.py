@@ -29,10 +29,15 @@ def workflow_detail_queryset(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
     """Everything the workflow body needs, in a fixed number of queries."""
     tasks = Task.objects.select_related("node").order_by("position")
     groups = TaskGroup.objects.order_by("position").prefetch_related(Prefetch("tasks", queryset=tasks))
+    history = StatusTransition.objects.select_related("group", "task").order_by("at", "pk")
     return (
         workflow_visible_to(user)
         .select_related("pool", "submitted_by")
-        .prefetch_related(Prefetch("groups", queryset=groups), "pool__topology_keys")
+        .prefetch_related(
+            Prefetch("groups", queryset=groups),
+            "pool__topology_keys",
+            Prefetch("transitions", queryset=history),
+        )
         .order_by("-submitted_at", "-pk")
     )
 

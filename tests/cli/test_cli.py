@@ -30,7 +30,7 @@ def test_login_writes_config_and_logout_forgets_it(osmo, live_server, token, nvl
     bare = {"OSMO_URL": None, "OSMO_TOKEN": None}
     result = osmo("login", f"{live_server.url}/", "--token", token, env=bare)
     assert result.exit_code == 0, result.output
-    assert f"Logged in to {live_server.url}: token accepted; pools visible: nvl72." in result.stdout
+    assert f"Logged in to {live_server.url} as alice: token accepted; pools visible: nvl72." in result.stdout
     assert json.loads(config_file.read_text()) == {"url": live_server.url, "token": token}
     assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
 

@@ -263,7 +263,8 @@ def test_list_query_count_is_constant(user_client, pool, django_assert_max_num_q
 def test_detail_query_count_does_not_grow_with_tasks(user_client, pool, django_assert_num_queries):
     wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": example_spec("multiple-nvl72-racks")},
                            format="json").json()["id"]
-    with django_assert_num_queries(6):
+    # workflow + groups + tasks (with nodes) + pool keys + history, and two savepoint statements
+    with django_assert_num_queries(7):
         assert user_client.get(f"/api/workflows/{wid}/").status_code == 200
 
 
@@ -302,3 +303,21 @@ def test_api_never_answers_5xx(user_client, pool, spec):
     assert response.status_code < 500
     if response.status_code == 400:
         assert set(response.json()) == {"code", "message", "details"}
+
+
+def test_detail_carries_status_history_and_queue_time(user_client, pool):
+    wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    user_client.post(f"/api/workflows/{wid}/cancel/")
+    body = user_client.get(f"/api/workflows/{wid}/").json()
+    assert [(h["subject"], h["from_status"], h["to_status"]) for h in body["history"]] == [
+        ("workflow", "", "PENDING"),
+        ("group train-group", "", "SCHEDULING"),
+        ("task train", "SCHEDULING", "FAILED_CANCELED"),
+        ("group train-group", "SCHEDULING", "FAILED_CANCELED"),
+        ("workflow", "PENDING", "FAILED_CANCELED"),
+    ]
+    assert body["groups"][0]["scheduling_since"] is not None
+
+
+def test_me(user_client):
+    assert user_client.get("/api/me/").json() == {"username": "alice", "is_staff": False}

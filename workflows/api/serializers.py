@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workflows.choices import Priority
-from workflows.models import Task, TaskGroup, Workflow
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.selectors import task_domains
 
 
@@ -70,7 +70,7 @@ class TaskGroupOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = TaskGroup
         fields = ["name", "status", "upstream", "constraint_tree", "unschedulable_reason", "placement_report",
-                  "started_at", "finished_at", "failure_message", "tasks"]
+                  "scheduling_since", "started_at", "finished_at", "failure_message", "tasks"]
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
@@ -89,16 +89,33 @@ class WorkflowSummaryOutputSerializer(serializers.ModelSerializer):
                   "finished_at", "failure_message", "task_count"]
 
 
+class StatusTransitionOutputSerializer(serializers.ModelSerializer):
+    subject = serializers.SerializerMethodField()
+
+    class Meta:
+        model = StatusTransition
+        fields = ["at", "subject", "from_status", "to_status", "message"]
+
+    def get_subject(self, transition: StatusTransition) -> str:
+        """``workflow``, ``group <name>`` or ``task <name>``."""
+        if transition.task_id:
+            return f"task {transition.task.name}"
+        if transition.group_id:
+            return f"group {transition.group.name}"
+        return "workflow"
+
+
 class WorkflowOutputSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="workflow_id")
     pool = serializers.CharField(source="pool.name")
     submitted_by = serializers.CharField(source="submitted_by.username")
     groups = serializers.SerializerMethodField()
+    history = StatusTransitionOutputSerializer(source="transitions", many=True, read_only=True)
 
     class Meta:
         model = Workflow
         fields = ["id", "name", "pool", "status", "priority", "submitted_by", "submitted_at", "started_at",
-                  "finished_at", "failure_message", "labels", "groups"]
+                  "finished_at", "failure_message", "labels", "groups", "history"]
 
     @extend_schema_field(TaskGroupOutputSerializer(many=True))
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
@@ -125,6 +142,11 @@ class DryRunGroupSerializer(serializers.Serializer):
 class DryRunOutputSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
     groups = DryRunGroupSerializer(many=True)
+
+
+class UserOutputSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    is_staff = serializers.BooleanField()
 
 
 class ErrorItemSerializer(serializers.Serializer):

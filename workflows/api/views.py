@@ -8,12 +8,14 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from workflows import selectors, services
 from workflows.api.filters import WorkflowFilterSet
 from workflows.api.serializers import (
     DryRunOutputSerializer,
     ErrorOutputSerializer,
+    UserOutputSerializer,
     WorkflowOutputSerializer,
     WorkflowSubmitInputSerializer,
     WorkflowSummaryOutputSerializer,
@@ -95,3 +97,12 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         services.workflow_cancel(workflow_id=workflow.workflow_id, user=request.user)
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(WorkflowOutputSerializer(workflow).data)
+
+
+class MeView(APIView):
+    """Who the credentials belong to (the CLI's login check)."""
+
+    @extend_schema(responses={200: UserOutputSerializer, 401: ErrorOutputSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(UserOutputSerializer({"username": request.user.get_username(),
+                                              "is_staff": request.user.is_staff}).data)
