@@ -232,3 +232,28 @@ def screenshots(tmp_path):
         folder = tmp_path / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+# ------------------------------------------------------------------------------------------------
+# Real Chromium (Debian's package; `playwright install` is never run)
+# ------------------------------------------------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Chromium driven by Playwright's sync API. No skip when it is missing: `make test` installs it,
+    and a browser test that cannot run must fail, not pass silently."""
+    # Playwright's sync API runs an event loop in this thread; the test's ORM calls are fine.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        playwright.stop()

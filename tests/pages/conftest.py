@@ -3,20 +3,7 @@ Chromium driven by Playwright's sync API (Debian's /usr/bin/chromium; `playwrigh
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def big_clique_spec(tasks: int = 20) -> str:
@@ -70,23 +57,6 @@ def scene(django_user_model):
 def alice_client(client, scene):
     client.force_login(scene["alice"])
     return client
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not shutil.which(CHROMIUM):
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
-    # Playwright's sync API runs an event loop in this thread; the test's ORM calls are fine.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
-    playwright = sync_playwright().start()
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    try:
-        yield browser
-    finally:
-        browser.close()
-        playwright.stop()
 
 
 class Console:

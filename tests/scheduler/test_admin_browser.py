@@ -3,7 +3,6 @@ login form, open the pool, follow the Hierarchy link, check the content, no cons
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
@@ -16,30 +15,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not shutil.which(CHROMIUM), reason="needs Debian's chromium at /usr/bin/chromium"),
 ]
-
-
-@pytest.fixture
-def browser():
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test are fine.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture
