@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -60,6 +61,17 @@ def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
             envelope("validation_error", "The request is invalid.", {"errors": errors}),
             status=status.HTTP_400_BAD_REQUEST,
         )
+    if isinstance(exc, RequestDataTooBig):
+        # Django's limit (DATA_UPLOAD_MAX_MEMORY_SIZE), hit when DRF reads a JSON or form body.
+        return Response(
+            envelope("request_too_large", "The request body is too large.",
+                     {"max_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, SuspiciousOperation):
+        # e.g. TooManyFieldsSent for a form body: Django would answer a bare 400 page.
+        return Response(envelope("bad_request", str(exc) or "The request is malformed."),
+                        status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

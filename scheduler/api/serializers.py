@@ -189,10 +189,21 @@ class PoolInputSerializer(serializers.Serializer):
     k8s_node_selector = serializers.CharField(max_length=255, required=False, allow_blank=True)
     topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
 
+    def validate_topology_keys(self, items: list[dict[str, str]]) -> list[dict[str, str]]:
+        # A PATCH validates the whole serializer as partial, and DRF passes that on to the nested
+        # items, so their required key and label were skipped (then a KeyError, a 500): the list
+        # replaces the pool's keys, so every item must be complete whatever the method.
+        errors = [{name: ["This field is required."] for name in ("key", "label") if name not in item}
+                  for item in items]
+        if any(errors):
+            raise serializers.ValidationError(errors)
+        return items
+
 
 @extend_schema_field(
     {
-        "oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}],
+        # integer is a subset of number: listing both made every integer match two oneOf branches.
+        "oneOf": [{"type": "string"}, {"type": "number"}],
         "description": "A Kubernetes quantity: 8, 144, 500m, 960Gi, 4Ti.",
     }
 )

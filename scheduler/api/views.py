@@ -13,10 +13,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from osmo.api.parsers import TextYAMLParser, XYAMLTextParser, YAMLTextParser
+from osmo.api.views import NulSafeLookupMixin
 from scheduler import selectors
 from scheduler.api.filters import NodeFilter
 from scheduler.api.serializers import (
@@ -37,6 +40,7 @@ ERROR_RESPONSES = {
     401: OpenApiResponse(OpenApiTypes.OBJECT, description="Not authenticated."),
     403: OpenApiResponse(OpenApiTypes.OBJECT, description="Staff only."),
     404: OpenApiResponse(OpenApiTypes.OBJECT, description="No such pool or node."),
+    415: OpenApiResponse(OpenApiTypes.OBJECT, description="Unsupported Content-Type (send JSON)."),
 }
 READ_ERRORS = {code: ERROR_RESPONSES[code] for code in (401, 404)}
 BOOL_PARAM = {"true", "1", "yes", "on"}
@@ -92,10 +96,12 @@ def _key_specs(items: list[dict[str, str]] | None) -> list[pool_services.KeySpec
         },
     ),
 )
-class PoolViewSet(viewsets.GenericViewSet):
+class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[^/]+"
     permission_classes = [IsStaffOrReadOnly]
+    # JSON only: a form body cannot carry topology_keys (DRF read it as [] and PUT wiped the keys).
+    parser_classes = [JSONParser]
     serializer_class = PoolOutputSerializer
 
     def get_queryset(self):
@@ -163,7 +169,12 @@ class PoolViewSet(viewsets.GenericViewSet):
         ],
         responses={200: ImportReportOutputSerializer, 201: ImportReportOutputSerializer, **ERROR_RESPONSES},
     )
-    @action(detail=False, methods=["post"], url_path="import")
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="import",
+        parser_classes=[JSONParser, YAMLTextParser, XYAMLTextParser, TextYAMLParser],
+    )
     def import_inventory(self, request: Request) -> Response:
         data = request.data
         if isinstance(data, dict) and set(data) == {"spec"} and isinstance(data["spec"], str):
@@ -226,10 +237,11 @@ NODE_PARAMETERS = [OpenApiParameter("pool_name", OpenApiTypes.STR, OpenApiParame
         },
     ),
 )
-class NodeViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[^/]+"
     permission_classes = [IsStaffOrReadOnly]
+    parser_classes = [JSONParser]  # the node document is nested: no form bodies
     serializer_class = NodeOutputSerializer
     filterset_class = NodeFilter
 

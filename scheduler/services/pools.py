@@ -77,6 +77,9 @@ NODE_VALUE_FIELDS: tuple[str, ...] = (
 POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "k8s_namespace", "k8s_node_selector")
 RESERVED_POOL_NAMES = frozenset({"import"})  # /api/pools/import/ is the import endpoint
 MAX_GPU = 2**31 - 1
+# Real hierarchies have a handful of levels. Each key is a GROUP BY column of the capacity summary:
+# PostgreSQL refuses a query of more than 1664 columns (a 500 on every read of the pool).
+MAX_TOPOLOGY_KEYS = 32
 MAX_NODES_PER_FILE = 200_000
 BATCH_SIZE = 2000
 
@@ -219,6 +222,26 @@ class _Errors:
             raise ValidationFailedError(self.items, message=message)
 
 
+# YAML (0x..., 0o...) can give integers of any size; Python refuses to format more than 4300 digits,
+# so an error message quoting one would fail. Anything this wide is far beyond every limit here.
+MAX_INT_BITS = 256
+
+
+def _huge_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS
+
+
+def _storable_text(text: str) -> bool:
+    """PostgreSQL text refuses NUL characters, and unpaired surrogates cannot be encoded as UTF-8."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_mapping(value: Any, path: str, errors: _Errors, *, allowed: Iterable[str] | None = None) -> bool:
     if not isinstance(value, Mapping):
         errors.add(path, f"must be a mapping, got {type(value).__name__}")
@@ -262,6 +285,9 @@ def topology_keys_validate(keys: Any, *, path: str = "topology_keys") -> tuple[l
     if not isinstance(keys, list):
         errors.add(path, "must be a list of {key, label} items, coarsest first")
         return result, errors.items
+    if len(keys) > MAX_TOPOLOGY_KEYS:
+        errors.add(path, f"at most {MAX_TOPOLOGY_KEYS} topology keys, got {len(keys)}")
+        return result, errors.items
     seen_keys: dict[str, int] = {}
     seen_labels: dict[str, int] = {}
     for index, item in enumerate(keys):
@@ -296,6 +322,9 @@ def _parse_resources(value: Any, path: str, errors: _Errors) -> dict[str, int] |
     for name, kind, _capacity, _used in INVENTORY_RESOURCES:
         if name not in value:
             continue
+        if _huge_int(value[name]):
+            errors.add(_join(path, name), f"{name} is far too large")
+            continue
         try:
             amount = parse_quantity(value[name], kind=kind)  # type: ignore[arg-type]
         except QuantityError as exc:
@@ -322,9 +351,10 @@ def _parse_labels(value: Any, path: str, errors: _Errors) -> dict[str, str] | No
             ok = False
             continue
         if not isinstance(label_value, str):
+            shown = "" if _huge_int(label_value) else f" {label_value!r}"
             errors.add(
                 key_path,
-                f"label values must be strings, got {type(label_value).__name__} {label_value!r}; quote it in YAML",
+                f"label values must be strings, got {type(label_value).__name__}{shown}; quote it in YAML",
             )
             ok = False
             continue
@@ -393,6 +423,8 @@ def _parse_pool_fields(value: Any, errors: _Errors) -> tuple[str | None, dict[st
                 text = ""
             if not isinstance(text, str):
                 errors.add(f"pool.{text_field}", "must be a string")
+            elif not _storable_text(text):
+                errors.add(f"pool.{text_field}", "must not contain NUL characters or unpaired surrogates")
             elif len(text) > max_length:
                 errors.add(f"pool.{text_field}", f"is longer than {max_length} characters")
             else:

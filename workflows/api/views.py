@@ -3,13 +3,15 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from osmo.api.views import NulSafeLookupMixin
 from workflows import selectors, services
 from workflows.api.filters import WorkflowFilterSet
 from workflows.api.serializers import (
@@ -35,7 +37,29 @@ QUERY_PARAMS = [
 ]
 
 
-class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+IDEMPOTENCY_KEY_MAX_LENGTH = Workflow._meta.get_field("idempotency_key").max_length
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The ``Idempotency-Key`` header, checked against what the column can hold (else a 500 on PostgreSQL)."""
+    key = request.headers.get("Idempotency-Key")
+    if not key:
+        return None
+    if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
+        message = f"at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters"
+    elif any(ord(char) < 0x20 or ord(char) == 0x7F for char in key):
+        message = "must not contain control characters"
+    else:
+        return key
+    raise ValidationError({"Idempotency-Key": [message]})
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: WorkflowSummaryOutputSerializer(many=True), **ERRORS}),
+    retrieve=extend_schema(responses={200: WorkflowOutputSerializer, 401: ERRORS[401],
+                                      404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow.")}),
+)
+class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Submit, list, inspect and cancel workflows. Users see their own; staff see all."""
 
     lookup_field = "workflow_id"
@@ -75,6 +99,7 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         serializer = WorkflowSubmitInputSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
+        idempotency_key = _idempotency_key(request)
         if values["dry_run"]:
             return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"]), status=status.HTTP_200_OK)
         workflow, created = services.workflow_submit(
@@ -82,15 +107,15 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             pool_name=values["pool"],
             spec=values["spec"],
             priority=values["priority"],
-            idempotency_key=request.headers.get("Idempotency-Key"),
+            idempotency_key=idempotency_key,
         )
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(
             WorkflowOutputSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
 
-    @extend_schema(request=None, responses={200: WorkflowOutputSerializer, 404: ErrorOutputSerializer,
-                                            409: ErrorOutputSerializer})
+    @extend_schema(request=None, responses={200: WorkflowOutputSerializer, 401: ERRORS[401],
+                                            404: ErrorOutputSerializer, 409: ErrorOutputSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workflow = self.get_object()
