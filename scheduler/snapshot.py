@@ -51,6 +51,27 @@ def snapshot_load_with_ids(
     return snapshot, node_ids
 
 
+def snapshot_empty(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterSnapshot:
+    """The pool as if nothing of ours ran on it: capacity minus external usage (one query). A gang
+    that does not fit this never will on the current inventory."""
+    labels = [label for _key, label in key_labels]
+    rows = pool.nodes.order_by("name").values_list(
+        "name", "labels", "schedulable", "gpu", "cpu_millis", "memory_bytes", "storage_bytes",
+        "used_gpu", "used_cpu_millis", "used_memory_bytes", "used_storage_bytes",
+    )
+    nodes = tuple(
+        NodeState(
+            name=name,
+            labels=tuple(_label_value(node_labels, label) for label in labels),
+            free=Resources(gpu=max(gpu - ugpu, 0), cpu=max(cpu - ucpu, 0), memory=max(memory - umem, 0),
+                           storage=max(storage - ustorage, 0)),
+            schedulable=schedulable,
+        )
+        for name, node_labels, schedulable, gpu, cpu, memory, storage, ugpu, ucpu, umem, ustorage in rows
+    )
+    return ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=nodes)
+
+
 def _label_value(labels: dict | None, label: str) -> str | None:
     value = (labels or {}).get(label)
     return None if value in (None, "") else str(value)

@@ -29,14 +29,16 @@ def worker_heartbeat(token: str) -> None:
 def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
     from scheduler.services.placement import placement_cycle_run
 
-    # Clear the "cycle pending" mark before reading the queue: a request arriving from now on
-    # enqueues a fresh cycle, one that arrived before is covered by this one.
-    _pending_mark(pool_id, clear=True)
-    result = placement_cycle_run(pool_id=pool_id)
-    if not result.locked and attempt < 10:
+    # Clear the "cycle pending" mark once this cycle holds the pool and before it reads the queue:
+    # a request arriving from then on enqueues a fresh cycle, one that arrived before is covered.
+    result = placement_cycle_run(pool_id=pool_id, on_locked=lambda: _pending_mark(pool_id, clear=True))
+    if result.budget_exhausted:
+        placement_cycle_task.delay(pool_id=pool_id)
+    elif not result.locked and attempt < 5:
         # Another cycle holds the pool: it may have read the queue before our trigger's data was
         # committed, so look again shortly (the periodic tick is the last safety net).
-        placement_cycle_task.apply_async(kwargs={"pool_id": pool_id, "attempt": attempt + 1}, countdown=0.2)
+        placement_cycle_task.apply_async(kwargs={"pool_id": pool_id, "attempt": attempt + 1},
+                                         countdown=0.2 * 2**attempt)
 
 
 def placement_cycle_request(pool_id: int) -> None:
@@ -83,6 +85,7 @@ def _redis_client(url: str):
 
 
 @shared_task(name="scheduler.group_dispatch", queue=Queue.DISPATCH, ignore_result=True, acks_late=True,
+             reject_on_worker_lost=True,
              autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, retry_backoff_max=120,
              max_retries=8, soft_time_limit=110, time_limit=120)
 def group_dispatch_task(*, group_id: int) -> None:
@@ -93,6 +96,7 @@ def group_dispatch_task(*, group_id: int) -> None:
 
 
 @shared_task(name="scheduler.pod_delete", queue=Queue.DISPATCH, ignore_result=True, acks_late=True,
+             reject_on_worker_lost=True,
              autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, max_retries=8,
              soft_time_limit=50, time_limit=60)
 def pod_delete_task(*, task_id: int) -> None:

@@ -91,6 +91,10 @@ class TaskGroup(RunState):
     unschedulable_reason = models.JSONField(null=True, blank=True)
     placement_report = models.JSONField(null=True, blank=True)
     scheduling_since = models.DateTimeField(null=True, blank=True)
+    placed_at = models.DateTimeField(null=True, blank=True)
+    dispatch_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When pod creation was last requested (placement or re-dispatch)."
+    )
 
     class Meta:
         ordering = ["workflow", "position"]
@@ -124,6 +128,7 @@ class Task(RunState):
     pod_name = models.CharField(max_length=253, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    pod_deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["workflow", "position"]

@@ -8,6 +8,7 @@ status is derived from its groups as OSMO does (:func:`workflow_status_from_grou
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,17 @@ from workflows.errors import (
     WorkflowSpecInvalidError,
 )
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.spec import PoolContext, SpecInvalidError, WorkflowSpec, parse_workflow, tree_to_json
+from workflows.spec import (
+    PoolContext,
+    SpecError,
+    SpecInvalidError,
+    SpecLimits,
+    WorkflowSpec,
+    parse_workflow,
+    tree_to_json,
+)
+from workflows.spec.errors import join_path
+from workflows.spec.loader import load_document
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +72,79 @@ def workflow_validate(*, pool_name: str, spec: str | dict[str, Any]) -> Validate
     if pool is None:
         raise PoolNotFoundError(pool_name, list(Pool.objects.values_list("name", flat=True)))
     try:
-        parsed = parse_workflow(spec, pool=pool_context(pool))
+        document = load_document(spec, SpecLimits())
+        problems = _unstorable_values(document)
+        if problems:
+            raise SpecInvalidError(problems)
+        parsed = parse_workflow(document, pool=pool_context(pool))
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
     spec_text = spec if isinstance(spec, str) else _dump_yaml(spec)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text)
+
+
+# Integers wider than this are rejected before parsing: they are far beyond any quantity or duration,
+# and Python refuses to format integers of more than 4300 digits (the error messages would fail).
+MAX_INT_BITS = 256
+IMAGE_MAX_LENGTH = Task._meta.get_field("image").max_length
+
+
+def _unstorable_values(document: dict[str, Any]) -> list[SpecError]:
+    """Problems the spec schema does not catch but the database would refuse (a 500, not a 400):
+    NUL characters and lone surrogates in any text (PostgreSQL text and jsonb reject them), integers
+    too large to format, and task images longer than the ``Task.image`` column."""
+    errors: list[SpecError] = []
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                item_path = join_path(path, key)
+                if isinstance(key, str) and _bad_text(key):
+                    errors.append(SpecError(item_path, _BAD_NAME_MESSAGE))
+                    continue
+                stack.append((item, item_path))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, join_path(path, index)) for index, item in enumerate(value))
+        elif isinstance(value, str) and _bad_text(value):
+            errors.append(SpecError(path, _BAD_TEXT_MESSAGE))
+        elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+            errors.append(SpecError(path, "the number is too large"))
+    workflow = document.get("workflow")
+    if isinstance(workflow, Mapping):
+        task_lists: list[tuple[Any, str]] = [(workflow.get("tasks"), "workflow.tasks")]
+        groups = workflow.get("groups")
+        if isinstance(groups, list | tuple):
+            task_lists += [
+                (group.get("tasks"), join_path(join_path("workflow.groups", index), "tasks"))
+                for index, group in enumerate(groups)
+                if isinstance(group, Mapping)
+            ]
+        for tasks, tasks_path in task_lists:
+            for index, task in enumerate(tasks if isinstance(tasks, list | tuple) else ()):
+                image = task.get("image") if isinstance(task, Mapping) else None
+                if isinstance(image, str) and len(image) > IMAGE_MAX_LENGTH:
+                    errors.append(
+                        SpecError(
+                            join_path(join_path(tasks_path, index), "image"),
+                            f"the image name is longer than {IMAGE_MAX_LENGTH} characters",
+                        )
+                    )
+    return sorted(errors, key=lambda error: error.path)
+
+
+_BAD_TEXT_MESSAGE = "text must not contain NUL characters or unpaired surrogates"
+_BAD_NAME_MESSAGE = "field names must not contain NUL characters or unpaired surrogates"
+
+
+def _bad_text(text: str) -> bool:
+    if "\x00" in text:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _dump_yaml(data: dict[str, Any]) -> str:
@@ -110,7 +189,8 @@ def workflow_submit(
                     return existing, False
             if attempt == 4:
                 raise
-    transaction.on_commit(lambda: _placement_request(workflow.pool_id))
+    # robust: the workflow is stored; a broker hiccup must not answer 500 to an accepted submission.
+    transaction.on_commit(lambda: _placement_request(workflow.pool_id), robust=True)
     logger.info("workflow.submitted", extra={"workflow": workflow.workflow_id, "pool": submission.pool.name})
     return workflow, True
 
@@ -273,14 +353,15 @@ def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> boo
 def workflow_status_from_groups(statuses: list[str]) -> str:
     """OSMO's aggregation: COMPLETED when every group completed; the first real failure (not a
     consequence such as FAILED_UPSTREAM) once every group is terminal; RUNNING once any group got
-    capacity or finished; PENDING before that."""
+    capacity or completed; PENDING before that (a group that failed without running does not make
+    the workflow RUNNING)."""
     if statuses and all(s == TaskStatus.COMPLETED for s in statuses):
         return WorkflowStatus.COMPLETED
     if statuses and all(s in TASK_TERMINAL_STATUSES for s in statuses):
         failures = [s for s in statuses if s in TASK_FAILED_STATUSES]
         primary = [s for s in failures if s != TaskStatus.FAILED_UPSTREAM] or failures
         return WorkflowStatus(primary[0])
-    started = {TaskStatus.INITIALIZING, TaskStatus.RUNNING} | TASK_TERMINAL_STATUSES
+    started = {TaskStatus.INITIALIZING, TaskStatus.RUNNING, TaskStatus.COMPLETED}
     if any(s in started for s in statuses):
         return WorkflowStatus.RUNNING
     return WorkflowStatus.PENDING
@@ -316,8 +397,7 @@ def group_fail(group: TaskGroup, status: str, *, message: str) -> None:
     from scheduler.services.reservations import reservations_release
 
     tasks = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"))
-    for task in tasks:
-        task_status_set(task, status, message=message)
+    tasks_status_set([TaskChange(task, status, message) for task in tasks])
     reservations_release(task_ids=[t.pk for t in tasks])
     group_status_set(group, status, message=message)
     downstream_fail(group)
@@ -333,8 +413,8 @@ def downstream_fail(group: TaskGroup) -> None:
         for name, candidate in list(waiting.items()):
             if failed.intersection(candidate.upstream):
                 message = f"upstream group {sorted(failed.intersection(candidate.upstream))[0]} failed"
-                for task in candidate.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"):
-                    task_status_set(task, TaskStatus.FAILED_UPSTREAM, message=message)
+                waiting_tasks = candidate.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk")
+                tasks_status_set([TaskChange(task, TaskStatus.FAILED_UPSTREAM, message) for task in waiting_tasks])
                 group_status_set(candidate, TaskStatus.FAILED_UPSTREAM, message=message)
                 failed.add(name)
                 del waiting[name]
@@ -349,15 +429,21 @@ def workflow_cancel(*, workflow_id: str, user: AbstractBaseUser) -> Workflow:
     if not workflow.can_cancel():
         raise WorkflowNotCancellableError(workflow.workflow_id, workflow.status)
     message = f"canceled by {user.get_username()}"
-    dispatched = list(
-        workflow.tasks.filter(status__in=[TaskStatus.INITIALIZING, TaskStatus.RUNNING]).values_list("pk", flat=True)
-    )
     for group in workflow.groups.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("position"):
-        group_fail(group, TaskStatus.FAILED_CANCELED, message=message)
+        group.refresh_from_db(fields=["status"])  # failing an earlier group may have failed this one upstream
+        if group.status not in TASK_TERMINAL_STATUSES:
+            group_fail(group, TaskStatus.FAILED_CANCELED, message=message)
     workflow_status_refresh(workflow, message=message)
+    # Listed after the tasks were failed, under the workflow lock: every pod created so far. A pod
+    # created later by a racing dispatch is deleted by the dispatch itself (it records pods of
+    # active tasks only), and the tick re-sends deletes that were not confirmed.
+    created = list(
+        workflow.tasks.filter(dispatched_at__isnull=False, pod_deleted_at__isnull=True).values_list("pk", flat=True)
+    )
     pool_id = workflow.pool_id
-    transaction.on_commit(lambda: _pods_delete(dispatched))
-    transaction.on_commit(lambda: _placement_request(pool_id))
+    # robust: the cancel is committed; a broker hiccup must not turn it into a 500 (the tick retries).
+    transaction.on_commit(lambda: _pods_delete(created), robust=True)
+    transaction.on_commit(lambda: _placement_request(pool_id), robust=True)
     return workflow
 
 

@@ -83,7 +83,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-DATABASES["default"]["ATOMIC_REQUESTS"] = True
+# One transaction per request on PostgreSQL. Not on SQLite: there every transaction is IMMEDIATE
+# (takes the write lock), so wrapping GETs would make every page view queue behind a placement
+# cycle; every write already runs in its service's own transaction.
+DATABASES["default"]["ATOMIC_REQUESTS"] = DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ------------------------------------------------------------------------------------------------
@@ -189,8 +192,12 @@ else:
 OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2.0)
 # A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
 OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
-# A placed gang whose pods were not created after this long is dispatched again.
+# A placed gang whose pods were not created after this long is dispatched again...
 OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
+# ...and fails with FAILED_BACKEND_ERROR (capacity released) if its pods still do not exist after this.
+OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", default=600)
+# A placement cycle stops trying further groups after this long, commits, and requests another cycle.
+OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {

@@ -14,15 +14,16 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.dispatch import DispatchPermanentError, PodRequest, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
-from scheduler.services.placement import pool_lock_try
+from scheduler.services.placement import pool_lock_try, workflows_lock
 from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
-from workflows.models import Task, TaskGroup
+from workflows.models import Task, TaskGroup, Workflow
 from workflows.services import (
     TaskChange,
     group_fail,
@@ -67,7 +68,12 @@ def pod_request(task: Task, pool: Pool) -> PodRequest:
 
 def group_dispatch(*, group_id: int) -> None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
-    skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry."""
+    skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
+
+    A pod is recorded as dispatched only while its task is still active; if the task ended (the gang
+    was cancelled or failed while the pod was being created), the pod just made is deleted again, so
+    a cancel racing a dispatch never leaves a pod running on capacity that was released.
+    """
     group = TaskGroup.objects.select_related("workflow__pool").filter(pk=group_id).first()
     if group is None or group.status not in ACTIVE:
         return
@@ -84,17 +90,30 @@ def group_dispatch(*, group_id: int) -> None:
         except DispatchPermanentError as exc:
             _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
             return
-        Task.objects.filter(pk=task.pk, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+        recorded = Task.objects.filter(pk=task.pk, status__in=ACTIVE, dispatched_at__isnull=True).update(
+            dispatched_at=timezone.now()
+        )
+        if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
+            # The gang ended while this pod was being created: take it back and stop here.
+            backend.delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
+            Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
+            return
 
 
 @transaction.atomic
 def _group_backend_failure(group_id: int, message: str) -> None:
-    group = TaskGroup.objects.select_related("workflow").get(pk=group_id)
-    dispatched = list(group.tasks.filter(dispatched_at__isnull=False).values_list("pk", flat=True))
+    group = TaskGroup.objects.get(pk=group_id)
+    workflow = workflows_lock([group.workflow_id])[group.workflow_id]
+    group.refresh_from_db()
+    group.workflow = workflow
     group_fail(group, TaskStatus.FAILED_BACKEND_ERROR, message=message)
-    workflow_status_refresh(group.workflow)
-    pool_id = group.workflow.pool_id
-    transaction.on_commit(lambda: _after_release(pool_id, dispatched))
+    workflow_status_refresh(workflow)
+    # After failing the tasks: every pod created by now is on this list (dispatch records pods of
+    # active tasks only, and deletes its own late pods).
+    created = list(group.tasks.filter(dispatched_at__isnull=False, pod_deleted_at__isnull=True)
+                   .values_list("pk", flat=True))
+    pool_id = workflow.pool_id
+    transaction.on_commit(lambda: _after_release(pool_id, created), robust=True)
 
 
 def _after_release(pool_id: int, pods_to_delete: list[int]) -> None:
@@ -106,11 +125,13 @@ def _after_release(pool_id: int, pods_to_delete: list[int]) -> None:
 
 
 def pod_delete(*, task_id: int) -> None:
-    task = Task.objects.select_related("workflow__pool", "group", "node").filter(pk=task_id).first()
-    if task is None or not task.pod_name:
+    """Delete a task's pod (NotFound is success) and record it, so the tick stops asking."""
+    task = Task.objects.select_related("workflow__pool").filter(pk=task_id).first()
+    if task is None or not task.pod_name or task.pod_deleted_at is not None:
         return
     pool = task.workflow.pool
     backend_for(pool.backend).delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
+    Task.objects.filter(pk=task_id).update(pod_deleted_at=timezone.now())
 
 
 def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
@@ -135,7 +156,12 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     with transaction.atomic():
         if not pool_lock_try(pool_id, _SYNC_LOCK_NAMESPACE):
             return counts
-        tasks = list(active.filter(pk__in=[t.pk for t in snapshot]).select_related("workflow", "group").order_by("pk"))
+        # The shared lock order (see placement_cycle_run): workflows by pk, then re-read, so a cancel
+        # that committed meanwhile is seen and never overwritten.
+        workflows = workflows_lock(t.workflow_id for t in snapshot)
+        tasks = list(active.filter(pk__in=[t.pk for t in snapshot]).select_related("group").order_by("pk"))
+        for task in tasks:
+            task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
         for task in tasks:
             state = states.get(task.pod_name)
@@ -164,14 +190,14 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                 counts["failed"] += 1
             if task.status in TASK_TERMINAL_STATUSES:
                 released.append(task.pk)
-        released += _exec_timeouts_apply(pool, now, touched, pods_to_delete)
+        released += _exec_timeouts_apply(pool, now, touched, pods_to_delete, workflows)
         for group in touched.values():
             released += _group_settle(group, pods_to_delete)
         reservations_release(task_ids=released)
-        for workflow in {g.workflow_id: g.workflow for g in touched.values()}.values():
-            workflow_status_refresh(workflow)
+        for workflow_id in sorted({g.workflow_id for g in touched.values()}):
+            workflow_status_refresh(workflows[workflow_id])
         if released:
-            transaction.on_commit(lambda: _after_release(pool_id, pods_to_delete))
+            transaction.on_commit(lambda: _after_release(pool_id, pods_to_delete), robust=True)
     return counts
 
 
@@ -214,16 +240,19 @@ def _downstream_promote(group: TaskGroup) -> None:
 
 
 def _exec_timeouts_apply(
-    pool: Pool, now: datetime, touched: dict[int, TaskGroup], pods_to_delete: list[int]
+    pool: Pool, now: datetime, touched: dict[int, TaskGroup], pods_to_delete: list[int],
+    workflows: dict[int, Workflow],
 ) -> list[int]:
     released: list[int] = []
     running = TaskGroup.objects.filter(
-        workflow__pool=pool, status=TaskStatus.RUNNING, workflow__exec_timeout_s__isnull=False
-    ).select_related("workflow")
+        workflow__pool=pool, status=TaskStatus.RUNNING, workflow__in=list(workflows),
+        workflow__exec_timeout_s__isnull=False,
+    ).order_by("pk")
     for group in running:
-        if group.started_at and now - group.started_at > timedelta(seconds=group.workflow.exec_timeout_s):
+        group.workflow = workflows[group.workflow_id]
+        limit = group.workflow.exec_timeout_s
+        if group.started_at and now - group.started_at > timedelta(seconds=limit):
             ids = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).values_list("pk", flat=True))
-            limit = group.workflow.exec_timeout_s
             group_fail(group, TaskStatus.FAILED, message=f"ran longer than exec_timeout ({limit}s)")
             touched[group.pk] = group
             released += ids
@@ -231,32 +260,63 @@ def _exec_timeouts_apply(
     return released
 
 
-def tick() -> dict[str, list[int]]:
-    """The periodic safety net: for every pool with work, request a placement cycle and a pod sync,
-    and re-dispatch placed gangs whose pods were never created (a lost message or a killed worker)."""
-    from scheduler.tasks import group_dispatch_task, placement_cycle_task, pods_sync_task
+POD_DELETE_SWEEP_LIMIT = 100
 
+
+def tick() -> dict[str, list[int]]:
+    """The periodic safety net, so that no lost message can strand work:
+    - a placement cycle for every pool with queued groups, a pod sync for every pool with active tasks;
+    - placed gangs whose pods were not all created: dispatched again once the last request is older
+      than ``OSMO_REDISPATCH_AFTER_SECONDS``, failed with FAILED_BACKEND_ERROR (capacity released)
+      when placed longer than ``OSMO_DISPATCH_DEADLINE_SECONDS`` ago;
+    - pods of failed or cancelled tasks that were never confirmed deleted: deleted again.
+    """
+    from scheduler.tasks import group_dispatch_task, placement_cycle_task, pod_delete_task, pods_sync_task
+
+    now = timezone.now()
     pending_pools = set(
         TaskGroup.objects.filter(status__in=[TaskStatus.SCHEDULING, TaskStatus.WAITING])
         .values_list("workflow__pool_id", flat=True)
         .distinct()
     )
     active_pools = set(Task.objects.filter(status__in=ACTIVE).values_list("workflow__pool_id", flat=True).distinct())
-    grace = timezone.now() - timedelta(seconds=settings.OSMO_REDISPATCH_AFTER_SECONDS)
+    grace = now - timedelta(seconds=settings.OSMO_REDISPATCH_AFTER_SECONDS)
+    deadline = now - timedelta(seconds=settings.OSMO_DISPATCH_DEADLINE_SECONDS)
     stranded = list(
         TaskGroup.objects.filter(
             status=TaskStatus.INITIALIZING,
-            updated_at__lt=grace,
             tasks__dispatched_at__isnull=True,
             tasks__status=TaskStatus.INITIALIZING,
         )
-        .values_list("pk", flat=True)
+        .filter(Q(dispatch_requested_at__isnull=True) | Q(dispatch_requested_at__lt=grace))
+        .values_list("pk", "placed_at")
         .distinct()
+    )
+    expired = sorted(pk for pk, placed_at in stranded if placed_at is not None and placed_at < deadline)
+    redispatch = sorted(pk for pk, _placed_at in stranded if pk not in expired)
+    TaskGroup.objects.filter(pk__in=redispatch).update(dispatch_requested_at=now)
+    for group_id in expired:
+        _group_backend_failure(
+            group_id, f"pods could not be created within {settings.OSMO_DISPATCH_DEADLINE_SECONDS}s of placement"
+        )
+    undeleted = list(
+        Task.objects.filter(
+            status__in=TASK_TERMINAL_STATUSES - {TaskStatus.COMPLETED},
+            dispatched_at__isnull=False,
+            pod_deleted_at__isnull=True,
+            finished_at__lt=grace,
+            finished_at__gt=now - timedelta(hours=1),
+        )
+        .order_by("finished_at")
+        .values_list("pk", flat=True)[:POD_DELETE_SWEEP_LIMIT]
     )
     for pool_id in sorted(pending_pools):
         placement_cycle_task.delay(pool_id=pool_id)
     for pool_id in sorted(active_pools):
         pods_sync_task.delay(pool_id=pool_id)
-    for group_id in stranded:
+    for group_id in redispatch:
         group_dispatch_task.delay(group_id=group_id)
-    return {"placement": sorted(pending_pools), "sync": sorted(active_pools), "redispatch": stranded}
+    for task_id in undeleted:
+        pod_delete_task.delay(task_id=task_id)
+    return {"placement": sorted(pending_pools), "sync": sorted(active_pools), "redispatch": redispatch,
+            "dispatch_expired": expired, "pod_delete": undeleted}

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, IntegerField, Value, When
@@ -29,7 +31,7 @@ from django.utils import timezone
 from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, NodeState, Placement, Policy, Resources, solve
 from scheduler.results import report_to_json, result_to_json
-from scheduler.snapshot import group_request_from_db, pool_key_labels, snapshot_load_with_ids
+from scheduler.snapshot import group_request_from_db, pool_key_labels, snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.services import group_fail, group_status_set, task_status_set, workflow_status_refresh
@@ -43,9 +45,11 @@ _LOCK_NAMESPACE = zlib.crc32(b"osmo.placement") & 0x7FFFFFFF
 class CycleResult:
     pool: str = ""
     locked: bool = True
+    budget_exhausted: bool = False
     placed: list[int] = field(default_factory=list)
     unschedulable: list[int] = field(default_factory=list)
     timed_out: list[int] = field(default_factory=list)
+    refresh: set[int] = field(default_factory=set)  # workflows whose status must be recomputed
 
 
 def pool_lock_try(pool_id: int, namespace: int = _LOCK_NAMESPACE) -> bool:
@@ -73,34 +77,50 @@ def _priority_rank():
     )
 
 
-def placement_cycle_run(*, pool_id: int, now: datetime | None = None, policy: Policy | None = None) -> CycleResult:
-    """Run one placement cycle for the pool. Returns what it did (``locked=False``: another cycle ran)."""
+def placement_cycle_run(
+    *, pool_id: int, now: datetime | None = None, policy: Policy | None = None, on_locked=None
+) -> CycleResult:
+    """Run one placement cycle for the pool. Returns what it did (``locked=False``: another cycle ran).
+
+    Lock order, shared with every other writer of a workflow's groups and tasks (cancel, pod sync,
+    backend failures): the pool's advisory lock, then the pool row (so its keys cannot change under
+    the cycle), then the affected Workflow rows in primary-key order; groups are re-read after that,
+    so nothing decided here rests on a row another writer changed meanwhile.
+    """
     result = CycleResult()
-    dispatch_groups: list[int] = []
     with transaction.atomic():
         if not pool_lock_try(pool_id):
             result.locked = False
             return result
-        pool = Pool.objects.filter(pk=pool_id).first()
+        if on_locked is not None:
+            on_locked()
+        pool = Pool.objects.select_for_update(no_key=True).filter(pk=pool_id).first()
         if pool is None:
             return result
         result.pool = pool.name
         now = now or timezone.now()
-        result.timed_out = _queue_timeouts_apply(pool, now)
+        queued = TaskGroup.objects.filter(
+            workflow__pool=pool, status__in=[TaskStatus.SCHEDULING, TaskStatus.WAITING]
+        )
+        workflows = workflows_lock(queued.values_list("workflow_id", flat=True))
+        result.timed_out = _queue_timeouts_apply(pool, now, workflows)
         _waiting_groups_promote(pool)
         groups = list(
-            TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING)
-            .select_related("workflow")
+            TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__in=list(workflows))
             .annotate(rank=_priority_rank())
             .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
         )
+        for group in groups:
+            group.workflow = workflows[group.workflow_id]  # the locked instance, refreshed once below
         if groups:
-            dispatch_groups = _place_groups(pool, groups, now, policy or Policy(), result)
-    if dispatch_groups:
+            _place_groups(pool, groups, now, policy or Policy(), result)
+        for workflow_id in sorted({g.workflow_id for g in groups if g.pk in result.placed} | result.refresh):
+            workflow_status_refresh(workflows[workflow_id])
+    if result.placed:
         from scheduler.tasks import group_dispatch_task
 
-        for group_id in dispatch_groups:
-            transaction.on_commit(lambda gid=group_id: group_dispatch_task.delay(group_id=gid))
+        for group_id in result.placed:
+            transaction.on_commit(lambda gid=group_id: group_dispatch_task.delay(group_id=gid), robust=True)
     if result.placed or result.unschedulable or result.timed_out:
         logger.info(
             "placement.cycle",
@@ -109,7 +129,16 @@ def placement_cycle_run(*, pool_id: int, now: datetime | None = None, policy: Po
     return result
 
 
-def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Policy, result: CycleResult) -> list[int]:
+def workflows_lock(workflow_ids) -> dict[int, Workflow]:
+    """Lock these workflows' rows in primary-key order (the one order every writer uses, so two
+    writers never deadlock) and return them by id."""
+    ids = sorted(set(workflow_ids))
+    if not ids:
+        return {}
+    return {w.pk: w for w in Workflow.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+
+
+def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Policy, result: CycleResult) -> None:
     key_labels = pool_key_labels(pool)
     snapshot, node_ids = snapshot_load_with_ids(pool, key_labels=key_labels)
     state: dict[str, NodeState] = {node.name: node for node in snapshot.nodes}
@@ -119,10 +148,16 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
 
     starving_rank: int | None = None
     starvation = timedelta(seconds=settings.OSMO_STARVATION_SECONDS)
-    placed: list[int] = []
+    deadline = time.monotonic() + settings.OSMO_CYCLE_BUDGET_SECONDS
+    empty_pool: ClusterSnapshot | None = None
     current = snapshot
     dirty = False
     for group in groups:
+        if time.monotonic() > deadline:
+            # Commit what was decided and let a fresh cycle carry on, rather than run into the
+            # task's time limit and roll everything back (issue #6: big queues must not livelock).
+            result.budget_exhausted = True
+            break
         if dirty:
             current = ClusterSnapshot(pool=snapshot.pool, keys=snapshot.keys, nodes=tuple(state.values()))
             dirty = False
@@ -144,16 +179,19 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
             result.unschedulable.append(group.pk)
             continue
         tasks = tasks_by_group.get(group.pk, [])
+        request = group_request_from_db(group, tasks)
         try:
-            outcome = solve(current, group_request_from_db(group, tasks), policy)
+            outcome = solve(current, request, policy)
+        except SoftTimeLimitExceeded:
+            raise
         except Exception:  # a solver bug on one gang must not block the pool's whole queue
             logger.exception("placement.solver_error", extra={"pool": pool.name, "group": group.pk})
             group_fail(group, TaskStatus.FAILED_SERVER_ERROR,
                        message="internal error while placing this group; the operators' logs have the details")
-            workflow_status_refresh(workflow)
+            result.refresh.add(workflow.pk)
             continue
         if isinstance(outcome, Placement):
-            if _placement_persist(group, tasks, outcome, node_ids, pool, now):
+            if _placement_persist(group, tasks, outcome, node_ids, pool):
                 assignments = outcome.tasks
                 for task in tasks:
                     node = state[assignments[task.name]]
@@ -169,16 +207,22 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
                         ),
                     )
                 dirty = True
-                placed.append(group.pk)
                 result.placed.append(group.pk)
-                workflow_status_refresh(workflow)
             continue
-        _reason_record(group, result_to_json(outcome))
-        result.unschedulable.append(group.pk)
+        reason = result_to_json(outcome)
         waited = now - (group.scheduling_since or now)
         if starving_rank is None and waited > starvation:
-            starving_rank = group.rank
-    return placed
+            # Only a gang that fits the pool once running work has finished may hold the line; one
+            # that cannot fit even the empty pool would block everything behind it forever.
+            if empty_pool is None:
+                empty_pool = snapshot_empty(pool, key_labels=key_labels)
+            if isinstance(solve(empty_pool, request, policy), Placement):
+                starving_rank = group.rank
+            else:
+                reason = {**reason, "fits_empty_pool": False,
+                          "message": f"{reason.get('message', '')} (it does not fit even when the pool is idle)"}
+        _reason_record(group, reason)
+        result.unschedulable.append(group.pk)
 
 
 def _keys_changed_reason(
@@ -239,14 +283,17 @@ def _reason_record(group: TaskGroup, reason: dict) -> None:
 
 
 def _placement_persist(
-    group: TaskGroup, tasks: list[Task], placement: Placement, node_ids: dict[str, int], pool: Pool, now: datetime
+    group: TaskGroup, tasks: list[Task], placement: Placement, node_ids: dict[str, int], pool: Pool
 ) -> bool:
     """Reserve capacity and move the gang to INITIALIZING. False when the group changed under us
     (e.g. cancelled since it was read): then nothing is written."""
+    now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
     updated = TaskGroup.objects.filter(pk=group.pk, status=TaskStatus.SCHEDULING).update(
         status=TaskStatus.INITIALIZING,
         unschedulable_reason=None,
         placement_report=report_to_json(placement),
+        placed_at=now,
+        dispatch_requested_at=now,
         updated_at=now,
     )
     if not updated:
@@ -297,13 +344,15 @@ def _placement_persist(
     return True
 
 
-def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
+def _queue_timeouts_apply(pool: Pool, now: datetime, workflows: dict[int, Workflow]) -> list[int]:
     """Groups queued longer than their workflow's queue_timeout fail with FAILED_QUEUE_TIMEOUT."""
     expired = []
     candidates = TaskGroup.objects.filter(
-        workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False
-    ).select_related("workflow")
+        workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False,
+        workflow__in=list(workflows),
+    ).order_by("pk")
     for group in candidates:
+        group.workflow = workflows[group.workflow_id]
         limit = timedelta(seconds=group.workflow.queue_timeout_s)
         if group.scheduling_since and now - group.scheduling_since > limit:
             reason = (group.unschedulable_reason or {}).get("message", "")

@@ -54,3 +54,16 @@ def assert_never_overcommitted(pool) -> None:
         for _at, _kind, amounts in sorted(node_events, key=lambda e: (e[0], e[1])):
             held = [h + a for h, a in zip(held, amounts, strict=True)]
             assert all(h <= cap for h, cap in zip(held, room, strict=True)), f"{node.name} over-committed: {held}"
+
+
+def assert_reservations_match_tasks(pool) -> None:
+    """A reservation is active exactly while its task holds capacity (INITIALIZING or RUNNING):
+    a finished task with an active reservation leaks capacity; an active task without one is
+    running on capacity the scheduler believes free."""
+    from workflows.models import Task
+
+    active = {"INITIALIZING", "RUNNING"}
+    for task in Task.objects.filter(workflow__pool=pool).select_related("reservation"):
+        reservation = getattr(task, "reservation", None)
+        holding = reservation is not None and reservation.released_at is None
+        assert holding == (task.status in active), f"{task}: {task.status}, reservation active={holding}"

@@ -193,23 +193,31 @@ resources:
 
 
 def test_priority_then_age_order(user, racks):
-    # given room for exactly one 4-node... one whole-pool gang at a time
+    # given room for one whole-pool gang at a time: an old LOW, then two NORMAL, then a HIGH
     low = submit(user, racks, spec("low", 4, 4, key=None), priority="LOW")
+    older = submit(user, racks, spec("older", 4, 4, key=None))
+    newer = submit(user, racks, spec("newer", 4, 4, key=None))
     high = submit(user, racks, spec("high", 4, 4, key=None), priority="HIGH")
-    placement_cycle_run(pool_id=racks.pk)
-    assert TaskGroup.objects.get(workflow=high).status == "INITIALIZING"
-    assert TaskGroup.objects.get(workflow=low).status == "SCHEDULING"
+    order = []
+    for _ in range(4):
+        # when each placed gang is cancelled in turn, the next cycle picks the next one
+        placement_cycle_run(pool_id=racks.pk)
+        placed = Workflow.objects.get(groups__status="INITIALIZING")
+        order.append(placed.name)
+        workflow_cancel(workflow_id=placed.workflow_id, user=user)
+    # then priority first, then age within a priority
+    assert order == ["high", "older", "newer", "low"]
+    assert {low.pk, older.pk, newer.pk, high.pk} == set(Workflow.objects.values_list("pk", flat=True))
 
 
 def test_backfill_lets_small_gang_pass_a_big_one(user, racks):
-    a = submit(user, racks, spec("hold", 1, 4, key=None))
+    submit(user, racks, spec("hold", 1, 4, key=None))
     placement_cycle_run(pool_id=racks.pk)
     big = submit(user, racks, spec("big", 4, 4, key=None))
     small = submit(user, racks, spec("small", 1, 4, key=None))
     placement_cycle_run(pool_id=racks.pk)
     assert TaskGroup.objects.get(workflow=big).status == "SCHEDULING"
     assert TaskGroup.objects.get(workflow=small).status == "INITIALIZING"
-    assert a.pk
 
 
 def test_starving_gang_stops_backfill(user, racks, settings):

@@ -14,7 +14,11 @@ from scheduler.selectors import node_queryset_with_usage
 from scheduler.services.placement import _LOCK_NAMESPACE
 from tests.conftest import wait_for
 from tests.factories import SEED_EXAMPLES, example_spec, import_example_pool, make_node, make_pool
-from tests.pipeline.helpers import assert_never_overcommitted, assert_required_constraints_hold
+from tests.pipeline.helpers import (
+    assert_never_overcommitted,
+    assert_required_constraints_hold,
+    assert_reservations_match_tasks,
+)
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -67,6 +71,7 @@ def test_seed_examples_run_to_completion_on_nvl72(user, celery_worker_factory, c
     assert Reservation.objects.filter(released_at__isnull=True).count() == 0
     assert free_by_node(pool) == before
     assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)
 
 
 def test_waiting_gang_placed_automatically_when_running_one_finishes(user, celery_worker_factory, celery_beat):
@@ -89,20 +94,28 @@ def test_waiting_gang_placed_automatically_when_running_one_finishes(user, celer
              message="second gang to complete")
     assert Workflow.objects.get(pk=running.pk).status == "COMPLETED"
     assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)
 
 
-def test_cancel_frees_capacity_for_waiting_gang(user, celery_worker_factory, celery_beat):
+def test_submission_and_cancel_trigger_placement_without_the_tick(user, celery_worker_factory):
+    # given no beat process at all: only the event triggers (submission, cancellation) can place work
     pool = make_pool("cancel-rack", keys=[("rack", "rack")], sim_task_seconds=600)
     make_node(pool, "n1", {"rack": "r1"}, gpu=4)
     celery_worker_factory("w1")
     hog = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("hog", 1, 4, 600))[0]
-    wait_for(lambda: Task.objects.filter(workflow=hog, status="RUNNING").exists(), timeout=30, message="hog running")
+    wait_for(lambda: Task.objects.filter(workflow=hog, status="INITIALIZING", dispatched_at__isnull=False).exists(),
+             timeout=20, message="hog placed and dispatched")
     waiting = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("next", 1, 4, 0.5))[0]
     wait_for(lambda: TaskGroup.objects.get(workflow=waiting).unschedulable_reason, timeout=20, message="a reason")
+    # when the hog is cancelled
     workflow_cancel(workflow_id=hog.workflow_id, user=user)
-    wait_for(lambda: Workflow.objects.get(pk=waiting.pk).status == "COMPLETED", timeout=60, message="next completes")
+    # then the waiting gang is placed and dispatched by the cancellation's own trigger
+    wait_for(lambda: Task.objects.filter(workflow=waiting, status="INITIALIZING", dispatched_at__isnull=False)
+             .exists(), timeout=20, message="next placed after the cancel")
     assert Workflow.objects.get(pk=hog.pk).status == "FAILED_CANCELED"
+    assert Task.objects.get(workflow=hog).pod_deleted_at is not None
     assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)
 
 
 def _small_cluster(name: str, sim: float) -> Pool:
@@ -147,6 +160,7 @@ def test_no_double_booking_with_concurrent_submissions_and_two_workers(user, cel
     assert set(Workflow.objects.values_list("status", flat=True)) == {"COMPLETED"}
     assert Reservation.objects.count() == sum(tasks for tasks, _gpu, _s in shapes)
     assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)
     for group in TaskGroup.objects.select_related("workflow__pool"):
         assert_required_constraints_hold(group)
 
@@ -190,3 +204,4 @@ def test_worker_killed_mid_cycle_loses_nothing_and_double_books_nothing(user, ce
         "COMPLETED"}
     assert Reservation.objects.filter(pool=pool).count() == 40 * 8
     assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)

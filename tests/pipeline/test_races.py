@@ -1,0 +1,370 @@
+"""Interleavings of the pipeline's writers (placement cycle, pod sync, dispatch, cancel, tick), each
+forced deterministically. Found by review; every test here failed before its fix (see commit log)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from scheduler.models import Reservation
+from scheduler.services import lifecycle, placement
+from scheduler.services.lifecycle import group_dispatch, pods_sync
+from scheduler.services.placement import placement_cycle_run
+from tests.factories import make_node, make_pool
+from tests.pipeline.helpers import assert_never_overcommitted, assert_reservations_match_tasks
+from workflows import services as workflow_services
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.services import workflow_cancel, workflow_submit
+
+
+@pytest.fixture
+def racks():
+    """Two racks of two 4-GPU nodes."""
+    pool = make_pool("racks", keys=[("rack", "rack")], sim_task_seconds=1)
+    for rack, prefix in (("r1", "a"), ("r2", "b")):
+        for n in (1, 2):
+            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
+    return pool
+
+
+@pytest.fixture
+def no_broker(monkeypatch):
+    """Keep on_commit hooks off the broker (no worker runs here)."""
+    from scheduler import tasks
+
+    monkeypatch.setattr(workflow_services, "_placement_request", lambda pool_id: None)
+    monkeypatch.setattr(tasks, "placement_cycle_request", lambda pool_id: None)
+    monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: None)
+    monkeypatch.setattr(tasks.group_dispatch_task, "delay", lambda **kw: None)
+
+
+def spec(name: str, tasks: int, gpu: int, key: str | None = "rack") -> str:
+    lines = [f"workflow:\n  name: {name}\n  groups:\n  - name: g\n    tasks:"]
+    for i in range(tasks):
+        lines.append(f"    - {{name: t{i}, {'lead: true, ' if i == 0 else ''}image: busybox, command: [true]}}")
+    topology = f", topology: [{{key: {key}}}]" if key else ""
+    lines.append(f"resources:\n  default: {{gpu: {gpu}{topology}}}")
+    return "\n".join(lines) + "\n"
+
+
+def in_thread(fn):
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except Exception as exc:  # reported by the test through box["error"]
+            box["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, box
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, monkeypatch):
+    # given a running gang whose pod sync is about to write RUNNING
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("race", 1, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=0.7))
+    real = lifecycle.tasks_status_set
+    cancel: dict = {}
+
+    def racing(changes):
+        if not cancel:  # the user cancels while the sync is between its read and its write
+            cancel["thread"], cancel["box"] = in_thread(
+                lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
+            time.sleep(0.5)
+        return real(changes)
+
+    monkeypatch.setattr(lifecycle, "tasks_status_set", racing)
+    # when
+    pods_sync(pool_id=racks.pk)
+    cancel["thread"].join(10)
+    monkeypatch.setattr(lifecycle, "tasks_status_set", real)
+    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=5))
+    pods_sync(pool_id=racks.pk)  # the simulated pod "finishes" later: must not revive the workflow
+    # then the cancel won, for good
+    assert "error" not in cancel["box"], cancel["box"]
+    workflow.refresh_from_db()
+    assert workflow.status == "FAILED_CANCELED"
+    assert Task.objects.get(workflow=workflow).status == "FAILED_CANCELED"
+    history = list(StatusTransition.objects.filter(workflow=workflow, group=None).values_list("to_status", flat=True))
+    assert history == ["PENDING", "RUNNING", "FAILED_CANCELED"]
+    assert_reservations_match_tasks(racks)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
+    # given a backend that records pods, and a user who cancels while the first pod is being created
+    from scheduler import tasks
+
+    monkeypatch.setattr(workflow_services, "_placement_request", lambda pool_id: None)
+    monkeypatch.setattr(tasks, "placement_cycle_request", lambda pool_id: None)
+    monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: lifecycle.pod_delete(**kw))
+    pods: set[str] = set()
+    events: list[tuple[str, str]] = []
+
+    class Recorder:
+        name = "recorder"
+
+        def create_pod(self, pod):
+            if not events:
+                thread, box = in_thread(lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
+                thread.join(10)
+                assert "error" not in box, box
+            events.append(("create", pod.pod_name))
+            pods.add(pod.pod_name)
+
+        def delete_pod(self, *, namespace, pod_name):
+            events.append(("delete", pod_name))
+            pods.discard(pod_name)
+
+    monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Recorder())
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("leak", 3, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    # when
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    # then no pod of the cancelled gang is left, and dispatch stopped creating more
+    assert pods == set()
+    assert [kind for kind, _name in events] == ["create", "delete"]
+    assert Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).count() == 0
+
+
+@pytest.mark.django_db
+def test_two_groups_placed_in_one_cycle_record_one_workflow_transition(user, racks, no_broker):
+    text = """
+workflow:
+  name: pair
+  groups:
+  - name: left
+    tasks:
+    - {name: a, lead: true, image: busybox, command: [true]}
+  - name: right
+    tasks:
+    - {name: b, lead: true, image: busybox, command: [true]}
+resources:
+  default: {gpu: 1}
+"""
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=text)
+    placement_cycle_run(pool_id=racks.pk)
+    rows = list(StatusTransition.objects.filter(workflow=workflow, group=None).values_list("from_status", "to_status"))
+    assert rows == [("", "PENDING"), ("PENDING", "RUNNING")]
+
+
+@pytest.mark.django_db
+def test_cancel_keeps_failed_upstream_of_downstream_groups(user, racks, no_broker):
+    text = """
+workflow:
+  name: chain
+  groups:
+  - name: first
+    tasks:
+    - {name: a, lead: true, image: busybox, command: [true]}
+  - name: second
+    tasks:
+    - {name: b, lead: true, image: busybox, command: [true], inputs: [{task: a}]}
+resources:
+  default: {gpu: 1}
+"""
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=text)
+    workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    second = TaskGroup.objects.get(workflow=workflow, name="second")
+    assert second.status == Task.objects.get(workflow=workflow, name="b").status == "FAILED_UPSTREAM"
+    assert list(StatusTransition.objects.filter(group=second, task=None).values_list("to_status", flat=True)) == [
+        "WAITING", "FAILED_UPSTREAM"]
+
+
+@pytest.mark.django_db
+def test_gang_that_never_fits_does_not_block_the_pool(user, racks, no_broker, settings):
+    # given a gang that cannot fit even the idle pool (3 x 4 GPUs in one 2-node rack), waiting for long
+    settings.OSMO_STARVATION_SECONDS = 60
+    impossible, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("never", 3, 4))
+    TaskGroup.objects.filter(workflow=impossible).update(scheduling_since=timezone.now() - timedelta(hours=1))
+    small, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("small", 1, 1, key=None))
+    # when
+    placement_cycle_run(pool_id=racks.pk)
+    # then the small one is placed, and the impossible one says it can never fit as things stand
+    assert TaskGroup.objects.get(workflow=small).status == "INITIALIZING"
+    reason = TaskGroup.objects.get(workflow=impossible).unschedulable_reason
+    assert reason["fits_empty_pool"] is False
+    assert reason["message"].endswith("(it does not fit even when the pool is idle)")
+
+
+@pytest.mark.django_db
+def test_soft_time_limit_is_not_a_solver_error(user, racks, no_broker, monkeypatch):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    def slow(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(placement, "solve", slow)
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("slow", 2, 4))
+    with pytest.raises(SoftTimeLimitExceeded):
+        placement_cycle_run(pool_id=racks.pk)
+    workflow.refresh_from_db()
+    assert workflow.status == "PENDING"
+    assert TaskGroup.objects.get(workflow=workflow).status == "SCHEDULING"
+
+
+@pytest.mark.django_db
+def test_cycle_budget_commits_what_it_placed(user, racks, no_broker, settings):
+    settings.OSMO_CYCLE_BUDGET_SECONDS = 0
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("later", 1, 1, key=None))
+    result = placement_cycle_run(pool_id=racks.pk)
+    assert result.budget_exhausted is True
+    assert result.placed == []
+    assert TaskGroup.objects.get(workflow=workflow).status == "SCHEDULING"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks, no_broker, monkeypatch):
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("dl", 2, 4))
+    real = placement.workflow_status_refresh
+    cancel: dict = {}
+
+    def refresh(workflow_row, **kwargs):
+        # the cycle has written the group and its tasks; the user cancels right now
+        if not cancel:
+            cancel["thread"], cancel["box"] = in_thread(
+                lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
+            time.sleep(0.5)
+        return real(workflow_row, **kwargs)
+
+    monkeypatch.setattr(placement, "workflow_status_refresh", refresh)
+    placement_cycle_run(pool_id=racks.pk)
+    cancel["thread"].join(10)
+    assert "error" not in cancel["box"], cancel["box"]
+    workflow.refresh_from_db()
+    assert workflow.status == "FAILED_CANCELED"
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+    assert_reservations_match_tasks(racks)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submission_answers_201_when_the_broker_hiccups_after_commit(user, racks, monkeypatch):
+    from kombu.exceptions import OperationalError as KombuOperationalError
+    from rest_framework.test import APIClient
+
+    from scheduler import tasks
+
+    def down(**kwargs):
+        raise KombuOperationalError("Error 111 connecting to redis")
+
+    monkeypatch.setattr(tasks.placement_cycle_task, "delay", down)
+    monkeypatch.setattr(tasks, "_pending_mark", lambda pool_id, clear=False: True)
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(user)
+    response = client.post("/api/workflows/", {"pool": racks.name, "spec": spec("hiccup", 1, 1, key=None)},
+                           format="json")
+    assert response.status_code == 201
+    assert list(Workflow.objects.values_list("workflow_id", "status")) == [("hiccup-1", "PENDING")]
+
+
+@pytest.mark.django_db
+def test_tick_redispatches_a_stranded_gang_once_per_grace_period(user, racks, no_broker, monkeypatch):
+    from scheduler import tasks
+
+    sent: list[dict] = []
+    monkeypatch.setattr(tasks.group_dispatch_task, "delay", lambda **kw: sent.append(kw))
+    monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
+    monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("slow", 2, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    # the first pod exists; the dispatch message for the rest was lost a minute ago
+    TaskGroup.objects.filter(pk=group.pk).update(dispatch_requested_at=timezone.now() - timedelta(seconds=60))
+    Task.objects.filter(workflow=workflow, name="t0").update(dispatched_at=timezone.now())
+    for _ in range(5):
+        lifecycle.tick()
+    assert sent == [{"group_id": group.pk}]
+
+
+@pytest.mark.django_db
+def test_tick_fails_a_gang_whose_pods_never_get_created(user, racks, no_broker, monkeypatch, settings):
+    from scheduler import tasks
+
+    monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
+    monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
+    settings.OSMO_DISPATCH_DEADLINE_SECONDS = 300
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("stuck", 2, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    long_ago = timezone.now() - timedelta(seconds=301)
+    TaskGroup.objects.filter(workflow=workflow).update(placed_at=long_ago, dispatch_requested_at=long_ago)
+    result = lifecycle.tick()
+    workflow.refresh_from_db()
+    assert result["dispatch_expired"] == [TaskGroup.objects.get(workflow=workflow).pk]
+    assert workflow.status == "FAILED_BACKEND_ERROR"
+    assert "could not be created within 300s" in workflow.failure_message
+    assert_reservations_match_tasks(racks)
+
+
+@pytest.mark.django_db
+def test_tick_resends_unconfirmed_pod_deletes(user, racks, no_broker, monkeypatch):
+    from scheduler import tasks
+
+    deletes: list[dict] = []
+    monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: deletes.append(kw))
+    monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
+    monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("gone", 1, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    workflow_cancel(workflow_id=workflow.workflow_id, user=user)  # its delete message is lost (no broker)
+    task = Task.objects.get(workflow=workflow)
+    Task.objects.filter(pk=task.pk).update(finished_at=timezone.now() - timedelta(seconds=60))
+    lifecycle.tick()
+    assert deletes == [{"task_id": task.pk}]
+    lifecycle.pod_delete(task_id=task.pk)
+    deletes.clear()
+    lifecycle.tick()
+    assert deletes == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_cycles_of_one_pool_never_double_book(user, no_broker, monkeypatch):
+    # given one 4-GPU node and two 4-GPU gangs; cycle A pauses right after reading its snapshot
+    pool = make_pool("one", keys=[("rack", "rack")])
+    make_node(pool, "n1", {"rack": "r1"}, gpu=4)
+    for index in range(2):
+        workflow_submit(user=user, pool_name=pool.name, spec=spec(f"w{index}", 1, 4, key=None))
+    loaded, resume = threading.Event(), threading.Event()
+    real = placement.snapshot_load_with_ids
+
+    def slow_load(*args, **kwargs):
+        result = real(*args, **kwargs)
+        if threading.current_thread().name == "A":
+            loaded.set()
+            resume.wait(10)
+        return result
+
+    monkeypatch.setattr(placement, "snapshot_load_with_ids", slow_load)
+    results: dict = {}
+
+    def run(name):
+        try:
+            results[name] = placement_cycle_run(pool_id=pool.pk)
+        finally:
+            connection.close()
+
+    a = threading.Thread(target=run, args=("A",), name="A")
+    a.start()
+    assert loaded.wait(10)
+    # when cycle B runs meanwhile
+    b = threading.Thread(target=run, args=("B",), name="B")
+    b.start()
+    b.join(10)
+    resume.set()
+    a.join(10)
+    # then B backed off, A placed exactly one gang, and the node was never over-committed
+    assert results["B"].locked is False
+    assert len(results["A"].placed) == 1
+    assert_never_overcommitted(pool)
