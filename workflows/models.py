@@ -13,6 +13,7 @@ from workflows.choices import (
     TaskStatus,
     WorkflowStatus,
 )
+from workflows.spec.parser import IMAGE_MAX_LENGTH
 
 
 class Workflow(models.Model):
@@ -113,7 +114,7 @@ class Task(RunState):
     name = models.CharField(max_length=128)
     position = models.PositiveIntegerField(default=0)
     lead = models.BooleanField(default=False)
-    image = models.CharField(max_length=512, blank=True)
+    image = models.CharField(max_length=IMAGE_MAX_LENGTH, blank=True)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
     environment = models.JSONField(default=dict, blank=True)

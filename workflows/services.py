@@ -8,7 +8,6 @@ status is derived from its groups as OSMO does (:func:`workflow_status_from_grou
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,15 +32,11 @@ from workflows.errors import (
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.spec import (
     PoolContext,
-    SpecError,
     SpecInvalidError,
-    SpecLimits,
     WorkflowSpec,
     parse_workflow,
     tree_to_json,
 )
-from workflows.spec.errors import join_path
-from workflows.spec.loader import load_document
 
 logger = logging.getLogger(__name__)
 
@@ -72,79 +67,11 @@ def workflow_validate(*, pool_name: str, spec: str | dict[str, Any]) -> Validate
     if pool is None:
         raise PoolNotFoundError(pool_name, list(Pool.objects.values_list("name", flat=True)))
     try:
-        document = load_document(spec, SpecLimits())
-        problems = _unstorable_values(document)
-        if problems:
-            raise SpecInvalidError(problems)
-        parsed = parse_workflow(document, pool=pool_context(pool))
+        parsed = parse_workflow(spec, pool=pool_context(pool))
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
     spec_text = spec if isinstance(spec, str) else _dump_yaml(spec)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text)
-
-
-# Integers wider than this are rejected before parsing: they are far beyond any quantity or duration,
-# and Python refuses to format integers of more than 4300 digits (the error messages would fail).
-MAX_INT_BITS = 256
-IMAGE_MAX_LENGTH = Task._meta.get_field("image").max_length
-
-
-def _unstorable_values(document: dict[str, Any]) -> list[SpecError]:
-    """Problems the spec schema does not catch but the database would refuse (a 500, not a 400):
-    NUL characters and lone surrogates in any text (PostgreSQL text and jsonb reject them), integers
-    too large to format, and task images longer than the ``Task.image`` column."""
-    errors: list[SpecError] = []
-    stack: list[tuple[Any, str]] = [(document, "")]
-    while stack:
-        value, path = stack.pop()
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                item_path = join_path(path, key)
-                if isinstance(key, str) and _bad_text(key):
-                    errors.append(SpecError(item_path, _BAD_NAME_MESSAGE))
-                    continue
-                stack.append((item, item_path))
-        elif isinstance(value, list | tuple):
-            stack.extend((item, join_path(path, index)) for index, item in enumerate(value))
-        elif isinstance(value, str) and _bad_text(value):
-            errors.append(SpecError(path, _BAD_TEXT_MESSAGE))
-        elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-            errors.append(SpecError(path, "the number is too large"))
-    workflow = document.get("workflow")
-    if isinstance(workflow, Mapping):
-        task_lists: list[tuple[Any, str]] = [(workflow.get("tasks"), "workflow.tasks")]
-        groups = workflow.get("groups")
-        if isinstance(groups, list | tuple):
-            task_lists += [
-                (group.get("tasks"), join_path(join_path("workflow.groups", index), "tasks"))
-                for index, group in enumerate(groups)
-                if isinstance(group, Mapping)
-            ]
-        for tasks, tasks_path in task_lists:
-            for index, task in enumerate(tasks if isinstance(tasks, list | tuple) else ()):
-                image = task.get("image") if isinstance(task, Mapping) else None
-                if isinstance(image, str) and len(image) > IMAGE_MAX_LENGTH:
-                    errors.append(
-                        SpecError(
-                            join_path(join_path(tasks_path, index), "image"),
-                            f"the image name is longer than {IMAGE_MAX_LENGTH} characters",
-                        )
-                    )
-    return sorted(errors, key=lambda error: error.path)
-
-
-_BAD_TEXT_MESSAGE = "text must not contain NUL characters or unpaired surrogates"
-_BAD_NAME_MESSAGE = "field names must not contain NUL characters or unpaired surrogates"
-
-
-def _bad_text(text: str) -> bool:
-    if "\x00" in text:
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _dump_yaml(data: dict[str, Any]) -> str:

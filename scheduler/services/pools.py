@@ -50,6 +50,8 @@ from scheduler.models import (
     TopologyKey,
 )
 from workflows.spec import QuantityError, format_quantity, parse_quantity
+from workflows.spec.loader import MAX_INT_BITS
+from workflows.spec.loader import storable_text as _storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -224,22 +226,8 @@ class _Errors:
 
 # YAML (0x..., 0o...) can give integers of any size; Python refuses to format more than 4300 digits,
 # so an error message quoting one would fail. Anything this wide is far beyond every limit here.
-MAX_INT_BITS = 256
-
-
 def _huge_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS
-
-
-def _storable_text(text: str) -> bool:
-    """PostgreSQL text refuses NUL characters, and unpaired surrogates cannot be encoded as UTF-8."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_mapping(value: Any, path: str, errors: _Errors, *, allowed: Iterable[str] | None = None) -> bool:

@@ -263,3 +263,24 @@ def test_too_many_tasks_counts_every_group() -> None:
 
     # then
     assert errors == [("workflow.groups", "too many tasks: 6 (at most 5)")]
+
+
+BAD_TEXT = "text must not contain NUL characters or unpaired surrogates"
+
+
+@pytest.mark.parametrize(
+    ("source", "path", "message"),
+    [
+        ({"workflow": {"name": "a\x00b"}}, "workflow.name", BAD_TEXT),
+        ({"workflow": {"name": "a\ud800"}}, "workflow.name", BAD_TEXT),
+        ('workflow: {name: "a\\0b"}', "workflow.name", BAD_TEXT),
+        ("workflow: {version: 0x" + "f" * 5000 + "}", "workflow.version", "the number is too large"),
+    ],
+    ids=["_case_nul", "_case_surrogate", "_case_yaml_nul_escape", "_case_huge_int"],
+)
+def test_unstorable_values_are_spec_errors(source, path, message):
+    # given a value no database can store or no message can format
+    # when / then it is an ordinary validation error with its path, never another exception
+    with pytest.raises(SpecInvalidError) as caught:
+        parse_workflow(source, pool=PoolContext(name="p"))
+    assert (path, message) in [(e.path, e.message) for e in caught.value.errors]

@@ -186,8 +186,28 @@ def _load_text(text: str, limits: SpecLimits) -> Any:
             loader.dispose()
 
 
+#: Integers wider than this are far beyond any quantity or duration; Python also refuses to format
+#: integers of more than 4300 digits, which would break the error messages.
+MAX_INT_BITS = 256
+BAD_TEXT_MESSAGE = "text must not contain NUL characters or unpaired surrogates"
+BAD_NAME_MESSAGE = "field names must not contain NUL characters or unpaired surrogates"
+
+
+def storable_text(text: str) -> bool:
+    """False for text a database cannot store: NUL characters (PostgreSQL text and jsonb refuse
+    them) or unpaired surrogates (not encodable as UTF-8)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_plain(document: Any, limits: SpecLimits) -> None:
-    """Walk ``document`` iteratively; allow JSON-like values only, bounded depth and size."""
+    """Walk ``document`` iteratively; allow JSON-like values only, bounded depth and size, text a
+    database can store and integers of sane size."""
     errors: list[SpecError] = []
     stack: list[tuple[Any, str, int]] = [(document, "", 0)]
     count = 0
@@ -201,13 +221,22 @@ def _check_plain(document: Any, limits: SpecLimits) -> None:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if not isinstance(key, str):
-                    errors.append(SpecError(join_path(path, str(key)), "field names must be strings"))
+                    errors.append(SpecError(join_path(path, repr(key)), "field names must be strings"))
+                    continue
+                if not storable_text(key):
+                    errors.append(SpecError(join_path(path, key.encode("utf-8", "replace").decode()), BAD_NAME_MESSAGE))
                     continue
                 stack.append((item, join_path(path, key), depth + 1))
         elif isinstance(value, list | tuple):
             for index, item in enumerate(value):
                 stack.append((item, join_path(path, index), depth + 1))
-        elif value is not None and not isinstance(value, str | int | float):
+        elif isinstance(value, str):
+            if not storable_text(value):
+                errors.append(SpecError(path, BAD_TEXT_MESSAGE))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if value.bit_length() > MAX_INT_BITS:
+                errors.append(SpecError(path, "the number is too large"))
+        elif value is not None and not isinstance(value, bool | float):
             errors.append(SpecError(path, f"unsupported value of type {type(value).__name__}"))
     if errors:
         raise SpecInvalidError(errors)

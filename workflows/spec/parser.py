@@ -53,6 +53,7 @@ WORKFLOW_FIELDS = ("name", "timeout", "labels", "groups", "tasks", "resources")
 TIMEOUT_FIELDS = ("queue_timeout", "exec_timeout")
 GROUP_FIELDS = ("name", "tasks")
 TASK_FIELDS = ("name", "lead", "image", "command", "args", "environment", "resource", "inputs")
+IMAGE_MAX_LENGTH = 512  # workflows.models.Task.image has the same length
 INPUT_FIELDS = ("task",)
 RESOURCE_FIELDS = ("gpu", "cpu", "memory", "storage", "nodesExcluded", "topology")
 TOPOLOGY_FIELDS = ("key", "group", "requirementType")
@@ -427,6 +428,8 @@ class _Parser(CrossChecks):
                 self.error(join_path(path, "lead"), f"must be true or false, got {_type_name(body['lead'])}")
         if "image" in body:
             draft.image = self.string(body["image"], join_path(path, "image"))
+            if draft.image is not None and len(draft.image) > IMAGE_MAX_LENGTH:
+                self.error(join_path(path, "image"), f"the image name is longer than {IMAGE_MAX_LENGTH} characters")
         if "command" in body:
             draft.command = self.string_list(body["command"], join_path(path, "command"), non_empty=True)
         if body.get("args") is not None:
