@@ -13,3 +13,5 @@ urlpatterns = [
     path("api/", include("workflows.api.urls")),
     path("", include("workflows.urls")),
 ]
+
+handler404 = "osmo.api.views.not_found"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
@@ -20,3 +22,11 @@ class NulSafeLookupMixin:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         if any(isinstance(value, str) and "\x00" in value for value in kwargs.values()):
             raise NotFound()
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 for unknown URLs: the error envelope under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        body = {"code": "not_found", "message": f"No API endpoint at {request.path}.", "details": {}}
+        return JsonResponse(body, status=404)
+    return defaults.page_not_found(request, exception)

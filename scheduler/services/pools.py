@@ -604,6 +604,12 @@ def pool_delete(*, pool: Pool) -> None:
 
 
 def _node_validate(node: Node) -> None:
+    # Checked here so the error names the field; the (pool, name) constraint would report it under
+    # "__all__".
+    if Node.objects.filter(pool_id=node.pool_id, name=node.name).exclude(pk=node.pk).exists():
+        raise ValidationFailedError(
+            [{"path": "name", "message": f"a node named {node.name!r} already exists in pool {node.pool.name!r}"}]
+        )
     node.full_clean()
 
 

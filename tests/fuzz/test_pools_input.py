@@ -165,3 +165,14 @@ def test_patch_with_complete_keys_still_works(staff_client, pool):
 
     assert response.status_code == 200, response.json()
     assert [key["key"] for key in response.json()["topology_keys"]] == ["zone", "rack"]
+
+
+def test_duplicate_node_name_error_names_the_field(staff_client):
+    make_pool("dup", keys=[("rack", "rack")])
+    body = {"name": "n1", "labels": {"rack": "r1"}, "capacity": {"gpu": 1}}
+    assert staff_client.post("/api/pools/dup/nodes/", body, format="json").status_code == 201
+    again = staff_client.post("/api/pools/dup/nodes/", body, format="json")
+    assert again.status_code == 400
+    assert again.json()["details"]["errors"] == [
+        {"path": "name", "message": "a node named 'n1' already exists in pool 'dup'"}
+    ]

@@ -154,3 +154,18 @@ def test_nul_in_workflow_id_is_404(user_client, pool, method, url):
 
 def test_nul_in_url_still_needs_credentials(api_client, pool):
     assert api_client.get("/api/workflows/a%00b/").status_code == 401
+
+
+def test_unknown_api_url_gets_404_envelope(user_client):
+    response = user_client.get("/api/nothing-here/")
+    assert response.status_code == 404
+    assert response.json() == {"code": "not_found", "message": "No API endpoint at /api/nothing-here/.", "details": {}}
+
+
+def test_yaml_body_that_is_not_utf8_gets_400(user_client):
+    make_nvl72_pool("nvl72", zones=1, spines=1, racks=1, nodes=2)
+    response = user_client.generic("POST", "/api/workflows/?pool=nvl72", b"workflow:\n  name: \xff\xfe\n",
+                                   content_type="application/yaml")
+    assert response.status_code == 400
+    assert response.json()["code"] == "parse_error"
+    assert "not valid UTF-8" in response.json()["message"]
