@@ -227,6 +227,8 @@ def test_invalid_spec_prints_each_path_and_message_and_exits_2(osmo, nvl72, tmp_
 # ------------------------------------------------------------------------------------------------
 def drive_workflow(final: str, *, step: float = 0.4) -> Driver:
     def run() -> None:
+        from django.db import transaction
+
         from scheduler.models import Node
         from workflows import services
         from workflows.models import TaskGroup, Workflow
@@ -240,12 +242,6 @@ def drive_workflow(final: str, *, step: float = 0.4) -> Driver:
         TaskGroup.objects.filter(pk=group.pk).update(
             unschedulable_reason={"status": "unschedulable", "message": "largest free zone fits 6 of 8 tasks"})
         time.sleep(step)
-        tasks = list(group.tasks.order_by("position"))
-        nodes = list(Node.objects.filter(pool=workflow.pool, name__startswith="z1-").order_by("name"))
-        for task, node in zip(tasks, nodes, strict=False):
-            task.node = node
-            task.save(update_fields=["node"])
-        TaskGroup.objects.filter(pk=group.pk).update(unschedulable_reason=None)
 
         def move(status: str, message: str = "") -> None:
             group.refresh_from_db()
@@ -255,7 +251,16 @@ def drive_workflow(final: str, *, step: float = 0.4) -> Driver:
             workflow.refresh_from_db()
             services.workflow_status_refresh(workflow)
 
-        move("INITIALIZING")
+        # like the placement cycle: nodes, the cleared reason and INITIALIZING in one transaction, so
+        # a poll sees either nothing placed or all of it
+        with transaction.atomic():
+            tasks = list(group.tasks.order_by("position"))
+            nodes = list(Node.objects.filter(pool=workflow.pool, name__startswith="z1-").order_by("name"))
+            for task, node in zip(tasks, nodes, strict=False):
+                task.node = node
+                task.save(update_fields=["node"])
+            TaskGroup.objects.filter(pk=group.pk).update(unschedulable_reason=None)
+            move("INITIALIZING")
         time.sleep(step)
         move("RUNNING")
         time.sleep(step)
