@@ -67,3 +67,30 @@ def assert_reservations_match_tasks(pool) -> None:
         reservation = getattr(task, "reservation", None)
         holding = reservation is not None and reservation.released_at is None
         assert holding == (task.status in active), f"{task}: {task.status}, reservation active={holding}"
+
+
+def gang_spec(name: str, tasks: int, gpu: int, *, key: str | None = "rack", extra: str = "", env: str = "") -> str:
+    """One group ``g`` of ``tasks`` tasks t0.. (t0 the lead), each ``gpu`` GPUs, one ``key`` constraint."""
+    lines = [f"workflow:\n  name: {name}\n{extra}  groups:\n  - name: g\n    tasks:"]
+    for index in range(tasks):
+        lead = "lead: true, " if index == 0 else ""
+        lines.append(f"    - {{name: t{index}, {lead}image: busybox, command: [true]{env}}}")
+    topology = f", topology: [{{key: {key}}}]" if key else ""
+    lines.append(f"resources:\n  default: {{gpu: {gpu}{topology}}}")
+    return "\n".join(lines) + "\n"
+
+
+#: Two groups: ``second`` waits for ``first``.
+CHAIN_SPEC = """
+workflow:
+  name: chain
+  groups:
+  - name: first
+    tasks:
+    - {name: a, lead: true, image: busybox, command: [true]}
+  - name: second
+    tasks:
+    - {name: b, lead: true, image: busybox, command: [true], inputs: [{task: a}]}
+resources:
+  default: {gpu: 1}
+"""

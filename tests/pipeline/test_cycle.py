@@ -11,32 +11,14 @@ from scheduler.models import Reservation
 from scheduler.services.lifecycle import group_dispatch, pods_sync
 from scheduler.services.placement import placement_cycle_run
 from scheduler.services.pools import pool_keys_set
-from tests.factories import make_node, make_pool
-from tests.pipeline.helpers import assert_never_overcommitted, assert_required_constraints_hold
+from tests.factories import make_node
+from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_required_constraints_hold, gang_spec
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db
 
 
-def spec(name: str, tasks: int, gpu: int, *, key: str | None = "rack", extra: str = "", env: str = "") -> str:
-    lines = [f"workflow:\n  name: {name}\n{extra}  groups:\n  - name: g\n    tasks:"]
-    for index in range(tasks):
-        lead = "lead: true, " if index == 0 else ""
-        lines.append(f"    - {{name: t{index}, {lead}image: busybox, command: [true]{env}}}")
-    topology = f", topology: [{{key: {key}}}]" if key else ""
-    lines.append(f"resources:\n  default: {{gpu: {gpu}{topology}}}")
-    return "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-def racks():
-    """Two racks of two 4-GPU nodes:  r1: a1 a2   r2: b1 b2"""
-    pool = make_pool("racks", keys=[("rack", "rack")], sim_task_seconds=1)
-    for rack, prefix in (("r1", "a"), ("r2", "b")):
-        for n in (1, 2):
-            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
-    return pool
 
 
 def submit(user, pool, text, **kwargs) -> Workflow:
@@ -46,7 +28,7 @@ def submit(user, pool, text, **kwargs) -> Workflow:
 
 def test_cycle_places_gang_reserves_and_enqueues_dispatch(user, racks, django_capture_on_commit_callbacks):
     # given
-    workflow = submit(user, racks, spec("job", 2, 4))
+    workflow = submit(user, racks, gang_spec("job", 2, 4))
     # when
     with django_capture_on_commit_callbacks() as callbacks:
         result = placement_cycle_run(pool_id=racks.pk)
@@ -68,10 +50,10 @@ def test_cycle_places_gang_reserves_and_enqueues_dispatch(user, racks, django_ca
 
 def test_group_that_cannot_fit_waits_with_reason_then_is_placed_after_cancel(user, racks):
     # given two gangs each holding a whole rack
-    first = submit(user, racks, spec("first", 2, 4))
-    submit(user, racks, spec("other", 2, 4))
+    first = submit(user, racks, gang_spec("first", 2, 4))
+    submit(user, racks, gang_spec("other", 2, 4))
     placement_cycle_run(pool_id=racks.pk)
-    waiting = submit(user, racks, spec("waiting", 2, 4))
+    waiting = submit(user, racks, gang_spec("waiting", 2, 4))
     # when
     placement_cycle_run(pool_id=racks.pk)
     # then the third waits with its reason
@@ -91,10 +73,10 @@ def test_group_that_cannot_fit_waits_with_reason_then_is_placed_after_cancel(use
 
 def test_waiting_gang_placed_when_running_one_completes(user, racks):
     # given two gangs of a whole rack each already running, and a third one waiting
-    a = submit(user, racks, spec("a", 2, 4))
-    b = submit(user, racks, spec("b", 2, 4))
+    a = submit(user, racks, gang_spec("a", 2, 4))
+    b = submit(user, racks, gang_spec("b", 2, 4))
     placement_cycle_run(pool_id=racks.pk)
-    c = submit(user, racks, spec("c", 2, 4))
+    c = submit(user, racks, gang_spec("c", 2, 4))
     placement_cycle_run(pool_id=racks.pk)
     assert TaskGroup.objects.get(workflow=c).status == "SCHEDULING"
     # when a's pods run to completion (simulated backend: 1 s)
@@ -112,7 +94,7 @@ def test_waiting_gang_placed_when_running_one_completes(user, racks):
 
 
 def test_lifecycle_statuses_and_history(user, racks):
-    workflow = submit(user, racks, spec("life", 1, 1, key=None))
+    workflow = submit(user, racks, gang_spec("life", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     task = Task.objects.get(workflow=workflow)
@@ -168,19 +150,7 @@ resources:
 
 
 def test_downstream_group_waits_for_upstream(user, racks):
-    text = """
-workflow:
-  name: chain
-  groups:
-  - name: first
-    tasks:
-    - {name: a, lead: true, image: busybox, command: [true]}
-  - name: second
-    tasks:
-    - {name: b, lead: true, image: busybox, command: [true], inputs: [{task: a}]}
-resources:
-  default: {gpu: 1}
-"""
+    text = CHAIN_SPEC
     workflow = submit(user, racks, text)
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
@@ -194,10 +164,10 @@ resources:
 
 def test_priority_then_age_order(user, racks):
     # given room for one whole-pool gang at a time: an old LOW, then two NORMAL, then a HIGH
-    low = submit(user, racks, spec("low", 4, 4, key=None), priority="LOW")
-    older = submit(user, racks, spec("older", 4, 4, key=None))
-    newer = submit(user, racks, spec("newer", 4, 4, key=None))
-    high = submit(user, racks, spec("high", 4, 4, key=None), priority="HIGH")
+    low = submit(user, racks, gang_spec("low", 4, 4, key=None), priority="LOW")
+    older = submit(user, racks, gang_spec("older", 4, 4, key=None))
+    newer = submit(user, racks, gang_spec("newer", 4, 4, key=None))
+    high = submit(user, racks, gang_spec("high", 4, 4, key=None), priority="HIGH")
     order = []
     for _ in range(4):
         # when each placed gang is cancelled in turn, the next cycle picks the next one
@@ -211,10 +181,10 @@ def test_priority_then_age_order(user, racks):
 
 
 def test_backfill_lets_small_gang_pass_a_big_one(user, racks):
-    submit(user, racks, spec("hold", 1, 4, key=None))
+    submit(user, racks, gang_spec("hold", 1, 4, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    big = submit(user, racks, spec("big", 4, 4, key=None))
-    small = submit(user, racks, spec("small", 1, 4, key=None))
+    big = submit(user, racks, gang_spec("big", 4, 4, key=None))
+    small = submit(user, racks, gang_spec("small", 1, 4, key=None))
     placement_cycle_run(pool_id=racks.pk)
     assert TaskGroup.objects.get(workflow=big).status == "SCHEDULING"
     assert TaskGroup.objects.get(workflow=small).status == "INITIALIZING"
@@ -222,18 +192,18 @@ def test_backfill_lets_small_gang_pass_a_big_one(user, racks):
 
 def test_starving_gang_stops_backfill(user, racks, settings):
     settings.OSMO_STARVATION_SECONDS = 60
-    submit(user, racks, spec("hold", 1, 4, key=None))
+    submit(user, racks, gang_spec("hold", 1, 4, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    big = submit(user, racks, spec("big", 4, 4, key=None))
+    big = submit(user, racks, gang_spec("big", 4, 4, key=None))
     TaskGroup.objects.filter(workflow=big).update(scheduling_since=timezone.now() - timedelta(seconds=120))
-    small = submit(user, racks, spec("small", 1, 4, key=None))
+    small = submit(user, racks, gang_spec("small", 1, 4, key=None))
     placement_cycle_run(pool_id=racks.pk)
     assert TaskGroup.objects.get(workflow=small).status == "SCHEDULING"
     assert TaskGroup.objects.get(workflow=small).unschedulable_reason["code"] == "behind_starving_group"
 
 
 def test_queue_timeout_fails_group(user, racks):
-    workflow = submit(user, racks, spec("late", 5, 4, extra="  timeout: {queue_timeout: 30s}\n"))
+    workflow = submit(user, racks, gang_spec("late", 5, 4, extra="  timeout: {queue_timeout: 30s}\n"))
     TaskGroup.objects.filter(workflow=workflow).update(scheduling_since=timezone.now() - timedelta(seconds=31))
     result = placement_cycle_run(pool_id=racks.pk)
     workflow.refresh_from_db()
@@ -243,7 +213,7 @@ def test_queue_timeout_fails_group(user, racks):
 
 
 def test_removed_key_makes_queued_group_wait_with_reason(user, racks):
-    workflow = submit(user, racks, spec("keys", 5, 4))  # never fits: stays queued
+    workflow = submit(user, racks, gang_spec("keys", 5, 4))  # never fits: stays queued
     placement_cycle_run(pool_id=racks.pk)
     pool_keys_set(pool=racks, keys=[{"key": "row", "label": "row"}])
     racks.refresh_from_db()
@@ -255,7 +225,7 @@ def test_removed_key_makes_queued_group_wait_with_reason(user, racks):
 
 
 def test_cancel_releases_reservations(user, racks):
-    workflow = submit(user, racks, spec("gone", 2, 4))
+    workflow = submit(user, racks, gang_spec("gone", 2, 4))
     placement_cycle_run(pool_id=racks.pk)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 2
     workflow_cancel(workflow_id=workflow.workflow_id, user=user)
@@ -264,7 +234,7 @@ def test_cancel_releases_reservations(user, racks):
 
 
 def test_relabelled_key_makes_queued_group_wait(user, racks):
-    workflow = submit(user, racks, spec("relabel", 5, 4))
+    workflow = submit(user, racks, gang_spec("relabel", 5, 4))
     pool_keys_set(pool=racks, keys=[{"key": "rack", "label": "topology.kubernetes.io/rack"}])
     racks.refresh_from_db()
     placement_cycle_run(pool_id=racks.pk)
@@ -276,7 +246,7 @@ def test_relabelled_key_makes_queued_group_wait(user, racks):
 
 def test_added_unused_key_changes_nothing_for_queued_group(user, racks):
     # given a group that fits once a node is added
-    workflow = submit(user, racks, spec("grow", 3, 4))
+    workflow = submit(user, racks, gang_spec("grow", 3, 4))
     placement_cycle_run(pool_id=racks.pk)
     assert TaskGroup.objects.get(workflow=workflow).status == "SCHEDULING"
     # when an unrelated coarser key is added and a third node joins rack r1
@@ -303,8 +273,8 @@ def test_solver_error_fails_only_that_group(user, racks, monkeypatch):
         return real_solve(snapshot, request, policy)
 
     monkeypatch.setattr(placement, "solve", flaky_solve)
-    broken = submit(user, racks, spec("broken", 3, 1, key=None))
-    fine = submit(user, racks, spec("fine", 2, 1, key=None))
+    broken = submit(user, racks, gang_spec("broken", 3, 1, key=None))
+    fine = submit(user, racks, gang_spec("fine", 2, 1, key=None))
     # when
     placement_cycle_run(pool_id=racks.pk)
     # then the broken one fails with a server error and the other one is still placed

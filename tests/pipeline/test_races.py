@@ -16,20 +16,10 @@ from scheduler.services import lifecycle, placement
 from scheduler.services.lifecycle import group_dispatch, pods_sync
 from scheduler.services.placement import placement_cycle_run
 from tests.factories import make_node, make_pool
-from tests.pipeline.helpers import assert_never_overcommitted, assert_reservations_match_tasks
+from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_reservations_match_tasks, gang_spec
 from workflows import services as workflow_services
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.services import workflow_cancel, workflow_submit
-
-
-@pytest.fixture
-def racks():
-    """Two racks of two 4-GPU nodes."""
-    pool = make_pool("racks", keys=[("rack", "rack")], sim_task_seconds=1)
-    for rack, prefix in (("r1", "a"), ("r2", "b")):
-        for n in (1, 2):
-            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
-    return pool
 
 
 @pytest.fixture
@@ -42,14 +32,6 @@ def no_broker(monkeypatch):
     monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: None)
     monkeypatch.setattr(tasks.group_dispatch_task, "delay", lambda **kw: None)
 
-
-def spec(name: str, tasks: int, gpu: int, key: str | None = "rack") -> str:
-    lines = [f"workflow:\n  name: {name}\n  groups:\n  - name: g\n    tasks:"]
-    for i in range(tasks):
-        lines.append(f"    - {{name: t{i}, {'lead: true, ' if i == 0 else ''}image: busybox, command: [true]}}")
-    topology = f", topology: [{{key: {key}}}]" if key else ""
-    lines.append(f"resources:\n  default: {{gpu: {gpu}{topology}}}")
-    return "\n".join(lines) + "\n"
 
 
 def in_thread(fn):
@@ -71,7 +53,7 @@ def in_thread(fn):
 @pytest.mark.django_db(transaction=True)
 def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, monkeypatch):
     # given a running gang whose pod sync is about to write RUNNING
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("race", 1, 1, key=None))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("race", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=0.7))
@@ -129,7 +111,7 @@ def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
             pods.discard(pod_name)
 
     monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Recorder())
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("leak", 3, 1, key=None))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("leak", 3, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     # when
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
@@ -162,19 +144,7 @@ resources:
 
 @pytest.mark.django_db
 def test_cancel_keeps_failed_upstream_of_downstream_groups(user, racks, no_broker):
-    text = """
-workflow:
-  name: chain
-  groups:
-  - name: first
-    tasks:
-    - {name: a, lead: true, image: busybox, command: [true]}
-  - name: second
-    tasks:
-    - {name: b, lead: true, image: busybox, command: [true], inputs: [{task: a}]}
-resources:
-  default: {gpu: 1}
-"""
+    text = CHAIN_SPEC
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=text)
     workflow_cancel(workflow_id=workflow.workflow_id, user=user)
     second = TaskGroup.objects.get(workflow=workflow, name="second")
@@ -187,9 +157,9 @@ resources:
 def test_gang_that_never_fits_does_not_block_the_pool(user, racks, no_broker, settings):
     # given a gang that cannot fit even the idle pool (3 x 4 GPUs in one 2-node rack), waiting for long
     settings.OSMO_STARVATION_SECONDS = 60
-    impossible, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("never", 3, 4))
+    impossible, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("never", 3, 4))
     TaskGroup.objects.filter(workflow=impossible).update(scheduling_since=timezone.now() - timedelta(hours=1))
-    small, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("small", 1, 1, key=None))
+    small, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("small", 1, 1, key=None))
     # when
     placement_cycle_run(pool_id=racks.pk)
     # then the small one is placed, and the impossible one says it can never fit as things stand
@@ -207,7 +177,7 @@ def test_soft_time_limit_is_not_a_solver_error(user, racks, no_broker, monkeypat
         raise SoftTimeLimitExceeded()
 
     monkeypatch.setattr(placement, "solve", slow)
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("slow", 2, 4))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("slow", 2, 4))
     with pytest.raises(SoftTimeLimitExceeded):
         placement_cycle_run(pool_id=racks.pk)
     workflow.refresh_from_db()
@@ -218,7 +188,7 @@ def test_soft_time_limit_is_not_a_solver_error(user, racks, no_broker, monkeypat
 @pytest.mark.django_db
 def test_cycle_budget_commits_what_it_placed(user, racks, no_broker, settings):
     settings.OSMO_CYCLE_BUDGET_SECONDS = 0
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("later", 1, 1, key=None))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("later", 1, 1, key=None))
     result = placement_cycle_run(pool_id=racks.pk)
     assert result.budget_exhausted is True
     assert result.placed == []
@@ -227,7 +197,7 @@ def test_cycle_budget_commits_what_it_placed(user, racks, no_broker, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks, no_broker, monkeypatch):
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("dl", 2, 4))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("dl", 2, 4))
     real = placement.workflow_status_refresh
     cancel: dict = {}
 
@@ -263,7 +233,7 @@ def test_submission_answers_201_when_the_broker_hiccups_after_commit(user, racks
     monkeypatch.setattr(tasks, "_pending_mark", lambda pool_id, clear=False: True)
     client = APIClient(raise_request_exception=False)
     client.force_authenticate(user)
-    response = client.post("/api/workflows/", {"pool": racks.name, "spec": spec("hiccup", 1, 1, key=None)},
+    response = client.post("/api/workflows/", {"pool": racks.name, "spec": gang_spec("hiccup", 1, 1, key=None)},
                            format="json")
     assert response.status_code == 201
     assert list(Workflow.objects.values_list("workflow_id", "status")) == [("hiccup-1", "PENDING")]
@@ -277,7 +247,7 @@ def test_tick_redispatches_a_stranded_gang_once_per_grace_period(user, racks, no
     monkeypatch.setattr(tasks.group_dispatch_task, "delay", lambda **kw: sent.append(kw))
     monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
     monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("slow", 2, 1, key=None))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("slow", 2, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group = TaskGroup.objects.get(workflow=workflow)
     # the first pod exists; the dispatch message for the rest was lost a minute ago
@@ -295,7 +265,7 @@ def test_tick_fails_a_gang_whose_pods_never_get_created(user, racks, no_broker, 
     monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
     monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
     settings.OSMO_DISPATCH_DEADLINE_SECONDS = 300
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("stuck", 2, 1, key=None))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("stuck", 2, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     long_ago = timezone.now() - timedelta(seconds=301)
     TaskGroup.objects.filter(workflow=workflow).update(placed_at=long_ago, dispatch_requested_at=long_ago)
@@ -315,7 +285,7 @@ def test_tick_resends_unconfirmed_pod_deletes(user, racks, no_broker, monkeypatc
     monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: deletes.append(kw))
     monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
     monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
-    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=spec("gone", 1, 1, key=None))
+    workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("gone", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     workflow_cancel(workflow_id=workflow.workflow_id, user=user)  # its delete message is lost (no broker)
@@ -335,7 +305,7 @@ def test_overlapping_cycles_of_one_pool_never_double_book(user, no_broker, monke
     pool = make_pool("one", keys=[("rack", "rack")])
     make_node(pool, "n1", {"rack": "r1"}, gpu=4)
     for index in range(2):
-        workflow_submit(user=user, pool_name=pool.name, spec=spec(f"w{index}", 1, 4, key=None))
+        workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"w{index}", 1, 4, key=None))
     loaded, resume = threading.Event(), threading.Event()
     real = placement.snapshot_load_with_ids
 
