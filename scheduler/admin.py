@@ -15,7 +15,6 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -192,7 +191,7 @@ def _topology_filter(key: TopologyKey) -> type[admin.SimpleListFilter]:
         def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
             values = (
                 Node.objects.filter(pool_id=key.pool_id)
-                .annotate(value=KeyTextTransform(key.label, "labels"))
+                .annotate(value=selectors.label_text(key.label))
                 .exclude(value__isnull=True)
                 .order_by("value")
                 .values_list("value", flat=True)
@@ -203,7 +202,7 @@ def _topology_filter(key: TopologyKey) -> type[admin.SimpleListFilter]:
         def queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> QuerySet[Node]:
             if self.value() is None:
                 return queryset
-            return queryset.alias(**{self.parameter_name: KeyTextTransform(key.label, "labels")}).filter(
+            return queryset.alias(**{self.parameter_name: selectors.label_text(key.label)}).filter(
                 **{self.parameter_name: self.value()}
             )
 
@@ -280,7 +279,7 @@ class NodeAdmin(admin.ModelAdmin):
                 condition = Q()
                 for label_index, label in enumerate(sorted(labels)):
                     alias = f"search_{index}_{label_index}"
-                    queryset = queryset.alias(**{alias: KeyTextTransform(label, "labels")})
+                    queryset = queryset.alias(**{alias: selectors.label_text(label)})
                     condition |= Q(**{alias: value})
             else:
                 condition = Q(name__icontains=term) | Q(labels__icontains=term)

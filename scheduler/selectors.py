@@ -29,10 +29,11 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    TextField,
     Value,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models.functions import Cast, Coalesce, Greatest
 
 from scheduler.models import Node, Pool, Reservation, TopologyKey
 
@@ -44,6 +45,15 @@ RESOURCES: tuple[tuple[str, str, str, str], ...] = (
     ("storage_bytes", "storage_bytes", "used_storage_bytes", "storage_bytes"),
 )
 RESOURCE_NAMES: tuple[str, ...] = tuple(name for name, *_ in RESOURCES)
+
+
+def label_text(label: str, field: str = "labels") -> Cast:
+    """A node label's value as text, for annotations that are filtered, grouped or ordered on.
+
+    Cast, because Django compares a bare ``KeyTextTransform`` annotation as JSON on SQLite
+    (``= JSON_EXTRACT('zone-1', '$')``: "malformed JSON"), which broke the embedded default.
+    """
+    return Cast(KeyTextTransform(label, field), output_field=TextField())
 
 
 def _reserved_subquery(field: str) -> Coalesce:
@@ -143,7 +153,7 @@ def _grouped_totals(*, pool_ids: Sequence[int], labels: Sequence[str]) -> dict[t
 
     (Correlated per-node subqueries inside the GROUP BY cost ~1 s on 20,000 nodes; this costs ~0.1 s.)
     """
-    aliases = {_label_alias(index): KeyTextTransform(label, "labels") for index, label in enumerate(labels)}
+    aliases = {_label_alias(index): label_text(label) for index, label in enumerate(labels)}
     annotations: dict[str, Any] = {"node_count": Count("pk")}
     for name, capacity, used, _reserved in RESOURCES:
         annotations[f"sum_capacity_{name}"] = Coalesce(Sum(capacity), Value(0), output_field=BigIntegerField())
@@ -172,7 +182,7 @@ def _grouped_totals(*, pool_ids: Sequence[int], labels: Sequence[str]) -> dict[t
                 totals.free[name] += row[f"sum_headroom_{name}"]
 
     node_aliases = {
-        alias: KeyTextTransform(label, "node__labels") for alias, label in zip(aliases, labels, strict=True)
+        alias: label_text(label, "node__labels") for alias, label in zip(aliases, labels, strict=True)
     }
     node_fields = [f"node__{capacity}" for _n, capacity, _u, _r in RESOURCES]
     node_fields += [f"node__{used}" for _n, _c, used, _r in RESOURCES]

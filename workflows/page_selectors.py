@@ -18,10 +18,17 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet, Sum
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from scheduler.models import Pool, Reservation, TopologyKey
-from scheduler.selectors import node_queryset_with_usage, pool_capacity_summary, pool_keys, pool_list, pools_totals
+from scheduler.selectors import (
+    label_text,
+    node_queryset_with_usage,
+    pool_capacity_summary,
+    pool_keys,
+    pool_list,
+    pools_totals,
+)
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES, WorkflowStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.selectors import task_domains, workflow_list, workflow_visible_to
@@ -254,8 +261,8 @@ def _summary_with_index(summary_keys: list[dict[str, Any]]) -> None:
         level["position_index"] = index + 1
 
 
-def _label_annotations(keys: Sequence[TopologyKey], prefix: str = "labels") -> dict[str, KeyTextTransform]:
-    return {f"v{index}": KeyTextTransform(key.label, prefix) for index, key in enumerate(keys)}
+def _label_annotations(keys: Sequence[TopologyKey], prefix: str = "labels") -> dict[str, Cast]:
+    return {f"v{index}": label_text(key.label, prefix) for index, key in enumerate(keys)}
 
 
 def _node_cells(pool: Pool, keys: Sequence[TopologyKey], paths: Iterable[tuple[str, ...]] | None) -> dict[

@@ -8,11 +8,11 @@ commas). ``topology`` uses the pool's key names (``zone=z1,rack=r01``); ``label`
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
 from django_filters import rest_framework as filters
 from rest_framework.exceptions import ValidationError
 
 from scheduler.models import Node
+from scheduler.selectors import label_text
 
 
 class CharCSVFilter(filters.BaseCSVFilter, filters.CharFilter):
@@ -35,7 +35,7 @@ def _terms(values: list[str], name: str) -> list[tuple[str, str | None]]:
 def _filter_labels(queryset: QuerySet[Node], terms: list[tuple[str, str | None]]) -> QuerySet[Node]:
     for index, (label, value) in enumerate(terms):
         alias = f"label_filter_{index}"
-        queryset = queryset.alias(**{alias: KeyTextTransform(label, "labels")})
+        queryset = queryset.alias(**{alias: label_text(label)})
         queryset = queryset.filter(**({f"{alias}__isnull": False} if value is None else {alias: value}))
     return queryset
 
