@@ -14,9 +14,11 @@ $PY manage.py osmo_bootstrap
 
 pids=()
 cleanup() {
-  trap - INT TERM EXIT
-  echo
-  echo "==> stopping web, worker and beat"
+  # Ignore further signals (and a closed pipe, e.g. `make run | tee log` after Ctrl-C killed tee),
+  # so nothing interrupts the cleanup itself.
+  trap '' INT TERM HUP PIPE
+  trap - EXIT
+  { echo; echo "==> stopping web, worker and beat"; } 2>/dev/null || true
   for pid in "${pids[@]}"; do kill -TERM "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 1 50); do
     alive=0
@@ -25,8 +27,9 @@ cleanup() {
     sleep 0.2
   done
   for pid in "${pids[@]}"; do kill -KILL "-$pid" 2>/dev/null || true; done
+  exit 0
 }
-trap cleanup INT TERM EXIT
+trap cleanup INT TERM HUP EXIT
 
 # Each process gets its own process group (setsid) so that stopping it also stops its children.
 setsid .venv/bin/celery -A osmo worker -Q scheduler,dispatch,default -c 2 -l INFO \
@@ -39,4 +42,4 @@ pids+=($!)
 
 echo "==> serving on http://$HOST:$PORT/  (Ctrl-C to stop)"
 wait -n "${pids[@]}" || true
-echo "==> a process exited; stopping the rest"
+echo "==> a process exited; stopping the rest" 2>/dev/null || true
