@@ -282,3 +282,60 @@ def test_solver_error_fails_only_that_group(user, racks, monkeypatch):
     assert broken.status == "FAILED_SERVER_ERROR"
     assert "internal error" in broken.failure_message
     assert TaskGroup.objects.get(workflow=fine).status == "INITIALIZING"
+
+
+def test_exec_timeout_fails_a_running_gang(user, racks):
+    workflow = submit(user, racks, gang_spec("long", 1, 1, key=None, extra="  timeout: {exec_timeout: 60s}\n"))
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=0.7))
+    pods_sync(pool_id=racks.pk)  # RUNNING
+    TaskGroup.objects.filter(workflow=workflow).update(started_at=timezone.now() - timedelta(seconds=61))
+    pods_sync(pool_id=racks.pk)
+    workflow.refresh_from_db()
+    assert workflow.status == "FAILED"
+    assert "exec_timeout (60s)" in workflow.failure_message
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+
+
+def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
+    from scheduler.dispatch import DispatchPermanentError
+    from scheduler.services import lifecycle
+
+    class Refusing:
+        name = "refusing"
+
+        def create_pod(self, pod):
+            raise DispatchPermanentError("admission webhook denied the pod")
+
+    monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Refusing())
+    workflow = submit(user, racks, gang_spec("denied", 2, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    workflow.refresh_from_db()
+    assert workflow.status == "FAILED_BACKEND_ERROR"
+    assert "admission webhook denied the pod" in workflow.failure_message
+    assert set(Task.objects.filter(workflow=workflow).values_list("status", flat=True)) == {"FAILED_BACKEND_ERROR"}
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+
+
+def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
+    from scheduler.dispatch import PodState
+    from scheduler.services import lifecycle
+
+    workflow = submit(user, racks, gang_spec("vanished", 1, 1, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+
+    class Forgetful:
+        name = "forgetful"
+
+        def pod_states(self, pods, *, now):
+            return {pod.pod_name: PodState("Missing") for pod in pods}
+
+    monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Forgetful())
+    pods_sync(pool_id=racks.pk)
+    workflow.refresh_from_db()
+    assert workflow.status == "FAILED_BACKEND_ERROR"
+    assert Task.objects.get(workflow=workflow).failure_message == "pod disappeared from the backend"
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
