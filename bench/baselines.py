@@ -13,14 +13,14 @@
   NodeResourcesFit "LeastAllocated" (emptiest machine), then name. All or nothing.
 
 Both return the solver's own result types so they can be compared on equal terms. Both reuse the
-solver's aggregated :class:`~scheduler.placement.pool.Pool` where they need counts, so timings compare
+solver's aggregated :class:`~scheduler.placement.index.DomainIndex` where they need counts, so timings compare
 the algorithms, not the data loading.
 """
 
 from __future__ import annotations
 
-from scheduler.placement.pool import Pool
-from scheduler.placement.solver import TreeIndex, index_tree, shapes_of
+from scheduler.placement.index import DomainIndex
+from scheduler.placement.plan import TreeIndex, index_tree, shapes_of
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, Placement, Unplaceable
 
 
@@ -32,7 +32,7 @@ def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | 
     """Kueue TAS BestFit re-implementation (see the module docstring)."""
     ti = index_tree(group, snapshot.keys)
     shapes, task_shape = shapes_of(group, snapshot)
-    pool = Pool(snapshot, shapes)
+    pool = DomainIndex(snapshot, shapes)
     result: dict[int, str] = {}
 
     def counts(tasks: tuple[int, ...]) -> dict[int, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from scheduler.placement.tree import ConstraintTree, NodePath, TreeNode
 from scheduler.placement.types import (
     ClusterSnapshot,
     GroupRequest,
@@ -19,7 +20,6 @@ from scheduler.placement.types import (
     Resources,
     TaskRequest,
 )
-from workflows.spec.tree import ConstraintTree, NodePath, TreeNode
 
 KEY_NAMES = ("zone", "spine", "rack")
 GIB = 1 << 30

@@ -1,7 +1,7 @@
 """Structured reasons for "unschedulable" (design §5, "Explained").
 
 Called only after the search proved the required-only problem infeasible. It looks for the first
-culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.pool.Pool`:
+culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.index.DomainIndex`:
 1. a required node whose key is not a topology key of the pool;
 2. in pre-order, a required node for which no domain of its key holds its subtree's tasks
    ("the largest free gpu-clique fits 3 of 4"; the whole pool's room is added when it is short too);
@@ -15,23 +15,21 @@ The reason also carries totals and the machines excluded per cause. Pure and det
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from scheduler.placement.pool import Pool
+from scheduler.placement.index import DomainIndex
+from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan
 from scheduler.placement.types import RESOURCE_NAMES, Unplaceable
 
-if TYPE_CHECKING:
-    from scheduler.placement.solver import TreeIndex
+
+def _label(index: DomainIndex, d: int) -> list[str]:
+    return list(index.path[d])
 
 
-def _label(pool: Pool, d: int) -> list[str]:
-    return list(pool.path[d])
-
-
-def _shape_text(pool: Pool, shapes: set[int]) -> str:
+def _shape_text(index: DomainIndex, shapes: set[int]) -> str:
     if len(shapes) != 1:
         return f"({len(shapes)} shapes)"
-    req = pool.shapes[next(iter(shapes))].req
+    req = index.shapes[next(iter(shapes))].req
     for name, amount in zip(RESOURCE_NAMES, req, strict=True):
         if amount:
             unit = {"cpu": "m cpu", "memory": " B memory", "storage": " B storage"}.get(name, " gpu")
@@ -39,25 +37,25 @@ def _shape_text(pool: Pool, shapes: set[int]) -> str:
     return "of no resources"
 
 
-def _room(pool: Pool, d: int, need: dict[int, int]) -> int:
-    return sum(min(pool.cap[d][s], k) for s, k in need.items())
+def _room(index: DomainIndex, d: int, need: dict[int, int]) -> int:
+    return sum(min(index.cap[d][s], k) for s, k in need.items())
 
 
-def explain(pool: Pool, ti: TreeIndex, task_shape: Sequence[int], culprit_key: int | None = None) -> Unplaceable:
-    from scheduler.placement.solver import NO_LEVEL, build_plan
-
-    keys = pool.keys
+def explain(
+    index: DomainIndex, ti: TreeIndex, task_shape: Sequence[int], culprit_key: int | None = None
+) -> Unplaceable:
+    keys = index.keys
     ntasks = len(ti.task_names)
     requested = [0, 0, 0, 0]
     for s in task_shape:
         for r in range(4):
-            requested[r] += pool.shapes[s].req[r]
-    stats = pool.stats
+            requested[r] += index.shapes[s].req[r]
+    stats = index.stats
     base: dict[str, Any] = {
         "totals": {
             "tasks": ntasks,
             "requested": dict(zip(RESOURCE_NAMES, requested, strict=True)),
-            "free_usable": dict(zip(RESOURCE_NAMES, pool.tot[0], strict=True)),
+            "free_usable": dict(zip(RESOURCE_NAMES, index.tot[0], strict=True)),
             "machines": stats.machines,
             "usable_machines": sum(stats.depth),
         },
@@ -106,16 +104,18 @@ def explain(pool: Pool, ti: TreeIndex, task_shape: Sequence[int], culprit_key: i
         tot = [0, 0, 0, 0]
         for t in tasks:
             for r in range(4):
-                tot[r] += pool.shapes[task_shape[t]].req[r]
-        return all(tot[r] <= pool.tot[d][r] for r in range(4))
+                tot[r] += index.shapes[task_shape[t]].req[r]
+        return all(tot[r] <= index.tot[d][r] for r in range(4))
 
     gang_need = need_of(range(ntasks))
-    gang_room = _room(pool, 0, gang_need) if fits_tot(0, range(ntasks)) else min(_room(pool, 0, gang_need), ntasks - 1)
+    gang_room = _room(index, 0, gang_need)
+    if not fits_tot(0, range(ntasks)):
+        gang_room = min(gang_room, ntasks - 1)
     required_only = [
         (ti.level[i] if ti.level[i] is not None else NO_LEVEL) if node.required else NO_LEVEL
         for i, node in enumerate(ti.nodes)
     ]
-    plan = build_plan(ti, required_only, list(task_shape), pool.shapes)
+    plan = build_plan(ti, required_only, list(task_shape), index.shapes)
     sub_tasks: list[list[int]] = [list(step.tasks) for step in plan.steps]
     for k in range(len(plan.steps) - 1, -1, -1):
         ctx = plan.steps[k].ctx
@@ -127,10 +127,10 @@ def explain(pool: Pool, ti: TreeIndex, task_shape: Sequence[int], culprit_key: i
         tasks = sub_tasks[k]
         need = need_of(tasks)
         key = keys[step.level]
-        domains = pool.at_level(step.level)
+        domains = index.at_level(step.level)
         best_d, best_room = -1, -1
         for d in domains:
-            r = _room(pool, d, need) if fits_tot(d, tasks) else min(_room(pool, d, need), len(tasks) - 1)
+            r = _room(index, d, need) if fits_tot(d, tasks) else min(_room(index, d, need), len(tasks) - 1)
             if r > best_room:
                 best_d, best_room = d, r
         label = f"{node.key}={node.group} ({node.requirement})"
@@ -142,11 +142,11 @@ def explain(pool: Pool, ti: TreeIndex, task_shape: Sequence[int], culprit_key: i
                 where += f" (the whole pool fits {gang_room} of {ntasks})"
             return done(
                 "no_domain",
-                f"{label} needs {len(tasks)} tasks {_shape_text(pool, set(need))} in one {key}; {where}",
+                f"{label} needs {len(tasks)} tasks {_shape_text(index, set(need))} in one {key}; {where}",
                 node=node_info(i),
                 key=key,
                 tasks_needed=len(tasks),
-                best_domain={"path": _label(pool, best_d) if best_d >= 0 else None, "fits": max(best_room, 0)},
+                best_domain={"path": _label(index, best_d) if best_d >= 0 else None, "fits": max(best_room, 0)},
                 domains=len(domains),
                 excluded=excluded(step.level),
             )
@@ -154,7 +154,7 @@ def explain(pool: Pool, ti: TreeIndex, task_shape: Sequence[int], culprit_key: i
             wanted = sum(b.count for b in step.blocks)
             best_d, best_groups = -1, -1
             for d in domains:
-                got = sum(min(pool.block_room(d, b), b.count) for b in step.blocks)
+                got = sum(min(index.block_room(d, b), b.count) for b in step.blocks)
                 if got > best_groups:
                     best_d, best_groups = d, got
             if best_groups < wanted:
@@ -167,13 +167,13 @@ def explain(pool: Pool, ti: TreeIndex, task_shape: Sequence[int], culprit_key: i
                     key=key,
                     tasks_needed=len(tasks),
                     groups_needed=wanted,
-                    best_domain={"path": _label(pool, best_d) if best_d >= 0 else None, "groups": best_groups},
+                    best_domain={"path": _label(index, best_d) if best_d >= 0 else None, "groups": best_groups},
                     domains=len(domains),
                     excluded=excluded(step.level),
                 )
     if gang_room < ntasks:
         room = gang_room
-        what = _shape_text(pool, set(gang_need))
+        what = _shape_text(index, set(gang_need))
         return done(
             "insufficient_capacity",
             f"the gang's {ntasks} tasks {what} do not fit in the pool; its free machines fit {room} of {ntasks}",

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scheduler.placement.tree import PREFERRED, REQUIRED
 from workflows.spec.checks import CrossChecks
 from workflows.spec.drafts import DEFAULT_RESOURCE, GroupDraft, ResourceDraft, TaskDraft
 from workflows.spec.errors import ErrorList, SpecInvalidError, join_path
@@ -39,7 +40,6 @@ from workflows.spec.model import (
     WorkflowSpec,
 )
 from workflows.spec.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
-from workflows.spec.tree import PREFERRED, REQUIRED
 from workflows.spec.trees import build_tree
 
 NAME_PATTERN = re.compile(r"[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?")

@@ -1,4 +1,4 @@
-"""Aggregated pool state and the complete two-phase search behind :func:`scheduler.placement.solve`.
+"""The aggregated domain index and the complete two-phase search behind :func:`scheduler.placement.solve`.
 
 Model
 -----
@@ -135,7 +135,7 @@ def _fit(free: Vec, req: Vec) -> int:
     return best
 
 
-class Pool:
+class DomainIndex:
     """Mutable aggregated state of one snapshot for one gang (see the module docstring)."""
 
     def __init__(self, snapshot: ClusterSnapshot, shapes: Sequence[Shape]) -> None:

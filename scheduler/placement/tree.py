@@ -1,9 +1,9 @@
-"""Constraint tree types (design §4): the one tree type shared by the spec package and the solver.
+"""Constraint tree types (docs/design.md §4): the solver's input, produced by the spec package.
 
-A task group's tree is built by :func:`workflows.spec.trees.build_tree`. Its root stands for the
-group; every other node is one (key, group) co-location constraint and is identified by the tuple of
-(key, group) pairs on its path from the root, so the same group name under two different ancestors
-is two different nodes. Tasks are leaves: a task with topology entries hangs off the deepest node of
+A task group's tree is built by the workflow spec parser. Its root stands for the group; every other
+node is one (key, group) co-location constraint and is identified by the tuple of (key, group) pairs
+on its path from the root, so the same group name under two different ancestors is two different
+nodes. Tasks are leaves: a task with topology entries hangs off the deepest node of
 its path, a task without entries hangs off the root (in the gang, unconstrained).
 
 Invariants (checked by tests):
