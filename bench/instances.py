@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from scheduler.placement.tree import ConstraintTree, NodePath, TreeNode
 from scheduler.placement.types import (
     ClusterSnapshot,
     GroupRequest,
@@ -20,6 +19,7 @@ from scheduler.placement.types import (
     Resources,
     TaskRequest,
 )
+from topology.tree import ConstraintTree, NodePath, TreeNode
 
 KEY_NAMES = ("zone", "spine", "rack")
 GIB = 1 << 30

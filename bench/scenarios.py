@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.pools import nvl72_pool
-from scheduler.placement.tree import ConstraintTree, TreeNode
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, Resources, TaskRequest
+from topology.tree import ConstraintTree, TreeNode
 
 TRAY = Resources(gpu=4, cpu=16_000, memory=128 << 30)
 

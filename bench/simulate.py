@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from bench.baselines import kueue_greedy, pod_affinity
 from bench.pools import nvl72_pool
 from scheduler.placement import Placement, solve
-from scheduler.placement.tree import ConstraintTree, TreeNode
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from topology.tree import ConstraintTree, TreeNode
 
 SOLVERS = {"solve": solve, "kueue-greedy": kueue_greedy, "pod-affinity": pod_affinity}
 WINDOW = 64

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.placement.index import Block, Plan, Shape, Step
-from scheduler.placement.tree import TreeNode
 from scheduler.placement.types import ClusterSnapshot, GroupRequest
+from topology.tree import TreeNode
 
 NO_LEVEL = -1
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from scheduler.placement.tree import ConstraintTree, NodePath
+from topology.tree import ConstraintTree, NodePath
 
 RESOURCE_NAMES: tuple[str, ...] = ("gpu", "cpu", "memory", "storage")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler.placement.tree import ConstraintTree, NodePath, TreeNode
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from topology.tree import ConstraintTree, NodePath, TreeNode
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ every :class:`SpecError` (path + message). Each group of the result carries its 
 render it with :func:`tree_to_json` / :func:`tree_to_outline`, rebuild it with :func:`tree_from_json`.
 """
 
-from scheduler.placement.tree import PREFERRED, REQUIRED, ConstraintTree, NodePath, TreeNode
+from topology.tree import PREFERRED, REQUIRED, ConstraintTree, NodePath, TreeNode
 from workflows.spec.errors import SpecError, SpecInvalidError
 from workflows.spec.loader import SpecLimits
 from workflows.spec.model import GroupSpec, PoolContext, ResourceSpec, TaskSpec, TopologyEntry, WorkflowSpec

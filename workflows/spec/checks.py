@@ -15,7 +15,7 @@ Tasks whose resource or topology is invalid are left out of the later checks (al
 
 from __future__ import annotations
 
-from scheduler.placement.tree import NodePath
+from topology.tree import NodePath
 from workflows.spec.drafts import DEFAULT_RESOURCE, IMPLICIT_DEFAULT, GroupDraft, ResourceDraft, listing
 from workflows.spec.errors import ErrorList, join_path
 from workflows.spec.model import PoolContext

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.placement.tree import REQUIRED, ConstraintTree, RequirementType
+from topology.tree import REQUIRED, ConstraintTree, RequirementType
 from workflows.spec.trees import tree_to_json
 
 #: One node shape of a pool: (gpu devices, cpu millicores, memory bytes, storage bytes).

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.placement.tree import PREFERRED, REQUIRED
+from topology.tree import PREFERRED, REQUIRED
 from workflows.spec.checks import CrossChecks
 from workflows.spec.drafts import DEFAULT_RESOURCE, GroupDraft, ResourceDraft, TaskDraft
 from workflows.spec.errors import ErrorList, SpecInvalidError, join_path

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from scheduler.placement.tree import PREFERRED, REQUIRED, ConstraintTree, NodePath, RequirementType, TreeNode
+from topology.tree import PREFERRED, REQUIRED, ConstraintTree, NodePath, RequirementType, TreeNode
 
 
 class EntryLike(Protocol):

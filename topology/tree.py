@@ -1,4 +1,4 @@
-"""Constraint tree types (docs/design.md §4): the solver's input, produced by the spec package.
+"""Constraint tree types (docs/design.md §4): built by the spec parser, consumed by the solver.
 
 A task group's tree is built by the workflow spec parser. Its root stands for the group; every other
 node is one (key, group) co-location constraint and is identified by the tuple of (key, group) pairs
