@@ -6,13 +6,9 @@ shared free-capacity selector). Free capacity = capacity - external usage - acti
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from scheduler.models import Pool
-from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement import ClusterSnapshot, NodeState, Resources
 from scheduler.selectors import node_queryset_with_usage
-from workflows.models import TaskGroup
-from workflows.spec import GroupSpec, tree_from_json
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
@@ -75,40 +71,3 @@ def snapshot_empty(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterS
 def _label_value(labels: dict | None, label: str) -> str | None:
     value = (labels or {}).get(label)
     return None if value in (None, "") else str(value)
-
-
-def group_request_from_spec(group: GroupSpec) -> GroupRequest:
-    return GroupRequest(
-        name=group.name,
-        tree=group.tree,
-        tasks=tuple(
-            TaskRequest(
-                name=task.name,
-                resources=Resources(
-                    gpu=task.resource_spec.gpu,
-                    cpu=task.resource_spec.cpu,
-                    memory=task.resource_spec.memory,
-                    storage=task.resource_spec.storage,
-                ),
-                nodes_excluded=frozenset(task.resource_spec.nodes_excluded),
-            )
-            for task in group.tasks
-        ),
-    )
-
-
-def group_request_from_db(group: TaskGroup, tasks: Iterable) -> GroupRequest:
-    """Rebuild a gang's request from stored rows (tasks must belong to ``group``)."""
-    return GroupRequest(
-        name=group.name,
-        tree=tree_from_json(group.constraint_tree),
-        tasks=tuple(
-            TaskRequest(
-                name=task.name,
-                resources=Resources(gpu=task.gpu, cpu=task.cpu_millis, memory=task.memory_bytes,
-                                    storage=task.storage_bytes),
-                nodes_excluded=frozenset(task.nodes_excluded or ()),
-            )
-            for task in tasks
-        ),
-    )

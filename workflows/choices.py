@@ -1,34 +1,40 @@
-"""Statuses after OSMO (design §6) and priorities."""
+"""Statuses after OSMO (docs/design.md §6) and priorities, as Django choices.
+
+The status vocabulary and the sets derived from it are defined once, in the pure rules module
+:mod:`workflows.lifecycle.rules`; these classes give them to model fields and forms.
+"""
 
 from django.db import models
+
+from workflows.lifecycle import rules
 
 
 class TaskStatus(models.TextChoices):
     """Status of a task and of a task group (a group moves as one gang)."""
 
-    WAITING = "WAITING"
-    SCHEDULING = "SCHEDULING"
-    INITIALIZING = "INITIALIZING"
-    RUNNING = "RUNNING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    FAILED_CANCELED = "FAILED_CANCELED"
-    FAILED_BACKEND_ERROR = "FAILED_BACKEND_ERROR"
-    FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
-    FAILED_UPSTREAM = "FAILED_UPSTREAM"
-    FAILED_SERVER_ERROR = "FAILED_SERVER_ERROR"
+    WAITING = rules.WAITING
+    SCHEDULING = rules.SCHEDULING
+    INITIALIZING = rules.INITIALIZING
+    RUNNING = rules.RUNNING
+    COMPLETED = rules.COMPLETED
+    FAILED = rules.FAILED
+    FAILED_CANCELED = rules.FAILED_CANCELED
+    FAILED_BACKEND_ERROR = rules.FAILED_BACKEND_ERROR
+    FAILED_QUEUE_TIMEOUT = rules.FAILED_QUEUE_TIMEOUT
+    FAILED_UPSTREAM = rules.FAILED_UPSTREAM
+    FAILED_SERVER_ERROR = rules.FAILED_SERVER_ERROR
 
 
 class WorkflowStatus(models.TextChoices):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    FAILED_CANCELED = "FAILED_CANCELED"
-    FAILED_BACKEND_ERROR = "FAILED_BACKEND_ERROR"
-    FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
-    FAILED_UPSTREAM = "FAILED_UPSTREAM"
-    FAILED_SERVER_ERROR = "FAILED_SERVER_ERROR"
+    PENDING = rules.PENDING
+    RUNNING = rules.RUNNING
+    COMPLETED = rules.COMPLETED
+    FAILED = rules.FAILED
+    FAILED_CANCELED = rules.FAILED_CANCELED
+    FAILED_BACKEND_ERROR = rules.FAILED_BACKEND_ERROR
+    FAILED_QUEUE_TIMEOUT = rules.FAILED_QUEUE_TIMEOUT
+    FAILED_UPSTREAM = rules.FAILED_UPSTREAM
+    FAILED_SERVER_ERROR = rules.FAILED_SERVER_ERROR
 
 
 class Priority(models.TextChoices):
@@ -39,22 +45,10 @@ class Priority(models.TextChoices):
 
 PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 
-TASK_TERMINAL_STATUSES = frozenset(
-    {
-        TaskStatus.COMPLETED,
-        TaskStatus.FAILED,
-        TaskStatus.FAILED_CANCELED,
-        TaskStatus.FAILED_BACKEND_ERROR,
-        TaskStatus.FAILED_QUEUE_TIMEOUT,
-        TaskStatus.FAILED_UPSTREAM,
-        TaskStatus.FAILED_SERVER_ERROR,
-    }
-)
-TASK_FAILED_STATUSES = TASK_TERMINAL_STATUSES - {TaskStatus.COMPLETED}
-TASK_ACTIVE_STATUSES = frozenset({TaskStatus.INITIALIZING, TaskStatus.RUNNING})  # holding capacity
-WORKFLOW_TERMINAL_STATUSES = frozenset(
-    {s for s in WorkflowStatus if s not in (WorkflowStatus.PENDING, WorkflowStatus.RUNNING)}
-)
+TASK_TERMINAL_STATUSES = frozenset(TaskStatus(s) for s in rules.TERMINAL)
+TASK_FAILED_STATUSES = frozenset(TaskStatus(s) for s in rules.FAILURES)
+TASK_ACTIVE_STATUSES = frozenset(TaskStatus(s) for s in rules.ACTIVE)  # holding capacity
+WORKFLOW_TERMINAL_STATUSES = frozenset(WorkflowStatus(s) for s in rules.WORKFLOW_TERMINAL)
 
 STATUS_COLOURS = {
     "WAITING": "grey",

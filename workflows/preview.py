@@ -7,7 +7,8 @@ from typing import Any
 
 from scheduler.placement import solve
 from scheduler.results import result_to_json
-from scheduler.snapshot import group_request_from_spec, snapshot_load
+from scheduler.snapshot import snapshot_load
+from workflows.scheduling.requests import group_request_from_spec
 from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline
 

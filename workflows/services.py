@@ -1,8 +1,7 @@
-"""Writes of the workflows app: submission, cancellation and every status transition.
+"""Writes of the workflows app at its edge: validation, submission and cancellation.
 
-All status changes go through :func:`task_status_set`, :func:`group_status_set` and
-:func:`workflow_status_refresh`, which record a :class:`StatusTransition` with its time. The workflow
-status is derived from its groups as OSMO does (:func:`workflow_status_from_groups`).
+Status changes go through :mod:`workflows.lifecycle.transitions`; enqueueing through
+:mod:`scheduler.jobs`.
 """
 
 from __future__ import annotations
@@ -16,19 +15,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from scheduler import jobs
 from scheduler.models import Node, Pool
-from workflows.choices import (
-    TASK_FAILED_STATUSES,
-    TASK_TERMINAL_STATUSES,
-    Priority,
-    TaskStatus,
-    WorkflowStatus,
-)
+from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
     PoolNotFoundError,
     WorkflowNotCancellableError,
     WorkflowSpecInvalidError,
 )
+from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.spec import (
     PoolContext,
@@ -116,17 +111,9 @@ def workflow_submit(
                     return existing, False
             if attempt == 4:
                 raise
-    # robust: the workflow is stored; a broker hiccup must not answer 500 to an accepted submission.
-    transaction.on_commit(lambda: _placement_request(workflow.pool_id), robust=True)
+    jobs.placement_cycle_request(workflow.pool_id)
     logger.info("workflow.submitted", extra={"workflow": workflow.workflow_id, "pool": submission.pool.name})
     return workflow, True
-
-
-def _placement_request(pool_id: int) -> None:
-    """Ask for a placement cycle on the pool (the scheduler app owns the task)."""
-    from scheduler.tasks import placement_cycle_request
-
-    placement_cycle_request(pool_id)
 
 
 def _workflow_create(
@@ -199,155 +186,6 @@ def _workflow_create(
     return workflow
 
 
-# ------------------------------------------------------------------------------------------------
-# Status transitions
-# ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TaskChange:
-    task: Task
-    status: str
-    message: str = ""
-    exit_code: int | None = None
-
-
-_TASK_STATUS_FIELDS = ["status", "updated_at", "started_at", "finished_at", "failure_message", "exit_code"]
-
-
-def tasks_status_set(changes: list[TaskChange]) -> list[Task]:
-    """Apply many task transitions in two queries (one bulk update, one bulk insert of their
-    history). A change to the current status or away from a terminal one is skipped. Returns the
-    tasks that changed."""
-    now = timezone.now()
-    changed: list[Task] = []
-    transitions: list[StatusTransition] = []
-    for change in changes:
-        task, status = change.task, change.status
-        if task.status == status or task.status in TASK_TERMINAL_STATUSES:
-            continue
-        transitions.append(
-            StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
-                             from_status=task.status, to_status=status, message=change.message)
-        )
-        task.status = status
-        task.updated_at = now
-        if status == TaskStatus.RUNNING and task.started_at is None:
-            task.started_at = now
-        if status in TASK_TERMINAL_STATUSES:
-            task.finished_at = now
-        if change.message and status in TASK_FAILED_STATUSES:
-            task.failure_message = change.message
-        if change.exit_code is not None:
-            task.exit_code = change.exit_code
-        changed.append(task)
-    if changed:
-        Task.objects.bulk_update(changed, _TASK_STATUS_FIELDS)
-        StatusTransition.objects.bulk_create(transitions)
-    return changed
-
-
-def task_status_set(task: Task, status: str, *, message: str = "", exit_code: int | None = None) -> bool:
-    """Move one task to ``status`` (no-op when already there or terminal). Returns whether it changed."""
-    return bool(tasks_status_set([TaskChange(task, status, message, exit_code)]))
-
-
-def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> bool:
-    """Move a group to ``status`` (no-op when already there or terminal). Returns whether it changed."""
-    if group.status == status or group.status in TASK_TERMINAL_STATUSES:
-        return False
-    now = timezone.now()
-    previous = group.status
-    group.status = status
-    fields = ["status", "updated_at"]
-    if status == TaskStatus.SCHEDULING:
-        group.scheduling_since = now
-        fields.append("scheduling_since")
-    if status == TaskStatus.RUNNING and group.started_at is None:
-        group.started_at = now
-        fields.append("started_at")
-    if status in TASK_TERMINAL_STATUSES:
-        group.finished_at = now
-        fields.append("finished_at")
-    if message and status in TASK_FAILED_STATUSES:
-        group.failure_message = message
-        fields.append("failure_message")
-    group.save(update_fields=fields)
-    StatusTransition.objects.create(
-        workflow_id=group.workflow_id, group=group, from_status=previous, to_status=status, message=message
-    )
-    return True
-
-
-def workflow_status_from_groups(statuses: list[str]) -> str:
-    """OSMO's aggregation: COMPLETED when every group completed; the first real failure (not a
-    consequence such as FAILED_UPSTREAM) once every group is terminal; RUNNING once any group got
-    capacity or completed; PENDING before that (a group that failed without running does not make
-    the workflow RUNNING)."""
-    if statuses and all(s == TaskStatus.COMPLETED for s in statuses):
-        return WorkflowStatus.COMPLETED
-    if statuses and all(s in TASK_TERMINAL_STATUSES for s in statuses):
-        failures = [s for s in statuses if s in TASK_FAILED_STATUSES]
-        primary = [s for s in failures if s != TaskStatus.FAILED_UPSTREAM] or failures
-        return WorkflowStatus(primary[0])
-    started = {TaskStatus.INITIALIZING, TaskStatus.RUNNING, TaskStatus.COMPLETED}
-    if any(s in started for s in statuses):
-        return WorkflowStatus.RUNNING
-    return WorkflowStatus.PENDING
-
-
-def workflow_status_refresh(workflow: Workflow, *, message: str = "") -> bool:
-    """Recompute the workflow status from its groups and record the change, if any."""
-    statuses = list(workflow.groups.order_by("position").values_list("status", flat=True))
-    status = workflow_status_from_groups(statuses)
-    if status == workflow.status:
-        return False
-    now = timezone.now()
-    previous = workflow.status
-    workflow.status = status
-    fields = ["status", "updated_at"]
-    if status != WorkflowStatus.PENDING and workflow.started_at is None:
-        workflow.started_at = now
-        fields.append("started_at")
-    if workflow.is_terminal:
-        workflow.finished_at = now
-        fields.append("finished_at")
-        if status != WorkflowStatus.COMPLETED and not workflow.failure_message:
-            failed = workflow.groups.exclude(failure_message="").order_by("position").first()
-            workflow.failure_message = message or (f"{failed.name}: {failed.failure_message}" if failed else status)
-            fields.append("failure_message")
-    workflow.save(update_fields=fields)
-    StatusTransition.objects.create(workflow=workflow, from_status=previous, to_status=status, message=message)
-    return True
-
-
-def group_fail(group: TaskGroup, status: str, *, message: str) -> None:
-    """Fail a group and its unfinished tasks, release their capacity, and fail downstream groups."""
-    from scheduler.services.reservations import reservations_release
-
-    tasks = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"))
-    tasks_status_set([TaskChange(task, status, message) for task in tasks])
-    reservations_release(task_ids=[t.pk for t in tasks])
-    group_status_set(group, status, message=message)
-    downstream_fail(group)
-
-
-def downstream_fail(group: TaskGroup) -> None:
-    """Groups waiting (directly or not) on a failed group can never start: FAILED_UPSTREAM."""
-    waiting = {g.name: g for g in group.workflow.groups.filter(status=TaskStatus.WAITING).order_by("position")}
-    failed = {group.name}
-    changed = True
-    while changed:
-        changed = False
-        for name, candidate in list(waiting.items()):
-            if failed.intersection(candidate.upstream):
-                message = f"upstream group {sorted(failed.intersection(candidate.upstream))[0]} failed"
-                waiting_tasks = candidate.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk")
-                tasks_status_set([TaskChange(task, TaskStatus.FAILED_UPSTREAM, message) for task in waiting_tasks])
-                group_status_set(candidate, TaskStatus.FAILED_UPSTREAM, message=message)
-                failed.add(name)
-                del waiting[name]
-                changed = True
-
-
 @transaction.atomic
 def workflow_cancel(*, workflow_id: str, user: AbstractBaseUser) -> Workflow:
     """Cancel every unfinished group: FAILED_CANCELED, capacity released, pods deleted, and a
@@ -367,15 +205,6 @@ def workflow_cancel(*, workflow_id: str, user: AbstractBaseUser) -> Workflow:
     created = list(
         workflow.tasks.filter(dispatched_at__isnull=False, pod_deleted_at__isnull=True).values_list("pk", flat=True)
     )
-    pool_id = workflow.pool_id
-    # robust: the cancel is committed; a broker hiccup must not turn it into a 500 (the tick retries).
-    transaction.on_commit(lambda: _pods_delete(created), robust=True)
-    transaction.on_commit(lambda: _placement_request(pool_id), robust=True)
+    jobs.pods_delete_request(created)
+    jobs.placement_cycle_request(workflow.pool_id)
     return workflow
-
-
-def _pods_delete(task_ids: list[int]) -> None:
-    from scheduler.tasks import pod_delete_task
-
-    for task_id in task_ids:
-        pod_delete_task.delay(task_id=task_id)

@@ -199,6 +199,15 @@ OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", defau
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
+# Which queue each task name goes to: the one routing table (scheduler.jobs sends tasks by name).
+CELERY_TASK_ROUTES = {
+    "scheduler.placement_cycle_run": {"queue": "scheduler"},
+    "scheduler.pods_sync": {"queue": "scheduler"},
+    "scheduler.tick": {"queue": "scheduler"},
+    "scheduler.group_dispatch": {"queue": "dispatch"},
+    "scheduler.pod_delete": {"queue": "dispatch"},
+    "scheduler.worker_heartbeat": {"queue": "default"},
+}
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",

@@ -19,10 +19,8 @@ This module imports nothing from Django: it is configured by arguments and envir
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -40,6 +38,7 @@ from scheduler.dispatch.base import (
     PodRequest,
     PodState,
 )
+from scheduler.dispatch.naming import kube_pod_name, label_value
 
 # ------------------------------------------------------------------------------------------------
 # Labels and annotations (the lead and docs/kubernetes.md rely on these exact keys)
@@ -64,45 +63,6 @@ NOTABLE_WAITING_REASONS = frozenset({
     "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
     "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
 })
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_MAX_NAME = 63
-_HASH_LEN = 8
-
-
-def _digest(raw: str) -> str:
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:_HASH_LEN]
-
-
-def kube_pod_name(raw: str) -> str:
-    """The pod's name in Kubernetes: ``raw`` itself when it is a DNS-1123 label (<= 63 chars).
-
-    Otherwise (defensively) a lower-cased, sanitised, truncated form with a hash of the raw name as
-    suffix, so two different raw names never collide and the same raw name always maps the same way.
-    """
-    if len(raw) <= _MAX_NAME and _DNS1123_LABEL.match(raw):
-        return raw
-    base = re.sub(r"[^a-z0-9-]+", "-", raw.lower())
-    base = re.sub(r"-{2,}", "-", base).strip("-")
-    base = base[: _MAX_NAME - _HASH_LEN - 1].rstrip("-")
-    return f"{base}-{_digest(raw)}" if base else f"osmo-{_digest(raw)}"
-
-
-def label_value(raw: str) -> str:
-    """A valid label value for ``raw`` (<= 63 chars of ``[A-Za-z0-9._-]``, alphanumeric at both ends).
-
-    Valid values are kept as they are; others are sanitised and get a hash suffix of the raw value so
-    that distinct raw names stay distinct. The raw value always goes in an annotation as well.
-    """
-    raw = str(raw)
-    if len(raw) <= _MAX_NAME and _LABEL_VALUE.match(raw):
-        return raw
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", raw)
-    base = base[: _MAX_NAME - _HASH_LEN - 1]
-    base = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", base)
-    return f"{base}-{_digest(raw)}" if base else _digest(raw)
-
 
 def pool_selector(pool: str) -> str:
     """The label selector listing the pods this service created for ``pool``."""

@@ -38,6 +38,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from osmo.errors import ConflictError, ValidationFailedError
+from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.models import (
     KEY_NAME_RE,
@@ -538,9 +539,7 @@ def pool_keys_set(*, pool: Pool, keys: Sequence[KeySpec] | Sequence[Mapping[str,
 def capacity_changed(pool_id: int) -> None:
     """The pool's inventory changed (nodes added, resized, uncordoned, keys changed): what waits in
     its queue may fit now, so ask for a placement cycle once the change is committed (design §6)."""
-    from scheduler.tasks import placement_cycle_request
-
-    transaction.on_commit(lambda: placement_cycle_request(pool_id))
+    jobs.placement_cycle_request(pool_id)
 
 
 # ------------------------------------------------------------------------------------------------

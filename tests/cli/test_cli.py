@@ -230,7 +230,7 @@ def drive_workflow(final: str, *, step: float = 0.4) -> Driver:
         from django.db import transaction
 
         from scheduler.models import Node
-        from workflows import services
+        from workflows.lifecycle import transitions as services
         from workflows.models import TaskGroup, Workflow
 
         deadline = time.monotonic() + 20

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from scheduler.models import Pool
-from scheduler.services.placement import placement_cycle_run
+from workflows.scheduling.cycle import placement_cycle_run
 from workflows.services import workflow_submit
 
 ROOT = Path.cwd()

@@ -29,8 +29,8 @@ def scene(django_user_model):
     - alice's ``big-clique-job-1``, waiting: no gpu-clique has 20 free nodes.
     """
     from scheduler.models import Node
-    from scheduler.services.placement import placement_cycle_run
     from tests.factories import example_spec, make_nvl72_pool
+    from workflows.scheduling.cycle import placement_cycle_run
     from workflows.services import workflow_submit
 
     alice = django_user_model.objects.create_user(username="alice", password="alice-password")

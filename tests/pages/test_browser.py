@@ -21,7 +21,7 @@ def _shot(page, folder: Path, name: str) -> None:
 
 def _start_running(workflow: Workflow) -> None:
     """What the dispatch backend reports once pods run: every task and group RUNNING."""
-    from workflows.services import group_status_set, task_status_set, workflow_status_refresh
+    from workflows.lifecycle.transitions import group_status_set, task_status_set, workflow_status_refresh
 
     for group in workflow.groups.order_by("position"):
         for task in group.tasks.order_by("position"):

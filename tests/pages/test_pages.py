@@ -185,7 +185,7 @@ def test_workflow_detail_explains_a_waiting_group_in_plain_words(alice_client, s
 
 def test_workflow_detail_reports_preferred_constraints_met_or_not(client, scene):
     # given: best-effort (preferred rack and spine) placed on the pool
-    from scheduler.services.placement import placement_cycle_run
+    from workflows.scheduling.cycle import placement_cycle_run
     from workflows.services import workflow_submit
 
     workflow, _ = workflow_submit(user=scene["alice"], pool_name="nvl72", spec=example_spec("best-effort-topology"))

@@ -8,12 +8,12 @@ import pytest
 from django.utils import timezone
 
 from scheduler.models import Reservation
-from scheduler.services.lifecycle import group_dispatch, pods_sync
-from scheduler.services.placement import placement_cycle_run
 from scheduler.services.pools import pool_keys_set
 from tests.factories import make_node
 from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_required_constraints_hold, gang_spec
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling.pods import group_dispatch, pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db
@@ -263,7 +263,7 @@ def test_added_unused_key_changes_nothing_for_queued_group(user, racks):
 
 def test_solver_error_fails_only_that_group(user, racks, monkeypatch):
     # given a solver that breaks on one gang
-    from scheduler.services import placement
+    from workflows.scheduling import cycle as placement
 
     real_solve = placement.solve
 
@@ -300,7 +300,7 @@ def test_exec_timeout_fails_a_running_gang(user, racks):
 
 def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
     from scheduler.dispatch import DispatchPermanentError
-    from scheduler.services import lifecycle
+    from workflows.scheduling import pods as lifecycle
 
     class Refusing:
         name = "refusing"
@@ -321,7 +321,7 @@ def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
 
 def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
     from scheduler.dispatch import PodState
-    from scheduler.services import lifecycle
+    from workflows.scheduling import pods as lifecycle
 
     workflow = submit(user, racks, gang_spec("vanished", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)

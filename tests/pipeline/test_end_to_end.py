@@ -11,7 +11,6 @@ from django.db import connection, connections
 
 from scheduler.models import Pool, Reservation
 from scheduler.selectors import node_queryset_with_usage
-from scheduler.services.placement import _LOCK_NAMESPACE
 from tests.conftest import wait_for
 from tests.factories import SEED_EXAMPLES, example_spec, import_example_pool, make_node, make_pool
 from tests.pipeline.helpers import (
@@ -20,6 +19,7 @@ from tests.pipeline.helpers import (
     assert_reservations_match_tasks,
 )
 from workflows.models import Task, TaskGroup, Workflow
+from workflows.scheduling.locks import PLACEMENT_LOCK as _LOCK_NAMESPACE
 from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,26 +11,23 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from scheduler import jobs
 from scheduler.models import Reservation
-from scheduler.services import lifecycle, placement
-from scheduler.services.lifecycle import group_dispatch, pods_sync
-from scheduler.services.placement import placement_cycle_run
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_reservations_match_tasks, gang_spec
-from workflows import services as workflow_services
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling import cycle, pods
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling.pods import group_dispatch, pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
 
 @pytest.fixture
 def no_broker(monkeypatch):
-    """Keep on_commit hooks off the broker (no worker runs here)."""
-    from scheduler import tasks
-
-    monkeypatch.setattr(workflow_services, "_placement_request", lambda pool_id: None)
-    monkeypatch.setattr(tasks, "placement_cycle_request", lambda pool_id: None)
-    monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: None)
-    monkeypatch.setattr(tasks.group_dispatch_task, "delay", lambda **kw: None)
+    """Keep on_commit hooks off the broker (no worker runs here); what would be sent is recorded."""
+    sent: list[tuple[str, dict]] = []
+    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kw: sent.append((name, kw)))
+    return sent
 
 
 
@@ -57,7 +54,7 @@ def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, mon
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=0.7))
-    real = lifecycle.tasks_status_set
+    real = pods.tasks_status_set
     cancel: dict = {}
 
     def racing(changes):
@@ -67,11 +64,11 @@ def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, mon
             time.sleep(0.5)
         return real(changes)
 
-    monkeypatch.setattr(lifecycle, "tasks_status_set", racing)
+    monkeypatch.setattr(pods, "tasks_status_set", racing)
     # when
     pods_sync(pool_id=racks.pk)
     cancel["thread"].join(10)
-    monkeypatch.setattr(lifecycle, "tasks_status_set", real)
+    monkeypatch.setattr(pods, "tasks_status_set", real)
     Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=5))
     pods_sync(pool_id=racks.pk)  # the simulated pod "finishes" later: must not revive the workflow
     # then the cancel won, for good
@@ -87,12 +84,12 @@ def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, mon
 @pytest.mark.django_db(transaction=True)
 def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
     # given a backend that records pods, and a user who cancels while the first pod is being created
-    from scheduler import tasks
+    def send(name, countdown=None, **kw):
+        if name == jobs.POD_DELETE:
+            pods.pod_delete(**kw)
 
-    monkeypatch.setattr(workflow_services, "_placement_request", lambda pool_id: None)
-    monkeypatch.setattr(tasks, "placement_cycle_request", lambda pool_id: None)
-    monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: lifecycle.pod_delete(**kw))
-    pods: set[str] = set()
+    monkeypatch.setattr(jobs, "_send", send)
+    live: set[str] = set()
     events: list[tuple[str, str]] = []
 
     class Recorder:
@@ -104,19 +101,19 @@ def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
                 thread.join(10)
                 assert "error" not in box, box
             events.append(("create", pod.pod_name))
-            pods.add(pod.pod_name)
+            live.add(pod.pod_name)
 
         def delete_pod(self, *, namespace, pod_name):
             events.append(("delete", pod_name))
-            pods.discard(pod_name)
+            live.discard(pod_name)
 
-    monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Recorder())
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: Recorder())
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("leak", 3, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     # when
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     # then no pod of the cancelled gang is left, and dispatch stopped creating more
-    assert pods == set()
+    assert live == set()
     assert [kind for kind, _name in events] == ["create", "delete"]
     assert Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).count() == 0
 
@@ -176,7 +173,7 @@ def test_soft_time_limit_is_not_a_solver_error(user, racks, no_broker, monkeypat
     def slow(*args, **kwargs):
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(placement, "solve", slow)
+    monkeypatch.setattr(cycle, "solve", slow)
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("slow", 2, 4))
     with pytest.raises(SoftTimeLimitExceeded):
         placement_cycle_run(pool_id=racks.pk)
@@ -198,7 +195,7 @@ def test_cycle_budget_commits_what_it_placed(user, racks, no_broker, settings):
 @pytest.mark.django_db(transaction=True)
 def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks, no_broker, monkeypatch):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("dl", 2, 4))
-    real = placement.workflow_status_refresh
+    real = cycle.workflow_status_refresh
     cancel: dict = {}
 
     def refresh(workflow_row, **kwargs):
@@ -209,7 +206,7 @@ def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks
             time.sleep(0.5)
         return real(workflow_row, **kwargs)
 
-    monkeypatch.setattr(placement, "workflow_status_refresh", refresh)
+    monkeypatch.setattr(cycle, "workflow_status_refresh", refresh)
     placement_cycle_run(pool_id=racks.pk)
     cancel["thread"].join(10)
     assert "error" not in cancel["box"], cancel["box"]
@@ -224,13 +221,11 @@ def test_submission_answers_201_when_the_broker_hiccups_after_commit(user, racks
     from kombu.exceptions import OperationalError as KombuOperationalError
     from rest_framework.test import APIClient
 
-    from scheduler import tasks
-
-    def down(**kwargs):
+    def down(name, countdown=None, **kwargs):
         raise KombuOperationalError("Error 111 connecting to redis")
 
-    monkeypatch.setattr(tasks.placement_cycle_task, "delay", down)
-    monkeypatch.setattr(tasks, "_pending_mark", lambda pool_id, clear=False: True)
+    monkeypatch.setattr(jobs, "_send", down)
+    monkeypatch.setattr(jobs, "placement_pending_mark", lambda pool_id, clear=False: True)
     client = APIClient(raise_request_exception=False)
     client.force_authenticate(user)
     response = client.post("/api/workflows/", {"pool": racks.name, "spec": gang_spec("hiccup", 1, 1, key=None)},
@@ -240,36 +235,31 @@ def test_submission_answers_201_when_the_broker_hiccups_after_commit(user, racks
 
 
 @pytest.mark.django_db
-def test_tick_redispatches_a_stranded_gang_once_per_grace_period(user, racks, no_broker, monkeypatch):
-    from scheduler import tasks
-
-    sent: list[dict] = []
-    monkeypatch.setattr(tasks.group_dispatch_task, "delay", lambda **kw: sent.append(kw))
-    monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
-    monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
+def test_tick_redispatches_a_stranded_gang_once_per_grace_period(
+    user, racks, no_broker, monkeypatch, django_capture_on_commit_callbacks
+):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("slow", 2, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group = TaskGroup.objects.get(workflow=workflow)
     # the first pod exists; the dispatch message for the rest was lost a minute ago
     TaskGroup.objects.filter(pk=group.pk).update(dispatch_requested_at=timezone.now() - timedelta(seconds=60))
     Task.objects.filter(workflow=workflow, name="t0").update(dispatched_at=timezone.now())
+    no_broker.clear()
     for _ in range(5):
-        lifecycle.tick()
+        with django_capture_on_commit_callbacks(execute=True):
+            pods.tick()
+    sent = [kw for name, kw in no_broker if name == jobs.GROUP_DISPATCH]
     assert sent == [{"group_id": group.pk}]
 
 
 @pytest.mark.django_db
 def test_tick_fails_a_gang_whose_pods_never_get_created(user, racks, no_broker, monkeypatch, settings):
-    from scheduler import tasks
-
-    monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
-    monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
     settings.OSMO_DISPATCH_DEADLINE_SECONDS = 300
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("stuck", 2, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     long_ago = timezone.now() - timedelta(seconds=301)
     TaskGroup.objects.filter(workflow=workflow).update(placed_at=long_ago, dispatch_requested_at=long_ago)
-    result = lifecycle.tick()
+    result = pods.tick()
     workflow.refresh_from_db()
     assert result["dispatch_expired"] == [TaskGroup.objects.get(workflow=workflow).pk]
     assert workflow.status == "FAILED_BACKEND_ERROR"
@@ -278,24 +268,23 @@ def test_tick_fails_a_gang_whose_pods_never_get_created(user, racks, no_broker, 
 
 
 @pytest.mark.django_db
-def test_tick_resends_unconfirmed_pod_deletes(user, racks, no_broker, monkeypatch):
-    from scheduler import tasks
-
-    deletes: list[dict] = []
-    monkeypatch.setattr(tasks.pod_delete_task, "delay", lambda **kw: deletes.append(kw))
-    monkeypatch.setattr(tasks.placement_cycle_task, "delay", lambda **kw: None)
-    monkeypatch.setattr(tasks.pods_sync_task, "delay", lambda **kw: None)
+def test_tick_resends_unconfirmed_pod_deletes(user, racks, no_broker, monkeypatch, django_capture_on_commit_callbacks):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("gone", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     workflow_cancel(workflow_id=workflow.workflow_id, user=user)  # its delete message is lost (no broker)
     task = Task.objects.get(workflow=workflow)
     Task.objects.filter(pk=task.pk).update(finished_at=timezone.now() - timedelta(seconds=60))
-    lifecycle.tick()
+    no_broker.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        pods.tick()
+    deletes = [kw for name, kw in no_broker if name == jobs.POD_DELETE]
     assert deletes == [{"task_id": task.pk}]
-    lifecycle.pod_delete(task_id=task.pk)
-    deletes.clear()
-    lifecycle.tick()
+    pods.pod_delete(task_id=task.pk)
+    no_broker.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        pods.tick()
+    deletes = [kw for name, kw in no_broker if name == jobs.POD_DELETE]
     assert deletes == []
 
 
@@ -307,7 +296,7 @@ def test_overlapping_cycles_of_one_pool_never_double_book(user, no_broker, monke
     for index in range(2):
         workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"w{index}", 1, 4, key=None))
     loaded, resume = threading.Event(), threading.Event()
-    real = placement.snapshot_load_with_ids
+    real = cycle.snapshot_load_with_ids
 
     def slow_load(*args, **kwargs):
         result = real(*args, **kwargs)
@@ -316,7 +305,7 @@ def test_overlapping_cycles_of_one_pool_never_double_book(user, no_broker, monke
             resume.wait(10)
         return result
 
-    monkeypatch.setattr(placement, "snapshot_load_with_ids", slow_load)
+    monkeypatch.setattr(cycle, "snapshot_load_with_ids", slow_load)
     results: dict = {}
 
     def run(name):

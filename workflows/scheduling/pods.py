@@ -17,25 +17,24 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from scheduler import jobs
 from scheduler.dispatch import DispatchPermanentError, PodRequest, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
-from scheduler.services.placement import pool_lock_try, workflows_lock
 from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
-from workflows.models import Task, TaskGroup, Workflow
-from workflows.services import (
+from workflows.lifecycle.transitions import (
     TaskChange,
+    gang_settle,
     group_fail,
-    group_status_set,
-    task_status_set,
     tasks_status_set,
     workflow_status_refresh,
 )
+from workflows.models import Task, TaskGroup, Workflow
+from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
 
 logger = logging.getLogger(__name__)
 
-_SYNC_LOCK_NAMESPACE = 0x05170001
 ACTIVE = (TaskStatus.INITIALIZING, TaskStatus.RUNNING)
 
 
@@ -112,16 +111,13 @@ def _group_backend_failure(group_id: int, message: str) -> None:
     # active tasks only, and deletes its own late pods).
     created = list(group.tasks.filter(dispatched_at__isnull=False, pod_deleted_at__isnull=True)
                    .values_list("pk", flat=True))
-    pool_id = workflow.pool_id
-    transaction.on_commit(lambda: _after_release(pool_id, created), robust=True)
+    _after_release(workflow.pool_id, created)
 
 
 def _after_release(pool_id: int, pods_to_delete: list[int]) -> None:
-    from scheduler.tasks import placement_cycle_request, pod_delete_task
-
-    for task_id in pods_to_delete:
-        pod_delete_task.delay(task_id=task_id)
-    placement_cycle_request(pool_id)
+    """Capacity was released: delete the pods that may still run, and place what waits (on commit)."""
+    jobs.pods_delete_request(pods_to_delete)
+    jobs.placement_cycle_request(pool_id)
 
 
 def pod_delete(*, task_id: int) -> None:
@@ -154,7 +150,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     released: list[int] = []
     pods_to_delete: list[int] = []
     with transaction.atomic():
-        if not pool_lock_try(pool_id, _SYNC_LOCK_NAMESPACE):
+        if not pool_lock_try(pool_id, SYNC_LOCK):
             return counts
         # The shared lock order (see placement_cycle_run): workflows by pk, then re-read, so a cancel
         # that committed meanwhile is seen and never overwritten.
@@ -192,51 +188,15 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                 released.append(task.pk)
         released += _exec_timeouts_apply(pool, now, touched, pods_to_delete, workflows)
         for group in touched.values():
-            released += _group_settle(group, pods_to_delete)
+            stopped = gang_settle(group)
+            released += stopped
+            pods_to_delete += stopped
         reservations_release(task_ids=released)
         for workflow_id in sorted({g.workflow_id for g in touched.values()}):
             workflow_status_refresh(workflows[workflow_id])
         if released:
-            transaction.on_commit(lambda: _after_release(pool_id, pods_to_delete), robust=True)
+            _after_release(pool_id, pods_to_delete)
     return counts
-
-
-def _group_settle(group: TaskGroup, pods_to_delete: list[int]) -> list[int]:
-    """Derive the gang's status from its tasks; a failed member stops the rest."""
-    tasks = list(group.tasks.order_by("position"))
-    statuses = [t.status for t in tasks]
-    released: list[int] = []
-    failed = [t for t in tasks if t.status in TASK_TERMINAL_STATUSES and t.status != TaskStatus.COMPLETED]
-    if failed:
-        first = failed[0]
-        message = f"task {first.name} failed: {first.failure_message or first.status}"
-        for task in tasks:
-            if task.status not in TASK_TERMINAL_STATUSES:
-                task_status_set(task, TaskStatus.FAILED, message=f"stopped: gang member {first.name} failed")
-                released.append(task.pk)
-                pods_to_delete.append(task.pk)
-        group_status_set(
-            group, first.status if first.status != TaskStatus.FAILED_UPSTREAM else TaskStatus.FAILED, message=message
-        )
-        from workflows.services import downstream_fail
-
-        downstream_fail(group)
-    elif all(s == TaskStatus.COMPLETED for s in statuses):
-        group_status_set(group, TaskStatus.COMPLETED)
-        _downstream_promote(group)
-    elif any(s in (TaskStatus.RUNNING, TaskStatus.COMPLETED) for s in statuses):
-        group_status_set(group, TaskStatus.RUNNING)
-    return released
-
-
-def _downstream_promote(group: TaskGroup) -> None:
-    statuses = dict(group.workflow.groups.values_list("name", "status"))
-    for candidate in group.workflow.groups.filter(status=TaskStatus.WAITING).order_by("position"):
-        upstream_done = all(statuses.get(name) == TaskStatus.COMPLETED for name in candidate.upstream)
-        if group.name in candidate.upstream and upstream_done:
-            group_status_set(candidate, TaskStatus.SCHEDULING, message="upstream groups completed")
-            for task in candidate.tasks.filter(status=TaskStatus.WAITING).order_by("pk"):
-                task_status_set(task, TaskStatus.SCHEDULING)
 
 
 def _exec_timeouts_apply(
@@ -271,8 +231,6 @@ def tick() -> dict[str, list[int]]:
       when placed longer than ``OSMO_DISPATCH_DEADLINE_SECONDS`` ago;
     - pods of failed or cancelled tasks that were never confirmed deleted: deleted again.
     """
-    from scheduler.tasks import group_dispatch_task, placement_cycle_task, pod_delete_task, pods_sync_task
-
     now = timezone.now()
     pending_pools = set(
         TaskGroup.objects.filter(status__in=[TaskStatus.SCHEDULING, TaskStatus.WAITING])
@@ -311,12 +269,11 @@ def tick() -> dict[str, list[int]]:
         .values_list("pk", flat=True)[:POD_DELETE_SWEEP_LIMIT]
     )
     for pool_id in sorted(pending_pools):
-        placement_cycle_task.delay(pool_id=pool_id)
+        jobs.placement_cycle_continue(pool_id)
     for pool_id in sorted(active_pools):
-        pods_sync_task.delay(pool_id=pool_id)
+        jobs.pods_sync_request(pool_id)
     for group_id in redispatch:
-        group_dispatch_task.delay(group_id=group_id)
-    for task_id in undeleted:
-        pod_delete_task.delay(task_id=task_id)
+        jobs.group_dispatch_request(group_id)
+    jobs.pods_delete_request(undeleted)
     return {"placement": sorted(pending_pools), "sync": sorted(active_pools), "redispatch": redispatch,
             "dispatch_expired": expired, "pod_delete": undeleted}

@@ -14,31 +14,30 @@ backfilled behind it, so capacity freed by finishing work accumulates until the 
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import time
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Case, IntegerField, Value, When
 from django.utils import timezone
 
+from scheduler import jobs
+from scheduler.dispatch.naming import pod_name_for
 from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, NodeState, Placement, Policy, Resources, solve
 from scheduler.results import report_to_json, result_to_json
-from scheduler.snapshot import group_request_from_db, pool_key_labels, snapshot_empty, snapshot_load_with_ids
-from workflows.choices import PRIORITY_RANK, TASK_TERMINAL_STATUSES, TaskStatus
+from scheduler.snapshot import pool_key_labels, snapshot_empty, snapshot_load_with_ids
+from workflows.choices import PRIORITY_RANK, TaskStatus
+from workflows.lifecycle.transitions import group_fail, waiting_groups_promote, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.services import group_fail, group_status_set, task_status_set, workflow_status_refresh
+from workflows.scheduling.locks import pool_lock_try, workflows_lock
+from workflows.scheduling.requests import group_request_from_db
 
 logger = logging.getLogger(__name__)
-
-_LOCK_NAMESPACE = zlib.crc32(b"osmo.placement") & 0x7FFFFFFF
 
 
 @dataclass
@@ -50,23 +49,6 @@ class CycleResult:
     unschedulable: list[int] = field(default_factory=list)
     timed_out: list[int] = field(default_factory=list)
     refresh: set[int] = field(default_factory=set)  # workflows whose status must be recomputed
-
-
-def pool_lock_try(pool_id: int, namespace: int = _LOCK_NAMESPACE) -> bool:
-    """Take the pool's transaction-scoped lock; False when another cycle holds it."""
-    if connection.vendor != "postgresql":
-        return True  # SQLite: the IMMEDIATE transaction holds the database write lock already
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [namespace, pool_id])
-        return bool(cursor.fetchone()[0])
-
-
-def pod_name_for(workflow_id: str, task_name: str) -> str:
-    """Deterministic DNS-1123 pod name (<= 63 chars): the same task always gets the same name,
-    which is what makes dispatch idempotent."""
-    base = re.sub(r"[^a-z0-9-]+", "-", f"{workflow_id}-{task_name}".lower()).strip("-") or "task"
-    digest = hashlib.sha1(f"{workflow_id}/{task_name}".encode()).hexdigest()[:8]
-    return f"{base[:54].rstrip('-')}-{digest}"
 
 
 def _priority_rank():
@@ -104,7 +86,9 @@ def placement_cycle_run(
         )
         workflows = workflows_lock(queued.values_list("workflow_id", flat=True))
         result.timed_out = _queue_timeouts_apply(pool, now, workflows)
-        _waiting_groups_promote(pool)
+        result.refresh |= waiting_groups_promote(
+            TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING).select_related("workflow")
+        )
         groups = list(
             TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__in=list(workflows))
             .annotate(rank=_priority_rank())
@@ -116,26 +100,14 @@ def placement_cycle_run(
             _place_groups(pool, groups, now, policy or Policy(), result)
         for workflow_id in sorted({g.workflow_id for g in groups if g.pk in result.placed} | result.refresh):
             workflow_status_refresh(workflows[workflow_id])
-    if result.placed:
-        from scheduler.tasks import group_dispatch_task
-
         for group_id in result.placed:
-            transaction.on_commit(lambda gid=group_id: group_dispatch_task.delay(group_id=gid), robust=True)
+            jobs.group_dispatch_request(group_id)
     if result.placed or result.unschedulable or result.timed_out:
         logger.info(
             "placement.cycle",
             extra={"pool": result.pool, "placed": len(result.placed), "unschedulable": len(result.unschedulable)},
         )
     return result
-
-
-def workflows_lock(workflow_ids) -> dict[int, Workflow]:
-    """Lock these workflows' rows in primary-key order (the one order every writer uses, so two
-    writers never deadlock) and return them by id."""
-    ids = sorted(set(workflow_ids))
-    if not ids:
-        return {}
-    return {w.pk: w for w in Workflow.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
 
 
 def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Policy, result: CycleResult) -> None:
@@ -155,7 +127,7 @@ def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Po
     for group in groups:
         if time.monotonic() > deadline:
             # Commit what was decided and let a fresh cycle carry on, rather than run into the
-            # task's time limit and roll everything back (issue #6: big queues must not livelock).
+            # task's time limit and roll everything back: big queues must not livelock.
             result.budget_exhausted = True
             break
         if dirty:
@@ -365,33 +337,3 @@ def _queue_timeouts_apply(pool: Pool, now: datetime, workflows: dict[int, Workfl
             workflow_status_refresh(group.workflow)
             expired.append(group.pk)
     return expired
-
-
-def _waiting_groups_promote(pool: Pool) -> None:
-    """WAITING groups whose upstream groups all COMPLETED move to SCHEDULING (also done when a group
-    completes; repeated here so a lost message cannot strand them)."""
-    waiting = list(TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING).select_related("workflow"))
-    if not waiting:
-        return
-    statuses: dict[tuple[int, str], str] = {
-        (workflow_id, name): status
-        for workflow_id, name, status in TaskGroup.objects.filter(
-            workflow_id__in={g.workflow_id for g in waiting}
-        ).values_list("workflow_id", "name", "status")
-    }
-    for group in waiting:
-        upstream = [statuses.get((group.workflow_id, name)) for name in group.upstream]
-        if all(status == TaskStatus.COMPLETED for status in upstream):
-            group_status_set(group, TaskStatus.SCHEDULING, message="upstream groups completed")
-            for task in group.tasks.filter(status=TaskStatus.WAITING).order_by("pk"):
-                task_status_set(task, TaskStatus.SCHEDULING)
-        elif any(status in TASK_TERMINAL_STATUSES and status != TaskStatus.COMPLETED for status in upstream):
-            from workflows.services import downstream_fail
-
-            failed = next(
-                g
-                for g in TaskGroup.objects.filter(workflow_id=group.workflow_id, name__in=group.upstream)
-                if g.status in TASK_TERMINAL_STATUSES and g.status != TaskStatus.COMPLETED
-            )
-            downstream_fail(failed)
-            workflow_status_refresh(group.workflow)

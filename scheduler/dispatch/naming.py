@@ -1,0 +1,53 @@
+"""Pod names and Kubernetes label values: the one place they are made. Deterministic, so dispatch is
+idempotent; a name that had to be shortened or sanitised carries a hash of the original."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_NAME = 63  # a DNS-1123 label
+HASH_LENGTH = 8
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:HASH_LENGTH]
+
+
+def _label_with_digest(text: str, digest_of: str, *, fallback: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", text.lower())
+    base = re.sub(r"-{2,}", "-", base).strip("-")
+    base = base[: MAX_NAME - HASH_LENGTH - 1].rstrip("-")
+    return f"{base or fallback}-{_digest(digest_of)}"
+
+
+def pod_name_for(workflow_id: str, task_name: str) -> str:
+    """The pod name of a task: a DNS-1123 label (<= 63 chars) readable as ``<workflow>-<task>`` with a
+    hash of both as suffix, so two tasks never share a name and a task always gets the same one."""
+    return _label_with_digest(f"{workflow_id}-{task_name}", f"{workflow_id}/{task_name}", fallback="task")
+
+
+def kube_pod_name(raw: str) -> str:
+    """The pod's name in Kubernetes: ``raw`` itself when it is a DNS-1123 label (names made by
+    :func:`pod_name_for` always are); otherwise, defensively, a sanitised, truncated form with a hash
+    of ``raw`` as suffix, so two different names never collide."""
+    if len(raw) <= MAX_NAME and _DNS1123_LABEL.match(raw):
+        return raw
+    return _label_with_digest(raw, raw, fallback="osmo")
+
+
+def label_value(raw: str) -> str:
+    """A valid label value for ``raw`` (<= 63 chars of ``[A-Za-z0-9._-]``, alphanumeric at both ends).
+
+    Valid values are kept as they are; others are sanitised and get a hash suffix of the raw value so
+    that distinct raw names stay distinct. The raw value always goes in an annotation as well.
+    """
+    raw = str(raw)
+    if len(raw) <= MAX_NAME and _LABEL_VALUE.match(raw):
+        return raw
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", raw)
+    base = base[: MAX_NAME - HASH_LENGTH - 1]
+    base = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", base)
+    return f"{base}-{_digest(raw)}" if base else _digest(raw)

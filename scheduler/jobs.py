@@ -1,0 +1,101 @@
+"""The only place that enqueues Celery work (docs/design.md §6).
+
+Every request is registered with ``transaction.on_commit(..., robust=True)``: inside a transaction
+it is sent once the data it refers to is committed (a worker never reads a row that is not there
+yet), outside one it is sent at once; a broker failure is logged, never raised into the caller,
+because the periodic tick re-drives anything a lost message stranded.
+
+Tasks are sent by name (``send_task``); the names are the contract with the task modules
+(``workflows.tasks``, ``scheduler.tasks``) and ``CELERY_TASK_ROUTES`` in the settings maps each name
+to its queue. Sending by name keeps this module free of imports from the apps that implement them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from osmo.celery import app
+
+logger = logging.getLogger(__name__)
+
+PLACEMENT_CYCLE = "scheduler.placement_cycle_run"
+GROUP_DISPATCH = "scheduler.group_dispatch"
+POD_DELETE = "scheduler.pod_delete"
+PODS_SYNC = "scheduler.pods_sync"
+TICK = "scheduler.tick"
+
+_PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap
+
+
+def _send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
+    app.send_task(name, kwargs=kwargs, countdown=countdown)
+
+
+def _on_commit(name: str, **kwargs: Any) -> None:
+    transaction.on_commit(lambda: _send(name, **kwargs), robust=True)
+
+
+def placement_cycle_request(pool_id: int) -> None:
+    """Ask for a placement cycle of the pool (after submission, completion, cancellation, inventory
+    changes). Coalesced: while a cycle is queued but not started, further requests add nothing, so a
+    burst of submissions costs one cycle, not one each."""
+
+    def send() -> None:
+        if placement_pending_mark(pool_id):
+            _send(PLACEMENT_CYCLE, pool_id=pool_id)
+
+    transaction.on_commit(send, robust=True)
+
+
+def placement_cycle_continue(pool_id: int, *, attempt: int = 0, countdown: float | None = None) -> None:
+    """Enqueue a cycle unconditionally (not coalesced): a cycle that stopped at its time budget
+    continues, or a cycle that found the pool locked looks again after ``countdown`` seconds."""
+    kwargs: dict[str, int] = {"pool_id": pool_id, "attempt": attempt} if attempt else {"pool_id": pool_id}
+    transaction.on_commit(lambda: _send(PLACEMENT_CYCLE, countdown=countdown, **kwargs), robust=True)
+
+
+def group_dispatch_request(group_id: int) -> None:
+    """Create the pods of a placed gang."""
+    _on_commit(GROUP_DISPATCH, group_id=group_id)
+
+
+def pods_delete_request(task_ids: Iterable[int]) -> None:
+    """Delete the pods of these tasks (each deletion is idempotent)."""
+    ids = sorted(set(task_ids))
+    if ids:
+        transaction.on_commit(lambda: [_send(POD_DELETE, task_id=task_id) for task_id in ids], robust=True)
+
+
+def pods_sync_request(pool_id: int) -> None:
+    """Read the pool's pod phases back into task status."""
+    _on_commit(PODS_SYNC, pool_id=pool_id)
+
+
+# -- coalescing mark ------------------------------------------------------------------------------
+_REDIS_CLIENTS: dict[str, Any] = {}
+
+
+def placement_pending_mark(pool_id: int, *, clear: bool = False) -> bool:
+    """Set (or clear) the pool's "cycle pending" mark in Redis. True when a cycle should be enqueued.
+    Without Redis (the embedded default) every request enqueues a cycle."""
+    if not settings.REDIS_URL:
+        return True
+    import redis
+
+    client = _REDIS_CLIENTS.get(settings.REDIS_URL)
+    if client is None:
+        client = _REDIS_CLIENTS[settings.REDIS_URL] = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+    key = f"osmo:placement-pending:{pool_id}"
+    try:
+        if clear:
+            client.delete(key)
+            return True
+        return bool(client.set(key, "1", nx=True, ex=_PENDING_TTL_SECONDS))
+    except redis.RedisError:
+        logger.warning("placement.pending_mark_unavailable", extra={"pool_id": pool_id})
+        return True

@@ -1,0 +1,205 @@
+"""Every status write of tasks, groups and workflows (docs/design.md §6): the one owner of the state
+machine. The rules come from :mod:`workflows.lifecycle.rules`; this module applies them to rows and
+records each change as a :class:`~workflows.models.StatusTransition` with its time.
+
+Callers hold the locks of the shared order (pool advisory lock, pool row, workflow rows by primary
+key; see :mod:`workflows.scheduling.locks`) before calling anything here that changes a group.
+Terminal tasks release their capacity reservations here, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from scheduler.services.reservations import reservations_release
+from workflows.choices import TASK_FAILED_STATUSES, TASK_TERMINAL_STATUSES, TaskStatus, WorkflowStatus
+from workflows.lifecycle import rules
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    task: Task
+    status: str
+    message: str = ""
+    exit_code: int | None = None
+
+
+_TASK_STATUS_FIELDS = ["status", "updated_at", "started_at", "finished_at", "failure_message", "exit_code"]
+
+
+def tasks_status_set(changes: Iterable[TaskChange]) -> list[Task]:
+    """Apply many task transitions in two queries (one bulk update, one bulk insert of their
+    history). A change to the current status or away from a terminal one is skipped. Returns the
+    tasks that changed."""
+    now = timezone.now()
+    changed: list[Task] = []
+    transitions: list[StatusTransition] = []
+    for change in changes:
+        task, status = change.task, change.status
+        if not rules.is_transition_allowed(task.status, status):
+            continue
+        transitions.append(
+            StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
+                             from_status=task.status, to_status=status, message=change.message)
+        )
+        task.status = status
+        task.updated_at = now
+        if status == TaskStatus.RUNNING and task.started_at is None:
+            task.started_at = now
+        if status in TASK_TERMINAL_STATUSES:
+            task.finished_at = now
+        if change.message and status in TASK_FAILED_STATUSES:
+            task.failure_message = change.message
+        if change.exit_code is not None:
+            task.exit_code = change.exit_code
+        changed.append(task)
+    if changed:
+        Task.objects.bulk_update(changed, _TASK_STATUS_FIELDS)
+        StatusTransition.objects.bulk_create(transitions)
+    return changed
+
+
+def task_status_set(task: Task, status: str, *, message: str = "", exit_code: int | None = None) -> bool:
+    """Move one task to ``status`` (no-op when already there or terminal). Returns whether it changed."""
+    return bool(tasks_status_set([TaskChange(task, status, message, exit_code)]))
+
+
+def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> bool:
+    """Move a group to ``status`` (no-op when already there or terminal). Returns whether it changed."""
+    if not rules.is_transition_allowed(group.status, status):
+        return False
+    now = timezone.now()
+    previous = group.status
+    group.status = status
+    fields = ["status", "updated_at"]
+    if status == TaskStatus.SCHEDULING:
+        group.scheduling_since = now
+        fields.append("scheduling_since")
+    if status == TaskStatus.RUNNING and group.started_at is None:
+        group.started_at = now
+        fields.append("started_at")
+    if status in TASK_TERMINAL_STATUSES:
+        group.finished_at = now
+        fields.append("finished_at")
+    if message and status in TASK_FAILED_STATUSES:
+        group.failure_message = message
+        fields.append("failure_message")
+    group.save(update_fields=fields)
+    StatusTransition.objects.create(
+        workflow_id=group.workflow_id, group=group, from_status=previous, to_status=status, message=message
+    )
+    return True
+
+
+def workflow_status_refresh(workflow: Workflow, *, message: str = "") -> bool:
+    """Recompute the workflow status from its groups and record the change, if any."""
+    statuses = list(workflow.groups.order_by("position").values_list("status", flat=True))
+    status = WorkflowStatus(rules.workflow_status(statuses))
+    if status == workflow.status:
+        return False
+    now = timezone.now()
+    previous = workflow.status
+    workflow.status = status
+    fields = ["status", "updated_at"]
+    if status != WorkflowStatus.PENDING and workflow.started_at is None:
+        workflow.started_at = now
+        fields.append("started_at")
+    if workflow.is_terminal:
+        workflow.finished_at = now
+        fields.append("finished_at")
+        if status != WorkflowStatus.COMPLETED and not workflow.failure_message:
+            failed = workflow.groups.exclude(failure_message="").order_by("position").first()
+            workflow.failure_message = message or (f"{failed.name}: {failed.failure_message}" if failed else status)
+            fields.append("failure_message")
+    workflow.save(update_fields=fields)
+    StatusTransition.objects.create(workflow=workflow, from_status=previous, to_status=status, message=message)
+    return True
+
+
+def group_fail(group: TaskGroup, status: str, *, message: str) -> list[int]:
+    """Fail a group and its unfinished tasks, release their capacity, and fail downstream groups.
+    Returns the ids of the tasks it failed (their pods, if any, must be deleted)."""
+    tasks = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"))
+    tasks_status_set([TaskChange(task, status, message) for task in tasks])
+    reservations_release(task_ids=[t.pk for t in tasks])
+    group_status_set(group, status, message=message)
+    downstream_fail(group)
+    return [t.pk for t in tasks]
+
+
+def downstream_fail(group: TaskGroup) -> None:
+    """Groups waiting (directly or not) on a failed group can never start: FAILED_UPSTREAM."""
+    waiting = {g.name: g for g in group.workflow.groups.filter(status=TaskStatus.WAITING).order_by("position")}
+    doomed = rules.downstream_failures(group.name, {name: g.upstream for name, g in waiting.items()})
+    for name, cause in doomed.items():
+        candidate = waiting[name]
+        message = f"upstream group {cause} failed"
+        waiting_tasks = candidate.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk")
+        tasks_status_set([TaskChange(task, TaskStatus.FAILED_UPSTREAM, message) for task in waiting_tasks])
+        group_status_set(candidate, TaskStatus.FAILED_UPSTREAM, message=message)
+
+
+def gang_settle(group: TaskGroup) -> list[int]:
+    """Derive the gang's status from its tasks; a failed member stops the rest, a completed gang
+    promotes the groups waiting on it. Returns the ids of the tasks it stopped (their capacity is
+    the caller's to release and their pods to delete)."""
+    tasks = list(group.tasks.order_by("position"))
+    verdict = rules.gang_verdict([t.status for t in tasks])
+    if verdict.status is None:
+        return []
+    if verdict.failed_task is not None:
+        first = tasks[verdict.failed_task]
+        stopped = [tasks[i] for i in verdict.stop]
+        for task in stopped:
+            task_status_set(task, TaskStatus.FAILED, message=f"stopped: gang member {first.name} failed")
+        message = f"task {first.name} failed: {first.failure_message or first.status}"
+        group_status_set(group, verdict.status, message=message)
+        downstream_fail(group)
+        return [t.pk for t in stopped]
+    group_status_set(group, verdict.status)
+    if verdict.status == TaskStatus.COMPLETED:
+        waiting_groups_promote(TaskGroup.objects.filter(workflow_id=group.workflow_id, status=TaskStatus.WAITING))
+    return []
+
+
+def group_promote(group: TaskGroup) -> None:
+    """A WAITING group whose upstream groups all completed is queued for placement."""
+    group_status_set(group, TaskStatus.SCHEDULING, message="upstream groups completed")
+    for task in group.tasks.filter(status=TaskStatus.WAITING).order_by("pk"):
+        task_status_set(task, TaskStatus.SCHEDULING)
+
+
+def waiting_groups_promote(waiting_groups) -> set[int]:
+    """Apply :func:`rules.waiting_group_verdict` to WAITING groups (a queryset or list, each with
+    ``workflow`` loaded or loadable): promote the ready ones, fail those whose upstream failed.
+    Returns the ids of the workflows whose status must be recomputed."""
+    waiting = list(waiting_groups)
+    if not waiting:
+        return set()
+    statuses: dict[tuple[int, str], str] = {
+        (workflow_id, name): status
+        for workflow_id, name, status in TaskGroup.objects.filter(
+            workflow_id__in={g.workflow_id for g in waiting}
+        ).values_list("workflow_id", "name", "status")
+    }
+    refresh: set[int] = set()
+    for group in waiting:
+        mine = {name: statuses.get((group.workflow_id, name), "") for name in group.upstream}
+        verdict = rules.waiting_group_verdict(group.upstream, mine)
+        if verdict == TaskStatus.SCHEDULING:
+            group_promote(group)
+        elif verdict == TaskStatus.FAILED_UPSTREAM:
+            failed = (
+                TaskGroup.objects.filter(workflow_id=group.workflow_id, name__in=group.upstream,
+                                         status__in=TASK_FAILED_STATUSES)
+                .order_by("position")
+                .first()
+            )
+            if failed is not None:
+                downstream_fail(failed)
+                refresh.add(group.workflow_id)
+    return refresh

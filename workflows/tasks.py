@@ -1,0 +1,65 @@
+"""Celery tasks that move workflows through placement, dispatch and completion. Thin adapters: ids
+and JSON primitives in, the services in :mod:`workflows.scheduling` do the work; every enqueue goes
+through :mod:`scheduler.jobs` (the names below are its contract; queues: ``CELERY_TASK_ROUTES``).
+
+Every task is idempotent (it re-reads the database and returns early when there is nothing to do),
+so a redelivered or duplicated message is harmless.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError
+
+from scheduler import jobs
+from scheduler.dispatch import DispatchTransientError
+
+
+@shared_task(name=jobs.PLACEMENT_CYCLE, ignore_result=True, soft_time_limit=50, time_limit=60,
+             autoretry_for=(OperationalError,), retry_backoff=1, max_retries=5)
+def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
+    from workflows.scheduling.cycle import placement_cycle_run
+
+    # Clear the "cycle pending" mark once this cycle holds the pool and before it reads the queue:
+    # a request arriving from then on enqueues a fresh cycle, one that arrived before is covered.
+    result = placement_cycle_run(pool_id=pool_id, on_locked=lambda: jobs.placement_pending_mark(pool_id, clear=True))
+    if result.budget_exhausted:
+        jobs.placement_cycle_continue(pool_id)
+    elif not result.locked and attempt < 5:
+        # Another cycle holds the pool: it may have read the queue before our trigger's data was
+        # committed, so look again shortly (the periodic tick is the last safety net).
+        jobs.placement_cycle_continue(pool_id, attempt=attempt + 1, countdown=0.2 * 2**attempt)
+
+
+@shared_task(name=jobs.GROUP_DISPATCH, ignore_result=True, acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, retry_backoff_max=120,
+             max_retries=8, soft_time_limit=110, time_limit=120)
+def group_dispatch_task(*, group_id: int) -> None:
+    # acks_late is safe: pod names are deterministic and AlreadyExists counts as success.
+    from workflows.scheduling.pods import group_dispatch
+
+    group_dispatch(group_id=group_id)
+
+
+@shared_task(name=jobs.POD_DELETE, ignore_result=True, acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, max_retries=8,
+             soft_time_limit=50, time_limit=60)
+def pod_delete_task(*, task_id: int) -> None:
+    from workflows.scheduling.pods import pod_delete
+
+    pod_delete(task_id=task_id)
+
+
+@shared_task(name=jobs.PODS_SYNC, ignore_result=True, soft_time_limit=50, time_limit=60,
+             autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, max_retries=3)
+def pods_sync_task(*, pool_id: int) -> None:
+    from workflows.scheduling.pods import pods_sync
+
+    pods_sync(pool_id=pool_id)
+
+
+@shared_task(name=jobs.TICK, ignore_result=True, soft_time_limit=20, time_limit=30)
+def tick_task() -> None:
+    from workflows.scheduling.pods import tick
+
+    tick()
