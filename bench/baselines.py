@@ -19,7 +19,7 @@ the algorithms, not the data loading.
 
 from __future__ import annotations
 
-from scheduler.placement.index import DomainIndex
+from scheduler.placement.index import DomainIndex, GangSearch
 from scheduler.placement.plan import TreeIndex, index_tree, shapes_of
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, Placement, Unplaceable
 
@@ -31,8 +31,8 @@ def _fail(message: str) -> Unplaceable:
 def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | Unplaceable:
     """Kueue TAS BestFit re-implementation (see the module docstring)."""
     ti = index_tree(group, snapshot.keys)
-    shapes, task_shape = shapes_of(group, snapshot)
-    pool = DomainIndex(snapshot, shapes)
+    shapes, task_shape = shapes_of(group, {n.name for n in snapshot.nodes})
+    pool = GangSearch(DomainIndex(snapshot), shapes)
     result: dict[int, str] = {}
 
     def counts(tasks: tuple[int, ...]) -> dict[int, int]:

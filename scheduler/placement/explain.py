@@ -1,7 +1,7 @@
 """Structured reasons for "unschedulable" (design §5, "Explained").
 
 Called only after the search proved the required-only problem infeasible. It looks for the first
-culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.index.DomainIndex`:
+culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.index.GangSearch`:
 1. a required node whose key is not a topology key of the pool;
 2. in pre-order, a required node for which no domain of its key holds its subtree's tasks
    ("the largest free gpu-clique fits 3 of 4"; the whole pool's room is added when it is short too);
@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.placement.index import DomainIndex
+from scheduler.placement.index import GangSearch
 from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan
 from scheduler.placement.types import RESOURCE_NAMES, Unplaceable
 
 
-def _label(index: DomainIndex, d: int) -> list[str]:
+def _label(index: GangSearch, d: int) -> list[str]:
     return list(index.path[d])
 
 
-def _shape_text(index: DomainIndex, shapes: set[int]) -> str:
+def _shape_text(index: GangSearch, shapes: set[int]) -> str:
     if len(shapes) != 1:
         return f"({len(shapes)} shapes)"
     req = index.shapes[next(iter(shapes))].req
@@ -37,12 +37,12 @@ def _shape_text(index: DomainIndex, shapes: set[int]) -> str:
     return "of no resources"
 
 
-def _room(index: DomainIndex, d: int, need: dict[int, int]) -> int:
+def _room(index: GangSearch, d: int, need: dict[int, int]) -> int:
     return sum(min(index.cap[d][s], k) for s, k in need.items())
 
 
 def explain(
-    index: DomainIndex, ti: TreeIndex, task_shape: Sequence[int], culprit_key: int | None = None
+    index: GangSearch, ti: TreeIndex, task_shape: Sequence[int], culprit_key: int | None = None
 ) -> Unplaceable:
     keys = index.keys
     ntasks = len(ti.task_names)

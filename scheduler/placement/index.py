@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.placement.types import ClusterSnapshot
+from scheduler.placement.types import ClusterSnapshot, NodeState, Resources
 
 Vec = tuple[int, int, int, int]
 INFEASIBLE = "infeasible"
@@ -135,22 +135,43 @@ def _fit(free: Vec, req: Vec) -> int:
     return best
 
 
-class DomainIndex:
-    """Mutable aggregated state of one snapshot for one gang (see the module docstring)."""
+@dataclass(slots=True)
+class Table:
+    """Per-domain counts of one gang's shapes (see :meth:`DomainIndex.table`)."""
 
-    def __init__(self, snapshot: ClusterSnapshot, shapes: Sequence[Shape]) -> None:
+    shapes: tuple[Shape, ...]
+    cap: list[list[int]]  # per domain, per shape: how many tasks of the shape fit
+    tot: list[list[int]]  # per domain: free capacity of the machines that fit some shape
+    stats: Exclusions
+    fit_cache: list[dict[Vec, int]]
+
+
+class DomainIndex:
+    """The aggregated domain index of a snapshot, built once and updated in place.
+
+    Schedulable machines are grouped by (domain, free capacity) into classes (see the module
+    docstring); per gang shape set, :meth:`table` derives the per-domain counts ``cap``/``tot`` once
+    and keeps them current while gangs are placed (:meth:`place`), so a placement cycle aggregates
+    the pool once instead of once per gang. Machines named in ``special`` (some task's
+    ``nodes_excluded``) keep their name in their class key, so classes stay interchangeable.
+
+    Invariant (property-tested): after any sequence of :meth:`place` calls, every table and class
+    equals the one built from scratch on the resulting snapshot.
+    """
+
+    def __init__(self, snapshot: ClusterSnapshot, special: frozenset[str] = frozenset()) -> None:
         self.keys = snapshot.keys
-        self.shapes = list(shapes)
-        self.nshapes = len(shapes)
+        self.special = special
         nkeys = len(snapshot.keys)
-        special: set[str] = set()
-        for shape in shapes:
-            special |= shape.excluded
-        stats = Exclusions(machines=len(snapshot.nodes), depth=[0] * (nkeys + 1))
+        self.machines = len(snapshot.nodes)
+        self.cordoned = 0
+        self.nodes: dict[str, NodeState] = {}
         groups: dict[tuple[tuple[str, ...], Vec, str], list[str]] = {}
+        self._where: dict[str, tuple[tuple[str, ...], Vec, str]] = {}
         for node in snapshot.nodes:
+            self.nodes[node.name] = node
             if not node.schedulable:
-                stats.cordoned += 1
+                self.cordoned += 1
                 continue
             labels = node.labels
             if len(labels) != nkeys or None in labels:
@@ -162,26 +183,15 @@ class DomainIndex:
             free = (f.gpu, f.cpu, f.memory, f.storage)
             name = node.name
             key = (path, free, name if name in special else "")
+            self._where[name] = key
             bucket = groups.get(key)
             if bucket is None:
                 groups[key] = [name]
             else:
                 bucket.append(name)
-        self._fit_cache: list[dict[Vec, int]] = [{} for _ in shapes]
-        # Domains: every prefix of every class path, ids in label-path order (pre-order).
+        # Domains: every prefix of every machine's path, ids in label-path order (pre-order).
         paths: set[tuple[str, ...]] = {()}
-        useful: list[tuple[tuple[str, ...], Vec, str, list[str], list[int]]] = []
-        for (path, free, sp), names in groups.items():
-            fits = [self.fit(free, sp, s) for s in range(self.nshapes)]
-            if sp:
-                stats.nodes_excluded += 1
-                if not any(fits):
-                    continue
-            elif not any(fits):
-                stats.too_small += len(names)
-                continue
-            stats.depth[len(path)] += len(names)
-            useful.append((path, free, sp, names, fits))
+        for path, _free, _sp in groups:
             if path not in paths:
                 for i in range(len(path) + 1):
                     paths.add(path[:i])
@@ -198,43 +208,101 @@ class DomainIndex:
         for d in range(1, count):
             self.anc[d] = (d, *self.anc[self.parent[d]])
         self.classes: list[dict[tuple[Vec, str], list[str]]] = [{} for _ in range(count)]
-        self.cap: list[list[int]] = [[0] * self.nshapes for _ in range(count)]
-        self.tot: list[list[int]] = [[0, 0, 0, 0] for _ in range(count)]
-        for path, free, sp, names, fits in useful:
-            d = self.dom_id[path]
+        for (path, free, sp), names in groups.items():
             names.sort(reverse=True)  # pop() yields the smallest name
-            self.classes[d][(free, sp)] = names
-            n = len(names)
-            cap = self.cap[d]
-            for s in range(self.nshapes):
-                cap[s] += fits[s] * n
-            tot = self.tot[d]
-            for r in range(4):
-                if free[r] > 0:
-                    tot[r] += free[r] * n
+            self.classes[self.dom_id[path]][(free, sp)] = names
+        self._desc: dict[tuple[int, int], list[int]] = {}
+        self._tables: dict[tuple[Shape, ...], Table] = {}
+
+    # -- per shape set -------------------------------------------------------------------------------
+
+    def table(self, shapes: Sequence[Shape]) -> Table:
+        """The counts of these shapes per domain (built on first use, then kept current by :meth:`place`).
+        Machines fitting none of the shapes are left out of ``tot`` and counted as ``too_small``."""
+        key = tuple(shapes)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        nshapes = len(key)
+        nkeys = len(self.keys)
+        count = len(self.path)
+        stats = Exclusions(machines=self.machines, cordoned=self.cordoned, depth=[0] * (nkeys + 1))
+        table = Table(key, [[0] * nshapes for _ in range(count)], [[0, 0, 0, 0] for _ in range(count)], stats,
+                      [{} for _ in key])
+        for d in range(count):
+            for (free, sp), names in self.classes[d].items():
+                self._account(table, d, free, sp, len(names), 1, aggregate=False)
         for d in range(count - 1, 0, -1):
             p = self.parent[d]
-            for s, v in enumerate(self.cap[d]):
-                self.cap[p][s] += v
-            for r, v in enumerate(self.tot[d]):
-                self.tot[p][r] += v
+            for s, v in enumerate(table.cap[d]):
+                table.cap[p][s] += v
+            for r, v in enumerate(table.tot[d]):
+                table.tot[p][r] += v
         stats.missing_label = sum(stats.depth[:nkeys])
-        self.stats = stats
-        self.res: list[list[int]] = [[0] * self.nshapes for _ in range(count)]
-        self.res_tot: list[list[int]] = [[0, 0, 0, 0] for _ in range(count)]
-        self._desc: dict[tuple[int, int], list[int]] = {}
+        self._tables[key] = table
+        return table
 
-    # -- helpers ---------------------------------------------------------------------------------
+    def _account(self, table: Table, d: int, free: Vec, sp: str, n: int, sign: int, *, aggregate: bool) -> None:
+        """Add (sign=1) or remove (sign=-1) ``n`` machines of one class to a table's counts."""
+        fits = [_fit_of(table, free, sp, s) for s in range(len(table.shapes))]
+        stats = table.stats
+        if sp:
+            stats.nodes_excluded += sign
+            if not any(fits):
+                return
+        elif not any(fits):
+            stats.too_small += sign * n
+            return
+        depth = len(self.path[d])
+        stats.depth[depth] += sign * n
+        if depth < len(self.keys):
+            stats.missing_label += sign * n
+        targets = self.anc[d] if aggregate else (d,)
+        for a in targets:
+            cap = table.cap[a]
+            for s in range(len(fits)):
+                if fits[s]:
+                    cap[s] += sign * fits[s] * n
+            tot = table.tot[a]
+            for r in range(4):
+                if free[r] > 0:
+                    tot[r] += sign * free[r] * n
 
-    def fit(self, free: Vec, sp: str, s: int) -> int:
-        """How many tasks of shape ``s`` fit on one machine with ``free`` capacity."""
-        if sp and sp in self.shapes[s].excluded:
-            return 0
-        cache = self._fit_cache[s]
-        n = cache.get(free)
-        if n is None:
-            n = cache[free] = _fit(free, self.shapes[s].req)
-        return n
+    # -- updates ---------------------------------------------------------------------------------------
+
+    def place(self, assignments: Sequence[tuple[str, Vec]]) -> None:
+        """Take ``request`` off each named machine for good (a gang was placed): classes, node states
+        and every table stay equal to a fresh build on the resulting snapshot."""
+        for name, req in assignments:
+            node = self.nodes[name]
+            f = node.free
+            free = (f.gpu, f.cpu, f.memory, f.storage)
+            nfree = (free[0] - req[0], free[1] - req[1], free[2] - req[2], free[3] - req[3])
+            self.nodes[name] = NodeState(name=name, labels=node.labels, free=Resources(*nfree),
+                                         schedulable=node.schedulable)
+            where = self._where.get(name)
+            if where is None:  # cordoned: not indexed
+                continue
+            path, _old, sp = where
+            d = self.dom_id[path]
+            classes = self.classes[d]
+            names = classes[(free, sp)]
+            names.remove(name)
+            if not names:
+                del classes[(free, sp)]
+            bucket = classes.get((nfree, sp))
+            if bucket is None:
+                classes[(nfree, sp)] = [name]
+            else:
+                _insort_desc(bucket, name)
+            self._where[name] = (path, nfree, sp)
+            for table in self._tables.values():
+                self._account(table, d, free, sp, 1, -1, aggregate=True)
+                self._account(table, d, nfree, sp, 1, 1, aggregate=True)
+
+    def snapshot(self, pool: str = "") -> ClusterSnapshot:
+        """The current state as a snapshot (machines in their original order)."""
+        return ClusterSnapshot(pool=pool, keys=self.keys, nodes=tuple(self.nodes.values()))
 
     def descendants(self, d: int, level: int) -> list[int]:
         """Domains at ``level`` under ``d`` (``d`` itself when it is at that level), in id order."""
@@ -251,6 +319,70 @@ class DomainIndex:
                     found.extend(self.descendants(c, level))
             self._desc[key] = found
         return found
+
+
+def _fit_of(table: Table, free: Vec, sp: str, s: int) -> int:
+    if sp and sp in table.shapes[s].excluded:
+        return 0
+    cache = table.fit_cache[s]
+    n = cache.get(free)
+    if n is None:
+        n = cache[free] = _fit(free, table.shapes[s].req)
+    return n
+
+
+def _insort_desc(names: list[str], name: str) -> None:
+    """Insert into a list sorted in descending order."""
+    lo, hi = 0, len(names)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if names[mid] > name:
+            lo = mid + 1
+        else:
+            hi = mid
+    names.insert(lo, name)
+
+
+class GangSearch:
+    """The search state of one gang over a :class:`DomainIndex` (see the module docstring): its
+    shapes' counts (copied, since packing changes them while it tries machines), the reservations of
+    the domain phase, and the shared classes, which every search restores before it returns."""
+
+    def __init__(self, index: DomainIndex, shapes: Sequence[Shape]) -> None:
+        table = index.table(shapes)
+        self.index = index
+        self.keys = index.keys
+        self.shapes = list(shapes)
+        self.nshapes = len(shapes)
+        self._fit_cache = table.fit_cache
+        self.dom_id = index.dom_id
+        self.path = index.path
+        self.level = index.level
+        self.parent = index.parent
+        self.children = index.children
+        self.anc = index.anc
+        self.classes = index.classes
+        self.cap: list[list[int]] = [row[:] for row in table.cap]
+        self.tot: list[list[int]] = table.tot
+        self.stats = table.stats
+        count = len(index.path)
+        self.res: list[list[int]] = [[0] * self.nshapes for _ in range(count)]
+        self.res_tot: list[list[int]] = [[0, 0, 0, 0] for _ in range(count)]
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def fit(self, free: Vec, sp: str, s: int) -> int:
+        """How many tasks of shape ``s`` fit on one machine with ``free`` capacity."""
+        if sp and sp in self.shapes[s].excluded:
+            return 0
+        cache = self._fit_cache[s]
+        n = cache.get(free)
+        if n is None:
+            n = cache[free] = _fit(free, self.shapes[s].req)
+        return n
+
+    def descendants(self, d: int, level: int) -> list[int]:
+        return self.index.descendants(d, level)
 
     def at_level(self, level: int) -> list[int]:
         return self.descendants(0, level)

@@ -10,10 +10,11 @@ total key.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from scheduler.placement.index import Block, Plan, Shape, Step
-from scheduler.placement.types import ClusterSnapshot, GroupRequest
+from scheduler.placement.types import GroupRequest
 from topology.tree import TreeNode
 
 NO_LEVEL = -1
@@ -77,10 +78,11 @@ def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
     )
 
 
-def shapes_of(group: GroupRequest, snapshot: ClusterSnapshot) -> tuple[list[Shape], list[int]]:
-    """Distinct task shapes (in first-seen order of tasks sorted by name) and each task's shape index."""
+def shapes_of(group: GroupRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
+    """Distinct task shapes (in first-seen order of tasks sorted by name) and each task's shape index.
+    A shape's excluded names are those of ``machines`` (the pool's) that some task excludes."""
     excluded_any = any(t.nodes_excluded for t in group.tasks)
-    names = {n.name for n in snapshot.nodes} if excluded_any else set()
+    names = {n for t in group.tasks for n in t.nodes_excluded if n in machines} if excluded_any else set()
     shapes: list[Shape] = []
     index: dict[Shape, int] = {}
     task_shape = [0] * len(group.tasks)

@@ -21,7 +21,7 @@ inputs give equal outputs; "unschedulable" is returned only on a proof of infeas
 from __future__ import annotations
 
 from scheduler.placement.explain import explain
-from scheduler.placement.index import INFEASIBLE, UNDECIDED, Budget, DomainIndex
+from scheduler.placement.index import INFEASIBLE, UNDECIDED, Budget, DomainIndex, GangSearch
 from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan, index_tree, shapes_of
 from scheduler.placement.types import (
     ClusterSnapshot,
@@ -34,15 +34,20 @@ from scheduler.placement.types import (
 
 
 class _Context:
-    """One solve call: the pool, the indexed tree and the search entry for a set of levels."""
+    """One solve call: the pool's index, the indexed tree and the search entry for a set of levels."""
 
-    def __init__(self, snapshot: ClusterSnapshot, group: GroupRequest, policy: Policy) -> None:
-        self.snapshot = snapshot
+    def __init__(self, cluster: ClusterSnapshot | DomainIndex, group: GroupRequest, policy: Policy) -> None:
+        index = cluster if isinstance(cluster, DomainIndex) else DomainIndex(cluster)
+        self.keys = index.keys
         self.group = group
         self.policy = policy
-        self.ti = index_tree(group, snapshot.keys)
-        self.shapes, self.task_shape = shapes_of(group, snapshot)
-        self.index = DomainIndex(snapshot, self.shapes)
+        self.ti = index_tree(group, index.keys)
+        self.shapes, self.task_shape = shapes_of(group, index.nodes)
+        special = frozenset().union(*(shape.excluded for shape in self.shapes))
+        if not special <= index.special:
+            # Excluded machines get classes of their own: a one-off index for this gang.
+            index = DomainIndex(index.snapshot(), special | index.special)
+        self.index = GangSearch(index, self.shapes)
         self.steps_used = 0
 
     def run(self, eff: list[int], max_steps: int | None = None) -> list[tuple[str, int]] | str:
@@ -67,15 +72,19 @@ class _Context:
         return best
 
 
-def solve(snapshot: ClusterSnapshot, group: GroupRequest, policy: Policy | None = None) -> Placement | Unplaceable:
-    """Place every task of ``group`` at once on ``snapshot`` (all or nothing).
+def solve(
+    cluster: ClusterSnapshot | DomainIndex, group: GroupRequest, policy: Policy | None = None
+) -> Placement | Unplaceable:
+    """Place every task of ``group`` at once on ``cluster`` (all or nothing): a snapshot, or the
+    :class:`DomainIndex` a placement cycle builds once and keeps current with
+    :meth:`DomainIndex.place` (the result does not depend on which).
 
     Returns a :class:`Placement` (task -> machine, plus one :class:`ConstraintReport` per tree node)
     or an :class:`Unplaceable`: "unschedulable" when no placement meets the required constraints
     (proven), "undecided" when ``policy.max_steps`` ran out first. Raises ValueError only for
     malformed input (tree tasks and requests disagree)."""
     policy = policy or Policy()
-    ctx = _Context(snapshot, group, policy)
+    ctx = _Context(cluster, group, policy)
     ti = ctx.ti
     if not ti.task_names:
         return Placement(status="placed", assignments=(), report=_report(ctx, []))
@@ -149,7 +158,7 @@ def _placed(ctx: _Context, found: list[tuple[str, int]]) -> Placement:
 
 def _report(ctx: _Context, found: list[tuple[str, int]]) -> tuple[ConstraintReport, ...]:
     ti, index = ctx.ti, ctx.index
-    nkeys = len(ctx.snapshot.keys)
+    nkeys = len(ctx.keys)
     out: list[ConstraintReport] = []
     for i, node in enumerate(ti.nodes):
         lvl = ti.level[i]
@@ -171,7 +180,7 @@ def _report(ctx: _Context, found: list[tuple[str, int]]) -> tuple[ConstraintRepo
                 key=node.key,
                 requirement=node.requirement,
                 met=met,
-                met_key=ctx.snapshot.keys[shared] if shared >= 0 else None,
+                met_key=ctx.keys[shared] if shared >= 0 else None,
                 domains=tuple(sorted(domains, key=lambda p: tuple(x or "" for x in p))),
             )
         )
