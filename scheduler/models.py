@@ -42,6 +42,10 @@ class Pool(models.Model):
     keys_version = models.PositiveIntegerField(
         default=1, help_text="Bumped whenever the topology keys change; queued groups built on another version wait."
     )
+    cycle_cursor = models.JSONField(
+        null=True, blank=True, editable=False,
+        help_text="Where the last placement cycle stopped when it ran out of time; the next one resumes there.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -55,6 +59,23 @@ class Pool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PoolEpoch(models.Model):
+    """Counters of what can change a placement verdict in a pool (docs/design.md §8).
+
+    ``capacity_epoch`` goes up whenever capacity may have grown (reservations released, inventory
+    changed); a gang proven unschedulable at one epoch is not solved again until it changes.
+    ``inventory_epoch`` goes up on inventory changes only (the idle pool changed). A row of its own,
+    not fields of :class:`Pool`: the placement cycle holds the pool row locked, and releasing capacity
+    must not wait for it."""
+
+    pool = models.OneToOneField(Pool, on_delete=models.CASCADE, primary_key=True, related_name="epoch")
+    capacity_epoch = models.BigIntegerField(default=0)
+    inventory_epoch = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.pool_id}: capacity {self.capacity_epoch}, inventory {self.inventory_epoch}"
 
 
 class TopologyKey(models.Model):

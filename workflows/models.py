@@ -96,6 +96,19 @@ class TaskGroup(RunState):
     dispatch_requested_at = models.DateTimeField(
         null=True, blank=True, help_text="When pod creation was last requested (placement or re-dispatch)."
     )
+    # The solver's input, stored at submission so a placement cycle needs no task rows to solve
+    # (docs/design.md §8): each task as [name, gpu, cpu_millis, memory_bytes, storage_bytes, [excluded]].
+    task_requests = models.JSONField(null=True, blank=True, editable=False)
+    signature = models.CharField(max_length=64, blank=True, default="", editable=False,
+                                 help_text="Equal for gangs that are the same placement problem.")
+    proof_epoch = models.BigIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="The pool's capacity epoch at which this gang was proven unschedulable.",
+    )
+    reason_code = models.CharField(max_length=40, blank=True, default="", editable=False)
+    idle_fit = models.BooleanField(null=True, blank=True, editable=False,
+                                   help_text="Whether the gang fits the idle pool (at idle_fit_epoch).")
+    idle_fit_epoch = models.BigIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["workflow", "position"]

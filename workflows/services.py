@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.models import Node, Pool
+from scheduler.placement.signature import gang_signature
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
     PoolNotFoundError,
@@ -25,6 +26,7 @@ from workflows.errors import (
 )
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.requests import group_request_from_spec, task_requests_to_json
 from workflows.spec import (
     PoolContext,
     SpecInvalidError,
@@ -142,6 +144,7 @@ def _workflow_create(
     order = {name: index for index, name in enumerate(g.name for g in spec.groups)}
     for group_spec in spec.groups:
         status = TaskStatus.WAITING if group_spec.inputs else TaskStatus.SCHEDULING
+        request = group_request_from_spec(group_spec)
         group = TaskGroup(
             workflow=workflow,
             name=group_spec.name,
@@ -150,6 +153,8 @@ def _workflow_create(
             upstream=list(group_spec.inputs),
             constraint_tree=tree_to_json(group_spec.tree),
             scheduling_since=now if status == TaskStatus.SCHEDULING else None,
+            task_requests=task_requests_to_json(request),
+            signature=gang_signature(request),
         )
         groups.append(group)
     TaskGroup.objects.bulk_create(groups)

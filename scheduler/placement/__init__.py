@@ -1,8 +1,10 @@
-"""Pure placement solver (design §5): ``solve(snapshot, group, policy)`` and its input/output types.
+"""Pure placement solver (docs/design.md §5): ``solve(snapshot, group, policy)``, the pool's aggregated
+:class:`DomainIndex` (built once per cycle, updated in place) and the input/output types.
 
 Stdlib only: never import Django, DRF, Celery or ``scheduler.models`` here.
 """
 
+from scheduler.placement.index import DomainIndex
 from scheduler.placement.solver import solve
 from scheduler.placement.types import (
     RESOURCE_NAMES,
@@ -21,6 +23,7 @@ __all__ = [
     "RESOURCE_NAMES",
     "ClusterSnapshot",
     "ConstraintReport",
+    "DomainIndex",
     "GroupRequest",
     "NodeState",
     "Placement",

@@ -38,7 +38,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from osmo.errors import ConflictError, ValidationFailedError
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.models import (
     KEY_NAME_RE,
@@ -50,6 +49,7 @@ from scheduler.models import (
     Reservation,
     TopologyKey,
 )
+from scheduler.services.reservations import pool_capacity_changed
 from workflows.spec import QuantityError, format_quantity, parse_quantity
 from workflows.spec.loader import MAX_INT_BITS
 from workflows.spec.loader import storable_text as _storable_text
@@ -539,7 +539,7 @@ def pool_keys_set(*, pool: Pool, keys: Sequence[KeySpec] | Sequence[Mapping[str,
 def capacity_changed(pool_id: int) -> None:
     """The pool's inventory changed (nodes added, resized, uncordoned, keys changed): what waits in
     its queue may fit now, so ask for a placement cycle once the change is committed (design §6)."""
-    jobs.placement_cycle_request(pool_id)
+    pool_capacity_changed(pool_id)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,17 +1,54 @@
-"""Capacity reservations: a task's requests held on its node from placement until the task ends."""
+"""Capacity reservations and the pool epochs that tell the placement cycle when capacity may have
+grown (docs/design.md §8). A task's requests are held on its node from placement until it ends."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection
 from django.utils import timezone
 
-from scheduler.models import Reservation
+from scheduler import jobs
+from scheduler.models import PoolEpoch, Reservation
 
 
 def reservations_release(*, task_ids: Iterable[int]) -> int:
-    """Release the active reservations of these tasks (idempotent). Returns how many were released."""
+    """Release the active reservations of these tasks (idempotent) and move their pools' capacity
+    epoch on. Returns how many were released."""
     ids = list(task_ids)
     if not ids:
         return 0
-    return Reservation.objects.filter(task_id__in=ids, released_at__isnull=True).update(released_at=timezone.now())
+    active = Reservation.objects.filter(task_id__in=ids, released_at__isnull=True)
+    pools = set(active.values_list("pool_id", flat=True).distinct())
+    released = active.update(released_at=timezone.now())
+    if released:
+        pool_epochs_bump(pools)
+    return released
+
+
+def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> None:
+    """Move the pools' capacity epoch on (and the inventory epoch, for inventory changes), so queued
+    gangs proven unschedulable before are solved again. One upsert per pool; takes only the epoch
+    row's lock, never the pool row's, so it never waits for a running placement cycle."""
+    table = PoolEpoch._meta.db_table
+    sql = (
+        f"INSERT INTO {table} (pool_id, capacity_epoch, inventory_epoch) VALUES (%s, 1, %s) "
+        f"ON CONFLICT (pool_id) DO UPDATE SET capacity_epoch = {table}.capacity_epoch + 1, "
+        f"inventory_epoch = {table}.inventory_epoch + excluded.inventory_epoch"
+    )
+    with connection.cursor() as cursor:
+        for pool_id in sorted(set(pool_ids)):
+            cursor.execute(sql, [pool_id, 1 if inventory else 0])
+
+
+def pool_epochs(pool_id: int) -> tuple[int, int]:
+    """(capacity epoch, inventory epoch) of the pool; (0, 0) before anything moved them."""
+    row = PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch").first()
+    return row if row is not None else (0, 0)
+
+
+def pool_capacity_changed(pool_id: int) -> None:
+    """The pool's inventory changed (nodes added, resized, uncordoned, keys changed): what waits in its
+    queue may fit now. Moves both epochs on and asks for a placement cycle once committed."""
+    pool_epochs_bump([pool_id], inventory=True)
+    jobs.placement_cycle_request(pool_id)

@@ -1,4 +1,5 @@
-"""The placement cycle of one pool: lock -> snapshot -> solve each pending gang -> persist -> dispatch.
+"""The placement cycle of one pool: lock -> snapshot -> walk the queue -> persist -> dispatch
+(docs/design.md §6, §8).
 
 One cycle per pool at a time: on PostgreSQL a transaction-scoped advisory lock keyed by the pool
 (other pools proceed in parallel on other workers); on SQLite the IMMEDIATE transaction already
@@ -8,36 +9,73 @@ over from the database. Dispatch is enqueued on commit only.
 
 Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. Backfill: a later
 group that fits may go ahead of one that does not. Starvation guard: once the first group that does
-not fit has waited longer than ``OSMO_STARVATION_SECONDS``, no group of equal or lower priority is
-backfilled behind it, so capacity freed by finishing work accumulates until the big gang fits.
+not fit has waited longer than ``OSMO_STARVATION_SECONDS`` and would fit the idle pool, no group of
+equal or lower priority is backfilled behind it, so capacity freed by finishing work accumulates
+until the big gang fits.
+
+What a cycle costs (docs/design.md §8): what changed, not what is queued.
+- The pool is aggregated once per cycle into a :class:`~scheduler.placement.DomainIndex`, updated in
+  place as gangs are placed (capacity only shrinks within a cycle).
+- A gang proven unschedulable records the pool's capacity epoch (:class:`~scheduler.models.PoolEpoch`)
+  of its proof; it is not solved again until the epoch moves (capacity released, inventory or keys
+  changed). Priority order and the starvation guard still see it, with its recorded verdict.
+- Gangs with equal signatures (:mod:`scheduler.placement.signature`) share a verdict within a cycle:
+  once one is proven unschedulable (or undecided), the ones behind it are not solved again.
+- A cycle that runs out of ``OSMO_CYCLE_BUDGET_SECONDS`` stores a cursor; the next cycle solves
+  from there to the end of the queue, then from the top up to the cursor, so every queued gang is
+  tried within ``ceil(solve time of the queue / budget) + 1`` cycles.
+- Queries per cycle do not grow with the queue: one light read of the queue, gang data fetched in
+  batches only for gangs that must be solved, verdicts written in bulk per distinct reason; only
+  placed gangs add queries. Only rows the cycle writes are locked.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, F, IntegerField, Value, When
 from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.dispatch.naming import pod_name_for
 from scheduler.models import Pool, Reservation
-from scheduler.placement import ClusterSnapshot, NodeState, Placement, Policy, Resources, solve
+from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Unplaceable, solve
+from scheduler.placement.signature import gang_signature
 from scheduler.results import report_to_json, result_to_json
+from scheduler.services.reservations import pool_epochs, pool_epochs_bump
 from scheduler.snapshot import pool_key_labels, snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TaskStatus
 from workflows.lifecycle.transitions import group_fail, waiting_groups_promote, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
-from workflows.scheduling.requests import group_request_from_db
+from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
 
 logger = logging.getLogger(__name__)
+
+#: How many queued gangs' constraint trees and task requests are read per query while walking.
+FETCH_BATCH = 500
+BEHIND_STARVING = {
+    "status": "waiting",
+    "code": "behind_starving_group",
+    "message": "waiting: an older gang that does not fit yet goes first",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CycleOptions:
+    """``incremental=False`` runs the algorithm this one replaced (a fresh pool aggregation for every
+    gang, every gang solved every cycle, no shared verdicts, no cursor): the baseline of
+    ``bench.cycle``, which compares both on the same queue."""
+
+    incremental: bool = True
 
 
 @dataclass
@@ -47,11 +85,34 @@ class CycleResult:
     budget_exhausted: bool = False
     placed: list[int] = field(default_factory=list)
     unschedulable: list[int] = field(default_factory=list)
+    undecided: list[int] = field(default_factory=list)
     timed_out: list[int] = field(default_factory=list)
     refresh: set[int] = field(default_factory=set)  # workflows whose status must be recomputed
+    solved: int = 0  # solver calls on the queue's gangs
+    proven: int = 0  # gangs skipped: proven unschedulable at the current capacity epoch
+    shared: int = 0  # gangs given the verdict of an identical gang in this cycle
+    resumed: bool = False  # started from the previous cycle's cursor
 
 
-def _priority_rank():
+@dataclass(slots=True)
+class _Queued:
+    """A queued gang as the walk sees it (one light row; tree and requests are fetched on demand)."""
+
+    pk: int
+    workflow_id: int
+    name: str
+    rank: int
+    order: list[Any]  # the queue order key, JSON-able (the cursor stores one)
+    scheduling_since: datetime | None
+    proof_epoch: int | None
+    signature: str
+    reason_code: str
+    idle_fit: bool | None
+    idle_fit_epoch: int | None
+    keys_version: int
+
+
+def _priority_rank() -> Case:
     return Case(
         *[When(workflow__priority=name, then=Value(rank)) for name, rank in PRIORITY_RANK.items()],
         default=Value(9),
@@ -60,15 +121,17 @@ def _priority_rank():
 
 
 def placement_cycle_run(
-    *, pool_id: int, now: datetime | None = None, policy: Policy | None = None, on_locked=None
+    *, pool_id: int, now: datetime | None = None, policy: Policy | None = None, on_locked: Any = None,
+    options: CycleOptions | None = None,
 ) -> CycleResult:
     """Run one placement cycle for the pool. Returns what it did (``locked=False``: another cycle ran).
 
     Lock order, shared with every other writer of a workflow's groups and tasks (cancel, pod sync,
     backend failures): the pool's advisory lock, then the pool row (so its keys cannot change under
-    the cycle), then the affected Workflow rows in primary-key order; groups are re-read after that,
-    so nothing decided here rests on a row another writer changed meanwhile.
+    the cycle), then the Workflow rows it writes, in primary-key order; what it writes is guarded by
+    the row's status (a gang cancelled meanwhile is not placed).
     """
+    options = options or CycleOptions()
     result = CycleResult()
     with transaction.atomic():
         if not pool_lock_try(pool_id):
@@ -81,138 +144,346 @@ def placement_cycle_run(
             return result
         result.pool = pool.name
         now = now or timezone.now()
-        queued = TaskGroup.objects.filter(
-            workflow__pool=pool, status__in=[TaskStatus.SCHEDULING, TaskStatus.WAITING]
-        )
-        workflows = workflows_lock(queued.values_list("workflow_id", flat=True))
-        result.timed_out = _queue_timeouts_apply(pool, now, workflows)
-        result.refresh |= waiting_groups_promote(
-            TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING).select_related("workflow")
-        )
-        groups = list(
-            TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__in=list(workflows))
-            .annotate(rank=_priority_rank())
-            .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
-        )
-        for group in groups:
-            group.workflow = workflows[group.workflow_id]  # the locked instance, refreshed once below
-        if groups:
-            _place_groups(pool, groups, now, policy or Policy(), result)
-        for workflow_id in sorted({g.workflow_id for g in groups if g.pk in result.placed} | result.refresh):
-            workflow_status_refresh(workflows[workflow_id])
+        # Read before the snapshot: a release committed after this read moves the epoch past it.
+        capacity_epoch, inventory_epoch = pool_epochs(pool.pk)
+        result.timed_out = _queue_timeouts_apply(pool, now)
+        waiting = list(TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING))
+        if waiting:
+            workflows_lock(g.workflow_id for g in waiting)
+            result.refresh |= waiting_groups_promote(waiting)
+        queue = _queue_read(pool)
+        if queue:
+            _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result).run()
+        if result.refresh:
+            workflows = workflows_lock(result.refresh)
+            for workflow_id in sorted(result.refresh):
+                workflow_status_refresh(workflows[workflow_id])
         for group_id in result.placed:
             jobs.group_dispatch_request(group_id)
-    if result.placed or result.unschedulable or result.timed_out:
+    if result.placed or result.unschedulable or result.timed_out or result.undecided:
         logger.info(
             "placement.cycle",
-            extra={"pool": result.pool, "placed": len(result.placed), "unschedulable": len(result.unschedulable)},
+            extra={"pool": result.pool, "placed": len(result.placed), "unschedulable": len(result.unschedulable),
+                   "undecided": len(result.undecided), "solved": result.solved, "proven": result.proven,
+                   "shared": result.shared},
         )
     return result
 
 
-def _place_groups(pool: Pool, groups: list[TaskGroup], now: datetime, policy: Policy, result: CycleResult) -> None:
-    key_labels = pool_key_labels(pool)
-    snapshot, node_ids = snapshot_load_with_ids(pool, key_labels=key_labels)
-    state: dict[str, NodeState] = {node.name: node for node in snapshot.nodes}
-    tasks_by_group: dict[int, list[Task]] = {}
-    for task in Task.objects.filter(group__in=groups).order_by("group_id", "position"):
-        tasks_by_group.setdefault(task.group_id, []).append(task)
+def _queue_read(pool: Pool) -> list[_Queued]:
+    """The pool's SCHEDULING gangs in queue order: one query of small columns."""
+    rows = (
+        TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING)
+        .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
+                  keys_version=F("workflow__pool_keys_version"))
+        .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
+        .values_list("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
+                     "proof_epoch", "signature", "reason_code", "idle_fit", "idle_fit_epoch", "keys_version")
+    )
+    return [
+        _Queued(pk, workflow_id, name, rank, [rank, submitted.isoformat(), workflow_id, position], since, proof,
+                signature, code, idle_fit, idle_epoch, keys_version)
+        for (pk, workflow_id, name, rank, submitted, position, since, proof, signature, code, idle_fit,
+             idle_epoch, keys_version) in rows
+    ]
 
-    starving_rank: int | None = None
-    starvation = timedelta(seconds=settings.OSMO_STARVATION_SECONDS)
-    deadline = time.monotonic() + settings.OSMO_CYCLE_BUDGET_SECONDS
-    empty_pool: ClusterSnapshot | None = None
-    current = snapshot
-    dirty = False
-    for group in groups:
-        if time.monotonic() > deadline:
-            # Commit what was decided and let a fresh cycle carry on, rather than run into the
-            # task's time limit and roll everything back: big queues must not livelock.
-            result.budget_exhausted = True
-            break
-        if dirty:
-            current = ClusterSnapshot(pool=snapshot.pool, keys=snapshot.keys, nodes=tuple(state.values()))
-            dirty = False
-        workflow: Workflow = group.workflow
-        changed = _keys_changed_reason(group, workflow, pool, key_labels)
-        if changed is not None:
-            _reason_record(group, changed)
-            result.unschedulable.append(group.pk)
-            continue
-        if starving_rank is not None and group.rank >= starving_rank:
-            _reason_record(
-                group,
-                {
-                    "status": "waiting",
-                    "code": "behind_starving_group",
-                    "message": "waiting: an older gang that does not fit yet goes first",
-                },
-            )
-            result.unschedulable.append(group.pk)
-            continue
-        tasks = tasks_by_group.get(group.pk, [])
-        request = group_request_from_db(group, tasks)
+
+class _Walk:
+    """One walk over a pool's queue (see the module docstring). Decisions are made in memory on one
+    domain index; :meth:`run` then writes them: placements per gang, verdicts in bulk."""
+
+    def __init__(
+        self, pool: Pool, queue: list[_Queued], now: datetime, policy: Policy, options: CycleOptions,
+        capacity_epoch: int, inventory_epoch: int, result: CycleResult,
+    ) -> None:
+        self.pool, self.queue, self.now, self.policy, self.options = pool, queue, now, policy, options
+        self.incremental = options.incremental
+        self.capacity_epoch, self.inventory_epoch = capacity_epoch, inventory_epoch
+        self.result = result
+        self.key_labels = pool_key_labels(pool)
+        self._index: DomainIndex | None = None
+        self._idle: DomainIndex | None = None
+        self.node_ids: dict[str, int] = {}
+        self.rows: dict[int, tuple[dict[str, Any], list[list[Any]] | None]] = {}
+        self.requests: dict[int, GroupRequest] = {}
+        self.memo: dict[str, tuple[dict[str, Any], str]] = {}  # signature -> (reason, status) this cycle
+        self.idle_memo: dict[str, bool] = {}
+        self.verdicts: dict[int, tuple[dict[str, Any], int | None, str]] = {}  # pk -> (reason, proof, code)
+        self.idle_writes: dict[int, bool] = {}
+        self.legacy: dict[int, tuple[str, list[list[Any]]]] = {}  # pk -> (signature, task requests) to store
+        self.decided: list[tuple[_Queued, Placement, GroupRequest]] = []
+
+    # -- lazily built state ---------------------------------------------------------------------------
+
+    @property
+    def index(self) -> DomainIndex:
+        if self._index is None:
+            snapshot, self.node_ids = snapshot_load_with_ids(self.pool, key_labels=self.key_labels)
+            self._index = DomainIndex(snapshot)
+        return self._index
+
+    def idle_index(self) -> DomainIndex:
+        if self._idle is None:
+            self._idle = DomainIndex(snapshot_empty(self.pool, key_labels=self.key_labels))
+        return self._idle
+
+    def _fetch(self, upcoming: list[_Queued]) -> None:
+        """Read constraint trees and stored requests of up to FETCH_BATCH upcoming gangs in one query
+        (and, for gangs stored before requests were, their task rows in one more)."""
+        wanted = [g.pk for g in upcoming if g.pk not in self.rows][:FETCH_BATCH]
+        if not wanted:
+            return
+        legacy: list[int] = []
+        for pk, constraint_tree, task_requests in TaskGroup.objects.filter(pk__in=wanted).values_list(
+            "pk", "constraint_tree", "task_requests"
+        ):
+            self.rows[pk] = (constraint_tree, task_requests)
+            if task_requests is None:
+                legacy.append(pk)
+        if legacy:
+            tasks: dict[int, list[Task]] = {}
+            for task in Task.objects.filter(group_id__in=legacy).order_by("group_id", "position"):
+                tasks.setdefault(task.group_id, []).append(task)
+            names = {g.pk: g.name for g in upcoming}
+            for pk in legacy:
+                group = TaskGroup(pk=pk, name=names[pk], constraint_tree=self.rows[pk][0])
+                request = group_request_from_db(group, tasks.get(pk, []))
+                self.rows[pk] = (self.rows[pk][0], task_requests_to_json(request))
+                self.legacy[pk] = (gang_signature(request), self.rows[pk][1])  # type: ignore[arg-type]
+
+    def request(self, g: _Queued, upcoming: list[_Queued]) -> GroupRequest:
+        request = self.requests.get(g.pk)
+        if request is None:
+            if g.pk not in self.rows:
+                self._fetch([g, *upcoming])
+            constraint_tree, task_requests = self.rows[g.pk]
+            request = self.requests[g.pk] = group_request_from_row(g.name, constraint_tree, task_requests or [])
+        return request
+
+    def signature(self, g: _Queued, upcoming: list[_Queued]) -> str:
+        if g.signature:
+            return g.signature
+        self.request(g, upcoming)
+        return self.legacy[g.pk][0]
+
+    # -- the walk -----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        queue, result = self.queue, self.result
+        start = 0
+        cursor = self.pool.cycle_cursor if self.incremental else None
+        if cursor:
+            start = next((i for i, g in enumerate(queue) if g.order >= cursor), 0)
+        result.resumed = start > 0
+        walk = queue[start:] + queue[:start]
+        starvation = timedelta(seconds=settings.OSMO_STARVATION_SECONDS)
+        starving_rank = self._starving_before(queue[:start], starvation)
+        deadline = time.monotonic() + settings.OSMO_CYCLE_BUDGET_SECONDS
+        new_cursor: list[Any] | None = None
+        for position, g in enumerate(walk):
+            if time.monotonic() > deadline:
+                # Commit what was decided and let the next cycle carry on from here, rather than run
+                # into the task's time limit and roll everything back: big queues must not livelock.
+                result.budget_exhausted = True
+                new_cursor = g.order
+                break
+            upcoming = walk[position + 1:position + FETCH_BATCH]
+            if g.keys_version != self.pool.keys_version:
+                constraint_tree = self._tree(g, upcoming)
+                changed = _keys_changed_reason(constraint_tree, self._pool_keys(g), self.pool, self.key_labels)
+                if changed is not None:
+                    self._record(g, changed, None)
+                    result.unschedulable.append(g.pk)
+                    continue
+            if starving_rank is not None and g.rank >= starving_rank:
+                if g.reason_code != BEHIND_STARVING["code"] or not self.incremental:
+                    self._record(g, dict(BEHIND_STARVING), None)
+                result.unschedulable.append(g.pk)
+                continue
+            waited = self.now - (g.scheduling_since or self.now)
+            check_idle = starving_rank is None and waited > starvation
+            idle_known = g.idle_fit is not None and g.idle_fit_epoch == self.inventory_epoch
+            if (self.incremental and g.proof_epoch is not None and g.proof_epoch == self.capacity_epoch
+                    and (idle_known or not check_idle)):
+                result.proven += 1
+                result.unschedulable.append(g.pk)
+                if check_idle and g.idle_fit:
+                    starving_rank = g.rank
+                continue
+            verdict = self._decide(g, upcoming)
+            if verdict is None:  # placed, or failed by a solver error
+                continue
+            reason, status = verdict
+            if check_idle:
+                if self._fits_idle(g, upcoming, idle_known):
+                    starving_rank = g.rank
+                else:
+                    reason = {**reason, "fits_empty_pool": False,
+                              "message": f"{reason.get('message', '')} (it does not fit even when the pool is idle)"}
+            self._record(g, reason, self.capacity_epoch if status == "unschedulable" else None)
+            (result.unschedulable if status == "unschedulable" else result.undecided).append(g.pk)
+        self._persist(new_cursor)
+
+    def _starving_before(self, prefix: list[_Queued], starvation: timedelta) -> int | None:
+        """The starvation guard over the part of the queue a resumed cycle does not walk first: the
+        first gang there that did not fit last time, has waited long enough and fits the idle pool."""
+        for g in prefix:
+            waited = self.now - (g.scheduling_since or self.now)
+            if g.proof_epoch is not None and waited > starvation:
+                return g.rank if g.idle_fit and g.idle_fit_epoch == self.inventory_epoch else None
+        return None
+
+    def _decide(self, g: _Queued, upcoming: list[_Queued]) -> tuple[dict[str, Any], str] | None:
+        """Solve the gang (or take the verdict of an identical one); None when it was placed."""
+        result = self.result
+        if self.incremental:
+            shared = self.memo.get(self.signature(g, upcoming))
+            if shared is not None:
+                result.shared += 1
+                return shared
+        request = self.request(g, upcoming)
+        index = self.index
         try:
-            outcome = solve(current, request, policy)
+            outcome = solve(index if self.incremental else index.snapshot(self.pool.name), request, self.policy)
         except SoftTimeLimitExceeded:
             raise
         except Exception:  # a solver bug on one gang must not block the pool's whole queue
-            logger.exception("placement.solver_error", extra={"pool": pool.name, "group": group.pk})
+            logger.exception("placement.solver_error", extra={"pool": self.pool.name, "group": g.pk})
+            self._index = DomainIndex(index.snapshot(self.pool.name))  # the search may have left it half-way
+            group = TaskGroup.objects.select_related("workflow").get(pk=g.pk)
+            workflows_lock([g.workflow_id])
             group_fail(group, TaskStatus.FAILED_SERVER_ERROR,
                        message="internal error while placing this group; the operators' logs have the details")
-            result.refresh.add(workflow.pk)
-            continue
+            result.refresh.add(g.workflow_id)
+            return None
+        result.solved += 1
         if isinstance(outcome, Placement):
-            if _placement_persist(group, tasks, outcome, node_ids, pool):
-                assignments = outcome.tasks
-                for task in tasks:
-                    node = state[assignments[task.name]]
-                    state[node.name] = NodeState(
-                        name=node.name,
-                        labels=node.labels,
-                        schedulable=node.schedulable,
-                        free=Resources(
-                            gpu=node.free.gpu - task.gpu,
-                            cpu=node.free.cpu - task.cpu_millis,
-                            memory=node.free.memory - task.memory_bytes,
-                            storage=node.free.storage - task.storage_bytes,
-                        ),
-                    )
-                dirty = True
-                result.placed.append(group.pk)
-            continue
-        reason = result_to_json(outcome)
-        waited = now - (group.scheduling_since or now)
-        if starving_rank is None and waited > starvation:
-            # Only a gang that fits the pool once running work has finished may hold the line; one
-            # that cannot fit even the empty pool would block everything behind it forever.
-            if empty_pool is None:
-                empty_pool = snapshot_empty(pool, key_labels=key_labels)
-            if isinstance(solve(empty_pool, request, policy), Placement):
-                starving_rank = group.rank
-            else:
-                reason = {**reason, "fits_empty_pool": False,
-                          "message": f"{reason.get('message', '')} (it does not fit even when the pool is idle)"}
-        _reason_record(group, reason)
-        result.unschedulable.append(group.pk)
+            requests = {t.name: t.resources.as_tuple() for t in request.tasks}
+            self.index.place([(node, requests[task]) for task, node in outcome.assignments])
+            self.decided.append((g, outcome, request))
+            result.placed.append(g.pk)
+            return None
+        assert isinstance(outcome, Unplaceable)
+        verdict = (result_to_json(outcome), outcome.status)
+        if self.incremental:
+            self.memo[self.signature(g, upcoming)] = verdict
+        return verdict
+
+    def _fits_idle(self, g: _Queued, upcoming: list[_Queued], known: bool) -> bool:
+        """Whether the gang fits the pool once everything of ours finished (cached on the gang per
+        inventory epoch, shared between identical gangs within the cycle)."""
+        if known and self.incremental:
+            return bool(g.idle_fit)
+        signature = self.signature(g, upcoming)
+        fits = self.idle_memo.get(signature) if self.incremental else None
+        if fits is None:
+            fits = isinstance(solve(self.idle_index(), self.request(g, upcoming), self.policy), Placement)
+            self.idle_memo[signature] = fits
+        self.idle_writes[g.pk] = fits
+        return fits
+
+    def _tree(self, g: _Queued, upcoming: list[_Queued]) -> dict[str, Any]:
+        if g.pk not in self.rows:
+            self._fetch([g, *upcoming])
+        return self.rows[g.pk][0]
+
+    def _pool_keys(self, g: _Queued) -> list[list[str]]:
+        return Workflow.objects.filter(pk=g.workflow_id).values_list("pool_keys", flat=True).get() or []
+
+    def _record(self, g: _Queued, reason: dict[str, Any], proof: int | None) -> None:
+        self.verdicts[g.pk] = (reason, proof, str(reason.get("code", "") or reason.get("status", ""))[:40])
+
+    # -- writes -----------------------------------------------------------------------------------------
+
+    def _persist(self, new_cursor: list[Any] | None) -> None:
+        result = self.result
+        placed = self._placements_persist()
+        result.placed = placed
+        now = timezone.now()
+        by_reason: dict[tuple[str, int | None, str], list[int]] = {}
+        for pk, (reason, proof, code) in self.verdicts.items():
+            by_reason.setdefault((json.dumps(reason, sort_keys=True), proof, code), []).append(pk)
+        for (reason_json, proof, code), pks in by_reason.items():
+            TaskGroup.objects.filter(pk__in=pks, status=TaskStatus.SCHEDULING).update(
+                unschedulable_reason=json.loads(reason_json), proof_epoch=proof, reason_code=code, updated_at=now
+            )
+        for fits in (True, False):
+            pks = [pk for pk, value in self.idle_writes.items() if value is fits]
+            if pks:
+                TaskGroup.objects.filter(pk__in=pks).update(idle_fit=fits, idle_fit_epoch=self.inventory_epoch)
+        if self.legacy:
+            groups = [TaskGroup(pk=pk, signature=sig, task_requests=reqs) for pk, (sig, reqs) in self.legacy.items()]
+            TaskGroup.objects.bulk_update(groups, ["signature", "task_requests"])
+        if self.incremental and new_cursor != self.pool.cycle_cursor:
+            Pool.objects.filter(pk=self.pool.pk).update(cycle_cursor=new_cursor)
+
+    def _placements_persist(self) -> list[int]:
+        """Reserve capacity and move each decided gang to INITIALIZING, guarded by its status: a gang
+        cancelled since the queue was read is skipped, and the pool's epoch moves on so that verdicts
+        made against the capacity it would have taken are revisited."""
+        if not self.decided:
+            return []
+        workflows = workflows_lock(g.workflow_id for g, _placement, _request in self.decided)
+        now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
+        kept: list[tuple[_Queued, Placement]] = []
+        for g, placement, _request in self.decided:
+            updated = TaskGroup.objects.filter(pk=g.pk, status=TaskStatus.SCHEDULING).update(
+                status=TaskStatus.INITIALIZING, unschedulable_reason=None, placement_report=report_to_json(placement),
+                placed_at=now, dispatch_requested_at=now, updated_at=now, proof_epoch=None, reason_code="",
+            )
+            if updated:
+                kept.append((g, placement))
+        if len(kept) < len(self.decided):
+            pool_epochs_bump([self.pool.pk])
+        if not kept:
+            return []
+        tasks_of: dict[int, list[Task]] = {}
+        for task in Task.objects.filter(group_id__in=[g.pk for g, _p in kept]).order_by("group_id", "position"):
+            tasks_of.setdefault(task.group_id, []).append(task)
+        tasks: list[Task] = []
+        reservations: list[Reservation] = []
+        transitions: list[StatusTransition] = []
+        for g, placement in kept:
+            workflow_id = workflows[g.workflow_id].workflow_id
+            transitions.append(StatusTransition(workflow_id=g.workflow_id, group_id=g.pk,
+                                                from_status=TaskStatus.SCHEDULING,
+                                                to_status=TaskStatus.INITIALIZING, message="placed"))
+            assignments = placement.tasks
+            for task in tasks_of.get(g.pk, []):
+                node_name = assignments[task.name]
+                task.node_id = self.node_ids[node_name]
+                task.pod_name = pod_name_for(workflow_id, task.name)
+                previous = task.status
+                task.status = TaskStatus.INITIALIZING
+                task.updated_at = now
+                tasks.append(task)
+                reservations.append(Reservation(task=task, node_id=task.node_id, pool=self.pool, gpu=task.gpu,
+                                                cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes,
+                                                storage_bytes=task.storage_bytes))
+                transitions.append(StatusTransition(workflow_id=g.workflow_id, group_id=g.pk, task=task,
+                                                    from_status=previous, to_status=TaskStatus.INITIALIZING,
+                                                    message=f"placed on {node_name}"))
+        Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"])
+        Reservation.objects.bulk_create(reservations)
+        StatusTransition.objects.bulk_create(transitions)
+        self.result.refresh |= {g.workflow_id for g, _p in kept}
+        return [g.pk for g, _p in kept]
 
 
 def _keys_changed_reason(
-    group: TaskGroup, workflow: Workflow, pool: Pool, key_labels: list[tuple[str, str]]
-) -> dict | None:
+    constraint_tree: dict[str, Any], pool_keys: list[list[str]], pool: Pool, key_labels: list[tuple[str, str]]
+) -> dict[str, Any] | None:
     """A queued group whose tree uses a key that was removed, relabelled, or keys whose order changed
     since submission is not placed under the new semantics: it waits with this reason."""
-    if workflow.pool_keys_version == pool.keys_version:
-        return None
     keys = [key for key, _label in key_labels]
     position = {key: index for index, key in enumerate(keys)}
     label_now = dict(key_labels)
-    label_then = {key: label for key, label in workflow.pool_keys or []}
+    label_then = {key: label for key, label in pool_keys or []}
     missing: set[str] = set()
     relabelled: set[str] = set()
     reordered = False
 
-    def walk(node: dict, parent_index: int) -> None:
+    def walk(node: dict[str, Any], parent_index: int) -> None:
         nonlocal reordered
         key = node["key"]
         if key not in position:
@@ -225,7 +496,7 @@ def _keys_changed_reason(
         for child in node.get("children", []):
             walk(child, position.get(key, parent_index))
 
-    for child in (group.constraint_tree or {}).get("children", []):
+    for child in (constraint_tree or {}).get("children", []):
         walk(child, -1)
     if not (missing or relabelled or reordered):
         return None
@@ -248,92 +519,30 @@ def _keys_changed_reason(
     }
 
 
-def _reason_record(group: TaskGroup, reason: dict) -> None:
-    if group.unschedulable_reason != reason:
-        group.unschedulable_reason = reason
-        group.save(update_fields=["unschedulable_reason", "updated_at"])
 
 
-def _placement_persist(
-    group: TaskGroup, tasks: list[Task], placement: Placement, node_ids: dict[str, int], pool: Pool
-) -> bool:
-    """Reserve capacity and move the gang to INITIALIZING. False when the group changed under us
-    (e.g. cancelled since it was read): then nothing is written."""
-    now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
-    updated = TaskGroup.objects.filter(pk=group.pk, status=TaskStatus.SCHEDULING).update(
-        status=TaskStatus.INITIALIZING,
-        unschedulable_reason=None,
-        placement_report=report_to_json(placement),
-        placed_at=now,
-        dispatch_requested_at=now,
-        updated_at=now,
+def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
+    """Groups queued longer than their workflow's queue_timeout fail with FAILED_QUEUE_TIMEOUT
+    (one query to find them; only the expired ones are locked and written)."""
+    candidates = (
+        TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING,
+                                 workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
+        .values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s")
+        .order_by("pk")
     )
-    if not updated:
-        return False
-    group.status = TaskStatus.INITIALIZING
-    assignments = placement.tasks
-    reservations = []
-    transitions = [
-        StatusTransition(
-            workflow_id=group.workflow_id,
-            group=group,
-            from_status=TaskStatus.SCHEDULING,
-            to_status=TaskStatus.INITIALIZING,
-            message="placed",
-        )
-    ]
-    for task in tasks:
-        node_name = assignments[task.name]
-        task.node_id = node_ids[node_name]
-        task.pod_name = pod_name_for(group.workflow.workflow_id, task.name)
-        previous = task.status
-        task.status = TaskStatus.INITIALIZING
-        task.updated_at = now
-        reservations.append(
-            Reservation(
-                task=task,
-                node_id=task.node_id,
-                pool=pool,
-                gpu=task.gpu,
-                cpu_millis=task.cpu_millis,
-                memory_bytes=task.memory_bytes,
-                storage_bytes=task.storage_bytes,
-            )
-        )
-        transitions.append(
-            StatusTransition(
-                workflow_id=group.workflow_id,
-                group=group,
-                task=task,
-                from_status=previous,
-                to_status=TaskStatus.INITIALIZING,
-                message=f"placed on {node_name}",
-            )
-        )
-    Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"])
-    Reservation.objects.bulk_create(reservations)
-    StatusTransition.objects.bulk_create(transitions)
-    return True
-
-
-def _queue_timeouts_apply(pool: Pool, now: datetime, workflows: dict[int, Workflow]) -> list[int]:
-    """Groups queued longer than their workflow's queue_timeout fail with FAILED_QUEUE_TIMEOUT."""
-    expired = []
-    candidates = TaskGroup.objects.filter(
-        workflow__pool=pool, status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False,
-        workflow__in=list(workflows),
-    ).order_by("pk")
-    for group in candidates:
+    expired = [(pk, wf) for pk, wf, since, limit in candidates if now - since > timedelta(seconds=limit)]
+    if not expired:
+        return []
+    workflows = workflows_lock(wf for _pk, wf in expired)
+    done = []
+    for group in TaskGroup.objects.filter(pk__in=[pk for pk, _wf in expired], status=TaskStatus.SCHEDULING
+                                          ).order_by("pk"):
         group.workflow = workflows[group.workflow_id]
-        limit = timedelta(seconds=group.workflow.queue_timeout_s)
-        if group.scheduling_since and now - group.scheduling_since > limit:
-            reason = (group.unschedulable_reason or {}).get("message", "")
-            message = f"queued longer than queue_timeout ({group.workflow.queue_timeout_s}s)"
-            group_fail(
-                group,
-                TaskStatus.FAILED_QUEUE_TIMEOUT,
-                message=f"{message}; last reason: {reason}" if reason else message,
-            )
-            workflow_status_refresh(group.workflow)
-            expired.append(group.pk)
-    return expired
+        reason = (group.unschedulable_reason or {}).get("message", "")
+        message = f"queued longer than queue_timeout ({group.workflow.queue_timeout_s}s)"
+        if reason:
+            message = f"{message}; last reason: {reason}"
+        group_fail(group, TaskStatus.FAILED_QUEUE_TIMEOUT, message=message)
+        workflow_status_refresh(group.workflow)
+        done.append(group.pk)
+    return done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from scheduler.placement import GroupRequest, Resources, TaskRequest
 from workflows.models import TaskGroup
@@ -42,5 +43,26 @@ def group_request_from_db(group: TaskGroup, tasks: Iterable) -> GroupRequest:
                 nodes_excluded=frozenset(task.nodes_excluded or ()),
             )
             for task in tasks
+        ),
+    )
+
+
+def task_requests_to_json(request: GroupRequest) -> list[list[Any]]:
+    """The tasks of a request as stored on the group (``TaskGroup.task_requests``)."""
+    return [[t.name, *t.resources.as_tuple(), sorted(t.nodes_excluded)] for t in request.tasks]
+
+
+def group_request_from_row(name: str, constraint_tree: dict[str, Any], task_requests: list[list[Any]]) -> GroupRequest:
+    """Rebuild a gang's request from its group row alone (constraint tree + stored task requests)."""
+    return GroupRequest(
+        name=name,
+        tree=tree_from_json(constraint_tree),
+        tasks=tuple(
+            TaskRequest(
+                name=task_name,
+                resources=Resources(gpu=gpu, cpu=cpu, memory=memory, storage=storage),
+                nodes_excluded=frozenset(excluded),
+            )
+            for task_name, gpu, cpu, memory, storage, excluded in task_requests
         ),
     )
