@@ -1,5 +1,6 @@
 import pytest
 
+from scheduler import jobs
 from tests.factories import make_node, make_pool
 
 
@@ -11,3 +12,11 @@ def racks():
         for n in (1, 2):
             make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
     return pool
+
+
+@pytest.fixture
+def no_broker(monkeypatch):
+    """Keep on_commit hooks off the broker (no worker runs here); what would be sent is recorded."""
+    sent: list[tuple[str, dict]] = []
+    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kw: sent.append((name, kw)))
+    return sent

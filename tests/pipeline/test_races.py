@@ -22,15 +22,6 @@ from workflows.scheduling.pods import group_dispatch, pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
 
-@pytest.fixture
-def no_broker(monkeypatch):
-    """Keep on_commit hooks off the broker (no worker runs here); what would be sent is recorded."""
-    sent: list[tuple[str, dict]] = []
-    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kw: sent.append((name, kw)))
-    return sent
-
-
-
 def in_thread(fn):
     box: dict = {}
 
