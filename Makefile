@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test venv migrate lint schema bench-pipeline screenshots clean
+.PHONY: run test venv migrate lint schema bench-pipeline bench-cycle screenshots clean
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ clean:
 ## Benchmarks (not tests): see docs/benchmarks.md
 bench-pipeline: venv
 	@bash -c 'set -euo pipefail; PY=$$PWD/$(PY); OSMO_NEED_CHROMIUM=0; source scripts/services.sh; services_start; $(PY) -m bench.pipeline $(ARGS)'
+
+bench-cycle: venv
+	@bash -c 'set -euo pipefail; PY=$$PWD/$(PY); OSMO_NEED_CHROMIUM=0; source scripts/services.sh; services_start; $(PY) $(PYFLAGS) -m bench.cycle $(ARGS)'
 
 ## Re-take the screenshots under docs/screenshots/ (the browser tests, writing into docs/)
 screenshots: venv

@@ -39,3 +39,37 @@ def queue_copies(template: Workflow, copies: int, *, first: datetime, step: time
         batch_size=5000,
     )
     return workflows
+
+
+def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = timedelta(milliseconds=1)) -> None:
+    """Queue one copy of ``templates[i]`` per position ``i``, submitted at ``first + i * step``, in
+    three bulk inserts (workflows, groups, tasks)."""
+    groups_of = {t.pk: list(t.groups.order_by("position")) for t in {t.pk: t for t in templates}.values()}
+    tasks_of = {t.pk: list(t.tasks.order_by("position")) for t in {t.pk: t for t in templates}.values()}
+    seqs: dict[str, int] = {}
+    rows = []
+    skip = {"id", "workflow_id", "seq", "submitted_at", "idempotency_key", "_state"}
+    for i, template in enumerate(templates):
+        seq = seqs.get(template.name)
+        if seq is None:
+            latest = Workflow.objects.filter(name=template.name).order_by("-seq").values_list("seq", flat=True)
+            seq = latest.first() or 0
+        seq += 1
+        seqs[template.name] = seq
+        fields = {k: v for k, v in template.__dict__.items() if k not in skip}
+        rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}", submitted_at=first + step * i))
+    workflows = Workflow.objects.bulk_create(rows, batch_size=2000)
+    new_groups = []
+    for template, workflow in zip(templates, workflows, strict=True):
+        for g in groups_of[template.pk]:
+            values = {k: v for k, v in g.__dict__.items() if k not in ("id", "workflow_id", "_state")}
+            new_groups.append(TaskGroup(**values, workflow=workflow))
+    TaskGroup.objects.bulk_create(new_groups, batch_size=2000)
+    group_of = {(g.workflow_id, g.name): g for g in new_groups}
+    names = {g.pk: g.name for groups in groups_of.values() for g in groups}
+    new_tasks = []
+    for template, workflow in zip(templates, workflows, strict=True):
+        for t in tasks_of[template.pk]:
+            values = {k: v for k, v in t.__dict__.items() if k not in ("id", "workflow_id", "group_id", "_state")}
+            new_tasks.append(Task(**values, workflow=workflow, group=group_of[(workflow.pk, names[t.group_id])]))
+    Task.objects.bulk_create(new_tasks, batch_size=5000)

@@ -213,6 +213,7 @@ class DomainIndex:
             self.classes[self.dom_id[path]][(free, sp)] = names
         self._desc: dict[tuple[int, int], list[int]] = {}
         self._tables: dict[tuple[Shape, ...], Table] = {}
+        self._reservations: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
 
     # -- per shape set -------------------------------------------------------------------------------
 
@@ -300,6 +301,17 @@ class DomainIndex:
                 self._account(table, d, free, sp, 1, -1, aggregate=True)
                 self._account(table, d, nfree, sp, 1, 1, aggregate=True)
 
+    def reservations(self, nshapes: int) -> tuple[list[list[int]], list[list[int]]]:
+        """Zeroed reservation arrays for a gang of ``nshapes`` shapes, shared between gangs (a search
+        releases everything it reserved before it returns)."""
+        arrays = self._reservations.get(nshapes)
+        if arrays is None:
+            count = len(self.path)
+            arrays = self._reservations[nshapes] = (
+                [[0] * nshapes for _ in range(count)], [[0, 0, 0, 0] for _ in range(count)]
+            )
+        return arrays
+
     def snapshot(self, pool: str = "") -> ClusterSnapshot:
         """The current state as a snapshot (machines in their original order)."""
         return ClusterSnapshot(pool=pool, keys=self.keys, nodes=tuple(self.nodes.values()))
@@ -345,8 +357,10 @@ def _insort_desc(names: list[str], name: str) -> None:
 
 class GangSearch:
     """The search state of one gang over a :class:`DomainIndex` (see the module docstring): its
-    shapes' counts (copied, since packing changes them while it tries machines), the reservations of
-    the domain phase, and the shared classes, which every search restores before it returns."""
+    shapes' counts, the reservations of the domain phase and the machine classes. All three are the
+    index's own arrays, not copies: every search changes them only through paired place/unplace and
+    reserve/release steps and restores them before it returns (also when its budget runs out), so a
+    gang costs no allocation proportional to the pool."""
 
     def __init__(self, index: DomainIndex, shapes: Sequence[Shape]) -> None:
         table = index.table(shapes)
@@ -362,12 +376,10 @@ class GangSearch:
         self.children = index.children
         self.anc = index.anc
         self.classes = index.classes
-        self.cap: list[list[int]] = [row[:] for row in table.cap]
+        self.cap: list[list[int]] = table.cap
         self.tot: list[list[int]] = table.tot
         self.stats = table.stats
-        count = len(index.path)
-        self.res: list[list[int]] = [[0] * self.nshapes for _ in range(count)]
-        self.res_tot: list[list[int]] = [[0, 0, 0, 0] for _ in range(count)]
+        self.res, self.res_tot = index.reservations(self.nshapes)
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -186,18 +186,18 @@ def test_cycle_budget_commits_what_it_placed(user, racks, no_broker, settings):
 @pytest.mark.django_db(transaction=True)
 def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks, no_broker, monkeypatch):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("dl", 2, 4))
-    real = cycle.workflow_status_refresh
+    real = cycle.workflows_status_refresh
     cancel: dict = {}
 
-    def refresh(workflow_row, **kwargs):
+    def refresh(workflow_rows, **kwargs):
         # the cycle has written the group and its tasks; the user cancels right now
         if not cancel:
             cancel["thread"], cancel["box"] = in_thread(
                 lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
             time.sleep(0.5)
-        return real(workflow_row, **kwargs)
+        return real(workflow_rows, **kwargs)
 
-    monkeypatch.setattr(cycle, "workflow_status_refresh", refresh)
+    monkeypatch.setattr(cycle, "workflows_status_refresh", refresh)
     placement_cycle_run(pool_id=racks.pk)
     cancel["thread"].join(10)
     assert "error" not in cancel["box"], cancel["box"]

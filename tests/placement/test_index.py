@@ -50,6 +50,9 @@ def test_index_updated_in_place_equals_a_rebuild(seed, gangs):
             requests = {t.name: t.resources.as_tuple() for t in group.tasks}
             index.place([(node, requests[task]) for task, node in on_index.assignments])
             current = index.snapshot(snapshot.pool)
+        # and the shared reservation arrays are back to zero
+        for res, res_tot in index._reservations.values():
+            assert not any(any(row) for row in res) and not any(any(row) for row in res_tot)
         # and every tracked table equals one built from scratch on the resulting snapshot
         for shapes_seen in tracked:
             assert _state(index, shapes_seen) == _fresh(current, shapes_seen)

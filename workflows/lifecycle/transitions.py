@@ -120,6 +120,40 @@ def workflow_status_refresh(workflow: Workflow, *, message: str = "") -> bool:
     return True
 
 
+def workflows_status_refresh(workflows: Iterable[Workflow]) -> None:
+    """:func:`workflow_status_refresh` for many workflows, in a fixed number of queries when none of
+    them ends (a placement cycle moving many PENDING workflows to RUNNING); one that ends is refreshed
+    on its own (it needs its failure message)."""
+    by_pk = {w.pk: w for w in workflows}
+    if not by_pk:
+        return
+    statuses: dict[int, list[str]] = {pk: [] for pk in by_pk}
+    for workflow_id, status in (
+        TaskGroup.objects.filter(workflow_id__in=by_pk).order_by("workflow_id", "position")
+        .values_list("workflow_id", "status")
+    ):
+        statuses[workflow_id].append(status)
+    now = timezone.now()
+    changed: list[Workflow] = []
+    transitions: list[StatusTransition] = []
+    for pk, workflow in sorted(by_pk.items()):
+        status = WorkflowStatus(rules.workflow_status(statuses[pk]))
+        if status == workflow.status:
+            continue
+        if status in rules.WORKFLOW_TERMINAL:
+            workflow_status_refresh(workflow)
+            continue
+        transitions.append(StatusTransition(workflow=workflow, from_status=workflow.status, to_status=status))
+        workflow.status = status
+        workflow.updated_at = now
+        if status != WorkflowStatus.PENDING and workflow.started_at is None:
+            workflow.started_at = now
+        changed.append(workflow)
+    if changed:
+        Workflow.objects.bulk_update(changed, ["status", "updated_at", "started_at"])
+        StatusTransition.objects.bulk_create(transitions)
+
+
 def group_fail(group: TaskGroup, status: str, *, message: str) -> list[int]:
     """Fail a group and its unfinished tasks, release their capacity, and fail downstream groups.
     Returns the ids of the tasks it failed (their pods, if any, must be deleted)."""

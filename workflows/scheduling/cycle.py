@@ -53,7 +53,12 @@ from scheduler.results import report_to_json, result_to_json
 from scheduler.services.reservations import pool_epochs, pool_epochs_bump
 from scheduler.snapshot import pool_key_labels, snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TaskStatus
-from workflows.lifecycle.transitions import group_fail, waiting_groups_promote, workflow_status_refresh
+from workflows.lifecycle.transitions import (
+    group_fail,
+    waiting_groups_promote,
+    workflow_status_refresh,
+    workflows_status_refresh,
+)
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
 from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
@@ -156,9 +161,7 @@ def placement_cycle_run(
         if queue:
             _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result).run()
         if result.refresh:
-            workflows = workflows_lock(result.refresh)
-            for workflow_id in sorted(result.refresh):
-                workflow_status_refresh(workflows[workflow_id])
+            workflows_status_refresh(workflows_lock(result.refresh).values())
         for group_id in result.placed:
             jobs.group_dispatch_request(group_id)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:
@@ -426,14 +429,17 @@ class _Walk:
             return []
         workflows = workflows_lock(g.workflow_id for g, _placement, _request in self.decided)
         now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
-        kept: list[tuple[_Queued, Placement]] = []
-        for g, placement, _request in self.decided:
-            updated = TaskGroup.objects.filter(pk=g.pk, status=TaskStatus.SCHEDULING).update(
-                status=TaskStatus.INITIALIZING, unschedulable_reason=None, placement_report=report_to_json(placement),
-                placed_at=now, dispatch_requested_at=now, updated_at=now, proof_epoch=None, reason_code="",
-            )
-            if updated:
-                kept.append((g, placement))
+        # Only gangs still queued are placed (a cancel may have committed since the queue was read);
+        # the workflow locks above keep them so until this transaction ends.
+        still = set(TaskGroup.objects.filter(pk__in=[g.pk for g, _p, _r in self.decided],
+                                             status=TaskStatus.SCHEDULING).values_list("pk", flat=True))
+        kept = [(g, placement) for g, placement, _request in self.decided if g.pk in still]
+        rows = [TaskGroup(pk=g.pk, status=TaskStatus.INITIALIZING, unschedulable_reason=None,
+                          placement_report=report_to_json(placement), placed_at=now, dispatch_requested_at=now,
+                          updated_at=now, proof_epoch=None, reason_code="") for g, placement in kept]
+        TaskGroup.objects.bulk_update(rows, ["status", "unschedulable_reason", "placement_report", "placed_at",
+                                             "dispatch_requested_at", "updated_at", "proof_epoch", "reason_code"],
+                                      batch_size=500)
         if len(kept) < len(self.decided):
             pool_epochs_bump([self.pool.pk])
         if not kept:
