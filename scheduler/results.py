@@ -23,7 +23,9 @@ def report_to_json(placement: Placement) -> list[dict[str, Any]]:
 
 
 def result_to_json(result: Placement | Unplaceable) -> dict[str, Any]:
-    """The ``placement`` object of §7: status, tasks, report, reason, message."""
+    """The ``placement`` object of docs/design.md §7: status, tasks, report, reason, message. Every
+    reason a gang carries has one shape: ``status``, ``code`` (a :class:`ReasonCode`), ``message``,
+    and details (here the solver's structured ``reason``)."""
     if isinstance(result, Placement):
         unmet = [r for r in result.report if not r.met]
         message = "placed; every constraint met" if not unmet else (
@@ -34,8 +36,9 @@ def result_to_json(result: Placement | Unplaceable) -> dict[str, Any]:
         )
         return {"status": "placed", "tasks": dict(result.assignments), "report": report_to_json(result),
                 "reason": None, "message": message}
-    return {"status": result.status, "tasks": {}, "report": [], "reason": _jsonable(result.reason),
-            "message": result.message}
+    reason = _jsonable(result.reason)
+    return {"status": result.status, "code": str(reason.get("code", "")), "tasks": {}, "report": [],
+            "reason": reason, "message": result.message}
 
 
 def _jsonable(value: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 from scheduler.placement.index import GangSearch
 from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan
-from scheduler.placement.types import RESOURCE_NAMES, Unplaceable
+from scheduler.placement.types import RESOURCE_NAMES, ReasonCode, Unplaceable
 
 
 def _label(index: GangSearch, d: int) -> list[str]:
@@ -79,14 +79,14 @@ def explain(
             "requirement": node.requirement,
         }
 
-    def done(code: str, message: str, **extra: Any) -> Unplaceable:
+    def done(code: ReasonCode, message: str, **extra: Any) -> Unplaceable:
         reason = {"code": code, **extra, **base}
         return Unplaceable(status="unschedulable", reason=reason, message=message)
 
     if culprit_key is not None:
         node = ti.nodes[culprit_key]
         return done(
-            "unknown_key",
+            ReasonCode.UNKNOWN_KEY,
             f"{node.key}={node.group} (required): {node.key!r} is not a topology key of this pool",
             node=node_info(culprit_key),
             key=node.key,
@@ -141,7 +141,7 @@ def explain(
             if gang_room < ntasks:
                 where += f" (the whole pool fits {gang_room} of {ntasks})"
             return done(
-                "no_domain",
+                ReasonCode.NO_DOMAIN,
                 f"{label} needs {len(tasks)} tasks {_shape_text(index, set(need))} in one {key}; {where}",
                 node=node_info(i),
                 key=key,
@@ -160,7 +160,7 @@ def explain(
             if best_groups < wanted:
                 child_key = keys[step.blocks[0].level] if len({b.level for b in step.blocks}) == 1 else "child"
                 return done(
-                    "no_room_for_groups",
+                    ReasonCode.NO_ROOM_FOR_GROUPS,
                     f"{label} needs {wanted} {child_key} groups ({len(tasks)} tasks) in one {key}; "
                     f"the best {key} has room for {best_groups} of {wanted}",
                     node=node_info(i),
@@ -175,7 +175,7 @@ def explain(
         room = gang_room
         what = _shape_text(index, set(gang_need))
         return done(
-            "insufficient_capacity",
+            ReasonCode.INSUFFICIENT_CAPACITY,
             f"the gang's {ntasks} tasks {what} do not fit in the pool; its free machines fit {room} of {ntasks}",
             node=None,
             key=None,
@@ -185,7 +185,7 @@ def explain(
         )
 
     return done(
-        "combination",
+        ReasonCode.COMBINATION,
         f"each required constraint fits on its own, but no placement meets all of them for the {ntasks} tasks together",
         node=None,
         key=None,

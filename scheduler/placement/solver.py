@@ -29,6 +29,7 @@ from scheduler.placement.types import (
     GroupRequest,
     Placement,
     Policy,
+    ReasonCode,
     Unplaceable,
 )
 
@@ -103,7 +104,7 @@ def solve(
     if found == UNDECIDED:
         return Unplaceable(
             status="undecided",
-            reason={"code": "undecided", "steps": ctx.steps_used, "max_steps": policy.max_steps},
+            reason={"code": ReasonCode.UNDECIDED, "steps": ctx.steps_used, "max_steps": policy.max_steps},
             message=f"search budget of {policy.max_steps} steps ran out before a placement was found or ruled out",
         )
     assert isinstance(found, list)

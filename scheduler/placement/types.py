@@ -9,6 +9,7 @@ snapshot, coarsest first, ``None`` where the node lacks the label. Domain identi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from topology.tree import ConstraintTree, NodePath
@@ -94,11 +95,26 @@ class Placement:
         return dict(self.assignments)
 
 
+class ReasonCode(StrEnum):
+    """Why a gang is not placed: the ``code`` of every stored reason (docs/design.md §5). The solver
+    proves the first five; ``undecided`` means its budget ran out; the placement cycle adds the last
+    two without solving."""
+
+    UNKNOWN_KEY = "unknown_key"  # a required constraint names a key the pool does not have
+    NO_DOMAIN = "no_domain"  # no domain of a required key can hold the node's tasks
+    NO_ROOM_FOR_GROUPS = "no_room_for_groups"  # no domain holds enough copies of identical child groups
+    INSUFFICIENT_CAPACITY = "insufficient_capacity"  # the pool's usable machines cannot hold the gang
+    COMBINATION = "combination"  # each constraint fits alone, not all together
+    UNDECIDED = "undecided"
+    POOL_KEYS_CHANGED = "pool_keys_changed"
+    BEHIND_STARVING_GROUP = "behind_starving_group"
+
+
 @dataclass(frozen=True, slots=True)
 class Unplaceable:
     """Cannot place now. ``status`` is "unschedulable" (proven infeasible on this snapshot) or
-    "undecided" (the step budget ran out first). ``reason`` is structured for pages and the API;
-    ``message`` is one line for people."""
+    "undecided" (the step budget ran out first). ``reason`` is structured for pages and the API, with
+    a :class:`ReasonCode` under ``code``; ``message`` is one line for people."""
 
     status: Literal["unschedulable", "undecided"]
     reason: dict[str, Any] = field(default_factory=dict)

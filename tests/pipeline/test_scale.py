@@ -54,7 +54,7 @@ def test_a_gang_that_fits_at_position_1000_is_placed_in_one_cycle(user, wide, no
     assert result.placed == [TaskGroup.objects.get(workflow=fits).pk]
     assert len(result.unschedulable) == 999
     assert (result.solved, result.shared, result.budget_exhausted) == (2, 998, False)
-    assert TaskGroup.objects.filter(workflow__in=blocked, reason_code="unschedulable").count() == 999
+    assert TaskGroup.objects.filter(workflow__in=blocked, reason_code="no_domain").count() == 999
     assert_never_overcommitted(wide)
 
 

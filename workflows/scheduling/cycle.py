@@ -47,7 +47,7 @@ from django.utils import timezone
 from scheduler import jobs
 from scheduler.dispatch.naming import pod_name_for
 from scheduler.models import Pool, Reservation
-from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Unplaceable, solve
+from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, ReasonCode, Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.results import report_to_json, result_to_json
 from scheduler.services.reservations import pool_epochs, pool_epochs_bump
@@ -70,7 +70,7 @@ _clock = time.monotonic  # the cycle's budget clock (a test drives it)
 FETCH_BATCH = 500
 BEHIND_STARVING = {
     "status": "waiting",
-    "code": "behind_starving_group",
+    "code": ReasonCode.BEHIND_STARVING_GROUP.value,
     "message": "waiting: an older gang that does not fit yet goes first",
 }
 
@@ -395,7 +395,7 @@ class _Walk:
         return Workflow.objects.filter(pk=g.workflow_id).values_list("pool_keys", flat=True).get() or []
 
     def _record(self, g: _Queued, reason: dict[str, Any], proof: int | None) -> None:
-        self.verdicts[g.pk] = (reason, proof, str(reason.get("code", "") or reason.get("status", ""))[:40])
+        self.verdicts[g.pk] = (reason, proof, str(reason.get("code", ""))[:40])
 
     # -- writes -----------------------------------------------------------------------------------------
 
@@ -516,7 +516,7 @@ def _keys_changed_reason(
         what.append("a changed key order")
     return {
         "status": "unschedulable",
-        "code": "pool_keys_changed",
+        "code": ReasonCode.POOL_KEYS_CHANGED.value,
         "missing_keys": sorted(missing),
         "relabelled_keys": sorted(relabelled),
         "reordered": reordered,
