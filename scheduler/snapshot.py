@@ -1,14 +1,15 @@
 """The only way into the solver: ORM rows -> frozen ``scheduler.placement`` values.
 
-``snapshot_load`` reads a pool in a fixed number of queries (keys, nodes with free capacity from the
-shared free-capacity selector). Free capacity = capacity - external usage - active reservations.
+``snapshot_load`` reads a pool in a fixed number of queries (keys, nodes, active reservations summed
+per node). Free capacity = capacity - external usage - active reservations.
 """
 
 from __future__ import annotations
 
-from scheduler.models import Pool
+from django.db.models import Sum
+
+from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, NodeState, Resources
-from scheduler.selectors import node_queryset_with_usage
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
@@ -17,7 +18,7 @@ def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
 
 
 def snapshot_load(pool: Pool, *, key_labels: list[tuple[str, str]] | None = None) -> ClusterSnapshot:
-    """The pool as the solver sees it, in two queries (one when ``key_labels`` is given)."""
+    """The pool as the solver sees it, in three queries (two when ``key_labels`` is given)."""
     return snapshot_load_with_ids(pool, key_labels=key_labels)[0]
 
 
@@ -27,19 +28,32 @@ def snapshot_load_with_ids(
     """The snapshot and each node's primary key by name (for persisting a placement)."""
     key_labels = key_labels if key_labels is not None else pool_key_labels(pool)
     labels = [label for _key, label in key_labels]
-    rows = node_queryset_with_usage(pool).order_by("name").values_list(
-        "pk", "name", "labels", "schedulable", "free_gpu", "free_cpu_millis", "free_memory_bytes",
-        "free_storage_bytes",
+    # Reservations summed per node in one grouped query, then subtracted here: a correlated subquery
+    # per node and resource (the selectors' form, fine for a page of nodes) costs 4 x 20,000 lookups.
+    reserved = {
+        node_id: (gpu, cpu, memory, storage)
+        for node_id, gpu, cpu, memory, storage in Reservation.objects.filter(pool=pool, released_at__isnull=True)
+        .order_by()
+        .values("node_id")
+        .annotate(g=Sum("gpu"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), s=Sum("storage_bytes"))
+        .values_list("node_id", "g", "c", "m", "s")
+    }
+    rows = pool.nodes.order_by("name").values_list(
+        "pk", "name", "labels", "schedulable", "gpu", "cpu_millis", "memory_bytes", "storage_bytes",
+        "used_gpu", "used_cpu_millis", "used_memory_bytes", "used_storage_bytes",
     )
     nodes = []
     node_ids: dict[str, int] = {}
-    for pk, name, node_labels, schedulable, gpu, cpu, memory, storage in rows:
+    none = (0, 0, 0, 0)
+    for pk, name, node_labels, schedulable, gpu, cpu, memory, storage, ugpu, ucpu, umem, ustorage in rows:
         node_ids[name] = pk
+        rgpu, rcpu, rmem, rstorage = reserved.get(pk, none)
         nodes.append(
             NodeState(
                 name=name,
                 labels=tuple(_label_value(node_labels, label) for label in labels),
-                free=Resources(gpu=max(gpu, 0), cpu=max(cpu, 0), memory=max(memory, 0), storage=max(storage, 0)),
+                free=Resources(gpu=max(gpu - ugpu - rgpu, 0), cpu=max(cpu - ucpu - rcpu, 0),
+                               memory=max(memory - umem - rmem, 0), storage=max(storage - ustorage - rstorage, 0)),
                 schedulable=schedulable,
             )
         )

@@ -100,16 +100,21 @@ def explain(
             need[task_shape[t]] = need.get(task_shape[t], 0) + 1
         return need
 
-    def fits_tot(d: int, tasks: Sequence[int]) -> bool:
+    def total_of(tasks: Sequence[int]) -> list[int]:
         tot = [0, 0, 0, 0]
         for t in tasks:
+            req = index.shapes[task_shape[t]].req
             for r in range(4):
-                tot[r] += index.shapes[task_shape[t]].req[r]
-        return all(tot[r] <= index.tot[d][r] for r in range(4))
+                tot[r] += req[r]
+        return tot
+
+    def fits_tot(d: int, total: list[int]) -> bool:
+        free = index.tot[d]
+        return total[0] <= free[0] and total[1] <= free[1] and total[2] <= free[2] and total[3] <= free[3]
 
     gang_need = need_of(range(ntasks))
     gang_room = _room(index, 0, gang_need)
-    if not fits_tot(0, range(ntasks)):
+    if not fits_tot(0, total_of(range(ntasks))):
         gang_room = min(gang_room, ntasks - 1)
     required_only = [
         (ti.level[i] if ti.level[i] is not None else NO_LEVEL) if node.required else NO_LEVEL
@@ -126,11 +131,12 @@ def explain(
         node = ti.nodes[i]
         tasks = sub_tasks[k]
         need = need_of(tasks)
+        total = total_of(tasks)
         key = keys[step.level]
         domains = index.at_level(step.level)
         best_d, best_room = -1, -1
         for d in domains:
-            r = _room(index, d, need) if fits_tot(d, tasks) else min(_room(index, d, need), len(tasks) - 1)
+            r = _room(index, d, need) if fits_tot(d, total) else min(_room(index, d, need), len(tasks) - 1)
             if r > best_room:
                 best_d, best_room = d, r
         label = f"{node.key}={node.group} ({node.requirement})"
