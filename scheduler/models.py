@@ -42,9 +42,9 @@ class Pool(models.Model):
     keys_version = models.PositiveIntegerField(
         default=1, help_text="Bumped whenever the topology keys change; queued groups built on another version wait."
     )
-    cycle_cursor = models.JSONField(
+    cycle_state = models.JSONField(
         null=True, blank=True, editable=False,
-        help_text="Where the last placement cycle stopped when it ran out of time; the next one resumes there.",
+        help_text="What the last placement cycle saw and where it stopped (written by the cycle only).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

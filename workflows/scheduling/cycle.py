@@ -24,6 +24,9 @@ What a cycle costs (docs/design.md §8): what changed, not what is queued.
 - A cycle that runs out of ``OSMO_CYCLE_BUDGET_SECONDS`` stores a cursor; the next cycle solves
   from there to the end of the queue, then from the top up to the cursor, so every queued gang is
   tried within ``ceil(solve time of the queue / budget) + 1`` cycles.
+- An idle cycle does not walk at all: when the queue's membership (a fingerprint of its group ids),
+  the capacity epoch and the pool's keys are what the last complete walk left, and no queued gang
+  has crossed the starvation threshold since, that walk's decisions still stand.
 - Queries per cycle do not grow with the queue: one light read of the queue, gang data fetched in
   batches only for gangs that must be solved, verdicts written in bulk per distinct reason; only
   placed gangs add queries. Only rows the cycle writes are locked.
@@ -41,7 +44,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, IntegerField, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
 from django.utils import timezone
 
 from scheduler import jobs
@@ -68,6 +71,9 @@ logger = logging.getLogger(__name__)
 _clock = time.monotonic  # the cycle's budget clock (a test drives it)
 #: How many queued gangs' constraint trees and task requests are read per query while walking.
 FETCH_BATCH = 500
+#: Rows per bulk UPDATE: Django writes one CASE branch per row, and PostgreSQL's cost of evaluating
+#: the CASE grows with rows x branches, so a few small statements beat one large one.
+BULK_UPDATE_BATCH = 100
 BEHIND_STARVING = {
     "status": "waiting",
     "code": ReasonCode.BEHIND_STARVING_GROUP.value,
@@ -98,6 +104,7 @@ class CycleResult:
     proven: int = 0  # gangs skipped: proven unschedulable at the current capacity epoch
     shared: int = 0  # gangs given the verdict of an identical gang in this cycle
     resumed: bool = False  # started from the previous cycle's cursor
+    idle: bool = False  # nothing changed since the last complete walk: nothing to do
 
 
 @dataclass(slots=True)
@@ -157,9 +164,24 @@ def placement_cycle_run(
         if waiting:
             workflows_lock(g.workflow_id for g in waiting)
             result.refresh |= waiting_groups_promote(waiting)
-        queue = _queue_read(pool)
-        if queue:
-            _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result).run()
+        state = pool.cycle_state or {}
+        seen = {"fingerprint": _queue_fingerprint(pool), "epoch": capacity_epoch, "keys_version": pool.keys_version}
+        wake = state.get("wake_at")
+        if (options.incremental and not state.get("cursor") and {k: state.get(k) for k in seen} == seen
+                and (wake is None or now < datetime.fromisoformat(wake))):
+            result.idle = True
+        else:
+            queue = _queue_read(pool)
+            walk = _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result)
+            if queue:
+                walk.run()
+            if options.incremental:
+                # Recorded after this walk's writes: the next cycle compares against this state.
+                # An undecided gang is retried by the next cycle: no idle skip after one.
+                state = {"cursor": walk.cursor, "fingerprint": _queue_fingerprint(pool),
+                         "epoch": None if result.undecided else capacity_epoch, "keys_version": pool.keys_version,
+                         "wake_at": walk.wake_at}
+                Pool.objects.filter(pk=pool.pk).update(cycle_state=state)
         if result.refresh:
             workflows_status_refresh(workflows_lock(result.refresh).values())
         for group_id in result.placed:
@@ -172,6 +194,16 @@ def placement_cycle_run(
                    "shared": result.shared},
         )
     return result
+
+
+def _queue_fingerprint(pool: Pool) -> list[int]:
+    """Which gangs are queued, in one aggregate query: count, sum, sum of squares and maximum of
+    their ids (equal fingerprints mean an unchanged queue for any change that adds or removes gangs
+    short of a contrived collision of all four)."""
+    row = TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).aggregate(
+        n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk")
+    )
+    return [int(row["n"] or 0), int(row["s"] or 0), int(row["q"] or 0), int(row["m"] or 0)]
 
 
 def _queue_read(pool: Pool) -> list[_Queued]:
@@ -216,6 +248,8 @@ class _Walk:
         self.idle_writes: dict[int, bool] = {}
         self.legacy: dict[int, tuple[str, list[list[Any]]]] = {}  # pk -> (signature, task requests) to store
         self.decided: list[tuple[_Queued, Placement, GroupRequest]] = []
+        self.cursor: list[Any] | None = None  # where the walk stopped, when it ran out of time
+        self.wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -232,9 +266,13 @@ class _Walk:
         return self._idle
 
     def _fetch(self, upcoming: list[_Queued]) -> None:
-        """Read constraint trees and stored requests of up to FETCH_BATCH upcoming gangs in one query
-        (and, for gangs stored before requests were, their task rows in one more)."""
-        wanted = [g.pk for g in upcoming if g.pk not in self.rows][:FETCH_BATCH]
+        """Read constraint trees and stored requests of up to FETCH_BATCH upcoming gangs that may need
+        solving (not proven at this epoch, no verdict shared in this cycle yet) in one query, and,
+        for gangs stored before requests were, their task rows in one more."""
+        first, rest = upcoming[0], upcoming[1:]
+        maybe = [g for g in rest if g.pk not in self.rows and g.proof_epoch != self.capacity_epoch
+                 and not (g.signature and g.signature in self.memo)]
+        wanted = [g.pk for g in [first, *maybe] if g.pk not in self.rows][:FETCH_BATCH]
         if not wanted:
             return
         legacy: list[int] = []
@@ -275,7 +313,7 @@ class _Walk:
     def run(self) -> None:
         queue, result = self.queue, self.result
         start = 0
-        cursor = self.pool.cycle_cursor if self.incremental else None
+        cursor = (self.pool.cycle_state or {}).get("cursor") if self.incremental else None
         if cursor:
             start = next((i for i, g in enumerate(queue) if g.order >= cursor), 0)
         result.resumed = start > 0
@@ -284,6 +322,9 @@ class _Walk:
         starving_rank = self._starving_before(queue[:start], starvation)
         deadline = _clock() + settings.OSMO_CYCLE_BUDGET_SECONDS
         new_cursor: list[Any] | None = None
+        crossings = [g.scheduling_since + starvation for g in queue
+                     if g.scheduling_since is not None and g.scheduling_since + starvation > self.now]
+        self.wake_at = min(crossings).isoformat() if crossings else None
         for position, g in enumerate(walk):
             if _clock() > deadline:
                 # Commit what was decided and let the next cycle carry on from here, rather than run
@@ -326,7 +367,8 @@ class _Walk:
                               "message": f"{reason.get('message', '')} (it does not fit even when the pool is idle)"}
             self._record(g, reason, self.capacity_epoch if status == "unschedulable" else None)
             (result.unschedulable if status == "unschedulable" else result.undecided).append(g.pk)
-        self._persist(new_cursor)
+        self.cursor = new_cursor
+        self._persist()
 
     def _starving_before(self, prefix: list[_Queued], starvation: timedelta) -> int | None:
         """The starvation guard over the part of the queue a resumed cycle does not walk first: the
@@ -399,7 +441,7 @@ class _Walk:
 
     # -- writes -----------------------------------------------------------------------------------------
 
-    def _persist(self, new_cursor: list[Any] | None) -> None:
+    def _persist(self) -> None:
         result = self.result
         placed = self._placements_persist()
         result.placed = placed
@@ -418,8 +460,6 @@ class _Walk:
         if self.legacy:
             groups = [TaskGroup(pk=pk, signature=sig, task_requests=reqs) for pk, (sig, reqs) in self.legacy.items()]
             TaskGroup.objects.bulk_update(groups, ["signature", "task_requests"])
-        if self.incremental and new_cursor != self.pool.cycle_cursor:
-            Pool.objects.filter(pk=self.pool.pk).update(cycle_cursor=new_cursor)
 
     def _placements_persist(self) -> list[int]:
         """Reserve capacity and move each decided gang to INITIALIZING, guarded by its status: a gang
@@ -439,7 +479,7 @@ class _Walk:
                           updated_at=now, proof_epoch=None, reason_code="") for g, placement in kept]
         TaskGroup.objects.bulk_update(rows, ["status", "unschedulable_reason", "placement_report", "placed_at",
                                              "dispatch_requested_at", "updated_at", "proof_epoch", "reason_code"],
-                                      batch_size=500)
+                                      batch_size=BULK_UPDATE_BATCH)
         if len(kept) < len(self.decided):
             pool_epochs_bump([self.pool.pk])
         if not kept:
@@ -470,7 +510,7 @@ class _Walk:
                 transitions.append(StatusTransition(workflow_id=g.workflow_id, group_id=g.pk, task=task,
                                                     from_status=previous, to_status=TaskStatus.INITIALIZING,
                                                     message=f"placed on {node_name}"))
-        Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"])
+        Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"], batch_size=BULK_UPDATE_BATCH)
         Reservation.objects.bulk_create(reservations)
         StatusTransition.objects.bulk_create(transitions)
         self.result.refresh |= {g.workflow_id for g, _p in kept}
