@@ -95,15 +95,15 @@ def test_a_proven_gang_is_not_solved_again_until_capacity_is_released(user, wide
     # then the waiter is not solved again (nothing changed: the cycle does not even walk the queue)
     assert (again.solved, again.idle, again.placed) == (0, True, [])
     # when another gang joins the queue (the queue changed, the capacity did not)
-    _queue(user, wide, "another", 6, 4, 1, key=None, after=timedelta(seconds=2))
+    another = _queue(user, wide, "another", 6, 4, 1, key=None, after=timedelta(seconds=2))[0]
     joined = placement_cycle_run(pool_id=wide.pk)
     # then only the newcomer is solved; the waiter's proof stands
     assert (joined.solved, joined.proven, joined.placed) == (1, 1, [])
     # when the holder is cancelled (its capacity released)
     workflow_cancel(workflow_id=holder.workflow_id, user=user)
     after = placement_cycle_run(pool_id=wide.pk)
-    # then the waiter is solved once more and placed
-    assert (after.solved, after.placed) == (1, [TaskGroup.objects.get(workflow=waiter).pk])
+    # then both are solved once more and placed
+    assert (after.solved, after.placed) == (2, [TaskGroup.objects.get(workflow=w).pk for w in (waiter, another)])
     assert_reservations_match_tasks(wide)
 
 
