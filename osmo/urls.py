@@ -11,7 +11,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("scheduler.api.urls")),
     path("api/", include("workflows.api.urls")),
-    path("", include("workflows.urls")),
+    path("", include("pages.urls")),
 ]
 
 handler404 = "osmo.api.views.not_found"

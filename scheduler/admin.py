@@ -2,7 +2,8 @@
 
 - Pools: keys inline in order (edit ``position`` to reorder); saving goes through
   :func:`scheduler.services.pools.pool_keys_set`, so a change bumps ``keys_version``. A read-only
-  hierarchy view (zone > ... > nodes, GPU totals per domain) is linked from the pool's page.
+  hierarchy view (zone > ... > nodes, GPU totals per domain: :func:`scheduler.domains.pool_domain_tree`,
+  the tree the status pages draw too) is linked from the pool's page.
 - Nodes: capacity/used/reserved/free columns from the one free-capacity query
   (:func:`scheduler.selectors.node_queryset_with_usage`), a filter per topology key of the selected
   pool, search by name, by any label value, or by ``key=value`` (``rack=rack-0003``), and cordon/uncordon.
@@ -23,6 +24,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from scheduler import selectors
+from scheduler.domains import pool_domain_tree
 from scheduler.models import Node, Pool, Reservation, TopologyKey, WorkerHeartbeat
 from scheduler.services.pools import KeySpec, nodes_set_schedulable, pool_keys_set, topology_keys_validate
 
@@ -163,8 +165,10 @@ class PoolAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request, pool):
             raise PermissionDenied
         keys = selectors.pool_keys(pool)
-        root = selectors.pool_hierarchy(pool, keys=keys)
-        show_machines = root.node_count <= HIERARCHY_MACHINE_LIMIT or request.GET.get("machines") == "1"
+        every_machine = request.GET.get("machines") == "1"
+        tree = pool_domain_tree(
+            pool, keys=keys, machines=True, machine_limit=None if every_machine else HIERARCHY_MACHINE_LIMIT
+        )
         context = {
             **self.admin_site.each_context(request),
             "title": f"Hierarchy of pool {pool.name}",
@@ -172,8 +176,8 @@ class PoolAdmin(admin.ModelAdmin):
             "original": pool,
             "pool": pool,
             "keys": keys,
-            "root": root,
-            "show_machines": show_machines,
+            "root": tree.root,
+            "show_machines": tree.machines_loaded,
             "machine_limit": HIERARCHY_MACHINE_LIMIT,
             "node_changelist_url": reverse("admin:scheduler_node_changelist"),
             "has_view_permission": True,

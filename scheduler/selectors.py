@@ -114,6 +114,11 @@ def pool_get(*, name: str) -> Pool | None:
     return pool_list().filter(name=name).first()
 
 
+def pool_names() -> list[str]:
+    """Every pool's name, in order (one query): the choices of the pages' pool pickers."""
+    return list(Pool.objects.order_by("name").values_list("name", flat=True))
+
+
 @dataclass(slots=True)
 class Totals:
     """Capacity, external usage, reservations and free capacity of a set of nodes, per resource."""
@@ -219,6 +224,14 @@ def pools_totals(pool_ids: Iterable[int]) -> dict[int, Totals]:
     return result
 
 
+def pool_totals_by_labels(pool: Pool, *, labels: Sequence[str]) -> dict[tuple[str | None, ...], Totals]:
+    """Totals of the pool's nodes per combination of values of ``labels`` (``None`` for a missing
+    label), in two queries whatever the number of nodes: the groups the domain tree
+    (:mod:`scheduler.domains`) and :func:`pool_capacity_summary` roll up."""
+    groups = _grouped_totals(pool_ids=[pool.pk], labels=labels)
+    return {tuple(values): totals for (_pool_id, *values), totals in groups.items()}
+
+
 def _label_alias(position: int) -> str:
     return f"topology_value_{position}"
 
@@ -268,81 +281,33 @@ def pool_capacity_summary(pool: Pool, *, keys: Sequence[TopologyKey] | None = No
     return {"totals": totals.as_dict(), "keys": keys_out}
 
 
-@dataclass(slots=True)
-class HierarchyNode:
-    """One domain of the hierarchy view (or the pool root), with GPU totals and its children."""
-
-    key: str
-    value: str
-    gpu_capacity: int = 0
-    gpu_used: int = 0
-    gpu_reserved: int = 0
-    gpu_free: int = 0
-    node_count: int = 0
-    schedulable_node_count: int = 0
-    children: dict[str, HierarchyNode] | None = None
-    machines: list[dict[str, Any]] | None = None
-
-    def add(self, machine: dict[str, Any]) -> None:
-        self.node_count += 1
-        self.gpu_capacity += machine["gpu"]
-        self.gpu_used += machine["used_gpu"]
-        self.gpu_reserved += machine["reserved_gpu"]
-        if machine["schedulable"]:
-            self.schedulable_node_count += 1
-            self.gpu_free += max(machine["free_gpu"], 0)
-
-    @property
-    def sorted_children(self) -> list[HierarchyNode]:
-        return [self.children[name] for name in sorted(self.children or {})]
-
-
-def pool_hierarchy(pool: Pool, *, keys: Sequence[TopologyKey] | None = None) -> HierarchyNode:
-    """The pool as a tree: one level per key (coarsest first), machines under the finest domain,
-    GPU capacity/used/reserved/free per domain. Machines missing a label hang under a ``(no <key>)``
-    domain at that level. Two queries (keys, nodes)."""
-    ordered_keys = list(keys) if keys is not None else list(pool.topology_keys.order_by("position"))
-    root = HierarchyNode(key="pool", value=pool.name, children={})
-    machines = (
-        node_queryset_with_usage(pool)
-        .order_by("name")
-        .values("pk", "name", "labels", "schedulable", "gpu", "used_gpu", "reserved_gpu", "free_gpu")
-    )
-    for machine in machines:
-        root.add(machine)
-        current = root
-        for key in ordered_keys:
-            value = machine["labels"].get(key.label) if isinstance(machine["labels"], dict) else None
-            name = value if isinstance(value, str) else f"(no {key.key})"
-            assert current.children is not None
-            child = current.children.get(name)
-            if child is None:
-                child = current.children[name] = HierarchyNode(key=key.key, value=name, children={})
-            child.add(machine)
-            current = child
-        if current.machines is None:
-            current.machines = []
-        current.machines.append(machine)
-    return root
-
-
 def node_list(*, pool: Pool) -> QuerySet[Node]:
     """The pool's nodes with usage annotations, ordered by name (for the API's node list)."""
     return node_queryset_with_usage(pool).order_by("name", "pk")
 
 
+def node_labels_by_name(*, pool: Pool, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """The labels of the pool's nodes with these names (one query; none when ``names`` is empty)."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    rows = Node.objects.filter(pool=pool, name__in=wanted).values_list("name", "labels")
+    return {name: labels or {} for name, labels in rows}
+
+
 __all__ = [
     "RESOURCES",
     "RESOURCE_NAMES",
-    "HierarchyNode",
     "Totals",
+    "node_labels_by_name",
     "node_list",
     "node_queryset_with_usage",
     "node_usage_dict",
     "pool_capacity_summary",
     "pool_get",
-    "pool_hierarchy",
     "pool_keys",
     "pool_list",
+    "pool_names",
+    "pool_totals_by_labels",
     "pools_totals",
 ]

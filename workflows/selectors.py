@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Prefetch, QuerySet
+from collections.abc import Sequence
+from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, F, Prefetch, QuerySet, Sum
+
+from scheduler.models import Pool, Reservation
+from scheduler.selectors import label_text
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 
 
@@ -52,3 +57,28 @@ def task_domains(task: Task, pool_keys: list[tuple[str, str]]) -> dict[str, str]
         return {}
     labels = task.node.labels or {}
     return {key: labels[label] for key, label in pool_keys if label in labels}
+
+
+def workflow_count_by_status(*, user: AbstractBaseUser) -> dict[str, int]:
+    """The workflows ``user`` sees, counted per status (one query; statuses without any are absent)."""
+    rows = workflow_visible_to(user).order_by().values("status").annotate(count=Count("pk"))
+    return {row["status"]: row["count"] for row in rows}
+
+
+def pool_occupancy_by_workflow(*, pool: Pool, labels: Sequence[str]) -> QuerySet[Reservation, dict[str, Any]]:
+    """The pool's active reservations summed per workflow and per combination of the reserved nodes'
+    values of ``labels`` (one query). Rows: ``workflow_id``, ``owner_id``, ``owner_username``,
+    ``domain_value_<i>`` for ``labels[i]`` (None when the node misses it), ``gpu_total``, ``task_count``."""
+    aliases = {f"domain_value_{index}": label_text(label, "node__labels") for index, label in enumerate(labels)}
+    return (
+        Reservation.objects.filter(pool=pool, released_at__isnull=True)
+        .order_by()
+        .annotate(**aliases)
+        .values(
+            *aliases,
+            workflow_id=F("task__workflow__workflow_id"),
+            owner_id=F("task__workflow__submitted_by_id"),
+            owner_username=F("task__workflow__submitted_by__username"),
+        )
+        .annotate(gpu_total=Sum("gpu"), task_count=Count("pk"))
+    )

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "scheduler.apps.SchedulerConfig",
     "workflows.apps.WorkflowsConfig",
+    "pages.apps.PagesConfig",
 ]
 
 MIDDLEWARE = [

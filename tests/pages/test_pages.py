@@ -7,11 +7,11 @@ import re
 import pytest
 from django.urls import reverse
 
+from pages.viewmodels.common import heat_level
 from tests.factories import example_spec
 from tests.pages.conftest import big_clique_spec
 from workflows.choices import TaskStatus, WorkflowStatus
 from workflows.models import Workflow
-from workflows.page_selectors import heat_level
 
 pytestmark = pytest.mark.django_db
 
@@ -366,9 +366,9 @@ def test_submit_page_loads_an_example(alice_client):
 
 def test_placement_map_folds_untouched_domains_of_big_pools(alice_client, scene, monkeypatch):
     # given: fold every untouched sibling (as for a pool with many racks)
-    from workflows import page_selectors
+    from pages.viewmodels import workflows as workflow_pages
 
-    monkeypatch.setattr(page_selectors, "COMPACT_SIBLING_LIMIT", 0)
+    monkeypatch.setattr(workflow_pages, "COMPACT_SIBLING_LIMIT", 0)
 
     # when
     response = alice_client.get(f"/workflows/{scene['placed'].workflow_id}/")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from pages.forms import path_tokens, yaml_line_for_path
+from pages.templatetags.tree_svg import tree_svg
 from tests.factories import example_spec
-from workflows.forms import path_tokens, yaml_line_for_path
-from workflows.templatetags.tree_svg import tree_svg
 
 SCOPED = {  # seed 003 example 5: rack-group-1 under zone-a and under zone-b are different nodes
     "group": "group1", "keys": ["zone", "rack"], "tasks": [],

@@ -97,15 +97,3 @@ def test_summary_runs_a_fixed_number_of_queries(generated_pool, reserve, django_
         with django_assert_num_queries(2):
             selectors.pool_capacity_summary(pool, keys=keys)
 
-
-def test_hierarchy_tree_has_gpu_totals_per_domain(small_pool, reserve):
-    reserve(Node.objects.get(pool=small_pool, name="a2"), gpu=5)
-
-    root = selectors.pool_hierarchy(small_pool)
-
-    assert (root.gpu_capacity, root.gpu_used, root.gpu_reserved, root.gpu_free) == (36, 2, 5, 21)
-    zone_a = root.children["a"]
-    assert (zone_a.gpu_capacity, zone_a.gpu_free, zone_a.node_count) == (24, 9, 3)
-    assert [m["name"] for m in zone_a.children["r1"].machines] == ["a1", "a2"]
-    assert root.children["(no zone)"].children["(no rack)"].machines[0]["name"] == "loose"
-    assert [child.value for child in root.sorted_children] == ["(no zone)", "a", "b"]

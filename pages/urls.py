@@ -1,6 +1,6 @@
 from django.urls import path
 
-from workflows import views
+from pages import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),

@@ -11,19 +11,12 @@ from django.http import QueryDict
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from workflows.choices import STATUS_COLOURS
-from workflows.templatetags.tree_svg import tree_svg
+from pages.templatetags.tree_svg import tree_svg
+from pages.viewmodels.common import percent as _percent
+from pages.viewmodels.common import status_colour
 
 register = template.Library()
-
-
-@register.filter
-def status_colour(status: str | None) -> str:
-    """grey / amber / blue / green / red, after ``workflows.choices.STATUS_COLOURS``."""
-    status = str(status or "")
-    if status.startswith("FAILED"):
-        return "red"
-    return STATUS_COLOURS.get(status, "grey")
+register.filter("status_colour", status_colour)
 
 
 @register.simple_tag
@@ -188,5 +181,4 @@ def sort_header(context: template.Context, column: str, label: str) -> SafeStrin
 
 @register.filter
 def percent(part: int | None, whole: int | None) -> int:
-    whole = int(whole or 0)
-    return round(100 * int(part or 0) / whole) if whole > 0 else 0
+    return _percent(int(part or 0), int(whole or 0))

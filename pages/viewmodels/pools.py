@@ -1,0 +1,182 @@
+"""The pool list and the pool page: GPU totals per pool, the hierarchy heat map with the workflows
+holding capacity in each finest domain, and the paginated node list.
+
+Fixed query counts whatever the pool's size: the domain tree of :mod:`scheduler.domains` (two
+queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes), the occupancy (one
+grouped query over the active reservations) and the node page (count + page).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.paginator import Page, Paginator
+
+from pages.viewmodels.common import percent
+from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
+from scheduler.domains import pool_domain_tree
+from scheduler.models import Node, Pool, TopologyKey
+from scheduler.selectors import label_text, node_queryset_with_usage, pool_keys, pool_list, pools_totals
+from workflows.selectors import pool_occupancy_by_workflow
+
+NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
+NODES_PER_PAGE = 25
+
+
+# ------------------------------------------------------------------------------------------------
+# Pool list (and the dashboard's pools)
+# ------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class PoolRow:
+    pool: Pool
+    keys: list[str]
+    node_count: int
+    schedulable_node_count: int
+    gpu_capacity: int
+    gpu_in_use: int
+    gpu_free: int
+
+    @property
+    def gpu_unavailable(self) -> int:
+        """Capacity neither in use nor free: cordoned machines (or over-commitment)."""
+        return max(self.gpu_capacity - self.gpu_in_use - self.gpu_free, 0)
+
+    @property
+    def used_percent(self) -> int:
+        return percent(self.gpu_capacity - self.gpu_free, self.gpu_capacity)
+
+    @property
+    def in_use_percent(self) -> int:
+        return percent(self.gpu_in_use, self.gpu_capacity)
+
+
+def pool_rows(pools: Iterable[Pool] | None = None) -> list[PoolRow]:
+    """Every pool with its GPU capacity / in use / free (four queries for any number of pools)."""
+    pools = list(pools if pools is not None else pool_list())
+    totals = pools_totals(pool.pk for pool in pools)
+    rows = []
+    for pool in pools:
+        total = totals[pool.pk]
+        rows.append(
+            PoolRow(
+                pool=pool,
+                keys=[key.key for key in pool_keys(pool)],
+                node_count=total.node_count,
+                schedulable_node_count=total.schedulable_node_count,
+                gpu_capacity=total.capacity["gpu"],
+                gpu_in_use=total.used["gpu"] + total.reserved["gpu"],
+                gpu_free=total.free["gpu"],
+            )
+        )
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Pool page
+# ------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class OccupiedDomain:
+    path: str  # finest domain, "z1/s1/r1/z1-s1-r1" ("?" for a missing label)
+    gpu: int
+
+
+@dataclass(slots=True)
+class WorkflowOccupancy:
+    """A workflow holding capacity in the pool: its GPUs and tasks, in total and per finest domain."""
+
+    workflow_id: str
+    username: str
+    visible: bool  # the viewer may open it
+    gpu: int = 0
+    tasks: int = 0
+    domains: list[OccupiedDomain] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PoolHeatMap:
+    root: DomainBox
+    keys: list[str]
+    node_cells: bool
+    unlabelled_nodes: int
+    occupancy: list[WorkflowOccupancy]
+
+
+def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: AbstractBaseUser) -> PoolHeatMap:
+    """Every domain with capacity / in use / free, node cells when the pool is small enough, and
+    which workflows hold capacity in which finest domain (three or four queries)."""
+    tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=NODE_CELL_LIMIT)
+    root, boxes = domain_boxes(tree)
+    occupancy = _pool_occupancy(pool, keys, boxes, user=user)
+    merge_chains(root)
+    return PoolHeatMap(
+        root=root,
+        keys=[key.key for key in keys],
+        node_cells=tree.machines_loaded,
+        unlabelled_nodes=tree.unlabelled_node_count,
+        occupancy=occupancy,
+    )
+
+
+def _pool_occupancy(
+    pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: AbstractBaseUser
+) -> list[WorkflowOccupancy]:
+    rows = pool_occupancy_by_workflow(pool=pool, labels=[key.label for key in keys])
+    per_workflow: dict[str, WorkflowOccupancy] = {}
+    for row in rows:
+        workflow_id = row["workflow_id"]
+        path = tuple(row[f"domain_value_{index}"] for index in range(len(keys)))
+        gpu = row["gpu_total"] or 0
+        entry = per_workflow.get(workflow_id)
+        if entry is None:
+            visible = bool(user.is_staff or row["owner_id"] == user.pk)
+            entry = per_workflow[workflow_id] = WorkflowOccupancy(
+                workflow_id=workflow_id, username=row["owner_username"], visible=visible
+            )
+        entry.gpu += gpu
+        entry.tasks += row["task_count"]
+        entry.domains.append(OccupiedDomain(path="/".join(value or "?" for value in path), gpu=gpu))
+        box = boxes.get(path) if all(path) else None
+        if box is not None:
+            box.occupants.append(
+                Occupant(workflow_id=workflow_id, username=entry.username, gpu=gpu, tasks=row["task_count"],
+                         visible=entry.visible)
+            )
+    result = sorted(per_workflow.values(), key=lambda entry: (-entry.gpu, entry.workflow_id))
+    for entry in result:
+        entry.domains.sort(key=lambda domain: domain.path)
+    for box in boxes.values():
+        box.occupants.sort(key=lambda occupant: (-occupant.gpu, occupant.workflow_id))
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    node: Node  # with the usage annotations of node_queryset_with_usage
+    values: list[str]  # the node's value for every key, "—" when missing
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDetail:
+    pool: Pool
+    keys: list[str]
+    heat: PoolHeatMap
+    page: Page
+    nodes: list[NodeRow]
+
+
+def pool_detail_build(pool: Pool, *, user: AbstractBaseUser, page_number: str) -> PoolDetail:
+    keys = pool_keys(pool)
+    aliases: dict[str, Any] = {f"v{index}": label_text(key.label) for index, key in enumerate(keys)}
+    nodes = node_queryset_with_usage(pool).annotate(**aliases).order_by("name", "pk")
+    page = Paginator(nodes, NODES_PER_PAGE).get_page(page_number)
+    return PoolDetail(
+        pool=pool,
+        keys=[key.key for key in keys],
+        heat=pool_heat_map(pool, keys, user=user),
+        page=page,
+        nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases])
+               for node in page.object_list],
+    )

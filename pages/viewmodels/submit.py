@@ -1,0 +1,105 @@
+"""The submit page: the example specs, spec errors with their YAML lines, and the dry run's groups
+with the domain values of every planned node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from pages.forms import yaml_line_for_path
+from scheduler.selectors import node_labels_by_name, pool_get, pool_keys
+from workflows.preview import workflow_dry_run
+
+EXAMPLES_DIR = Path(settings.BASE_DIR) / "examples"
+
+
+def submit_examples() -> list[str]:
+    """The names of the example specs the page can load into its editor."""
+    return sorted(path.stem for path in EXAMPLES_DIR.glob("*.yaml"))
+
+
+def submit_example_text(name: str) -> str | None:
+    """The text of one example spec, or None when ``name`` is not one of :func:`submit_examples`."""
+    return (EXAMPLES_DIR / f"{name}.yaml").read_text() if name in submit_examples() else None
+
+
+@dataclass(frozen=True, slots=True)
+class SpecErrorRow:
+    path: str  # "(whole spec)" when the error has none
+    message: str
+    line: int | None  # 1-based line of the YAML element the path points at
+    text: str  # that line
+
+
+def spec_error_rows(text: str, errors: list[dict[str, str]]) -> list[SpecErrorRow]:
+    lines = text.splitlines()
+    rows = []
+    for error in errors:
+        path = error.get("path", "")
+        line = yaml_line_for_path(text, path) if path and path != "pool" else None
+        rows.append(
+            SpecErrorRow(
+                path=path or "(whole spec)",
+                message=error.get("message", ""),
+                line=line,
+                text=lines[line - 1] if line and line <= len(lines) else "",
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTask:
+    task: str
+    node: str
+    values: list[str]  # the node's value for every key of the pool, "—" when missing
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewGroup:
+    name: str
+    upstream: list[str]
+    constraint_tree: dict[str, Any]
+    placement: dict[str, Any]  # the solver's result (scheduler.results.result_to_json)
+    tasks: list[PlannedTask]
+    task_info: dict[str, dict[str, str]]  # the tree's leaves: task name -> planned node
+    preferred: list[dict[str, Any]]  # the report's preferred constraints
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    preview: dict[str, Any]  # workflows.preview.workflow_dry_run's answer
+    preview_groups: list[PreviewGroup]
+    pool_keys: list[str]
+
+
+def dry_run_build(*, pool_name: str, spec: str) -> DryRun:
+    """Validate and preview ``spec`` on the pool; stores nothing. Raises what ``workflow_dry_run`` raises
+    (``WorkflowSpecInvalidError``, ``PoolNotFoundError``)."""
+    preview = workflow_dry_run(pool_name=pool_name, spec=spec)
+    pool = pool_get(name=pool_name)
+    keys = pool_keys(pool) if pool else []
+    names = {node for group in preview["groups"] for node in group["placement"]["tasks"].values()}
+    labels = node_labels_by_name(pool=pool, names=names) if pool else {}
+    groups = []
+    for group in preview["groups"]:
+        placement = group["placement"]
+        tasks = [
+            PlannedTask(task=task, node=node, values=[(labels.get(node) or {}).get(key.label, "—") for key in keys])
+            for task, node in placement["tasks"].items()
+        ]
+        groups.append(
+            PreviewGroup(
+                name=group["name"],
+                upstream=group["upstream"],
+                constraint_tree=group["constraint_tree"],
+                placement=placement,
+                tasks=tasks,
+                task_info={row.task: {"status": "planned", "node": row.node, "colour": "blue"} for row in tasks},
+                preferred=[r for r in placement.get("report") or [] if r.get("requirement") == "preferred"],
+            )
+        )
+    return DryRun(preview=preview, preview_groups=groups, pool_keys=[key.key for key in keys])

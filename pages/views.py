@@ -1,0 +1,177 @@
+"""Server-rendered status pages: thin function views over the view models of ``pages.viewmodels``.
+
+Every page that refreshes itself renders a *partial* template when asked with ``?partial=1``; the
+page's ``static/osmo/live.js`` fetches that fragment every few seconds and swaps it in (no full
+reload, no build step, nothing downloaded from a CDN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from pages.forms import WorkflowFilterForm, WorkflowSubmitForm
+from pages.viewmodels.dashboard import dashboard_build
+from pages.viewmodels.pools import pool_detail_build, pool_rows
+from pages.viewmodels.submit import dry_run_build, spec_error_rows, submit_example_text, submit_examples
+from pages.viewmodels.workflows import workflow_detail_build, workflow_page_list, workflow_user_may_cancel
+from scheduler.selectors import pool_get, pool_names
+from workflows.errors import PoolNotFoundError, WorkflowNotCancellableError, WorkflowSpecInvalidError
+from workflows.models import Workflow
+from workflows.selectors import workflow_detail_queryset
+from workflows.services import workflow_cancel as workflow_cancel_service
+from workflows.services import workflow_submit
+
+WORKFLOWS_PER_PAGE = 25
+
+
+def _refresh_ms() -> int:
+    return int(getattr(settings, "OSMO_PAGE_REFRESH_MS", 4000))
+
+
+def _fields(view_model: Any) -> dict[str, Any]:
+    """A view model's fields as template variables (shallow: the values are not copied)."""
+    return {field.name: getattr(view_model, field.name) for field in fields(view_model)}
+
+
+def _render(request: HttpRequest, template: str, partial: str, context: dict[str, Any]) -> HttpResponse:
+    """The whole page, or only its live fragment when the poller asks (``?partial=1``)."""
+    context.setdefault("refresh_ms", _refresh_ms())
+    if request.GET.get("partial") == "1":
+        return render(request, partial, context)
+    return render(request, template, context)
+
+
+def _page_number(request: HttpRequest) -> str:
+    return request.GET.get("page") or "1"
+
+
+def _live_query(request: HttpRequest) -> str:
+    """The page's own query string plus ``partial=1``: what the poller fetches (filters and page kept)."""
+    query = request.GET.copy()
+    query["partial"] = "1"
+    return query.urlencode()
+
+
+# ------------------------------------------------------------------------------------------------
+# Dashboard
+# ------------------------------------------------------------------------------------------------
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    context = _fields(dashboard_build(user=request.user))
+    return _render(request, "pages/dashboard.html", "pages/partials/dashboard_live.html", context)
+
+
+# ------------------------------------------------------------------------------------------------
+# Workflows
+# ------------------------------------------------------------------------------------------------
+@login_required
+def workflow_list(request: HttpRequest) -> HttpResponse:
+    form = WorkflowFilterForm(request.GET or None, pool_names=pool_names())
+    queryset = workflow_page_list(
+        user=request.user,
+        status=form.value("status"),
+        pool=form.value("pool"),
+        username=form.value("user"),
+        name=form.value("name"),
+        sort=form.value("sort"),
+    )
+    context = {
+        "form": form,
+        "page": Paginator(queryset, WORKFLOWS_PER_PAGE).get_page(_page_number(request)),
+        "filtered": any(form.value(name) for name in ("status", "pool", "user", "name")),
+        "live_query": _live_query(request),
+    }
+    return _render(request, "pages/workflow_list.html", "pages/partials/workflow_table.html", context)
+
+
+def _visible_workflow(request: HttpRequest, workflow_id: str) -> Workflow:
+    return get_object_or_404(workflow_detail_queryset(user=request.user), workflow_id=workflow_id)
+
+
+@login_required
+def workflow_detail(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _visible_workflow(request, workflow_id)
+    context = _fields(workflow_detail_build(workflow, user=request.user))
+    return _render(request, "pages/workflow_detail.html", "pages/partials/workflow_live.html", context)
+
+
+@login_required
+@require_POST
+def workflow_cancel(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _visible_workflow(request, workflow_id)
+    if not workflow_user_may_cancel(workflow, request.user):
+        raise Http404("Workflow not found.")
+    try:
+        workflow_cancel_service(workflow_id=workflow.workflow_id, user=request.user)
+    except WorkflowNotCancellableError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Workflow {workflow.workflow_id} was cancelled.")
+    return redirect("workflow-detail", workflow_id=workflow.workflow_id)
+
+
+# ------------------------------------------------------------------------------------------------
+# Pools
+# ------------------------------------------------------------------------------------------------
+@login_required
+def pool_list(request: HttpRequest) -> HttpResponse:
+    context = {"pools": pool_rows()}
+    return _render(request, "pages/pool_list.html", "pages/partials/pool_table.html", context)
+
+
+@login_required
+def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
+    pool = pool_get(name=name)
+    if pool is None:
+        raise Http404("Pool not found.")
+    context = _fields(pool_detail_build(pool, user=request.user, page_number=_page_number(request)))
+    context["live_query"] = _live_query(request)
+    return _render(request, "pages/pool_detail.html", "pages/partials/pool_live.html", context)
+
+
+# ------------------------------------------------------------------------------------------------
+# Submit
+# ------------------------------------------------------------------------------------------------
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit(request: HttpRequest) -> HttpResponse:
+    names = pool_names()
+    context: dict[str, Any] = {"examples": submit_examples(), "pool_names": names}
+    if request.method == "GET":
+        initial: dict[str, Any] = {"pool": request.GET.get("pool") or (names[0] if names else "")}
+        example = submit_example_text(request.GET.get("example", ""))
+        if example is not None:
+            initial["spec"] = example
+        context["form"] = WorkflowSubmitForm(initial=initial, pool_names=names)
+        return render(request, "pages/submit.html", context)
+
+    form = WorkflowSubmitForm(request.POST, request.FILES, pool_names=names)
+    context["form"] = form
+    if not form.is_valid():
+        return render(request, "pages/submit.html", context, status=400)
+    text = form.cleaned_data["spec"]
+    if form.cleaned_data.get("spec_file") is not None:
+        form.data = form.data.copy()
+        form.data["spec"] = text  # show the uploaded text in the editor
+    pool_name = form.cleaned_data["pool"]
+    try:
+        if request.POST.get("action", "dry_run") == "submit":
+            workflow, _created = workflow_submit(
+                user=request.user, pool_name=pool_name, spec=text, priority=form.cleaned_data["priority"]
+            )
+            messages.success(request, f"Submitted {workflow.workflow_id} to pool {pool_name}.")
+            return redirect("workflow-detail", workflow_id=workflow.workflow_id)
+        context.update(_fields(dry_run_build(pool_name=pool_name, spec=text)))
+    except (WorkflowSpecInvalidError, PoolNotFoundError) as exc:
+        context["errors"] = spec_error_rows(text, exc.details.get("errors", []))
+        return render(request, "pages/submit.html", context, status=400)
+    return render(request, "pages/submit.html", context)

@@ -1,0 +1,205 @@
+"""The domain hierarchy of a pool: one level per topology key, coarsest first (zone > spine > rack >
+gpu-clique), machines under the finest domains, GPU capacity / used / reserved / free and node counts
+per domain. One model, shared by the admin's hierarchy view and the status pages (which draw it as a
+heat map and a placement map).
+
+- A domain is identified by its path, the label values of keys ``0..i``: rack ``r1`` in zone ``a`` and
+  rack ``r1`` in zone ``b`` are two domains (design §4).
+- A machine missing the label of a key hangs under a ``(no <key>)`` domain at that level (path value
+  ``None``); such a domain and everything below it is not :attr:`Domain.labelled`, and the machine is
+  counted in :attr:`DomainTree.unlabelled_node_count`. A coarser domain's totals include every
+  machine carrying its own labels, so its labelled children may add up to less than itself.
+- Totals follow the one definition of free capacity of :mod:`scheduler.selectors` (``free`` over
+  schedulable machines only, each contributing ``max(free, 0)``; ``capacity``, ``used`` and
+  ``reserved`` over all machines).
+
+Queries, whatever the number of machines, reservations or keys: two for the totals (one ``GROUP BY``
+over the label values, one over the active reservations), plus one when machines are asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from scheduler.models import Pool, TopologyKey
+from scheduler.selectors import Totals, label_text, node_queryset_with_usage, pool_totals_by_labels
+
+DomainPath = tuple[str | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DomainMachine:
+    """One machine (node) of a finest domain, with its GPUs."""
+
+    pk: int
+    name: str
+    schedulable: bool
+    gpu: int
+    gpu_used: int  # external usage (Node.used_gpu)
+    gpu_reserved: int  # active reservations of this service's tasks
+    gpu_free: int  # gpu - used - reserved; negative only when over-committed
+
+    @property
+    def gpu_in_use(self) -> int:
+        return self.gpu_used + self.gpu_reserved
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """One domain of the hierarchy (or the pool itself at the root: key ``pool``, path ``()``)."""
+
+    key: str
+    value: str  # the label value; the pool's name at the root; "(no <key>)" for machines missing the label
+    path: DomainPath
+    gpu_capacity: int
+    gpu_used: int
+    gpu_reserved: int
+    gpu_free: int
+    node_count: int
+    schedulable_node_count: int
+    children: tuple[Domain, ...] = ()  # ordered by value
+    machines: tuple[DomainMachine, ...] | None = None  # finest domains only, when asked for
+
+    @property
+    def labelled(self) -> bool:
+        """Whether every machine here carries the labels of this domain's path."""
+        return None not in self.path
+
+    @property
+    def gpu_in_use(self) -> int:
+        return self.gpu_used + self.gpu_reserved
+
+    def child(self, value: str) -> Domain | None:
+        return next((child for child in self.children if child.value == value), None)
+
+    def walk(self) -> Iterator[Domain]:
+        """This domain and every domain below it, parents first."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True, slots=True)
+class DomainTree:
+    root: Domain
+    keys: tuple[str, ...]
+    unlabelled_node_count: int  # machines missing the label of at least one key
+    machines_loaded: bool
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A domain while its totals and machines are collected (frozen into a :class:`Domain` at the end)."""
+
+    key: str
+    value: str
+    path: DomainPath
+    totals: Totals = field(default_factory=Totals)
+    children: dict[str | None, _Draft] = field(default_factory=dict)
+    machines: list[DomainMachine] | None = None
+
+    def freeze(self) -> Domain:
+        children = sorted(self.children.values(), key=lambda draft: (draft.value, draft.path[-1] is None))
+        return Domain(
+            key=self.key,
+            value=self.value,
+            path=self.path,
+            gpu_capacity=self.totals.capacity["gpu"],
+            gpu_used=self.totals.used["gpu"],
+            gpu_reserved=self.totals.reserved["gpu"],
+            gpu_free=self.totals.free["gpu"],
+            node_count=self.totals.node_count,
+            schedulable_node_count=self.totals.schedulable_node_count,
+            children=tuple(child.freeze() for child in children),
+            machines=tuple(self.machines) if self.machines is not None else None,
+        )
+
+
+def pool_domain_tree(
+    pool: Pool,
+    *,
+    keys: Sequence[TopologyKey] | None = None,
+    machines: bool | Collection[DomainPath] = False,
+    machine_limit: int | None = None,
+) -> DomainTree:
+    """The pool's domain hierarchy with GPU totals, in two queries (three with machines; one more for
+    the keys unless given).
+
+    Args:
+        keys: the pool's keys, coarsest first (:func:`scheduler.selectors.pool_keys`).
+        machines: ``True`` hangs every machine under its finest domain (under the root when the pool
+            has no keys); a collection of finest labelled paths loads only those domains' machines.
+        machine_limit: load no machines when the pool has more machines than this.
+
+    Returns:
+        The tree; ``machines_loaded`` says whether machines were asked for and loaded.
+    """
+    ordered_keys = list(keys) if keys is not None else list(pool.topology_keys.order_by("position"))
+    groups = pool_totals_by_labels(pool, labels=[key.label for key in ordered_keys])
+    root = _Draft(key="pool", value=pool.name, path=())
+    drafts: dict[DomainPath, _Draft] = {(): root}
+    unlabelled = 0
+    for values, totals in groups.items():
+        root.totals.merge(totals)
+        if None in values:
+            unlabelled += totals.node_count
+        parent = root
+        for depth, key in enumerate(ordered_keys):
+            path = values[: depth + 1]
+            draft = drafts.get(path)
+            if draft is None:
+                value = values[depth]
+                draft = _Draft(key=key.key, value=value if value is not None else f"(no {key.key})", path=path)
+                drafts[path] = draft
+                parent.children[value] = draft
+            draft.totals.merge(totals)
+            parent = draft
+    load = bool(machines) and (machine_limit is None or root.totals.node_count <= machine_limit)
+    if load:
+        paths = None if isinstance(machines, bool) else machines
+        for path, machine in _machines(pool, ordered_keys, paths):
+            draft = drafts.get(path)
+            if draft is not None:
+                if draft.machines is None:
+                    draft.machines = []
+                draft.machines.append(machine)
+    return DomainTree(
+        root=root.freeze(),
+        keys=tuple(key.key for key in ordered_keys),
+        unlabelled_node_count=unlabelled,
+        machines_loaded=load,
+    )
+
+
+def _machines(
+    pool: Pool, keys: Sequence[TopologyKey], paths: Collection[DomainPath] | None
+) -> Iterator[tuple[DomainPath, DomainMachine]]:
+    """The pool's machines by name with their finest domain's path, all of them or only those in
+    ``paths`` (one query)."""
+    aliases = {f"domain_value_{index}": label_text(key.label) for index, key in enumerate(keys)}
+    queryset = node_queryset_with_usage(pool).annotate(**aliases)
+    if paths is not None:
+        condition = Q()
+        for path in paths:
+            condition |= Q(**dict(zip(aliases, path, strict=True)))
+        queryset = queryset.filter(condition)
+    rows = queryset.order_by("name", "pk").values(
+        "pk", "name", "schedulable", "gpu", "used_gpu", "reserved_gpu", "free_gpu", *aliases
+    )
+    for row in rows:
+        machine = DomainMachine(
+            pk=row["pk"],
+            name=row["name"],
+            schedulable=row["schedulable"],
+            gpu=row["gpu"],
+            gpu_used=row["used_gpu"],
+            gpu_reserved=row["reserved_gpu"],
+            gpu_free=row["free_gpu"],
+        )
+        yield tuple(row[alias] for alias in aliases), machine
+
+
+__all__ = ["Domain", "DomainMachine", "DomainPath", "DomainTree", "pool_domain_tree"]
