@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, F, Prefetch, QuerySet, Sum
+from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
@@ -22,10 +23,16 @@ def workflow_visible_to(user: AbstractBaseUser) -> QuerySet[Workflow]:
 
 
 def workflow_list(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
+    """Workflows newest first, with their task count. The count is a correlated subquery, evaluated
+    for the rows of the page only (a join-and-group would count every task of every listed workflow
+    before the page is cut, and pagination's COUNT would repeat it: slow with deep queues)."""
+    tasks = (
+        Task.objects.filter(workflow=OuterRef("pk")).order_by().values("workflow").annotate(n=Count("pk")).values("n")
+    )
     return (
         workflow_visible_to(user)
         .select_related("pool", "submitted_by")
-        .annotate(task_count=Count("tasks", distinct=True))
+        .annotate(task_count=Coalesce(Subquery(tasks, output_field=IntegerField()), 0))
         .order_by("-submitted_at", "-pk")
     )
 
