@@ -32,6 +32,7 @@ def workflow_list(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
     return (
         workflow_visible_to(user)
         .select_related("pool", "submitted_by")
+        .defer("spec_text", "pool_keys")
         .annotate(task_count=Coalesce(Subquery(tasks, output_field=IntegerField()), 0))
         .order_by("-submitted_at", "-pk")
     )
