@@ -68,7 +68,11 @@ def pods_delete_request(task_ids: Iterable[int]) -> None:
     """Delete the pods of these tasks (each deletion is idempotent)."""
     ids = sorted(set(task_ids))
     if ids:
-        transaction.on_commit(lambda: [_send(POD_DELETE, task_id=task_id) for task_id in ids], robust=True)
+        def send() -> None:
+            for task_id in ids:
+                _send(POD_DELETE, task_id=task_id)
+
+        transaction.on_commit(send, robust=True)
 
 
 def pods_sync_request(pool_id: int) -> None:

@@ -6,6 +6,8 @@ per node). Free capacity = capacity - external usage - active reservations.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Sum
 
 from scheduler.models import Pool, Reservation
@@ -82,6 +84,6 @@ def snapshot_empty(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterS
     return ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=nodes)
 
 
-def _label_value(labels: dict | None, label: str) -> str | None:
+def _label_value(labels: dict[str, Any] | None, label: str) -> str | None:
     value = (labels or {}).get(label)
     return None if value in (None, "") else str(value)

@@ -14,6 +14,7 @@ Invariants (checked by tests):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -52,7 +53,7 @@ class TreeNode:
             names.extend(child.all_tasks())
         return tuple(sorted(names))
 
-    def walk(self):
+    def walk(self) -> Iterator[TreeNode]:
         """Yield this node and its descendants, depth first, in child order."""
         yield self
         for child in self.children:
@@ -68,7 +69,7 @@ class ConstraintTree:
     tasks: tuple[str, ...] = ()  # tasks without topology entries: in the gang, unconstrained
     keys: tuple[str, ...] = field(default=())  # the pool's key order the tree was built against
 
-    def nodes(self):
+    def nodes(self) -> Iterator[TreeNode]:
         """Every constraint node, depth first."""
         for child in self.children:
             yield from child.walk()

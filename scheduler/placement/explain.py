@@ -116,8 +116,8 @@ def explain(
     gang_room = _room(index, 0, gang_need)
     if not fits_tot(0, total_of(range(ntasks))):
         gang_room = min(gang_room, ntasks - 1)
-    required_only = [
-        (ti.level[i] if ti.level[i] is not None else NO_LEVEL) if node.required else NO_LEVEL
+    required_only: list[int] = [
+        (level if (level := ti.level[i]) is not None else NO_LEVEL) if node.required else NO_LEVEL
         for i, node in enumerate(ti.nodes)
     ]
     plan = build_plan(ti, required_only, list(task_shape), index.shapes)

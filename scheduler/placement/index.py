@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.placement.types import ClusterSnapshot, NodeState, Resources
 
@@ -78,7 +79,7 @@ class Step:
     need_tot: list[tuple[int, int]] = field(default_factory=list)
     twin: int = -1
     blocks: list[Block] = field(default_factory=list)
-    sig: tuple = ()
+    sig: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)

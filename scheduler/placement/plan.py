@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.placement.index import Block, Plan, Shape, Step
 from scheduler.placement.types import GroupRequest
@@ -100,9 +101,9 @@ def shapes_of(group: GroupRequest, machines: Collection[str]) -> tuple[list[Shap
 def build_plan(ti: TreeIndex, eff: list[int], task_shape: list[int], shapes: list[Shape]) -> Plan:
     """Domain steps for effective levels ``eff`` (one per node, NO_LEVEL = no own constraint)."""
     nshapes = len(shapes)
-    sig_memo: dict[tuple[int, int], tuple] = {}
+    sig_memo: dict[tuple[int, int], tuple[Any, ...]] = {}
 
-    def sig(i: int, ctx_level: int) -> tuple:
+    def sig(i: int, ctx_level: int) -> tuple[Any, ...]:
         got = sig_memo.get((i, ctx_level))
         if got is None:
             own = eff[i] > ctx_level
@@ -175,7 +176,7 @@ def build_plan(ti: TreeIndex, eff: list[int], task_shape: list[int], shapes: lis
         step.need_tot = [(r, v) for r, v in enumerate(need_tot[k]) if v]
 
     root_blocks: list[Block] = []
-    grouped: dict[int, dict[tuple, Block]] = {}
+    grouped: dict[int, dict[tuple[Any, ...], Block]] = {}
     for step in steps:
         by_sig = grouped.setdefault(step.ctx, {})
         block = by_sig.get(step.sig)
@@ -187,7 +188,7 @@ def build_plan(ti: TreeIndex, eff: list[int], task_shape: list[int], shapes: lis
         blocks = list(by_sig.values())
         # Copies of equal needs at different levels all sit inside domains of the coarsest of those
         # levels, so they also share that level's room (e.g. 25 clique groups and 1 rack group of 18).
-        by_need: dict[tuple, list[Block]] = {}
+        by_need: dict[tuple[Any, ...], list[Block]] = {}
         for b in blocks:
             by_need.setdefault((tuple(b.need), tuple(b.need_tot)), []).append(b)
         for same in by_need.values():

@@ -20,6 +20,8 @@ inputs give equal outputs; "unschedulable" is returned only on a proof of infeas
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.placement.explain import explain
 from scheduler.placement.index import INFEASIBLE, UNDECIDED, Budget, DomainIndex, GangSearch
 from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan, index_tree, shapes_of
@@ -114,7 +116,7 @@ def solve(
     # out just means the preference is relaxed further (the witness stays valid).
     trial_steps = max(1_000, policy.max_steps // 20)
     sigs = _static_sigs(ti, ctx.task_shape)
-    proven: set[tuple] = set()  # (parent, signature, level) shown infeasible for an identical earlier sibling
+    proven: set[tuple[Any, ...]] = set()  # (parent, signature, level) shown infeasible for an identical earlier sibling
     for i, node in enumerate(ti.nodes):
         if node.required or ti.level[i] is None:
             continue
@@ -137,9 +139,9 @@ def solve(
     return _placed(ctx, witness)
 
 
-def _static_sigs(ti: TreeIndex, task_shape: list[int]) -> list[tuple]:
+def _static_sigs(ti: TreeIndex, task_shape: list[int]) -> list[tuple[Any, ...]]:
     """Per node: a value equal for nodes with isomorphic subtrees (keys, requirements, task shapes)."""
-    sigs: list[tuple] = [()] * len(ti.nodes)
+    sigs: list[tuple[Any, ...]] = [()] * len(ti.nodes)
     for i in range(len(ti.nodes) - 1, -1, -1):
         node = ti.nodes[i]
         sigs[i] = (

@@ -207,7 +207,7 @@ def group_promote(group: TaskGroup) -> None:
         task_status_set(task, TaskStatus.SCHEDULING)
 
 
-def waiting_groups_promote(waiting_groups) -> set[int]:
+def waiting_groups_promote(waiting_groups: Iterable[TaskGroup]) -> set[int]:
     """Apply :func:`rules.waiting_group_verdict` to WAITING groups (a queryset or list, each with
     ``workflow`` loaded or loadable): promote the ready ones, fail those whose upstream failed.
     Returns the ids of the workflows whose status must be recomputed."""

@@ -290,8 +290,9 @@ class _Walk:
             for pk in legacy:
                 group = TaskGroup(pk=pk, name=names[pk], constraint_tree=self.rows[pk][0])
                 request = group_request_from_db(group, tasks.get(pk, []))
-                self.rows[pk] = (self.rows[pk][0], task_requests_to_json(request))
-                self.legacy[pk] = (gang_signature(request), self.rows[pk][1])  # type: ignore[arg-type]
+                stored = task_requests_to_json(request)
+                self.rows[pk] = (self.rows[pk][0], stored)
+                self.legacy[pk] = (gang_signature(request), stored)
 
     def request(self, g: _Queued, upcoming: list[_Queued]) -> GroupRequest:
         request = self.requests.get(g.pk)
@@ -577,7 +578,8 @@ def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
         .values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s")
         .order_by("pk")
     )
-    expired = [(pk, wf) for pk, wf, since, limit in candidates if now - since > timedelta(seconds=limit)]
+    expired = [(pk, wf) for pk, wf, since, limit in candidates
+               if since is not None and limit is not None and now - since > timedelta(seconds=limit)]
     if not expired:
         return []
     workflows = workflows_lock(wf for _pk, wf in expired)

@@ -47,7 +47,7 @@ def pod_request(task: Task, pool: Pool) -> PodRequest:
     return PodRequest(
         pod_name=task.pod_name,
         namespace=pool.k8s_namespace or "default",
-        node_name=task.node.name if task.node_id else "",
+        node_name=task.node.name if task.node is not None else "",
         workflow_id=task.workflow.workflow_id,
         group=task.group.name,
         task=task.name,
@@ -211,7 +211,7 @@ def _exec_timeouts_apply(
     for group in running:
         group.workflow = workflows[group.workflow_id]
         limit = group.workflow.exec_timeout_s
-        if group.started_at and now - group.started_at > timedelta(seconds=limit):
+        if limit is not None and group.started_at and now - group.started_at > timedelta(seconds=limit):
             ids = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).values_list("pk", flat=True))
             group_fail(group, TaskStatus.FAILED, message=f"ran longer than exec_timeout ({limit}s)")
             touched[group.pk] = group

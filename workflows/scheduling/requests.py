@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from scheduler.placement import GroupRequest, Resources, TaskRequest
-from workflows.models import TaskGroup
+from workflows.models import Task, TaskGroup
 from workflows.spec import GroupSpec, tree_from_json
 
 
@@ -30,7 +30,7 @@ def group_request_from_spec(group: GroupSpec) -> GroupRequest:
     )
 
 
-def group_request_from_db(group: TaskGroup, tasks: Iterable) -> GroupRequest:
+def group_request_from_db(group: TaskGroup, tasks: Iterable[Task]) -> GroupRequest:
     """Rebuild a gang's request from stored rows (tasks must belong to ``group``)."""
     return GroupRequest(
         name=group.name,
