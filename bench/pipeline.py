@@ -10,8 +10,8 @@ Baseline, in the same run and on the same server: the rate of a trivial authenti
 (`GET /api/pools/`) by the same clients. `submit_vs_trivial` is the ratio of the two rates: how much of
 the web tier's capacity a submission (validation, tree building, five inserts) costs.
 
-The web server is Django's threaded development server (what `make run` uses), so absolute rates
-are a floor, not what a gunicorn deployment would reach.
+The web server is the production one: gunicorn with ``osmo/gunicorn_conf.py`` (``--web-workers``
+processes of ``--web-threads`` threads).
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="submissions per second across all clients; 0 = as fast as they go (default)")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    parser.add_argument("--web-threads", type=int, default=4, help="threads per gunicorn worker (default 4)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
     args = parser.parse_args()
@@ -93,6 +95,9 @@ def main() -> None:
         DEBUG="false",
         OSMO_DATA_DIR=tempfile.mkdtemp(prefix="osmo-bench-"),
         LOG_LEVEL="WARNING",
+        WEB_CONCURRENCY=str(args.web_workers),
+        GUNICORN_THREADS=str(args.web_threads),
+        GUNICORN_ACCESS_LOG="",
     )
     log = sys.stderr
     print("==> migrating and generating a 1,296-node NVL72 pool", file=log)
@@ -155,7 +160,8 @@ def main() -> None:
                 str(Path(env["OSMO_DATA_DIR"]) / "beat"),
             ]
         )
-        spawn([sys.executable, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
+        spawn([sys.executable, "-m", "gunicorn", "-c", "python:osmo.gunicorn_conf", "--bind",
+               f"127.0.0.1:{args.port}", "osmo.wsgi"])
         base = f"http://127.0.0.1:{args.port}"
         headers = {"Authorization": f"Token {token}"}
         deadline = time.monotonic() + 60

@@ -29,6 +29,9 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: runserver leaves static files to WhiteNoise too, so development serves them
+    # the way production does.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
@@ -41,6 +44,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -105,7 +110,15 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+# Where `collectstatic` gathers files and WhiteNoise serves them from. The image collects into a path
+# of its own (STATIC_ROOT is set in the Dockerfile) so that a data volume mounted over OSMO_DATA_DIR
+# does not hide them.
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(DATA_DIR / "static")))
+# Hashed, compressed copies need `collectstatic`: osmo.settings.production turns them on.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 # ------------------------------------------------------------------------------------------------
 # REST framework and OpenAPI
