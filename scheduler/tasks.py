@@ -27,11 +27,14 @@ def worker_heartbeat(token: str) -> None:
 @shared_task(name="scheduler.placement_cycle_run", queue=Queue.SCHEDULER, ignore_result=True, soft_time_limit=50,
              time_limit=60, autoretry_for=(OperationalError,), retry_backoff=1, max_retries=5)
 def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
+    from scheduler.heartbeats import heartbeat_record
     from scheduler.services.placement import placement_cycle_run
 
     # Clear the "cycle pending" mark once this cycle holds the pool and before it reads the queue:
     # a request arriving from then on enqueues a fresh cycle, one that arrived before is covered.
     result = placement_cycle_run(pool_id=pool_id, on_locked=lambda: _pending_mark(pool_id, clear=True))
+    if result.locked:
+        heartbeat_record("placement_cycle", pool_id=pool_id)
     if result.budget_exhausted:
         placement_cycle_task.delay(pool_id=pool_id)
     elif not result.locked and attempt < 5:
@@ -115,6 +118,8 @@ def pods_sync_task(*, pool_id: int) -> None:
 
 @shared_task(name="scheduler.tick", queue=Queue.SCHEDULER, ignore_result=True, soft_time_limit=20, time_limit=30)
 def tick_task() -> None:
+    from scheduler.heartbeats import heartbeat_record
     from scheduler.services.lifecycle import tick
 
     tick()
+    heartbeat_record("tick")

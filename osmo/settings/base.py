@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer before host validation and the request transaction.
+    "osmo.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -88,6 +90,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # An unreachable server fails a request (503) and a readiness probe within seconds, not after the
+    # operating system's TCP timeout.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
+    )
 # One transaction per request on PostgreSQL. Not on SQLite: there every transaction is IMMEDIATE
 # (takes the write lock), so wrapping GETs would make every page view queue behind a placement
 # cycle; every write already runs in its service's own transaction.
@@ -114,6 +121,7 @@ STATIC_URL = "static/"
 # of its own (STATIC_ROOT is set in the Dockerfile) so that a data volume mounted over OSMO_DATA_DIR
 # does not hide them.
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(DATA_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Hashed, compressed copies need `collectstatic`: osmo.settings.production turns them on.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -211,6 +219,12 @@ OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default
 OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", default=600)
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
+
+# /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
+# every worker is gone), or when gangs have been queued longer than the cycle age and no placement
+# cycle completed on their pool within it.
+OSMO_READY_TICK_MAX_AGE_SECONDS = env.float("OSMO_READY_TICK_MAX_AGE_SECONDS", default=30.0)
+OSMO_READY_CYCLE_MAX_AGE_SECONDS = env.float("OSMO_READY_CYCLE_MAX_AGE_SECONDS", default=60.0)
 
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {

@@ -79,7 +79,7 @@ def gunicorn_server(tmp_path) -> Iterator[Callable[[dict[str, str]], Server]]:
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{server.base_url}/api/schema/", timeout=2).status_code == 200:
+                if httpx.get(f"{server.base_url}/healthz", timeout=2).status_code == 200:
                     return server
             except httpx.HTTPError:
                 pass
