@@ -18,11 +18,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import Error as DjangoDatabaseError
 from django.db import connection, transaction
+from django.db.models import Count, Min
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -72,13 +75,64 @@ def broker_check() -> dict[str, Any]:
 
 
 def scheduler_check() -> dict[str, Any]:
-    from scheduler.heartbeats import scheduler_status
-
     try:
         return scheduler_status(now=timezone.now())
     except DjangoDatabaseError as exc:
         connection.close_if_unusable_or_obsolete()
         return _failure(exc)
+
+
+def scheduler_status(*, now: datetime | None = None) -> dict:
+    """Is the scheduler making progress? ``{"ok", "tick", "pools"}`` for ``/readyz`` (three queries).
+
+    Not OK when the last tick is older than ``OSMO_READY_TICK_MAX_AGE_SECONDS`` (or never happened:
+    beat, the broker or every worker is gone), or when a pool has had gangs queued for longer than
+    ``OSMO_READY_CYCLE_MAX_AGE_SECONDS`` and no placement cycle completed on it within that time
+    (its cycles fail or never start). An idle pool needs no cycles, so its age alone is not a fault.
+    """
+    from scheduler.heartbeats import heartbeats_read
+    from scheduler.models import Pool
+    from workflows.choices import TaskStatus
+    from workflows.models import TaskGroup
+
+    now = now or timezone.now()
+    tick_max_age = settings.OSMO_READY_TICK_MAX_AGE_SECONDS
+    cycle_max_age = settings.OSMO_READY_CYCLE_MAX_AGE_SECONDS
+    beats = heartbeats_read()
+    tick_age = (now - beats.tick_at).total_seconds() if beats.tick_at else None
+    tick = {
+        "last_at": beats.tick_at.isoformat() if beats.tick_at else None,
+        "age_seconds": round(tick_age, 1) if tick_age is not None else None,
+        "max_age_seconds": tick_max_age,
+        "stale": tick_age is None or tick_age > tick_max_age,
+    }
+    queued = {
+        row["workflow__pool_id"]: row
+        for row in TaskGroup.objects.filter(status=TaskStatus.SCHEDULING)
+        .values("workflow__pool_id")
+        .annotate(gangs=Count("pk"), since=Min(Coalesce("scheduling_since", "workflow__submitted_at")))
+        .order_by()
+    }
+    pools = {}
+    for pool_id, name in Pool.objects.order_by("name").values_list("pk", "name"):
+        cycle_at = beats.cycle_at_by_pool_id.get(pool_id)
+        cycle_age = (now - cycle_at).total_seconds() if cycle_at else None
+        waiting = queued.get(pool_id)
+        oldest = (now - waiting["since"]).total_seconds() if waiting else None
+        pools[name] = {
+            "last_cycle_at": cycle_at.isoformat() if cycle_at else None,
+            "cycle_age_seconds": round(cycle_age, 1) if cycle_age is not None else None,
+            "queued_gangs": waiting["gangs"] if waiting else 0,
+            "oldest_queued_seconds": round(oldest, 1) if oldest is not None else None,
+            "stale": oldest is not None and oldest > cycle_max_age
+            and (cycle_age is None or cycle_age > cycle_max_age),
+        }
+    return {
+        "ok": not tick["stale"] and not any(pool["stale"] for pool in pools.values()),
+        "tick": tick,
+        "max_cycle_age_seconds": cycle_max_age,
+        "pools": pools,
+    }
 
 
 _RUNNERS: dict[str, Callable[[], dict[str, Any]]] = {

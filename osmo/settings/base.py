@@ -220,12 +220,6 @@ OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", defau
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
-# /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
-# every worker is gone), or when gangs have been queued longer than the cycle age and no placement
-# cycle completed on their pool within it.
-OSMO_READY_TICK_MAX_AGE_SECONDS = env.float("OSMO_READY_TICK_MAX_AGE_SECONDS", default=30.0)
-OSMO_READY_CYCLE_MAX_AGE_SECONDS = env.float("OSMO_READY_CYCLE_MAX_AGE_SECONDS", default=60.0)
-
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "scheduler.tick",
@@ -233,6 +227,15 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"queue": "scheduler", "expires": OSMO_PLACEMENT_TICK_SECONDS * 1.5},
     },
 }
+
+# ------------------------------------------------------------------------------------------------
+# Operations: probes (docs/operations.md)
+# ------------------------------------------------------------------------------------------------
+# /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
+# every worker is gone), or when gangs have been queued longer than the cycle age and no placement
+# cycle completed on their pool within it.
+OSMO_READY_TICK_MAX_AGE_SECONDS = env.float("OSMO_READY_TICK_MAX_AGE_SECONDS", default=30.0)
+OSMO_READY_CYCLE_MAX_AGE_SECONDS = env.float("OSMO_READY_CYCLE_MAX_AGE_SECONDS", default=60.0)
 
 LOGGING = {
     "version": 1,
