@@ -7,10 +7,10 @@
   or 503 with the error envelope whose ``details.checks`` says what failed. ``?checks=database,broker``
   runs only those checks (e.g. a web readiness probe that should not depend on beat).
 
-:class:`ProbeMiddleware`, first in ``MIDDLEWARE``, answers these paths (and ``/metrics``) before
-anything else runs: probes arrive with the pod's IP as ``Host`` (not in ``ALLOWED_HOSTS``), and must
-not wait for the per-request transaction (``ATOMIC_REQUESTS``) or sessions. The same views are in the
-URLconf for ``reverse()``.
+:class:`ProbeMiddleware`, first in ``MIDDLEWARE``, answers these paths and Prometheus's
+``/metrics`` (:mod:`osmo.metrics`) before anything else runs: probes and scrapes arrive with the
+pod's IP as ``Host`` (not in ``ALLOWED_HOSTS``), and must not wait for the per-request transaction
+(``ATOMIC_REQUESTS``) or sessions. The same views are in the URLconf for ``reverse()``.
 """
 
 from __future__ import annotations
@@ -171,7 +171,15 @@ def readyz(request: HttpRequest) -> HttpResponse:
     )
 
 
-PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}
+@never_cache
+@transaction.non_atomic_requests
+def metrics(request: HttpRequest) -> HttpResponse:
+    from osmo.metrics import metrics_view
+
+    return metrics_view(request)
+
+
+PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
 
 
 class ProbeMiddleware:

@@ -9,6 +9,7 @@ urlpatterns = [
     # Answered by osmo.health.ProbeMiddleware before these routes are reached; here for reverse().
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

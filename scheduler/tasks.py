@@ -7,6 +7,7 @@ so a redelivered or duplicated message is harmless.
 from __future__ import annotations
 
 import socket
+import time
 
 from celery import shared_task
 from django.db import OperationalError
@@ -27,14 +28,17 @@ def worker_heartbeat(token: str) -> None:
 @shared_task(name="scheduler.placement_cycle_run", queue=Queue.SCHEDULER, ignore_result=True, soft_time_limit=50,
              time_limit=60, autoretry_for=(OperationalError,), retry_backoff=1, max_retries=5)
 def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
+    from osmo.metrics import cycle_result_observe
     from scheduler.heartbeats import heartbeat_record
     from scheduler.services.placement import placement_cycle_run
 
+    started = time.monotonic()
     # Clear the "cycle pending" mark once this cycle holds the pool and before it reads the queue:
     # a request arriving from then on enqueues a fresh cycle, one that arrived before is covered.
     result = placement_cycle_run(pool_id=pool_id, on_locked=lambda: _pending_mark(pool_id, clear=True))
     if result.locked:
         heartbeat_record("placement_cycle", pool_id=pool_id)
+        cycle_result_observe(result, seconds=time.monotonic() - started)
     if result.budget_exhausted:
         placement_cycle_task.delay(pool_id=pool_id)
     elif not result.locked and attempt < 5:

@@ -229,13 +229,20 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # ------------------------------------------------------------------------------------------------
-# Operations: probes (docs/operations.md)
+# Operations: probes, metrics (docs/operations.md)
 # ------------------------------------------------------------------------------------------------
 # /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
 # every worker is gone), or when gangs have been queued longer than the cycle age and no placement
 # cycle completed on their pool within it.
 OSMO_READY_TICK_MAX_AGE_SECONDS = env.float("OSMO_READY_TICK_MAX_AGE_SECONDS", default=30.0)
 OSMO_READY_CYCLE_MAX_AGE_SECONDS = env.float("OSMO_READY_CYCLE_MAX_AGE_SECONDS", default=60.0)
+# Counters and histograms of worker processes (prometheus_client multiprocess mode): every process of
+# the service (web and workers) must see the same directory.
+OSMO_METRICS_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default=str(DATA_DIR / "metrics")))
+# When set, /metrics requires "Authorization: Bearer <token>".
+OSMO_METRICS_TOKEN = env.str("OSMO_METRICS_TOKEN", default="")
+# Workers import these at start: osmo.metrics connects the signal handlers that observe dispatches.
+CELERY_IMPORTS = ["osmo.metrics"]
 
 LOGGING = {
     "version": 1,
