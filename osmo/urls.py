@@ -21,3 +21,4 @@ urlpatterns = [
 ]
 
 handler404 = "osmo.api.views.not_found"
+handler500 = "osmo.api.views.server_error"

@@ -142,7 +142,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "osmo.api.exception_handler.osmo_exception_handler",
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "osmo.api.parsers.JSONParser",
         "osmo.api.parsers.YAMLTextParser",
         "osmo.api.parsers.XYAMLTextParser",
         "osmo.api.parsers.TextYAMLParser",
