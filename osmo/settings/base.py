@@ -5,6 +5,7 @@ transactions) and Celery's filesystem broker, both under ``OSMO_DATA_DIR``. With
 ``REDIS_URL`` set it runs on PostgreSQL (psycopg 3) and Redis.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -229,7 +230,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # ------------------------------------------------------------------------------------------------
-# Operations: probes, metrics (docs/operations.md)
+# Operations: probes, metrics, throttling and login lockout (docs/operations.md)
 # ------------------------------------------------------------------------------------------------
 # /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
 # every worker is gone), or when gangs have been queued longer than the cycle age and no placement
@@ -243,6 +244,43 @@ OSMO_METRICS_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default=str(DATA_DIR
 OSMO_METRICS_TOKEN = env.str("OSMO_METRICS_TOKEN", default="")
 # Workers import these at start: osmo.metrics connects the signal handlers that observe dispatches.
 CELERY_IMPORTS = ["osmo.metrics"]
+
+# Throttle counters and other shared state: Redis when there is one (every web process sees the same
+# counts), else this process's memory (the embedded default runs one web process).
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "osmo-cache"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Proxies in front of web whose X-Forwarded-For is trusted for the client address (0: use the peer
+# address; a client's own X-Forwarded-For must not let it dodge throttles and the lockout).
+OSMO_TRUSTED_PROXIES = env.int("OSMO_TRUSTED_PROXIES", default=0)
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "osmo.api.authentication.ThrottledTokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+    "osmo.api.throttling.AnonRateThrottle",
+    "osmo.api.throttling.UserRateThrottle",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "anon": env.str("OSMO_THROTTLE_ANON", default="120/min"),
+    "user": env.str("OSMO_THROTTLE_USER", default="12000/min"),
+    "auth_failure": env.str("OSMO_THROTTLE_AUTH_FAILURE", default="20/min"),
+}
+REST_FRAMEWORK["NUM_PROXIES"] = OSMO_TRUSTED_PROXIES
+
+# Login lockout (django-axes) for the login page and the admin: after AXES_FAILURE_LIMIT wrong
+# passwords for one username from one address, that pair is refused (429) for AXES_COOLOFF_TIME;
+# a correct login resets the count. Keyed on the pair, so nobody can lock a user out from elsewhere.
+INSTALLED_APPS += ["axes"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "osmo.api.throttling.client_ip"
 
 LOGGING = {
     "version": 1,
