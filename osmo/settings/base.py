@@ -9,6 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from kombu import Exchange
+from kombu import Queue as KombuQueue
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -183,6 +185,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# Every queue of the service (osmo.celery.Queue), declared as Celery would create them on demand, so
+# that a worker started without -Q consumes all of them (not only the default one).
+CELERY_TASK_QUEUES = [
+    KombuQueue(name, Exchange(name, type="direct"), routing_key=name) for name in ("scheduler", "dispatch", "default")
+]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
