@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from osmo.logs import formatter_config
+
 bind = os.environ.get("GUNICORN_BIND", f"0.0.0.0:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
@@ -32,3 +34,20 @@ accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
 # Trust X-Forwarded-* only from the proxy in front (a comma-separated list of addresses, or "*").
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+# With LOG_FORMAT=json, gunicorn's own lines (errors, access) are JSON objects too (osmo.logs).
+if os.environ.get("LOG_FORMAT", "plain") == "json":
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": formatter_config("json")},
+        "handlers": {
+            "error_console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"},
+            "console": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"},
+        },
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
+            "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+        },
+        "root": {"level": "INFO", "handlers": []},
+    }

@@ -12,6 +12,8 @@ import environ
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
+from osmo import logs
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -289,11 +291,20 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "osmo.api.throttling.client_ip"
 
+# Logs: one line per record on stderr, as text (`plain`) or JSON objects (`json`); both carry the
+# records' extra fields (workflow, pool, group ids of the scheduler's lines).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "formatters": {"configured": logs.formatter_config(LOG_FORMAT)},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "configured"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's default config gives "django" a console handler of its own (when DEBUG): lines would
+        # be written twice, once unformatted. Everything goes through the root handler instead.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.db.backends": {"level": "WARNING"},
+    },
 }
