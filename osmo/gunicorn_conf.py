@@ -32,6 +32,9 @@ max_requests_jitter = max_requests // 10
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
+# No runtime control socket (gunicornc): its default path is per user ($HOME/.gunicorn), so servers
+# sharing a host or a home directory would fight over it, and the image's user cannot write there.
+control_socket_disable = True
 # Trust X-Forwarded-* only from the proxy in front (a comma-separated list of addresses, or "*").
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
