@@ -77,10 +77,10 @@ def database_unavailable(exc: BaseException | None) -> bool:
 
 def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, OsmoError):
-        response = Response(envelope(exc.code, exc.message, exc.details), status=exc.http_status)
+        domain = Response(envelope(exc.code, exc.message, exc.details), status=exc.http_status)
         if isinstance(exc, LockBusyError):
-            response["Retry-After"] = str(exc.retry_after_seconds)
-        return response
+            domain["Retry-After"] = str(exc.retry_after_seconds)
+        return domain
     if isinstance(exc, DjangoValidationError):
         errors = flatten_errors(as_serializer_error(exc))
         return Response(
@@ -96,9 +96,9 @@ def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
         )
     if database_unavailable(exc):
         logger.warning("api.database_unavailable", extra={"error": str(exc).strip().splitlines()[0][:300]})
-        response = Response(DATABASE_UNAVAILABLE, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
-        return response
+        unavailable = Response(DATABASE_UNAVAILABLE, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        unavailable["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+        return unavailable
     if isinstance(exc, RecursionError):
         # A body nested deeper than Python's recursion limit allows, read by a view with its own parser
         # list (osmo.api.parsers.JSONParser refuses these itself) or walked by a recursive step later.

@@ -1,3 +1,4 @@
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,7 @@ def json_depth_exceeds(data: Any, limit: int = JSON_MAX_DEPTH) -> bool:
     stack = [(data, 1)]
     while stack:
         value, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(value, dict):
             children = value.values()
         elif isinstance(value, list):

@@ -32,8 +32,11 @@ def client_ip(request: HttpRequest) -> str:
 
 
 class _CurrentRates:
+    scope: str | None
+
     def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)  # type: ignore[attr-defined]
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope or "")
+        return None if rate is None else str(rate)
 
     def get_ident(self, request) -> str:
         return client_ip(request)
@@ -52,6 +55,8 @@ class AuthFailureThrottle(_CurrentRates, throttling.SimpleRateThrottle):
     authentication class consults it, because DRF checks throttles only after authentication)."""
 
     scope = "auth_failure"
+    num_requests: int  # set from the rate by SimpleRateThrottle.__init__
+    duration: int
 
     def get_cache_key(self, request, view=None) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
