@@ -7,11 +7,11 @@ STAMP := $(VENV)/.requirements-installed
 
 .PHONY: run test venv migrate lint schema bench-pipeline bench-cycle screenshots clean
 
-$(STAMP): requirements.txt
+# One pip command: requirements-dev.txt starts with `-r requirements.txt` (runtime + test, lint, bench tools).
+$(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "==> installing requirements into $(VENV)"
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e .
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt -e .
 	@touch $(STAMP)
 
 venv: $(STAMP)

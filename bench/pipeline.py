@@ -1,17 +1,26 @@
-"""Pipeline benchmark: sustained submissions per second through the REST API, and the latency from
-submission to dispatched pods, on PostgreSQL + Redis with two real Celery worker processes and beat.
+"""Pipeline benchmark: submissions per second through the REST API, and the latency from submission to
+dispatched pods, on the production setup (gunicorn, PostgreSQL, Redis, two Celery worker processes and
+beat), everything on this machine.
 
 Run it with `make bench-pipeline` (starts throwaway PostgreSQL and Redis), or with DATABASE_URL and
 REDIS_URL pointing at servers you own:
 
-    python -m bench.pipeline --workflows 200 --clients 4 --json
+    python -m bench.pipeline --json
 
-Baseline, in the same run and on the same server: the rate of a trivial authenticated request
-(`GET /api/pools/`) by the same clients. `submit_vs_trivial` is the ratio of the two rates: how much of
-the web tier's capacity a submission (validation, tree building, five inserts) costs.
+One run, on one server, in four phases:
 
-The web server is Django's threaded development server (what `make run` uses), so absolute rates
-are a floor, not what a gunicorn deployment would reach.
+1. **trivial**: ``--requests`` x ``GET /api/me/`` (token check, one row) by ``--clients`` clients as fast
+   as they go: what the web tier serves when a request does almost nothing.
+2. **saturated**: ``--workflows`` submissions by the same clients as fast as they go. ``submit_vs_trivial``
+   is the ratio of the two rates: what a submission (validation, tree building, five inserts, the
+   placement request) costs relative to the trivial request.
+3. the saturated workflows' submit -> dispatched latency (queueing included), then a wait until they
+   all completed (when ``--task-seconds`` is at most 60), so the next phase starts on an idle pool.
+4. **paced**: ``--paced-workflows`` submissions at ``--rate`` per second in total; their submit ->
+   dispatched latency is the service's latency at that load.
+
+Latency is per workflow, from ``submitted_at`` to the last of its pods' ``dispatched_at``, read from the
+database. Simulated pods run ``--task-seconds`` so capacity comes back during the run.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -27,13 +37,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SPEC = """workflow:
-  name: bench{index}
+  name: {name}
   groups:
   - name: g
     tasks:
@@ -48,13 +59,13 @@ resources:
 """
 
 
-def spec_text(index: int, tasks: int) -> str:
+def spec_text(name: str, tasks: int, seconds: float) -> str:
     rows = [
         f"    - {{name: t{t}, {'lead: true, ' if t == 0 else ''}image: busybox, command: [sleep, '1'], "
-        f"environment: {{OSMO_SIM_SECONDS: '600'}}}}"
+        f"environment: {{OSMO_SIM_SECONDS: '{seconds:g}'}}}}"
         for t in range(tasks)
     ]
-    return SPEC.format(index=index, tasks="\n".join(rows))
+    return SPEC.format(name=name, tasks="\n".join(rows))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -74,138 +85,141 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workflows", type=int, default=200, help="workflows to submit (default 200)")
+    parser.add_argument("--requests", type=int, default=2000, help="trivial GETs in phase 1 (default 2000)")
+    parser.add_argument("--workflows", type=int, default=500, help="workflows submitted unpaced (default 500)")
+    parser.add_argument("--paced-workflows", type=int, default=300, help="workflows submitted paced (default 300)")
+    parser.add_argument("--rate", type=float, default=20.0, help="paced submissions per second (default 20)")
     parser.add_argument("--tasks", type=int, default=4, help="tasks per workflow, one gpu-clique (default 4)")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients (default 4)")
+    parser.add_argument("--task-seconds", type=float, default=3.0, help="simulated run time of a task (default 3)")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent HTTP clients (default 8)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
-    parser.add_argument("--rate", type=float, default=0.0,
-                        help="submissions per second across all clients; 0 = as fast as they go (default)")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    parser.add_argument("--web-threads", type=int, default=4, help="threads per gunicorn worker (default 4)")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--json", action="store_true", help="print one JSON object per line")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
     if not (os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get("REDIS_URL")):
         raise SystemExit("Set DATABASE_URL (PostgreSQL) and REDIS_URL, or run `make bench-pipeline`.")
     import httpx
 
+    data_dir = Path(tempfile.mkdtemp(prefix="osmo-bench-"))
     env = dict(
         os.environ,
-        DJANGO_SETTINGS_MODULE="osmo.settings.local",
-        DEBUG="false",
-        OSMO_DATA_DIR=tempfile.mkdtemp(prefix="osmo-bench-"),
+        DJANGO_SETTINGS_MODULE="osmo.settings.production",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(32),
+        OSMO_DATA_DIR=str(data_dir),
         LOG_LEVEL="WARNING",
+        WEB_CONCURRENCY=str(args.web_workers),
+        GUNICORN_THREADS=str(args.web_threads),
+        GUNICORN_ACCESS_LOG="",
+        # One user sends everything here; the default per-user rate (200/s) would throttle the run.
+        OSMO_THROTTLE_USER="1000000/min",
     )
     log = sys.stderr
     print("==> migrating and generating a 1,296-node NVL72 pool", file=log)
     manage(env, "migrate", "--no-input", "-v0")
     manage(env, "generate_pool", "bench", "--zones", "2", "--spines", "2", "--racks", "18", "--replace", "-v0")
     token = manage(
-        env,
-        "shell",
-        "-v0",
-        "-c",
-        (
-            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
-            "u, _ = User.objects.get_or_create(username='bench'); print(Token.objects.get_or_create(user=u)[0].key)"
-        ),
+        env, "shell", "-v0", "-c",
+        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
+        "u, _ = User.objects.get_or_create(username='bench'); print(Token.objects.get_or_create(user=u)[0].key)",
     ).strip()
 
     processes: list[subprocess.Popen] = []
 
-    logs = Path(env["OSMO_DATA_DIR"])
-
-    def spawn(cmd: list[str]) -> None:
-        out = open(logs / f"process-{len(processes)}.log", "w")  # noqa: SIM115 - lives as long as the process
+    def spawn(cmd: list[str]) -> Path:
+        path = data_dir / f"process-{len(processes)}.log"
+        out = open(path, "w")  # noqa: SIM115 - lives as long as the process
         processes.append(
             subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         )
+        return path
 
+    celery = [sys.executable, "-m", "celery", "-A", "osmo"]
     try:
         for index in range(args.workers):
-            spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "osmo",
-                    "worker",
-                    "-Q",
-                    "scheduler,dispatch,default",
-                    "-c",
-                    "1",
-                    "--without-mingle",
-                    "--without-gossip",
-                    "-n",
-                    f"bench{index}@%h",
-                    "-l",
-                    "WARNING",
-                ]
-            )
-        spawn(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "osmo",
-                "beat",
-                "-l",
-                "WARNING",
-                "-s",
-                str(Path(env["OSMO_DATA_DIR"]) / "beat"),
-            ]
-        )
-        spawn([sys.executable, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
+            spawn([*celery, "worker", "-c", "1", "--without-mingle", "--without-gossip", "-n", f"bench{index}@%h",
+                   "-l", "WARNING"])
+        spawn([*celery, "beat", "-l", "WARNING", "-s", str(data_dir / "beat")])
+        web_log = spawn([sys.executable, "-m", "gunicorn", "-c", "python:osmo.gunicorn_conf", "--bind",
+                         f"127.0.0.1:{args.port}", "osmo.wsgi"])
         base = f"http://127.0.0.1:{args.port}"
         headers = {"Authorization": f"Token {token}"}
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{base}/api/pools/", headers=headers, timeout=2).status_code == 200:
+                if httpx.get(f"{base}/api/me/", headers=headers, timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"web server did not come up; see {logs}/process-{len(processes) - 1}.log:\n"
-                    + (logs / f"process-{len(processes) - 1}.log").read_text()[-3000:]
-                )
+                raise SystemExit(f"web server did not come up; see {web_log}:\n{web_log.read_text()[-3000:]}")
             time.sleep(0.3)
-        print(f"==> baseline: {args.workflows} x GET /api/pools/ with {args.clients} clients", file=log)
-        unpaced = argparse.Namespace(**{**vars(args), "rate": 0.0})
-        trivial_rate = _rate(unpaced, lambda client, i: client.get(f"{base}/api/pools/", headers=headers), base)
-        print(f"==> submitting {args.workflows} workflows of {args.tasks} tasks", file=log)
+
+        print(f"==> 1. trivial: {args.requests} x GET /api/me/ with {args.clients} clients", file=log)
+        trivial_rate, _ = _run(args.requests, args.clients, 0.0,
+                               lambda client, i: client.get(f"{base}/api/me/", headers=headers))
+
         submitted: dict[str, float] = {}
         lock = threading.Lock()
 
-        def submit(client: httpx.Client, index: int) -> httpx.Response:
-            response = client.post(
-                f"{base}/api/workflows/",
-                json={"pool": "bench", "spec": spec_text(index, args.tasks)},
-                headers={**headers, "Idempotency-Key": uuid.uuid4().hex},
-            )
-            if response.status_code == 201:
-                with lock:
-                    submitted[response.json()["id"]] = time.time()
-            return response
+        def submitter(prefix: str) -> Callable:
+            def submit(client, index: int):
+                response = client.post(
+                    f"{base}/api/workflows/",
+                    json={"pool": "bench", "spec": spec_text(f"{prefix}{index}", args.tasks, args.task_seconds)},
+                    headers={**headers, "Idempotency-Key": uuid.uuid4().hex},
+                )
+                if response.status_code == 201:
+                    with lock:
+                        submitted[response.json()["id"]] = time.time()
+                return response
+            return submit
 
-        submit_rate = _rate(args, submit, base)
-        print("==> waiting for every workflow's pods to be dispatched", file=log)
-        latencies = _dispatch_latencies(env, len(submitted))
+        print(f"==> 2. saturated: {args.workflows} workflows of {args.tasks} tasks, unpaced", file=log)
+        submit_rate, submit_failed = _run(args.workflows, args.clients, 0.0, submitter("sat"))
+        print("==> 3. waiting for their pods to be dispatched, then for them to complete", file=log)
+        saturated = _dispatch_latencies(env, "sat", args.workflows - submit_failed)
+        if args.task_seconds <= 60:  # longer tasks: the pool must hold both phases (1,296 nodes: 324 gangs)
+            _wait_completed(env, "sat")
+
+        print(f"==> 4. paced: {args.paced_workflows} workflows at {args.rate:g}/s", file=log)
+        paced_rate, paced_failed = _run(args.paced_workflows, args.clients, args.rate, submitter("paced"))
+        paced = _dispatch_latencies(env, "paced", args.paced_workflows - paced_failed)
+
+        scheduler = _scheduler_metrics(httpx.get(f"{base}/metrics", timeout=30).text)
+
+        def ms(values: list[float], q: float) -> float:
+            return round(percentile(values, q) * 1000, 1)
+
         result = {
             "benchmark": "pipeline",
-            "workflows": args.workflows,
-            "tasks_per_workflow": args.tasks,
-            "clients": args.clients,
-            "paced_rate_per_s": args.rate or None,
+            "server": f"gunicorn {args.web_workers} x {args.web_threads} gthread",
             "workers": args.workers,
-            "submissions_per_s": round(submit_rate, 1),
+            "clients": args.clients,
+            "tasks_per_workflow": args.tasks,
             "trivial_requests_per_s": round(trivial_rate, 1),
-            "submit_vs_trivial": round(submit_rate / trivial_rate, 3) if trivial_rate else None,
-            "dispatched": len(latencies),
-            "submit_to_dispatched_p50_ms": round(percentile(latencies, 50) * 1000, 1),
-            "submit_to_dispatched_p99_ms": round(percentile(latencies, 99) * 1000, 1),
-            "submit_to_dispatched_mean_ms": round(statistics.fmean(latencies) * 1000, 1) if latencies else None,
+            "saturated": {
+                "workflows": args.workflows,
+                "failed": submit_failed,
+                "submissions_per_s": round(submit_rate, 1),
+                "submit_vs_trivial": round(submit_rate / trivial_rate, 3) if trivial_rate else None,
+                "dispatched": len(saturated),
+                "submit_to_dispatched_p50_ms": ms(saturated, 50),
+                "submit_to_dispatched_p99_ms": ms(saturated, 99),
+            },
+            "paced": {
+                "workflows": args.paced_workflows,
+                "failed": paced_failed,
+                "rate_per_s": args.rate,
+                "submissions_per_s": round(paced_rate, 1),
+                "paced_vs_trivial": round(paced_rate / trivial_rate, 3) if trivial_rate else None,
+                "dispatched": len(paced),
+                "submit_to_dispatched_p50_ms": ms(paced, 50),
+                "submit_to_dispatched_p99_ms": ms(paced, 99),
+                "submit_to_dispatched_mean_ms": round(statistics.fmean(paced) * 1000, 1) if paced else None,
+            },
+            "scheduler": scheduler,
         }
         print(json.dumps(result) if args.json else json.dumps(result, indent=2))
     finally:
@@ -221,14 +235,16 @@ def main() -> None:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def _rate(args, call, base: str) -> float:
+def _run(count: int, clients: int, rate: float, call: Callable) -> tuple[float, int]:
+    """``count`` calls spread over ``clients`` threads (paced at ``rate`` per second in total when
+    given). Returns (successful calls per second, failed calls)."""
     import httpx
 
-    interval = args.clients / args.rate if getattr(args, "rate", 0) else 0.0
+    interval = clients / rate if rate else 0.0
 
     def run(indices: list[int]) -> int:
         ok = 0
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(timeout=60) as client:
             next_at = time.perf_counter()
             for index in indices:
                 if interval:
@@ -238,22 +254,39 @@ def _rate(args, call, base: str) -> float:
                     ok += 1
         return ok
 
-    chunks = [list(range(args.workflows))[i :: args.clients] for i in range(args.clients)]
+    chunks = [list(range(count))[i::clients] for i in range(clients)]
     started = time.perf_counter()
-    with ThreadPoolExecutor(args.clients) as pool:
+    with ThreadPoolExecutor(clients) as pool:
         ok = sum(pool.map(run, chunks))
     elapsed = time.perf_counter() - started
-    if ok != args.workflows:
-        print(f"warning: {args.workflows - ok} requests failed", file=sys.stderr)
-    return ok / elapsed
+    if ok != count:
+        print(f"warning: {count - ok} of {count} requests failed", file=sys.stderr)
+    return ok / elapsed, count - ok
 
 
-def _dispatch_latencies(env: dict[str, str], expected: int, timeout: float = 300) -> list[float]:
-    """Per workflow: last pod dispatched_at minus submitted_at (seconds), read from the database."""
+def _scheduler_metrics(text: str) -> dict:
+    """What the workers reported through /metrics over the whole run: placement cycles (count, mean
+    duration) and gang outcomes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+    pool = {"pool": "bench"}
+    count = sum(v for n, labels, v in samples if n == "osmo_placement_cycle_duration_seconds_count"
+                and labels == pool)
+    total = sum(v for n, labels, v in samples if n == "osmo_placement_cycle_duration_seconds_sum" and labels == pool)
+    outcomes = {labels["outcome"]: int(v) for n, labels, v in samples
+                if n == "osmo_placement_gangs_total" and labels.get("pool") == "bench"}
+    return {"cycles": int(count), "cycle_mean_ms": round(total / count * 1000, 1) if count else None,
+            "gang_outcomes": outcomes}
+
+
+def _dispatch_latencies(env: dict[str, str], prefix: str, expected: int, timeout: float = 600) -> list[float]:
+    """Per workflow named ``<prefix>N``: last pod dispatched_at minus submitted_at (seconds)."""
     script = (
         "import json; from django.db.models import Count, Max, Q; from workflows.models import Workflow; "
-        "rows = Workflow.objects.filter(pool__name='bench').annotate(d=Max('tasks__dispatched_at'), "
-        "n=Count('tasks', filter=Q(tasks__dispatched_at__isnull=True))).values_list('submitted_at', 'd', 'n'); "
+        f"rows = Workflow.objects.filter(pool__name='bench', name__startswith='{prefix}')"
+        ".annotate(d=Max('tasks__dispatched_at'), n=Count('tasks', filter=Q(tasks__dispatched_at__isnull=True)))"
+        ".values_list('submitted_at', 'd', 'n'); "
         "print(json.dumps([[s.timestamp(), d.timestamp() if d else None, n] for s, d, n in rows]))"
     )
     deadline = time.monotonic() + timeout
@@ -265,6 +298,16 @@ def _dispatch_latencies(env: dict[str, str], expected: int, timeout: float = 300
         if time.monotonic() > deadline:
             print(f"warning: {len(rows) - len(done)} workflows not dispatched after {timeout}s", file=sys.stderr)
             return done
+        time.sleep(1)
+
+
+def _wait_completed(env: dict[str, str], prefix: str, timeout: float = 600) -> None:
+    script = (
+        "from workflows.models import Workflow; "
+        f"print(Workflow.objects.filter(name__startswith='{prefix}').exclude(status='COMPLETED').count())"
+    )
+    deadline = time.monotonic() + timeout
+    while int(manage(env, "shell", "-v0", "-c", script).strip()) and time.monotonic() < deadline:
         time.sleep(1)
 
 

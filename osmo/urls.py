@@ -3,7 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from osmo import health
+
 urlpatterns = [
+    # Answered by osmo.health.ProbeMiddleware before these routes are reached; here for reverse().
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -15,3 +21,4 @@ urlpatterns = [
 ]
 
 handler404 = "osmo.api.views.not_found"
+handler500 = "osmo.api.views.server_error"

@@ -151,10 +151,12 @@ class Node(models.Model):
 
 class Reservation(models.Model):
     """A task's requests held on its node from placement until the task ends (``released_at``).
-    Rows are kept after release so that over-commitment can be checked at every recorded point."""
+    Rows are kept after release so that over-commitment can be checked at every recorded point, and
+    outlive their node: deleting a machine (refused while it holds active reservations) leaves its
+    history with ``node`` empty."""
 
     task = models.OneToOneField("workflows.Task", on_delete=models.CASCADE, related_name="reservation")
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="reservations")
+    node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="reservations")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="reservations")
     gpu = models.PositiveIntegerField(default=0)
     cpu_millis = models.PositiveBigIntegerField(default=0)

@@ -35,3 +35,17 @@ class WorkflowNotCancellableError(ConflictError):
     def __init__(self, workflow_id: str, status: str) -> None:
         super().__init__(f"Workflow {workflow_id} is {status} and can no longer be cancelled.",
                          details={"workflow_id": workflow_id, "status": status})
+
+
+class IdempotencyKeyReusedError(OsmoError):
+    """An ``Idempotency-Key`` already used by this user for a different request."""
+
+    http_status = 422
+    code = "idempotency_key_reused"
+
+    def __init__(self, key: str, workflow_id: str) -> None:
+        super().__init__(
+            f"Idempotency-Key {key!r} was already used with a different request (workflow {workflow_id}).",
+            details={"errors": [{"path": "Idempotency-Key", "message": "already used with a different request"}],
+                     "idempotency_key": key, "workflow_id": workflow_id},
+        )

@@ -39,6 +39,10 @@ class Workflow(models.Model):
     queue_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     exec_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    idempotency_hash = models.CharField(
+        max_length=64, blank=True, default="",
+        help_text="SHA-256 of the request (pool, priority, spec) that used the idempotency key.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

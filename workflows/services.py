@@ -6,12 +6,15 @@ Status changes go through :mod:`workflows.lifecycle.transitions`; enqueueing thr
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -20,6 +23,7 @@ from scheduler.models import Node, Pool
 from scheduler.placement.signature import gang_signature
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
+    IdempotencyKeyReusedError,
     PoolNotFoundError,
     WorkflowNotCancellableError,
     WorkflowSpecInvalidError,
@@ -77,8 +81,41 @@ def _dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+# Numbers of one workflow name are handed out one submission at a time: a transaction-scoped advisory
+# lock keyed by the name (PostgreSQL). Without it, concurrent submissions of a name read the same
+# MAX(seq) and all but one fail on the unique constraint; retrying does not help while the winners'
+# request transactions are still open, because their rows stay invisible until they commit.
+_NAME_LOCK_NAMESPACE = zlib.crc32(b"osmo.workflow_name") & 0x7FFFFFFF
+
+
 def _next_seq(name: str) -> int:
+    """The next ``n`` of ``<name>-<n>``. Must run in the transaction that inserts the workflow: on
+    PostgreSQL it first takes the name's lock, held until that transaction ends, so the number read
+    here cannot be taken by another submission in between (and a competitor that held the lock has
+    committed, so its row is counted). SQLite's IMMEDIATE transactions serialise writers already."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)", [_NAME_LOCK_NAMESPACE, zlib.crc32(name.encode()) & 0x7FFFFFFF]
+            )
     return (Workflow.objects.filter(name=name).aggregate(m=Max("seq"))["m"] or 0) + 1
+
+
+def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str) -> str:
+    """What an ``Idempotency-Key`` stands for: the submission's pool, priority and spec (text as sent,
+    or the JSON object with sorted keys)."""
+    body = json.dumps({"pool": pool_name, "priority": priority, "spec": spec}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _idempotent_replay(*, user: AbstractBaseUser, key: str, request_hash: str) -> Workflow | None:
+    """The workflow this user already submitted with ``key``, if the request is the same one; raises
+    ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
+    hashes were kept (empty hash) match any request."""
+    existing = Workflow.objects.filter(submitted_by=user, idempotency_key=key).first()
+    if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
+        raise IdempotencyKeyReusedError(key, existing.workflow_id)
+    return existing
 
 
 def workflow_submit(
@@ -91,35 +128,38 @@ def workflow_submit(
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
-    Returns ``(workflow, created)``: with an ``idempotency_key`` already used by this user, the
-    earlier workflow and ``False``. Nothing is stored when validation fails.
+    Returns ``(workflow, created)``: with an ``idempotency_key`` this user already sent with the same
+    request (pool, priority, spec), the earlier workflow and ``False``. Raises
+    ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
+    stored when validation fails. Safe under concurrency: submissions of one name get distinct
+    numbers (see :func:`_next_seq`), and racing retries with one key store one workflow.
     """
+    request_hash = _request_hash(pool_name=pool_name, spec=spec, priority=priority) if idempotency_key else ""
     if idempotency_key:
-        existing = Workflow.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
+        existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
         if existing is not None:
             return existing, False
     submission = workflow_validate(pool_name=pool_name, spec=spec)
-    for attempt in range(5):
-        try:
-            with transaction.atomic():
-                workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key)
-            break
-        except IntegrityError:
-            # Two submissions of the same name raced for the same <name>-<n>, or the same
-            # idempotency key arrived twice at once: retry with a fresh number / return the winner.
-            if idempotency_key:
-                existing = Workflow.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
-                if existing is not None:
-                    return existing, False
-            if attempt == 4:
-                raise
+    try:
+        with transaction.atomic():
+            workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key,
+                                        request_hash=request_hash)
+    except IntegrityError:
+        # The same key arrived twice at once (with names whose locks do not exclude each other): the
+        # first one's row is committed by now, so it is found and returned (or refused as reused).
+        if idempotency_key:
+            existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
+            if existing is not None:
+                return existing, False
+        raise
     jobs.placement_cycle_request(workflow.pool_id)
     logger.info("workflow.submitted", extra={"workflow": workflow.workflow_id, "pool": submission.pool.name})
     return workflow, True
 
 
 def _workflow_create(
-    submission: ValidatedSubmission, *, user: AbstractBaseUser, priority: str, idempotency_key: str | None
+    submission: ValidatedSubmission, *, user: AbstractBaseUser, priority: str, idempotency_key: str | None,
+    request_hash: str = "",
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
@@ -138,6 +178,7 @@ def _workflow_create(
         queue_timeout_s=spec.queue_timeout_s,
         exec_timeout_s=spec.exec_timeout_s,
         idempotency_key=idempotency_key or None,
+        idempotency_hash=request_hash if idempotency_key else "",
     )
     groups: list[TaskGroup] = []
     tasks: list[Task] = []

@@ -8,6 +8,8 @@ so a redelivered or duplicated message is harmless.
 
 from __future__ import annotations
 
+import time
+
 from celery import shared_task
 from django.db import OperationalError
 
@@ -18,11 +20,17 @@ from scheduler.dispatch import DispatchTransientError
 @shared_task(name=jobs.PLACEMENT_CYCLE, ignore_result=True, soft_time_limit=50, time_limit=60,
              autoretry_for=(OperationalError,), retry_backoff=1, max_retries=5)
 def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
+    from osmo.metrics import cycle_result_observe
+    from scheduler.heartbeats import heartbeat_record
     from workflows.scheduling.cycle import placement_cycle_run
 
+    started = time.monotonic()
     # Clear the "cycle pending" mark once this cycle holds the pool and before it reads the queue:
     # a request arriving from then on enqueues a fresh cycle, one that arrived before is covered.
     result = placement_cycle_run(pool_id=pool_id, on_locked=lambda: jobs.placement_pending_mark(pool_id, clear=True))
+    if result.locked:
+        heartbeat_record("placement_cycle", pool_id=pool_id)
+        cycle_result_observe(result, seconds=time.monotonic() - started)
     if result.budget_exhausted:
         jobs.placement_cycle_continue(pool_id)
     elif not result.locked and attempt < 5:
@@ -60,6 +68,8 @@ def pods_sync_task(*, pool_id: int) -> None:
 
 @shared_task(name=jobs.TICK, ignore_result=True, soft_time_limit=20, time_limit=30)
 def tick_task() -> None:
+    from scheduler.heartbeats import heartbeat_record
     from workflows.scheduling.pods import tick
 
     tick()
+    heartbeat_record("tick")

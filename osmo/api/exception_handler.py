@@ -7,18 +7,24 @@ them (DRF serializers, Django model validation, the spec package). Anything unex
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError as DjangoInterfaceError
+from django.db import OperationalError as DjangoOperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from osmo.api.parsers import JSON_TOO_DEEP_MESSAGE
 from osmo.errors import LockBusyError, OsmoError
+
+logger = logging.getLogger(__name__)
 
 
 def flatten_errors(data: Any, prefix: str = "") -> list[dict[str, str]]:
@@ -49,12 +55,32 @@ def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> 
     return {"code": code, "message": message, "details": details or {}}
 
 
+DATABASE_UNAVAILABLE = envelope("database_unavailable", "The database is unavailable; retry shortly.")
+DATABASE_RETRY_AFTER_SECONDS = 5
+# PostgreSQL SQLSTATEs that mean "not reachable now": class 08 (connection exception), too many
+# connections, and the server shutting down or starting up (a restart).
+_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+
+
+def database_unavailable(exc: BaseException | None) -> bool:
+    """True when ``exc`` means the database cannot be reached right now, rather than a problem with
+    the query: a failed or dropped connection, a server restarting, SQLite's busy or missing file."""
+    if isinstance(exc, DjangoInterfaceError):
+        return True
+    if not isinstance(exc, DjangoOperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    if sqlstate is None:  # raised by the client library (refused, timed out, closed) or by SQLite
+        return True
+    return sqlstate.startswith("08") or sqlstate in _UNAVAILABLE_SQLSTATES
+
+
 def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, OsmoError):
-        response = Response(envelope(exc.code, exc.message, exc.details), status=exc.http_status)
+        domain = Response(envelope(exc.code, exc.message, exc.details), status=exc.http_status)
         if isinstance(exc, LockBusyError):
-            response["Retry-After"] = str(exc.retry_after_seconds)
-        return response
+            domain["Retry-After"] = str(exc.retry_after_seconds)
+        return domain
     if isinstance(exc, DjangoValidationError):
         errors = flatten_errors(as_serializer_error(exc))
         return Response(
@@ -68,6 +94,16 @@ def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
                      {"max_bytes": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
+    if database_unavailable(exc):
+        logger.warning("api.database_unavailable", extra={"error": str(exc).strip().splitlines()[0][:300]})
+        unavailable = Response(DATABASE_UNAVAILABLE, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        unavailable["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+        return unavailable
+    if isinstance(exc, RecursionError):
+        # A body nested deeper than Python's recursion limit allows, read by a view with its own parser
+        # list (osmo.api.parsers.JSONParser refuses these itself) or walked by a recursive step later.
+        logger.warning("api.input_too_deep", exc_info=True)
+        return Response(envelope("parse_error", JSON_TOO_DEEP_MESSAGE), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, SuspiciousOperation):
         # e.g. TooManyFieldsSent for a form body: Django would answer a bare 400 page.
         return Response(envelope("bad_request", str(exc) or "The request is malformed."),

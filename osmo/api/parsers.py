@@ -1,7 +1,48 @@
+from collections.abc import Iterable
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
+
+# No document of this API nests more than a dozen levels; 200 leaves room and keeps every later
+# recursive step (serializers, the spec parser, YAML dumping) far from Python's recursion limit.
+JSON_MAX_DEPTH = 200
+JSON_TOO_DEEP_MESSAGE = f"JSON parse error - nested deeper than {JSON_MAX_DEPTH} levels."
+
+
+def json_depth_exceeds(data: Any, limit: int = JSON_MAX_DEPTH) -> bool:
+    """True when ``data`` nests lists/objects more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children: Iterable[Any]
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's JSON parser with a nesting limit. Python's decoder recurses per level and raises
+    ``RecursionError`` (a 500) near 1,000 levels; deeper bodies are a ``ParseError`` (400) here."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:
+            raise ParseError(JSON_TOO_DEEP_MESSAGE) from exc
+        if json_depth_exceeds(data):
+            raise ParseError(JSON_TOO_DEEP_MESSAGE)
+        return data
 
 
 class YAMLTextParser(BaseParser):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
+
+from osmo.api.exception_handler import DATABASE_RETRY_AFTER_SECONDS, DATABASE_UNAVAILABLE, database_unavailable
 
 
 class NulSafeLookupMixin:
@@ -30,3 +33,27 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
         body = {"code": "not_found", "message": f"No API endpoint at {request.path}.", "details": {}}
         return JsonResponse(body, status=404)
     return defaults.page_not_found(request, exception)
+
+
+DATABASE_UNAVAILABLE_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Service unavailable</title></head>
+<body><h1>Service unavailable</h1><p>The database is unavailable; retry shortly.</p></body></html>
+"""
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: what an exception no view handled becomes (with DEBUG off).
+
+    Django calls it inside its ``except`` block, so ``sys.exc_info()`` is the exception. A database
+    that cannot be reached (PostgreSQL restarting, a dropped connection; raised e.g. when the request's
+    transaction opens) answers 503 with ``Retry-After``; under /api/ every answer is the error envelope.
+    """
+    exc = sys.exc_info()[1]
+    headers = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
+    if database_unavailable(exc):
+        if request.path.startswith("/api/"):
+            return JsonResponse(DATABASE_UNAVAILABLE, status=503, headers=headers)
+        return HttpResponse(DATABASE_UNAVAILABLE_PAGE, status=503, headers=headers)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "server_error", "message": "Internal server error.", "details": {}}, status=500)
+    return defaults.server_error(request)

@@ -5,9 +5,14 @@ transactions) and Celery's filesystem broker, both under ``OSMO_DATA_DIR``. With
 ``REDIS_URL`` set it runs on PostgreSQL (psycopg 3) and Redis.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from kombu import Exchange
+from kombu import Queue as KombuQueue
+
+from osmo import logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -29,6 +34,9 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: runserver leaves static files to WhiteNoise too, so development serves them
+    # the way production does.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
@@ -41,7 +49,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer before host validation and the request transaction.
+    "osmo.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -84,6 +96,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # An unreachable server fails a request (503) and a readiness probe within seconds, not after the
+    # operating system's TCP timeout.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
+    )
 # One transaction per request on PostgreSQL. Not on SQLite: there every transaction is IMMEDIATE
 # (takes the write lock), so wrapping GETs would make every page view queue behind a placement
 # cycle; every write already runs in its service's own transaction.
@@ -106,7 +123,16 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+# Where `collectstatic` gathers files and WhiteNoise serves them from. The image collects into a path
+# of its own (STATIC_ROOT is set in the Dockerfile) so that a data volume mounted over OSMO_DATA_DIR
+# does not hide them.
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(DATA_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Hashed, compressed copies need `collectstatic`: osmo.settings.production turns them on.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 # ------------------------------------------------------------------------------------------------
 # REST framework and OpenAPI
@@ -122,7 +148,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "osmo.api.exception_handler.osmo_exception_handler",
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "osmo.api.parsers.JSONParser",
         "osmo.api.parsers.YAMLTextParser",
         "osmo.api.parsers.XYAMLTextParser",
         "osmo.api.parsers.TextYAMLParser",
@@ -162,6 +188,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# Every queue of the service (osmo.celery.Queue), declared as Celery would create them on demand, so
+# that a worker started without -Q consumes all of them (not only the default one).
+CELERY_TASK_QUEUES = [
+    KombuQueue(name, Exchange(name, type="direct"), routing_key=name) for name in ("scheduler", "dispatch", "default")
+]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
@@ -217,11 +248,73 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# ------------------------------------------------------------------------------------------------
+# Operations: probes, metrics, throttling and login lockout (docs/operations.md)
+# ------------------------------------------------------------------------------------------------
+# /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
+# every worker is gone), or when gangs have been queued longer than the cycle age and no placement
+# cycle completed on their pool within it.
+OSMO_READY_TICK_MAX_AGE_SECONDS = env.float("OSMO_READY_TICK_MAX_AGE_SECONDS", default=30.0)
+OSMO_READY_CYCLE_MAX_AGE_SECONDS = env.float("OSMO_READY_CYCLE_MAX_AGE_SECONDS", default=60.0)
+# Counters and histograms of worker processes (prometheus_client multiprocess mode): every process of
+# the service (web and workers) must see the same directory.
+OSMO_METRICS_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default=str(DATA_DIR / "metrics")))
+# When set, /metrics requires "Authorization: Bearer <token>".
+OSMO_METRICS_TOKEN = env.str("OSMO_METRICS_TOKEN", default="")
+# Workers import these at start: osmo.metrics connects the signal handlers that observe dispatches.
+CELERY_IMPORTS = ["osmo.metrics"]
+
+# Throttle counters and other shared state: Redis when there is one (every web process sees the same
+# counts), else this process's memory (the embedded default runs one web process).
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "osmo-cache"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Proxies in front of web whose X-Forwarded-For is trusted for the client address (0: use the peer
+# address; a client's own X-Forwarded-For must not let it dodge throttles and the lockout).
+OSMO_TRUSTED_PROXIES = env.int("OSMO_TRUSTED_PROXIES", default=0)
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "osmo.api.authentication.ThrottledTokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+    "osmo.api.throttling.AnonRateThrottle",
+    "osmo.api.throttling.UserRateThrottle",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "anon": env.str("OSMO_THROTTLE_ANON", default="120/min"),
+    "user": env.str("OSMO_THROTTLE_USER", default="12000/min"),
+    "auth_failure": env.str("OSMO_THROTTLE_AUTH_FAILURE", default="20/min"),
+}
+REST_FRAMEWORK["NUM_PROXIES"] = OSMO_TRUSTED_PROXIES
+
+# Login lockout (django-axes) for the login page and the admin: after AXES_FAILURE_LIMIT wrong
+# passwords for one username from one address, that pair is refused (429) for AXES_COOLOFF_TIME;
+# a correct login resets the count. Keyed on the pair, so nobody can lock a user out from elsewhere.
+INSTALLED_APPS += ["axes"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "osmo.api.throttling.client_ip"
+
+# Logs: one line per record on stderr, as text (`plain`) or JSON objects (`json`); both carry the
+# records' extra fields (workflow, pool, group ids of the scheduler's lines).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "formatters": {"configured": logs.formatter_config(LOG_FORMAT)},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "configured"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's default config gives "django" a console handler of its own (when DEBUG): lines would
+        # be written twice, once unformatted. Everything goes through the root handler instead.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.db.backends": {"level": "WARNING"},
+    },
 }

@@ -10,3 +10,12 @@ if not SECRET_KEY:
 DEBUG = env.bool("DEBUG", default=False)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
+
+# Static files: collected at image build (`collectstatic`), served by WhiteNoise with hashed names and
+# far-future cache headers. A template asking for a file missing from the manifest gets the plain name
+# instead of a 500 page.
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+WHITENOISE_MANIFEST_STRICT = False

@@ -85,7 +85,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     @extend_schema(
         request={"application/json": WorkflowSubmitInputSerializer, "application/yaml": OpenApiTypes.STR},
         parameters=[*QUERY_PARAMS, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses={201: WorkflowOutputSerializer, 200: DryRunOutputSerializer, **ERRORS},
+        responses={201: WorkflowOutputSerializer, 200: DryRunOutputSerializer, **ERRORS,
+                   422: OpenApiResponse(ErrorOutputSerializer,
+                                        description="Idempotency-Key already used with a different request.")},
         description="Submit a workflow (JSON body, or a raw YAML body with `?pool=`). With `dry_run` the spec is "
         "validated, its constraint trees built and a placement preview computed on the current snapshot; "
         "nothing is stored.",

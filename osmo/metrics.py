@@ -1,0 +1,326 @@
+"""Prometheus metrics, served at ``/metrics`` (docs/operations.md, "Metrics"; docs/design.md §10).
+
+The web process answers the scrape, but much of the work happens in Celery worker processes
+(often other containers), so the metrics come from two places:
+
+- **State, from the database at scrape time** (:class:`DatabaseCollector`): queue depth per pool and
+  priority, tasks by status, GPUs per pool, the age of the scheduler's heartbeats. Always exact, and
+  correct whichever process did the work or whether it is still alive.
+- **Events, observed where they happen** (placement cycles and pod dispatches in workers):
+  prometheus_client's multiprocess mode. Every process writes its counters and histograms to
+  memory-mapped files in ``OSMO_METRICS_DIR``; the scrape sums the files of every process. Web and
+  workers must therefore share that directory (compose: the ``/data`` volume; ``make run``: ``var/``).
+  Files are named by host and process id, so containers sharing a volume never write the same file;
+  counters of processes that exited stay in the sum, as Prometheus expects of a counter.
+
+Recording: :func:`cycle_observe` (called by the placement-cycle task) and Celery signal handlers for
+the dispatch tasks (connected when a worker imports this module: ``CELERY_IMPORTS``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from celery.signals import task_failure, task_postrun, task_prerun, task_retry
+from django.conf import settings
+from django.db import Error as DjangoDatabaseError
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+logger = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------------------------------------
+# Multiprocess mode: set up before any metric below is created
+# ------------------------------------------------------------------------------------------------
+_HOST = socket.gethostname().replace("_", "-")
+
+
+def _process_identifier() -> str:
+    # prometheus_client names its files "<type>_<identifier>.db" and splits on "_": no "_" in here.
+    return f"{_HOST}-{os.getpid()}"
+
+
+def metrics_dir() -> str:
+    directory = str(settings.OSMO_METRICS_DIR)
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir()
+# What prometheus_client does itself when PROMETHEUS_MULTIPROC_DIR is set before it is imported, with
+# the host in the file names (process ids repeat across containers that share the directory).
+values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)
+
+# ------------------------------------------------------------------------------------------------
+# Event metrics (observed in worker processes)
+# ------------------------------------------------------------------------------------------------
+CYCLE_SECONDS = Histogram(
+    "osmo_placement_cycle_duration_seconds",
+    "Duration of placement cycles that held their pool's lock.",
+    ["pool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60),
+)
+CYCLE_GANGS = Counter(
+    "osmo_placement_gangs",
+    "Gangs decided by placement cycles, by outcome: placed; unschedulable (proven not to fit now); undecided "
+    "(the solver's budget ran out); waiting (held behind an older gang that does not fit yet); queue_timeout. "
+    "A gang that stays queued is counted again by every cycle that tries it.",
+    ["pool", "outcome"],
+)
+SUBMIT_TO_DISPATCHED_SECONDS = Histogram(
+    "osmo_submit_to_dispatched_seconds",
+    "From a gang becoming ready to place (its workflow's submission, or its upstream groups' completion) "
+    "to its last pod created.",
+    ["pool"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+DISPATCH_ERRORS = Counter(
+    "osmo_dispatch_errors",
+    "Errors of the dispatch tasks (pod creation and deletion), by kind: retry (a transient backend error, "
+    "retried with backoff); failed (the task gave up or crashed); permanent (the backend refused a gang's "
+    "pods: the gang failed with FAILED_BACKEND_ERROR).",
+    ["task", "kind"],
+)
+
+OUTCOMES = ("placed", "unschedulable", "undecided", "waiting", "queue_timeout")
+
+
+def cycle_observe(*, pool: str, seconds: float, placed: int = 0, unschedulable: int = 0, undecided: int = 0,
+                  waiting: int = 0, queue_timeout: int = 0) -> None:
+    """Record one placement cycle of ``pool``: its duration and how many gangs got each outcome."""
+    CYCLE_SECONDS.labels(pool=pool).observe(seconds)
+    counts = {"placed": placed, "unschedulable": unschedulable, "undecided": undecided, "waiting": waiting,
+              "queue_timeout": queue_timeout}
+    for outcome, count in counts.items():
+        if count:
+            CYCLE_GANGS.labels(pool=pool, outcome=outcome).inc(count)
+
+
+def cycle_result_observe(result: Any, *, seconds: float) -> None:
+    """:func:`cycle_observe` for a placement cycle's ``CycleResult``. Its ``unschedulable`` list mixes
+    every gang not placed; the reason each one just stored tells them apart (one query, only when there
+    are such gangs)."""
+    if not result.pool:
+        return
+    not_placed: dict[str, int] = {}
+    if result.unschedulable:
+        from django.db.models import Count
+
+        from workflows.models import TaskGroup
+
+        for status, count in (
+            TaskGroup.objects.filter(pk__in=result.unschedulable)
+            .values_list("unschedulable_reason__status")
+            .annotate(count=Count("pk"))
+            .order_by()
+        ):
+            outcome = status if status in ("undecided", "waiting") else "unschedulable"
+            not_placed[outcome] = not_placed.get(outcome, 0) + count
+    cycle_observe(pool=result.pool, seconds=seconds, placed=len(result.placed),
+                  unschedulable=not_placed.get("unschedulable", 0), undecided=not_placed.get("undecided", 0),
+                  waiting=not_placed.get("waiting", 0), queue_timeout=len(result.timed_out))
+
+
+# ------------------------------------------------------------------------------------------------
+# Dispatch: Celery signals in the worker process that ran the task
+# ------------------------------------------------------------------------------------------------
+GROUP_DISPATCH = "scheduler.group_dispatch"
+DISPATCH_TASKS = frozenset({GROUP_DISPATCH, "scheduler.pod_delete"})
+_dispatch_started: dict[str, datetime] = {}
+_dispatch_lock = threading.Lock()
+
+
+@task_prerun.connect(dispatch_uid="osmo.metrics.prerun")
+def _on_task_prerun(sender: Any = None, task_id: str | None = None, **_: Any) -> None:
+    if getattr(sender, "name", None) == GROUP_DISPATCH and task_id:
+        with _dispatch_lock:
+            _dispatch_started[task_id] = timezone.now()
+
+
+@task_postrun.connect(dispatch_uid="osmo.metrics.postrun")
+def _on_task_postrun(sender: Any = None, task_id: str | None = None, kwargs: dict | None = None,
+                     state: str | None = None, **_: Any) -> None:
+    if getattr(sender, "name", None) != GROUP_DISPATCH or not task_id:
+        return
+    with _dispatch_lock:
+        started = _dispatch_started.pop(task_id, None)
+    group_id = (kwargs or {}).get("group_id")
+    if state != "SUCCESS" or started is None or not isinstance(group_id, int):
+        return
+    try:
+        group_dispatch_observe(group_id=group_id, started=started)
+    except DjangoDatabaseError:
+        logger.warning("metrics.dispatch_observe_failed", extra={"group_id": group_id}, exc_info=True)
+
+
+@task_retry.connect(dispatch_uid="osmo.metrics.retry")
+def _on_task_retry(sender: Any = None, **_: Any) -> None:
+    name = getattr(sender, "name", None)
+    if name in DISPATCH_TASKS:
+        DISPATCH_ERRORS.labels(task=name, kind="retry").inc()
+
+
+@task_failure.connect(dispatch_uid="osmo.metrics.failure")
+def _on_task_failure(sender: Any = None, **_: Any) -> None:
+    name = getattr(sender, "name", None)
+    if name in DISPATCH_TASKS:
+        DISPATCH_ERRORS.labels(task=name, kind="failed").inc()
+
+
+def group_dispatch_observe(*, group_id: int, started: datetime) -> None:
+    """After a dispatch run of the gang that began at ``started``: if this run created the gang's last
+    pod, observe the gang's latency; if the backend refused the gang during this run, count a permanent
+    dispatch error. A re-dispatch of a gang that was complete already observes nothing."""
+    from django.db.models import Count, Max, Q
+
+    from workflows.choices import TaskStatus
+    from workflows.models import TaskGroup
+
+    row = (
+        TaskGroup.objects.filter(pk=group_id)
+        .annotate(last=Max("tasks__dispatched_at"), missing=Count("tasks", filter=Q(tasks__dispatched_at__isnull=True)))
+        .values_list("status", "finished_at", "scheduling_since", "workflow__submitted_at", "workflow__pool__name",
+                     "last", "missing")
+        .first()
+    )
+    if row is None:
+        return
+    status, finished_at, ready_at, submitted_at, pool, last, missing = row
+    if status == TaskStatus.FAILED_BACKEND_ERROR and finished_at is not None and finished_at >= started:
+        DISPATCH_ERRORS.labels(task=GROUP_DISPATCH, kind="permanent").inc()
+    elif missing == 0 and last is not None and last >= started:
+        since = ready_at or submitted_at
+        SUBMIT_TO_DISPATCHED_SECONDS.labels(pool=pool).observe(max(0.0, (last - since).total_seconds()))
+
+
+# ------------------------------------------------------------------------------------------------
+# State: computed from the database at scrape time
+# ------------------------------------------------------------------------------------------------
+class DatabaseCollector:
+    """Gauges read from the database on every scrape (a fixed number of grouped queries). If the
+    database cannot be reached, only ``osmo_database_up 0`` is reported."""
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("osmo_database_up", "1 when the scrape could read the database.")
+        try:
+            families = list(self._families(timezone.now()))
+        except DjangoDatabaseError:
+            logger.warning("metrics.database_unavailable", exc_info=True)
+            connection.close_if_unusable_or_obsolete()
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families
+
+    def _families(self, now: datetime) -> Iterable[Metric]:
+        from django.db.models import Count, F, Q, Sum
+
+        from scheduler.heartbeats import heartbeats_read
+        from scheduler.models import Node, Pool, Reservation
+        from workflows.choices import Priority, TaskStatus
+        from workflows.models import Task, TaskGroup
+
+        pools = dict(Pool.objects.order_by("name").values_list("pk", "name"))
+
+        queue = GaugeMetricFamily("osmo_queue_gangs", "Gangs queued for placement (SCHEDULING).",
+                                  labels=["pool", "priority"])
+        depth = {
+            (pool_id, priority): count
+            for pool_id, priority, count in TaskGroup.objects.filter(status=TaskStatus.SCHEDULING)
+            .values_list("workflow__pool_id", "workflow__priority")
+            .annotate(count=Count("pk"))
+            .order_by()
+        }
+        for pool_id, name in pools.items():
+            for priority in Priority.values:
+                queue.add_metric([name, priority], depth.get((pool_id, priority), 0))
+        yield queue
+
+        active = [TaskStatus.WAITING, TaskStatus.SCHEDULING, TaskStatus.INITIALIZING, TaskStatus.RUNNING]
+        tasks = GaugeMetricFamily(
+            "osmo_tasks", "Tasks (pods) not finished yet, by status: INITIALIZING is a pod being created or "
+            "pending, RUNNING a running pod.", labels=["pool", "status"])
+        by_status = {
+            (pool_id, status): count
+            for pool_id, status, count in Task.objects.filter(status__in=active)
+            .values_list("workflow__pool_id", "status")
+            .annotate(count=Count("pk"))
+            .order_by()
+        }
+        for pool_id, name in pools.items():
+            for status in active:
+                tasks.add_metric([name, status], by_status.get((pool_id, status), 0))
+        yield tasks
+
+        nodes = {
+            row["pool_id"]: row
+            for row in Node.objects.values("pool_id")
+            .annotate(capacity=Sum("gpu"), external=Sum("used_gpu"),
+                      room=Sum(F("gpu") - F("used_gpu"), filter=Q(schedulable=True)))
+            .order_by()
+        }
+        held = {
+            row["pool_id"]: row
+            for row in Reservation.objects.filter(released_at__isnull=True)
+            .values("pool_id")
+            .annotate(reserved=Sum("gpu"), on_schedulable=Sum("gpu", filter=Q(node__schedulable=True)))
+            .order_by()
+        }
+        gpus = GaugeMetricFamily(
+            "osmo_pool_gpus", "GPUs per pool: capacity (all nodes); used (reserved by this service plus used "
+            "outside it); reserved (by this service); free (placeable now: schedulable nodes only).",
+            labels=["pool", "state"])
+        for pool_id, name in pools.items():
+            node_row = nodes.get(pool_id, {})
+            held_row = held.get(pool_id, {})
+            reserved = held_row.get("reserved") or 0
+            gpus.add_metric([name, "capacity"], node_row.get("capacity") or 0)
+            gpus.add_metric([name, "used"], reserved + (node_row.get("external") or 0))
+            gpus.add_metric([name, "reserved"], reserved)
+            gpus.add_metric([name, "free"], max(0, (node_row.get("room") or 0) - (held_row.get("on_schedulable") or 0)))
+        yield gpus
+
+        beats = heartbeats_read()
+        tick = GaugeMetricFamily("osmo_scheduler_tick_age_seconds",
+                                 "Seconds since the last scheduler tick completed (absent: never).")
+        if beats.tick_at is not None:
+            tick.add_metric([], (now - beats.tick_at).total_seconds())
+        yield tick
+        cycles = GaugeMetricFamily("osmo_placement_cycle_age_seconds",
+                                   "Seconds since the pool's last placement cycle completed (absent: never).",
+                                   labels=["pool"])
+        for pool_id, at in beats.cycle_at_by_pool_id.items():
+            if pool_id in pools:
+                cycles.add_metric([pools[pool_id]], (now - at).total_seconds())
+        yield cycles
+
+
+def metrics_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=metrics_dir())
+    registry.register(DatabaseCollector())
+    return registry
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text format. With ``OSMO_METRICS_TOKEN`` set, only ``Authorization: Bearer <token>``."""
+    token = settings.OSMO_METRICS_TOKEN
+    if token and not constant_time_compare(request.headers.get("Authorization", ""), f"Bearer {token}"):
+        return JsonResponse({"code": "not_authenticated", "message": "A valid metrics bearer token is required.",
+                             "details": {}}, status=401, headers={"WWW-Authenticate": "Bearer"})
+    response = HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
+    response["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,99 @@
+"""A real production web server (gunicorn on ``osmo.wsgi``) in a subprocess, for the operations tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    base_url: str
+    process: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+
+def production_env(worker_env: dict[str, str], data_dir: Path) -> dict[str, str]:
+    """What docker-compose.yml gives the web process: production settings, DEBUG off."""
+    env = dict(worker_env)
+    env.pop("DEBUG", None)
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "osmo.settings.production",
+        "DJANGO_SECRET_KEY": "ops-tests-secret-key",
+        "OSMO_DATA_DIR": str(data_dir),
+        "STATIC_ROOT": str(data_dir / "static"),
+        "SESSION_COOKIE_SECURE": "false",
+        "CSRF_COOKIE_SECURE": "false",
+        "WEB_CONCURRENCY": "1",
+        "GUNICORN_THREADS": "2",
+        "GUNICORN_ACCESS_LOG": "",
+        "LOG_LEVEL": "WARNING",
+    })
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
+
+
+@pytest.fixture
+def gunicorn_server(tmp_path) -> Iterator[Callable[[dict[str, str]], Server]]:
+    """Start ``gunicorn -c python:osmo.gunicorn_conf osmo.wsgi`` with the given environment; stopped at teardown."""
+    servers: list[Server] = []
+
+    def start(env: dict[str, str]) -> Server:
+        port = free_port()
+        log_path = tmp_path / f"gunicorn-{port}.log"
+        log = open(log_path, "w")  # noqa: SIM115 - closed with the process below
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "python:osmo.gunicorn_conf", "--bind", f"127.0.0.1:{port}",
+             "osmo.wsgi"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        server = Server(f"http://127.0.0.1:{port}", process, log_path)
+        servers.append(server)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{server.base_url}/healthz", timeout=2).status_code == 200:
+                    return server
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"gunicorn did not come up:\n{server.log()[-4000:]}")
+            time.sleep(0.2)
+
+    yield start
+    for server in servers:
+        try:
+            os.killpg(server.process.pid, signal.SIGTERM)
+            server.process.wait(timeout=20)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait(timeout=10)
