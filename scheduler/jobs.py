@@ -28,6 +28,7 @@ GROUP_DISPATCH = "scheduler.group_dispatch"
 POD_DELETE = "scheduler.pod_delete"
 PODS_SYNC = "scheduler.pods_sync"
 TICK = "scheduler.tick"
+TICK_FOLLOWUP_TOKEN = "scheduler.tick-followup"
 
 _PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap
 
@@ -57,6 +58,29 @@ def placement_cycle_continue(pool_id: int, *, attempt: int = 0, countdown: float
     continues, or a cycle that found the pool locked looks again after ``countdown`` seconds."""
     kwargs: dict[str, int] = {"pool_id": pool_id, "attempt": attempt} if attempt else {"pool_id": pool_id}
     transaction.on_commit(lambda: _send(PLACEMENT_CYCLE, countdown=countdown, **kwargs), robust=True)
+
+
+def tick_followup() -> None:
+    """Keep the periodic tick going without beat (docs/design.md §10): after a tick (or a placement
+    cycle), send one more tick in ``OSMO_PLACEMENT_TICK_SECONDS`` unless one was sent less than 90 %
+    of that interval ago. The claim is one conditional UPDATE of a database row, so the follow-ups of
+    several workers, and beat's own ticks, never multiply: at most one chain runs beside beat."""
+    if not settings.OSMO_TICK_WITHOUT_BEAT:
+        return
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import WorkerHeartbeat
+
+    interval = float(settings.OSMO_PLACEMENT_TICK_SECONDS)
+    now = timezone.now()
+    claimed = WorkerHeartbeat.objects.filter(token=TICK_FOLLOWUP_TOKEN, at__lt=now - timedelta(seconds=interval * 0.9))
+    if not claimed.update(at=now):
+        _row, created = WorkerHeartbeat.objects.get_or_create(token=TICK_FOLLOWUP_TOKEN)
+        if not created:
+            return
+    transaction.on_commit(lambda: _send(TICK, countdown=interval), robust=True)
 
 
 def group_dispatch_request(group_id: int) -> None:

@@ -31,6 +31,7 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
     if result.locked:
         heartbeat_record("placement_cycle", pool_id=pool_id)
         cycle_result_observe(result, seconds=time.monotonic() - started)
+        jobs.tick_followup()
     if result.budget_exhausted:
         jobs.placement_cycle_continue(pool_id)
     elif not result.locked and attempt < 5:
@@ -73,3 +74,4 @@ def tick_task() -> None:
 
     tick()
     heartbeat_record("tick")
+    jobs.tick_followup()

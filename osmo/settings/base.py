@@ -222,6 +222,9 @@ else:
 # ------------------------------------------------------------------------------------------------
 # The periodic tick re-drives placement, pod status sync and stranded dispatches.
 OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2.0)
+# Workers keep the tick going themselves (one follow-up chain beside beat), so placement and pod sync
+# continue if the beat process dies; a worker sends a first tick when it starts.
+OSMO_TICK_WITHOUT_BEAT = env.bool("OSMO_TICK_WITHOUT_BEAT", default=True)
 # A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
 OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 # A placed gang whose pods were not created after this long is dispatched again...

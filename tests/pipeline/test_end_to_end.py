@@ -97,11 +97,11 @@ def test_waiting_gang_placed_automatically_when_running_one_finishes(user, celer
     assert_reservations_match_tasks(pool)
 
 
-def test_submission_and_cancel_trigger_placement_without_the_tick(user, celery_worker_factory):
-    # given no beat process at all: only the event triggers (submission, cancellation) can place work
+def test_submission_and_cancel_trigger_placement_without_the_tick(user, celery_worker_factory, worker_env):
+    # given no beat process and no tick at all: only the event triggers (submission, cancellation) can place work
     pool = make_pool("cancel-rack", keys=[("rack", "rack")], sim_task_seconds=600)
     make_node(pool, "n1", {"rack": "r1"}, gpu=4)
-    celery_worker_factory("w1")
+    celery_worker_factory("w1", env={**worker_env, "OSMO_TICK_WITHOUT_BEAT": "false"})
     hog = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("hog", 1, 4, 600))[0]
     wait_for(lambda: Task.objects.filter(workflow=hog, status="INITIALIZING", dispatched_at__isnull=False).exists(),
              timeout=20, message="hog placed and dispatched")
@@ -204,4 +204,18 @@ def test_worker_killed_mid_cycle_loses_nothing_and_double_books_nothing(user, ce
         "COMPLETED"}
     assert Reservation.objects.filter(pool=pool).count() == 40 * 8
     assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)
+
+
+def test_work_progresses_without_beat(user, celery_worker_factory):
+    """Beat is gone (never started here): the workers' own tick chain syncs pods and completes work."""
+    # given a worker and no beat
+    pool = _small_cluster("no-beat", sim=0.5)
+    celery_worker_factory("w1")
+    # when three one-rack gangs are submitted to two racks (the third fits once one has finished)
+    gangs = [workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"rack{i}", 4, 4, 0.5))[0]
+             for i in range(3)]
+    # then all complete: completion is only seen by pod syncs, which only the tick sends
+    wait_for(lambda: all_finished(gangs), timeout=60, message="all finished without beat")
+    assert set(Workflow.objects.filter(pk__in=[w.pk for w in gangs]).values_list("status", flat=True)) == {"COMPLETED"}
     assert_reservations_match_tasks(pool)
