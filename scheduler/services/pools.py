@@ -38,6 +38,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from osmo.errors import ConflictError, ValidationFailedError
+from parsing import (
+    MAX_INT_BITS,
+    DocumentInvalidError,
+    DocumentLimits,
+    QuantityError,
+    format_quantity,
+    load_document,
+    parse_quantity,
+)
+from parsing import storable_text as _storable_text
 from scheduler.choices import DispatchBackend
 from scheduler.models import (
     KEY_NAME_RE,
@@ -49,9 +59,6 @@ from scheduler.models import (
     Reservation,
     TopologyKey,
 )
-from workflows.spec import QuantityError, format_quantity, parse_quantity
-from workflows.spec.loader import MAX_INT_BITS
-from workflows.spec.loader import storable_text as _storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -480,13 +487,10 @@ def inventory_load_text(text: str | bytes) -> Any:
     Raises:
         ValidationFailedError: unreadable text, with the parser's message.
     """
-    from workflows.spec.errors import SpecInvalidError
-    from workflows.spec.loader import SpecLimits, load_document
-
-    limits = SpecLimits(max_bytes=256 * 1024 * 1024, max_nodes=50_000_000, max_depth=32, max_tasks=0)
+    limits = DocumentLimits(max_bytes=256 * 1024 * 1024, max_aliases=100, max_nodes=50_000_000, max_depth=32)
     try:
-        return load_document(text, limits)
-    except SpecInvalidError as exc:
+        return load_document(text, limits, what="the inventory", shape="a mapping with a 'pool' key")
+    except DocumentInvalidError as exc:
         raise ValidationFailedError(
             [{"path": error.path, "message": error.message} for error in exc.errors],
             message="The pool inventory could not be read.",

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from parsing.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
 from workflows.spec.checks import CrossChecks
 from workflows.spec.drafts import DEFAULT_RESOURCE, GroupDraft, ResourceDraft, TaskDraft
 from workflows.spec.errors import ErrorList, SpecInvalidError, join_path
@@ -38,7 +39,6 @@ from workflows.spec.model import (
     TopologyEntry,
     WorkflowSpec,
 )
-from workflows.spec.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
 from workflows.spec.tree import PREFERRED, REQUIRED
 from workflows.spec.trees import build_tree
 
