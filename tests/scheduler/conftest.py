@@ -42,7 +42,7 @@ def small_pool(db):
     ```
     """
     from scheduler.models import Pool
-    from scheduler.services.pools import inventory_import, inventory_parse
+    from scheduler.services import inventory_import, inventory_parse
 
     document = {
         "pool": {"name": "small", "description": "test pool"},
@@ -96,7 +96,7 @@ def reserve(db, django_user_model):
 def generated_pool(db):
     """``generated_pool(name, racks=...)``: an NVL72-shaped pool of ``2 x 2 x racks x 18`` nodes."""
     from scheduler.models import Pool
-    from scheduler.services.pools import PoolShape, inventory_import, pool_generate_inventory
+    from scheduler.services import PoolShape, inventory_import, pool_generate_inventory
 
     def _make(name: str, *, racks: int = 2, occupancy: float = 0.25) -> Pool:
         shape = PoolShape(zones=2, spines_per_zone=2, racks_per_spine=racks, occupancy=occupancy, seed=3)

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from osmo.errors import ValidationFailedError
 from scheduler.models import Node, Pool, TopologyKey
-from scheduler.services.pools import inventory_import, inventory_parse, pool_export
+from scheduler.services import inventory_import, inventory_parse, pool_export
 from tests.scheduler.conftest import EXAMPLES, GIB, KEYS, node_entry
 
 pytestmark = pytest.mark.django_db
