@@ -3,7 +3,10 @@
 Algorithm:
 1. Text over ``DocumentLimits.max_bytes`` (UTF-8) is rejected before parsing; bytes must be UTF-8.
 2. YAML goes through :class:`DocumentLoader`, a pure-Python ``SafeLoader`` variant that
-   - counts alias uses (``*anchor``) while composing and stops at ``max_aliases`` (alias bombs);
+   - counts alias uses (``*anchor``) while composing and stops at ``max_aliases``;
+   - when ``max_alias_values`` is set, also counts the values each alias use stands for (the values
+     under its anchor, nested aliases expanded) and stops once they pass that bound, so an alias bomb
+     is refused while its few lines are composed, before anything is built or walked;
    - resolves plain scalars with the YAML 1.2 core schema: only ``true``/``false`` are booleans
      (``on``/``no``/``yes`` stay strings), ``017`` is 17, dates and ``1:30`` stay strings;
    - rejects every tag outside the JSON data model (``!!binary``, ``!!set``, ``!!python/...``,
@@ -47,13 +50,17 @@ BAD_NAME_MESSAGE = "field names must not contain NUL characters or unpaired surr
 
 @dataclass(frozen=True, slots=True)
 class DocumentLimits:
-    """Size limits of one kind of document. ``max_nodes`` bounds the values walked after loading
-    (aliases expanded)."""
+    """Size limits of one kind of document.
+
+    ``max_nodes`` bounds the values walked after loading (aliases expanded); ``max_alias_values``,
+    when set, bounds the values that alias uses stand for while the YAML is composed.
+    """
 
     max_bytes: int
     max_aliases: int
     max_depth: int
     max_nodes: int
+    max_alias_values: int | None = None
 
 
 class _LoaderLimitError(yaml.YAMLError):
@@ -144,7 +151,7 @@ _CoreConstructor.yaml_multi_constructors = {}
 
 
 class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreResolver):
-    """Safe YAML loader: core schema, JSON data model only, bounded alias use."""
+    """Safe YAML loader: core schema, JSON data model only, bounded alias use and alias expansion."""
 
     def __init__(self, stream: str, limits: DocumentLimits) -> None:
         Reader.__init__(self, stream)
@@ -154,16 +161,44 @@ class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreR
         _CoreConstructor.__init__(self)
         _CoreResolver.__init__(self)
         self.max_aliases = limits.max_aliases
+        self.max_alias_values = limits.max_alias_values
         self.alias_count = 0
+        # Values composed so far, each alias use counting the values under its anchor; the values
+        # under each anchor; the values all alias uses stood for.
+        self.composed_values = 0
+        self.anchor_values: dict[str, int] = {}
+        self.alias_values = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
             self.alias_count += 1
             if self.alias_count > self.max_aliases:
                 raise _LoaderLimitError(
-                    f"too many YAML aliases (more than {self.max_aliases}) at {_position(self.peek_event().start_mark)}"
+                    f"too many YAML aliases (more than {self.max_aliases}) at {_position(event.start_mark)}"
                 )
-        return super().compose_node(parent, index)
+            if self.max_alias_values is not None:
+                # Values as the walk after loading counts them: mapping keys are not values. An alias
+                # to an anchor still being composed (a self-reference) counts 1; that walk bounds those.
+                expanded = self.anchor_values.get(event.anchor, 1)
+                self.composed_values += expanded
+                self.alias_values += expanded
+                if self.alias_values > self.max_alias_values:
+                    raise _LoaderLimitError(
+                        f"YAML aliases expand to more than {self.max_alias_values} values "
+                        f"at {_position(event.start_mark)}"
+                    )
+            return super().compose_node(parent, index)
+        if self.max_alias_values is None:
+            return super().compose_node(parent, index)
+        anchor = self.peek_event().anchor
+        before = self.composed_values
+        if not (isinstance(parent, MappingNode) and index is None):  # a mapping key is no value
+            self.composed_values += 1
+        node = super().compose_node(parent, index)
+        if anchor is not None:
+            self.anchor_values[anchor] = self.composed_values - before
+        return node
 
 
 def _position(mark: Any) -> str:

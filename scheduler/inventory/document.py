@@ -21,6 +21,11 @@ Invariants of a returned :class:`Inventory`: names match the patterns below; top
 labels are unique, at most :data:`MAX_TOPOLOGY_KEYS`; node names are unique, at most
 :data:`MAX_NODES_PER_FILE`; every amount is an integer in base units (GPU devices, CPU millicores,
 bytes), ``0 <= allocated <= capacity`` per resource, GPUs at most :data:`MAX_GPU`.
+
+Limits (:data:`INVENTORY_LIMITS`, docs/pools.md): an inventory needs at most
+:data:`MAX_NODES_PER_FILE` node entries of at most :data:`VALUES_PER_NODE` values each, so loading
+walks at most that many values; each of the :data:`MAX_ALIASES` aliases may repeat at most one node
+entry's worth, so an alias bomb is refused while its few lines are composed, before anything is built.
 """
 
 from __future__ import annotations
@@ -90,7 +95,22 @@ MAX_GPU = 2**31 - 1
 # PostgreSQL refuses a query of more than 1664 columns (a 500 on every read of the pool).
 MAX_TOPOLOGY_KEYS = 32
 MAX_NODES_PER_FILE = 200_000
-INVENTORY_LIMITS = DocumentLimits(max_bytes=256 * 1024 * 1024, max_aliases=100, max_depth=32, max_nodes=50_000_000)
+#: Values one node entry takes at most in a real file: the entry, its name and schedulable flag, three
+#: mappings and eight quantities (14), and its labels (a few dozen on a Kubernetes node; about a
+#: hundred with GPU feature discovery).
+VALUES_PER_NODE = 128
+#: Values of the rest of the document: the pool section and up to MAX_TOPOLOGY_KEYS keys.
+DOCUMENT_VALUES = 1024
+#: Anchors share a node's capacity or labels; they are not a way to generate nodes.
+MAX_ALIASES = 100
+INVENTORY_LIMITS = DocumentLimits(
+    max_bytes=256 * 1024 * 1024,  # about 1.3 KB per node at MAX_NODES_PER_FILE
+    max_aliases=MAX_ALIASES,
+    max_depth=32,  # a real inventory nests 4 deep (nodes[i].labels.key)
+    max_nodes=DOCUMENT_VALUES + MAX_NODES_PER_FILE * VALUES_PER_NODE,
+    # Each alias may repeat at most one node entry's worth of values.
+    max_alias_values=MAX_ALIASES * VALUES_PER_NODE,
+)
 
 INVALID_MESSAGE = "The pool inventory is invalid."
 UNREADABLE_MESSAGE = "The pool inventory could not be read."

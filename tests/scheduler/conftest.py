@@ -104,3 +104,13 @@ def generated_pool(db):
         return Pool.objects.get(name=name)
 
     return _make
+
+
+def alias_bomb_inventory() -> str:
+    """An inventory whose node list is a YAML alias bomb: 9 levels of 10 aliases each (90 aliases, under
+    the alias limit of 100) that expand to 10**10 values. Lines 1-2 are ``pool`` and ``nodes``; level
+    ``k`` is on line ``k + 3``."""
+    lines = ["pool: {name: bomb}", "nodes:", "- &n0 [" + ", ".join(["x"] * 10) + "]"]
+    for level in range(1, 10):
+        lines.append(f"- &n{level} [" + ", ".join([f"*n{level - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ from scheduler.inventory import (
     topology_keys_validate,
 )
 from scheduler.inventory import document as inventory_document_module
-from tests.scheduler.conftest import FIXTURES, GIB, KEYS, node_entry
+from tests.scheduler.conftest import FIXTURES, GIB, KEYS, alias_bomb_inventory, node_entry
 
 TIB = 1024 * GIB
 
@@ -226,6 +226,11 @@ def test_yaml_text_loads_with_shared_capacity_through_aliases():
             "invalid YAML: tag 'tag:yaml.org,2002:python/name:os.system' is not allowed; use plain YAML or JSON "
             "values at line 1, column 7",
         ),
+        (
+            "_case_alias_bomb",
+            alias_bomb_inventory(),
+            "YAML aliases expand to more than 12800 values at line 7, column 8",
+        ),
     ],
 )
 def test_unreadable_text_is_refused_with_the_loader_message(_case, text, expected):
@@ -236,6 +241,40 @@ def test_unreadable_text_is_refused_with_the_loader_message(_case, text, expecte
     # then
     assert caught.value.message == "The pool inventory could not be read."
     assert caught.value.to_list() == [{"path": "", "message": expected}]
+
+
+def shared_node_entries(label_count: int) -> str:
+    """An anchored node entry of ``label_count + 5`` values (entry, name, labels, capacity, gpu) and
+    100 aliases to it, one per line from line 4 on."""
+    labels = ", ".join(f"example.com/l{index}: v" for index in range(label_count))
+    lines = ["pool: {name: p}", "nodes:", f"- &node {{name: n, labels: {{{labels}}}, capacity: {{gpu: 1}}}}"]
+    return "\n".join([*lines, *["- *node"] * 100]) + "\n"
+
+
+def test_aliases_may_stand_for_100_node_entries_of_the_allowed_size():
+    # given: 100 aliases, each standing for a node entry of 128 values (VALUES_PER_NODE)
+    text = shared_node_entries(123)
+
+    # when
+    document = load_inventory_text(text)
+
+    # then: loaded (the duplicate names are the validator's business)
+    assert len(document["nodes"]) == 101
+    assert len(document["nodes"][100]["labels"]) == 123
+
+
+def test_aliases_standing_for_more_than_that_are_refused_at_the_alias_that_passes_the_bound():
+    # given: entries of 129 values; 99 aliases stand for 12,771 values, the 100th passes 12,800
+    text = shared_node_entries(124)
+
+    # when
+    with pytest.raises(InventoryInvalidError) as caught:
+        load_inventory_text(text)
+
+    # then
+    assert caught.value.to_list() == [
+        {"path": "", "message": "YAML aliases expand to more than 12800 values at line 103, column 3"}
+    ]
 
 
 # ------------------------------------------------------------------------------------------------

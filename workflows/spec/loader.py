@@ -18,12 +18,14 @@ from workflows.spec.errors import SpecInvalidError
 
 @dataclass(frozen=True, slots=True)
 class SpecLimits(DocumentLimits):
-    """Size limits applied to every submitted spec."""
+    """Size limits applied to every submitted spec. Alias fan-out is bounded by ``max_nodes`` (the
+    walk after loading) and ``max_aliases``; ``max_alias_values`` stays unset."""
 
     max_bytes: int = 1024 * 1024
     max_aliases: int = 100
     max_depth: int = 64
     max_nodes: int = 200_000
+    max_alias_values: int | None = None
     max_tasks: int = 1000
 
 
