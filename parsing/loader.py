@@ -26,7 +26,7 @@ no other exception escapes :func:`load_document`. Messages name the document as 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,10 @@ _CoreConstructor.yaml_constructors = {
 _CoreConstructor.yaml_multi_constructors = {}
 
 
+# PyYAML's peek_event has no type annotations; called through this name it is a typed call.
+_peek_event: Callable[[Parser], Any] = Parser.peek_event
+
+
 class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreResolver):
     """Safe YAML loader: core schema, JSON data model only, bounded alias use and alias expansion."""
 
@@ -171,7 +175,7 @@ class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreR
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self._next_event()
             self.alias_count += 1
             if self.alias_count > self.max_aliases:
                 raise _LoaderLimitError(
@@ -191,7 +195,7 @@ class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreR
             return super().compose_node(parent, index)
         if self.max_alias_values is None:
             return super().compose_node(parent, index)
-        anchor = self.peek_event().anchor
+        anchor = self._next_event().anchor
         before = self.composed_values
         if not (isinstance(parent, MappingNode) and index is None):  # a mapping key is no value
             self.composed_values += 1
@@ -199,6 +203,10 @@ class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreR
         if anchor is not None:
             self.anchor_values[anchor] = self.composed_values - before
         return node
+
+    def _next_event(self) -> Any:
+        """The next parser event, not consumed."""
+        return _peek_event(self)
 
 
 def _position(mark: Any) -> str:

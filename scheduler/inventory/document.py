@@ -424,7 +424,7 @@ def parse_inventory(document: Any) -> Inventory:
         errors.raise_if_any()
     if "pool" not in document:
         errors.add("pool", "required: {name: ..., description: ...}")
-        name, pool_fields = None, {}
+        name, pool_fields = None, dict[str, Any]()
     else:
         name, pool_fields = _parse_pool_fields(document["pool"], errors)
     keys: list[KeySpec] | None = None

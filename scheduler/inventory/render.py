@@ -20,9 +20,14 @@ class NodeValues(Protocol):
     """What a node entry is written from: a :class:`~scheduler.inventory.document.NodeSpec` or a
     ``scheduler.models.Node`` row."""
 
-    name: str
-    labels: dict[str, str]
-    schedulable: bool
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+    @property
+    def schedulable(self) -> bool: ...
 
 
 def _quantity_out(value: int, kind: str) -> int | str:
