@@ -25,8 +25,9 @@ from django.utils.html import format_html
 
 from scheduler import selectors
 from scheduler.domains import pool_domain_tree
+from scheduler.inventory import KeySpec, topology_keys_validate
 from scheduler.models import Node, Pool, Reservation, TopologyKey, WorkerHeartbeat
-from scheduler.services.pools import KeySpec, nodes_set_schedulable, pool_keys_set, topology_keys_validate
+from scheduler.services import nodes_set_schedulable, pool_keys_set
 
 GIB = 1024**3
 MAX_FILTER_CHOICES = 60

@@ -14,7 +14,7 @@ from rest_framework import serializers
 from scheduler.choices import DispatchBackend
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
-from scheduler.services.pools import node_spec_parse
+from scheduler.services import node_spec_parse
 
 
 # ------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from osmo.api.parsers import TextYAMLParser, XYAMLTextParser, YAMLTextParser
 from osmo.api.views import NulSafeLookupMixin
 from scheduler import selectors
+from scheduler import services as pool_services
 from scheduler.api.filters import NodeFilter
 from scheduler.api.serializers import (
     ImportReportOutputSerializer,
@@ -33,7 +34,6 @@ from scheduler.api.serializers import (
     PoolOutputSerializer,
 )
 from scheduler.models import Node, Pool, TopologyKey
-from scheduler.services import pools as pool_services
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input: details.errors lists {path, message}."),

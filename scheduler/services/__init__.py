@@ -1,14 +1,21 @@
-"""Writes of the scheduler app. Pools, keys and nodes live in :mod:`scheduler.services.pools`."""
+"""Writes of the scheduler app. Pools, keys and nodes live in :mod:`scheduler.services.pools`; whole
+inventories (import, export, Kubernetes sync) in :mod:`scheduler.services.inventory`. The values they
+take and give (``Inventory``, ``KeySpec``, ``NodeSpec``, ``PoolShape``, node entries) come from the
+pure :mod:`scheduler.inventory` and are re-exported here for callers of the services."""
 
-from scheduler.services.pools import (
+from scheduler.inventory import Inventory, KeySpec, NodeSpec, PoolShape, node_inventory_entry, pool_generate_inventory
+from scheduler.services.inventory import (
     ImportReport,
-    Inventory,
-    KeySpec,
-    NodeSpec,
-    PoolShape,
     inventory_import,
     inventory_import_text,
+    inventory_load_text,
     inventory_parse,
+    kubernetes_nodes_list,
+    node_spec_parse,
+    pool_export,
+    pool_sync_from_kubernetes,
+)
+from scheduler.services.pools import (
     node_cordon,
     node_create,
     node_delete,
@@ -17,10 +24,7 @@ from scheduler.services.pools import (
     nodes_set_schedulable,
     pool_create,
     pool_delete,
-    pool_export,
-    pool_generate_inventory,
     pool_keys_set,
-    pool_sync_from_kubernetes,
     pool_update,
 )
 
@@ -32,10 +36,14 @@ __all__ = [
     "PoolShape",
     "inventory_import",
     "inventory_import_text",
+    "inventory_load_text",
     "inventory_parse",
+    "kubernetes_nodes_list",
     "node_cordon",
     "node_create",
     "node_delete",
+    "node_inventory_entry",
+    "node_spec_parse",
     "node_uncordon",
     "node_update",
     "nodes_set_schedulable",

@@ -42,7 +42,7 @@ def small_pool(db):
     ```
     """
     from scheduler.models import Pool
-    from scheduler.services.pools import inventory_import, inventory_parse
+    from scheduler.services import inventory_import, inventory_parse
 
     document = {
         "pool": {"name": "small", "description": "test pool"},
@@ -96,7 +96,7 @@ def reserve(db, django_user_model):
 def generated_pool(db):
     """``generated_pool(name, racks=...)``: an NVL72-shaped pool of ``2 x 2 x racks x 18`` nodes."""
     from scheduler.models import Pool
-    from scheduler.services.pools import PoolShape, inventory_import, pool_generate_inventory
+    from scheduler.services import PoolShape, inventory_import, pool_generate_inventory
 
     def _make(name: str, *, racks: int = 2, occupancy: float = 0.25) -> Pool:
         shape = PoolShape(zones=2, spines_per_zone=2, racks_per_spine=racks, occupancy=occupancy, seed=3)
@@ -104,3 +104,13 @@ def generated_pool(db):
         return Pool.objects.get(name=name)
 
     return _make
+
+
+def alias_bomb_inventory() -> str:
+    """An inventory whose node list is a YAML alias bomb: 9 levels of 10 aliases each (90 aliases, under
+    the alias limit of 100) that expand to 10**10 values. Lines 1-2 are ``pool`` and ``nodes``; level
+    ``k`` is on line ``k + 3``."""
+    lines = ["pool: {name: bomb}", "nodes:", "- &n0 [" + ", ".join(["x"] * 10) + "]"]
+    for level in range(1, 10):
+        lines.append(f"- &n{level} [" + ", ".join([f"*n{level - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n"

@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduler.models import Node, Pool, TopologyKey
-from tests.scheduler.conftest import EXAMPLES, KEYS, node_entry
+from tests.scheduler.conftest import EXAMPLES, KEYS, alias_bomb_inventory, node_entry
 
 pytestmark = pytest.mark.django_db
 
@@ -281,3 +281,27 @@ def test_staff_node_writes(staff_client, small_pool, reserve):
         "b1",
         "loose",
     ]
+
+
+def test_staff_import_of_a_yaml_alias_bomb_is_refused_and_stores_nothing(staff_client):
+    """Replays a staff member posting a YAML alias bomb to the import endpoint: 90 aliases that expand
+    to 10**10 values. Inventory loading bounded only the values walked after loading (50,000,000), so the
+    request burned 30-40 s of CPU before its 400; the alias expansion is now bounded while the YAML is
+    composed (docs/pools.md, "Limits")."""
+    # given
+    text = alias_bomb_inventory()
+
+    # when
+    response = staff_client.generic("POST", "/api/pools/import/", text, content_type="application/yaml")
+
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "validation_error",
+        "message": "The pool inventory could not be read.",
+        "details": {
+            "errors": [{"path": "", "message": "YAML aliases expand to more than 12800 values at line 7, column 8"}]
+        },
+    }
+    assert not Pool.objects.filter(name="bomb").exists()
+    assert Node.objects.count() == 0

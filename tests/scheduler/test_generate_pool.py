@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.models import Node, Pool
-from scheduler.services.pools import inventory_import, inventory_parse, pool_export
+from scheduler.services import inventory_import, inventory_parse, pool_export
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 
 from osmo.errors import ValidationFailedError
 from scheduler.models import Node, Pool, TopologyKey
-from scheduler.services.pools import inventory_import, inventory_parse, pool_export
-from tests.scheduler.conftest import EXAMPLES, GIB, KEYS, node_entry
+from scheduler.services import inventory_import, inventory_parse, pool_export
+from tests.scheduler.conftest import EXAMPLES, GIB, KEYS, alias_bomb_inventory, node_entry
 
 pytestmark = pytest.mark.django_db
 
@@ -214,6 +214,26 @@ def test_unreadable_yaml_is_a_validation_error(tmp_path):
 
     with pytest.raises(CommandError, match="nothing imported"):
         call_command("import_pool", str(path), verbosity=0)
+
+
+def test_import_pool_of_a_yaml_alias_bomb_is_refused_and_stores_nothing(tmp_path):
+    """Replays ``import_pool`` of a YAML alias bomb (90 aliases expanding to 10**10 values), which burned
+    30-40 s of CPU before it was refused; it is now refused while the YAML is composed."""
+    # given
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb_inventory())
+
+    # when
+    with pytest.raises(CommandError) as excinfo:
+        call_command("import_pool", str(path), verbosity=0)
+
+    # then
+    assert str(excinfo.value) == (
+        f"{path}: 1 problem(s), nothing imported:\n"
+        "  (document): YAML aliases expand to more than 12800 values at line 7, column 8"
+    )
+    assert not Pool.objects.filter(name="bomb").exists()
+    assert Node.objects.count() == 0
 
 
 def test_yaml_11_booleans_and_octals_stay_strings_or_are_reported(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from osmo.errors import ValidationFailedError
 from scheduler.models import Pool
-from scheduler.services.pools import (
+from scheduler.services import (
     KeySpec,
     inventory_import,
     inventory_parse,

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.models import Node, Pool
-from scheduler.services.pools import inventory_import, inventory_parse
+from scheduler.services import inventory_import, inventory_parse
 from tests.scheduler.conftest import FIXTURES
 
 pytestmark = pytest.mark.django_db

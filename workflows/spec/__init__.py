@@ -9,12 +9,12 @@ every :class:`SpecError` (path + message). Each group of the result carries its 
 render it with :func:`tree_to_json` / :func:`tree_to_outline`, rebuild it with :func:`tree_from_json`.
 """
 
+from parsing.quantity import QuantityError, format_quantity, parse_duration, parse_quantity
 from topology.tree import PREFERRED, REQUIRED, ConstraintTree, NodePath, TreeNode
 from workflows.spec.errors import SpecError, SpecInvalidError
 from workflows.spec.loader import SpecLimits
 from workflows.spec.model import GroupSpec, PoolContext, ResourceSpec, TaskSpec, TopologyEntry, WorkflowSpec
 from workflows.spec.parser import parse_workflow
-from workflows.spec.quantity import QuantityError, format_quantity, parse_duration, parse_quantity
 from workflows.spec.trees import (
     RequirementConflict,
     build_tree,

@@ -1,36 +1,25 @@
 """Validation errors of the spec package (design §3).
 
-Every problem found in a spec becomes one :class:`SpecError` with the dotted path of the offending
-value (``workflow.resources.model-1.topology[0].key``) and a message a user can act on. The parser
-collects all of them and raises a single :class:`SpecInvalidError`; nothing else escapes
-:func:`workflows.spec.parse_workflow` for any input.
-
-Path syntax: mapping keys are joined with ``.``; a key that is not a plain name (letters, digits,
-``_`` and ``-``) is written as ``["key"]`` (JSON-quoted); list items are ``[i]``. The empty path
-stands for the whole document (unreadable YAML, not a mapping, too large).
+Every problem found in a spec becomes one :class:`SpecError` with the path of the offending value
+(``workflow.resources.model-1.topology[0].key``, syntax of :func:`parsing.errors.join_path`) and a
+message a user can act on. The parser collects all of them and raises a single
+:class:`SpecInvalidError`; nothing else escapes :func:`workflows.spec.parse_workflow` for any input.
 
 Invariant: ``SpecInvalidError.errors`` is non-empty, free of duplicates, sorted by (path, message).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+from parsing.errors import ErrorList as _ErrorList
+from parsing.errors import PathError, join_path
 
+#: One problem in a spec: where (``path``) and what to do about it (``message``). The spec package's
+#: name for :class:`parsing.errors.PathError`, so loader errors and parser errors sort together.
+SpecError = PathError
 
-@dataclass(frozen=True, slots=True, order=True)
-class SpecError:
-    """One problem in a spec: where (``path``) and what to do about it (``message``)."""
-
-    path: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "message": self.message}
+__all__ = ["ErrorList", "SpecError", "SpecInvalidError", "join_path"]
 
 
 class SpecInvalidError(Exception):
@@ -53,32 +42,10 @@ class SpecInvalidError(Exception):
         return [error.to_dict() for error in self.errors]
 
 
-def join_path(path: str, key: object) -> str:
-    """Extend ``path`` by a mapping key (``str``) or a list index (``int``)."""
-    if isinstance(key, int) and not isinstance(key, bool):
-        return f"{path}[{key}]"
-    text = key if isinstance(key, str) else repr(key)
-    if _PLAIN_KEY.fullmatch(text):
-        return f"{path}.{text}" if path else text
-    return f"{path}[{json.dumps(text)}]"
-
-
-class ErrorList:
+class ErrorList(_ErrorList):
     """Accumulates errors while a spec is walked; ``raise_if_any`` turns them into one exception."""
 
-    __slots__ = ("errors",)
-
-    def __init__(self) -> None:
-        self.errors: list[SpecError] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.errors.append(SpecError(path, message))
-
-    def __bool__(self) -> bool:
-        return bool(self.errors)
-
-    def __len__(self) -> int:
-        return len(self.errors)
+    __slots__ = ()
 
     def raise_if_any(self) -> None:
         if self.errors:

@@ -1,245 +1,32 @@
-"""Safe loading of spec documents (YAML or JSON text, or an already-parsed mapping) under limits.
+"""Safe loading of spec documents: :func:`parsing.load_document` under the limits of a workflow spec.
 
-Algorithm:
-1. Text over ``SpecLimits.max_bytes`` (UTF-8) is rejected before parsing; bytes must be UTF-8.
-2. YAML goes through :class:`SpecLoader`, a pure-Python ``SafeLoader`` variant that
-   - counts alias uses (``*anchor``) while composing and stops at ``max_aliases`` (alias bombs);
-   - resolves plain scalars with the YAML 1.2 core schema: only ``true``/``false`` are booleans
-     (``on``/``no``/``yes`` stay strings), ``017`` is 17, dates and ``1:30`` stay strings;
-   - rejects every tag outside the JSON data model (``!!binary``, ``!!set``, ``!!python/...``,
-     custom ``!tags``) and duplicate mapping keys.
-   JSON text is YAML, so it takes the same path.
-3. The loaded value (or the caller's mapping) is walked once, iteratively: only ``dict`` with
-   ``str`` keys, ``list``/``tuple``, ``str``, ``int``, ``float``, ``bool`` and ``None`` are allowed,
-   nesting is bounded by ``max_depth`` and the number of values by ``max_nodes`` (which also bounds
-   the work on alias-shared or self-referencing structures).
-
-Every failure is a :class:`~workflows.spec.errors.SpecInvalidError`; no other exception escapes.
+The generic part (YAML 1.2 core schema, JSON data model only, alias and size limits, storable text)
+lives in :mod:`parsing.loader`; this module sets the spec's limits and turns every loading problem
+into a :class:`~workflows.spec.errors.SpecInvalidError`, the only exception that escapes.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-from yaml.composer import Composer
-from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode
-from yaml.parser import Parser
-from yaml.reader import Reader, ReaderError
-from yaml.resolver import BaseResolver
-from yaml.scanner import Scanner
-
-from workflows.spec.errors import SpecError, SpecInvalidError, join_path
+from parsing.errors import DocumentInvalidError
+from parsing.loader import DocumentLimits
+from parsing.loader import load_document as _load_document
+from workflows.spec.errors import SpecInvalidError
 
 
 @dataclass(frozen=True, slots=True)
-class SpecLimits:
-    """Size limits applied to every submitted spec."""
+class SpecLimits(DocumentLimits):
+    """Size limits applied to every submitted spec. Alias fan-out is bounded by ``max_nodes`` (the
+    walk after loading) and ``max_aliases``; ``max_alias_values`` stays unset."""
 
     max_bytes: int = 1024 * 1024
     max_aliases: int = 100
     max_depth: int = 64
     max_nodes: int = 200_000
+    max_alias_values: int | None = None
     max_tasks: int = 1000
-
-
-class _LoaderLimitError(yaml.YAMLError):
-    pass
-
-
-class _CoreResolver(BaseResolver):
-    """YAML 1.2 core schema resolution of plain scalars (no YAML 1.1 surprises)."""
-
-
-_CoreResolver.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_CoreResolver.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
-)
-_CoreResolver.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+.0123456789"),
-)
-_CoreResolver.add_implicit_resolver(
-    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), list("~nN") + [""]
-)
-_CoreResolver.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
-
-
-class _SpecConstructor(SafeConstructor):
-    def construct_core_bool(self, node: ScalarNode) -> bool:
-        return str(self.construct_scalar(node)).lower() == "true"
-
-    def construct_core_int(self, node: ScalarNode) -> int:
-        text = str(self.construct_scalar(node))
-        try:
-            if text.startswith("0o"):
-                return int(text[2:], 8)
-            if text.startswith("0x"):
-                return int(text[2:], 16)
-            return int(text, 10)
-        except ValueError as exc:  # e.g. more digits than int() converts
-            raise ConstructorError(None, None, f"cannot read integer: {exc}", node.start_mark) from exc
-
-    def construct_core_float(self, node: ScalarNode) -> float:
-        text = str(self.construct_scalar(node)).lower()
-        if text.endswith(".inf"):
-            return float("-inf") if text.startswith("-") else float("inf")
-        if text.endswith(".nan"):
-            return float("nan")
-        return float(text)
-
-    def construct_rejected(self, node: Node) -> Any:
-        raise ConstructorError(
-            None, None, f"tag {node.tag!r} is not allowed; use plain YAML or JSON values", node.start_mark
-        )
-
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, MappingNode):
-            # Checked before merge keys (``<<: *defaults``) are flattened: explicit keys may override merged ones.
-            seen: set[Any] = set()
-            for key_node, _value_node in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=deep)
-                try:
-                    duplicate = key in seen
-                    seen.add(key)
-                except TypeError:
-                    continue  # unhashable key: reported by SafeConstructor below
-                if duplicate:
-                    raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
-
-
-_SpecConstructor.yaml_constructors = {
-    "tag:yaml.org,2002:null": SafeConstructor.construct_yaml_null,
-    "tag:yaml.org,2002:bool": _SpecConstructor.construct_core_bool,
-    "tag:yaml.org,2002:int": _SpecConstructor.construct_core_int,
-    "tag:yaml.org,2002:float": _SpecConstructor.construct_core_float,
-    "tag:yaml.org,2002:str": SafeConstructor.construct_yaml_str,
-    "tag:yaml.org,2002:seq": SafeConstructor.construct_yaml_seq,
-    "tag:yaml.org,2002:map": SafeConstructor.construct_yaml_map,
-    None: _SpecConstructor.construct_rejected,
-}
-_SpecConstructor.yaml_multi_constructors = {}
-
-
-class SpecLoader(Reader, Scanner, Parser, Composer, _SpecConstructor, _CoreResolver):
-    """Safe YAML loader for specs: core schema, JSON data model only, bounded alias use."""
-
-    def __init__(self, stream: str, max_aliases: int) -> None:
-        Reader.__init__(self, stream)
-        Scanner.__init__(self)
-        Parser.__init__(self)
-        Composer.__init__(self)
-        _SpecConstructor.__init__(self)
-        _CoreResolver.__init__(self)
-        self.max_aliases = max_aliases
-        self.alias_count = 0
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        if self.check_event(yaml.AliasEvent):
-            self.alias_count += 1
-            if self.alias_count > self.max_aliases:
-                mark = self.peek_event().start_mark
-                raise _LoaderLimitError(
-                    f"too many YAML aliases (more than {self.max_aliases}) at line {mark.line + 1}, "
-                    f"column {mark.column + 1}"
-                )
-        return super().compose_node(parent, index)
-
-
-def _yaml_message(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, _LoaderLimitError):
-        return str(exc)
-    if isinstance(exc, ReaderError):
-        return f"invalid YAML: character {exc.character!r} at position {exc.position} is not allowed"
-    if isinstance(exc, yaml.MarkedYAMLError):
-        problem = exc.problem or exc.context or "invalid YAML"
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return f"invalid YAML: {problem}{where}"
-    return f"invalid YAML: {exc}"
-
-
-def _load_text(text: str, limits: SpecLimits) -> Any:
-    loader: SpecLoader | None = None
-    try:
-        loader = SpecLoader(text, limits.max_aliases)  # the reader rejects control characters right here
-        return loader.get_single_data()
-    except yaml.YAMLError as exc:
-        raise SpecInvalidError([SpecError("", _yaml_message(exc))]) from None
-    except RecursionError:
-        raise SpecInvalidError([SpecError("", "the spec is nested too deeply")]) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-#: Integers wider than this are far beyond any quantity or duration; Python also refuses to format
-#: integers of more than 4300 digits, which would break the error messages.
-MAX_INT_BITS = 256
-BAD_TEXT_MESSAGE = "text must not contain NUL characters or unpaired surrogates"
-BAD_NAME_MESSAGE = "field names must not contain NUL characters or unpaired surrogates"
-
-
-def storable_text(text: str) -> bool:
-    """False for text a database cannot store: NUL characters (PostgreSQL text and jsonb refuse
-    them) or unpaired surrogates (not encodable as UTF-8)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_plain(document: Any, limits: SpecLimits) -> None:
-    """Walk ``document`` iteratively; allow JSON-like values only, bounded depth and size, text a
-    database can store and integers of sane size."""
-    errors: list[SpecError] = []
-    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
-    count = 0
-    while stack:
-        value, path, depth = stack.pop()
-        count += 1
-        if count > limits.max_nodes:
-            raise SpecInvalidError([SpecError("", f"the spec is too large (more than {limits.max_nodes} values)")])
-        if depth > limits.max_depth:
-            raise SpecInvalidError([SpecError(path, f"the spec is nested too deeply (more than {limits.max_depth})")])
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    errors.append(SpecError(join_path(path, repr(key)), "field names must be strings"))
-                    continue
-                if not storable_text(key):
-                    errors.append(SpecError(join_path(path, key.encode("utf-8", "replace").decode()), BAD_NAME_MESSAGE))
-                    continue
-                stack.append((item, join_path(path, key), depth + 1))
-        elif isinstance(value, list | tuple):
-            for index, item in enumerate(value):
-                stack.append((item, join_path(path, index), depth + 1))
-        elif isinstance(value, str):
-            if not storable_text(value):
-                errors.append(SpecError(path, BAD_TEXT_MESSAGE))
-        elif isinstance(value, int) and not isinstance(value, bool):
-            if value.bit_length() > MAX_INT_BITS:
-                errors.append(SpecError(path, "the number is too large"))
-        elif value is not None and not isinstance(value, bool | float):
-            errors.append(SpecError(path, f"unsupported value of type {type(value).__name__}"))
-    if errors:
-        raise SpecInvalidError(errors)
 
 
 def load_document(source: object, limits: SpecLimits) -> dict[str, Any]:
@@ -250,30 +37,7 @@ def load_document(source: object, limits: SpecLimits) -> dict[str, Any]:
     Raises:
         SpecInvalidError: unreadable, unsafe, too large, or not a mapping.
     """
-    if isinstance(source, bytes | bytearray | memoryview):
-        raw = bytes(source)
-        if len(raw) > limits.max_bytes:
-            raise SpecInvalidError([SpecError("", f"the spec is larger than {limits.max_bytes} bytes")])
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise SpecInvalidError([SpecError("", f"the spec is not valid UTF-8 (byte {exc.start})")]) from None
-        document = _load_text(text, limits)
-    elif isinstance(source, str):
-        try:
-            size = len(source.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise SpecInvalidError([SpecError("", "the spec contains invalid characters (lone surrogates)")]) from None
-        if size > limits.max_bytes:
-            raise SpecInvalidError([SpecError("", f"the spec is larger than {limits.max_bytes} bytes")])
-        document = _load_text(source, limits)
-    elif isinstance(source, Mapping):
-        document = source
-    else:
-        raise SpecInvalidError([SpecError("", "the spec must be YAML or JSON text, or a mapping")])
-    if document is None:
-        raise SpecInvalidError([SpecError("", "the spec is empty")])
-    if not isinstance(document, Mapping):
-        raise SpecInvalidError([SpecError("", "the spec must be a mapping with a 'workflow' key")])
-    _check_plain(document, limits)
-    return dict(document)
+    try:
+        return _load_document(source, limits, what="the spec", shape="a mapping with a 'workflow' key")
+    except DocumentInvalidError as exc:
+        raise SpecInvalidError(exc.errors) from None

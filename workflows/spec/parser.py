@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from parsing.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
 from topology.tree import PREFERRED, REQUIRED
 from workflows.spec.checks import CrossChecks
 from workflows.spec.drafts import DEFAULT_RESOURCE, GroupDraft, ResourceDraft, TaskDraft
@@ -39,7 +40,6 @@ from workflows.spec.model import (
     TopologyEntry,
     WorkflowSpec,
 )
-from workflows.spec.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
 from workflows.spec.trees import build_tree
 
 NAME_PATTERN = re.compile(r"[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?")

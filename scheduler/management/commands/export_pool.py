@@ -6,8 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler.inventory import inventory_dump
 from scheduler.models import Pool
-from scheduler.services.pools import inventory_dump, pool_export
+from scheduler.services import pool_export
 
 
 class Command(BaseCommand):

@@ -8,16 +8,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from osmo.errors import ConflictError, ValidationFailedError
+from parsing import QuantityError, parse_quantity
+from scheduler.inventory import PoolShape, inventory_document, inventory_dump, pool_generate_inventory
 from scheduler.models import Pool
-from scheduler.services.pools import (
-    PoolShape,
-    inventory_document,
-    inventory_dump,
-    inventory_import,
-    pool_delete,
-    pool_generate_inventory,
-)
-from workflows.spec import QuantityError, parse_quantity
+from scheduler.services import inventory_import, pool_delete
 
 PRESETS = {
     # GB200 NVL72: one rack is one NVLink domain of 18 compute trays x 4 GPUs.

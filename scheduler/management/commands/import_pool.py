@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from osmo.errors import ValidationFailedError
-from scheduler.services.pools import inventory_import, inventory_load_text, inventory_parse
+from scheduler.services import inventory_import, inventory_load_text, inventory_parse
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler.models import Pool
-from scheduler.services.pools import kubernetes_nodes_list, pool_sync_from_kubernetes
+from scheduler.services import kubernetes_nodes_list, pool_sync_from_kubernetes
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.spec import QuantityError, format_quantity, parse_duration, parse_quantity
+from parsing import QuantityError, format_quantity, parse_duration, parse_quantity
 
 KI, MI, GI, TI = 2**10, 2**20, 2**30, 2**40
 

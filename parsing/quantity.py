@@ -1,4 +1,7 @@
-"""Kubernetes resource quantities and workflow durations, parsed to exact integers.
+"""Kubernetes resource quantities and durations, parsed to exact integers. Pure: stdlib only.
+
+Used for the resources of workflow specs and for the capacity of pool inventories and Kubernetes
+node objects, so both read ``960Gi`` or ``500m`` the same way.
 
 Quantities follow Kubernetes' grammar: a non-negative decimal number (``1``, ``1.5``, ``.5``) and an
 optional suffix, one of the binary SI suffixes ``Ki Mi Gi Ti Pi Ei`` (powers of 1024), the decimal
@@ -16,6 +19,8 @@ kind                  unit        rule
 
 Negative values, garbage, and values above ``2**63 - 1`` in the target unit raise
 :class:`QuantityError` (a ``ValueError``) with a message naming the resource and the input.
+
+Invariant: ``parse_quantity(format_quantity(n, kind), kind) == n`` for every ``n`` it returned.
 
 Durations (timeouts) are integer seconds or ``<int><unit>`` terms with units ``s m h d``
 (``45s``, ``30m``, ``2h``, ``1d``, ``1h30m``).

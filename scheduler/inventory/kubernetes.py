@@ -1,0 +1,105 @@
+"""Kubernetes Node objects as inventory node specs, and the pure half of listing them. Pure: no Django,
+no Kubernetes client.
+
+Mapping (:func:`kubernetes_node_to_spec`) of one ``/api/v1/nodes`` item (its JSON):
+
+- name: ``metadata.name``; an item whose name is not a valid node name is unusable;
+- labels: every string label of ``metadata.labels``;
+- capacity: ``status.allocatable`` ``nvidia.com/gpu`` (0 when absent, capped at ``MAX_GPU``), ``cpu``,
+  ``memory``, ``ephemeral-storage``; an unparsable quantity makes the item unusable;
+- schedulable: false when ``spec.unschedulable`` (cordoned) or a ``NoSchedule``/``NoExecute`` taint
+  is present whose key is not tolerated.
+
+Listing follows ``metadata.continue`` pages: :func:`node_list_arguments` builds the arguments of one
+``CoreV1Api.list_node`` call and :func:`node_list_page` reads its raw JSON response; the caller does
+the I/O and loops until the page's token is ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from parsing import QuantityError, parse_quantity
+from scheduler.inventory.document import MAX_GPU, NODE_NAME_RE, NodeSpec
+
+K8S_RESOURCES: tuple[tuple[str, str], ...] = (
+    ("nvidia.com/gpu", "gpu"),
+    ("cpu", "cpu"),
+    ("memory", "memory"),
+    ("ephemeral-storage", "storage"),
+)
+UNSCHEDULABLE_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def kubernetes_node_to_spec(
+    item: Mapping[str, Any], *, tolerated_taints: Iterable[str] = ()
+) -> tuple[NodeSpec | None, str | None]:
+    """Map one ``/api/v1/nodes`` item (JSON) to a :class:`NodeSpec`: all labels, ``status.allocatable``
+    as capacity, unschedulable when cordoned or tainted NoSchedule/NoExecute (taint keys in
+    ``tolerated_taints`` excepted). Returns ``(spec, None)`` or ``(None, reason)`` for an unusable item."""
+    metadata = item.get("metadata") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not re.fullmatch(NODE_NAME_RE, name) or len(name) > 253:
+        return None, f"invalid node name {name!r}"
+    labels = {
+        key: value
+        for key, value in (metadata.get("labels") or {}).items()
+        if isinstance(key, str) and isinstance(value, str)
+    }
+    allocatable = (item.get("status") or {}).get("allocatable") or {}
+    amounts: dict[str, int] = {}
+    for k8s_name, kind in K8S_RESOURCES:
+        raw = allocatable.get(k8s_name, 0)
+        try:
+            amounts[kind] = parse_quantity(raw, kind=kind)  # type: ignore[arg-type]
+        except QuantityError as exc:
+            return None, f"status.allocatable[{k8s_name!r}]: {exc}"
+    spec = item.get("spec") or {}
+    tolerated = set(tolerated_taints)
+    tainted = any(
+        taint.get("effect") in UNSCHEDULABLE_TAINT_EFFECTS and taint.get("key") not in tolerated
+        for taint in (spec.get("taints") or [])
+    )
+    return (
+        NodeSpec(
+            name=name,
+            labels=labels,
+            gpu=min(amounts["gpu"], MAX_GPU),
+            cpu_millis=amounts["cpu"],
+            memory_bytes=amounts["memory"],
+            storage_bytes=amounts["storage"],
+            schedulable=not bool(spec.get("unschedulable")) and not tainted,
+        ),
+        None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodePage:
+    """One page of a node list: its raw items and the token of the next page (``None`` on the last)."""
+
+    items: list[Mapping[str, Any]]
+    continue_token: str | None
+
+
+def node_list_arguments(*, label_selector: str | None, page_size: int, continue_token: str | None) -> dict[str, Any]:
+    """Keyword arguments of one ``CoreV1Api.list_node`` call: ``page_size`` items, raw JSON back
+    (``_preload_content=False``, read by :func:`node_list_page`), the selector and token when set."""
+    arguments: dict[str, Any] = {"limit": page_size, "_preload_content": False}
+    if label_selector:
+        arguments["label_selector"] = label_selector
+    if continue_token:
+        arguments["_continue"] = continue_token
+    return arguments
+
+
+def node_list_page(data: str | bytes) -> NodePage:
+    """Read one raw ``list_node`` response: its items and its ``metadata.continue`` token (empty -> ``None``)."""
+    payload = json.loads(data)
+    return NodePage(
+        items=payload.get("items") or [], continue_token=(payload.get("metadata") or {}).get("continue") or None
+    )
