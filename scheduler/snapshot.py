@@ -6,12 +6,13 @@ per node). Free capacity = capacity - external usage - active reservations.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.db.models import Sum
 
 from scheduler.models import Pool, Reservation
-from scheduler.placement import ClusterSnapshot, NodeState, Resources
+from scheduler.placement import ClusterSnapshot, DomainIndex, NodeState, Resources
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
@@ -87,3 +88,30 @@ def snapshot_empty(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterS
 def _label_value(labels: dict[str, Any] | None, label: str) -> str | None:
     value = (labels or {}).get(label)
     return None if value in (None, "") else str(value)
+
+
+# -- the idle pool, cached per process ---------------------------------------------------------------
+_IDLE_CACHE_SIZE = 8
+_idle_cache: dict[tuple[int, int, int], tuple[DomainIndex, threading.Lock]] = {}
+_idle_cache_lock = threading.Lock()
+
+
+def idle_index(pool: Pool) -> tuple[DomainIndex, threading.Lock]:
+    """The pool as if nothing of ours ran on it (:func:`snapshot_empty`), aggregated, with the lock a
+    caller must hold while solving on it (a solve borrows the index's arrays). Cached per process by
+    (pool, inventory epoch, keys version): inventory changes that can make more gangs fit move the
+    inventory epoch on, so a cached index is never more pessimistic than the pool."""
+    from scheduler.services.reservations import pool_epochs
+
+    _capacity, inventory = pool_epochs(pool.pk)
+    key = (pool.pk, inventory, pool.keys_version)
+    with _idle_cache_lock:
+        cached = _idle_cache.get(key)
+    if cached is None:
+        index = DomainIndex(snapshot_empty(pool, key_labels=pool_key_labels(pool)))
+        cached = (index, threading.Lock())
+        with _idle_cache_lock:
+            for stale in [k for k in _idle_cache if k[0] == pool.pk or len(_idle_cache) >= _IDLE_CACHE_SIZE]:
+                del _idle_cache[stale]
+            _idle_cache[key] = cached
+    return cached

@@ -49,3 +49,19 @@ class IdempotencyKeyReusedError(OsmoError):
             details={"errors": [{"path": "Idempotency-Key", "message": "already used with a different request"}],
                      "idempotency_key": key, "workflow_id": workflow_id},
         )
+
+
+class WorkflowNeverFitsError(OsmoError):
+    """A gang cannot be placed even on the pool's whole inventory as if idle (docs/design.md §11):
+    ``details.groups`` carries each such group's structured reason from the solver."""
+
+    http_status = 400
+    code = "never_fits"
+
+    def __init__(self, pool: str, groups: list[dict[str, object]]) -> None:
+        names = ", ".join(str(g["name"]) for g in groups)
+        first = str(groups[0]["message"]) if groups else ""
+        super().__init__(
+            f"Group(s) {names} can never be placed in pool {pool}, even when nothing else runs: {first}",
+            details={"pool": pool, "groups": groups},
+        )

@@ -13,6 +13,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
@@ -20,11 +21,15 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.models import Node, Pool
+from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
+from scheduler.results import result_to_json
+from scheduler.snapshot import idle_index
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
     IdempotencyKeyReusedError,
     PoolNotFoundError,
+    WorkflowNeverFitsError,
     WorkflowNotCancellableError,
     WorkflowSpecInvalidError,
 )
@@ -62,8 +67,9 @@ def pool_context(pool: Pool) -> PoolContext:
 
 
 def workflow_validate(*, pool_name: str, spec: str | dict[str, Any]) -> ValidatedSubmission:
-    """Parse and validate ``spec`` against the pool. Raises ``PoolNotFoundError`` or
-    ``WorkflowSpecInvalidError`` (every problem, each with its path)."""
+    """Parse and validate ``spec`` against the pool, and check that every gang could be placed on the
+    pool's whole inventory if nothing else ran. Raises ``PoolNotFoundError``,
+    ``WorkflowSpecInvalidError`` (every problem, each with its path) or ``WorkflowNeverFitsError``."""
     pool = Pool.objects.filter(name=pool_name).first()
     if pool is None:
         raise PoolNotFoundError(pool_name, list(Pool.objects.values_list("name", flat=True)))
@@ -71,8 +77,28 @@ def workflow_validate(*, pool_name: str, spec: str | dict[str, Any]) -> Validate
         parsed = parse_workflow(spec, pool=pool_context(pool))
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
+    _never_fits_check(pool, parsed)
     spec_text = spec if isinstance(spec, str) else _dump_yaml(spec)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text)
+
+
+def _never_fits_check(pool: Pool, spec: WorkflowSpec) -> None:
+    """Refuse gangs proven unplaceable on the idle pool (its capacity minus usage outside the service).
+    "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
+    ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow)."""
+    if not settings.OSMO_REFUSE_NEVER_FITS:
+        return
+    index, lock = idle_index(pool)
+    never: list[dict[str, Any]] = []
+    for group in spec.groups:
+        with lock:
+            outcome = solve(index, group_request_from_spec(group))
+        if isinstance(outcome, Unplaceable) and outcome.status == "unschedulable":
+            placement = result_to_json(outcome)
+            never.append({"name": group.name, "code": placement["code"], "message": placement["message"],
+                          "reason": placement["reason"]})
+    if never:
+        raise WorkflowNeverFitsError(pool.name, never)
 
 
 def _dump_yaml(data: dict[str, Any]) -> str:

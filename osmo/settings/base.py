@@ -225,6 +225,9 @@ OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2
 # Workers keep the tick going themselves (one follow-up chain beside beat), so placement and pod sync
 # continue if the beat process dies; a worker sends a first tick when it starts.
 OSMO_TICK_WITHOUT_BEAT = env.bool("OSMO_TICK_WITHOUT_BEAT", default=True)
+# Refuse at submission (400 never_fits) a gang that cannot be placed even on the whole inventory as if
+# idle. Turn off for pools that grow (autoscaling), where such a gang may fit later.
+OSMO_REFUSE_NEVER_FITS = env.bool("OSMO_REFUSE_NEVER_FITS", default=True)
 # A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
 OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 # A placed gang whose pods were not created after this long is dispatched again...

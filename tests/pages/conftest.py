@@ -26,8 +26,11 @@ def scene(django_user_model):
     - some external usage on z2 nodes and one cordoned node;
     - bob's ``single-nvl72-rack-1``, placed (other usage);
     - alice's ``multiple-nvl72-same-zone-1`` (seed 003 example 3), placed by a placement cycle;
-    - alice's ``big-clique-job-1``, waiting: no gpu-clique has 20 free nodes.
+    - alice's ``big-clique-job-1``, waiting: no gpu-clique has 20 free nodes (a pool that grows:
+      ``OSMO_REFUSE_NEVER_FITS`` off, so a gang larger than today's inventory is queued).
     """
+    from django.test import override_settings
+
     from scheduler.models import Node
     from tests.factories import example_spec, make_nvl72_pool
     from workflows.scheduling.cycle import placement_cycle_run
@@ -45,7 +48,8 @@ def scene(django_user_model):
     placed, _ = workflow_submit(user=alice, pool_name="nvl72", spec=example_spec("multiple-nvl72-same-zone"),
                                 priority="HIGH")
     placement_cycle_run(pool_id=pool.pk)
-    waiting, _ = workflow_submit(user=alice, pool_name="nvl72", spec=big_clique_spec())
+    with override_settings(OSMO_REFUSE_NEVER_FITS=False):
+        waiting, _ = workflow_submit(user=alice, pool_name="nvl72", spec=big_clique_spec())
     placement_cycle_run(pool_id=pool.pk)
     for workflow in (other, placed, waiting):
         workflow.refresh_from_db()

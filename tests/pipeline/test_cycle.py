@@ -202,7 +202,8 @@ def test_starving_gang_stops_backfill(user, racks, settings):
     assert TaskGroup.objects.get(workflow=small).unschedulable_reason["code"] == "behind_starving_group"
 
 
-def test_queue_timeout_fails_group(user, racks):
+def test_queue_timeout_fails_group(user, racks, settings):
+    settings.OSMO_REFUSE_NEVER_FITS = False  # a gang larger than the pool today stays queued
     workflow = submit(user, racks, gang_spec("late", 5, 4, extra="  timeout: {queue_timeout: 30s}\n"))
     TaskGroup.objects.filter(workflow=workflow).update(scheduling_since=timezone.now() - timedelta(seconds=31))
     result = placement_cycle_run(pool_id=racks.pk)
@@ -212,7 +213,8 @@ def test_queue_timeout_fails_group(user, racks):
     assert "queue_timeout (30s)" in workflow.failure_message
 
 
-def test_removed_key_makes_queued_group_wait_with_reason(user, racks):
+def test_removed_key_makes_queued_group_wait_with_reason(user, racks, settings):
+    settings.OSMO_REFUSE_NEVER_FITS = False  # a gang larger than the pool today stays queued
     workflow = submit(user, racks, gang_spec("keys", 5, 4))  # never fits: stays queued
     placement_cycle_run(pool_id=racks.pk)
     pool_keys_set(pool=racks, keys=[{"key": "row", "label": "row"}])
@@ -233,7 +235,8 @@ def test_cancel_releases_reservations(user, racks):
     assert set(Task.objects.values_list("status", flat=True)) == {"FAILED_CANCELED"}
 
 
-def test_relabelled_key_makes_queued_group_wait(user, racks):
+def test_relabelled_key_makes_queued_group_wait(user, racks, settings):
+    settings.OSMO_REFUSE_NEVER_FITS = False  # a gang larger than the pool today stays queued
     workflow = submit(user, racks, gang_spec("relabel", 5, 4))
     pool_keys_set(pool=racks, keys=[{"key": "rack", "label": "topology.kubernetes.io/rack"}])
     racks.refresh_from_db()
@@ -244,7 +247,8 @@ def test_relabelled_key_makes_queued_group_wait(user, racks):
     assert "now read another node label" in reason["message"]
 
 
-def test_added_unused_key_changes_nothing_for_queued_group(user, racks):
+def test_added_unused_key_changes_nothing_for_queued_group(user, racks, settings):
+    settings.OSMO_REFUSE_NEVER_FITS = False  # a gang larger than the pool today stays queued
     # given a group that fits once a node is added
     workflow = submit(user, racks, gang_spec("grow", 3, 4))
     placement_cycle_run(pool_id=racks.pk)

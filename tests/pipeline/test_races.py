@@ -145,6 +145,7 @@ def test_cancel_keeps_failed_upstream_of_downstream_groups(user, racks, no_broke
 def test_gang_that_never_fits_does_not_block_the_pool(user, racks, no_broker, settings):
     # given a gang that cannot fit even the idle pool (3 x 4 GPUs in one 2-node rack), waiting for long
     settings.OSMO_STARVATION_SECONDS = 60
+    settings.OSMO_REFUSE_NEVER_FITS = False  # a pool that grows: such a gang is queued, not refused
     impossible, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("never", 3, 4))
     TaskGroup.objects.filter(workflow=impossible).update(scheduling_since=timezone.now() - timedelta(hours=1))
     small, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("small", 1, 1, key=None))

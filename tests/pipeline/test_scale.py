@@ -20,6 +20,12 @@ from workflows.scheduling.cycle import CycleOptions, placement_cycle_run
 from workflows.services import workflow_cancel, workflow_submit
 
 
+@pytest.fixture(autouse=True)
+def growing_pools(settings):
+    """Queues of gangs that cannot fit today's inventory: pools that grow (no never_fits refusal)."""
+    settings.OSMO_REFUSE_NEVER_FITS = False
+
+
 @pytest.fixture
 def wide(db):
     """Four racks of four 4-GPU nodes (64 GPUs)."""

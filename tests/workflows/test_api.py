@@ -189,11 +189,7 @@ def test_dry_run_returns_trees_and_placement_and_stores_nothing(user_client, poo
     assert Workflow.objects.count() == 0
 
 
-def test_dry_run_unschedulable_explains(user_client):
-    pool = make_pool("tiny", keys=[("rack", "rack")])
-    for index in range(4):
-        make_node(pool, f"n{index}", {"rack": f"r{index}"}, gpu=2)
-    spec = """
+FOUR_IN_ONE_RACK = """
 workflow:
   name: four
   groups:
@@ -206,10 +202,48 @@ workflow:
 resources:
   default: {gpu: 1, topology: [{key: rack}]}
 """
-    body = user_client.post("/api/workflows/", {"pool": "tiny", "spec": spec, "dry_run": True}, format="json").json()
+
+
+def test_dry_run_unschedulable_explains(user_client, user):
+    """A gang that fits the idle pool but not now: the dry run previews "unschedulable" and why."""
+    # given rack r0 (two 2-GPU nodes) holding a 3-task gang, and rack r1 (one 2-GPU node)
+    from workflows.scheduling.cycle import placement_cycle_run
+
+    pool = make_pool("tiny", keys=[("rack", "rack")])
+    make_node(pool, "n0", {"rack": "r0"}, gpu=2)
+    make_node(pool, "n1", {"rack": "r0"}, gpu=2)
+    make_node(pool, "n2", {"rack": "r1"}, gpu=2)
+    hog = FOUR_IN_ONE_RACK.replace("name: four", "name: hog")
+    hog = hog.replace("    - {name: t4, image: busybox, command: [true]}\n", "")
+    assert user_client.post("/api/workflows/", {"pool": "tiny", "spec": hog}, format="json").status_code == 201
+    placement_cycle_run(pool_id=pool.pk)
+    # when
+    body = user_client.post("/api/workflows/", {"pool": "tiny", "spec": FOUR_IN_ONE_RACK, "dry_run": True},
+                            format="json").json()
+    # then
     placement = body["groups"][0]["placement"]
     assert placement["status"] == "unschedulable"
     assert "2 of 4" in placement["message"]
+
+
+@pytest.mark.parametrize("dry_run", [pytest.param(True, id="_case_dry_run"), pytest.param(False, id="_case_submit")])
+def test_a_gang_that_never_fits_is_refused(user_client, dry_run):
+    # given four racks of one 2-GPU node: no rack can ever hold four 1-GPU tasks
+    pool = make_pool("tiny", keys=[("rack", "rack")])
+    for index in range(4):
+        make_node(pool, f"n{index}", {"rack": f"r{index}"}, gpu=2)
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "tiny", "spec": FOUR_IN_ONE_RACK, "dry_run": dry_run},
+                                format="json")
+    # then 400 never_fits with the solver's structured reason, and nothing stored
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "never_fits"
+    assert body["message"].startswith("Group(s) g can never be placed in pool tiny, even when nothing else runs:")
+    [group] = body["details"]["groups"]
+    assert (group["name"], group["code"], group["reason"]["tasks_needed"]) == ("g", "no_domain", 4)
+    assert "2 of 4" in group["message"]
+    assert Workflow.objects.count() == 0
 
 
 def test_idempotency_key_returns_the_same_workflow(user_client, pool):
