@@ -345,7 +345,7 @@ class NodeAdmin(admin.ModelAdmin):
                 usage["reserved"][name],
                 usage["free"][name],
             )
-            for name in selectors.RESOURCE_NAMES
+            for name in selectors.RESOURCE_API_NAMES
         ]
         header = "<tr><th></th><th>capacity</th><th>used</th><th>reserved</th><th>free</th></tr>"
         return format_html("<table>{}{}</table>", format_html(header), format_html("".join(rows)))

@@ -36,15 +36,13 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Greatest
 
 from scheduler.models import Node, Pool, Reservation, TopologyKey
+from scheduler.resources import RESOURCE_API_NAMES
+from scheduler.resources import RESOURCES as RESOURCE_TABLE
 
 # (resource name in API output, capacity field, external usage field, reservation field)
-RESOURCES: tuple[tuple[str, str, str, str], ...] = (
-    ("gpu", "gpu", "used_gpu", "gpu"),
-    ("cpu_millis", "cpu_millis", "used_cpu_millis", "cpu_millis"),
-    ("memory_bytes", "memory_bytes", "used_memory_bytes", "memory_bytes"),
-    ("storage_bytes", "storage_bytes", "used_storage_bytes", "storage_bytes"),
+RESOURCES: tuple[tuple[str, str, str, str], ...] = tuple(
+    (r.api_name, r.capacity_field, r.used_field, r.amount_field) for r in RESOURCE_TABLE
 )
-RESOURCE_NAMES: tuple[str, ...] = tuple(name for name, *_ in RESOURCES)
 
 
 def label_text(label: str, field: str = "labels") -> Cast:
@@ -68,7 +66,7 @@ def _reserved_subquery(field: str) -> Coalesce:
 
 
 def node_queryset_with_usage(pool: Pool | int | None = None) -> QuerySet[Node]:
-    """Nodes annotated per resource with ``reserved_<r>`` and ``free_<r>`` (``r`` in :data:`RESOURCE_NAMES`).
+    """Nodes annotated per resource with ``reserved_<r>`` and ``free_<r>`` (``r`` in :data:`RESOURCE_API_NAMES`).
 
     ``free_<r> = capacity - used - reserved`` for the node itself (negative only if over-committed),
     whatever its ``schedulable`` flag. One query, whatever the number of nodes or reservations.
@@ -93,8 +91,8 @@ def node_usage_dict(node: Node) -> dict[str, dict[str, int]]:
     return {
         "capacity": {name: getattr(node, capacity) for name, capacity, _u, _r in RESOURCES},
         "used": {name: getattr(node, used) for name, _c, used, _r in RESOURCES},
-        "reserved": {name: getattr(node, f"reserved_{name}") for name in RESOURCE_NAMES},
-        "free": {name: getattr(node, f"free_{name}") for name in RESOURCE_NAMES},
+        "reserved": {name: getattr(node, f"reserved_{name}") for name in RESOURCE_API_NAMES},
+        "free": {name: getattr(node, f"free_{name}") for name in RESOURCE_API_NAMES},
     }
 
 
@@ -125,15 +123,15 @@ class Totals:
 
     node_count: int = 0
     schedulable_node_count: int = 0
-    capacity: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
-    used: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
-    reserved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
-    free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0))
+    capacity: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_API_NAMES, 0))
+    used: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_API_NAMES, 0))
+    reserved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_API_NAMES, 0))
+    free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCE_API_NAMES, 0))
 
     def merge(self, other: Totals) -> None:
         self.node_count += other.node_count
         self.schedulable_node_count += other.schedulable_node_count
-        for name in RESOURCE_NAMES:
+        for name in RESOURCE_API_NAMES:
             self.capacity[name] += other.capacity[name]
             self.used[name] += other.used[name]
             self.reserved[name] += other.reserved[name]
@@ -180,7 +178,7 @@ def _grouped_totals(*, pool_ids: Sequence[int], labels: Sequence[str]) -> dict[t
         totals.node_count += row["node_count"]
         if row["schedulable"]:
             totals.schedulable_node_count += row["node_count"]
-        for name in RESOURCE_NAMES:
+        for name in RESOURCE_API_NAMES:
             totals.capacity[name] += row[f"sum_capacity_{name}"]
             totals.used[name] += row[f"sum_used_{name}"]
             if row["schedulable"]:
@@ -297,7 +295,7 @@ def node_labels_by_name(*, pool: Pool, names: Iterable[str]) -> dict[str, dict[s
 
 __all__ = [
     "RESOURCES",
-    "RESOURCE_NAMES",
+    "RESOURCE_API_NAMES",
     "Totals",
     "node_labels_by_name",
     "node_list",

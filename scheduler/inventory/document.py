@@ -47,6 +47,7 @@ from parsing import (
     storable_text,
 )
 from parsing.loader import MAX_INT_BITS
+from scheduler.resources import RESOURCES
 
 # Name patterns; ``scheduler.models`` validates the same fields with the same patterns (a test keeps
 # the two equal).
@@ -68,11 +69,9 @@ NAME_HINTS = {
 }
 
 # (inventory name, quantity kind, capacity field, external usage field)
-INVENTORY_RESOURCES: tuple[tuple[str, str, str, str], ...] = (
-    ("gpu", "gpu", "gpu", "used_gpu"),
-    ("cpu", "cpu", "cpu_millis", "used_cpu_millis"),
-    ("memory", "memory", "memory_bytes", "used_memory_bytes"),
-    ("storage", "storage", "storage_bytes", "used_storage_bytes"),
+# (name in the document, quantity kind, Node capacity field, Node external-usage field)
+INVENTORY_RESOURCES: tuple[tuple[str, str, str, str], ...] = tuple(
+    (r.name, r.kind, r.capacity_field, r.used_field) for r in RESOURCES
 )
 NODE_VALUE_FIELDS: tuple[str, ...] = (
     "labels",

@@ -25,13 +25,9 @@ from typing import Any
 
 from parsing import QuantityError, parse_quantity
 from scheduler.inventory.document import MAX_GPU, NODE_NAME_RE, NodeSpec
+from scheduler.resources import RESOURCES
 
-K8S_RESOURCES: tuple[tuple[str, str], ...] = (
-    ("nvidia.com/gpu", "gpu"),
-    ("cpu", "cpu"),
-    ("memory", "memory"),
-    ("ephemeral-storage", "storage"),
-)
+K8S_RESOURCES: tuple[tuple[str, str], ...] = tuple((r.kubernetes_name, r.kind) for r in RESOURCES)
 UNSCHEDULABLE_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 

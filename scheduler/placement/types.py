@@ -1,4 +1,4 @@
-"""Solver input and output types (design §5). Pure: stdlib only, frozen values, ids are strings.
+"""Solver input and output types (docs/design.md §5). Pure: stdlib only, frozen values, ids are strings.
 
 Units: ``gpu`` whole devices, ``cpu`` millicores, ``memory`` and ``storage`` bytes (the spec package's
 quantity parser produces these). ``NodeState.labels`` holds one value per topology key of the
@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
+from scheduler.resources import RESOURCE_NAMES as RESOURCE_NAMES  # the order of every resource vector
 from topology.tree import ConstraintTree, NodePath
-
-RESOURCE_NAMES: tuple[str, ...] = ("gpu", "cpu", "memory", "storage")
 
 
 @dataclass(frozen=True, slots=True)

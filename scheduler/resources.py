@@ -1,0 +1,34 @@
+"""The resources a task requests and a machine offers: the one table every layer reads (specs,
+inventories, the solver, the models, the API and Kubernetes). Pure: stdlib only.
+
+Units are base units everywhere below the spec parser: GPUs are whole devices, ``cpu`` millicores,
+``memory`` and ``storage`` bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    name: str  # in specs, inventories and the solver
+    kind: str  # the quantity kind its values are parsed as (``parsing.parse_quantity``)
+    api_name: str  # in API output and selector annotations (the unit is in the name)
+    capacity_field: str  # Node: what the machine has
+    used_field: str  # Node: what is used outside the service
+    amount_field: str  # Task and Reservation: what a task requests / holds
+    kubernetes_name: str  # in a Kubernetes node's allocatable and a pod's requests
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("gpu", "gpu", "gpu", "gpu", "used_gpu", "gpu", "nvidia.com/gpu"),
+    Resource("cpu", "cpu", "cpu_millis", "cpu_millis", "used_cpu_millis", "cpu_millis", "cpu"),
+    Resource("memory", "memory", "memory_bytes", "memory_bytes", "used_memory_bytes", "memory_bytes", "memory"),
+    Resource("storage", "storage", "storage_bytes", "storage_bytes", "used_storage_bytes", "storage_bytes",
+             "ephemeral-storage"),
+)
+#: Resource names in specs, inventories and the solver, in the order of every resource vector.
+RESOURCE_NAMES: tuple[str, ...] = tuple(r.name for r in RESOURCES)
+#: The same resources as the API and the selectors name them.
+RESOURCE_API_NAMES: tuple[str, ...] = tuple(r.api_name for r in RESOURCES)
