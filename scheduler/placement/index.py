@@ -166,11 +166,11 @@ class DomainIndex:
         nkeys = len(snapshot.keys)
         self.machines = len(snapshot.nodes)
         self.cordoned = 0
-        self.nodes: dict[str, NodeState] = {}
+        self._snapshot_nodes = snapshot.nodes
+        self._nodes: dict[str, NodeState] | None = None  # by name, built on first use
         groups: dict[tuple[tuple[str, ...], Vec, str], list[str]] = {}
-        self._where: dict[str, tuple[tuple[str, ...], Vec, str]] = {}
+        self._where: dict[str, tuple[tuple[str, ...], Vec, str]] | None = None
         for node in snapshot.nodes:
-            self.nodes[node.name] = node
             if not node.schedulable:
                 self.cordoned += 1
                 continue
@@ -184,7 +184,6 @@ class DomainIndex:
             free = (f.gpu, f.cpu, f.memory, f.storage)
             name = node.name
             key = (path, free, name if name in special else "")
-            self._where[name] = key
             bucket = groups.get(key)
             if bucket is None:
                 groups[key] = [name]
@@ -231,9 +230,31 @@ class DomainIndex:
         stats = Exclusions(machines=self.machines, cordoned=self.cordoned, depth=[0] * (nkeys + 1))
         table = Table(key, [[0] * nshapes for _ in range(count)], [[0, 0, 0, 0] for _ in range(count)], stats,
                       [{} for _ in key])
+        ranges = range(nshapes)
         for d in range(count):
-            for (free, sp), names in self.classes[d].items():
-                self._account(table, d, free, sp, len(names), 1, aggregate=False)
+            classes = self.classes[d]
+            if not classes:
+                continue
+            depth = len(self.path[d])
+            cap, tot = table.cap[d], table.tot[d]
+            for (free, sp), names in classes.items():
+                # Inlined _account (the build's hot loop): one class of n machines added to domain d.
+                n = len(names)
+                fits = [_fit_of(table, free, sp, s) for s in ranges]
+                if sp:
+                    stats.nodes_excluded += 1
+                    if not any(fits):
+                        continue
+                elif not any(fits):
+                    stats.too_small += n
+                    continue
+                stats.depth[depth] += n
+                for s in ranges:
+                    if fits[s]:
+                        cap[s] += fits[s] * n
+                for r in range(4):
+                    if free[r] > 0:
+                        tot[r] += free[r] * n
         for d in range(count - 1, 0, -1):
             p = self.parent[d]
             for s, v in enumerate(table.cap[d]):
@@ -272,17 +293,36 @@ class DomainIndex:
 
     # -- updates ---------------------------------------------------------------------------------------
 
+    @property
+    def nodes(self) -> dict[str, NodeState]:
+        """Every machine of the snapshot by name, in snapshot order, with its current free capacity."""
+        if self._nodes is None:
+            self._nodes = {node.name: node for node in self._snapshot_nodes}
+        return self._nodes
+
+    def _locations(self) -> dict[str, tuple[tuple[str, ...], Vec, str]]:
+        """Each indexed machine's class key: (domain path, free, special name)."""
+        if self._where is None:
+            self._where = {
+                name: (self.path[d], free, sp)
+                for d, classes in enumerate(self.classes)
+                for (free, sp), names in classes.items()
+                for name in names
+            }
+        return self._where
+
     def place(self, assignments: Sequence[tuple[str, Vec]]) -> None:
         """Take ``request`` off each named machine for good (a gang was placed): classes, node states
         and every table stay equal to a fresh build on the resulting snapshot."""
         for name, req in assignments:
-            node = self.nodes[name]
+            nodes = self.nodes
+            node = nodes[name]
             f = node.free
             free = (f.gpu, f.cpu, f.memory, f.storage)
             nfree = (free[0] - req[0], free[1] - req[1], free[2] - req[2], free[3] - req[3])
-            self.nodes[name] = NodeState(name=name, labels=node.labels, free=Resources(*nfree),
-                                         schedulable=node.schedulable)
-            where = self._where.get(name)
+            nodes[name] = NodeState(name=name, labels=node.labels, free=Resources(*nfree),
+                                    schedulable=node.schedulable)
+            where = self._locations().get(name)
             if where is None:  # cordoned: not indexed
                 continue
             path, _old, sp = where
@@ -297,7 +337,7 @@ class DomainIndex:
                 classes[(nfree, sp)] = [name]
             else:
                 _insort_desc(bucket, name)
-            self._where[name] = (path, nfree, sp)
+            self._locations()[name] = (path, nfree, sp)
             for table in self._tables.values():
                 self._account(table, d, free, sp, 1, -1, aggregate=True)
                 self._account(table, d, nfree, sp, 1, 1, aggregate=True)

@@ -45,7 +45,8 @@ class _Context:
         self.group = group
         self.policy = policy
         self.ti = index_tree(group, index.keys)
-        self.shapes, self.task_shape = shapes_of(group, index.nodes)
+        excluding = any(task.nodes_excluded for task in group.tasks)
+        self.shapes, self.task_shape = shapes_of(group, index.nodes if excluding else ())
         special = frozenset().union(*(shape.excluded for shape in self.shapes))
         if not special <= index.special:
             # Excluded machines get classes of their own: a one-off index for this gang.
