@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from scheduler.models import Pool, Reservation
@@ -90,3 +90,56 @@ def pool_occupancy_by_workflow(*, pool: Pool, labels: Sequence[str]) -> QuerySet
         )
         .annotate(gpu_total=Sum("gpu"), task_count=Count("pk"))
     )
+
+
+def group_waiting(group: TaskGroup) -> dict[str, Any] | None:
+    """Why a queued gang waits, as people ask it (docs/design.md §11), in three queries: its place in
+    the pool's queue and what is ahead of it per priority, and — when the solver named the best
+    domain of the constraint that failed — the workflows holding capacity there. ``None`` unless
+    the gang is SCHEDULING.
+
+    Returns ``{"position": n, "ahead": {"HIGH": a, "NORMAL": b, "LOW": c}, "domain": {"key", "path"} |
+    None, "holders": [{"workflow", "gpu", "tasks"}]}`` (holders largest first, at most 10)."""
+    from workflows.choices import PRIORITY_RANK, TaskStatus
+
+    if group.status != TaskStatus.SCHEDULING:
+        return None
+    workflow = group.workflow
+    rank = PRIORITY_RANK.get(workflow.priority, 9)
+    queued = TaskGroup.objects.filter(workflow__pool_id=workflow.pool_id, status=TaskStatus.SCHEDULING)
+    before = Q(workflow__submitted_at__lt=workflow.submitted_at) | Q(
+        workflow__submitted_at=workflow.submitted_at, workflow_id__lt=workflow.pk
+    ) | Q(workflow_id=workflow.pk, position__lt=group.position)
+    higher = [name for name, value in PRIORITY_RANK.items() if value < rank]
+    ahead_rows = (
+        queued.filter(Q(workflow__priority__in=higher) | (Q(workflow__priority=workflow.priority) & before))
+        .order_by()
+        .values("workflow__priority")
+        .annotate(n=Count("pk"))
+    )
+    ahead = {str(name): 0 for name in PRIORITY_RANK}
+    for row in ahead_rows:
+        ahead[row["workflow__priority"]] = row["n"]
+    result: dict[str, Any] = {"position": sum(ahead.values()) + 1, "ahead": ahead, "domain": None, "holders": []}
+    detail = ((group.unschedulable_reason or {}).get("reason") or {})
+    best = (detail.get("best_domain") or {}).get("path")
+    key = detail.get("key")
+    if best and key:
+        keys = list(workflow.pool.topology_keys.order_by("position").values_list("key", "label"))
+        labels = [label for _key, label in keys[: len(best)]]
+        aliases = {f"domain_value_{i}": label_text(label, "node__labels") for i, label in enumerate(labels)}
+        matches = (
+            Reservation.objects.filter(pool_id=workflow.pool_id, released_at__isnull=True)
+            .annotate(**aliases)
+            .filter(**{alias: value for alias, value in zip(aliases, best, strict=False)})
+        )
+        holders = (
+            matches.order_by()
+            .values(workflow_key=F("task__workflow__workflow_id"))
+            .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
+            .order_by("-gpu", "workflow_key")[:10]
+        )
+        result["domain"] = {"key": key, "path": list(best)}
+        result["holders"] = [{"workflow": row["workflow_key"], "gpu": row["gpu"], "tasks": row["tasks"]}
+                             for row in holders]
+    return result
