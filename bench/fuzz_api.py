@@ -1,4 +1,4 @@
-"""API fuzzing: "no 5xx for any input" and the error envelope (design §7), against a running server.
+"""API fuzzing: "no 5xx for any input" and the error envelope (docs/design.md §7), against a running server.
 
 Two parts, both only ever sending to the URL given (use a throwaway server on loopback):
 

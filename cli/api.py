@@ -1,4 +1,4 @@
-"""A small httpx client of the service's REST API (design §7) that turns every failure into a :class:`CliError`.
+"""A small httpx client of the service's REST API (docs/design.md §7) that turns every failure into a :class:`CliError`.
 
 GETs retry connection failures (httpx transport retries) and 502/503/504 answers a few times; POSTs
 are sent once (a submission carries an ``Idempotency-Key``, so re-running the same command by hand

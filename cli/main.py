@@ -1,4 +1,4 @@
-"""``osmo``: submit and follow workflows, look at pools. A client of the REST API (design §7).
+"""``osmo``: submit and follow workflows, look at pools. A client of the REST API (docs/design.md §7).
 
 Every read takes ``--json`` (the API's answer, unchanged). Errors are the user's to fix and are said
 so on stderr, without tracebacks; exit codes: 0 ok, 1 error (or a workflow that failed), 2 usage or

@@ -4,7 +4,7 @@ per domain. One model, shared by the admin's hierarchy view and the status pages
 heat map and a placement map).
 
 - A domain is identified by its path, the label values of keys ``0..i``: rack ``r1`` in zone ``a`` and
-  rack ``r1`` in zone ``b`` are two domains (design §4).
+  rack ``r1`` in zone ``b`` are two domains (docs/design.md §4).
 - A machine missing the label of a key hangs under a ``(no <key>)`` domain at that level (path value
   ``None``); such a domain and everything below it is not :attr:`Domain.labelled`, and the machine is
   counted in :attr:`DomainTree.unlabelled_node_count`. A coarser domain's totals include every

@@ -239,7 +239,7 @@ def pool_capacity_summary(pool: Pool, *, keys: Sequence[TopologyKey] | None = No
     unless given), whatever the number of nodes, reservations or keys.
 
     A domain of key ``k`` (position ``i``) is identified by the label values of keys ``0..i``: rack
-    ``r1`` in zone ``a`` and rack ``r1`` in zone ``b`` are two domains (design §4). Nodes missing the
+    ``r1`` in zone ``a`` and rack ``r1`` in zone ``b`` are two domains (docs/design.md §4). Nodes missing the
     label of ``k`` or of a coarser key belong to no domain of ``k``; they are counted in
     ``unlabelled`` for that key.
 

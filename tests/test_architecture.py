@@ -1,4 +1,4 @@
-"""The pure packages import nothing from Django, DRF or Celery (design §2), and the scheduler's inventory
+"""The pure packages import nothing from Django, DRF or Celery (docs/design.md §2), and the scheduler's inventory
 code imports nothing from the workflows app (dependencies between the apps go one way)."""
 
 import ast

@@ -1,4 +1,5 @@
-"""Serializers of the pool and node API (design §7). Module-level, unique names (they become OpenAPI components).
+"""Serializers of the pool and node API (docs/design.md §7). Module-level, unique names (they become
+OpenAPI components).
 
 Output amounts are integers in base units: ``gpu`` devices, ``cpu_millis`` millicores, ``memory_bytes``
 and ``storage_bytes`` bytes. Inputs (node capacity, the inventory file) take Kubernetes quantities.
@@ -249,7 +250,8 @@ class PoolSectionInputSerializer(serializers.Serializer):
 
 
 class PoolImportInputSerializer(serializers.Serializer):
-    """The §7 inventory document as JSON (or send the YAML text with ``Content-Type: application/yaml``)."""
+    """The inventory document (docs/design.md §7) as JSON (or send the YAML text with
+    ``Content-Type: application/yaml``)."""
 
     pool = PoolSectionInputSerializer()
     topology_keys = TopologyKeyInputSerializer(many=True, required=False)

@@ -1,4 +1,4 @@
-"""Pool and node endpoints (design §7). Reads for every signed-in user, writes for staff.
+"""Pool and node endpoints (docs/design.md §7). Reads for every signed-in user, writes for staff.
 
 Adapters only: validate the input, call one service, render with the output serializer. Every
 read runs a fixed number of queries, whatever the number of nodes.
@@ -158,7 +158,7 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
     @extend_schema(
         summary="Import an inventory file (staff): upsert the pool, its keys and nodes",
         description=(
-            "The §7 inventory document as JSON, or its YAML text with `Content-Type: application/yaml`. "
+            "The docs/design.md §7 inventory document as JSON, or its YAML text with `Content-Type: application/yaml`. "
             "Every problem is reported with its place in the document (`nodes[3].capacity.gpu`); nothing "
             "is stored unless the whole document is valid."
         ),

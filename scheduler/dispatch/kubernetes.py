@@ -1,9 +1,9 @@
-"""The ``kubernetes`` dispatch backend: one pod per task, through the official client (design §6).
+"""The ``kubernetes`` dispatch backend: one pod per task, through the official client (docs/design.md §6).
 
 Every task becomes one pod with a deterministic name, pinned to its chosen node by a
 ``kubernetes.io/hostname`` node selector, with requests == limits for cpu, memory, ephemeral storage
 and ``nvidia.com/gpu``. Calls are idempotent: creating a pod that exists (409 AlreadyExists) and
-deleting one that is gone (404 NotFound) are success. API errors are split for Celery (style guide §4):
+deleting one that is gone (404 NotFound) are success. API errors are split for Celery's retries:
 
 * transient (:class:`DispatchTransientError`, retried with backoff): connection errors and timeouts,
   408, 429 and every 5xx;

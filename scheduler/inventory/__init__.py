@@ -1,4 +1,4 @@
-"""Pool inventories (design §7) as plain values. Pure: stdlib, PyYAML and :mod:`parsing` only; no
+"""Pool inventories (docs/design.md §7) as plain values. Pure: stdlib, PyYAML and :mod:`parsing` only; no
 Django, no database, no Kubernetes client.
 
 - :mod:`scheduler.inventory.document`: load and validate an inventory document into frozen

@@ -1,4 +1,4 @@
-"""The pool inventory document (design §7): loading and validation into frozen values. Pure: no Django.
+"""The pool inventory document (docs/design.md §7): loading and validation into frozen values. Pure: no Django.
 
 Inventory document, YAML or JSON::
 

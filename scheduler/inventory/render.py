@@ -1,4 +1,4 @@
-"""Inventory documents written back out (design §7): node entries, whole documents, YAML or JSON text.
+"""Inventory documents written back out (docs/design.md §7): node entries, whole documents, YAML or JSON text.
 Pure: no Django.
 
 Invariant: what :func:`inventory_document` and :func:`node_inventory_entry` produce is accepted by

@@ -1,4 +1,4 @@
-"""Structured reasons for "unschedulable" (design §5, "Explained").
+"""Structured reasons for "unschedulable" (docs/design.md §5, "Explained").
 
 Called only after the search proved the required-only problem infeasible. It looks for the first
 culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.index.GangSearch`:

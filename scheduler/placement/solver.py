@@ -1,6 +1,6 @@
 """Entry point :func:`solve`: required constraints hard, preferred ones met whenever possible.
 
-Algorithm (design §4, §5):
+Algorithm (docs/design.md §4, docs/design.md §5):
 1. Index the tree (pre-order), map each node's key to its level in the snapshot's key order and each
    task to a *shape* (request + excluded machines present in the pool); aggregate the pool once
    (:class:`scheduler.placement.index.DomainIndex`).

@@ -1,4 +1,4 @@
-"""Writes of whole inventories: import (design §7), export, and the Kubernetes node sync.
+"""Writes of whole inventories: import (docs/design.md §7), export, and the Kubernetes node sync.
 
 :func:`inventory_import` upserts a parsed :class:`~scheduler.inventory.Inventory` in one transaction
 and touches only rows that differ, so importing the same file twice changes nothing.
@@ -286,7 +286,7 @@ def inventory_import_text(text: str | bytes, **kwargs: Any) -> ImportReport:
 
 
 def pool_export(pool: Pool) -> dict[str, Any]:
-    """The pool as an inventory document (§7) that :func:`inventory_import` reads back unchanged."""
+    """The pool as an inventory document (docs/design.md §7) that :func:`inventory_import` reads back unchanged."""
     machines = Node.objects.filter(pool=pool).order_by("name").iterator(chunk_size=BATCH_SIZE)
     nodes = [node_inventory_entry(node) for node in machines]
     return {

@@ -9,7 +9,7 @@ from workflows.models import TaskGroup
 
 
 def domain_of(node: Node, keys: list[tuple[str, str]], key: str) -> tuple[str, ...]:
-    """The node's full label path down to ``key`` (domain identity, design §4)."""
+    """The node's full label path down to ``key`` (domain identity, docs/design.md §4)."""
     path = []
     for name, label in keys:
         path.append(node.labels.get(label))

@@ -63,7 +63,7 @@ def test_seed_examples_run_to_completion_on_nvl72(user, celery_worker_factory, c
     same_zone = Task.objects.filter(workflow__name="multiple-nvl72-same-zone").select_related("node")
     assert len({t.node.labels["topology.kubernetes.io/zone"] for t in same_zone}) == 1
     # reused group names: task-1 and task-2 share a rack; zone-a and zone-b are distinct tree nodes,
-    # which may share a zone (design §4: siblings may share a domain or not), so nothing forces task-3 apart
+    # which may share a zone (docs/design.md §4: siblings may share a domain or not), so nothing forces task-3 apart
     scoped = {t.name: t.node for t in Task.objects.filter(workflow__name="scoped-group-example").select_related("node")}
     rack = "topology.kubernetes.io/rack"
     assert scoped["task-1"].labels[rack] == scoped["task-2"].labels[rack]

@@ -1,4 +1,4 @@
-"""Issue 5 "Examples that must come out right", plus the cases design §5 names (flat, exact)."""
+"""The placement examples that must come out right, plus the cases docs/design.md §5 names (flat, exact)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""REST contract of /api/pools/ (design §7): reads for users, writes for staff, 4xx envelopes with paths."""
+"""REST contract of /api/pools/ (docs/design.md §7): reads for users, writes for staff, 4xx envelopes with paths."""
 
 from __future__ import annotations
 

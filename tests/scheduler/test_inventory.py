@@ -1,4 +1,4 @@
-"""import_pool / export_pool: validation with paths, atomicity, idempotency, round trip (issue 4)."""
+"""import_pool / export_pool: validation with paths, atomicity, idempotency, round trip."""
 
 from __future__ import annotations
 

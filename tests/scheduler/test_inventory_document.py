@@ -1,4 +1,4 @@
-"""The pure inventory package (design §7): document loading and validation, rendering, synthetic pools
+"""The pure inventory package (docs/design.md §7): document loading and validation, rendering, synthetic pools
 and the Kubernetes node mapping. No database."""
 
 from __future__ import annotations

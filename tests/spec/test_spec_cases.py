@@ -1,4 +1,4 @@
-"""Issue 3's numbered semantics (cases 1-14), one or more flat tests per case.
+"""The spec semantics' numbered cases (1-14), one or more flat tests per case.
 
 Pool keys are zone > spine > rack > gpu-clique unless a case says otherwise. Trees are asserted
 as exact outlines or exact JSON; errors as exact (path, message) lists.

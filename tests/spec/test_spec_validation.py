@@ -1,4 +1,4 @@
-"""Normalisation and the validation rules of design §3 beyond issue 3's numbered cases."""
+"""Normalisation and the validation rules of docs/design.md §3 beyond the numbered cases of test_spec_cases.py."""
 
 from __future__ import annotations
 

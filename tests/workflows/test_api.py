@@ -1,4 +1,4 @@
-"""Contract tests of the workflow endpoints (design §7)."""
+"""Contract tests of the workflow endpoints (docs/design.md §7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The placement cycle of one pool: lock -> snapshot -> walk the queue -> persist -> dispatch
-(docs/design.md §6, §8).
+(docs/design.md §6, docs/design.md §8).
 
 One cycle per pool at a time: on PostgreSQL a transaction-scoped advisory lock keyed by the pool
 (other pools proceed in parallel on other workers); on SQLite the IMMEDIATE transaction already

@@ -1,4 +1,4 @@
-"""Workflow specs (design §3) and scoped constraint trees (§4). Pure: stdlib and PyYAML only.
+"""Workflow specs (docs/design.md §3) and scoped constraint trees (docs/design.md §4). Pure: stdlib and PyYAML only.
 
 Entry point::
 

@@ -1,4 +1,4 @@
-"""Cross-checks over a parsed spec's drafts (design §3), run after every section was read.
+"""Cross-checks over a parsed spec's drafts (docs/design.md §3), run after every section was read.
 
 - names: task names unique across the workflow, group names unique (first use wins, later uses
   are errors pointing at the first);

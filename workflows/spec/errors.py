@@ -1,4 +1,4 @@
-"""Validation errors of the spec package (design §3).
+"""Validation errors of the spec package (docs/design.md §3).
 
 Every problem found in a spec becomes one :class:`SpecError` with the path of the offending value
 (``workflow.resources.model-1.topology[0].key``, syntax of :func:`parsing.errors.join_path`) and a

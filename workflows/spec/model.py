@@ -1,4 +1,4 @@
-"""The validated workflow spec (design §3) as frozen values, and the pool facts it is checked against.
+"""The validated workflow spec (docs/design.md §3) as frozen values, and the pool facts it is checked against.
 
 Everything here is produced by :func:`workflows.spec.parse_workflow` after validation succeeded, so
 the invariants hold for every instance it returns:

@@ -1,4 +1,4 @@
-"""Parsing, normalisation and validation of workflow specs (design §3), then tree building (§4).
+"""Parsing, normalisation and validation of workflow specs (docs/design.md §3), then tree building (docs/design.md §4).
 
 Algorithm of :func:`parse_workflow`:
 1. Load the document safely within :class:`SpecLimits` (:mod:`workflows.spec.loader`).

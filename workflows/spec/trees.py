@@ -1,4 +1,4 @@
-"""Scoped constraint trees (design §4): building, conflict detection, JSON and text rendering.
+"""Scoped constraint trees (docs/design.md §4): building, conflict detection, JSON and text rendering.
 
 Algorithm of :func:`build_tree`, per task group:
 1. Sort each task's topology entries by the pool's key order (coarsest first); the order in the

@@ -12,7 +12,7 @@ from scheduler.services import pool_export
 
 
 class Command(BaseCommand):
-    help = "Export a pool (keys in order, nodes, capacity, external usage) in the inventory format (design §7)."
+    help = "Export a pool (keys in order, nodes, capacity, external usage) in the inventory format (docs/design.md §7)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("pool", metavar="POOL", help="Name of the pool to export.")

@@ -1,4 +1,4 @@
-"""``manage.py import_pool FILE [FILE ...]``: upsert pools from inventory files (design §7)."""
+"""``manage.py import_pool FILE [FILE ...]``: upsert pools from inventory files (docs/design.md §7)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from scheduler.services import inventory_import, inventory_load_text, inventory_
 
 class Command(BaseCommand):
     help = (
-        "Create or update pools from inventory files (YAML or JSON, design §7). Validates the whole file "
+        "Create or update pools from inventory files (YAML or JSON, docs/design.md §7). Validates the whole file "
         "first and reports every problem with its place in the file; writes nothing unless the file is "
         "valid. Idempotent: importing the same file again changes nothing."
     )
