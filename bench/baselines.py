@@ -19,8 +19,9 @@ the algorithms, not the data loading.
 
 from __future__ import annotations
 
-from scheduler.placement.index import DomainIndex, GangSearch
+from scheduler.placement.index import DomainIndex
 from scheduler.placement.plan import TreeIndex, index_tree, shapes_of
+from scheduler.placement.search import GangSearch
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, Placement, Unplaceable
 
 

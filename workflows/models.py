@@ -110,6 +110,8 @@ class TaskGroup(RunState):
         help_text="The pool's capacity epoch at which this gang was proven unschedulable.",
     )
     reason_code = models.CharField(max_length=40, blank=True, default="", editable=False)
+    reason_digest = models.CharField(max_length=16, blank=True, default="", editable=False,
+                                     help_text="Digest of unschedulable_reason: unchanged reasons are not rewritten.")
     idle_fit = models.BooleanField(null=True, blank=True, editable=False,
                                    help_text="Whether the gang fits the idle pool (at idle_fit_epoch).")
     idle_fit_epoch = models.BigIntegerField(null=True, blank=True, editable=False)

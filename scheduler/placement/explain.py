@@ -1,7 +1,7 @@
 """Structured reasons for "unschedulable" (docs/design.md §5, "Explained").
 
 Called only after the search proved the required-only problem infeasible. It looks for the first
-culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.index.GangSearch`:
+culprit in this order, using the aggregated per-domain counts of :class:`~scheduler.placement.search.GangSearch`:
 1. a required node whose key is not a topology key of the pool;
 2. in pre-order, a required node for which no domain of its key holds its subtree's tasks
    ("the largest free gpu-clique fits 3 of 4"; the whole pool's room is added when it is short too);
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.placement.index import GangSearch
 from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan
+from scheduler.placement.search import GangSearch
 from scheduler.placement.types import RESOURCE_NAMES, ReasonCode, Unplaceable
 
 

@@ -1,10 +1,10 @@
 """Flattening a constraint tree and turning effective levels into the search's domain steps.
 
-:func:`index_tree` flattens a :class:`~scheduler.placement.tree.ConstraintTree` in pre-order (task
+:func:`index_tree` flattens a :class:`~topology.tree.ConstraintTree` in pre-order (task
 indices instead of names, each node's key mapped to its level in the snapshot's key order);
 :func:`shapes_of` groups tasks into distinct request shapes; :func:`build_plan` turns one effective
-level per node into the :class:`~scheduler.placement.index.Plan` that
-:meth:`~scheduler.placement.index.DomainIndex.search` walks. Pure and deterministic: every sort has a
+level per node into the :class:`~scheduler.placement.search.Plan` that
+:meth:`~scheduler.placement.search.GangSearch.search` walks. Pure and deterministic: every sort has a
 total key.
 """
 
@@ -14,7 +14,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.placement.index import Block, Plan, Shape, Step
+from scheduler.placement.index import Shape
+from scheduler.placement.search import Block, Plan, Step
 from scheduler.placement.types import GroupRequest
 from topology.tree import TreeNode
 

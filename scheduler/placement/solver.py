@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.placement.explain import explain
-from scheduler.placement.index import INFEASIBLE, UNDECIDED, Budget, DomainIndex, GangSearch
+from scheduler.placement.index import DomainIndex
 from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan, index_tree, shapes_of
+from scheduler.placement.search import INFEASIBLE, UNDECIDED, Budget, GangSearch
 from scheduler.placement.types import (
     ClusterSnapshot,
     ConstraintReport,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from osmo.bulk import bulk_set
 from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_FAILED_STATUSES, TASK_TERMINAL_STATUSES, TaskStatus, WorkflowStatus
 from workflows.lifecycle import rules
@@ -150,7 +151,7 @@ def workflows_status_refresh(workflows: Iterable[Workflow]) -> None:
             workflow.started_at = now
         changed.append(workflow)
     if changed:
-        Workflow.objects.bulk_update(changed, ["status", "updated_at", "started_at"])
+        bulk_set(Workflow, changed, ["status", "updated_at", "started_at"])
         StatusTransition.objects.bulk_create(transitions)
 
 

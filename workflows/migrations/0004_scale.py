@@ -40,4 +40,9 @@ class Migration(migrations.Migration):
             name='task_requests',
             field=models.JSONField(blank=True, editable=False, null=True),
         ),
+        migrations.AddField(
+            model_name='taskgroup',
+            name='reason_digest',
+            field=models.CharField(blank=True, default='', editable=False, help_text='Digest of unschedulable_reason: unchanged reasons are not rewritten.', max_length=16),
+        ),
     ]

@@ -34,6 +34,7 @@ What a cycle costs (docs/design.md §8): what changed, not what is queued.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -47,6 +48,7 @@ from django.db import transaction
 from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
 from django.utils import timezone
 
+from osmo.bulk import bulk_set
 from scheduler import jobs
 from scheduler.dispatch.naming import pod_name_for
 from scheduler.models import Pool, Reservation
@@ -71,9 +73,6 @@ logger = logging.getLogger(__name__)
 _clock = time.monotonic  # the cycle's budget clock (a test drives it)
 #: How many queued gangs' constraint trees and task requests are read per query while walking.
 FETCH_BATCH = 500
-#: Rows per bulk UPDATE: Django writes one CASE branch per row, and PostgreSQL's cost of evaluating
-#: the CASE grows with rows x branches, so a few small statements beat one large one.
-BULK_UPDATE_BATCH = 100
 BEHIND_STARVING = {
     "status": "waiting",
     "code": ReasonCode.BEHIND_STARVING_GROUP.value,
@@ -120,6 +119,7 @@ class _Queued:
     proof_epoch: int | None
     signature: str
     reason_code: str
+    reason_digest: str
     idle_fit: bool | None
     idle_fit_epoch: int | None
     keys_version: int
@@ -196,6 +196,10 @@ def placement_cycle_run(
     return result
 
 
+def _digest(reason: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(reason, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _queue_fingerprint(pool: Pool) -> list[int]:
     """Which gangs are queued, in one aggregate query: count, sum, sum of squares and maximum of
     their ids (equal fingerprints mean an unchanged queue for any change that adds or removes gangs
@@ -214,12 +218,13 @@ def _queue_read(pool: Pool) -> list[_Queued]:
                   keys_version=F("workflow__pool_keys_version"))
         .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
         .values_list("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
-                     "proof_epoch", "signature", "reason_code", "idle_fit", "idle_fit_epoch", "keys_version")
+                     "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
+                     "keys_version")
     )
     return [
         _Queued(pk, workflow_id, name, rank, [rank, submitted.isoformat(), workflow_id, position], since, proof,
-                signature, code, idle_fit, idle_epoch, keys_version)
-        for (pk, workflow_id, name, rank, submitted, position, since, proof, signature, code, idle_fit,
+                signature, code, digest, idle_fit, idle_epoch, keys_version)
+        for (pk, workflow_id, name, rank, submitted, position, since, proof, signature, code, digest, idle_fit,
              idle_epoch, keys_version) in rows
     ]
 
@@ -245,6 +250,7 @@ class _Walk:
         self.memo: dict[str, tuple[dict[str, Any], str]] = {}  # signature -> (reason, status) this cycle
         self.idle_memo: dict[str, bool] = {}
         self.verdicts: dict[int, tuple[dict[str, Any], int | None, str]] = {}  # pk -> (reason, proof, code)
+        self.proofs_only: dict[int, int | None] = {}  # pk -> proof, for gangs whose reason did not change
         self.idle_writes: dict[int, bool] = {}
         self.legacy: dict[int, tuple[str, list[list[Any]]]] = {}  # pk -> (signature, task requests) to store
         self.decided: list[tuple[_Queued, Placement, GroupRequest]] = []
@@ -438,6 +444,12 @@ class _Walk:
         return Workflow.objects.filter(pk=g.workflow_id).values_list("pool_keys", flat=True).get() or []
 
     def _record(self, g: _Queued, reason: dict[str, Any], proof: int | None) -> None:
+        # Reasons are a few KB of JSON and thousands of gangs share a handful: a gang whose reason did
+        # not change only gets its proof epoch moved (the JSON is not rewritten).
+        if self.incremental and g.reason_digest and g.reason_digest == _digest(reason):
+            if proof != g.proof_epoch:
+                self.proofs_only[g.pk] = proof
+            return
         self.verdicts[g.pk] = (reason, proof, str(reason.get("code", ""))[:40])
 
     # -- writes -----------------------------------------------------------------------------------------
@@ -451,9 +463,16 @@ class _Walk:
         for pk, (reason, proof, code) in self.verdicts.items():
             by_reason.setdefault((json.dumps(reason, sort_keys=True), proof, code), []).append(pk)
         for (reason_json, proof, code), pks in by_reason.items():
+            reason = json.loads(reason_json)
             TaskGroup.objects.filter(pk__in=pks, status=TaskStatus.SCHEDULING).update(
-                unschedulable_reason=json.loads(reason_json), proof_epoch=proof, reason_code=code, updated_at=now
+                unschedulable_reason=reason, proof_epoch=proof, reason_code=code, reason_digest=_digest(reason),
+                updated_at=now,
             )
+        by_proof: dict[int | None, list[int]] = {}
+        for pk, proof in self.proofs_only.items():
+            by_proof.setdefault(proof, []).append(pk)
+        for proof, pks in by_proof.items():
+            TaskGroup.objects.filter(pk__in=pks, status=TaskStatus.SCHEDULING).update(proof_epoch=proof)
         for fits in (True, False):
             pks = [pk for pk, value in self.idle_writes.items() if value is fits]
             if pks:
@@ -477,10 +496,10 @@ class _Walk:
         kept = [(g, placement) for g, placement, _request in self.decided if g.pk in still]
         rows = [TaskGroup(pk=g.pk, status=TaskStatus.INITIALIZING, unschedulable_reason=None,
                           placement_report=report_to_json(placement), placed_at=now, dispatch_requested_at=now,
-                          updated_at=now, proof_epoch=None, reason_code="") for g, placement in kept]
-        TaskGroup.objects.bulk_update(rows, ["status", "unschedulable_reason", "placement_report", "placed_at",
-                                             "dispatch_requested_at", "updated_at", "proof_epoch", "reason_code"],
-                                      batch_size=BULK_UPDATE_BATCH)
+                          updated_at=now, proof_epoch=None, reason_code="", reason_digest="") for g, placement in kept]
+        bulk_set(TaskGroup, rows, ["status", "unschedulable_reason", "placement_report", "placed_at",
+                                   "dispatch_requested_at", "updated_at", "proof_epoch", "reason_code",
+                                   "reason_digest"])
         if len(kept) < len(self.decided):
             pool_epochs_bump([self.pool.pk])
         if not kept:
@@ -511,7 +530,7 @@ class _Walk:
                 transitions.append(StatusTransition(workflow_id=g.workflow_id, group_id=g.pk, task=task,
                                                     from_status=previous, to_status=TaskStatus.INITIALIZING,
                                                     message=f"placed on {node_name}"))
-        Task.objects.bulk_update(tasks, ["node", "pod_name", "status", "updated_at"], batch_size=BULK_UPDATE_BATCH)
+        bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
         Reservation.objects.bulk_create(reservations)
         StatusTransition.objects.bulk_create(transitions)
         self.result.refresh |= {g.workflow_id for g, _p in kept}

@@ -1,0 +1,483 @@
+"""The complete two-phase search of one gang over a :class:`~scheduler.placement.index.DomainIndex`.
+
+1. *Domain phase*: every constraint node with an effective level finer than its context's gets a
+   domain step, in depth-first order (children before a node's own tasks, larger subtrees first).
+   A step picks a domain at its level inside its context's domain and *reserves* the counts of the
+   tasks bound to it on that domain and its ancestors. Candidates are pruned by (a) the whole
+   subtree's per-shape counts and resource totals against ``cap - reserved`` and (b) for each group of
+   identical child steps, the number of copies the candidate's sub-domains can host; every ancestor
+   must stay within capacity after a reservation (Hall's condition on the laminar family of
+   domains, exact for a single shape). Candidates are tried tightest first (best fit); identical
+   sibling steps ("twins") reuse the first twin's order and never go back in it (symmetry breaking).
+2. *Packing phase*: once every step has a domain, tasks are put on machines, finest bound domain
+   first. With one shape a greedy best-fit descent cannot fail (laminar Hall); otherwise a
+   depth-first search over machine classes, which backtracks into phase 1 when it fails.
+
+Invariants: the search restores all mutable state before returning (it borrows the index's arrays);
+it is deterministic (domain ids follow label-path order, every sort has a total key); every
+candidate tried costs one budget step, and an exhausted budget yields ``UNDECIDED``, never
+``INFEASIBLE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.placement.index import UNBOUNDED_FIT, DomainIndex, Shape, Vec, fit_count
+
+INFEASIBLE = "infeasible"
+UNDECIDED = "undecided"
+
+
+@dataclass(slots=True)
+class Block:
+    """Identical child steps of one step: ``count`` copies of (level, need, need_tot)."""
+
+    level: int
+    need: list[tuple[int, int]]  # (shape, count) with count > 0
+    need_tot: list[tuple[int, int]]  # (resource, amount) with amount > 0
+    count: int
+
+
+@dataclass(slots=True)
+class Step:
+    """One domain choice of phase 1."""
+
+    node: int  # index into the tree index's nodes
+    level: int
+    ctx: int  # index of the context step, -1 for the pool
+    tasks: list[int] = field(default_factory=list)  # task indices bound to this step's domain
+    direct: list[tuple[int, int]] = field(default_factory=list)  # reserved counts (shape, n)
+    direct_tot: Vec = (0, 0, 0, 0)
+    need: list[tuple[int, int]] = field(default_factory=list)  # whole subtree, per shape
+    need_tot: list[tuple[int, int]] = field(default_factory=list)
+    twin: int = -1
+    blocks: list[Block] = field(default_factory=list)
+    sig: tuple[Any, ...] = ()
+
+
+@dataclass(slots=True)
+class Plan:
+    steps: list[Step]
+    root_tasks: list[int]
+    root_direct: list[tuple[int, int]]
+    root_direct_tot: Vec
+    root_blocks: list[Block]
+    owner: list[int] = field(default_factory=list)  # per task index: its tree node (-1 = root)
+
+
+class OutOfBudget(Exception):
+    """Raised inside the search when the step budget is exhausted."""
+
+
+class Budget:
+    """A deterministic step counter shared by one search."""
+
+    __slots__ = ("left", "used")
+
+    def __init__(self, steps: int) -> None:
+        self.left = steps
+        self.used = 0
+
+    def spend(self) -> None:
+        self.left -= 1
+        self.used += 1
+        if self.left < 0:
+            raise OutOfBudget
+
+
+class GangSearch:
+    """The search state of one gang over a :class:`DomainIndex` (see the module docstring): its
+    shapes' counts, the reservations of the domain phase and the machine classes. All three are the
+    index's own arrays, not copies: every search changes them only through paired place/unplace and
+    reserve/release steps and restores them before it returns (also when its budget runs out), so a
+    gang costs no allocation proportional to the pool."""
+
+    def __init__(self, index: DomainIndex, shapes: Sequence[Shape]) -> None:
+        table = index.table(shapes)
+        self.index = index
+        self.keys = index.keys
+        self.shapes = list(shapes)
+        self.nshapes = len(shapes)
+        self._fit_cache = table.fit_cache
+        self.dom_id = index.dom_id
+        self.path = index.path
+        self.level = index.level
+        self.parent = index.parent
+        self.children = index.children
+        self.anc = index.anc
+        self.classes = index.classes
+        self.cap: list[list[int]] = table.cap
+        self.tot: list[list[int]] = table.tot
+        self.stats = table.stats
+        self.res, self.res_tot = index.reservations(self.nshapes)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def fit(self, free: Vec, sp: str, s: int) -> int:
+        """How many tasks of shape ``s`` fit on one machine with ``free`` capacity."""
+        if sp and sp in self.shapes[s].excluded:
+            return 0
+        cache = self._fit_cache[s]
+        n = cache.get(free)
+        if n is None:
+            n = cache[free] = fit_count(free, self.shapes[s].req)
+        return n
+
+    def descendants(self, d: int, level: int) -> list[int]:
+        return self.index.descendants(d, level)
+
+    def at_level(self, level: int) -> list[int]:
+        return self.descendants(0, level)
+
+    def avail(self, d: int, s: int) -> int:
+        return self.cap[d][s] - self.res[d][s]
+
+    def copies(self, d: int, need: list[tuple[int, int]], need_tot: list[tuple[int, int]]) -> int:
+        """Upper bound on how many copies of a subtree with these needs fit in domain ``d``."""
+        cap, res = self.cap[d], self.res[d]
+        best = UNBOUNDED_FIT
+        for s, k in need:
+            n = (cap[s] - res[s]) // k
+            if n < best:
+                best = n
+        tot, rt = self.tot[d], self.res_tot[d]
+        for r, v in need_tot:
+            n = (tot[r] - rt[r]) // v
+            if n < best:
+                best = n
+        return max(best, 0)
+
+    def block_room(self, d: int, block: Block) -> int:
+        """Copies of ``block`` that the sub-domains of ``d`` at the block's level can host (capped)."""
+        total = 0
+        for sub in self.descendants(d, block.level):
+            total += self.copies(sub, block.need, block.need_tot)
+            if total >= block.count:
+                return total
+        return total
+
+    def fits(self, d: int, need: list[tuple[int, int]], need_tot: list[tuple[int, int]], blocks: list[Block]) -> bool:
+        cap, res = self.cap[d], self.res[d]
+        for s, k in need:
+            if cap[s] - res[s] < k:
+                return False
+        tot, rt = self.tot[d], self.res_tot[d]
+        for r, v in need_tot:
+            if tot[r] - rt[r] < v:
+                return False
+        for block in blocks:
+            if self.block_room(d, block) < block.count:
+                return False
+        return True
+
+    def reserve(self, d: int, direct: list[tuple[int, int]], direct_tot: Vec, sign: int) -> bool:
+        """Add (sign=1) or remove (sign=-1) a reservation on ``d`` and its ancestors; True if within capacity."""
+        ok = True
+        for a in self.anc[d]:
+            res, cap = self.res[a], self.cap[a]
+            for s, k in direct:
+                res[s] += sign * k
+                if res[s] > cap[s]:
+                    ok = False
+            rt, tot = self.res_tot[a], self.tot[a]
+            for r in range(4):
+                v = direct_tot[r]
+                if v:
+                    rt[r] += sign * v
+                    if rt[r] > tot[r]:
+                        ok = False
+        return ok
+
+    # -- phase 1: domains --------------------------------------------------------------------------
+
+    def search(self, plan: Plan, task_shape: Sequence[int], budget: Budget) -> list[tuple[str, int]] | str:
+        """Find (machine name, domain) per task index, or INFEASIBLE / UNDECIDED. Restores all state."""
+        steps = plan.steps
+        n = len(steps)
+        chosen = [-1] * n
+        orders: list[list[int] | None] = [None] * n
+        nxt = [0] * n
+        root_ok = self.reserve(0, plan.root_direct, plan.root_direct_tot, 1)
+        try:
+            if not root_ok or not self.fits(0, [], [], plan.root_blocks):
+                return INFEASIBLE
+            i = 0
+            while i >= 0:
+                if i == n:
+                    found = self._pack(plan, chosen, task_shape, budget)
+                    if found is not None:
+                        return found
+                    i = n - 1
+                    if i < 0:
+                        break
+                if self._advance(i, steps, chosen, orders, nxt, budget):
+                    i += 1
+                else:
+                    i -= 1
+            return INFEASIBLE
+        except OutOfBudget:
+            return UNDECIDED
+        finally:
+            for i in range(n):
+                if chosen[i] >= 0:
+                    self.reserve(chosen[i], steps[i].direct, steps[i].direct_tot, -1)
+            self.reserve(0, plan.root_direct, plan.root_direct_tot, -1)
+
+    def _advance(
+        self,
+        i: int,
+        steps: list[Step],
+        chosen: list[int],
+        orders: list[list[int] | None],
+        nxt: list[int],
+        budget: Budget,
+    ) -> bool:
+        step = steps[i]
+        if chosen[i] >= 0:
+            self.reserve(chosen[i], step.direct, step.direct_tot, -1)
+            chosen[i] = -1
+        order = orders[i]
+        recheck = step.twin >= 0
+        if order is None:
+            if recheck:
+                order = orders[step.twin]
+                nxt[i] = nxt[step.twin] - 1
+            else:
+                ctx = 0 if step.ctx < 0 else chosen[step.ctx]
+                order = self._candidates(ctx, step)
+                nxt[i] = 0
+            orders[i] = order
+        assert order is not None
+        while nxt[i] < len(order):
+            d = order[nxt[i]]
+            nxt[i] += 1
+            budget.spend()
+            if recheck and not self.fits(d, step.need, step.need_tot, step.blocks):
+                continue
+            if self.reserve(d, step.direct, step.direct_tot, 1):
+                chosen[i] = d
+                return True
+            self.reserve(d, step.direct, step.direct_tot, -1)
+        orders[i] = None
+        return False
+
+    def _candidates(self, ctx: int, step: Step) -> list[int]:
+        """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first."""
+        scored: list[tuple[int, int, int]] = []
+        for d in self.descendants(ctx, step.level):
+            if self.fits(d, step.need, step.need_tot, step.blocks):
+                cap, res = self.cap[d], self.res[d]
+                slack = sum(cap[s] - res[s] - k for s, k in step.need)
+                scored.append((slack, self.tot[d][0] - self.res_tot[d][0], d))
+        scored.sort()
+        return [d for _slack, _gpu, d in scored]
+
+    # -- phase 2: machines -------------------------------------------------------------------------
+
+    def _pack(
+        self, plan: Plan, chosen: list[int], task_shape: Sequence[int], budget: Budget
+    ) -> list[tuple[str, int]] | None:
+        """Put every task on a machine of its bound domain; None if impossible."""
+        bound: list[tuple[int, int, list[int]]] = []  # (-level, order, tasks) finest first
+        for i, step in enumerate(plan.steps):
+            if step.tasks:
+                bound.append((-self.level[chosen[i]], i, step.tasks))
+        if plan.root_tasks:
+            bound.append((1, len(plan.steps), plan.root_tasks))
+        bound.sort(key=lambda b: (b[0], b[1]))
+        # (task, shape, domain, group): a group is the tasks of one tree node in one bound domain, so a
+        # relaxed node's tasks are packed into the fewest domains on their own.
+        seq: list[tuple[int, int, int, int]] = []
+        owner = plan.owner
+        for g, (_lvl, i, tasks) in enumerate(bound):
+            d = 0 if i == len(plan.steps) else chosen[i]
+            ordered = sorted(
+                tasks, key=lambda t: (owner[t] if owner else 0, _neg(self.shapes[task_shape[t]].req), task_shape[t], t)
+            )
+            seq.extend((t, task_shape[t], d, g * (len(owner) + 2) + (owner[t] + 1 if owner else 0)) for t in ordered)
+        if self.nshapes == 1:
+            found = self._pack_greedy(seq)
+            if found is not None:
+                return found
+        return self._pack_dfs(seq, budget)
+
+    def _remaining(self, seq: list[tuple[int, int, int, int]], p: int) -> int:
+        _t, s, _d, g = seq[p]
+        n = 0
+        for q in range(p, len(seq)):
+            if seq[q][1] != s or seq[q][3] != g:
+                break
+            n += 1
+        return n
+
+    def _pack_greedy(self, seq: list[tuple[int, int, int, int]]) -> list[tuple[str, int]] | None:
+        done: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str, int]] = []
+        result: list[tuple[str, int]] = [("", -1)] * len(seq)
+        try:
+            rem = 0
+            for p, (t, s, d, _g) in enumerate(seq):
+                if rem == 0:
+                    rem = self._remaining(seq, p)
+                pick = self._best(d, s, rem)
+                if pick is None:
+                    return None
+                dom, key = pick
+                name, nkey = self._place(dom, key, s)
+                done.append((dom, key, nkey, name, s))
+                result[t] = (name, dom)
+                rem -= 1
+            return result
+        finally:
+            for dom, key, nkey, name, s in reversed(done):
+                self._unplace(dom, key, nkey, name, s)
+
+    def _pack_dfs(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | None:
+        total = len(seq)
+        gens: list[Iterator[tuple[int, tuple[Vec, str]]] | None] = [None] * total
+        placed: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str] | None] = [None] * total
+        first = [True] * total
+        keys: list[tuple[int, tuple[int, ...], str] | None] = [None] * total
+        result: list[tuple[str, int]] = [("", -1)] * total
+        p = 0
+        try:
+            while p >= 0:
+                if p == total:
+                    return list(result)
+                t, s, d, g = seq[p]
+                if placed[p] is not None:
+                    dom, key, nkey, name = placed[p]  # type: ignore[misc]
+                    self._unplace(dom, key, nkey, name, s)
+                    placed[p] = None
+                gen = gens[p]
+                if gen is None:
+                    gen = gens[p] = self._ordered(d, s, self._remaining(seq, p))
+                    first[p] = True
+                # Symmetry: an identical task right before this one fixes a lower bound on the class key.
+                floor = keys[p - 1] if p > 0 and seq[p - 1][1] == s and seq[p - 1][3] == g else None
+                moved = False
+                for dom, key in gen:
+                    budget.spend()
+                    ckey = (dom, tuple(-x for x in key[0]), key[1])
+                    if not first[p] and floor is not None and ckey < floor:
+                        continue
+                    first[p] = False
+                    if key not in self.classes[dom]:
+                        continue  # emptied by an earlier placement on this path
+                    name, nkey = self._place(dom, key, s)
+                    placed[p] = (dom, key, nkey, name)
+                    keys[p] = ckey
+                    result[t] = (name, dom)
+                    moved = True
+                    break
+                if moved:
+                    p += 1
+                else:
+                    gens[p] = None
+                    p -= 1
+            return None
+        finally:
+            for q in range(total - 1, -1, -1):
+                item = placed[q]
+                if item is not None:
+                    dom, key, nkey, name = item
+                    self._unplace(dom, key, nkey, name, seq[q][1])
+
+    def _class_ok(self, key: tuple[Vec, str], s: int) -> bool:
+        return self.fit(key[0], key[1], s) > 0
+
+    def _best(self, d: int, s: int, rem: int) -> tuple[int, tuple[Vec, str]] | None:
+        """First candidate of :meth:`_ordered` without building the whole order."""
+        while True:
+            classes = self.classes[d]
+            if classes:
+                best = None
+                for key in classes:
+                    if self.fit(key[0], key[1], s) > 0 and (best is None or key < best):
+                        best = key
+                if best is not None:
+                    return d, best
+            pick = -1
+            pick_key: tuple[int, int, int] | None = None
+            for c in self.children[d]:
+                n = self.cap[c][s]
+                if n <= 0:
+                    continue
+                k = (0, n, c) if n >= rem else (1, -n, c)
+                if pick_key is None or k < pick_key:
+                    pick, pick_key = c, k
+            if pick < 0:
+                return None
+            d = pick
+
+    def _ordered(self, d: int, s: int, rem: int) -> Iterator[tuple[int, tuple[Vec, str]]]:
+        """Machine classes under ``d`` that fit shape ``s``, best fit first.
+
+        Direct machines of ``d`` (missing finer labels: least useful for later constrained gangs) come
+        first, tightest machine first; then sub-domains: those that can hold all ``rem`` remaining
+        tasks of this group tightest first, then the others largest first (fewest domains)."""
+        classes = self.classes[d]
+        if classes:
+            for key in sorted(k for k in classes if self.fit(k[0], k[1], s) > 0):
+                yield d, key
+        kids = []
+        for c in self.children[d]:
+            n = self.cap[c][s]
+            if n > 0:
+                kids.append((0, n, c) if n >= rem else (1, -n, c))
+        kids.sort()
+        for _a, _b, c in kids:
+            yield from self._ordered(c, s, rem)
+
+    def _place(self, d: int, key: tuple[Vec, str], s: int) -> tuple[str, tuple[Vec, str] | None]:
+        classes = self.classes[d]
+        names = classes[key]
+        name = names.pop()
+        if not names:
+            del classes[key]
+        free, sp = key
+        req = self.shapes[s].req
+        nfree = (free[0] - req[0], free[1] - req[1], free[2] - req[2], free[3] - req[3])
+        nkey: tuple[Vec, str] | None = (nfree, sp)
+        useful = False
+        for s2 in range(self.nshapes):
+            after = self.fit(nfree, sp, s2)
+            delta = after - self.fit(free, sp, s2)
+            if after:
+                useful = True
+            if delta:
+                for a in self.anc[d]:
+                    self.cap[a][s2] += delta
+        if useful:
+            bucket = classes.get(nkey)  # type: ignore[arg-type]
+            if bucket is None:
+                classes[nkey] = [name]  # type: ignore[index]
+            else:
+                bucket.append(name)
+        else:
+            nkey = None
+        return name, nkey
+
+    def _unplace(self, d: int, key: tuple[Vec, str], nkey: tuple[Vec, str] | None, name: str, s: int) -> None:
+        classes = self.classes[d]
+        if nkey is not None:
+            bucket = classes[nkey]
+            popped = bucket.pop()
+            assert popped == name
+            if not bucket:
+                del classes[nkey]
+        classes.setdefault(key, []).append(name)
+        free = key[0]
+        req = self.shapes[s].req
+        nfree = (free[0] - req[0], free[1] - req[1], free[2] - req[2], free[3] - req[3])
+        for s2 in range(self.nshapes):
+            delta = self.fit(free, key[1], s2) - self.fit(nfree, key[1], s2)
+            if delta:
+                for a in self.anc[d]:
+                    self.cap[a][s2] += delta
+
+
+def _neg(v: Vec) -> tuple[int, int, int, int]:
+    return (-v[0], -v[1], -v[2], -v[3])
