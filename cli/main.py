@@ -40,7 +40,7 @@ from cli.yamlpos import line_of
 class OsmoGroup(TyperGroup):
     """Turns expected errors into a message on stderr and an exit code (no traceback)."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer's stubs name its own click copy
         try:
             return super().invoke(ctx)
         except CliError as exc:
@@ -355,7 +355,7 @@ def follow(api: Api, workflow_id: str, *, interval: float, timeout: float, first
     """Poll the workflow, reporting each change of status, wait reason or placement, until a terminal status."""
     start = time.monotonic()
     progress = Progress(err=err)
-    seen: dict[str, Any] = {}
+    seen: dict[object, Any] = {}
     failures = 0
 
     def stamp() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any, cast
 
 import yaml
 from django import forms
@@ -27,9 +28,10 @@ class WorkflowFilterForm(forms.Form):
     name = forms.CharField(required=False, max_length=100, widget=forms.TextInput(attrs={"placeholder": "name or id"}))
     sort = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args, pool_names: list[str], **kwargs) -> None:
+    def __init__(self, *args: Any, pool_names: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["pool"].choices = [("", "any pool"), *[(name, name) for name in pool_names]]
+        pool = cast(forms.ChoiceField, self.fields["pool"])
+        pool.choices = [("", "any pool"), *[(name, name) for name in pool_names]]
 
     def value(self, name: str) -> str:
         return (self.cleaned_data.get(name) or "") if self.is_valid() else ""
@@ -45,12 +47,12 @@ class WorkflowSubmitForm(forms.Form):
     pool = forms.ChoiceField(choices=[])
     priority = forms.ChoiceField(choices=Priority.choices, initial=Priority.NORMAL, required=False)
 
-    def __init__(self, *args, pool_names: list[str], **kwargs) -> None:
+    def __init__(self, *args: Any, pool_names: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["pool"].choices = [(name, name) for name in pool_names]
+        cast(forms.ChoiceField, self.fields["pool"]).choices = [(name, name) for name in pool_names]
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
         upload = data.get("spec_file")
         if upload is not None:
             if upload.size > MAX_UPLOAD_BYTES:

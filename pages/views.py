@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from osmo.types import signed_in
 from pages.forms import WorkflowFilterForm, WorkflowSubmitForm
 from pages.viewmodels.dashboard import dashboard_build
 from pages.viewmodels.pools import pool_detail_build, pool_rows
@@ -111,7 +112,7 @@ def workflow_cancel(request: HttpRequest, workflow_id: str) -> HttpResponse:
     if not workflow_user_may_cancel(workflow, request.user):
         raise Http404("Workflow not found.")
     try:
-        workflow_cancel_service(workflow_id=workflow.workflow_id, user=request.user)
+        workflow_cancel_service(workflow_id=workflow.workflow_id, user=signed_in(request))
     except WorkflowNotCancellableError as exc:
         messages.error(request, str(exc))
     else:
@@ -160,13 +161,14 @@ def submit(request: HttpRequest) -> HttpResponse:
         return render(request, "pages/submit.html", context, status=400)
     text = form.cleaned_data["spec"]
     if form.cleaned_data.get("spec_file") is not None:
-        form.data = form.data.copy()
-        form.data["spec"] = text  # show the uploaded text in the editor
+        data = form.data.copy()  # type: ignore[attr-defined]  # a QueryDict: the POST the form was bound to
+        data["spec"] = text  # show the uploaded text in the editor
+        form.data = data
     pool_name = form.cleaned_data["pool"]
     try:
         if request.POST.get("action", "dry_run") == "submit":
             workflow, _created = workflow_submit(
-                user=request.user, pool_name=pool_name, spec=text, priority=form.cleaned_data["priority"]
+                user=signed_in(request), pool_name=pool_name, spec=text, priority=form.cleaned_data["priority"]
             )
             messages.success(request, f"Submitted {workflow.workflow_id} to pool {pool_name}.")
             return redirect("workflow-detail", workflow_id=workflow.workflow_id)

@@ -316,19 +316,19 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.display(description="GPU reserved", ordering="reserved_gpu")
     def reserved_gpu_display(self, node: Node) -> int:
-        return node.reserved_gpu
+        return node.reserved_gpu  # type: ignore[attr-defined]  # annotated by the changelist queryset
 
     @admin.display(description="GPU free", ordering="free_gpu")
     def free_gpu_display(self, node: Node) -> int:
-        return node.free_gpu
+        return node.free_gpu  # type: ignore[attr-defined]  # annotated by the changelist queryset
 
     @admin.display(description="CPU free (cores)", ordering="free_cpu_millis")
     def free_cpu_display(self, node: Node) -> str:
-        return f"{node.free_cpu_millis / 1000:g}"
+        return f"{node.free_cpu_millis / 1000:g}"  # type: ignore[attr-defined]  # annotated by the changelist
 
     @admin.display(description="memory free (GiB)", ordering="free_memory_bytes")
     def free_memory_display(self, node: Node) -> str:
-        return f"{node.free_memory_bytes / GIB:.1f}"
+        return f"{node.free_memory_bytes / GIB:.1f}"  # type: ignore[attr-defined]  # annotated by the changelist
 
     @admin.display(description="usage")
     def usage_display(self, node: Node) -> str:

@@ -14,6 +14,9 @@ $PWD/.venv/bin/ruff check . || exit 1
 echo "==> checking the architecture contracts (import-linter)"
 $PWD/.venv/bin/lint-imports --no-cache || exit 1
 
+echo "==> type checking (mypy)"
+$PWD/.venv/bin/mypy || exit 1
+
 echo "==> checking the OpenAPI schema"
 $PY manage.py spectacular --validate --fail-on-warn --file "$SERVICES_DIR/schema.yaml" || exit 1
 

@@ -11,8 +11,8 @@ from workflows.services import workflow_cancel
 
 class TaskGroupInline(admin.TabularInline):
     model = TaskGroup
-    fields = ["name", "status", "upstream", "scheduling_since", "started_at", "finished_at", "failure_message"]
-    readonly_fields = fields
+    fields = readonly_fields = ("name", "status", "upstream", "scheduling_since", "started_at", "finished_at",
+                                "failure_message")
     extra = 0
     can_delete = False
     show_change_link = True
@@ -24,8 +24,8 @@ class TaskGroupInline(admin.TabularInline):
 class TaskInline(admin.TabularInline):
     model = Task
     fk_name = "group"
-    fields = ["name", "lead", "status", "node", "pod_name", "gpu", "started_at", "finished_at", "exit_code"]
-    readonly_fields = fields
+    fields = readonly_fields = ("name", "lead", "status", "node", "pod_name", "gpu", "started_at", "finished_at",
+                                "exit_code")
     extra = 0
     can_delete = False
 

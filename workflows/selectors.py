@@ -5,24 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from osmo.types import Viewer
 from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 
 
-def workflow_visible_to(user: AbstractBaseUser) -> QuerySet[Workflow]:
+def workflow_visible_to(user: Viewer) -> QuerySet[Workflow]:
     """Users see their own workflows; staff see all."""
     queryset = Workflow.objects.all()
     if not user.is_staff:
-        queryset = queryset.filter(submitted_by=user)
+        queryset = queryset.filter(submitted_by_id=user.pk)
     return queryset
 
 
-def workflow_list(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
+def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:
     """Workflows newest first, with their task count. The count is a correlated subquery, evaluated
     for the rows of the page only (a join-and-group would count every task of every listed workflow
     before the page is cut, and pagination's COUNT would repeat it: slow with deep queues)."""
@@ -38,7 +38,7 @@ def workflow_list(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
     )
 
 
-def workflow_detail_queryset(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
+def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
     """Everything the workflow body needs, in a fixed number of queries."""
     tasks = Task.objects.select_related("node").order_by("position")
     groups = TaskGroup.objects.order_by("position").prefetch_related(Prefetch("tasks", queryset=tasks))
@@ -67,7 +67,7 @@ def task_domains(task: Task, pool_keys: list[tuple[str, str]]) -> dict[str, str]
     return {key: labels[label] for key, label in pool_keys if label in labels}
 
 
-def workflow_count_by_status(*, user: AbstractBaseUser) -> dict[str, int]:
+def workflow_count_by_status(*, user: Viewer) -> dict[str, int]:
     """The workflows ``user`` sees, counted per status (one query; statuses without any are absent)."""
     rows = workflow_visible_to(user).order_by().values("status").annotate(count=Count("pk"))
     return {row["status"]: row["count"] for row in rows}
@@ -100,12 +100,12 @@ def group_waiting(group: TaskGroup) -> dict[str, Any] | None:
 
     Returns ``{"position": n, "ahead": {"HIGH": a, "NORMAL": b, "LOW": c}, "domain": {"key", "path"} |
     None, "holders": [{"workflow", "gpu", "tasks"}]}`` (holders largest first, at most 10)."""
-    from workflows.choices import PRIORITY_RANK, TaskStatus
+    from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
 
     if group.status != TaskStatus.SCHEDULING:
         return None
     workflow = group.workflow
-    rank = PRIORITY_RANK.get(workflow.priority, 9)
+    rank = PRIORITY_RANK.get(Priority(workflow.priority), 9)
     queued = TaskGroup.objects.filter(workflow__pool_id=workflow.pool_id, status=TaskStatus.SCHEDULING)
     before = Q(workflow__submitted_at__lt=workflow.submitted_at) | Q(
         workflow__submitted_at=workflow.submitted_at, workflow_id__lt=workflow.pk

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from osmo.types import User
 from scheduler import jobs
 from scheduler.models import Node, Pool
 from scheduler.placement import Unplaceable, solve
@@ -134,7 +134,7 @@ def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str) 
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def _idempotent_replay(*, user: AbstractBaseUser, key: str, request_hash: str) -> Workflow | None:
+def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow | None:
     """The workflow this user already submitted with ``key``, if the request is the same one; raises
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
     hashes were kept (empty hash) match any request."""
@@ -146,7 +146,7 @@ def _idempotent_replay(*, user: AbstractBaseUser, key: str, request_hash: str) -
 
 def workflow_submit(
     *,
-    user: AbstractBaseUser,
+    user: User,
     pool_name: str,
     spec: str | dict[str, Any],
     priority: str = Priority.NORMAL,
@@ -184,7 +184,7 @@ def workflow_submit(
 
 
 def _workflow_create(
-    submission: ValidatedSubmission, *, user: AbstractBaseUser, priority: str, idempotency_key: str | None,
+    submission: ValidatedSubmission, *, user: User, priority: str, idempotency_key: str | None,
     request_hash: str = "",
 ) -> Workflow:
     spec = submission.spec
@@ -259,7 +259,7 @@ def _workflow_create(
 
 
 @transaction.atomic
-def workflow_cancel(*, workflow_id: str, user: AbstractBaseUser) -> Workflow:
+def workflow_cancel(*, workflow_id: str, user: User) -> Workflow:
     """Cancel every unfinished group: FAILED_CANCELED, capacity released, pods deleted, and a
     placement cycle requested so that waiting work can use the freed capacity."""
     workflow = Workflow.objects.select_for_update().get(workflow_id=workflow_id)

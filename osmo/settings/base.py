@@ -7,6 +7,7 @@ transactions) and Celery's filesystem broker, both under ``OSMO_DATA_DIR``. With
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import environ
 from kombu import Exchange
@@ -196,6 +197,7 @@ CELERY_TASK_QUEUES = [
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any]
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     # Must exceed the longest task's hard time limit, or Redis redelivers a running acks_late task.

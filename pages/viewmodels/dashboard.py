@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser
-
+from osmo.types import Viewer
 from pages.viewmodels.pools import PoolRow, pool_rows
 from workflows.choices import WorkflowStatus
 from workflows.models import Workflow
@@ -29,12 +28,12 @@ class Dashboard:
     recent: list[Workflow]
 
 
-def workflow_status_counts(*, user: AbstractBaseUser) -> dict[str, int]:
+def workflow_status_counts(*, user: Viewer) -> dict[str, int]:
     """Visible workflows per status, every status present (one query)."""
     return {**dict.fromkeys(WorkflowStatus.values, 0), **workflow_count_by_status(user=user)}
 
 
-def dashboard_build(*, user: AbstractBaseUser, recent: int = RECENT_WORKFLOWS) -> Dashboard:
+def dashboard_build(*, user: Viewer, recent: int = RECENT_WORKFLOWS) -> Dashboard:
     counts = workflow_status_counts(user=user)
     failed = sum(n for status, n in counts.items() if status.startswith("FAILED"))
     return Dashboard(

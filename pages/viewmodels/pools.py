@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import Page, Paginator
 
+from osmo.types import Viewer
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from scheduler.domains import pool_domain_tree
@@ -104,7 +104,7 @@ class PoolHeatMap:
     occupancy: list[WorkflowOccupancy]
 
 
-def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: AbstractBaseUser) -> PoolHeatMap:
+def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer) -> PoolHeatMap:
     """Every domain with capacity / in use / free, node cells when the pool is small enough, and
     which workflows hold capacity in which finest domain (three or four queries)."""
     tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=NODE_CELL_LIMIT)
@@ -121,7 +121,7 @@ def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: AbstractBase
 
 
 def _pool_occupancy(
-    pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: AbstractBaseUser
+    pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: Viewer
 ) -> list[WorkflowOccupancy]:
     rows = pool_occupancy_by_workflow(pool=pool, labels=[key.label for key in keys])
     per_workflow: dict[str, WorkflowOccupancy] = {}
@@ -167,7 +167,7 @@ class PoolDetail:
     nodes: list[NodeRow]
 
 
-def pool_detail_build(pool: Pool, *, user: AbstractBaseUser, page_number: str) -> PoolDetail:
+def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:
     keys = pool_keys(pool)
     aliases: dict[str, Any] = {f"v{index}": label_text(key.label) for index, key in enumerate(keys)}
     nodes = node_queryset_with_usage(pool).annotate(**aliases).order_by("name", "pk")

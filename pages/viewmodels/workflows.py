@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
+from osmo.types import Viewer
 from pages.viewmodels.common import status_colour
 from pages.viewmodels.domains import DomainBox, DomainKey, domain_boxes, merge_chains
 from scheduler.domains import pool_domain_tree
@@ -45,7 +45,7 @@ WORKFLOW_SORTS: dict[str, str] = {
 # Workflow list
 # ------------------------------------------------------------------------------------------------
 def workflow_page_list(
-    *, user: AbstractBaseUser, status: str = "", pool: str = "", username: str = "", name: str = "", sort: str = ""
+    *, user: Viewer, status: str = "", pool: str = "", username: str = "", name: str = "", sort: str = ""
 ) -> QuerySet[Workflow]:
     """The visible workflows filtered and sorted for the list page. ``status`` "FAILED" means any failure."""
     queryset = workflow_list(user=user)
@@ -109,7 +109,7 @@ class WorkflowDetail:
     task_count: int
 
 
-def workflow_user_may_cancel(workflow: Workflow, user: AbstractBaseUser) -> bool:
+def workflow_user_may_cancel(workflow: Workflow, user: Viewer) -> bool:
     """The owner and staff may cancel (whether the workflow still can is the model's guard)."""
     return bool(user.is_staff or workflow.submitted_by_id == user.pk)
 
@@ -138,7 +138,7 @@ def _group_rows(groups: Sequence[TaskGroup], key_pairs: list[tuple[str, str]]) -
     return rows
 
 
-def workflow_detail_build(workflow: Workflow, *, user: AbstractBaseUser) -> WorkflowDetail:
+def workflow_detail_build(workflow: Workflow, *, user: Viewer) -> WorkflowDetail:
     """The workflow page of a workflow from :func:`workflows.selectors.workflow_detail_queryset`."""
     keys = pool_keys(workflow.pool)
     groups = list(workflow.groups.all())

@@ -36,7 +36,8 @@ def _filter_labels(queryset: QuerySet[Node], terms: list[tuple[str, str | None]]
     for index, (label, value) in enumerate(terms):
         alias = f"label_filter_{index}"
         queryset = queryset.alias(**{alias: label_text(label)})
-        queryset = queryset.filter(**({f"{alias}__isnull": False} if value is None else {alias: value}))
+        condition: dict[str, object] = {f"{alias}__isnull": False} if value is None else {alias: value}
+        queryset = queryset.filter(**condition)
     return queryset
 
 

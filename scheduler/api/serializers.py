@@ -49,7 +49,7 @@ class DomainUsageSerializer(UsageTotalsSerializer):
 
 class KeyDomainsSerializer(serializers.Serializer):
     key = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the API field, not DRF's Field.label
     position = serializers.IntegerField()
     domain_count = serializers.IntegerField()
     domains = DomainUsageSerializer(many=True)
@@ -175,7 +175,9 @@ class ImportReportOutputSerializer(serializers.Serializer):
 # ------------------------------------------------------------------------------------------------
 class TopologyKeyInputSerializer(serializers.Serializer):
     key = serializers.CharField(max_length=63, help_text="Key name, e.g. gpu-clique.")
-    label = serializers.CharField(max_length=253, help_text="Node label holding the value, e.g. nvidia.com/gpu-clique.")
+    label = serializers.CharField(  # type: ignore[assignment]  # the API field, not DRF's Field.label
+        max_length=253, help_text="Node label holding the value, e.g. nvidia.com/gpu-clique."
+    )
 
 
 class PoolInputSerializer(serializers.Serializer):

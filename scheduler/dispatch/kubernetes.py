@@ -313,7 +313,8 @@ class KubernetesBackend:
         manifest = build_manifest(pod)
         try:
             # client 37 sends no Content-Type for this call by default; say it is JSON explicitly.
-            self.core.create_namespaced_pod(pod.namespace, manifest, _headers={"Content-Type": "application/json"},
+            self.core.create_namespaced_pod(pod.namespace, manifest,  # type: ignore[arg-type]  # dicts are serialised as is
+                                            _headers={"Content-Type": "application/json"},
                                             _request_timeout=self.request_timeout)
         except ApiException as exc:
             if exc.status == 409:  # AlreadyExists: the deterministic name says it is this task's pod
@@ -341,7 +342,7 @@ class KubernetesBackend:
         states: dict[str, PodState] = {pod.pod_name: PodState("Missing") for pod in requests}
         for (namespace, pool), by_name in wanted.items():
             for listed in self._list_pods(namespace, pool_selector(pool)):
-                request = by_name.get(listed.metadata.name) if listed.metadata else None
+                request = by_name.get(listed.metadata.name or "") if listed.metadata else None
                 if request is None:
                     continue
                 states[request.pod_name] = pod_state(listed, dispatched_at=request.dispatched_at, now=now,

@@ -50,7 +50,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
                   "started_at", "finished_at", "failure_message"]
 
     def get_node(self, task: Task) -> str | None:
-        return task.node.name if task.node_id else None
+        return task.node.name if task.node is not None else None
 
     @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
     def get_domains(self, task: Task) -> dict[str, str]:
@@ -74,7 +74,7 @@ class TaskGroupOutputSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
-        return TaskOutputSerializer(group.tasks.all(), many=True, context=self.context).data
+        return list(TaskOutputSerializer(group.tasks.all(), many=True, context=self.context).data)
 
 
 class WorkflowSummaryOutputSerializer(serializers.ModelSerializer):
@@ -98,9 +98,9 @@ class StatusTransitionOutputSerializer(serializers.ModelSerializer):
 
     def get_subject(self, transition: StatusTransition) -> str:
         """``workflow``, ``group <name>`` or ``task <name>``."""
-        if transition.task_id:
+        if transition.task is not None:
             return f"task {transition.task.name}"
-        if transition.group_id:
+        if transition.group is not None:
             return f"group {transition.group.name}"
         return "workflow"
 
@@ -121,7 +121,7 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
         keys = [(k.key, k.label) for k in workflow.pool.topology_keys.all()]
         context = {**self.context, "pool_keys": keys}
-        return TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data
+        return list(TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data)
 
 
 class PlacementPreviewSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.api.views import NulSafeLookupMixin
+from osmo.types import signed_in
 from workflows import selectors, services
 from workflows.api.filters import WorkflowFilterSet
 from workflows.api.serializers import (
@@ -45,7 +46,7 @@ def _idempotency_key(request: Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
     if not key:
         return None
-    if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
+    if len(key) > (IDEMPOTENCY_KEY_MAX_LENGTH or 0):
         message = f"at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters"
     elif any(ord(char) < 0x20 or ord(char) == 0x7F for char in key):
         message = "must not contain control characters"
@@ -105,7 +106,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         if values["dry_run"]:
             return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"]), status=status.HTTP_200_OK)
         workflow, created = services.workflow_submit(
-            user=request.user,
+            user=signed_in(request),
             pool_name=values["pool"],
             spec=values["spec"],
             priority=values["priority"],
@@ -121,7 +122,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workflow = self.get_object()
-        services.workflow_cancel(workflow_id=workflow.workflow_id, user=request.user)
+        services.workflow_cancel(workflow_id=workflow.workflow_id, user=signed_in(request))
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(WorkflowOutputSerializer(workflow).data)
 

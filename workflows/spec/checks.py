@@ -124,7 +124,7 @@ class CrossChecks:
                     else:
                         upstream[index].add(group_of[name])
         self.check_cycles(groups, upstream)
-        return [tuple(sorted({name for i in ups if (name := groups[i].name) is not None})) for ups in upstream]
+        return [tuple(sorted({g for i in ups if (g := groups[i].name) is not None})) for ups in upstream]
 
     def check_cycles(self, groups: list[GroupDraft], upstream: list[set[int]]) -> None:
         state = [0] * len(groups)  # 0 new, 1 on the stack, 2 done
@@ -152,8 +152,8 @@ class CrossChecks:
                     trail.append(nxt)
                     stack.append((nxt, sorted(upstream[nxt], reverse=True)))
         path = "workflow.groups" if groups and ".groups[" in groups[0].path else "workflow.tasks"
-        for cycle in sorted(cycles):
-            flow = (cycle[0], *reversed(cycle[1:]))  # the cycle follows upstream edges; show data-flow order
+        for found in sorted(cycles):
+            flow = [found[0], *reversed(found[1:])]  # the cycle follows upstream edges; show data-flow order
             names = [str(groups[i].name) for i in flow]
             self.error(path, f"task groups depend on each other in a cycle: {' -> '.join([*names, names[0]])}")
 

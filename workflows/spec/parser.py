@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from parsing.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
-from topology.tree import PREFERRED, REQUIRED
+from topology.tree import PREFERRED, REQUIRED, RequirementType
 from workflows.spec.checks import CrossChecks
 from workflows.spec.drafts import DEFAULT_RESOURCE, GroupDraft, ResourceDraft, TaskDraft
 from workflows.spec.errors import ErrorList, SpecInvalidError, join_path
@@ -311,7 +311,7 @@ class _Parser(CrossChecks):
             group = DEFAULT_GROUP
             if body.get("group") is not None:
                 group = self.string(body["group"], join_path(entry_path, "group")) or DEFAULT_GROUP
-            requirement = REQUIRED
+            requirement: RequirementType = REQUIRED
             if "requirementType" in body:
                 raw_requirement = body["requirementType"]
                 if raw_requirement in (REQUIRED, PREFERRED):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -73,7 +74,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
-        preset = dict(PRESETS[options["preset"] or "nvl72"])
+        preset: dict[str, Any] = dict(PRESETS[options["preset"] or "nvl72"])
         try:
             shape = PoolShape(
                 zones=options["zones"],
