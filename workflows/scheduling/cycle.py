@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -172,15 +173,19 @@ def placement_cycle_run(
             result.idle = True
         else:
             queue = _queue_read(pool)
-            walk = _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result)
+            proofs = state.get("proofs") if state.get("proofs_epoch") == capacity_epoch else None
+            walk = _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result,
+                         proofs=dict(proofs or {}))
             if queue:
                 walk.run()
             if options.incremental:
-                # Recorded after this walk's writes: the next cycle compares against this state.
-                # An undecided gang is retried by the next cycle: no idle skip after one.
-                state = {"cursor": walk.cursor, "fingerprint": _queue_fingerprint(pool),
+                # What this walk leaves queued (rows committed by others meanwhile make the next
+                # fingerprint differ, which only costs that cycle a walk). An undecided gang is retried
+                # by the next cycle: no idle skip after one.
+                gone = set(result.placed) | walk.failed
+                state = {"cursor": walk.cursor, "fingerprint": _fingerprint(g.pk for g in queue if g.pk not in gone),
                          "epoch": None if result.undecided else capacity_epoch, "keys_version": pool.keys_version,
-                         "wake_at": walk.wake_at}
+                         "wake_at": walk.wake_at, "proofs": walk.proofs, "proofs_epoch": capacity_epoch}
                 Pool.objects.filter(pk=pool.pk).update(cycle_state=state)
         if result.refresh:
             workflows_status_refresh(workflows_lock(result.refresh).values())
@@ -198,6 +203,12 @@ def placement_cycle_run(
 
 def _digest(reason: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(reason, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _fingerprint(pks: Iterable[int]) -> list[int]:
+    """:func:`_queue_fingerprint` of a known set of group ids."""
+    ids = list(pks)
+    return [len(ids), sum(ids), sum(i * i for i in ids), max(ids, default=0)]
 
 
 def _queue_fingerprint(pool: Pool) -> list[int]:
@@ -235,7 +246,7 @@ class _Walk:
 
     def __init__(
         self, pool: Pool, queue: list[_Queued], now: datetime, policy: Policy, options: CycleOptions,
-        capacity_epoch: int, inventory_epoch: int, result: CycleResult,
+        capacity_epoch: int, inventory_epoch: int, result: CycleResult, *, proofs: dict[str, int] | None = None,
     ) -> None:
         self.pool, self.queue, self.now, self.policy, self.options = pool, queue, now, policy, options
         self.incremental = options.incremental
@@ -255,6 +266,11 @@ class _Walk:
         self.legacy: dict[int, tuple[str, list[list[Any]]]] = {}  # pk -> (signature, task requests) to store
         self.decided: list[tuple[_Queued, Placement, GroupRequest]] = []
         self.cursor: list[Any] | None = None  # where the walk stopped, when it ran out of time
+        # Signatures proven unschedulable at this capacity epoch (by this walk or an earlier one):
+        # a gang of one is skipped even when its own row does not record the proof.
+        self.prior_proofs: dict[str, int] = dict(proofs or {})
+        self.proofs: dict[str, int] = dict(proofs or {})
+        self.failed: set[int] = set()  # groups failed by a solver error
         self.wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
 
     # -- lazily built state ---------------------------------------------------------------------------
@@ -355,8 +371,14 @@ class _Walk:
             waited = self.now - (g.scheduling_since or self.now)
             check_idle = starving_rank is None and waited > starvation
             idle_known = g.idle_fit is not None and g.idle_fit_epoch == self.inventory_epoch
-            if (self.incremental and g.proof_epoch is not None and g.proof_epoch == self.capacity_epoch
-                    and (idle_known or not check_idle)):
+            # A signature proven by an earlier cycle at this epoch covers a gang that already carries its
+            # reason (each was rewritten when that proof was made); a gang new since then is solved or
+            # given the shared verdict below, which records its reason.
+            proven = g.proof_epoch == self.capacity_epoch or (
+                bool(g.signature) and bool(g.reason_digest)
+                and self.prior_proofs.get(g.signature) == self.capacity_epoch
+            )
+            if self.incremental and proven and (idle_known or not check_idle):
                 result.proven += 1
                 result.unschedulable.append(g.pk)
                 if check_idle and g.idle_fit:
@@ -405,6 +427,7 @@ class _Walk:
             self._index = DomainIndex(index.snapshot(self.pool.name))  # the search may have left it half-way
             group = TaskGroup.objects.select_related("workflow").get(pk=g.pk)
             workflows_lock([g.workflow_id])
+            self.failed.add(g.pk)
             group_fail(group, TaskStatus.FAILED_SERVER_ERROR,
                        message="internal error while placing this group; the operators' logs have the details")
             result.refresh.add(g.workflow_id)
@@ -445,9 +468,12 @@ class _Walk:
 
     def _record(self, g: _Queued, reason: dict[str, Any], proof: int | None) -> None:
         # Reasons are a few KB of JSON and thousands of gangs share a handful: a gang whose reason did
-        # not change only gets its proof epoch moved (the JSON is not rewritten).
+        # not change is not rewritten; its proof is recorded per signature in the pool's cycle state
+        # (only a gang without a signature, stored before signatures were, needs its own row moved).
+        if proof is not None and g.signature:
+            self.proofs[g.signature] = proof
         if self.incremental and g.reason_digest and g.reason_digest == _digest(reason):
-            if proof != g.proof_epoch:
+            if proof != g.proof_epoch and not (proof is not None and g.signature):
                 self.proofs_only[g.pk] = proof
             return
         self.verdicts[g.pk] = (reason, proof, str(reason.get("code", ""))[:40])
