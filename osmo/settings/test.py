@@ -1,6 +1,8 @@
 """Tests: fast hashing, a fixed key. Database and broker come from the environment (make test
 sets DATABASE_URL and REDIS_URL to throwaway PostgreSQL and Redis servers)."""
 
+import os
+
 from osmo.settings.base import *  # noqa: F403
 
 SECRET_KEY = "test-secret-key-not-for-production"
@@ -17,3 +19,7 @@ REST_FRAMEWORK = {  # noqa: F405
     **REST_FRAMEWORK,  # noqa: F405
     "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min", "auth_failure": "100000/min"},
 }
+# Parallel pytest workers (xdist) share the run's Redis and create the same user ids: each keeps its
+# own cache keys so one worker's throttle counters never reach another's.
+if "default" in CACHES and "KEY_PREFIX" in CACHES["default"]:  # noqa: F405
+    CACHES["default"]["KEY_PREFIX"] += "-" + os.environ.get("PYTEST_XDIST_WORKER", "main")  # noqa: F405

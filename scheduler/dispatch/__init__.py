@@ -5,20 +5,20 @@ from __future__ import annotations
 import os
 
 from scheduler.dispatch.base import (
-    DispatchBackend,
     DispatchPermanentError,
     DispatchTransientError,
+    PodBackend,
     PodRequest,
     PodState,
 )
 
-_BACKENDS: dict[tuple, DispatchBackend] = {}
+_BACKENDS: dict[tuple, PodBackend] = {}
 # The Kubernetes backend reads these when built; a change means a different backend.
 _BACKEND_ENV = ("KUBECONFIG", "OSMO_K8S_CONTEXT", "OSMO_K8S_IN_CLUSTER", "OSMO_K8S_PENDING_TIMEOUT",
                 "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 
 
-def backend_for(name: str, **options) -> DispatchBackend:
+def backend_for(name: str, **options) -> PodBackend:
     """The backend named by a pool's ``backend`` field, built once per process and options (a
     Kubernetes backend loads its kubeconfig and opens a connection pool; reuse them)."""
     env = tuple(os.environ.get(var) for var in _BACKEND_ENV) if name == "kubernetes" else ()
@@ -37,5 +37,5 @@ def backend_for(name: str, **options) -> DispatchBackend:
     return backend
 
 
-__all__ = ["DispatchBackend", "DispatchPermanentError", "DispatchTransientError", "PodRequest", "PodState",
+__all__ = ["PodBackend", "DispatchPermanentError", "DispatchTransientError", "PodRequest", "PodState",
            "backend_for"]

@@ -53,7 +53,10 @@ class PodState:
     message: str = ""
 
 
-class DispatchBackend(Protocol):
+class PodBackend(Protocol):
+    """What a dispatch backend does (the pool's `backend` choice, `scheduler.choices.DispatchBackend`, names
+    which implementation)."""
+
     name: str
 
     def create_pod(self, pod: PodRequest) -> None:

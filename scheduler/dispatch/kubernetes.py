@@ -308,7 +308,7 @@ class KubernetesBackend:
             api_client = k8s_client.ApiClient(configuration)
         return cls(api_client, pending_timeout_s=pending_timeout_s, request_timeout=request_timeout)
 
-    # -- DispatchBackend ------------------------------------------------------------------------
+    # -- PodBackend -----------------------------------------------------------------------------
     def create_pod(self, pod: PodRequest) -> None:
         manifest = build_manifest(pod)
         try:
