@@ -259,6 +259,7 @@ class _Walk:
         self.rows: dict[int, tuple[dict[str, Any], list[list[Any]] | None]] = {}
         self.requests: dict[int, GroupRequest] = {}
         self.memo: dict[str, tuple[dict[str, Any], str]] = {}  # signature -> (reason, status) this cycle
+        self.digests: dict[int, tuple[dict[str, Any], str]] = {}  # id(reason) -> (reason, its digest)
         self.idle_memo: dict[str, bool] = {}
         self.verdicts: dict[int, tuple[dict[str, Any], int | None, str]] = {}  # pk -> (reason, proof, code)
         self.proofs_only: dict[int, int | None] = {}  # pk -> proof, for gangs whose reason did not change
@@ -472,11 +473,19 @@ class _Walk:
         # (only a gang without a signature, stored before signatures were, needs its own row moved).
         if proof is not None and g.signature:
             self.proofs[g.signature] = proof
-        if self.incremental and g.reason_digest and g.reason_digest == _digest(reason):
+        if self.incremental and g.reason_digest and g.reason_digest == self._digest(reason):
             if proof != g.proof_epoch and not (proof is not None and g.signature):
                 self.proofs_only[g.pk] = proof
             return
         self.verdicts[g.pk] = (reason, proof, str(reason.get("code", ""))[:40])
+
+    def _digest(self, reason: dict[str, Any]) -> str:
+        # Gangs sharing a verdict share its dict: hash it once (json.dumps of a reason is ~10 us, and
+        # a release makes every queued gang's reason be compared again).
+        cached = self.digests.get(id(reason))
+        if cached is None or cached[0] is not reason:
+            cached = self.digests[id(reason)] = (reason, _digest(reason))
+        return cached[1]
 
     # -- writes -----------------------------------------------------------------------------------------
 
@@ -485,13 +494,17 @@ class _Walk:
         placed = self._placements_persist()
         result.placed = placed
         now = timezone.now()
-        by_reason: dict[tuple[str, int | None, str], list[int]] = {}
+        # One UPDATE per distinct verdict: gangs that share one share the dict (grouped by identity,
+        # then by content, so equal reasons made by separate solves are still written together).
+        by_identity: dict[tuple[int, int | None, str], tuple[dict[str, Any], list[int]]] = {}
         for pk, (reason, proof, code) in self.verdicts.items():
-            by_reason.setdefault((json.dumps(reason, sort_keys=True), proof, code), []).append(pk)
-        for (reason_json, proof, code), pks in by_reason.items():
-            reason = json.loads(reason_json)
+            by_identity.setdefault((id(reason), proof, code), (reason, []))[1].append(pk)
+        by_reason: dict[tuple[str, int | None, str], tuple[dict[str, Any], list[int]]] = {}
+        for (_identity, proof, code), (reason, pks) in by_identity.items():
+            by_reason.setdefault((self._digest(reason), proof, code), (reason, []))[1].extend(pks)
+        for (digest, proof, code), (reason, pks) in by_reason.items():
             TaskGroup.objects.filter(pk__in=pks, status=TaskStatus.SCHEDULING).update(
-                unschedulable_reason=reason, proof_epoch=proof, reason_code=code, reason_digest=_digest(reason),
+                unschedulable_reason=reason, proof_epoch=proof, reason_code=code, reason_digest=digest,
                 updated_at=now,
             )
         by_proof: dict[int | None, list[int]] = {}
