@@ -14,7 +14,8 @@ unplaced, and peak RSS; ``vs_baseline`` is the ratio of seconds. Each algorithm 
 transaction that is rolled back, so both see the same queue. With ``--check`` the baseline also
 runs to completion (no budget) at the smallest depth and the placements are compared.
 Reads with the deep queue: the API's first page of PENDING workflows, the dashboard, the workflow
-list and the pool page (p50 over 20 requests, queries).
+list and the pool page (p50 over 20 requests, queries); the pool page also right after a node was
+written each time (``pool_page_after_change``: nothing kept between requests can be used).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from django.utils import timezone  # noqa: E402
 
 from bench.queue import queue_mix  # noqa: E402
 from scheduler import jobs  # noqa: E402
-from scheduler.models import Pool  # noqa: E402
+from scheduler.models import Node, Pool  # noqa: E402
 from scheduler.services.reservations import reservations_release  # noqa: E402
 from workflows.lifecycle.transitions import TaskChange, gang_settle, tasks_status_set  # noqa: E402
 from workflows.models import Task, TaskGroup, Workflow  # noqa: E402
@@ -138,10 +139,20 @@ def reads(depth: int) -> list[dict]:
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(get_user_model().objects.get(username="bench"))
     rows = []
-    for label, url in [("api_pending_first_page", "/api/workflows/?status=PENDING"), ("dashboard", "/"),
-                       ("workflow_list_page", "/workflows/?status=PENDING"), ("pool_page", f"/pools/{pool}/")]:
+    one_node = Node.objects.filter(pool__name=pool).order_by("pk").values_list("pk", flat=True).first()
+
+    def touch() -> None:  # any write to a node: the pool page's kept tree and occupancy are rebuilt
+        Node.objects.filter(pk=one_node).update(updated_at=timezone.now())
+
+    for label, url, before in [
+        ("api_pending_first_page", "/api/workflows/?status=PENDING", None), ("dashboard", "/", None),
+        ("workflow_list_page", "/workflows/?status=PENDING", None), ("pool_page", f"/pools/{pool}/", None),
+        ("pool_page_after_change", f"/pools/{pool}/", touch),
+    ]:
         times = []
         for _ in range(20):
+            if before is not None:
+                before()
             with CaptureQueriesContext(connection) as queries:
                 start = time.perf_counter()
                 response = client.get(url)

@@ -67,6 +67,9 @@ def _box(box: DomainBox, mode: str, out: list[str]) -> None:
                 if occ.visible else wid
             out.append(f'<span class="occ" data-occupant="{wid}" title="{occ.tasks} task{_s(occ.tasks)} of '
                        f'{escape(occ.username)}">{shown} · {occ.gpu} GPU</span>')
+        if box.occupants_more > 0:
+            out.append(f'<span class="occ more" data-occupants-more="{box.occupants_more}">+{box.occupants_more} '
+                       f'more workflow{_s(box.occupants_more)}</span>')
         out.append("</div>\n")
     if box.children or box.hidden_count:
         out.append('\n<div class="dom-children">\n')

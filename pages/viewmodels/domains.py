@@ -81,6 +81,7 @@ class DomainBox:
     hidden_key: str = ""
     nodes: list[NodeCell] | None = None
     occupants: list[Occupant] = field(default_factory=list)
+    occupants_more: int = 0  # workflows holding capacity here beyond those in ``occupants``
 
     @property
     def labels(self) -> list[tuple[str, str]]:
@@ -154,6 +155,7 @@ def merge_chains(box: DomainBox) -> None:
         box.children = child.children
         box.nodes = child.nodes
         box.occupants = child.occupants
+        box.occupants_more = child.occupants_more
         box.hidden_count, box.hidden_capacity, box.hidden_free = (
             child.hidden_count, child.hidden_capacity, child.hidden_free)
         box.hidden_key = child.hidden_key

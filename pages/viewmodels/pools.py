@@ -17,13 +17,15 @@ from django.core.paginator import Page, Paginator
 from osmo.types import Viewer
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
-from scheduler.domains import pool_domain_tree
+from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import label_text, node_queryset_with_usage, pool_keys, pool_list, pools_totals
 from workflows.selectors import pool_occupancy_by_workflow
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
 NODES_PER_PAGE = 25
+OCCUPANCY_ROWS = 50  # workflows listed under "Workflows holding capacity" (largest first); the rest summed
+OCCUPANTS_PER_DOMAIN = 3  # workflows named in a domain box (largest first); the rest counted
 
 
 # ------------------------------------------------------------------------------------------------
@@ -101,29 +103,58 @@ class PoolHeatMap:
     keys: list[str]
     node_cells: bool
     unlabelled_nodes: int
-    occupancy: list[WorkflowOccupancy]
+    occupancy: list[WorkflowOccupancy]  # the largest OCCUPANCY_ROWS holders
+    occupancy_more: int = 0  # holders not listed
+    occupancy_more_gpu: int = 0  # GPUs they hold
 
 
 def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer) -> PoolHeatMap:
     """Every domain with capacity / in use / free, node cells when the pool is small enough, and
     which workflows hold capacity in which finest domain (three or four queries)."""
-    tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=NODE_CELL_LIMIT)
+    fingerprint = pool_state_fingerprint(pool)
+    tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT)
     root, boxes = domain_boxes(tree)
-    occupancy = _pool_occupancy(pool, keys, boxes, user=user)
+    occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint)
     merge_chains(root)
+    # Thousands of small gangs can hold a big pool: a page lists the largest holders, not all of them.
+    rest = occupancy[OCCUPANCY_ROWS:]
     return PoolHeatMap(
         root=root,
         keys=[key.key for key in keys],
         node_cells=tree.machines_loaded,
         unlabelled_nodes=tree.unlabelled_node_count,
-        occupancy=occupancy,
+        occupancy=occupancy[:OCCUPANCY_ROWS],
+        occupancy_more=len(rest),
+        occupancy_more_gpu=sum(entry.gpu for entry in rest),
     )
 
 
+_occupancy_cache: dict[int, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
+
+
+def _occupancy_rows(
+    pool: Pool, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None
+) -> list[dict[str, Any]]:
+    """The pool's active reservations per workflow and finest domain, kept per process while the
+    pool's state fingerprint and keys stay the same (rows are read-only below)."""
+    if fingerprint is None:
+        return list(pool_occupancy_by_workflow(pool=pool, labels=[k.label for k in keys]))
+    key = (fingerprint, tuple(k.label for k in keys))
+    cached = _occupancy_cache.get(pool.pk)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    rows = list(pool_occupancy_by_workflow(pool=pool, labels=[k.label for k in keys]))
+    if pool.pk not in _occupancy_cache and len(_occupancy_cache) >= 16:
+        _occupancy_cache.pop(next(iter(_occupancy_cache)), None)
+    _occupancy_cache[pool.pk] = (key, rows)
+    return rows
+
+
 def _pool_occupancy(
-    pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: Viewer
+    pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: Viewer,
+    fingerprint: tuple[Any, ...] | None,
 ) -> list[WorkflowOccupancy]:
-    rows = pool_occupancy_by_workflow(pool=pool, labels=[key.label for key in keys])
+    rows = _occupancy_rows(pool, keys, fingerprint)
     per_workflow: dict[str, WorkflowOccupancy] = {}
     for row in rows:
         workflow_id = row["workflow_id"]
@@ -148,7 +179,10 @@ def _pool_occupancy(
     for entry in result:
         entry.domains.sort(key=lambda domain: domain.path)
     for box in boxes.values():
-        box.occupants.sort(key=lambda occupant: (-occupant.gpu, occupant.workflow_id))
+        if box.occupants:
+            box.occupants.sort(key=lambda occupant: (-occupant.gpu, occupant.workflow_id))
+            box.occupants_more = len(box.occupants) - OCCUPANTS_PER_DOMAIN
+            del box.occupants[OCCUPANTS_PER_DOMAIN:]
     return result
 
 

@@ -8,10 +8,11 @@ import pytest
 from django.urls import reverse
 
 from pages.viewmodels.common import heat_level
+from scheduler.models import Reservation
 from tests.factories import example_spec
 from tests.pages.conftest import big_clique_spec
 from workflows.choices import TaskStatus, WorkflowStatus
-from workflows.models import Workflow
+from workflows.models import Task, Workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -260,8 +261,10 @@ def test_pool_list_shows_capacity(alice_client, django_assert_max_num_queries):
 
 def test_pool_detail_shows_heat_map_occupancy_and_nodes(alice_client, scene, django_assert_max_num_queries):
     # when
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(14):
         response = alice_client.get("/pools/nvl72/")
+    with django_assert_max_num_queries(11):  # unchanged pool: tree and occupancy kept, two version queries
+        again = alice_client.get("/pools/nvl72/")
     second = alice_client.get("/pools/nvl72/?page=6")
 
     # then
@@ -282,6 +285,31 @@ def test_pool_detail_shows_heat_map_occupancy_and_nodes(alice_client, scene, dja
     assert "Page 1 of 6 · 144 nodes" in text
     assert len(re.findall(r'<tr data-node="', text)) == 25
     assert len(re.findall(r'<tr data-node="', second.content.decode())) == 19
+    csrf = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"')
+    assert csrf.sub("", _text(again)) == csrf.sub("", text)
+
+
+def test_pool_page_lists_the_largest_holders_and_follows_releases(alice_client, scene, monkeypatch):
+    """Thousands of small gangs can hold a big pool: the page names the largest holders and counts the
+    rest; a release shows on the next request although the tree is kept between requests."""
+    from pages.viewmodels import pools as viewmodel
+    from scheduler.services.reservations import reservations_release
+
+    # given a page that lists one holder and names one per domain
+    monkeypatch.setattr(viewmodel, "OCCUPANCY_ROWS", 1)
+    held = set(Reservation.objects.filter(pool=scene["pool"], released_at__isnull=True)
+               .values_list("task__workflow__workflow_id", flat=True))
+    assert len(held) >= 2
+    # when
+    first = _text(alice_client.get("/pools/nvl72/"))
+    released = Task.objects.filter(workflow__workflow_id="single-nvl72-rack-1").values_list("pk", flat=True)
+    reservations_release(task_ids=list(released))
+    after = _text(alice_client.get("/pools/nvl72/"))
+    # then
+    assert len(re.findall(r"<tr data-workflow=", first)) == 1
+    assert re.search(rf"… and {len(held) - 1} more workflows? holding \d+ GPUs?", first)
+    assert 'data-occupant="single-nvl72-rack-1"' in first
+    assert 'data-occupant="single-nvl72-rack-1"' not in after
 
 
 def test_unknown_pool_and_workflow_are_404(alice_client):
