@@ -13,11 +13,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from osmo.errors import OsmoError
 from osmo.types import signed_in
 from pages.forms import WorkflowFilterForm, WorkflowSubmitForm
 from pages.viewmodels.dashboard import dashboard_build
@@ -25,6 +27,8 @@ from pages.viewmodels.pools import pool_detail_build, pool_rows
 from pages.viewmodels.submit import dry_run_build, spec_error_rows, submit_example_text, submit_examples
 from pages.viewmodels.workflows import workflow_detail_build, workflow_page_list, workflow_user_may_cancel
 from scheduler.selectors import pool_get, pool_names
+from scheduler.selectors import pool_list as scheduler_pool_list
+from scheduler.services.access import pool_accessible, pools_visible
 from workflows.errors import PoolNotFoundError, WorkflowNotCancellableError, WorkflowSpecInvalidError
 from workflows.models import Workflow
 from workflows.selectors import workflow_detail_queryset
@@ -76,7 +80,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 # ------------------------------------------------------------------------------------------------
 @login_required
 def workflow_list(request: HttpRequest) -> HttpResponse:
-    form = WorkflowFilterForm(request.GET or None, pool_names=pool_names())
+    form = WorkflowFilterForm(request.GET or None, pool_names=pool_names(user=request.user))
     queryset = workflow_page_list(
         user=request.user,
         status=form.value("status"),
@@ -125,7 +129,7 @@ def workflow_cancel(request: HttpRequest, workflow_id: str) -> HttpResponse:
 # ------------------------------------------------------------------------------------------------
 @login_required
 def pool_list(request: HttpRequest) -> HttpResponse:
-    context = {"pools": pool_rows()}
+    context = {"pools": pool_rows(pools_visible(scheduler_pool_list(), user=request.user))}
     return _render(request, "pages/pool_list.html", "pages/partials/pool_table.html", context)
 
 
@@ -134,6 +138,8 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = pool_get(name=name)
     if pool is None:
         raise Http404("Pool not found.")
+    if not pool_accessible(pool, user=request.user):
+        raise PermissionDenied(f"You have no access to pool {pool.name}.")
     context = _fields(pool_detail_build(pool, user=request.user, page_number=_page_number(request)))
     context["live_query"] = _live_query(request)
     return _render(request, "pages/pool_detail.html", "pages/partials/pool_live.html", context)
@@ -145,7 +151,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def submit(request: HttpRequest) -> HttpResponse:
-    names = pool_names()
+    names = pool_names(user=request.user)
     context: dict[str, Any] = {"examples": submit_examples(), "pool_names": names}
     if request.method == "GET":
         initial: dict[str, Any] = {"pool": request.GET.get("pool") or (names[0] if names else "")}
@@ -172,8 +178,11 @@ def submit(request: HttpRequest) -> HttpResponse:
             )
             messages.success(request, f"Submitted {workflow.workflow_id} to pool {pool_name}.")
             return redirect("workflow-detail", workflow_id=workflow.workflow_id)
-        context.update(_fields(dry_run_build(pool_name=pool_name, spec=text)))
+        context.update(_fields(dry_run_build(pool_name=pool_name, spec=text, user=request.user)))
     except (WorkflowSpecInvalidError, PoolNotFoundError) as exc:
         context["errors"] = spec_error_rows(text, exc.details.get("errors", []))
         return render(request, "pages/submit.html", context, status=400)
+    except OsmoError as exc:  # no access, maintenance, a team to choose: one line, the API's words
+        context["errors"] = spec_error_rows(text, [{"path": "pool", "message": exc.message}])
+        return render(request, "pages/submit.html", context, status=exc.http_status)
     return render(request, "pages/submit.html", context)

@@ -26,8 +26,10 @@ from django.utils.html import format_html
 from scheduler import selectors
 from scheduler.domains import pool_domain_tree
 from scheduler.inventory import KeySpec, topology_keys_validate
-from scheduler.models import Node, Pool, Reservation, TopologyKey, WorkerHeartbeat
+from scheduler.models import Node, Pool, PoolGrant, Reservation, TeamQuota, TopologyKey, WorkerHeartbeat
 from scheduler.services import nodes_set_schedulable, pool_keys_set
+from scheduler.services.access import pool_gpu_capacity, pool_status_set
+from scheduler.services.reservations import pool_capacity_changed
 
 GIB = 1024**3
 MAX_FILTER_CHOICES = 60
@@ -77,14 +79,53 @@ class TopologyKeyInline(admin.TabularInline):
     verbose_name_plural = "topology keys (coarsest first; edit position to reorder)"
 
 
+class PoolGrantInline(admin.TabularInline):
+    model = PoolGrant
+    fields = ("team", "user")
+    extra = 1
+    verbose_name = "access grant (a team or a user; a pool without grants is open to everyone)"
+    verbose_name_plural = "access grants (a pool without grants is open to everyone)"
+
+
+class TeamQuotaInlineFormSet(BaseInlineFormSet):
+    """The quotas of a pool may add up to at most its GPUs (docs/design.md §9)."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors) or self.instance.pk is None:
+            return
+        total = sum(
+            form.cleaned_data.get("gpu") or 0
+            for form in self.forms
+            if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
+        )
+        capacity = pool_gpu_capacity(self.instance)
+        if total > capacity:
+            raise ValidationError(
+                f"Quotas add up to {total} GPUs; pool {self.instance.name} has {capacity}. Lower one of them."
+            )
+
+
+class TeamQuotaInline(admin.TabularInline):
+    model = TeamQuota
+    formset = TeamQuotaInlineFormSet
+    fields = ("team", "gpu")
+    extra = 1
+    verbose_name = "team quota (GPUs for the team's HIGH and NORMAL work; LOW work borrows beyond it)"
+    verbose_name_plural = "team quotas (GPUs for HIGH and NORMAL work; no quota: the whole pool)"
+
+
 @admin.register(Pool)
 class PoolAdmin(admin.ModelAdmin):
-    list_display = ("name", "description", "backend", "keys_display", "node_count", "gpu_display", "hierarchy_link")
+    list_display = ("name", "status", "description", "backend", "keys_display", "node_count", "gpu_display",
+                    "hierarchy_link")
+    list_filter = ("status",)
     search_fields = ("name", "description")
     readonly_fields = ("keys_version", "hierarchy_link", "created_at", "updated_at")
     fields = (
         "name",
         "description",
+        "status",
         "backend",
         "sim_task_seconds",
         "k8s_namespace",
@@ -94,7 +135,7 @@ class PoolAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    inlines = [TopologyKeyInline]
+    inlines = [TopologyKeyInline, PoolGrantInline, TeamQuotaInline]
     change_form_template = "admin/scheduler/pool/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Pool]:
@@ -133,9 +174,22 @@ class PoolAdmin(admin.ModelAdmin):
         url = reverse("admin:scheduler_pool_hierarchy", args=[pool.pk])
         return format_html('<a href="{}">View hierarchy</a>', url)
 
+    def save_model(self, request: HttpRequest, obj: Pool, form: Any, change: bool) -> None:
+        status = obj.status
+        if change and "status" in form.changed_data:
+            obj.status = Pool.objects.get(pk=obj.pk).status  # set through the service below (epochs)
+        super().save_model(request, obj, form, change)
+        if change and obj.status != status:
+            obj.status = pool_status_set(pool=obj, status=status).status
+
     def save_related(self, request: HttpRequest, form: Any, formsets: list[Any], change: bool) -> None:
         form.save_m2m()
         for formset in formsets:
+            if isinstance(formset, TeamQuotaInlineFormSet):
+                self.save_formset(request, form, formset, change=change)
+                if formset.has_changed():
+                    pool_capacity_changed(form.instance.pk)  # more quota may let waiting work start
+                continue
             if isinstance(formset, TopologyKeyInlineFormSet):
                 formset.save()
                 pool = form.instance

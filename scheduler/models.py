@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
-from scheduler.choices import DispatchBackend
+from scheduler.choices import DispatchBackend, PoolStatus
 
 KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
@@ -31,6 +32,11 @@ class Pool(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[pool_name_validator])
     description = models.CharField(max_length=255, blank=True)
+    status = models.CharField(
+        max_length=12, choices=PoolStatus.choices, default=PoolStatus.ONLINE,
+        help_text="ONLINE places work; OFFLINE accepts submissions and places nothing; MAINTENANCE refuses "
+        "submissions and places nothing. Running work is never touched.",
+    )
     backend = models.CharField(max_length=16, choices=DispatchBackend.choices, default=DispatchBackend.SIMULATED)
     sim_task_seconds = models.FloatField(
         default=10.0, help_text="Simulated backend: how long a task runs unless its spec says otherwise."
@@ -59,6 +65,48 @@ class Pool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PoolGrant(models.Model):
+    """Who may see and submit to a pool: a team (Django group) or one user. A pool without grants is
+    open to everyone; staff always have access (docs/design.md §9)."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="grants")
+    team = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="pool_grants")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="pool_grants")
+
+    class Meta:
+        ordering = ["pool", "team__name", "user__username"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(team__isnull=False) & Q(user__isnull=True))
+                | (Q(team__isnull=True) & Q(user__isnull=False)),
+                name="poolgrant_team_xor_user",
+            ),
+            models.UniqueConstraint(fields=["pool", "team"], name="poolgrant_unique_team"),
+            models.UniqueConstraint(fields=["pool", "user"], name="poolgrant_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        who = f"team {self.team}" if self.team_id else f"user {self.user}"
+        return f"{self.pool}: {who}"
+
+
+class TeamQuota(models.Model):
+    """A team's GPU quota in a pool for HIGH and NORMAL work (docs/design.md §9). LOW work may borrow
+    idle GPUs beyond it and is preemptible. A team without a quota row may use the whole pool."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="quotas")
+    team = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="pool_quotas")
+    gpu = models.PositiveIntegerField(help_text="GPUs this team's HIGH and NORMAL work may hold in the pool.")
+
+    class Meta:
+        ordering = ["pool", "team__name"]
+        constraints = [models.UniqueConstraint(fields=["pool", "team"], name="teamquota_unique_team")]
+
+    def __str__(self) -> str:
+        return f"{self.pool}: {self.team} {self.gpu} GPUs"
 
 
 class PoolEpoch(models.Model):

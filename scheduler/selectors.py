@@ -35,7 +35,8 @@ from django.db.models import (
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Greatest
 
-from scheduler.models import Node, Pool, Reservation, TopologyKey
+from osmo.types import Viewer
+from scheduler.models import Node, Pool, Reservation, TeamQuota, TopologyKey
 from scheduler.resources import RESOURCE_API_NAMES
 from scheduler.resources import RESOURCES as RESOURCE_TABLE
 
@@ -112,9 +113,15 @@ def pool_get(*, name: str) -> Pool | None:
     return pool_list().filter(name=name).first()
 
 
-def pool_names() -> list[str]:
-    """Every pool's name, in order (one query): the choices of the pages' pool pickers."""
-    return list(Pool.objects.order_by("name").values_list("name", flat=True))
+def pool_names(*, user: Viewer | None = None) -> list[str]:
+    """Every pool's name (those ``user`` may see, when given), in order (one query): the choices of
+    the pages' pool pickers."""
+    from scheduler.services.access import pools_visible
+
+    pools = Pool.objects.order_by("name")
+    if user is not None:
+        pools = pools_visible(pools, user=user)
+    return list(pools.values_list("name", flat=True))
 
 
 @dataclass(slots=True)
@@ -309,3 +316,32 @@ __all__ = [
     "pool_totals_by_labels",
     "pools_totals",
 ]
+
+
+LOW_PRIORITY = "LOW"  # the only preemptible priority, which quotas do not limit (docs/design.md §9)
+
+
+def pool_quota_use(pool: Pool) -> list[dict[str, Any]]:
+    """Per team with a quota or work holding GPUs in the pool, by team name: its quota (None: no
+    quota, the whole pool), the GPUs its HIGH and NORMAL work holds, and the GPUs its LOW work holds
+    (two queries). Work without a team is the row with ``team`` None. Reads the reservations' tasks'
+    workflows through the foreign keys (``Reservation.task`` points into the workflows app)."""
+    quotas = {q.team_id: (q.team.name, q.gpu) for q in TeamQuota.objects.filter(pool=pool).select_related("team")}
+    held: dict[int | None, dict[str, Any]] = {}
+    rows = (
+        Reservation.objects.filter(pool=pool, released_at__isnull=True)
+        .order_by()
+        .values("task__workflow__team_id", "task__workflow__team__name", "task__workflow__priority")
+        .annotate(gpu=Sum("gpu"))
+    )
+    for row in rows:
+        entry = held.setdefault(row["task__workflow__team_id"],
+                                {"name": row["task__workflow__team__name"], "used": 0, "low": 0})
+        entry["low" if row["task__workflow__priority"] == LOW_PRIORITY else "used"] += row["gpu"] or 0
+    result = []
+    for team_id in set(quotas) | set(held):
+        name = quotas[team_id][0] if team_id in quotas else held[team_id]["name"]
+        use = held.get(team_id, {})
+        result.append({"team": name, "quota_gpu": quotas[team_id][1] if team_id in quotas else None,
+                       "used_gpu": use.get("used", 0), "low_gpu": use.get("low", 0)})
+    return sorted(result, key=lambda row: (row["team"] is None, row["team"] or ""))

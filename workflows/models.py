@@ -30,6 +30,10 @@ class Workflow(models.Model):
     status = models.CharField(max_length=32, choices=WorkflowStatus.choices, default=WorkflowStatus.PENDING)
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workflows")
+    team = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="workflows",
+        help_text="The team whose quota in the pool this workflow's HIGH and NORMAL work counts against.",
+    )
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -115,6 +119,7 @@ class TaskGroup(RunState):
     idle_fit = models.BooleanField(null=True, blank=True, editable=False,
                                    help_text="Whether the gang fits the idle pool (at idle_fit_epoch).")
     idle_fit_epoch = models.BigIntegerField(null=True, blank=True, editable=False)
+    preemptions = models.PositiveIntegerField(default=0, help_text="How many times this gang was preempted.")
 
     class Meta:
         ordering = ["workflow", "position"]

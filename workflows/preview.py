@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from osmo.types import Viewer
 from scheduler.placement import solve
 from scheduler.results import result_to_json
 from scheduler.snapshot import snapshot_load
@@ -13,8 +14,8 @@ from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline
 
 
-def workflow_dry_run(*, pool_name: str, spec: str | dict[str, Any]) -> dict[str, Any]:
-    submission = workflow_validate(pool_name=pool_name, spec=spec)
+def workflow_dry_run(*, pool_name: str, spec: str | dict[str, Any], user: Viewer | None = None) -> dict[str, Any]:
+    submission = workflow_validate(pool_name=pool_name, spec=spec, user=user)
     snapshot = snapshot_load(submission.pool)
     groups = []
     for group in submission.spec.groups:

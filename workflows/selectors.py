@@ -45,7 +45,7 @@ def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
     history = StatusTransition.objects.select_related("group", "task").order_by("at", "pk")
     return (
         workflow_visible_to(user)
-        .select_related("pool", "submitted_by")
+        .select_related("pool", "submitted_by", "team")
         .prefetch_related(
             Prefetch("groups", queryset=groups),
             "pool__topology_keys",
@@ -143,3 +143,4 @@ def group_waiting(group: TaskGroup) -> dict[str, Any] | None:
         result["holders"] = [{"workflow": row["workflow_key"], "gpu": row["gpu"], "tasks": row["tasks"]}
                              for row in holders]
     return result
+

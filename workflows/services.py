@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from osmo.types import User
+from osmo.types import User, Viewer
 from scheduler import jobs
 from scheduler.models import Node, Pool
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.results import result_to_json
+from scheduler.services.access import pool_submit_check, pools_visible, team_for_submission
 from scheduler.snapshot import idle_index
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
@@ -66,13 +68,19 @@ def pool_context(pool: Pool) -> PoolContext:
     return PoolContext(name=pool.name, keys=keys, node_capacities=shapes)
 
 
-def workflow_validate(*, pool_name: str, spec: str | dict[str, Any]) -> ValidatedSubmission:
+def workflow_validate(
+    *, pool_name: str, spec: str | dict[str, Any], user: Viewer | None = None
+) -> ValidatedSubmission:
     """Parse and validate ``spec`` against the pool, and check that every gang could be placed on the
-    pool's whole inventory if nothing else ran. Raises ``PoolNotFoundError``,
-    ``WorkflowSpecInvalidError`` (every problem, each with its path) or ``WorkflowNeverFitsError``."""
+    pool's whole inventory if nothing else ran. Raises ``PoolNotFoundError``, ``PoolForbiddenError``
+    and ``PoolUnavailableError`` (for ``user``: no access, maintenance), ``WorkflowSpecInvalidError``
+    (every problem, each with its path) or ``WorkflowNeverFitsError``."""
     pool = Pool.objects.filter(name=pool_name).first()
     if pool is None:
-        raise PoolNotFoundError(pool_name, list(Pool.objects.values_list("name", flat=True)))
+        visible = pools_visible(Pool.objects.all(), user=user) if user is not None else Pool.objects.all()
+        raise PoolNotFoundError(pool_name, list(visible.values_list("name", flat=True)))
+    if user is not None:
+        pool_submit_check(pool, user=user)
     try:
         parsed = parse_workflow(spec, pool=pool_context(pool))
     except SpecInvalidError as exc:
@@ -151,6 +159,7 @@ def workflow_submit(
     spec: str | dict[str, Any],
     priority: str = Priority.NORMAL,
     idempotency_key: str | None = None,
+    team: str | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
@@ -165,11 +174,12 @@ def workflow_submit(
         existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
         if existing is not None:
             return existing, False
-    submission = workflow_validate(pool_name=pool_name, spec=spec)
+    submission = workflow_validate(pool_name=pool_name, spec=spec, user=user)
+    chosen_team = team_for_submission(submission.pool, user=user, team=team)
     try:
         with transaction.atomic():
             workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key,
-                                        request_hash=request_hash)
+                                        request_hash=request_hash, team=chosen_team)
     except IntegrityError:
         # The same key arrived twice at once (with names whose locks do not exclude each other): the
         # first one's row is committed by now, so it is found and returned (or refused as reused).
@@ -185,7 +195,7 @@ def workflow_submit(
 
 def _workflow_create(
     submission: ValidatedSubmission, *, user: User, priority: str, idempotency_key: str | None,
-    request_hash: str = "",
+    request_hash: str = "", team: Group | None = None,
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
@@ -199,6 +209,7 @@ def _workflow_create(
         pool_keys=[[key.key, key.label] for key in submission.pool.topology_keys.order_by("position")],
         priority=priority,
         submitted_by=user,
+        team=team,
         spec_text=submission.spec_text,
         labels=spec.labels_dict(),
         queue_timeout_s=spec.queue_timeout_s,

@@ -167,6 +167,7 @@ SPECTACULAR_SETTINGS = {
         "WorkflowStatusEnum": "workflows.choices.WorkflowStatus",
         "TaskStatusEnum": "workflows.choices.TaskStatus",
         "PriorityEnum": "workflows.choices.Priority",
+        "PoolStatusEnum": "scheduler.choices.PoolStatus",
         "PlacementStatusEnum": ["placed", "unschedulable", "undecided"],
     },
     "SERVE_INCLUDE_SCHEMA": False,

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from osmo.types import Viewer
 from pages.viewmodels.pools import PoolRow, pool_rows
+from scheduler.selectors import pool_list
+from scheduler.services.access import pools_visible
 from workflows.choices import WorkflowStatus
 from workflows.models import Workflow
 from workflows.selectors import workflow_count_by_status, workflow_list
@@ -45,6 +47,6 @@ def dashboard_build(*, user: Viewer, recent: int = RECENT_WORKFLOWS) -> Dashboar
         ],
         failures=[StatusCount(status=s, count=n) for s, n in counts.items() if s.startswith("FAILED") and n],
         total=sum(counts.values()),
-        pools=pool_rows(),
+        pools=pool_rows(pools_visible(pool_list(), user=user)),
         recent=list(workflow_list(user=user)[:recent]),
     )

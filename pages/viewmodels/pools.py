@@ -19,7 +19,14 @@ from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
 from scheduler.models import Node, Pool, TopologyKey
-from scheduler.selectors import label_text, node_queryset_with_usage, pool_keys, pool_list, pools_totals
+from scheduler.selectors import (
+    label_text,
+    node_queryset_with_usage,
+    pool_keys,
+    pool_list,
+    pool_quota_use,
+    pools_totals,
+)
 from workflows.selectors import pool_occupancy_by_workflow
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
@@ -199,6 +206,7 @@ class PoolDetail:
     heat: PoolHeatMap
     page: Page
     nodes: list[NodeRow]
+    quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
 
 
 def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:
@@ -213,4 +221,5 @@ def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDeta
         page=page,
         nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases])
                for node in page.object_list],
+        quotas=pool_quota_use(pool),
     )

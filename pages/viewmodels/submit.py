@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
+from osmo.types import Viewer
 from pages.forms import yaml_line_for_path
 from scheduler.selectors import node_labels_by_name, pool_get, pool_keys
 from workflows.preview import workflow_dry_run
@@ -76,10 +77,10 @@ class DryRun:
     pool_keys: list[str]
 
 
-def dry_run_build(*, pool_name: str, spec: str) -> DryRun:
+def dry_run_build(*, pool_name: str, spec: str, user: Viewer | None = None) -> DryRun:
     """Validate and preview ``spec`` on the pool; stores nothing. Raises what ``workflow_dry_run`` raises
     (``WorkflowSpecInvalidError``, ``PoolNotFoundError``)."""
-    preview = workflow_dry_run(pool_name=pool_name, spec=spec)
+    preview = workflow_dry_run(pool_name=pool_name, spec=spec, user=user)
     pool = pool_get(name=pool_name)
     keys = pool_keys(pool) if pool else []
     names = {node for group in preview["groups"] for node in group["placement"]["tasks"].values()}

@@ -12,7 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler.choices import DispatchBackend
+from scheduler.choices import DispatchBackend, PoolStatus
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
@@ -71,6 +71,7 @@ class PoolOutputSerializer(serializers.ModelSerializer):
         fields = [
             "name",
             "description",
+            "status",
             "backend",
             "sim_task_seconds",
             "k8s_namespace",
@@ -92,11 +93,23 @@ class PoolOutputSerializer(serializers.ModelSerializer):
         return self.context["totals"][pool.pk]
 
 
+class QuotaUseOutputSerializer(serializers.Serializer):
+    team = serializers.CharField(allow_null=True, help_text="None: work submitted without a team.")
+    quota_gpu = serializers.IntegerField(allow_null=True, help_text="None: no quota (the whole pool).")
+    used_gpu = serializers.IntegerField(help_text="GPUs held by the team's HIGH and NORMAL work.")
+    low_gpu = serializers.IntegerField(help_text="GPUs held by the team's LOW (preemptible) work.")
+
+
 class PoolDetailOutputSerializer(PoolOutputSerializer):
     domains = serializers.SerializerMethodField(help_text="Per key (coarsest first): totals per domain.")
+    quotas = serializers.SerializerMethodField(help_text="Per team: quota and GPUs held (docs/design.md §9).")
 
     class Meta(PoolOutputSerializer.Meta):
-        fields = [*PoolOutputSerializer.Meta.fields, "domains"]
+        fields = [*PoolOutputSerializer.Meta.fields, "domains", "quotas"]
+
+    @extend_schema_field(QuotaUseOutputSerializer(many=True))
+    def get_quotas(self, pool: Pool) -> list[dict[str, Any]]:
+        return self.context["quotas"]
 
     @extend_schema_field(KeyDomainsSerializer(many=True))
     def get_domains(self, pool: Pool) -> list[dict[str, Any]]:
@@ -186,6 +199,7 @@ class PoolInputSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=63)
     description = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    status = serializers.ChoiceField(choices=PoolStatus.choices, required=False)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
     sim_task_seconds = serializers.FloatField(min_value=0, required=False)
     k8s_namespace = serializers.CharField(max_length=63, required=False, allow_blank=True)

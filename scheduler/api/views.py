@@ -34,6 +34,7 @@ from scheduler.api.serializers import (
     PoolOutputSerializer,
 )
 from scheduler.models import Node, Pool, TopologyKey
+from scheduler.services import access
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input: details.errors lists {path, message}."),
@@ -105,12 +106,19 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
     serializer_class = PoolOutputSerializer
 
     def get_queryset(self):
-        return selectors.pool_list()
+        return access.pools_visible(selectors.pool_list(), user=self.request.user)
+
+    def get_object(self) -> Pool:
+        pool = get_object_or_404(selectors.pool_list(), name=self.kwargs["name"])
+        if not access.pool_accessible(pool, user=self.request.user):
+            raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.", details={"pool": pool.name})
+        return pool
 
     def _detail(self, pool: Pool, *, status_code: int = status.HTTP_200_OK) -> Response:
         keys = selectors.pool_keys(pool)
         summary = selectors.pool_capacity_summary(pool, keys=keys)
-        context = {"totals": {pool.pk: summary["totals"]}, "summary": summary, "request": self.request}
+        context = {"totals": {pool.pk: summary["totals"]}, "summary": summary, "request": self.request,
+                   "quotas": selectors.pool_quota_use(pool)}
         return Response(PoolDetailOutputSerializer(pool, context=context).data, status=status_code)
 
     def _reload(self, name: str) -> Pool:
@@ -248,7 +256,11 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
     @property
     def pool(self) -> Pool:
         if not hasattr(self, "_pool"):
-            self._pool = get_object_or_404(selectors.pool_list(), name=self.kwargs["pool_name"])
+            pool = get_object_or_404(selectors.pool_list(), name=self.kwargs["pool_name"])
+            if not access.pool_accessible(pool, user=self.request.user):
+                raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.",
+                                                details={"pool": pool.name})
+            self._pool = pool
         return self._pool
 
     @property

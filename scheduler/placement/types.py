@@ -96,8 +96,8 @@ class Placement:
 
 class ReasonCode(StrEnum):
     """Why a gang is not placed: the ``code`` of every stored reason (docs/design.md §5). The solver
-    proves the first five; ``undecided`` means its budget ran out; the placement cycle adds the last
-    two without solving."""
+    proves the first five; ``undecided`` means its budget ran out; the placement cycle adds the rest
+    without solving."""
 
     UNKNOWN_KEY = "unknown_key"  # a required constraint names a key the pool does not have
     NO_DOMAIN = "no_domain"  # no domain of a required key can hold the node's tasks
@@ -107,6 +107,8 @@ class ReasonCode(StrEnum):
     UNDECIDED = "undecided"
     POOL_KEYS_CHANGED = "pool_keys_changed"
     BEHIND_STARVING_GROUP = "behind_starving_group"
+    QUOTA_EXCEEDED = "quota_exceeded"  # the team's HIGH/NORMAL work would hold more GPUs than its quota
+    POOL_NOT_ONLINE = "pool_not_online"  # the pool is OFFLINE or in MAINTENANCE: nothing is placed
 
 
 @dataclass(frozen=True, slots=True)

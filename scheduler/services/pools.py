@@ -32,6 +32,7 @@ from scheduler.inventory import (
     topology_keys_validate,
 )
 from scheduler.models import Node, Pool, Reservation, TopologyKey
+from scheduler.services.access import pool_status_set
 from scheduler.services.reservations import pool_capacity_changed
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def pool_create(*, name: str, keys: Sequence[KeySpec] = (), **fields: Any) -> Po
     specs, errors = topology_keys_validate(list(keys))
     if errors:
         raise ValidationFailedError(errors, message="The topology keys are invalid.")
-    pool = Pool(name=name, **{key: value for key, value in fields.items() if key in POOL_FIELDS})
+    pool = Pool(name=name, **{key: value for key, value in fields.items() if key in (*POOL_FIELDS, "status")})
     _pool_validate(pool)
     pool.save()
     TopologyKey.objects.bulk_create(
@@ -111,6 +112,7 @@ def pool_create(*, name: str, keys: Sequence[KeySpec] = (), **fields: Any) -> Po
 def pool_update(*, pool: Pool, keys: Sequence[KeySpec] | None = None, **fields: Any) -> Pool:
     """Update a pool's fields (``name`` included) and, when given, its keys through :func:`pool_keys_set`."""
     pool = Pool.objects.select_for_update().get(pk=pool.pk)
+    status = fields.pop("status", None)
     changed = [key for key, value in fields.items() if key in ("name", *POOL_FIELDS) and getattr(pool, key) != value]
     for key in changed:
         setattr(pool, key, fields[key])
@@ -119,6 +121,8 @@ def pool_update(*, pool: Pool, keys: Sequence[KeySpec] | None = None, **fields: 
         pool.save(update_fields=[*changed, "updated_at"])
     if keys is not None:
         pool_keys_set(pool=pool, keys=keys)
+    if status is not None:
+        pool = pool_status_set(pool=pool, status=status)
     return pool
 
 

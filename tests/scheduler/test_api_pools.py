@@ -80,8 +80,9 @@ def test_pool_reads_run_a_constant_number_of_queries(user_client, generated_pool
         reserve(node, gpu=1)
 
     for pool in (small, big):
-        # pool, its keys, nodes grouped by domain, reservations per node (+ ATOMIC_REQUESTS savepoint, release)
-        with django_assert_num_queries(6):
+        # pool, access, its keys, nodes grouped by domain, reservations per node, quotas, quota use
+        # (+ ATOMIC_REQUESTS savepoint, release)
+        with django_assert_num_queries(9):
             response = user_client.get(f"/api/pools/{pool.name}/")
         assert response.status_code == 200
         assert response.json()["totals"]["node_count"] == pool.nodes.count()
@@ -89,8 +90,8 @@ def test_pool_reads_run_a_constant_number_of_queries(user_client, generated_pool
     with django_assert_num_queries(7):
         assert user_client.get("/api/pools/").status_code == 200
     for pool in (small, big):
-        # pool, keys, count, page (+ savepoint, release)
-        with django_assert_num_queries(6):
+        # pool, access, keys, count, page (+ savepoint, release)
+        with django_assert_num_queries(7):
             response = user_client.get(f"/api/pools/{pool.name}/nodes/?limit=200")
         assert response.status_code == 200
 

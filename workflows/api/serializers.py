@@ -30,6 +30,11 @@ class WorkflowSubmitInputSerializer(serializers.Serializer):
     spec = SpecField()
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
     dry_run = serializers.BooleanField(default=False)
+    team = serializers.CharField(
+        max_length=150, required=False, allow_blank=True,
+        help_text="The team whose quota this workflow counts against (default: your one team with a quota in "
+        "the pool, else your one team).",
+    )
 
 
 class TaskRequestsSerializer(serializers.Serializer):
@@ -70,7 +75,7 @@ class TaskGroupOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = TaskGroup
         fields = ["name", "status", "upstream", "constraint_tree", "unschedulable_reason", "placement_report",
-                  "scheduling_since", "started_at", "finished_at", "failure_message", "tasks"]
+                  "scheduling_since", "started_at", "finished_at", "failure_message", "preemptions", "tasks"]
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
@@ -109,13 +114,17 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
     id = serializers.CharField(source="workflow_id")
     pool = serializers.CharField(source="pool.name")
     submitted_by = serializers.CharField(source="submitted_by.username")
+    team = serializers.SerializerMethodField(help_text="The team whose quota it counts against (None: none).")
     groups = serializers.SerializerMethodField()
     history = StatusTransitionOutputSerializer(source="transitions", many=True, read_only=True)
 
     class Meta:
         model = Workflow
-        fields = ["id", "name", "pool", "status", "priority", "submitted_by", "submitted_at", "started_at",
+        fields = ["id", "name", "pool", "status", "priority", "submitted_by", "team", "submitted_at", "started_at",
                   "finished_at", "failure_message", "labels", "groups", "history"]
+
+    def get_team(self, workflow: Workflow) -> str | None:
+        return workflow.team.name if workflow.team_id and workflow.team else None
 
     @extend_schema_field(TaskGroupOutputSerializer(many=True))
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:

@@ -96,7 +96,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = dict(request.data.items()) if hasattr(request.data, "items") else {}
         if request.content_type and "yaml" in request.content_type:
-            for name in ("pool", "priority", "dry_run"):
+            for name in ("pool", "priority", "dry_run", "team"):
                 if name in request.query_params:
                     data.setdefault(name, request.query_params[name])
         serializer = WorkflowSubmitInputSerializer(data=data)
@@ -104,13 +104,15 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         values = serializer.validated_data
         idempotency_key = _idempotency_key(request)
         if values["dry_run"]:
-            return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"]), status=status.HTTP_200_OK)
+            return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"], user=signed_in(request)),
+                            status=status.HTTP_200_OK)
         workflow, created = services.workflow_submit(
             user=signed_in(request),
             pool_name=values["pool"],
             spec=values["spec"],
             priority=values["priority"],
             idempotency_key=idempotency_key,
+            team=values.get("team") or None,
         )
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(

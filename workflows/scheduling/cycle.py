@@ -51,14 +51,15 @@ from django.utils import timezone
 
 from osmo.bulk import bulk_set
 from scheduler import jobs
+from scheduler.choices import PoolStatus
 from scheduler.dispatch.naming import pod_name_for
-from scheduler.models import Pool, Reservation
+from scheduler.models import Pool, Reservation, TeamQuota
 from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, ReasonCode, Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.results import report_to_json, result_to_json
 from scheduler.services.reservations import pool_epochs, pool_epochs_bump
 from scheduler.snapshot import pool_key_labels, snapshot_empty, snapshot_load_with_ids
-from workflows.choices import PRIORITY_RANK, TaskStatus
+from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,
     waiting_groups_promote,
@@ -124,6 +125,7 @@ class _Queued:
     idle_fit: bool | None
     idle_fit_epoch: int | None
     keys_version: int
+    team_id: int | None = None
 
 
 def _priority_rank() -> Case:
@@ -157,6 +159,9 @@ def placement_cycle_run(
         if pool is None:
             return result
         result.pool = pool.name
+        if pool.status != PoolStatus.ONLINE:
+            _not_online_record(pool)
+            return result
         now = now or timezone.now()
         # Read before the snapshot: a release committed after this read moves the epoch past it.
         capacity_epoch, inventory_epoch = pool_epochs(pool.pk)
@@ -230,13 +235,13 @@ def _queue_read(pool: Pool) -> list[_Queued]:
         .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
         .values_list("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
                      "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
-                     "keys_version")
+                     "keys_version", "workflow__team_id")
     )
     return [
         _Queued(pk, workflow_id, name, rank, [rank, submitted.isoformat(), workflow_id, position], since, proof,
-                signature, code, digest, idle_fit, idle_epoch, keys_version)
+                signature, code, digest, idle_fit, idle_epoch, keys_version, team_id)
         for (pk, workflow_id, name, rank, submitted, position, since, proof, signature, code, digest, idle_fit,
-             idle_epoch, keys_version) in rows
+             idle_epoch, keys_version, team_id) in rows
     ]
 
 
@@ -271,6 +276,7 @@ class _Walk:
         # a gang of one is skipped even when its own row does not record the proof.
         self.prior_proofs: dict[str, int] = dict(proofs or {})
         self.proofs: dict[str, int] = dict(proofs or {})
+        self.quotas = _Quotas.load(pool)
         self.failed: set[int] = set()  # groups failed by a solver error
         self.wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
 
@@ -369,6 +375,12 @@ class _Walk:
                     self._record(g, dict(BEHIND_STARVING), None)
                 result.unschedulable.append(g.pk)
                 continue
+            if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
+                over = self.quotas.over(g, self.request(g, upcoming))
+                if over is not None:
+                    self._record(g, over, self.capacity_epoch, shared=False)
+                    result.unschedulable.append(g.pk)
+                    continue
             waited = self.now - (g.scheduling_since or self.now)
             check_idle = starving_rank is None and waited > starvation
             idle_known = g.idle_fit is not None and g.idle_fit_epoch == self.inventory_epoch
@@ -437,6 +449,8 @@ class _Walk:
         if isinstance(outcome, Placement):
             requests = {t.name: t.resources.as_tuple() for t in request.tasks}
             self.index.place([(node, requests[task]) for task, node in outcome.assignments])
+            if self.quotas:
+                self.quotas.add(g, request)
             self.decided.append((g, outcome, request))
             result.placed.append(g.pk)
             return None
@@ -467,14 +481,16 @@ class _Walk:
     def _pool_keys(self, g: _Queued) -> list[list[str]]:
         return Workflow.objects.filter(pk=g.workflow_id).values_list("pool_keys", flat=True).get() or []
 
-    def _record(self, g: _Queued, reason: dict[str, Any], proof: int | None) -> None:
+    def _record(self, g: _Queued, reason: dict[str, Any], proof: int | None, *, shared: bool = True) -> None:
         # Reasons are a few KB of JSON and thousands of gangs share a handful: a gang whose reason did
         # not change is not rewritten; its proof is recorded per signature in the pool's cycle state
         # (only a gang without a signature, stored before signatures were, needs its own row moved).
-        if proof is not None and g.signature:
+        # A verdict of this gang alone (its team's quota) is never shared with its signature.
+        shared = shared and bool(g.signature)
+        if proof is not None and shared:
             self.proofs[g.signature] = proof
         if self.incremental and g.reason_digest and g.reason_digest == self._digest(reason):
-            if proof != g.proof_epoch and not (proof is not None and g.signature):
+            if proof != g.proof_epoch and not (proof is not None and shared):
                 self.proofs_only[g.pk] = proof
             return
         self.verdicts[g.pk] = (reason, proof, str(reason.get("code", ""))[:40])
@@ -653,3 +669,64 @@ def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
         workflow_status_refresh(group.workflow)
         done.append(group.pk)
     return done
+
+
+LOW_RANK = PRIORITY_RANK[Priority.LOW]
+
+
+@dataclass
+class _Quotas:
+    """The teams' GPU quotas in a pool and what their HIGH and NORMAL work holds (docs/design.md §9):
+    read once per cycle (two queries, none when the pool has no quota), counted up as the walk places."""
+
+    pool: Pool
+    quota: dict[int, tuple[str, int]]  # team id -> (name, GPUs)
+    used: dict[int, int]
+
+    @classmethod
+    def load(cls, pool: Pool) -> _Quotas | None:
+        quota = {q.team_id: (q.team.name, q.gpu) for q in TeamQuota.objects.filter(pool=pool).select_related("team")}
+        if not quota:
+            return None
+        rows = (
+            Reservation.objects.filter(pool=pool, released_at__isnull=True, task__workflow__team_id__in=list(quota))
+            .exclude(task__workflow__priority=Priority.LOW)
+            .order_by()
+            .values("task__workflow__team_id")
+            .annotate(gpu=Sum("gpu"))
+        )
+        return cls(pool, quota, {row["task__workflow__team_id"]: int(row["gpu"] or 0) for row in rows})
+
+    def over(self, g: _Queued, request: GroupRequest) -> dict[str, Any] | None:
+        """The reason the gang waits when placing it would take its team past its quota, else None."""
+        assert g.team_id is not None
+        name, limit = self.quota[g.team_id]
+        used = self.used.get(g.team_id, 0)
+        needed = sum(task.resources.gpu for task in request.tasks)
+        if used + needed <= limit:
+            return None
+        return {
+            "status": "unschedulable",
+            "code": ReasonCode.QUOTA_EXCEEDED.value,
+            "team": name, "quota_gpu": limit, "used_gpu": used, "needed_gpu": needed,
+            "message": f"team {name} uses {used} of its {limit} GPUs in pool {self.pool.name}; this group needs "
+            f"{needed} more (HIGH and NORMAL work counts against the quota; LOW work may borrow idle GPUs)",
+        }
+
+    def add(self, g: _Queued, request: GroupRequest) -> None:
+        if g.team_id in self.quota and g.rank < LOW_RANK:
+            self.used[g.team_id] = self.used.get(g.team_id, 0) + sum(task.resources.gpu for task in request.tasks)
+
+
+def _not_online_record(pool: Pool) -> None:
+    """An OFFLINE or MAINTENANCE pool places nothing: its queued gangs say so (one UPDATE, only of
+    gangs that do not say it yet). Going ONLINE moves the pool's epochs on, so they are solved again."""
+    reason = {
+        "status": "waiting",
+        "code": ReasonCode.POOL_NOT_ONLINE.value,
+        "message": f"pool {pool.name} is {pool.status}: nothing is placed until an administrator sets it ONLINE",
+    }
+    TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).exclude(
+        reason_code=reason["code"], reason_digest=_digest(reason)
+    ).update(unschedulable_reason=reason, reason_code=reason["code"], reason_digest=_digest(reason), proof_epoch=None,
+             updated_at=timezone.now())

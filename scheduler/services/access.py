@@ -1,0 +1,137 @@
+"""Who may use a pool, its status, and the teams' GPU quotas in it (docs/design.md §9).
+
+- Access: a pool with no :class:`~scheduler.models.PoolGrant` is open to everyone (the demo pools of
+  ``make run``); otherwise only staff, the granted users and members of the granted teams (Django
+  groups) see it and submit to it. Others get 403 naming the pool, and do not see it in lists.
+- Status: ONLINE places work; OFFLINE accepts submissions and places nothing; MAINTENANCE refuses
+  submissions (409) and places nothing. Running work is never touched by a status change.
+- Quotas: per pool and team, the GPUs the team's HIGH and NORMAL work may hold. The quotas of a pool
+  may not add up to more than its GPUs. LOW work is not limited (it borrows idle GPUs and is the only
+  preemptible work).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+
+from osmo.errors import ConflictError, OsmoError, ValidationFailedError
+from osmo.types import Viewer
+from scheduler.choices import PoolStatus
+from scheduler.models import Node, Pool, PoolGrant, TeamQuota
+from scheduler.services.reservations import pool_capacity_changed
+
+
+class PoolForbiddenError(OsmoError):
+    http_status = 403
+    code = "pool_forbidden"
+    default_message = "You have no access to this pool."
+
+
+class PoolUnavailableError(ConflictError):
+    code = "pool_maintenance"
+    default_message = "The pool is in maintenance and accepts no submissions."
+
+
+def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
+    """The pools of ``pools`` the user may see and use (one query, whatever the number of grants)."""
+    if user.is_staff:
+        return pools
+    granted = PoolGrant.objects.filter(pool=OuterRef("pk"))
+    mine = granted.filter(Q(user_id=user.pk) | Q(team__user=user.pk)) if user.pk else granted.none()
+    return pools.filter(~Exists(granted) | Exists(mine))
+
+
+def pool_accessible(pool: Pool, *, user: Viewer) -> bool:
+    return pools_visible(Pool.objects.filter(pk=pool.pk), user=user).exists()
+
+
+def pool_submit_check(pool: Pool, *, user: Viewer) -> None:
+    """Raise unless the user may submit to the pool now: 403 without access, 409 in maintenance."""
+    if not pool_accessible(pool, user=user):
+        raise PoolForbiddenError(
+            f"You have no access to pool {pool.name!r}: ask an administrator to grant it to you or your team.",
+            details={"pool": pool.name},
+        )
+    if pool.status == PoolStatus.MAINTENANCE:
+        raise PoolUnavailableError(
+            f"Pool {pool.name!r} is in maintenance and accepts no submissions; running work continues.",
+            details={"pool": pool.name, "status": pool.status},
+        )
+
+
+def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group | None:
+    """The team a submission counts against. Named: the user must belong to it (staff may name any).
+    Not named: the user's one team with a quota in this pool, else the user's one team, else none."""
+    teams = Group.objects.all() if user.is_staff else Group.objects.filter(user=user.pk)
+    if team:
+        found = teams.filter(name=team).first()
+        if found is None:
+            raise ValidationFailedError(
+                [{"path": "team", "message": f"you are not a member of team {team!r}"}],
+                f"You are not a member of team {team!r}.",
+            )
+        return found
+    if user.is_staff:
+        teams = Group.objects.filter(user=user.pk)
+    with_quota = list(teams.filter(pool_quotas__pool=pool).order_by("name"))
+    if len(with_quota) == 1:
+        return with_quota[0]
+    if len(with_quota) > 1:
+        names = ", ".join(t.name for t in with_quota)
+        raise ValidationFailedError(
+            [{"path": "team", "message": f"you belong to several teams with a quota in pool {pool.name} "
+                                         f"({names}): name one"}],
+            f"Choose the team this workflow counts against: {names}.",
+        )
+    mine = list(teams.order_by("name")[:2])
+    return mine[0] if len(mine) == 1 else None
+
+
+def pool_gpu_capacity(pool: Pool) -> int:
+    return int(Node.objects.filter(pool=pool).aggregate(total=Sum("gpu"))["total"] or 0)
+
+
+@transaction.atomic
+def team_quota_set(*, pool: Pool, team: Group, gpu: int | None) -> TeamQuota | None:
+    """Set (or with ``gpu=None`` remove) a team's quota. Refuses quotas adding up to more than the
+    pool's GPUs. A change may let waiting work start: the pool's epochs move on."""
+    Pool.objects.select_for_update().filter(pk=pool.pk).first()  # serialises quota changes per pool
+    if gpu is None:
+        TeamQuota.objects.filter(pool=pool, team=team).delete()
+        pool_capacity_changed(pool.pk)
+        return None
+    quota_validate(pool=pool, team=team, gpu=gpu)
+    quota, _created = TeamQuota.objects.update_or_create(pool=pool, team=team, defaults={"gpu": gpu})
+    pool_capacity_changed(pool.pk)
+    return quota
+
+
+def quota_validate(*, pool: Pool, team: Group | None, gpu: int) -> None:
+    others = TeamQuota.objects.filter(pool=pool).exclude(team=team).aggregate(total=Sum("gpu"))["total"] or 0
+    capacity = pool_gpu_capacity(pool)
+    if gpu < 0:
+        raise ValidationFailedError([{"path": "gpu", "message": "must be 0 or more"}])
+    if others + gpu > capacity:
+        raise ValidationFailedError(
+            [{"path": "gpu", "message": f"quotas in pool {pool.name} would add up to {others + gpu} GPUs; "
+                                        f"the pool has {capacity}"}],
+            f"Quotas in pool {pool.name} may add up to at most its {capacity} GPUs.",
+        )
+
+
+@transaction.atomic
+def pool_status_set(*, pool: Pool, status: str) -> Pool:
+    """Set the pool's status. Going ONLINE again lets the queue be placed at once."""
+    if status not in PoolStatus.values:
+        raise ValidationFailedError(
+            [{"path": "status", "message": f"must be one of {', '.join(PoolStatus.values)}"}]
+        )
+    locked = Pool.objects.select_for_update().get(pk=pool.pk)
+    if locked.status != status:
+        locked.status = status
+        locked.save(update_fields=["status", "updated_at"])
+        if status == PoolStatus.ONLINE:
+            pool_capacity_changed(locked.pk)
+    return locked
