@@ -14,8 +14,9 @@ unplaced, and peak RSS; ``vs_baseline`` is the ratio of seconds. Each algorithm 
 transaction that is rolled back, so both see the same queue. With ``--check`` the baseline also
 runs to completion (no budget) at the smallest depth and the placements are compared.
 Reads with the deep queue: the API's first page of PENDING workflows, the dashboard, the workflow
-list and the pool page (p50 over 20 requests, queries); the pool page also right after a node was
-written each time (``pool_page_after_change``: nothing kept between requests can be used).
+list and the pool page (p50 over 20 requests, queries); the pool page also right after a task's
+reservation was released each time (``pool_page_after_release``: reservations read and added again)
+and after a node was written each time (``pool_page_after_node_write``: nothing kept can be used).
 """
 
 from __future__ import annotations
@@ -140,28 +141,39 @@ def reads(depth: int) -> list[dict]:
     client.force_login(get_user_model().objects.get(username="bench"))
     rows = []
     one_node = Node.objects.filter(pool__name=pool).order_by("pk").values_list("pk", flat=True).first()
+    running = iter(Task.objects.filter(workflow__pool__name=pool, status="INITIALIZING").order_by("pk")
+                   .values_list("pk", flat=True)[:40])
 
-    def touch() -> None:  # any write to a node: the pool page's kept tree and occupancy are rebuilt
+    def touch() -> None:  # any write to a node: the pool page's kept totals are rebuilt
         Node.objects.filter(pk=one_node).update(updated_at=timezone.now())
+
+    def release() -> None:  # a task ends: reservations are read and added again
+        reservations_release(task_ids=[next(running)])
 
     for label, url, before in [
         ("api_pending_first_page", "/api/workflows/?status=PENDING", None), ("dashboard", "/", None),
         ("workflow_list_page", "/workflows/?status=PENDING", None), ("pool_page", f"/pools/{pool}/", None),
-        ("pool_page_after_change", f"/pools/{pool}/", touch),
+        ("pool_page_after_release", f"/pools/{pool}/", release),
+        ("pool_page_after_node_write", f"/pools/{pool}/", touch),
     ]:
-        times = []
-        for _ in range(20):
-            if before is not None:
-                before()
-            with CaptureQueriesContext(connection) as queries:
-                start = time.perf_counter()
-                response = client.get(url)
-                times.append(time.perf_counter() - start)
-            assert response.status_code == 200, (url, response.status_code)
-        p50 = round(statistics.median(times) * 1000, 1)
-        rows.append({"measurement": f"read_{label}", "depth": depth, "p50_ms": p50, "queries": len(queries),
-                     "queued": Workflow.objects.filter(pool__name=pool, status="PENDING").count()})
+        with transaction.atomic():  # what `before` changes is undone after the measurement
+            rows.append(_read(label, depth, pool, client, url, before))
+            transaction.set_rollback(True)
     return rows
+
+
+def _read(label: str, depth: int, pool: str, client: Client, url: str, before) -> dict:
+    times = []
+    for _ in range(20):
+        if before is not None:
+            before()
+        with CaptureQueriesContext(connection) as queries:
+            start = time.perf_counter()
+            response = client.get(url)
+            times.append(time.perf_counter() - start)
+        assert response.status_code == 200, (url, response.status_code)
+    return {"measurement": f"read_{label}", "depth": depth, "p50_ms": round(statistics.median(times) * 1000, 1),
+            "queries": len(queries), "queued": Workflow.objects.filter(pool__name=pool, status="PENDING").count()}
 
 
 ALGORITHMS = {"incremental": CycleOptions(), "baseline": CycleOptions(incremental=False)}

@@ -21,14 +21,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connection
 from django.db.models import Q
 
 from scheduler.models import Pool, Reservation, TopologyKey
-from scheduler.selectors import Totals, label_text, node_queryset_with_usage, pool_totals_by_labels
+from scheduler.selectors import (
+    Totals,
+    label_text,
+    node_queryset_with_usage,
+    pool_reserved_gpu_by_labels,
+    pool_totals_by_labels,
+)
 from scheduler.snapshot import nodes_version
 
 DomainPath = tuple[str | None, ...]
@@ -128,12 +134,14 @@ def pool_domain_tree(
     keys: Sequence[TopologyKey] | None = None,
     machines: bool | Collection[DomainPath] = False,
     machine_limit: int | None = None,
+    reservations: bool = True,
 ) -> DomainTree:
     """The pool's domain hierarchy with GPU totals, in two queries (three with machines; one more for
     the keys unless given).
 
     Args:
         keys: the pool's keys, coarsest first (:func:`scheduler.selectors.pool_keys`).
+        reservations: ``False``: totals as if nothing were reserved (machines are then not loaded).
         machines: ``True`` hangs every machine under its finest domain (under the root when the pool
             has no keys); a collection of finest labelled paths loads only those domains' machines.
         machine_limit: load no machines when the pool has more machines than this.
@@ -142,7 +150,7 @@ def pool_domain_tree(
         The tree; ``machines_loaded`` says whether machines were asked for and loaded.
     """
     ordered_keys = list(keys) if keys is not None else list(pool.topology_keys.order_by("position"))
-    groups = pool_totals_by_labels(pool, labels=[key.label for key in ordered_keys])
+    groups = pool_totals_by_labels(pool, labels=[key.label for key in ordered_keys], reservations=reservations)
     root = _Draft(key="pool", value=pool.name, path=())
     drafts: dict[DomainPath, _Draft] = {(): root}
     unlabelled = 0
@@ -161,7 +169,7 @@ def pool_domain_tree(
                 parent.children[value] = draft
             draft.totals.merge(totals)
             parent = draft
-    load = bool(machines) and (machine_limit is None or root.totals.node_count <= machine_limit)
+    load = bool(machines) and reservations and (machine_limit is None or root.totals.node_count <= machine_limit)
     if load:
         paths = None if isinstance(machines, bool) else machines
         for path, machine in _machines(pool, ordered_keys, paths):
@@ -241,17 +249,62 @@ def pool_domain_tree_cached(
     tree costs ~80 ms to build and the pool page refreshes itself every few seconds."""
     if fingerprint is None:
         return pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
-    key = (fingerprint, tuple((k.key, k.label) for k in keys), machine_limit)
-    with _tree_cache_lock:
-        cached = _tree_cache.get(pool.pk)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
-    with _tree_cache_lock:
-        if pool.pk not in _tree_cache and len(_tree_cache) >= _TREE_CACHE_SIZE:
-            _tree_cache.pop(next(iter(_tree_cache)))
-        _tree_cache[pool.pk] = (key, tree)
+    key_labels = tuple((k.key, k.label) for k in keys)
+    key = (fingerprint, key_labels, machine_limit)
+    cached = _cache_get(_tree_cache, pool.pk, key)
+    if cached is not None:
+        return cached
+    node_count, nodes_version = fingerprint[0], fingerprint[:2]
+    if keys and machine_limit is not None and node_count > machine_limit:
+        # No machines drawn: the nodes' totals are kept while the nodes are unchanged, and only the
+        # reservations (a few thousand rows at most) are read and added again when they changed.
+        base_key = (nodes_version, key_labels)
+        base = _cache_get(_base_cache, pool.pk, base_key)
+        if base is None:
+            base = pool_domain_tree(pool, keys=keys, reservations=False)
+            _cache_put(_base_cache, pool.pk, base_key, base)
+        held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
+        adjust: dict[DomainPath, tuple[int, int]] = {}
+        for values, (reserved, less_free) in held.items():
+            for depth in range(len(values) + 1):
+                prefix = values[:depth]
+                had, fewer = adjust.get(prefix, (0, 0))
+                adjust[prefix] = (had + reserved, fewer + less_free)
+        tree = DomainTree(root=_with_reservations(base.root, adjust), keys=base.keys,
+                          unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False)
+    else:
+        tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
+    _cache_put(_tree_cache, pool.pk, key, tree)
     return tree
+
+
+_base_cache: dict[int, tuple[tuple[Any, ...], DomainTree]] = {}
+
+
+def _cache_get(cache: dict[int, tuple[tuple[Any, ...], DomainTree]], pool_pk: int, key: tuple[Any, ...]
+               ) -> DomainTree | None:
+    with _tree_cache_lock:
+        cached = cache.get(pool_pk)
+    return cached[1] if cached is not None and cached[0] == key else None
+
+
+def _cache_put(cache: dict[int, tuple[tuple[Any, ...], DomainTree]], pool_pk: int, key: tuple[Any, ...],
+               tree: DomainTree) -> None:
+    with _tree_cache_lock:
+        if pool_pk not in cache and len(cache) >= _TREE_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[pool_pk] = (key, tree)
+
+
+def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]) -> Domain:
+    """``domain`` (totals without reservations) with the reserved GPUs under it; subtrees nothing is
+    reserved in are reused as they are."""
+    change = adjust.get(domain.path)
+    if change is None:
+        return domain
+    reserved, less_free = change
+    return replace(domain, gpu_reserved=domain.gpu_reserved + reserved, gpu_free=domain.gpu_free - less_free,
+                   children=tuple(_with_reservations(child, adjust) for child in domain.children))
 
 
 __all__ = [

@@ -155,7 +155,9 @@ class Totals:
         }
 
 
-def _grouped_totals(*, pool_ids: Sequence[int], labels: Sequence[str]) -> dict[tuple[Any, ...], Totals]:
+def _grouped_totals(
+    *, pool_ids: Sequence[int], labels: Sequence[str], reservations: bool = True
+) -> dict[tuple[Any, ...], Totals]:
     """Totals per ``(pool_id, value of labels[0], ..., value of labels[-1])`` (``None`` for a missing
     label). Two queries whatever the number of nodes: nodes grouped by those values (capacity, usage,
     headroom ``max(capacity - used, 0)``), then the active reservations summed per node, which adjust
@@ -191,6 +193,8 @@ def _grouped_totals(*, pool_ids: Sequence[int], labels: Sequence[str]) -> dict[t
             if row["schedulable"]:
                 totals.free[name] += row[f"sum_headroom_{name}"]
 
+    if not reservations:
+        return groups
     node_aliases = {
         alias: label_text(label, "node__labels") for alias, label in zip(aliases, labels, strict=True)
     }
@@ -229,12 +233,41 @@ def pools_totals(pool_ids: Iterable[int]) -> dict[int, Totals]:
     return result
 
 
-def pool_totals_by_labels(pool: Pool, *, labels: Sequence[str]) -> dict[tuple[str | None, ...], Totals]:
+def pool_totals_by_labels(
+    pool: Pool, *, labels: Sequence[str], reservations: bool = True
+) -> dict[tuple[str | None, ...], Totals]:
     """Totals of the pool's nodes per combination of values of ``labels`` (``None`` for a missing
     label), in two queries whatever the number of nodes: the groups the domain tree
-    (:mod:`scheduler.domains`) and :func:`pool_capacity_summary` roll up."""
-    groups = _grouped_totals(pool_ids=[pool.pk], labels=labels)
+    (:mod:`scheduler.domains`) and :func:`pool_capacity_summary` roll up. ``reservations=False``: as
+    if nothing were reserved (one query; :func:`pool_reserved_gpu_by_labels` gives the rest)."""
+    groups = _grouped_totals(pool_ids=[pool.pk], labels=labels, reservations=reservations)
     return {tuple(values): totals for (_pool_id, *values), totals in groups.items()}
+
+
+def pool_reserved_gpu_by_labels(pool: Pool, *, labels: Sequence[str]) -> dict[tuple[str | None, ...], tuple[int, int]]:
+    """Per combination of values of ``labels``: GPUs reserved there and how much less is free because
+    of them (a node's free GPUs never go below zero, and cordoned nodes count no free GPUs), in one
+    query over the active reservations: what :func:`pool_totals_by_labels` adds to its
+    ``reservations=False`` form."""
+    aliases = {f"domain_value_{index}": label_text(label, "node__labels") for index, label in enumerate(labels)}
+    rows = (
+        Reservation.objects.filter(pool=pool, released_at__isnull=True, node__isnull=False)
+        .order_by()
+        .annotate(**aliases)
+        .values("node_id", "node__schedulable", "node__gpu", "node__used_gpu", *aliases)
+        .annotate(reserved=Coalesce(Sum("gpu"), Value(0), output_field=BigIntegerField()))
+    )
+    result: dict[tuple[str | None, ...], tuple[int, int]] = {}
+    for row in rows:
+        path = tuple(row[alias] for alias in aliases)
+        reserved = int(row["reserved"])
+        less_free = 0
+        if row["node__schedulable"]:
+            headroom = row["node__gpu"] - row["node__used_gpu"]
+            less_free = max(headroom, 0) - max(headroom - reserved, 0)
+        held, fewer = result.get(path, (0, 0))
+        result[path] = (held + reserved, fewer + less_free)
+    return result
 
 
 def _label_alias(position: int) -> str:

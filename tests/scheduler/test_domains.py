@@ -107,3 +107,38 @@ def test_tree_runs_a_fixed_number_of_queries(generated_pool, reserve, django_ass
         with django_assert_num_queries(3):
             tree = pool_domain_tree(pool, keys=keys, machines=True)
         assert sum(len(d.machines) for d in tree.root.walk() if d.machines) == tree.root.node_count
+
+
+def test_the_kept_tree_of_a_big_pool_equals_a_fresh_one_after_every_change(small_pool, reserve):
+    """The pool page keeps the nodes' totals of a pool too big to draw machines and adds reservations
+    on each change (docs/design.md §8): it must always equal the tree built from scratch."""
+    from django.utils import timezone
+
+    from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
+    from scheduler.selectors import pool_keys
+
+    keys = pool_keys(small_pool)
+
+    def both():
+        kept = pool_domain_tree_cached(small_pool, keys=keys, fingerprint=pool_state_fingerprint(small_pool),
+                                       machine_limit=1)  # 5 nodes > 1: the kept-totals path
+        fresh = pool_domain_tree(small_pool, keys=keys, machines=True, machine_limit=1)
+        return kept, fresh
+
+    # given reservations on a normal node, a node used outside the service and a cordoned node
+    a1, a2, a3 = (Node.objects.get(pool=small_pool, name=name) for name in ("a1", "a2", "a3"))
+    first = reserve(a2, gpu=5)
+    reserve(a1, gpu=7)  # 8 GPUs, 2 used outside: 6 free, so free goes to 0, not -1
+    reserve(a3, gpu=1)
+    states = [both()]
+    # when reservations are released and added, and a node changes
+    first.released_at = timezone.now()
+    first.save()
+    states.append(both())
+    reserve(Node.objects.get(pool=small_pool, name="b1"), gpu=4)
+    states.append(both())
+    Node.objects.filter(pk=a2.pk).update(used_gpu=3)
+    states.append(both())
+    # then every kept tree equals the fresh one, and the totals moved
+    assert all(kept == fresh for kept, fresh in states)
+    assert [kept.root.gpu_free for kept, _fresh in states] == [15, 20, 16, 13]
