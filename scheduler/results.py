@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from scheduler.placement import Placement, Unplaceable
@@ -48,3 +50,9 @@ def _jsonable(value: Any) -> Any:
         items = [_jsonable(v) for v in value]
         return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
     return value
+
+
+def reason_digest(reason: dict[str, Any]) -> str:
+    """A short digest of a stored reason: equal reasons have equal digests (stored next to the reason,
+    so an unchanged one is not rewritten)."""
+    return hashlib.sha256(json.dumps(reason, sort_keys=True).encode()).hexdigest()[:16]

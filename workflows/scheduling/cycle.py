@@ -34,8 +34,6 @@ What a cycle costs (docs/design.md §8): what changed, not what is queued.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterable
@@ -53,13 +51,13 @@ from osmo.bulk import bulk_set
 from scheduler import jobs
 from scheduler.choices import PoolStatus
 from scheduler.dispatch.naming import pod_name_for
-from scheduler.models import Pool, Reservation, TeamQuota
+from scheduler.models import Pool, Reservation
 from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, ReasonCode, Unplaceable, solve
 from scheduler.placement.signature import gang_signature
-from scheduler.results import report_to_json, result_to_json
+from scheduler.results import reason_digest, report_to_json, result_to_json
 from scheduler.services.reservations import pool_epochs, pool_epochs_bump
 from scheduler.snapshot import pool_key_labels, snapshot_empty, snapshot_load_with_ids
-from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
+from workflows.choices import PRIORITY_RANK, TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,
     waiting_groups_promote,
@@ -67,6 +65,7 @@ from workflows.lifecycle.transitions import (
     workflows_status_refresh,
 )
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_record
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
 from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
 
@@ -160,7 +159,7 @@ def placement_cycle_run(
             return result
         result.pool = pool.name
         if pool.status != PoolStatus.ONLINE:
-            _not_online_record(pool)
+            not_online_record(pool)
             return result
         now = now or timezone.now()
         # Read before the snapshot: a release committed after this read moves the epoch past it.
@@ -204,10 +203,6 @@ def placement_cycle_run(
                    "shared": result.shared},
         )
     return result
-
-
-def _digest(reason: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(reason, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _fingerprint(pks: Iterable[int]) -> list[int]:
@@ -276,7 +271,7 @@ class _Walk:
         # a gang of one is skipped even when its own row does not record the proof.
         self.prior_proofs: dict[str, int] = dict(proofs or {})
         self.proofs: dict[str, int] = dict(proofs or {})
-        self.quotas = _Quotas.load(pool)
+        self.quotas = Quotas.load(pool)
         self.failed: set[int] = set()  # groups failed by a solver error
         self.wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
 
@@ -500,7 +495,7 @@ class _Walk:
         # a release makes every queued gang's reason be compared again).
         cached = self.digests.get(id(reason))
         if cached is None or cached[0] is not reason:
-            cached = self.digests[id(reason)] = (reason, _digest(reason))
+            cached = self.digests[id(reason)] = (reason, reason_digest(reason))
         return cached[1]
 
     # -- writes -----------------------------------------------------------------------------------------
@@ -670,63 +665,3 @@ def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
         done.append(group.pk)
     return done
 
-
-LOW_RANK = PRIORITY_RANK[Priority.LOW]
-
-
-@dataclass
-class _Quotas:
-    """The teams' GPU quotas in a pool and what their HIGH and NORMAL work holds (docs/design.md §9):
-    read once per cycle (two queries, none when the pool has no quota), counted up as the walk places."""
-
-    pool: Pool
-    quota: dict[int, tuple[str, int]]  # team id -> (name, GPUs)
-    used: dict[int, int]
-
-    @classmethod
-    def load(cls, pool: Pool) -> _Quotas | None:
-        quota = {q.team_id: (q.team.name, q.gpu) for q in TeamQuota.objects.filter(pool=pool).select_related("team")}
-        if not quota:
-            return None
-        rows = (
-            Reservation.objects.filter(pool=pool, released_at__isnull=True, task__workflow__team_id__in=list(quota))
-            .exclude(task__workflow__priority=Priority.LOW)
-            .order_by()
-            .values("task__workflow__team_id")
-            .annotate(gpu=Sum("gpu"))
-        )
-        return cls(pool, quota, {row["task__workflow__team_id"]: int(row["gpu"] or 0) for row in rows})
-
-    def over(self, g: _Queued, request: GroupRequest) -> dict[str, Any] | None:
-        """The reason the gang waits when placing it would take its team past its quota, else None."""
-        assert g.team_id is not None
-        name, limit = self.quota[g.team_id]
-        used = self.used.get(g.team_id, 0)
-        needed = sum(task.resources.gpu for task in request.tasks)
-        if used + needed <= limit:
-            return None
-        return {
-            "status": "unschedulable",
-            "code": ReasonCode.QUOTA_EXCEEDED.value,
-            "team": name, "quota_gpu": limit, "used_gpu": used, "needed_gpu": needed,
-            "message": f"team {name} uses {used} of its {limit} GPUs in pool {self.pool.name}; this group needs "
-            f"{needed} more (HIGH and NORMAL work counts against the quota; LOW work may borrow idle GPUs)",
-        }
-
-    def add(self, g: _Queued, request: GroupRequest) -> None:
-        if g.team_id in self.quota and g.rank < LOW_RANK:
-            self.used[g.team_id] = self.used.get(g.team_id, 0) + sum(task.resources.gpu for task in request.tasks)
-
-
-def _not_online_record(pool: Pool) -> None:
-    """An OFFLINE or MAINTENANCE pool places nothing: its queued gangs say so (one UPDATE, only of
-    gangs that do not say it yet). Going ONLINE moves the pool's epochs on, so they are solved again."""
-    reason = {
-        "status": "waiting",
-        "code": ReasonCode.POOL_NOT_ONLINE.value,
-        "message": f"pool {pool.name} is {pool.status}: nothing is placed until an administrator sets it ONLINE",
-    }
-    TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).exclude(
-        reason_code=reason["code"], reason_digest=_digest(reason)
-    ).update(unschedulable_reason=reason, reason_code=reason["code"], reason_digest=_digest(reason), proof_epoch=None,
-             updated_at=timezone.now())

@@ -1,0 +1,85 @@
+"""What the placement cycle checks before solving a gang, besides its constraints (docs/design.md §9):
+the pool's status and the teams' GPU quotas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from scheduler.models import Pool, Reservation, TeamQuota
+from scheduler.placement import GroupRequest, ReasonCode
+from scheduler.results import reason_digest
+from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
+from workflows.models import TaskGroup
+
+
+class QueuedGang(Protocol):
+    """What the quota check reads of a queued gang."""
+
+    team_id: int | None
+    rank: int
+
+
+LOW_RANK = PRIORITY_RANK[Priority.LOW]
+
+
+@dataclass
+class Quotas:
+    """The teams' GPU quotas in a pool and what their HIGH and NORMAL work holds (docs/design.md §9):
+    read once per cycle (two queries, none when the pool has no quota), counted up as the walk places."""
+
+    pool: Pool
+    quota: dict[int, tuple[str, int]]  # team id -> (name, GPUs)
+    used: dict[int, int]
+
+    @classmethod
+    def load(cls, pool: Pool) -> Quotas | None:
+        quota = {q.team_id: (q.team.name, q.gpu) for q in TeamQuota.objects.filter(pool=pool).select_related("team")}
+        if not quota:
+            return None
+        rows = (
+            Reservation.objects.filter(pool=pool, released_at__isnull=True, task__workflow__team_id__in=list(quota))
+            .exclude(task__workflow__priority=Priority.LOW)
+            .order_by()
+            .values("task__workflow__team_id")
+            .annotate(gpu=Sum("gpu"))
+        )
+        return cls(pool, quota, {row["task__workflow__team_id"]: int(row["gpu"] or 0) for row in rows})
+
+    def over(self, g: QueuedGang, request: GroupRequest) -> dict[str, Any] | None:
+        """The reason the gang waits when placing it would take its team past its quota, else None."""
+        assert g.team_id is not None
+        name, limit = self.quota[g.team_id]
+        used = self.used.get(g.team_id, 0)
+        needed = sum(task.resources.gpu for task in request.tasks)
+        if used + needed <= limit:
+            return None
+        return {
+            "status": "unschedulable",
+            "code": ReasonCode.QUOTA_EXCEEDED.value,
+            "team": name, "quota_gpu": limit, "used_gpu": used, "needed_gpu": needed,
+            "message": f"team {name} uses {used} of its {limit} GPUs in pool {self.pool.name}; this group needs "
+            f"{needed} more (HIGH and NORMAL work counts against the quota; LOW work may borrow idle GPUs)",
+        }
+
+    def add(self, g: QueuedGang, request: GroupRequest) -> None:
+        if g.team_id in self.quota and g.rank < LOW_RANK:
+            self.used[g.team_id] = self.used.get(g.team_id, 0) + sum(task.resources.gpu for task in request.tasks)
+
+
+def not_online_record(pool: Pool) -> None:
+    """An OFFLINE or MAINTENANCE pool places nothing: its queued gangs say so (one UPDATE, only of
+    gangs that do not say it yet). Going ONLINE moves the pool's epochs on, so they are solved again."""
+    reason = {
+        "status": "waiting",
+        "code": ReasonCode.POOL_NOT_ONLINE.value,
+        "message": f"pool {pool.name} is {pool.status}: nothing is placed until an administrator sets it ONLINE",
+    }
+    digest = reason_digest(reason)
+    TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).exclude(
+        reason_code=reason["code"], reason_digest=digest
+    ).update(unschedulable_reason=reason, reason_code=reason["code"], reason_digest=digest, proof_epoch=None,
+             updated_at=timezone.now())
