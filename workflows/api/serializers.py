@@ -25,11 +25,33 @@ class SpecField(serializers.Field):
         return value
 
 
+PRIORITY_CHOICES_TEXT = ", ".join(Priority.values)
+
+
 class WorkflowSubmitInputSerializer(serializers.Serializer):
     pool = serializers.CharField(max_length=63)
     spec = SpecField()
-    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
+    priority = serializers.ChoiceField(
+        choices=Priority.choices, default=Priority.NORMAL,
+        error_messages={"invalid_choice": f'"{{input}}" is not a priority; choose one of {PRIORITY_CHOICES_TEXT}.'},
+    )
     dry_run = serializers.BooleanField(default=False)
+    set = serializers.DictField(
+        child=serializers.JSONField(), required=False, default=dict,
+        help_text="Template values (docs/design.md §11): override the spec's default-values.",
+    )
+    set_env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, default=dict,
+        help_text="Environment variables set on every task.",
+    )
+
+
+class WorkflowSpecOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    pool = serializers.CharField()
+    priority = serializers.CharField()
+    spec = serializers.CharField(help_text="The spec as rendered and stored.")
+    template_values = serializers.DictField(help_text="The values the template was rendered with.")
 
 
 class TaskRequestsSerializer(serializers.Serializer):
