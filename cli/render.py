@@ -274,9 +274,13 @@ def group_lines(group: dict[str, Any]) -> list[str]:
     after = f"  (after {', '.join(upstream)})" if upstream else ""
     lines = [f"Group {group.get('name', '?')}  {status_style(status)}{after}",
              f"  ran {span(group.get('started_at'), group.get('finished_at'))}"]
-    waiting = reason_message(group.get("unschedulable_reason"))
-    if waiting and status in ("SCHEDULING", "WAITING"):
-        lines.append(f"  waiting: {waiting}")
+    waiting = group.get("waiting") if isinstance(group.get("waiting"), dict) else None
+    reason = reason_message(group.get("unschedulable_reason"))
+    if waiting and waiting.get("lines"):
+        lines.append("  Waiting:")
+        lines.extend(f"    {line}" for line in waiting["lines"])
+    elif reason and status in ("SCHEDULING", "WAITING"):
+        lines.append(f"  waiting: {reason}")
     if group.get("failure_message"):
         lines.append(f"  failure: {group['failure_message']}")
     lines.append("  Constraint tree:")
