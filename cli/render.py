@@ -6,6 +6,7 @@ grows its answers does not break the client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -208,7 +209,8 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
         tasks = placement.get("tasks") or {}
         if status == "placed":
             lines.append(f"  Placement preview: {message or status}")
-            lines.extend(table(["TASK", "NODE"], sorted(tasks.items()), indent="    "))
+            lines.extend(table(["TASK", "NODE"], sorted(tasks.items(), key=lambda kv: natural_key(kv[0])),
+                               indent="    "))
             report = report_lines(placement.get("report"), indent="    ")
             if report:
                 lines.append("  Constraints:")
@@ -224,13 +226,20 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 # Workflows
 # ------------------------------------------------------------------------------------------------
-def workflow_rows(items: list[dict[str, Any]]) -> list[str]:
+def workflow_rows(items: list[dict[str, Any]], *, wide: bool = False) -> list[str]:
     rows = [
         [w.get("id"), w.get("status"), w.get("pool"), w.get("priority"), w.get("submitted_by"),
          fmt_int(w.get("task_count")), fmt_time(w.get("submitted_at"))]
+        + ([fmt_time(w.get("started_at")), fmt_time(w.get("finished_at")), w.get("failure_message")] if wide else [])
         for w in items
     ]
-    return table(["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED"], rows)
+    headers = ["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED"]
+    return table(headers + (["STARTED", "FINISHED", "FAILURE"] if wide else []), rows)
+
+
+def natural_key(text: Any) -> tuple[tuple[int, int | str], ...]:
+    """``shard2`` before ``shard10``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", str(text)) if part)
 
 
 def task_rows(tasks: list[dict[str, Any]], indent: str = "") -> list[str]:

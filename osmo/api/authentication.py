@@ -7,7 +7,6 @@ from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from osmo.api.throttling import AuthFailureThrottle
 
-
 KEYWORDS = (b"token", b"bearer")
 
 
