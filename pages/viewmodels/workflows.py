@@ -23,8 +23,7 @@ from scheduler.models import TopologyKey
 from scheduler.selectors import pool_keys
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.selectors import task_domains, workflow_list, workflow_transitions
-from workflows.waiting import workflow_waiting
+from workflows.selectors import task_domains, workflow_list, workflow_transitions, workflow_waiting
 
 COMPACT_SIBLING_LIMIT = 12  # untouched siblings drawn as small boxes up to this many, else counted
 HISTORY_LIMIT = 500
