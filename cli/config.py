@@ -2,7 +2,8 @@
 
 Order: the environment (``OSMO_URL``, ``OSMO_TOKEN``) wins over the config file written by
 ``osmo login`` (``$OSMO_CONFIG``, else ``$XDG_CONFIG_HOME/osmo/config.json``, else
-``~/.config/osmo/config.json``). The file holds a secret, so it is written with mode 0600.
+``~/.config/osmo/config.json``). The file holds a secret, so it is written with mode 0600. It also
+keeps the profile's ``default_pool`` (``osmo profile set pool NAME``; ``OSMO_POOL`` wins over it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cli.errors import CliError, NotLoggedInError
 ENV_URL = "OSMO_URL"
 ENV_TOKEN = "OSMO_TOKEN"
 ENV_CONFIG = "OSMO_CONFIG"
+ENV_POOL = "OSMO_POOL"
 
 
 @dataclass(frozen=True, slots=True)

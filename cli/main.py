@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -24,6 +25,7 @@ from typer.core import TyperGroup
 from cli import __version__, render
 from cli.api import Api, q, results
 from cli.config import (
+    ENV_POOL,
     ENV_TOKEN,
     ENV_URL,
     config_delete,
@@ -57,7 +59,27 @@ workflow_app = typer.Typer(help="Submit, list, inspect, wait for and cancel work
 app.add_typer(pool_app, name="pool")
 app.add_typer(workflow_app, name="workflow")
 
-JSON_OPTION = typer.Option(False, "--json", help="Print the API's JSON answer unchanged.")
+JSON_OPTION = typer.Option(False, "--json", help="Print the API's JSON answer unchanged (same as -t json).")
+FORMAT_OPTION = typer.Option(None, "--format-type", "-t", case_sensitive=False,
+                             help="Output format: text (default) or json (the API's answer unchanged).")
+OUTPUT_OPTION = typer.Option(None, "--output", "-o", case_sensitive=False,
+                             help="kubectl style: json, or wide (more columns).")
+
+
+class FormatType(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+class Output(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    WIDE = "wide"
+
+
+def wants_json(json_out: bool, format_type: FormatType | None = None, output: Output | None = None) -> bool:
+    """``--json``, ``-t json`` and ``-o json`` all mean the API's JSON answer."""
+    return bool(json_out or format_type == FormatType.JSON or output == Output.JSON)
 
 
 class Priority(StrEnum):
@@ -137,7 +159,7 @@ def login(
             except NotLoggedInError as exc:
                 raise CliError(f"{url} rejected this token", hint="Ask an admin for a token "
                                "(python manage.py drf_create_token USER), then run osmo login again.") from exc
-    path = config_write({"url": url, "token": token})
+    path = config_write({**config_read(), "url": url, "token": token})
     if verify:
         names = ", ".join(str(p.get("name")) for p in pools) or "none yet"
         who = f" as {me.get('username')}{' (staff)' if me.get('is_staff') else ''}" if me.get("username") else ""
@@ -167,11 +189,12 @@ def logout() -> None:
 # pool
 # ------------------------------------------------------------------------------------------------
 @pool_app.command("list")
-def pool_list(json_out: bool = JSON_OPTION) -> None:
+def pool_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
+              output: Output = OUTPUT_OPTION) -> None:
     """Pools with their topology keys and GPU capacity / used / free."""
     with api_client() as api:
         answer = api.get("/api/pools/", params={"limit": 500})
-    if json_out:
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     pools = results(answer)
@@ -182,22 +205,24 @@ def pool_list(json_out: bool = JSON_OPTION) -> None:
 
 
 @pool_app.command("show")
-def pool_show(name: str = typer.Argument(..., help="Pool name."), json_out: bool = JSON_OPTION) -> None:
+def pool_show(name: str = typer.Argument(..., help="Pool name."), json_out: bool = JSON_OPTION,
+              format_type: FormatType = FORMAT_OPTION, output: Output = OUTPUT_OPTION) -> None:
     """One pool: keys in order, capacity / reserved / external / free, and a summary per domain of each key."""
     with api_client() as api:
         answer = api.get(f"/api/pools/{q(name)}/", not_found=f"pool {name} not found")
-    if json_out:
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     echo_lines(render.pool_lines(answer))
 
 
 @pool_app.command("nodes")
-def pool_nodes(name: str = typer.Argument(..., help="Pool name."), json_out: bool = JSON_OPTION) -> None:
+def pool_nodes(name: str = typer.Argument(..., help="Pool name."), json_out: bool = JSON_OPTION,
+               format_type: FormatType = FORMAT_OPTION, output: Output = OUTPUT_OPTION) -> None:
     """A pool's nodes with their domains and GPUs (every page; --json prints the list of all nodes)."""
     with api_client() as api:
         nodes = list(api.get_all(f"/api/pools/{q(name)}/nodes/", not_found=f"pool {name} not found"))
-    if json_out:
+    if wants_json(json_out, format_type, output):
         echo_json(nodes)
         return
     if not nodes:
@@ -225,39 +250,122 @@ def read_spec(file: str) -> tuple[str, str]:
 
 
 def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
-    """Add ``(file line N)`` to each spec error the YAML lets us locate."""
+    """Add ``(file line N)`` to each spec error the YAML lets us locate; the same message at paths
+    that differ only in list indices (30 tasks without ``command``) is said once, with the count."""
     if not exc.errors:
         return exc
-    lines = []
+    groups: dict[tuple[str, str], list[str]] = {}
     for error in exc.errors:
         path = str(error.get("path") or "")
-        where = path or "(whole document)"
-        line = line_of(text, path) if path and exc.code != "pool_not_found" and path != "pool" else None
-        at = f" ({label} line {line})" if line else ""
-        lines.append(f"{where}{at}: {error.get('message', '')}")
+        groups.setdefault((re.sub(r"\[\d+\]", "[*]", path), str(error.get("message", ""))), []).append(path)
+    lines = []
+    for (pattern, message), paths in groups.items():
+        first = paths[0]
+        line = line_of(text, first) if first and exc.code != "pool_not_found" and first != "pool" else None
+        if len(paths) >= 3:
+            at = f" ({label} line {line} and {len(paths) - 1} more)" if line else ""
+            lines.append(f"{pattern}{at}: {message} ({len(paths)} times)")
+            continue
+        for path in paths:
+            where = path or "(whole document)"
+            line = line_of(text, path) if path and exc.code != "pool_not_found" and path != "pool" else None
+            at = f" ({label} line {line})" if line else ""
+            lines.append(f"{where}{at}: {message}")
     exc.details = lines
     count = len(exc.errors)
     exc.message = f"{exc.message.rstrip('.')} ({count} problem{'s' if count != 1 else ''})"
     return exc
 
 
+SET_OPTION = typer.Option(None, "--set", metavar="NAME=VALUE",
+                          help="Template value (numbers are cast to int/float); repeat for several.")
+SET_STRING_OPTION = typer.Option(None, "--set-string", metavar="NAME=VALUE", help="Template value kept as text.")
+SET_ENV_OPTION = typer.Option(None, "--set-env", metavar="NAME=VALUE",
+                              help="Environment variable set on every task.")
+
+
+def cast_value(text: str) -> Any:
+    """``--set`` casting, as the server's: an int or a float when the text is one, else the text."""
+    stripped = text.strip()
+    for kind in (int, float):
+        try:
+            return kind(stripped)
+        except ValueError:
+            continue
+    return text
+
+
+def assignments(items: list[str] | None, *, option: str, cast: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CliError(f"{option} expects NAME=VALUE, got {item!r}", exit_code=EXIT_USAGE)
+        values[name.strip()] = cast_value(value) if cast else value
+    return values
+
+
+def template_fields(set_values: list[str] | None, set_strings: list[str] | None,
+                    set_env: list[str] | None) -> dict[str, Any]:
+    """The submission's ``set`` and ``set_env`` fields (absent when empty)."""
+    fields: dict[str, Any] = {}
+    values = {**assignments(set_values, option="--set", cast=True),
+              **assignments(set_strings, option="--set-string", cast=False)}
+    env = assignments(set_env, option="--set-env", cast=False)
+    if values:
+        fields["set"] = values
+    if env:
+        fields["set_env"] = env
+    return fields
+
+
+def pool_or_default(pool: str | None) -> str:
+    """``--pool``, else ``OSMO_POOL``, else the profile's default pool (``osmo profile set pool NAME``)."""
+    chosen = pool or os.environ.get(ENV_POOL) or config_read().get("default_pool")
+    if not chosen:
+        raise CliError("no pool given", exit_code=EXIT_USAGE,
+                       hint="Pass --pool NAME, or set a default: osmo profile set pool NAME (see osmo pool list).")
+    return chosen
+
+
+def spec_validate(api: Api, *, text: str, label: str, pool: str, template: dict[str, Any]) -> dict[str, Any]:
+    """The dry-run answer for a spec, its errors located in the file."""
+    body = {"pool": pool, "spec": text, "dry_run": True, **template}
+    try:
+        _status, answer = api.post("/api/workflows/", json=body)
+    except ApiError as exc:
+        if exc.status == 400:
+            raise annotate_spec_errors(exc, text, label) from None
+        raise
+    return dict(answer)
+
+
 @workflow_app.command("submit")
 def workflow_submit(
-    file: str = typer.Argument(..., help="Workflow spec (YAML); - reads stdin."),
-    pool: str = typer.Option(..., "--pool", "-p", help="Pool to run in."),
+    file: str = typer.Argument(..., help="Workflow spec (YAML, a Jinja template); - reads stdin."),
+    pool: str = typer.Option(None, "--pool", "-p", help="Pool to run in (default: the profile's pool)."),
+    set_values: list[str] = SET_OPTION,
+    set_strings: list[str] = SET_STRING_OPTION,
+    set_env: list[str] = SET_ENV_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate, print constraint trees and a placement "
                                  "preview; submit nothing."),
     priority: Priority = typer.Option(Priority.NORMAL, "--priority", case_sensitive=False),
+    team: str = typer.Option(None, "--team", help="The team whose GPU quota in the pool it counts against "
+                             "(default: your one team with a quota there)."),
     wait: bool = typer.Option(False, "--wait", help="Follow the workflow until it finishes; exit 0 on COMPLETED, "
                               "1 on FAILED*."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls with --wait."),
     timeout: float = typer.Option(0, "--timeout", min=0, help="Give up waiting after this many seconds (0: never)."),
     json_out: bool = typer.Option(False, "--json", help="Print the API's JSON answer (with --wait: the final "
                                   "workflow; progress goes to stderr)."),
+    format_type: FormatType = FORMAT_OPTION,
 ) -> None:
     """Submit a workflow spec to a pool (or dry-run it)."""
+    json_out = wants_json(json_out, format_type)
     text, label = read_spec(file)
-    body = {"pool": pool, "spec": text, "priority": priority.value, "dry_run": dry_run}
+    pool = pool_or_default(pool)
+    body = {"pool": pool, "spec": text, "priority": priority.value, "dry_run": dry_run,
+            **template_fields(set_values, set_strings, set_env), **({"team": team} if team else {})}
     headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
     with api_client() as api:
         try:
@@ -293,8 +401,10 @@ def workflow_wait(
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls."),
     timeout: float = typer.Option(0, "--timeout", min=0, help="Give up after this many seconds (0: never)."),
     json_out: bool = typer.Option(False, "--json", help="Print the final workflow as JSON; progress to stderr."),
+    format_type: FormatType = FORMAT_OPTION,
 ) -> None:
     """Follow a submitted workflow until it finishes (exit 0 on COMPLETED, 1 on FAILED*)."""
+    json_out = wants_json(json_out, format_type)
     with api_client() as api:
         final = follow(api, workflow_id, interval=interval, timeout=timeout, first=None, err=json_out)
     finish(final, json_out=json_out)
@@ -436,6 +546,12 @@ def workflow_list(
     limit: int = typer.Option(20, "--limit", min=1, max=500, help="At most this many, newest first."),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
     json_out: bool = JSON_OPTION,
+    format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
+    watch: bool = typer.Option(False, "--watch", "-w", help="Keep listing: print each workflow again when its "
+                               "status changes (Ctrl-C stops)."),
+    interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls with --watch."),
+    timeout: float = typer.Option(0, "--timeout", min=0, help="Stop watching after this many seconds (0: never)."),
 ) -> None:
     """Workflows, newest first."""
     params: dict[str, Any] = {"limit": limit, "offset": offset}
@@ -444,42 +560,78 @@ def workflow_list(
     for key, value in (("pool", pool), ("user", user), ("name", name)):
         if value:
             params[key] = value
+    as_json = wants_json(json_out, format_type, output)
+    wide = output == Output.WIDE
     with api_client() as api:
         answer = api.get("/api/workflows/", params=params)
-    if json_out:
-        echo_json(answer)
-        return
-    items = results(answer)
-    if not items:
-        typer.echo("No workflows match." if len(params) > 2 or offset else "No workflows yet.")
-        return
-    echo_lines(render.workflow_rows(items))
+        if as_json and not watch:
+            echo_json(answer)
+            return
+        items = results(answer)
+        if not items and not watch:
+            typer.echo("No workflows match." if len(params) > 2 or offset else "No workflows yet.")
+            return
+        if watch:
+            watch_list(api, params, items, wide=wide, as_json=as_json, interval=interval, timeout=timeout)
+            return
+    echo_lines(render.workflow_rows(items, wide=wide))
     total = answer.get("count") if isinstance(answer, dict) else None
     if isinstance(total, int) and total > offset + len(items):
         typer.echo(f"({offset + 1}-{offset + len(items)} of {total}; see more with --offset {offset + len(items)})")
 
 
+def watch_list(api: Api, params: dict[str, Any], items: list[dict[str, Any]], *, wide: bool, as_json: bool,
+               interval: float, timeout: float) -> None:
+    """kubectl's ``get -w``: the table once, then a row (or a JSON line) per workflow whose status changed."""
+    seen = {item.get("id"): item.get("status") for item in items}
+    rows = render.workflow_rows(items, wide=wide)
+    if as_json:
+        for item in items:
+            typer.echo(json.dumps(item, ensure_ascii=False))
+    else:
+        echo_lines(rows if items else rows[:1])
+    start = time.monotonic()
+    try:
+        while not timeout or time.monotonic() - start < timeout:
+            time.sleep(interval)
+            changed = [item for item in results(api.get("/api/workflows/", params=params))
+                       if seen.get(item.get("id")) != item.get("status")]
+            for item in reversed(changed):
+                seen[item.get("id")] = item.get("status")
+                if as_json:
+                    typer.echo(json.dumps(item, ensure_ascii=False))
+                else:
+                    echo_lines(render.workflow_rows([item], wide=wide)[1:])
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
 @workflow_app.command("query")
-def workflow_query(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION) -> None:
-    """One workflow: groups, constraint trees, tasks with status / node / domains, wait reasons, times."""
+def workflow_query(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION,
+                   format_type: FormatType = FORMAT_OPTION, output: Output = OUTPUT_OPTION) -> None:
+    """One workflow: groups, constraint trees, tasks with status / node / domains, why queued gangs wait, times."""
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id), not_found=f"workflow {workflow_id} not found")
-    if json_out:
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     echo_lines(render.workflow_lines(answer))
 
 
 @workflow_app.command("cancel")
-def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION) -> None:
+def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION,
+                    format_type: FormatType = FORMAT_OPTION) -> None:
     """Cancel a workflow: its unfinished groups become FAILED_CANCELED and their capacity is freed."""
     with api_client() as api:
         _status, answer = api.post(f"{workflow_path(workflow_id)}cancel/",
                                    not_found=f"workflow {workflow_id} not found")
-    if json_out:
+    if wants_json(json_out, format_type):
         echo_json(answer)
         return
     typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: {render.status_style(str(answer.get('status')))}")
+
+
+from cli import commands  # noqa: E402,F401  # registers validate, logs, events, spec, restart, profile
 
 
 def main(argv: list[str] | None = None) -> None:

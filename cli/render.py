@@ -6,6 +6,7 @@ grows its answers does not break the client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -208,7 +209,8 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
         tasks = placement.get("tasks") or {}
         if status == "placed":
             lines.append(f"  Placement preview: {message or status}")
-            lines.extend(table(["TASK", "NODE"], sorted(tasks.items()), indent="    "))
+            lines.extend(table(["TASK", "NODE"], sorted(tasks.items(), key=lambda kv: natural_key(kv[0])),
+                               indent="    "))
             report = report_lines(placement.get("report"), indent="    ")
             if report:
                 lines.append("  Constraints:")
@@ -224,13 +226,20 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 # Workflows
 # ------------------------------------------------------------------------------------------------
-def workflow_rows(items: list[dict[str, Any]]) -> list[str]:
+def workflow_rows(items: list[dict[str, Any]], *, wide: bool = False) -> list[str]:
     rows = [
         [w.get("id"), w.get("status"), w.get("pool"), w.get("priority"), w.get("submitted_by"),
          fmt_int(w.get("task_count")), fmt_time(w.get("submitted_at"))]
+        + ([fmt_time(w.get("started_at")), fmt_time(w.get("finished_at")), w.get("failure_message")] if wide else [])
         for w in items
     ]
-    return table(["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED"], rows)
+    headers = ["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED"]
+    return table(headers + (["STARTED", "FINISHED", "FAILURE"] if wide else []), rows)
+
+
+def natural_key(text: Any) -> tuple[tuple[int, int | str], ...]:
+    """``shard2`` before ``shard10``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", str(text)) if part)
 
 
 def task_rows(tasks: list[dict[str, Any]], indent: str = "") -> list[str]:
@@ -274,9 +283,13 @@ def group_lines(group: dict[str, Any]) -> list[str]:
     after = f"  (after {', '.join(upstream)})" if upstream else ""
     lines = [f"Group {group.get('name', '?')}  {status_style(status)}{after}",
              f"  ran {span(group.get('started_at'), group.get('finished_at'))}"]
-    waiting = reason_message(group.get("unschedulable_reason"))
-    if waiting and status in ("SCHEDULING", "WAITING"):
-        lines.append(f"  waiting: {waiting}")
+    waiting = group.get("waiting") if isinstance(group.get("waiting"), dict) else None
+    reason = reason_message(group.get("unschedulable_reason"))
+    if waiting and waiting.get("lines"):
+        lines.append("  Waiting:")
+        lines.extend(f"    {line}" for line in waiting["lines"])
+    elif reason and status in ("SCHEDULING", "WAITING"):
+        lines.append(f"  waiting: {reason}")
     if group.get("failure_message"):
         lines.append(f"  failure: {group['failure_message']}")
     lines.append("  Constraint tree:")
@@ -329,10 +342,10 @@ def pool_rows(pools: list[dict[str, Any]]) -> list[str]:
     rows = []
     for pool in pools:
         totals = pool.get("totals") or {}
-        rows.append([pool.get("name"), keys_text(pool), fmt_int(totals.get("node_count")),
+        rows.append([pool.get("name"), pool.get("status", DASH), keys_text(pool), fmt_int(totals.get("node_count")),
                      fmt_int(_gpu(totals, "capacity")), fmt_int(gpu_in_use(totals)), fmt_int(_gpu(totals, "free")),
                      pool.get("backend"), pool.get("description")])
-    return table(["NAME", "KEYS", "NODES", "GPUS", "USED", "FREE", "BACKEND", "DESCRIPTION"], rows)
+    return table(["NAME", "STATUS", "KEYS", "NODES", "GPUS", "USED", "FREE", "BACKEND", "DESCRIPTION"], rows)
 
 
 RESOURCES = [("gpu", "gpu", fmt_int), ("cpu (cores)", "cpu_millis", fmt_cpu),
@@ -344,8 +357,8 @@ def pool_lines(pool: dict[str, Any]) -> list[str]:
     lines = [f"Pool {pool.get('name', '?')}"]
     if pool.get("description"):
         lines.append(f"  {pool['description']}")
-    lines.append(f"  backend {pool.get('backend', DASH)} · nodes {fmt_int(totals.get('node_count'))}"
-                 f" ({fmt_int(totals.get('schedulable_node_count'))} schedulable)")
+    lines.append(f"  status {pool.get('status', DASH)} · backend {pool.get('backend', DASH)} · nodes "
+                 f"{fmt_int(totals.get('node_count'))} ({fmt_int(totals.get('schedulable_node_count'))} schedulable)")
     lines.append("")
     lines.append("Topology keys (coarsest first):")
     keys = sorted((k for k in pool.get("topology_keys") or [] if isinstance(k, dict)),
@@ -360,6 +373,14 @@ def pool_lines(pool: dict[str, Any]) -> list[str]:
         rows.append([title, fmt(part["capacity"]), fmt(part["reserved"]), fmt(part["used"]), fmt(part["free"])])
     lines.extend(table(["RESOURCE", "CAPACITY", "RESERVED", "EXTERNAL", "FREE"], rows, indent="  "))
     lines.append("  (RESERVED: held by workflows; EXTERNAL: used outside this service; FREE: what placement can use)")
+    quotas = [row for row in pool.get("quotas") or [] if isinstance(row, dict)]
+    if quotas:
+        lines.append("")
+        lines.append("Teams (GPUs):")
+        lines.extend(table(["TEAM", "QUOTA", "HIGH+NORMAL", "LOW (PREEMPTIBLE)"],
+                           [[row.get("team") or "(no team)", DASH if row.get("quota_gpu") is None
+                             else fmt_int(row.get("quota_gpu")), fmt_int(row.get("used_gpu")),
+                             fmt_int(row.get("low_gpu"))] for row in quotas], indent="  "))
     for key in pool.get("domains") or []:
         if not isinstance(key, dict):
             continue

@@ -10,7 +10,8 @@ empty path stands for the whole document (unreadable YAML, not a mapping, too la
 ``nodes[3].labels["topology.kubernetes.io/zone"]``.
 
 Invariants: :class:`ErrorList` keeps errors in the order they were found; a
-:class:`DocumentInvalidError` always carries at least one error.
+:class:`DocumentInvalidError` always carries at least one error. Errors order naturally by path then
+message (``tasks[2]`` before ``tasks[10]``, ``shard2`` before ``shard10``).
 """
 
 from __future__ import annotations
@@ -19,19 +20,36 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import total_ordering
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_DIGITS = re.compile(r"(\d+)")
 
 
-@dataclass(frozen=True, slots=True, order=True)
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders digit runs by value: ``shard2`` < ``shard10``, ``[2]`` < ``[10]``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text) if part)
+
+
+@total_ordering
+@dataclass(frozen=True, slots=True)
 class PathError:
-    """One problem in a document: where (``path``) and what to do about it (``message``)."""
+    """One problem in a document: where (``path``) and what to do about it (``message``). Ordered
+    naturally by path, then message."""
 
     path: str
     message: str
 
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "message": self.message}
+
+    def sort_key(self) -> tuple[tuple[tuple[int, int | str], ...], tuple[tuple[int, int | str], ...]]:
+        return natural_key(self.path), natural_key(self.message)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, PathError):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
 
 
 def join_path(path: str, key: object) -> str:

@@ -6,6 +6,14 @@ PY=.venv/bin/python
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-osmo.settings.local}
 HOST=${OSMO_HOST:-127.0.0.1}
 PORT=${OSMO_PORT:-8000}
+status=0
+
+# A port already taken would only show as a runserver error among the worker's logs, and the script
+# used to exit 0: check first, say how to pick another port, and fail.
+if ! $PY -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], int(sys.argv[2])))" "$HOST" "$PORT" 2>/dev/null; then
+  echo "error: $HOST:$PORT is already in use (another make run?). Pick another port: OSMO_PORT=8001 make run" >&2
+  exit 1
+fi
 
 echo "==> migrating the database"
 $PY manage.py migrate --no-input -v0
@@ -27,7 +35,7 @@ cleanup() {
     sleep 0.2
   done
   for pid in "${pids[@]}"; do kill -KILL "-$pid" 2>/dev/null || true; done
-  exit 0
+  exit "$status"
 }
 trap cleanup INT TERM HUP EXIT
 
@@ -42,4 +50,5 @@ pids+=($!)
 
 echo "==> serving on http://$HOST:$PORT/  (Ctrl-C to stop)"
 wait -n "${pids[@]}" || true
+status=1  # Ctrl-C never gets here (the trap exits 0); a process that stopped on its own is a failure
 echo "==> a process exited; stopping the rest" 2>/dev/null || true

@@ -46,3 +46,17 @@ def test_pages_redirect_anonymous_to_login(client):
     assert response.status_code == 302
     assert response["Location"].startswith("/accounts/login/")
     assert client.get("/accounts/login/").status_code == 200
+
+
+def test_bearer_keyword_takes_the_same_token(api_client, user):
+    """kubectl habits: `Authorization: Bearer <key>` works like `Token <key>`; a wrong one is 401."""
+    # given
+    token = Token.objects.create(user=user)
+    # when
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+    accepted = api_client.get("/api/me/")
+    api_client.credentials(HTTP_AUTHORIZATION="bearer not-a-real-token")
+    refused = api_client.get("/api/me/")
+    # then
+    assert (accepted.status_code, accepted.json()) == (200, {"username": "alice", "is_staff": False})
+    assert (refused.status_code, refused.json()["code"]) == (401, "authentication_failed")

@@ -38,7 +38,11 @@ class Workflow(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     failure_message = models.TextField(blank=True)
-    spec_text = models.TextField(blank=True)
+    spec_text = models.TextField(blank=True, help_text="The spec as rendered (templates filled in).")
+    template_values = models.JSONField(
+        default=dict, blank=True,
+        help_text="The values the spec template was rendered with: default-values, then the submission's.",
+    )
     labels = models.JSONField(default=dict, blank=True)
     queue_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     exec_timeout_s = models.PositiveIntegerField(null=True, blank=True)

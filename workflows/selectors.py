@@ -12,6 +12,7 @@ from osmo.types import Viewer
 from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 
 
 def workflow_visible_to(user: Viewer) -> QuerySet[Workflow]:

@@ -45,6 +45,8 @@ from workflows.spec import (
     parse_workflow,
     tree_to_json,
 )
+from workflows.spec.model import ScalarValue
+from workflows.spec.template import is_template, render_spec
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class ValidatedSubmission:
     pool: Pool
     spec: WorkflowSpec
     spec_text: str
+    template_values: dict[str, Any]
 
 
 def pool_context(pool: Pool) -> PoolContext:
@@ -69,12 +72,18 @@ def pool_context(pool: Pool) -> PoolContext:
 
 
 def workflow_validate(
-    *, pool_name: str, spec: str | dict[str, Any], user: Viewer | None = None
+    *,
+    pool_name: str,
+    spec: str | dict[str, Any],
+    values: dict[str, ScalarValue] | None = None,
+    env: dict[str, str] | None = None,
+    user: Viewer | None = None,
 ) -> ValidatedSubmission:
-    """Parse and validate ``spec`` against the pool, and check that every gang could be placed on the
-    pool's whole inventory if nothing else ran. Raises ``PoolNotFoundError``, ``PoolForbiddenError``
-    and ``PoolUnavailableError`` (for ``user``: no access, maintenance), ``WorkflowSpecInvalidError``
-    (every problem, each with its path) or ``WorkflowNeverFitsError``."""
+    """Render ``spec`` as a template with ``values`` and ``env`` (docs/design.md §11), parse and
+    validate it against the pool, and check that every gang could be placed on the pool's whole
+    inventory if nothing else ran. Raises ``PoolNotFoundError``, ``PoolForbiddenError`` and
+    ``PoolUnavailableError`` (for ``user``: no access, maintenance), ``WorkflowSpecInvalidError``
+    (every problem, each with its path; template errors with their line) or ``WorkflowNeverFitsError``."""
     pool = Pool.objects.filter(name=pool_name).first()
     if pool is None:
         visible = pools_visible(Pool.objects.all(), user=user) if user is not None else Pool.objects.all()
@@ -82,12 +91,19 @@ def workflow_validate(
     if user is not None:
         pool_submit_check(pool, user=user)
     try:
-        parsed = parse_workflow(spec, pool=pool_context(pool))
+        source: str | dict[str, Any] = spec
+        template_values: dict[str, Any] = {}
+        if values or env or (isinstance(spec, str) and is_template(spec)):
+            rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
+                                   dump=_dump_yaml)
+            source = rendered.text
+            template_values = rendered.values
+        parsed = parse_workflow(source, pool=pool_context(pool))
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
     _never_fits_check(pool, parsed)
-    spec_text = spec if isinstance(spec, str) else _dump_yaml(spec)
-    return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text)
+    spec_text = source if isinstance(source, str) else _dump_yaml(source)
+    return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values)
 
 
 def _never_fits_check(pool: Pool, spec: WorkflowSpec) -> None:
@@ -135,10 +151,14 @@ def _next_seq(name: str) -> int:
     return (Workflow.objects.filter(name=name).aggregate(m=Max("seq"))["m"] or 0) + 1
 
 
-def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str) -> str:
+def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str,
+                  values: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
     """What an ``Idempotency-Key`` stands for: the submission's pool, priority and spec (text as sent,
-    or the JSON object with sorted keys)."""
-    body = json.dumps({"pool": pool_name, "priority": priority, "spec": spec}, sort_keys=True, separators=(",", ":"))
+    or the JSON object with sorted keys), and its template values when it has some."""
+    request: dict[str, Any] = {"pool": pool_name, "priority": priority, "spec": spec}
+    if values or env:
+        request["template"] = {"values": values or {}, "env": env or {}}
+    body = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -160,21 +180,25 @@ def workflow_submit(
     priority: str = Priority.NORMAL,
     idempotency_key: str | None = None,
     team: str | None = None,
+    values: dict[str, ScalarValue] | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
     Returns ``(workflow, created)``: with an ``idempotency_key`` this user already sent with the same
-    request (pool, priority, spec), the earlier workflow and ``False``. Raises
+    request (pool, priority, spec, template values), the earlier workflow and ``False``. ``values``
+    and ``env`` fill the spec's template (docs/design.md §11); the rendered spec is stored. Raises
     ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
     stored when validation fails. Safe under concurrency: submissions of one name get distinct
     numbers (see :func:`_next_seq`), and racing retries with one key store one workflow.
     """
-    request_hash = _request_hash(pool_name=pool_name, spec=spec, priority=priority) if idempotency_key else ""
+    request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority, values=values, env=env)
+                    if idempotency_key else "")
     if idempotency_key:
         existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
         if existing is not None:
             return existing, False
-    submission = workflow_validate(pool_name=pool_name, spec=spec, user=user)
+    submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user)
     chosen_team = team_for_submission(submission.pool, user=user, team=team)
     try:
         with transaction.atomic():
@@ -211,6 +235,7 @@ def _workflow_create(
         submitted_by=user,
         team=team,
         spec_text=submission.spec_text,
+        template_values=submission.template_values,
         labels=spec.labels_dict(),
         queue_timeout_s=spec.queue_timeout_s,
         exec_timeout_s=spec.exec_timeout_s,

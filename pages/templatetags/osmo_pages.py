@@ -4,12 +4,15 @@ and placement reports in plain words, sortable column headers, units."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django import template
 from django.http import QueryDict
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timesince import timesince
 
 from pages.templatetags.tree_svg import tree_svg
 from pages.viewmodels.common import percent as _percent
@@ -177,6 +180,16 @@ def sort_header(context: template.Context, column: str, label: str) -> SafeStrin
         arrow, aria = "", "none"
     return format_html('<a class="sort" href="?{}" aria-sort="{}" data-sort="{}">{}{}</a>', params.urlencode(), aria,
                        column, label, arrow)
+
+
+@register.filter
+def since(value: datetime | None) -> str:
+    """How long ago, for people: "just now" under a minute (Django's timesince says "0 minutes")."""
+    if value is None:
+        return ""
+    if (timezone.now() - value).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(value)} ago"
 
 
 @register.filter

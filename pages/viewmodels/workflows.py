@@ -23,7 +23,7 @@ from scheduler.models import TopologyKey
 from scheduler.selectors import pool_keys
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.selectors import task_domains, workflow_list, workflow_transitions
+from workflows.selectors import task_domains, workflow_list, workflow_transitions, workflow_waiting
 
 COMPACT_SIBLING_LIMIT = 12  # untouched siblings drawn as small boxes up to this many, else counted
 HISTORY_LIMIT = 500
@@ -86,6 +86,7 @@ class GroupRow:
     preferred: list[dict[str, Any]]  # the report's preferred constraints
     waiting: bool  # queued with an unschedulable reason
     gpu: int
+    waiting_lines: list[str]  # why it waits, in the words of the API and the CLI (SCHEDULING only)
 
 
 @dataclass(slots=True)
@@ -114,7 +115,9 @@ def workflow_user_may_cancel(workflow: Workflow, user: Viewer) -> bool:
     return bool(user.is_staff or workflow.submitted_by_id == user.pk)
 
 
-def _group_rows(groups: Sequence[TaskGroup], key_pairs: list[tuple[str, str]]) -> list[GroupRow]:
+def _group_rows(
+    groups: Sequence[TaskGroup], key_pairs: list[tuple[str, str]], waiting: dict[int, dict[str, Any]]
+) -> list[GroupRow]:
     rows = []
     for group in groups:
         tasks = list(group.tasks.all())
@@ -133,6 +136,7 @@ def _group_rows(groups: Sequence[TaskGroup], key_pairs: list[tuple[str, str]]) -
                 waiting=bool(group.unschedulable_reason) and not group.is_terminal
                 and group.status in ("SCHEDULING", "WAITING"),
                 gpu=sum(task.gpu for task in tasks),
+                waiting_lines=(waiting.get(group.pk) or {}).get("lines", []),
             )
         )
     return rows
@@ -142,7 +146,7 @@ def workflow_detail_build(workflow: Workflow, *, user: Viewer) -> WorkflowDetail
     """The workflow page of a workflow from :func:`workflows.selectors.workflow_detail_queryset`."""
     keys = pool_keys(workflow.pool)
     groups = list(workflow.groups.all())
-    rows = _group_rows(groups, [(key.key, key.label) for key in keys])
+    rows = _group_rows(groups, [(key.key, key.label) for key in keys], workflow_waiting(workflow))
     transitions = list(workflow_transitions(workflow)[:HISTORY_LIMIT])
     return WorkflowDetail(
         workflow=workflow,

@@ -71,8 +71,8 @@ def test_pool_list_show_and_nodes(osmo, nvl72):
     listed = osmo("pool", "list")
     assert listed.exit_code == 0, listed.output
     header, row = listed.stdout.splitlines()[:2]
-    assert header.split()[:6] == ["NAME", "KEYS", "NODES", "GPUS", "USED", "FREE"]
-    assert row.split()[:10] == ["nvl72", "zone", ">", "spine", ">", "rack", ">", "gpu-clique", "16", "64"]
+    assert header.split()[:7] == ["NAME", "STATUS", "KEYS", "NODES", "GPUS", "USED", "FREE"]
+    assert row.split()[:11] == ["nvl72", "ONLINE", "zone", ">", "spine", ">", "rack", ">", "gpu-clique", "16", "64"]
 
     as_json = json.loads(osmo("pool", "list", "--json").stdout)
     assert [p["name"] for p in as_json["results"]] == ["nvl72"]
@@ -97,6 +97,31 @@ def test_pool_list_show_and_nodes(osmo, nvl72):
     missing = osmo("pool", "show", "nope")
     assert missing.exit_code == 1
     assert missing.stderr.strip() == "error: pool nope not found"
+
+
+def test_submit_with_a_team_and_pool_show_lists_quota_use(osmo, nvl72, user):
+    from django.contrib.auth.models import Group
+
+    from scheduler.services.access import team_quota_set
+
+    # given alice in two teams with a quota each in the pool
+    for name, gpu in (("llm", 16), ("vision", 8)):
+        team = Group.objects.create(name=name)
+        user.groups.add(team)
+        team_quota_set(pool=nvl72, team=team, gpu=gpu)
+    # when she submits without a team, then with one, and shows the pool
+    unnamed = osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72")
+    named = osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72", "--team", "vision", "--json")
+    shown = osmo("pool", "show", "nvl72")
+    # then the first is refused naming the field, the second counts against vision
+    assert unnamed.exit_code == 2
+    assert "team" in unnamed.stderr and "(llm, vision)" in unnamed.stderr
+    assert named.exit_code == 0, named.output
+    assert json.loads(named.stdout)["team"] == "vision"
+    teams = shown.stdout.split("Teams (GPUs):")[1].splitlines()
+    assert teams[1].split() == ["TEAM", "QUOTA", "HIGH+NORMAL", "LOW", "(PREEMPTIBLE)"]
+    assert teams[2].split() == ["llm", "16", "0", "0"]
+    assert teams[3].split() == ["vision", "8", "0", "0"]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -97,6 +97,10 @@ def test_waiting_workflow_pool_pages_and_cancel(scene, page_factory, live_server
     reason = page.inner_text("#waiting-trainer")
     assert "Group trainer is waiting" in reason
     assert "fits 18 of 20" in reason
+    # the same lines as the API's groups[].waiting.lines and osmo workflow query
+    lines = page.locator('[data-waiting="trainer"] li').all_inner_texts()
+    assert lines[0] == "Queue: first in the pool's queue; nothing is ahead of it."
+    assert lines[1].startswith("Why: ") and "(of the " in lines[1]
     _shot(page, screenshots, "workflow-waiting.png")
 
     # when: its owner cancels it with the button (POST + CSRF)

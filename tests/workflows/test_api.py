@@ -297,8 +297,9 @@ def test_list_query_count_is_constant(user_client, pool, django_assert_max_num_q
 def test_detail_query_count_does_not_grow_with_tasks(user_client, pool, django_assert_num_queries):
     wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": example_spec("multiple-nvl72-racks")},
                            format="json").json()["id"]
-    # workflow + groups + tasks (with nodes) + pool keys + history, and two savepoint statements
-    with django_assert_num_queries(7):
+    # workflow + groups + tasks (with nodes) + pool keys + history, the queued group's place in the
+    # queue, and two savepoint statements
+    with django_assert_num_queries(8):
         assert user_client.get(f"/api/workflows/{wid}/").status_code == 200
 
 

@@ -9,8 +9,9 @@ from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.selectors import group_waiting
+from workflows.selectors import group_waiting, workflow_detail_queryset
 from workflows.services import workflow_submit
+from workflows.waiting import reason_reworded, workflow_waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -38,3 +39,104 @@ def test_waiting_gang_says_its_place_and_who_holds_the_best_rack(user):
     low = group_waiting(TaskGroup.objects.select_related("workflow__pool").get(workflow=first))
     assert low is not None and (low["position"], low["ahead"]) == (3, {"HIGH": 1, "NORMAL": 1, "LOW": 0})
     assert group_waiting(TaskGroup.objects.select_related("workflow__pool").get(workflow=hog)) is None
+
+
+def _two_full_racks(user):
+    """Two racks of two 4-GPU nodes, each rack held whole by one workflow."""
+    pool = make_pool("full", keys=[("rack", "rack")])
+    for rack, prefix in (("r1", "a"), ("r2", "b")):
+        for n in (1, 2):
+            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
+    holders = [workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(name, 2, 4))[0]
+               for name in ("left", "right")]
+    placement_cycle_run(pool_id=pool.pk)
+    return pool, holders
+
+
+def test_reason_says_racks_exist_but_are_busy(user):
+    """The replayed report: a gang blocked only by busy nodes was told "no rack exists (the whole
+    pool fits 0 of 2)" although both racks exist and are full; the solver's words count free room
+    only, the answer says the racks exist and are busy."""
+    # given
+    pool, _holders = _two_full_racks(user)
+    blocked, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("blocked", 2, 4))
+    placement_cycle_run(pool_id=pool.pk)
+    # when
+    workflow = workflow_detail_queryset(user=user).get(pk=blocked.pk)
+    waiting = workflow_waiting(workflow)
+    # then
+    (answer,) = waiting.values()
+    assert answer["reason"] == ("rack=default (required) needs 2 tasks of 4 gpu in one rack; every rack is busy "
+                                "(2 racks exist, none has room for any of these tasks now) "
+                                "(the whole pool fits 0 of 2)")
+    assert answer["domains"] == {"key": "rack", "exist": 2, "schedulable": 2}
+    assert answer["lines"] == [
+        "Queue: first in the pool's queue; nothing is ahead of it.",
+        f"Why: {answer['reason']}",
+        "Best rack r1 (fits 0 of 2 tasks) is held by: left-1 (8 GPUs, 2 tasks).",
+        "It can start when enough of these finish (or a gang ahead of it is placed elsewhere).",
+    ]
+
+
+def test_reason_says_when_no_domain_exists():
+    # given: a reason of a gang whose key no node carries
+    reason = {"message": "rack=x (required) needs 2 tasks of 4 gpu in one rack; no rack exists"}
+    # when
+    said = {exist: reason_reworded(reason, {"key": "rack", "exist": exist, "schedulable": schedulable})
+            for exist, schedulable in ((0, 0), (3, 0))}
+    # then
+    assert said == {
+        0: "rack=x (required) needs 2 tasks of 4 gpu in one rack; no rack exists in this pool (no node has the rack "
+           "label and those of the keys above it)",
+        3: "rack=x (required) needs 2 tasks of 4 gpu in one rack; every rack is cordoned (3 racks exist, none has a "
+           "schedulable node)",
+    }
+
+
+def test_api_workflow_detail_shows_waiting_per_scheduling_group(user, user_client):
+    # given: rack r2 half held by "half", so the best rack of the queued gang is r2
+    pool = make_pool("busy", keys=[("rack", "rack")])
+    for rack, prefix in (("r1", "a"), ("r2", "b")):
+        for n in (1, 2):
+            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
+    workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("hog", 2, 4))
+    half, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("half", 1, 4))
+    placement_cycle_run(pool_id=pool.pk)
+    workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("urgent", 2, 4), priority="HIGH")
+    second, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("second", 2, 4))
+    placement_cycle_run(pool_id=pool.pk)
+    # when
+    body = user_client.get(f"/api/workflows/{second.workflow_id}/").json()
+    placed = user_client.get(f"/api/workflows/{half.workflow_id}/").json()
+    # then
+    waiting = body["groups"][0]["waiting"]
+    assert (waiting["position"], waiting["ahead"]) == (2, {"HIGH": 1, "NORMAL": 0, "LOW": 0})
+    assert waiting["domain"] == {"key": "rack", "path": ["r2"]}
+    assert waiting["holders"] == [{"workflow": "half-1", "gpu": 4, "tasks": 1}]
+    assert waiting["lines"] == [
+        "Queue: 2nd in the pool's queue; ahead of it: 1 HIGH.",
+        "Why: rack=default (required) needs 2 tasks of 4 gpu in one rack; the largest free rack fits 1 of 2 "
+        "(of the 2 racks in this pool) (the whole pool fits 1 of 2)",
+        "Best rack r2 (fits 1 of 2 tasks) is held by: half-1 (4 GPUs, 1 task).",
+        "It can start when enough of these finish (or a gang ahead of it is placed elsewhere).",
+    ]
+    assert placed["groups"][0]["waiting"] is None
+
+
+def test_workflow_waiting_costs_the_same_queries_for_one_or_many_groups(user, django_assert_num_queries):
+    # given: the racks are full; "one" has one queued group, "many" five
+    pool, _holders = _two_full_racks(user)
+    many_spec = "workflow:\n  name: many\n  groups:\n" + "".join(
+        f"  - name: g{i}\n    tasks: [{{name: t{i}a, lead: true, image: b, command: [c]}}, "
+        f"{{name: t{i}b, image: b, command: [c]}}]\n" for i in range(5)
+    ) + "resources:\n  default: {gpu: 4, topology: [{key: rack}]}\n"
+    one, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("one", 2, 4))
+    many, _ = workflow_submit(user=user, pool_name=pool.name, spec=many_spec)
+    placement_cycle_run(pool_id=pool.pk)
+    loaded = {w.pk: w for w in workflow_detail_queryset(user=user).filter(pk__in=[one.pk, many.pk])}
+    # when / then: what is ahead, the domain counts, the holders of the best racks
+    with django_assert_num_queries(3):
+        assert len(workflow_waiting(loaded[one.pk])) == 1
+    with django_assert_num_queries(3):
+        answers = workflow_waiting(loaded[many.pk])
+    assert [a["position"] for a in answers.values()] == [2, 3, 4, 5, 6]

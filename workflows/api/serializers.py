@@ -8,6 +8,7 @@ from rest_framework import serializers
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.selectors import task_domains
+from workflows.waiting import workflow_waiting
 
 
 @extend_schema_field({"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": True}]})
@@ -25,16 +26,38 @@ class SpecField(serializers.Field):
         return value
 
 
+PRIORITY_CHOICES_TEXT = ", ".join(Priority.values)
+
+
 class WorkflowSubmitInputSerializer(serializers.Serializer):
     pool = serializers.CharField(max_length=63)
     spec = SpecField()
-    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
+    priority = serializers.ChoiceField(
+        choices=Priority.choices, default=Priority.NORMAL,
+        error_messages={"invalid_choice": f'"{{input}}" is not a priority; choose one of {PRIORITY_CHOICES_TEXT}.'},
+    )
     dry_run = serializers.BooleanField(default=False)
     team = serializers.CharField(
         max_length=150, required=False, allow_blank=True,
         help_text="The team whose quota this workflow counts against (default: your one team with a quota in "
         "the pool, else your one team).",
     )
+    set = serializers.DictField(
+        child=serializers.JSONField(), required=False, default=dict,
+        help_text="Template values (docs/design.md §11): override the spec's default-values.",
+    )
+    set_env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, default=dict,
+        help_text="Environment variables set on every task.",
+    )
+
+
+class WorkflowSpecOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    pool = serializers.CharField()
+    priority = serializers.CharField()
+    spec = serializers.CharField(help_text="The spec as rendered and stored.")
+    template_values = serializers.DictField(help_text="The values the template was rendered with.")
 
 
 class TaskRequestsSerializer(serializers.Serializer):
@@ -66,16 +89,52 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         return {"gpu": task.gpu, "cpu": task.cpu_millis, "memory": task.memory_bytes, "storage": task.storage_bytes}
 
 
+class WaitingHolderSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    gpu = serializers.IntegerField()
+    tasks = serializers.IntegerField()
+
+
+class WaitingDomainSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    path = serializers.ListField(child=serializers.CharField())
+
+
+class WaitingDomainCountSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    exist = serializers.IntegerField(help_text="Domains of this key the pool's nodes form.")
+    schedulable = serializers.IntegerField(help_text="Of those, domains with a schedulable node.")
+
+
+class WaitingOutputSerializer(serializers.Serializer):
+    """Why a SCHEDULING group waits (docs/design.md §11); ``lines`` are the words the CLI and the
+    page show too."""
+
+    position = serializers.IntegerField(help_text="1 + the gangs ahead of it in the pool's queue.")
+    ahead = serializers.DictField(child=serializers.IntegerField(), help_text="Gangs ahead, per priority.")
+    domain = WaitingDomainSerializer(allow_null=True, help_text="Best domain of the constraint that failed.")
+    holders = WaitingHolderSerializer(many=True, help_text="Workflows holding that domain, most GPUs first.")
+    domains = WaitingDomainCountSerializer(allow_null=True)
+    reason = serializers.CharField(help_text="The reason, reworded against the pool's inventory.")
+    lines = serializers.ListField(child=serializers.CharField())
+
+
 class TaskGroupOutputSerializer(serializers.ModelSerializer):
     tasks = serializers.SerializerMethodField()
     constraint_tree = serializers.JSONField()
     unschedulable_reason = serializers.JSONField(allow_null=True)
     placement_report = serializers.JSONField(allow_null=True)
+    waiting = serializers.SerializerMethodField()
 
     class Meta:
         model = TaskGroup
-        fields = ["name", "status", "upstream", "constraint_tree", "unschedulable_reason", "placement_report",
-                  "scheduling_since", "started_at", "finished_at", "failure_message", "preemptions", "tasks"]
+        fields = ["name", "status", "upstream", "constraint_tree", "unschedulable_reason", "waiting",
+                  "placement_report", "scheduling_since", "started_at", "finished_at", "failure_message",
+                  "preemptions", "tasks"]
+
+    @extend_schema_field(WaitingOutputSerializer(allow_null=True))
+    def get_waiting(self, group: TaskGroup) -> dict[str, Any] | None:
+        return self.context.get("waiting", {}).get(group.pk)
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
@@ -129,7 +188,7 @@ class WorkflowOutputSerializer(serializers.ModelSerializer):
     @extend_schema_field(TaskGroupOutputSerializer(many=True))
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
         keys = [(k.key, k.label) for k in workflow.pool.topology_keys.all()]
-        context = {**self.context, "pool_keys": keys}
+        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow)}
         return list(TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data)
 
 

@@ -20,12 +20,15 @@ from workflows.api.serializers import (
     ErrorOutputSerializer,
     UserOutputSerializer,
     WorkflowOutputSerializer,
+    WorkflowSpecOutputSerializer,
     WorkflowSubmitInputSerializer,
     WorkflowSummaryOutputSerializer,
 )
-from workflows.errors import WorkflowNotFoundError
+from workflows.errors import WorkflowNotFoundError, WorkflowSpecInvalidError
 from workflows.models import Workflow
 from workflows.preview import workflow_dry_run
+from workflows.spec import SpecInvalidError
+from workflows.spec.template import parse_assignments
 
 ERRORS = {
     400: OpenApiResponse(ErrorOutputSerializer, description="Invalid input; details.errors lists paths."),
@@ -35,7 +38,43 @@ QUERY_PARAMS = [
     OpenApiParameter("pool", str, description="Pool name, for a raw YAML body"),
     OpenApiParameter("priority", str, enum=["LOW", "NORMAL", "HIGH"], description="For a raw YAML body"),
     OpenApiParameter("dry_run", bool, description="For a raw YAML body"),
+    OpenApiParameter("set", str, many=True, description="NAME=VALUE template value (cast to int/float), raw YAML"),
+    OpenApiParameter("set_string", str, many=True, description="NAME=VALUE template value kept as text, raw YAML"),
+    OpenApiParameter("set_env", str, many=True, description="NAME=VALUE environment variable of every task"),
 ]
+RAW_BODY_TYPES = ("", "application/x-www-form-urlencoded", "text/plain")
+
+
+def _submission_data(request: Request) -> dict[str, Any]:
+    """The submission's fields. A raw YAML body comes with ``?pool=`` (and the other fields as query
+    parameters); it is recognised by its YAML content type, or by ``?pool=`` when the client sent no
+    content type (or curl's default form type, or text/plain): those bodies are read as YAML text
+    instead of answering "pool: required, spec: required"."""
+    media_type = (request.content_type or "").split(";")[0].strip().lower()
+    raw = media_type in RAW_BODY_TYPES and "pool" in request.query_params
+    if raw:
+        try:
+            data: dict[str, Any] = {"spec": request._request.body.decode("utf-8")}
+        except UnicodeDecodeError as exc:
+            raise ValidationError({"spec": [f"The YAML body is not valid UTF-8 (byte {exc.start})."]}) from exc
+    else:
+        data = dict(request.data.items()) if hasattr(request.data, "items") else {}
+    if raw or "yaml" in media_type:
+        params = request.query_params
+        for name in ("pool", "priority", "dry_run", "team"):
+            if name in params:
+                data.setdefault(name, params[name])
+        try:
+            values = {**parse_assignments(params.getlist("set"), cast=True, path="set"),
+                      **parse_assignments(params.getlist("set_string"), cast=False, path="set_string")}
+            env = parse_assignments(params.getlist("set_env"), cast=False, path="set_env")
+        except SpecInvalidError as exc:
+            raise WorkflowSpecInvalidError(exc.to_list()) from exc
+        if values:
+            data.setdefault("set", values)
+        if env:
+            data.setdefault("set_env", {name: str(value) for name, value in env.items()})
+    return data
 
 
 IDEMPOTENCY_KEY_MAX_LENGTH = Workflow._meta.get_field("idempotency_key").max_length
@@ -94,17 +133,14 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         "nothing is stored.",
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = dict(request.data.items()) if hasattr(request.data, "items") else {}
-        if request.content_type and "yaml" in request.content_type:
-            for name in ("pool", "priority", "dry_run", "team"):
-                if name in request.query_params:
-                    data.setdefault(name, request.query_params[name])
-        serializer = WorkflowSubmitInputSerializer(data=data)
+        serializer = WorkflowSubmitInputSerializer(data=_submission_data(request))
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
         idempotency_key = _idempotency_key(request)
+        template = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
         if values["dry_run"]:
-            return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"], user=signed_in(request)),
+            return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"], user=signed_in(request),
+                                             **template),
                             status=status.HTTP_200_OK)
         workflow, created = services.workflow_submit(
             user=signed_in(request),
@@ -113,11 +149,23 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             priority=values["priority"],
             idempotency_key=idempotency_key,
             team=values.get("team") or None,
+            **template,
         )
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(
             WorkflowOutputSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
+
+    @extend_schema(request=None, responses={200: WorkflowSpecOutputSerializer, 401: ERRORS[401],
+                                            404: ErrorOutputSerializer},
+                   description="The spec as stored (rendered from its template) and the template values.")
+    @action(detail=True, methods=["get"])
+    def spec(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workflow = self.get_object()
+        return Response(WorkflowSpecOutputSerializer({
+            "workflow": workflow.workflow_id, "pool": workflow.pool.name, "priority": workflow.priority,
+            "spec": workflow.spec_text, "template_values": workflow.template_values or {},
+        }).data)
 
     @extend_schema(request=None, responses={200: WorkflowOutputSerializer, 401: ERRORS[401],
                                             404: ErrorOutputSerializer, 409: ErrorOutputSerializer})

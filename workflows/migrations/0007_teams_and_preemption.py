@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('workflows', '0005_workflow_idempotency_hash'),
+        ('workflows', '0006_templates'),
     ]
 
     operations = [

@@ -1,0 +1,223 @@
+"""OSMO's other workflow commands (docs/design.md §11): ``validate``, ``logs``, ``events``, ``spec``,
+``restart``, and ``osmo profile`` with a default pool. Registered on the apps of :mod:`cli.main`."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import typer
+
+from cli import render
+from cli.api import q
+from cli.config import ENV_POOL, config_path, config_read, config_write, settings_load
+from cli.errors import EXIT_USAGE, CliError
+from cli.main import (
+    FORMAT_OPTION,
+    JSON_OPTION,
+    OUTPUT_OPTION,
+    SET_ENV_OPTION,
+    SET_OPTION,
+    SET_STRING_OPTION,
+    FormatType,
+    Output,
+    api_client,
+    app,
+    echo_json,
+    echo_lines,
+    pool_or_default,
+    read_spec,
+    spec_validate,
+    template_fields,
+    wants_json,
+    workflow_app,
+    workflow_path,
+)
+
+profile_app = typer.Typer(help="Your profile: server, user and default pool.", no_args_is_help=True)
+app.add_typer(profile_app, name="profile")
+PROFILE_KEYS = ("pool",)
+
+
+# ------------------------------------------------------------------------------------------------
+# validate
+# ------------------------------------------------------------------------------------------------
+@workflow_app.command("validate")
+def workflow_validate(
+    file: str = typer.Argument(..., help="Workflow spec (YAML, a Jinja template); - reads stdin."),
+    pool: str = typer.Option(None, "--pool", "-p", help="Pool to validate against (default: the profile's pool)."),
+    set_values: list[str] = SET_OPTION,
+    set_strings: list[str] = SET_STRING_OPTION,
+    set_env: list[str] = SET_ENV_OPTION,
+    json_out: bool = JSON_OPTION,
+    format_type: FormatType = FORMAT_OPTION,
+) -> None:
+    """Check a spec against a pool without submitting anything.
+
+    Exit 0 when valid; 2 when invalid (every problem with its line) or when a gang can never fit the pool."""
+    text, label = read_spec(file)
+    pool = pool_or_default(pool)
+    with api_client() as api:
+        answer = spec_validate(api, text=text, label=label, pool=pool,
+                               template=template_fields(set_values, set_strings, set_env))
+    if wants_json(json_out, format_type):
+        echo_json(answer)
+        return
+    groups = answer.get("groups") or []
+    tasks = sum(len((g.get("constraint_tree") or {}).get("tasks") or []) + _tree_tasks(g.get("constraint_tree"))
+                for g in groups)
+    typer.echo(f"{label} is valid for pool {answer.get('pool', pool)}: workflow {answer.get('workflow')}, "
+               f"{len(groups)} group(s), {tasks} task(s).")
+    for group in groups:
+        placement = group.get("placement") or {}
+        typer.echo(f"  {group.get('name')}: placement now {placement.get('status', '?')}"
+                   f"{': ' + str(placement.get('message')) if placement.get('status') != 'placed' else ''}")
+    if answer.get("template_values"):
+        values = ", ".join(f"{k}={v}" for k, v in sorted(answer["template_values"].items()))
+        typer.echo(f"  template values: {values}")
+
+
+def _tree_tasks(tree: Any) -> int:
+    """Tasks under the tree's constraint nodes (the root's own unconstrained tasks are counted apart)."""
+    if not isinstance(tree, dict):
+        return 0
+    total = 0
+    for child in tree.get("children") or []:
+        if isinstance(child, dict):
+            total += len(child.get("tasks") or []) + _tree_tasks(child)
+    return total
+
+
+# ------------------------------------------------------------------------------------------------
+# logs / events
+# ------------------------------------------------------------------------------------------------
+@workflow_app.command("logs")
+def workflow_logs(
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    task: str = typer.Option(None, "--task", help="Task name (default: the server's choice, the lead task)."),
+    tail: int = typer.Option(None, "--tail", min=1, help="Only the last N lines."),
+    json_out: bool = JSON_OPTION,
+    format_type: FormatType = FORMAT_OPTION,
+) -> None:
+    """A task's pod log."""
+    params: dict[str, Any] = {}
+    if task:
+        params["task"] = task
+    if tail:
+        params["tail"] = tail
+    with api_client() as api:
+        answer = api.get(f"{workflow_path(workflow_id)}logs/", params=params,
+                         not_found=f"workflow {workflow_id} not found")
+    if wants_json(json_out, format_type):
+        echo_json(answer)
+        return
+    echo_lines([str(line) for line in answer.get("lines") or []])
+    if answer.get("truncated"):
+        typer.echo(f"(log of task {answer.get('task')}, pod {answer.get('pod')}, truncated: only the last lines "
+                   "are shown)", err=True)
+
+
+@workflow_app.command("events")
+def workflow_events(
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    json_out: bool = JSON_OPTION,
+    format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
+) -> None:
+    """What happened to a workflow: the service's transitions and the backend's pod events, in time order."""
+    with api_client() as api:
+        answer = api.get(f"{workflow_path(workflow_id)}events/", not_found=f"workflow {workflow_id} not found")
+    if wants_json(json_out, format_type, output):
+        echo_json(answer)
+        return
+    events = answer.get("events") or []
+    if not events:
+        typer.echo(f"No events for workflow {answer.get('workflow', workflow_id)} yet.")
+        return
+    rows = [[render.fmt_time(e.get("time")), e.get("source"), e.get("task"), e.get("kind"), e.get("message")]
+            for e in events if isinstance(e, dict)]
+    echo_lines(render.table(["TIME", "SOURCE", "TASK", "KIND", "MESSAGE"], rows))
+
+
+# ------------------------------------------------------------------------------------------------
+# spec / restart
+# ------------------------------------------------------------------------------------------------
+@workflow_app.command("spec")
+def workflow_spec(
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    values: bool = typer.Option(False, "--values", help="Print the template values instead of the spec."),
+    json_out: bool = JSON_OPTION,
+    format_type: FormatType = FORMAT_OPTION,
+) -> None:
+    """The spec a workflow runs (as rendered from its template), ready to edit and submit again."""
+    with api_client() as api:
+        answer = api.get(f"{workflow_path(workflow_id)}spec/", not_found=f"workflow {workflow_id} not found")
+    if wants_json(json_out, format_type):
+        echo_json(answer)
+        return
+    if values:
+        template_values = answer.get("template_values") or {}
+        echo_lines([f"{key}={value}" for key, value in sorted(template_values.items())] or
+                   [f"(workflow {workflow_id} was not rendered from a template)"])
+        return
+    typer.echo(str(answer.get("spec") or ""), nl=False)
+
+
+@workflow_app.command("restart")
+def workflow_restart(
+    workflow_id: str = typer.Argument(..., metavar="ID"),
+    pool: str = typer.Option(None, "--pool", "-p", help="Run in another pool (default: the same one)."),
+    json_out: bool = JSON_OPTION,
+    format_type: FormatType = FORMAT_OPTION,
+) -> None:
+    """Submit a workflow's stored spec again, as a new workflow (same pool and priority unless told)."""
+    with api_client() as api:
+        stored = api.get(f"{workflow_path(workflow_id)}spec/", not_found=f"workflow {workflow_id} not found")
+        body = {"pool": pool or stored.get("pool"), "spec": stored.get("spec"), "priority": stored.get("priority")}
+        _status, answer = api.post("/api/workflows/", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
+    if wants_json(json_out, format_type):
+        echo_json(answer)
+        return
+    typer.echo(f"Restarted {workflow_id} as workflow {answer.get('id')} in pool {answer.get('pool')} "
+               f"(priority {answer.get('priority')}): {answer.get('status')}")
+    typer.echo(f"Follow it with: osmo workflow query {answer.get('id')}   (or osmo workflow wait)")
+
+
+# ------------------------------------------------------------------------------------------------
+# profile
+# ------------------------------------------------------------------------------------------------
+@profile_app.command("list")
+def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION) -> None:
+    """The server, user and default pool in use, and where each comes from."""
+    stored = config_read()
+    settings = settings_load()
+    with api_client() as api:
+        me = api.get("/api/me/")
+    pool = os.environ.get(ENV_POOL) or stored.get("default_pool")
+    pool_source = ENV_POOL if os.environ.get(ENV_POOL) else (str(config_path()) if pool else "")
+    profile = {"url": settings.url, "user": me.get("username"), "is_staff": bool(me.get("is_staff")),
+               "default_pool": pool, "url_source": settings.url_source, "pool_source": pool_source or None}
+    if wants_json(json_out, format_type):
+        echo_json(profile)
+        return
+    rows = [["server", settings.url, settings.url_source],
+            ["user", f"{me.get('username')}{' (staff)' if me.get('is_staff') else ''}", settings.token_source],
+            ["pool", pool or "(none: pass --pool, or osmo profile set pool NAME)", pool_source]]
+    echo_lines(render.table(["SETTING", "VALUE", "FROM"], rows))
+
+
+@profile_app.command("set")
+def profile_set(
+    key: str = typer.Argument(..., metavar="KEY", help="pool"),
+    value: str = typer.Argument(..., metavar="VALUE"),
+) -> None:
+    """Set a profile value: `osmo profile set pool NAME` (the default of --pool).
+
+    The pool is checked against the server's pools first."""
+    if key not in PROFILE_KEYS:
+        raise CliError(f"unknown profile key {key!r}; known: {', '.join(PROFILE_KEYS)}", exit_code=EXIT_USAGE)
+    with api_client() as api:
+        api.get(f"/api/pools/{q(value)}/", not_found=f"pool {value} not found (see osmo pool list)")
+    path = config_write({**config_read(), "default_pool": value})
+    typer.echo(f"Default pool: {value} (saved to {path}).")

@@ -1,0 +1,185 @@
+"""OSMO's commands and habits in the ``osmo`` CLI (docs/design.md §11): templates with --set, the
+profile's default pool, validate, spec, restart, -t/-o output, list --watch, collapsed errors, and
+logs/events against a fake of their endpoints."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from tests.cli.conftest import Driver
+from tests.cli.fake_server import FakeServer
+from tests.factories import EXAMPLES
+
+TEMPLATE = str(EXAMPLES / "templates" / "sharded-training.yaml")
+SPEC_FILE = str(EXAMPLES / "multiple-nvl72-same-zone.yaml")
+db = pytest.mark.django_db(transaction=True)
+
+
+@db
+def test_template_submit_with_set_and_the_profiles_default_pool(osmo, nvl72, config_file):
+    # given
+    missing = osmo("workflow", "submit", TEMPLATE)
+    chosen = osmo("profile", "set", "pool", "nvl72")
+    # when
+    result = osmo("workflow", "submit", TEMPLATE, "--set", "shards=3", "--set", "ngpu=2",
+                  "--set-string", "image=busybox:1", "--set-env", "MODE=fast")
+    # then
+    assert missing.exit_code == 2
+    assert "error: no pool given" in missing.stderr
+    assert "osmo profile set pool NAME" in missing.stderr
+    assert chosen.exit_code == 0, chosen.output
+    assert json.loads(config_file.read_text())["default_pool"] == "nvl72"
+    assert result.exit_code == 0, result.output
+    assert "Submitted workflow sharded-training-1 to pool nvl72 (priority NORMAL): PENDING" in result.stdout
+    values = osmo("workflow", "spec", "sharded-training-1", "--values")
+    assert values.stdout.splitlines() == ["image=busybox:1", "ngpu=2", "shards=3"]
+    spec = osmo("workflow", "spec", "sharded-training-1").stdout
+    assert "- name: shard3\n" in spec and "gpu: 2\n" in spec and "MODE: fast" in spec and "{{" not in spec
+    profile = json.loads(osmo("profile", "list", "-t", "json").stdout)
+    assert (profile["user"], profile["default_pool"]) == ("alice", "nvl72")
+
+
+@db
+def test_profile_set_refuses_an_unknown_pool_or_key(osmo, nvl72, config_file):
+    # when
+    pool = osmo("profile", "set", "pool", "nope")
+    key = osmo("profile", "set", "colour", "red")
+    # then
+    assert (pool.exit_code, pool.stderr.strip()) == (1, "error: pool nope not found (see osmo pool list)")
+    assert (key.exit_code, key.stderr.strip()) == (2, "error: unknown profile key 'colour'; known: pool")
+    assert not config_file.exists()
+
+
+@db
+def test_validate_exits_0_when_valid_and_2_when_invalid_or_never_fitting(osmo, nvl72, tmp_path):
+    # given
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("workflow:\n  name: b\n  tasks:\n" + "".join(
+        f"  - {{name: shard{i}, image: busybox}}\n" for i in range(1, 31)))
+    never = tmp_path / "never.yaml"
+    never = tmp_path / "never.yaml"
+    tasks = ", ".join(f"{{name: t{i}, image: b, command: [c]{', lead: true' if i == 1 else ''}}}" for i in range(1, 10))
+    never.write_text(f"workflow:\n  name: huge\n  groups: [{{name: g, tasks: [{tasks}]}}]\n"
+                     "resources:\n  default: {gpu: 4, topology: [{key: rack}]}\n")
+    # when
+    valid = osmo("workflow", "validate", TEMPLATE, "--pool", "nvl72", "--set", "shards=3")
+    invalid = osmo("workflow", "validate", str(broken), "--pool", "nvl72")
+    never_fits = osmo("workflow", "validate", str(never), "--pool", "nvl72")
+    # then
+    assert valid.exit_code == 0, valid.output
+    assert valid.stdout.splitlines() == [
+        f"{TEMPLATE} is valid for pool nvl72: workflow sharded-training, 1 group(s), 3 task(s).",
+        "  train: placement now placed",
+        "  template values: image=nvcr.io/nvidia/pytorch:24.03-py3, ngpu=4, shards=3",
+    ]
+    assert invalid.exit_code == 2
+    assert invalid.stderr.splitlines()[1:] == [
+        f"  workflow.tasks[*].command ({broken} line 4 and 29 more): this field is required (30 times)"]
+    assert never_fits.exit_code == 2, never_fits.output
+    assert "can never be placed in pool nvl72" in never_fits.stderr
+
+
+@db
+def test_restart_submits_the_stored_spec_again(osmo, nvl72):
+    # given
+    osmo("workflow", "submit", TEMPLATE, "--pool", "nvl72", "--set", "shards=1", "--priority", "high")
+    # when
+    result = osmo("workflow", "restart", "sharded-training-1")
+    # then
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == ("Restarted sharded-training-1 as workflow sharded-training-2 in pool "
+                                             "nvl72 (priority HIGH): PENDING")
+    first, second = (osmo("workflow", "spec", f"sharded-training-{n}").stdout for n in (1, 2))
+    assert first == second
+    assert osmo("workflow", "restart", "nope-1").stderr.strip() == "error: workflow nope-1 not found"
+
+
+@db
+def test_format_type_output_json_and_wide(osmo, nvl72):
+    # given
+    osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72")
+    # when
+    as_t = json.loads(osmo("workflow", "list", "-t", "json").stdout)
+    as_o = json.loads(osmo("workflow", "list", "-o", "json").stdout)
+    as_alias = json.loads(osmo("workflow", "list", "--json").stdout)
+    wide = osmo("workflow", "list", "-o", "wide").stdout.splitlines()[0].split()
+    query = json.loads(osmo("workflow", "query", "multiple-nvl72-same-zone-1", "--format-type", "json").stdout)
+    pools = json.loads(osmo("pool", "list", "-o", "json").stdout)
+    # then
+    assert as_t == as_o == as_alias
+    assert [w["id"] for w in as_t["results"]] == ["multiple-nvl72-same-zone-1"]
+    assert wide == ["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED", "STARTED", "FINISHED",
+                    "FAILURE"]
+    assert query["groups"][0]["waiting"]["position"] == 1
+    assert [p["name"] for p in pools["results"]] == ["nvl72"]
+
+
+@db
+def test_query_says_why_a_gang_waits(osmo, nvl72):
+    # given: a gang queued behind nothing, with no placement cycle run yet
+    osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72")
+    # when
+    out = osmo("workflow", "query", "multiple-nvl72-same-zone-1").stdout
+    # then
+    assert "  Waiting:\n    Queue: first in the pool's queue; nothing is ahead of it.\n" in out
+
+
+@db
+def test_list_watch_prints_a_row_when_a_status_changes(osmo, nvl72):
+    # given
+    osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72")
+
+    def finish() -> None:
+        from workflows.models import Workflow
+
+        time.sleep(0.5)
+        Workflow.objects.update(status="RUNNING")
+
+    driver = Driver(finish).start()
+    # when
+    result = osmo("workflow", "list", "--watch", "--interval", "0.1", "--timeout", "2")
+    driver.join()
+    # then
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[:2] for line in result.stdout.splitlines()]
+    assert rows == [["ID", "STATUS"], ["multiple-nvl72-same-zone-1", "PENDING"],
+                    ["multiple-nvl72-same-zone-1", "RUNNING"]]
+
+
+def test_logs_and_events_against_the_endpoints_contract(tmp_path):
+    # given
+    logs = {"workflow": "w-1", "task": "t1", "pod": "osmo-w-1-t1", "lines": ["hello", "world"], "truncated": True}
+    events = {"workflow": "w-1", "events": [
+        {"time": "2026-01-02T03:04:05Z", "source": "service", "task": None, "kind": "status",
+         "message": "submitted"},
+        {"time": "2026-01-02T03:04:06Z", "source": "backend", "task": "t1", "kind": "Scheduled",
+         "message": "pod bound to node n1"},
+    ]}
+    routes = {"/api/workflows/w-1/logs/": (200, logs), "/api/workflows/w-1/events/": (200, events),
+              "/api/workflows/w-2/logs/": (409, {"code": "not_started", "message": "task t1 has no pod yet",
+                                                 "details": {}})}
+    runner = CliRunner()
+    with FakeServer(routes) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        shown = runner.invoke(app, ["workflow", "logs", "w-1", "--task", "t1", "--tail", "2"], env=env)
+        listed = runner.invoke(app, ["workflow", "events", "w-1", "-o", "json"], env=env)
+        table = runner.invoke(app, ["workflow", "events", "w-1"], env=env)
+        conflict = runner.invoke(app, ["workflow", "logs", "w-2"], env=env)
+        # then
+        assert shown.exit_code == 0, shown.output
+        assert shown.stdout == "hello\nworld\n"
+        assert "(log of task t1, pod osmo-w-1-t1, truncated: only the last lines are shown)" in shown.stderr
+        assert fake.requests[0] == {"path": "/api/workflows/w-1/logs/", "query": "task=t1&tail=2",
+                                    "authorization": "Token tok"}
+        assert json.loads(listed.stdout) == events
+        lines = table.stdout.splitlines()
+        assert lines[0].split() == ["TIME", "SOURCE", "TASK", "KIND", "MESSAGE"]
+        assert lines[1].split()[2:] == ["service", "-", "status", "submitted"]
+        assert lines[2].split()[2:] == ["backend", "t1", "Scheduled", "pod", "bound", "to", "node", "n1"]
+        assert (conflict.exit_code, conflict.stderr.strip()) == (1, "error: task t1 has no pod yet")

@@ -1,0 +1,88 @@
+"""Templates over the API (docs/design.md §11): values in the JSON body or as query parameters of a
+raw YAML body; the rendered spec and the values are stored; GET .../spec/ returns them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import EXAMPLES, make_nvl72_pool
+from workflows.models import Task, Workflow
+
+pytestmark = pytest.mark.django_db
+
+TEMPLATE = (EXAMPLES / "templates" / "sharded-training.yaml").read_text()
+
+
+@pytest.fixture
+def pool():
+    return make_nvl72_pool("nvl72", zones=1, spines=1, racks=2, nodes=4)
+
+
+def test_json_submission_renders_and_stores_the_spec_and_values(user_client, pool):
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": TEMPLATE, "set": {"shards": 3, "ngpu": 2},
+                                                    "set_env": {"RUN": "a b"}}, format="json")
+    # then
+    assert response.status_code == 201, response.json()
+    workflow = Workflow.objects.get()
+    assert workflow.template_values == {"shards": 3, "ngpu": 2, "image": "nvcr.io/nvidia/pytorch:24.03-py3"}
+    assert "{{" not in workflow.spec_text and "shard3" in workflow.spec_text
+    assert list(Task.objects.order_by("position").values_list("name", "gpu", "environment")) == [
+        ("shard1", 2, {"RUN": "a b"}), ("shard2", 2, {"RUN": "a b"}), ("shard3", 2, {"RUN": "a b"})]
+    spec = user_client.get("/api/workflows/sharded-training-1/spec/").json()
+    assert spec == {"workflow": "sharded-training-1", "pool": "nvl72", "priority": "NORMAL",
+                    "spec": workflow.spec_text, "template_values": workflow.template_values}
+
+
+def test_raw_yaml_takes_values_from_the_query(user_client, pool):
+    # when
+    response = user_client.generic("POST", "/api/workflows/?pool=nvl72&set=shards=4&set_string=image=busybox:1",
+                                   TEMPLATE, content_type="application/yaml")
+    # then
+    assert response.status_code == 201, response.json()
+    assert Workflow.objects.get().template_values == {"shards": 4, "ngpu": 4, "image": "busybox:1"}
+    assert set(Task.objects.values_list("image", flat=True)) == {"busybox:1"}
+
+
+def test_raw_yaml_without_a_content_type_is_read_as_the_spec(user_client, pool):
+    """The replayed report: a raw YAML body posted without Content-Type but with ?pool= answered
+    "pool: required, spec: required"."""
+    # when
+    response = user_client.generic("POST", "/api/workflows/?pool=nvl72&set=shards=1", TEMPLATE, content_type="")
+    form = user_client.generic("POST", "/api/workflows/?pool=nvl72", TEMPLATE,
+                               content_type="application/x-www-form-urlencoded")
+    # then
+    assert response.status_code == 201, response.json()
+    assert form.status_code == 201, form.json()
+    assert [w.template_values["shards"] for w in Workflow.objects.order_by("pk")] == [1, 2]
+
+
+def test_dry_run_returns_the_rendered_spec_and_stores_nothing(user_client, pool):
+    # when
+    body = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": TEMPLATE, "set": {"shards": 1},
+                                                "dry_run": True}, format="json").json()
+    # then
+    assert body["template_values"] == {"shards": 1, "ngpu": 4, "image": "nvcr.io/nvidia/pytorch:24.03-py3"}
+    assert "- name: shard1\n" in body["spec"] and "shard2" not in body["spec"]
+    assert body["groups"][0]["placement"]["status"] == "placed"
+    assert Workflow.objects.count() == 0
+
+
+def test_template_error_names_its_line_and_stores_nothing(user_client, pool):
+    # when
+    spec = TEMPLATE.replace("gpu: {{ ngpu }}", "gpu: {{ ngpus }}")
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json")
+    # then
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [{"path": "template", "message": "line 23: 'ngpus' is undefined"}]
+    assert Workflow.objects.count() == 0
+
+
+def test_invalid_priority_lists_the_choices(user_client, pool):
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": TEMPLATE, "priority": "URGENT"},
+                                format="json")
+    # then
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [
+        {"path": "priority", "message": '"URGENT" is not a priority; choose one of LOW, NORMAL, HIGH.'}]

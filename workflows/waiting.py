@@ -1,0 +1,215 @@
+"""Why the queued gangs of a workflow wait (docs/design.md §11), in words shared by the API, the CLI
+and the workflow page.
+
+:func:`workflow_waiting` answers for every SCHEDULING group of one workflow in at most three
+queries, whatever the number of groups: what is ahead of each in the pool's queue (one aggregate),
+how many domains of each failing key exist (one aggregate), and the workflows holding each best
+domain (one grouped query). :func:`waiting_lines` turns one answer into the sentences all three
+show.
+
+The solver's reason counts only domains with usable free room, so for a gang blocked by busy nodes
+its message says "no rack exists"; here the pool's inventory says whether racks exist (and are
+busy), are all cordoned, or really do not exist, and the reason is reworded accordingly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db.models import Count, F, Q, Sum, TextField, Value
+from django.db.models.functions import Concat
+
+from scheduler.models import Node, Reservation
+from scheduler.selectors import label_text
+from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
+from workflows.models import TaskGroup, Workflow
+
+HOLDERS_LIMIT = 10
+ORDINALS = {1: "st", 2: "nd", 3: "rd"}
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else ORDINALS.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> dict[int, dict[str, int]]:
+    """Per group: the queued gangs of the pool ahead of it, per priority (one query)."""
+    rank = PRIORITY_RANK.get(Priority(workflow.priority), 9)
+    queued = TaskGroup.objects.filter(workflow__pool_id=workflow.pool_id, status=TaskStatus.SCHEDULING)
+    earlier = Q(workflow__submitted_at__lt=workflow.submitted_at) | Q(
+        workflow__submitted_at=workflow.submitted_at, workflow_id__lt=workflow.pk
+    )
+    aggregates: dict[str, Any] = {}
+    for name, value in PRIORITY_RANK.items():
+        if value < rank:
+            aggregates[f"all_{name}"] = Count("pk", filter=Q(workflow__priority=name))
+    same = Q(workflow__priority=workflow.priority)
+    for group in groups:
+        before = earlier | Q(workflow_id=workflow.pk, position__lt=group.position)
+        aggregates[f"g{group.pk}"] = Count("pk", filter=same & before)
+    counts = queued.aggregate(**aggregates)
+    result = {}
+    for group in groups:
+        ahead = {str(name): 0 for name in PRIORITY_RANK}
+        for name, value in PRIORITY_RANK.items():
+            if value < rank:
+                ahead[str(name)] = counts[f"all_{name}"]
+        ahead[str(workflow.priority)] = counts[f"g{group.pk}"]
+        result[group.pk] = ahead
+    return result
+
+
+def _domain_counts(workflow: Workflow, keys: list[tuple[str, str]], levels: set[int]) -> dict[int, dict[str, int]]:
+    """For each key level: how many domains of that key the pool's nodes form, and how many of them
+    have a schedulable node (one query)."""
+    if not levels:
+        return {}
+    aggregates: dict[str, Any] = {}
+    for level in levels:
+        labels = [label for _key, label in keys[: level + 1]]
+        parts = [part for label in labels for part in (label_text(label, "labels"), Value("\x1f"))]
+        path = Concat(*parts, output_field=TextField())
+        labelled = Q(labels__has_keys=labels)
+        aggregates[f"exist_{level}"] = Count(path, distinct=True, filter=labelled)
+        aggregates[f"open_{level}"] = Count(path, distinct=True, filter=labelled & Q(schedulable=True))
+    counts = Node.objects.filter(pool_id=workflow.pool_id).aggregate(**aggregates)
+    return {level: {"exist": counts[f"exist_{level}"], "schedulable": counts[f"open_{level}"]} for level in levels}
+
+
+def _holders(workflow: Workflow, keys: list[tuple[str, str]], best: dict[int, list[str]]) -> dict[int, list[dict]]:
+    """Per group: the workflows holding capacity in its best domain, most GPUs first (one query)."""
+    if not best:
+        return {}
+    depth = max(len(path) for path in best.values())
+    aliases = {f"domain_value_{i}": label_text(label, "node__labels") for i, (_key, label) in enumerate(keys[:depth])}
+    match = Q()
+    for path in best.values():
+        match |= Q(**{f"domain_value_{i}": value for i, value in enumerate(path)})
+    rows = (
+        Reservation.objects.filter(pool_id=workflow.pool_id, released_at__isnull=True)
+        .annotate(**aliases)
+        .filter(match)
+        .order_by()
+        .values(*aliases, workflow_key=F("task__workflow__workflow_id"))
+        .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
+    )
+    found = list(rows)
+    result: dict[int, list[dict]] = {}
+    for group_pk, path in best.items():
+        totals: dict[str, dict[str, Any]] = {}
+        for row in found:
+            if all(row[f"domain_value_{i}"] == value for i, value in enumerate(path)):
+                entry = totals.setdefault(row["workflow_key"], {"workflow": row["workflow_key"], "gpu": 0, "tasks": 0})
+                entry["gpu"] += row["gpu"] or 0
+                entry["tasks"] += row["tasks"]
+        ranked = sorted(totals.values(), key=lambda e: (-e["gpu"], e["workflow"]))
+        result[group_pk] = ranked[:HOLDERS_LIMIT]
+    return result
+
+
+def workflow_waiting(workflow: Workflow) -> dict[int, dict[str, Any]]:
+    """Why each SCHEDULING group of ``workflow`` waits, by group pk (see the module docstring).
+
+    ``workflow`` comes from :func:`workflows.selectors.workflow_detail_queryset` (groups and pool keys
+    prefetched). Each answer: ``position``, ``ahead`` ({"HIGH", "NORMAL", "LOW"}), ``domain``
+    ({"key", "path"} of the failing constraint's best domain, or None), ``holders`` ([{"workflow",
+    "gpu", "tasks"}], at most 10), ``domains`` ({"key", "exist", "schedulable"} or None), ``reason``
+    (the reason reworded against the inventory) and ``lines`` (the sentences to show)."""
+    groups = [group for group in workflow.groups.all() if group.status == TaskStatus.SCHEDULING]
+    if not groups:
+        return {}
+    keys = [(key.key, key.label) for key in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
+    level_of = {key: index for index, (key, _label) in enumerate(keys)}
+    details = {group.pk: ((group.unschedulable_reason or {}).get("reason") or {}) for group in groups}
+    best: dict[int, list[str]] = {}
+    levels: dict[int, int] = {}
+    for group in groups:
+        detail = details[group.pk]
+        key = detail.get("key")
+        path = (detail.get("best_domain") or {}).get("path")
+        if key in level_of:
+            levels[group.pk] = level_of[key]
+            if path:
+                best[group.pk] = [str(value) for value in path]
+    ahead = _ahead(workflow, groups)
+    counts = _domain_counts(workflow, keys, set(levels.values()))
+    holders = _holders(workflow, keys, best)
+    answers = {}
+    for group in groups:
+        detail = details[group.pk]
+        level = levels.get(group.pk)
+        domains = {"key": keys[level][0], **counts[level]} if level is not None else None
+        answer: dict[str, Any] = {
+            "position": sum(ahead[group.pk].values()) + 1,
+            "ahead": ahead[group.pk],
+            "domain": {"key": detail.get("key"), "path": best[group.pk]} if group.pk in best else None,
+            "holders": holders.get(group.pk, []),
+            "domains": domains,
+            "reason": reason_reworded(group.unschedulable_reason, domains),
+        }
+        answer["lines"] = waiting_lines(answer, best_fits=(detail.get("best_domain") or {}).get("fits"),
+                                        needed=detail.get("tasks_needed"))
+        answers[group.pk] = answer
+    return answers
+
+
+def reason_reworded(reason: dict[str, Any] | None, domains: dict[str, Any] | None) -> str:
+    """The stored reason's message, said against the pool's inventory: which domains of the key exist
+    but are busy (or all cordoned), and when the pool's nodes really form none."""
+    if not reason:
+        return ""
+    message = str(reason.get("message") or (reason.get("reason") or {}).get("message") or "")
+    if domains is None:
+        return message
+    key, exist, schedulable = domains["key"], domains["exist"], domains["schedulable"]
+    if exist == 0:
+        words = f"no {key} exists in this pool (no node has the {key} label and those of the keys above it)"
+    elif schedulable == 0:
+        words = f"every {key} is cordoned ({_plural(exist, key)} exist, none has a schedulable node)"
+    else:
+        words = f"every {key} is busy ({_plural(exist, key)} exist, none has room for any of these tasks now)"
+    said = f"no {key} exists"
+    if said in message:
+        return message.replace(said, words)
+    nothing = re.search(rf"the largest free {re.escape(key)} fits 0 of \d+", message)
+    if nothing:
+        return message.replace(nothing.group(0), words)
+    some = re.search(rf"(the largest free|the best) {re.escape(key)} (fits|has room for) \d+ of \d+", message)
+    if some:
+        return message.replace(some.group(0), f"{some.group(0)} (of the {_plural(exist, key)} in this pool)")
+    return message
+
+
+def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any = None) -> list[str]:
+    """The sentences the API (``waiting.lines``), ``osmo workflow query`` and the workflow page show."""
+    ahead = answer["ahead"]
+    position = answer["position"]
+    if position == 1:
+        lines = ["Queue: first in the pool's queue; nothing is ahead of it."]
+    else:
+        parts = ", ".join(f"{ahead[name]} {name}" for name in ("HIGH", "NORMAL", "LOW") if ahead.get(name))
+        lines = [f"Queue: {_ordinal(position)} in the pool's queue; ahead of it: {parts}."]
+    if answer.get("reason"):
+        lines.append(f"Why: {answer['reason']}")
+    domain = answer.get("domain")
+    if domain:
+        where = f"{domain['key']} {'/'.join(domain['path'])}"
+        room = f" (fits {best_fits} of {needed} tasks)" if best_fits is not None and needed is not None else ""
+        holders = answer.get("holders") or []
+        if holders:
+            held = ", ".join(f"{h['workflow']} ({_plural(h['gpu'], 'GPU')}, {_plural(h['tasks'], 'task')})"
+                             for h in holders)
+            lines.append(f"Best {where}{room} is held by: {held}.")
+            lines.append("It can start when enough of these finish (or a gang ahead of it is placed elsewhere).")
+        else:
+            lines.append(f"Best {where}{room}: nothing of this service runs there (usage outside it, or "
+                         "cordoned nodes).")
+    elif answer.get("reason"):
+        lines.append("It stays queued and is placed as soon as capacity frees up.")
+    return lines
