@@ -260,6 +260,7 @@ class _Walk:
         self.requests: dict[int, GroupRequest] = {}
         self.memo: dict[str, tuple[dict[str, Any], str]] = {}  # signature -> (reason, status) this cycle
         self.digests: dict[int, tuple[dict[str, Any], str]] = {}  # id(reason) -> (reason, its digest)
+        self.never_idle: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(reason) -> (reason, variant)
         self.idle_memo: dict[str, bool] = {}
         self.verdicts: dict[int, tuple[dict[str, Any], int | None, str]] = {}  # pk -> (reason, proof, code)
         self.proofs_only: dict[int, int | None] = {}  # pk -> proof, for gangs whose reason did not change
@@ -400,8 +401,7 @@ class _Walk:
                 if self._fits_idle(g, upcoming, idle_known):
                     starving_rank = g.rank
                 else:
-                    reason = {**reason, "fits_empty_pool": False,
-                              "message": f"{reason.get('message', '')} (it does not fit even when the pool is idle)"}
+                    reason = self._never_idle(reason)
             self._record(g, reason, self.capacity_epoch if status == "unschedulable" else None)
             (result.unschedulable if status == "unschedulable" else result.undecided).append(g.pk)
         self.cursor = new_cursor
@@ -489,6 +489,16 @@ class _Walk:
                 self.proofs_only[g.pk] = proof
             return
         self.verdicts[g.pk] = (reason, proof, str(reason.get("code", ""))[:40])
+
+    def _never_idle(self, reason: dict[str, Any]) -> dict[str, Any]:
+        """The verdict, saying the gang does not fit the idle pool either: one dict per shared verdict
+        (so that gangs sharing one still share its digest and its write)."""
+        cached = self.never_idle.get(id(reason))
+        if cached is None or cached[0] is not reason:
+            variant = {**reason, "fits_empty_pool": False,
+                       "message": f"{reason.get('message', '')} (it does not fit even when the pool is idle)"}
+            cached = self.never_idle[id(reason)] = (reason, variant)
+        return cached[1]
 
     def _digest(self, reason: dict[str, Any]) -> str:
         # Gangs sharing a verdict share its dict: hash it once (json.dumps of a reason is ~10 us, and
