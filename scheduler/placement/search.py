@@ -72,6 +72,13 @@ class OutOfBudget(Exception):
     """Raised inside the search when the step budget is exhausted."""
 
 
+class _GiveUp(Exception):
+    """Raised by a bounded packing check that ran past its own step limit (no verdict)."""
+
+
+HOST_CHECK_STEPS = 2_000  # step limit of one nogood check (:meth:`GangSearch.can_host`)
+
+
 class Budget:
     """A deterministic step counter shared by one search."""
 
@@ -113,6 +120,7 @@ class GangSearch:
         self.tot: list[list[int]] = table.tot
         self.stats = table.stats
         self.res, self.res_tot = index.reservations(self.nshapes)
+        self._hosts: dict[tuple[int, tuple[tuple[int, int], ...]], bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -150,16 +158,27 @@ class GangSearch:
                 best = n
         return max(best, 0)
 
-    def block_room(self, d: int, block: Block) -> int:
-        """Copies of ``block`` that the sub-domains of ``d`` at the block's level can host (capped)."""
+    def block_room(self, d: int, block: Block, budget: Budget | None = None) -> int:
+        """Copies of ``block`` that the sub-domains of ``d`` at the block's level can host (capped).
+        With a ``budget``, a sub-domain known (or shown, :meth:`can_host`) unable to host one copy counts 0."""
         total = 0
         for sub in self.descendants(d, block.level):
-            total += self.copies(sub, block.need, block.need_tot)
+            n = self.copies(sub, block.need, block.need_tot)
+            if n and budget is not None and not self.can_host(sub, block.need, budget):
+                n = 0
+            total += n
             if total >= block.count:
                 return total
         return total
 
-    def fits(self, d: int, need: list[tuple[int, int]], need_tot: list[tuple[int, int]], blocks: list[Block]) -> bool:
+    def fits(
+        self,
+        d: int,
+        need: list[tuple[int, int]],
+        need_tot: list[tuple[int, int]],
+        blocks: list[Block],
+        budget: Budget | None = None,
+    ) -> bool:
         cap, res = self.cap[d], self.res[d]
         for s, k in need:
             if cap[s] - res[s] < k:
@@ -169,7 +188,7 @@ class GangSearch:
             if tot[r] - rt[r] < v:
                 return False
         for block in blocks:
-            if self.block_room(d, block) < block.count:
+            if self.block_room(d, block, budget) < block.count:
                 return False
         return True
 
@@ -200,17 +219,25 @@ class GangSearch:
         chosen = [-1] * n
         orders: list[list[int] | None] = [None] * n
         nxt = [0] * n
+        packed: dict[tuple[tuple[int, int], ...], list[tuple[int, str, int]] | None] = {}
         root_ok = self.reserve(0, plan.root_direct, plan.root_direct_tot, 1)
         try:
-            if not root_ok or not self.fits(0, [], [], plan.root_blocks):
+            if not root_ok or not self.fits(0, [], [], plan.root_blocks, budget):
                 return INFEASIBLE
             i = 0
             while i >= 0:
                 if i == n:
-                    found = self._pack(plan, chosen, task_shape, budget)
+                    found, culprit = self._pack(plan, chosen, task_shape, budget, packed)
                     if found is not None:
                         return found
-                    i = n - 1
+                    # Conflict-directed backjump: the unpackable component depends only on the choices
+                    # of its own steps, so every step after the deepest of them is undone untried.
+                    for k in range(n - 1, culprit, -1):
+                        if chosen[k] >= 0:
+                            self.reserve(chosen[k], steps[k].direct, steps[k].direct_tot, -1)
+                            chosen[k] = -1
+                        orders[k] = None
+                    i = culprit
                     if i < 0:
                         break
                 if self._advance(i, steps, chosen, orders, nxt, budget):
@@ -247,7 +274,7 @@ class GangSearch:
                 nxt[i] = nxt[step.twin] - 1
             else:
                 ctx = 0 if step.ctx < 0 else chosen[step.ctx]
-                order = self._candidates(ctx, step)
+                order = self._candidates(ctx, step, budget)
                 nxt[i] = 0
             orders[i] = order
         assert order is not None
@@ -255,7 +282,9 @@ class GangSearch:
             d = order[nxt[i]]
             nxt[i] += 1
             budget.spend()
-            if recheck and not self.fits(d, step.need, step.need_tot, step.blocks):
+            if recheck and not self.fits(d, step.need, step.need_tot, step.blocks, budget):
+                continue
+            if not self.can_host(d, step.need, budget):
                 continue
             if self.reserve(d, step.direct, step.direct_tot, 1):
                 chosen[i] = d
@@ -264,11 +293,31 @@ class GangSearch:
         orders[i] = None
         return False
 
-    def _candidates(self, ctx: int, step: Step) -> list[int]:
+    def can_host(self, d: int, need: list[tuple[int, int]], budget: Budget) -> bool:
+        """Nogood memo: False when ``need`` (shape, count) provably cannot be packed on the machines of
+        ``d`` even with nothing else placed there. Machine state is constant while a gang is solved, so a
+        domain shown unable to host a subtree's tasks is never tried again for an identical subtree, in
+        this search or a later one of the same solve. With one shape the counts are exact: no check."""
+        if self.nshapes == 1 or not need:
+            return True
+        key = (d, tuple(need))
+        got = self._hosts.get(key)
+        if got is None:
+            seq: list[tuple[int, int, int, int]] = []
+            for s, k in sorted(need, key=lambda sk: (_neg(self.shapes[sk[0]].req), sk[0])):
+                seq.extend((len(seq) + j, s, d, 0) for j in range(k))
+            try:
+                got = self._pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
+            except _GiveUp:
+                got = True  # undecided within the check's own limit: the full search decides
+            self._hosts[key] = got
+        return got
+
+    def _candidates(self, ctx: int, step: Step, budget: Budget) -> list[int]:
         """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first."""
         scored: list[tuple[int, int, int]] = []
         for d in self.descendants(ctx, step.level):
-            if self.fits(d, step.need, step.need_tot, step.blocks):
+            if self.fits(d, step.need, step.need_tot, step.blocks, budget):
                 cap, res = self.cap[d], self.res[d]
                 slack = sum(cap[s] - res[s] - k for s, k in step.need)
                 scored.append((slack, self.tot[d][0] - self.res_tot[d][0], d))
@@ -278,31 +327,79 @@ class GangSearch:
     # -- phase 2: machines -------------------------------------------------------------------------
 
     def _pack(
-        self, plan: Plan, chosen: list[int], task_shape: Sequence[int], budget: Budget
-    ) -> list[tuple[str, int]] | None:
-        """Put every task on a machine of its bound domain; None if impossible."""
-        bound: list[tuple[int, int, list[int]]] = []  # (-level, order, tasks) finest first
+        self,
+        plan: Plan,
+        chosen: list[int],
+        task_shape: Sequence[int],
+        budget: Budget,
+        packed: dict[tuple[tuple[int, int], ...], list[tuple[int, str, int]] | None],
+    ) -> tuple[list[tuple[str, int]] | None, int]:
+        """Put every task on a machine of its bound domain. Returns (result, -1) or (None, culprit).
+
+        Bound domains split into *components* (domains nested in one another); components share no
+        machine, so each is packed on its own, in the order of the deepest step it involves. When one
+        cannot be packed, ``culprit`` is that deepest step: changing any later step cannot help."""
+        bound: list[tuple[int, int, list[int]]] = []  # (domain, step, tasks); step n = the root
+        n = len(plan.steps)
         for i, step in enumerate(plan.steps):
             if step.tasks:
-                bound.append((-self.level[chosen[i]], i, step.tasks))
+                bound.append((chosen[i], i, step.tasks))
         if plan.root_tasks:
-            bound.append((1, len(plan.steps), plan.root_tasks))
+            bound.append((0, n, plan.root_tasks))
+        end = self.index.end
         bound.sort(key=lambda b: (b[0], b[1]))
-        # (task, shape, domain, group): a group is the tasks of one tree node in one bound domain, so a
-        # relaxed node's tasks are packed into the fewest domains on their own.
+        components: list[list[tuple[int, int, list[int]]]] = []
+        reach = -1
+        for b in bound:
+            if components and b[0] < reach:
+                components[-1].append(b)
+                reach = max(reach, end[b[0]])
+            else:
+                components.append([b])
+                reach = end[b[0]]
+        components.sort(key=lambda comp: max(b[1] for b in comp))
+        result: list[tuple[str, int]] = [("", -1)] * len(task_shape)
+        for comp in components:
+            deepest = max(b[1] for b in comp)
+            key = tuple((b[0], b[1]) for b in comp)
+            if key in packed:
+                got = packed[key]
+            else:
+                got = packed[key] = self._pack_component(plan, comp, n, task_shape, budget)
+            if got is None:
+                return None, (deepest if deepest < n else n - 1)
+            for t, name, dom in got:
+                result[t] = (name, dom)
+        return result, -1
+
+    def _pack_component(
+        self,
+        plan: Plan,
+        comp: list[tuple[int, int, list[int]]],
+        n: int,
+        task_shape: Sequence[int],
+        budget: Budget,
+    ) -> list[tuple[int, str, int]] | None:
+        # Finest bound domain first (the root's tasks last); (task, shape, domain, group): a group is
+        # the tasks of one tree node in one bound domain, so a relaxed node's tasks are packed into the
+        # fewest domains on their own.
+        level = self.level
+        ordered_bound = sorted(comp, key=lambda b: (1 if b[1] == n else -level[b[0]], b[1]))
         seq: list[tuple[int, int, int, int]] = []
         owner = plan.owner
-        for g, (_lvl, i, tasks) in enumerate(bound):
-            d = 0 if i == len(plan.steps) else chosen[i]
+        for g, (d, _i, tasks) in enumerate(ordered_bound):
             ordered = sorted(
                 tasks, key=lambda t: (owner[t] if owner else 0, _neg(self.shapes[task_shape[t]].req), task_shape[t], t)
             )
             seq.extend((t, task_shape[t], d, g * (len(owner) + 2) + (owner[t] + 1 if owner else 0)) for t in ordered)
+        found: list[tuple[str, int]] | None = None
         if self.nshapes == 1:
             found = self._pack_greedy(seq)
-            if found is not None:
-                return found
-        return self._pack_dfs(seq, budget)
+        if found is None:
+            found = self._pack_dfs(seq, budget)
+        if found is None:
+            return None
+        return [(seq[p][0], found[p][0], found[p][1]) for p in range(len(seq))]
 
     def _remaining(self, seq: list[tuple[int, int, int, int]], p: int) -> int:
         _t, s, _d, g = seq[p]
@@ -314,11 +411,12 @@ class GangSearch:
         return n
 
     def _pack_greedy(self, seq: list[tuple[int, int, int, int]]) -> list[tuple[str, int]] | None:
+        """Best-fit descent, no backtracking; the result is indexed by position in ``seq``."""
         done: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str, int]] = []
         result: list[tuple[str, int]] = [("", -1)] * len(seq)
         try:
             rem = 0
-            for p, (t, s, d, _g) in enumerate(seq):
+            for p, (_t, s, d, _g) in enumerate(seq):
                 if rem == 0:
                     rem = self._remaining(seq, p)
                 pick = self._best(d, s, rem)
@@ -327,32 +425,51 @@ class GangSearch:
                 dom, key = pick
                 name, nkey = self._place(dom, key, s)
                 done.append((dom, key, nkey, name, s))
-                result[t] = (name, dom)
+                result[p] = (name, dom)
                 rem -= 1
             return result
         finally:
             for dom, key, nkey, name, s in reversed(done):
                 self._unplace(dom, key, nkey, name, s)
 
-    def _pack_dfs(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | None:
+    def _pack_dfs(
+        self, seq: list[tuple[int, int, int, int]], budget: Budget, limit: int | None = None
+    ) -> list[tuple[str, int]] | None:
+        """Depth-first search over machine classes; the result is indexed by position in ``seq``.
+
+        Forward check: before a task is placed, the tasks left in its run of equal bound domain must
+        still fit that domain by counts. With ``limit``, raises :class:`_GiveUp` after that many steps."""
         total = len(seq)
+        # need_from[p]: (shape, count) of the tasks from p to the end of p's run of equal domain.
+        need_from: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+        acc: dict[int, int] = {}
+        for p in range(total - 1, -1, -1):
+            if p + 1 < total and seq[p + 1][2] != seq[p][2]:
+                acc = {}
+            acc[seq[p][1]] = acc.get(seq[p][1], 0) + 1
+            need_from[p] = list(acc.items())
         gens: list[Iterator[tuple[int, tuple[Vec, str]]] | None] = [None] * total
         placed: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str] | None] = [None] * total
         first = [True] * total
         keys: list[tuple[int, tuple[int, ...], str] | None] = [None] * total
         result: list[tuple[str, int]] = [("", -1)] * total
+        spent = 0
         p = 0
         try:
             while p >= 0:
                 if p == total:
                     return list(result)
-                t, s, d, g = seq[p]
+                _t, s, d, g = seq[p]
                 if placed[p] is not None:
                     dom, key, nkey, name = placed[p]  # type: ignore[misc]
                     self._unplace(dom, key, nkey, name, s)
                     placed[p] = None
                 gen = gens[p]
                 if gen is None:
+                    cap = self.cap[d]
+                    if any(cap[s2] < k for s2, k in need_from[p]):
+                        p -= 1
+                        continue
                     gen = gens[p] = self._ordered(d, s, self._remaining(seq, p))
                     first[p] = True
                 # Symmetry: an identical task right before this one fixes a lower bound on the class key.
@@ -360,6 +477,9 @@ class GangSearch:
                 moved = False
                 for dom, key in gen:
                     budget.spend()
+                    spent += 1
+                    if limit is not None and spent > limit:
+                        raise _GiveUp
                     ckey = (dom, tuple(-x for x in key[0]), key[1])
                     if not first[p] and floor is not None and ckey < floor:
                         continue
@@ -369,7 +489,7 @@ class GangSearch:
                     name, nkey = self._place(dom, key, s)
                     placed[p] = (dom, key, nkey, name)
                     keys[p] = ckey
-                    result[t] = (name, dom)
+                    result[p] = (name, dom)
                     moved = True
                     break
                 if moved:
