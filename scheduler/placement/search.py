@@ -25,6 +25,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.placement.exact import FEASIBLE as EXACT_FEASIBLE
+from scheduler.placement.exact import INFEASIBLE as EXACT_INFEASIBLE
+from scheduler.placement.exact import Machine, pack_exact
 from scheduler.placement.index import UNBOUNDED_FIT, DomainIndex, Shape, Vec, fit_count
 
 INFEASIBLE = "infeasible"
@@ -76,7 +79,10 @@ class _GiveUp(Exception):
     """Raised by a bounded packing check that ran past its own step limit (no verdict)."""
 
 
-HOST_CHECK_STEPS = 2_000  # step limit of one nogood check (:meth:`GangSearch.can_host`)
+HOST_CHECK_STEPS = 2_000  # depth-first steps of one nogood check (:meth:`GangSearch.can_host`)
+PACK_DFS_STEPS = 5_000  # depth-first steps on one component before the exact packer decides it
+EXACT_WORK = 2.0  # CP-SAT deterministic time limit of one exact packing (work units, not seconds)
+EXACT_MAX_VARS = 200_000  # larger components are left to the depth-first search
 
 
 class Budget:
@@ -121,6 +127,7 @@ class GangSearch:
         self.stats = table.stats
         self.res, self.res_tot = index.reservations(self.nshapes)
         self._hosts: dict[tuple[int, tuple[tuple[int, int], ...]], bool] = {}
+        self._components: dict[tuple[tuple[int, tuple[tuple[int, int], ...]], ...], bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -286,6 +293,8 @@ class GangSearch:
                 continue
             if not self.can_host(d, step.need, budget):
                 continue
+            if self.nshapes > 1 and step.tasks and not self._packs_with(d, i, steps, chosen, budget):
+                continue
             if self.reserve(d, step.direct, step.direct_tot, 1):
                 chosen[i] = d
                 return True
@@ -309,8 +318,40 @@ class GangSearch:
             try:
                 got = self._pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
             except _GiveUp:
-                got = True  # undecided within the check's own limit: the full search decides
+                exact = self._pack_exact(seq, budget)
+                got = exact != INFEASIBLE  # undecided: the full search decides
             self._hosts[key] = got
+        return got
+
+    def _packs_with(self, d: int, i: int, steps: list[Step], chosen: list[int], budget: Budget) -> bool:
+        """Eager packing check (several shapes): the tasks bound so far in domains nested with ``d``,
+        step ``i``'s own included, still fit their machines. A failure is step ``i``'s conflict (it is
+        the deepest step of that component), so its next candidate is tried at once. Memoised by
+        content: (domain, counts) per bound step."""
+        end = self.index.end
+        top = d
+        for j in range(i):
+            e = chosen[j]
+            if e >= 0 and steps[j].tasks and e < top and end[e] >= end[top]:
+                top = e
+        members = [(d, steps[i])]
+        for j in range(i):
+            e = chosen[j]
+            if e >= 0 and steps[j].tasks and top <= e < end[top]:
+                members.append((e, steps[j]))
+        key = tuple(sorted((e, tuple(step.direct)) for e, step in members))
+        got = self._components.get(key)
+        if got is None:
+            seq: list[tuple[int, int, int, int]] = []
+            level = self.level
+            for g, (e, step) in enumerate(sorted(members, key=lambda m: (-level[m[0]], m[0]))):
+                for s, k in sorted(step.direct, key=lambda sk: (_neg(self.shapes[sk[0]].req), sk[0])):
+                    seq.extend((len(seq) + j, s, e, g) for j in range(k))
+            try:
+                got = self._pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
+            except _GiveUp:
+                got = self._pack_exact(seq, budget) != INFEASIBLE
+            self._components[key] = got
         return got
 
     def _candidates(self, ctx: int, step: Step, budget: Budget) -> list[int]:
@@ -396,10 +437,61 @@ class GangSearch:
         if self.nshapes == 1:
             found = self._pack_greedy(seq)
         if found is None:
-            found = self._pack_dfs(seq, budget)
+            try:
+                found = self._pack_dfs(seq, budget, PACK_DFS_STEPS if self.nshapes > 1 else None)
+            except _GiveUp:
+                exact = self._pack_exact(seq, budget)
+                if exact == UNDECIDED:
+                    raise OutOfBudget from None
+                found = None if exact == INFEASIBLE else exact  # type: ignore[assignment]
         if found is None:
             return None
         return [(seq[p][0], found[p][0], found[p][1]) for p in range(len(seq))]
+
+    def _pack_exact(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | str:
+        """Decide a component with CP-SAT (:mod:`scheduler.placement.exact`): the result indexed by
+        position in ``seq``, INFEASIBLE (proven) or UNDECIDED. Costs one budget step per variable."""
+        types: dict[tuple[int, int], list[int]] = {}
+        for p, (_t, s, d, _g) in enumerate(seq):
+            types.setdefault((s, d), []).append(p)
+        order = sorted(types)
+        tops = sorted({d for _s, d in order})
+        end = self.index.end
+        machines: list[Machine] = []
+        where: dict[str, int] = {}
+        nvars = 0
+        seen = -1
+        for top in tops:
+            if top < seen:
+                continue  # nested in a domain already listed
+            seen = end[top]
+            for dom in range(top, end[top]):
+                for (free, sp), names in sorted(self.classes[dom].items()):
+                    fits = tuple(
+                        self.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d in order
+                    )
+                    if not any(fits):
+                        continue
+                    for name in sorted(names):
+                        machines.append(Machine(name, free, fits))
+                        where[name] = dom
+                        nvars += sum(1 for n in fits if n)
+        if nvars > EXACT_MAX_VARS:
+            return UNDECIDED
+        for _ in range(nvars):
+            budget.spend()
+        verdict, taken = pack_exact([(self.shapes[s].req, len(types[(s, d)])) for s, d in order], machines, EXACT_WORK)
+        if verdict == EXACT_INFEASIBLE:
+            return INFEASIBLE
+        if verdict != EXACT_FEASIBLE:
+            return UNDECIDED
+        result: list[tuple[str, int]] = [("", -1)] * len(seq)
+        for k, key in enumerate(order):
+            slots = iter(types[key])
+            for name, count in taken[k]:
+                for _ in range(count):
+                    result[next(slots)] = (name, where[name])
+        return result
 
     def _remaining(self, seq: list[tuple[int, int, int, int]], p: int) -> int:
         _t, s, _d, g = seq[p]

@@ -3,7 +3,11 @@ cannot hold a group are learnt as nogoods, and a packing failure backjumps to th
 
 from __future__ import annotations
 
+import random
+
+from bench.instances import check, planted_instance
 from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, solve
+from scheduler.placement.exact import Machine, pack_exact
 from tests.placement.builders import clique, cluster, gang, names, tree, zone
 
 
@@ -77,3 +81,29 @@ def test_a_zone_counts_only_the_cliques_that_can_pack_a_group() -> None:
     labels = {n.name: n.labels for n in snapshot.nodes}
     assert {labels[m][1] for _t, m in two.assignments} == {"b0", "b1"}
     assert three.status == "unschedulable"
+
+
+def test_the_exact_packer_proves_two_tasks_do_not_share_a_machine_short_of_cpu() -> None:
+    # given: a machine with 4 GPUs and 12 cores; two tasks of 2 GPUs and 8 cores each (each fits alone)
+    machine = Machine("m0", (4, 12_000, 0, 0), (1,))
+    # when
+    alone = pack_exact([((2, 8_000, 0, 0), 1)], [machine], 1.0)
+    both = pack_exact([((2, 8_000, 0, 0), 2)], [machine], 1.0)
+    # then
+    assert alone == ("feasible", [[("m0", 1)]])
+    assert both == ("infeasible", [])
+
+
+def test_planted_multi_shape_instances_are_all_placed() -> None:
+    """Replays 60 instances of the planted family (bench.instances.planted_instance: 2-4 shapes of
+    (gpu, cpu) cut from the machines' free capacity, so a placement exists), seeds 140-199, which
+    include 152 and 199: the depth-first packing used to exhaust the default budget on them."""
+    # given
+    instances = [planted_instance(random.Random(seed)) for seed in range(140, 200)]
+    # when
+    results = [solve(snapshot, group) for snapshot, group in instances]
+    # then
+    assert [r.status for r in results] == ["placed"] * 60
+    assert [check(s, g, r) for (s, g), r in zip(instances, results, strict=True) if isinstance(r, Placement)] == [
+        []
+    ] * 60
