@@ -21,6 +21,7 @@ candidate tried costs one budget step, and an exhausted budget yields ``UNDECIDE
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,42 @@ class Plan:
 
 
 class OutOfBudget(Exception):
-    """Raised inside the search when the step budget is exhausted."""
+    """Raised inside the search when the step budget (or the wall-clock ceiling) is exhausted."""
+
+
+class Budget:
+    """A work counter shared by the searches of one solve.
+
+    Work is counted evenly: a candidate domain tried, a domain scanned for candidates or for room, a
+    machine class tried and, per machine placement, one step per task shape (the counts it updates),
+    so a step costs about the same time whatever the gang's size or number of shapes. ``deadline``
+    (``time.monotonic()`` value) is a wall-clock ceiling checked every :data:`CLOCK_EVERY` steps; it only
+    ever turns a result into "undecided", never into "unschedulable"."""
+
+    __slots__ = ("deadline", "left", "timed_out", "used", "_tick")
+
+    def __init__(self, steps: int, deadline: float | None = None) -> None:
+        self.left = steps
+        self.used = 0
+        self.deadline = deadline
+        self.timed_out = False
+        self._tick = 0
+
+    def spend(self, n: int = 1) -> None:
+        self.left -= n
+        self.used += n
+        if self.left < 0:
+            raise OutOfBudget
+        if self.deadline is not None:
+            self._tick += n
+            if self._tick >= CLOCK_EVERY:
+                self._tick = 0
+                if time.monotonic() > self.deadline:
+                    self.timed_out = True
+                    raise OutOfBudget
+
+
+CLOCK_EVERY = 512  # steps between two reads of the clock
 
 
 class _GiveUp(Exception):
@@ -83,22 +119,6 @@ HOST_CHECK_STEPS = 2_000  # depth-first steps of one nogood check (:meth:`GangSe
 PACK_DFS_STEPS = 5_000  # depth-first steps on one component before the exact packer decides it
 EXACT_WORK = 2.0  # CP-SAT deterministic time limit of one exact packing (work units, not seconds)
 EXACT_MAX_VARS = 200_000  # larger components are left to the depth-first search
-
-
-class Budget:
-    """A deterministic step counter shared by one search."""
-
-    __slots__ = ("left", "used")
-
-    def __init__(self, steps: int) -> None:
-        self.left = steps
-        self.used = 0
-
-    def spend(self) -> None:
-        self.left -= 1
-        self.used += 1
-        if self.left < 0:
-            raise OutOfBudget
 
 
 class GangSearch:
@@ -170,6 +190,8 @@ class GangSearch:
         With a ``budget``, a sub-domain known (or shown, :meth:`can_host`) unable to host one copy counts 0."""
         total = 0
         for sub in self.descendants(d, block.level):
+            if budget is not None:
+                budget.spend()
             n = self.copies(sub, block.need, block.need_tot)
             if n and budget is not None and not self.can_host(sub, block.need, budget):
                 n = 0
@@ -357,7 +379,9 @@ class GangSearch:
     def _candidates(self, ctx: int, step: Step, budget: Budget) -> list[int]:
         """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first."""
         scored: list[tuple[int, int, int]] = []
-        for d in self.descendants(ctx, step.level):
+        domains = self.descendants(ctx, step.level)
+        budget.spend(len(domains))
+        for d in domains:
             if self.fits(d, step.need, step.need_tot, step.blocks, budget):
                 cap, res = self.cap[d], self.res[d]
                 slack = sum(cap[s] - res[s] - k for s, k in step.need)
@@ -435,6 +459,7 @@ class GangSearch:
             seq.extend((t, task_shape[t], d, g * (len(owner) + 2) + (owner[t] + 1 if owner else 0)) for t in ordered)
         found: list[tuple[str, int]] | None = None
         if self.nshapes == 1:
+            budget.spend(len(seq))
             found = self._pack_greedy(seq)
         if found is None:
             try:
@@ -578,6 +603,7 @@ class GangSearch:
                     first[p] = False
                     if key not in self.classes[dom]:
                         continue  # emptied by an earlier placement on this path
+                    budget.spend(self.nshapes)
                     name, nkey = self._place(dom, key, s)
                     placed[p] = (dom, key, nkey, name)
                     keys[p] = ckey

@@ -6,14 +6,14 @@ from __future__ import annotations
 import random
 
 from bench.instances import check, planted_instance
-from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, solve
+from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, Unplaceable, solve
 from scheduler.placement.exact import Machine, pack_exact
 from tests.placement.builders import clique, cluster, gang, names, tree, zone
 
 
-def _trays_pool() -> ClusterSnapshot:
+def _trays_pool(bad: int = 60) -> ClusterSnapshot:
     """252 machines: 60 cliques c00..c59 of trays with 4/4/4/2 free GPUs, then 3 cliques d0..d2 of 4 x 4."""
-    rows = [(f"c{c:02d}", free) for c in range(60) for free in (4, 4, 4, 2)]
+    rows = [(f"c{c:03d}" if bad > 100 else f"c{c:02d}", free) for c in range(bad) for free in (4, 4, 4, 2)]
     rows += [(f"d{c}", 4) for c in range(3) for _ in range(4)]
     return cluster(("gpu-clique",), rows)
 
@@ -107,3 +107,19 @@ def test_planted_multi_shape_instances_are_all_placed() -> None:
     assert [check(s, g, r) for (s, g), r in zip(instances, results, strict=True) if isinstance(r, Placement)] == [
         []
     ] * 60
+
+
+def test_the_wall_clock_ceiling_makes_a_solve_undecided_never_unschedulable() -> None:
+    # given: four groups on 600 cliques of 4/4/4/2 and 3 of 4 x 4 (a proof of over 512 steps, the clock's
+    # period), with a ceiling already reached
+    snapshot = _trays_pool(bad=600)
+    group = _mixed_groups(4)
+    # when
+    result = solve(snapshot, group, Policy(max_seconds=0.0))
+    # then
+    assert isinstance(result, Unplaceable)
+    assert result.status == "undecided"
+    assert result.reason["max_seconds"] == 0.0
+    assert result.message == (
+        "the wall-clock ceiling of 0.0 s was reached before a placement was found or ruled out"
+    )
