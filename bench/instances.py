@@ -191,3 +191,34 @@ def planted_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]
     )
     requests = tuple(TaskRequest(t, Resources(gpu=s[0], cpu=s[1])) for t, s in sorted(all_tasks))
     return snapshot, GroupRequest(name="g", tree=tree, tasks=requests)
+
+
+def renamed(group: GroupRequest, rng: random.Random) -> GroupRequest:
+    """The same gang with every constraint node's group renamed at random (tree children re-sorted by
+    their new paths, as the spec parser sorts them), so pre-order and sibling order change."""
+    fresh: dict[NodePath, str] = {}
+
+    def rebuild(node: TreeNode, prefix: NodePath) -> TreeNode:
+        name = fresh.setdefault(node.path, f"n{rng.randrange(10**6):06d}")
+        path = (*prefix, (node.key, name))
+        kids = tuple(sorted((rebuild(c, path) for c in node.children), key=lambda n: n.path))
+        return TreeNode(node.key, name, path, node.requirement, kids, node.tasks)
+
+    tree = group.tree
+    kids = tuple(sorted((rebuild(c, ()) for c in tree.children), key=lambda n: n.path))
+    return GroupRequest(group.name, ConstraintTree(tree.group, kids, tree.tasks, tree.keys), group.tasks)
+
+
+def levels_met(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> list[tuple[object, ...]]:
+    """Name-free summary of a placement's preferred outcome: per constraint node, its key path and
+    requirements from the root, its tasks' requests, and the key at which its tasks share a domain;
+    sorted, so nodes that only differ by names compare equal."""
+    reqs = {t.name: t.resources.as_tuple() for t in group.tasks}
+    by_path = {node.path: node for node in group.tree.nodes()}
+    out: list[tuple[object, ...]] = []
+    for report in placement.report:
+        node = by_path[report.path]
+        chain = tuple((by_path[report.path[: k + 1]].key, by_path[report.path[: k + 1]].requirement)
+                      for k in range(len(report.path)))
+        out.append((chain, tuple(sorted(reqs[t] for t in node.all_tasks())), report.met_key or ""))
+    return sorted(out)
