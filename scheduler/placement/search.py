@@ -9,9 +9,16 @@
    must stay within capacity after a reservation (Hall's condition on the laminar family of
    domains, exact for a single shape). Candidates are tried tightest first (best fit); identical
    sibling steps ("twins") reuse the first twin's order and never go back in it (symmetry breaking).
+   With several shapes the counts are only an upper bound, so a candidate must also pass two
+   packing checks: the step's whole subtree fits the domain's machines alone (memoised per solve: a
+   domain shown unable to host a subtree is never tried again for an identical one, a *nogood*), and
+   the tasks bound so far in domains nested with it still fit together.
 2. *Packing phase*: once every step has a domain, tasks are put on machines, finest bound domain
-   first. With one shape a greedy best-fit descent cannot fail (laminar Hall); otherwise a
-   depth-first search over machine classes, which backtracks into phase 1 when it fails.
+   first, one *component* (bound domains nested in one another; components share no machine) at a
+   time. With one shape a greedy best-fit descent cannot fail (laminar Hall); otherwise a
+   forward-checked depth-first search over machine classes, and CP-SAT (:mod:`scheduler.placement.exact`)
+   when that gives up. A component that cannot be packed sends phase 1 back to the deepest step it
+   involves (conflict-directed backjumping), skipping every later step's alternatives.
 
 Invariants: the search restores all mutable state before returning (it borrows the index's arrays);
 it is deterministic (domain ids follow label-path order, every sort has a total key); every

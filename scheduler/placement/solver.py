@@ -8,11 +8,14 @@ Algorithm (docs/design.md §4, docs/design.md §5):
    constraint is met.
 3. Otherwise the required-only problem decides the verdict: infeasible means "unschedulable" (with a
    structured reason from :mod:`scheduler.placement.explain`), an exhausted budget means "undecided".
-4. Otherwise relax preferred nodes one at a time, coarsest first (pre-order): each gets the finest
-   level (own key, then the next coarser key, ...) at which a placement exists given the levels already
-   fixed, later preferred nodes being free. The last found placement is a witness: levels it already
-   meets need no search. Tasks of a relaxed node are packed into the fewest domains by the packing
-   order (best fit; else largest domain first), which is the "tightest spread".
+4. Otherwise fix preferred nodes one at a time in an order that never depends on names (finest own
+   key first, see :func:`_relax`): each gets the finest level (own key, then the next coarser key, ...)
+   at which a placement exists given the levels already fixed, later preferred nodes being free. The
+   last found placement is a witness: levels it already meets need no search. Tasks of a relaxed node
+   are packed into the fewest domains by the packing order (best fit; else largest domain first).
+5. The whole solve shares one budget (``policy.max_steps``, the strict attempt at most a quarter of it
+   when preferences exist, each relaxation trial at most a twentieth) and the wall-clock ceiling
+   ``policy.max_seconds``.
 
 Invariants: the result meets every required constraint and never over-commits a machine; equal
 inputs give equal outputs; "unschedulable" is returned only on a proof of infeasibility.
