@@ -120,3 +120,105 @@ def check(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) 
         if len(paths) > 1 or any(p is None or None in p for p in paths):
             problems.append(f"required {node.display_name} not met: {sorted(map(str, paths))}")
     return problems
+
+
+# -- multi-shape packing families -------------------------------------------------------------------
+
+PACKING_KEYS = ("zone", "rack", "gpu-clique")
+PALETTE = ((1, 2000), (2, 4000), (3, 6000), (2, 12000), (4, 8000), (1, 10000))  # (gpu, cpu millicores)
+
+
+def _packing_pool(rng: random.Random, machines: int) -> ClusterSnapshot:
+    """2 zones x 2 racks x 2 cliques; each machine 0-8 free GPUs and 0-32 free cores (2-D)."""
+    nodes = []
+    for m in range(machines):
+        labels = (f"z{rng.randrange(2)}", f"r{rng.randrange(2)}", f"c{rng.randrange(2)}")
+        zone, rack, cl = labels
+        path = (zone, f"{zone}-{rack}", f"{zone}-{rack}-{cl}")
+        free = Resources(gpu=rng.choice((0, 2, 3, 4, 4, 5, 6, 8, 8)), cpu=rng.choice((4, 8, 12, 16, 24, 32)) * 1000)
+        nodes.append(NodeState(f"m{m:02d}", path, free))
+    return ClusterSnapshot(pool="packing", keys=PACKING_KEYS, nodes=tuple(nodes))
+
+
+def planted_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+    """A feasible multi-shape instance with tight capacity: tasks are cut from the free capacity of the
+    machines they are planted on (2-4 shapes from :data:`PALETTE`, each machine filled until no shape
+    fits), so the planted solution uses most of its machines. Constraint nodes follow the planted
+    solution: tasks planted in one gpu-clique / rack / zone form a required (or preferred) node there;
+    the other machines of the pool are decoys with the same kinds of free capacity."""
+    snapshot = _packing_pool(rng, rng.randint(12, 40))
+    shapes = rng.sample(PALETTE, k=rng.randint(2, 4))
+    hosts = [n for n in snapshot.nodes if rng.random() < 0.5]
+    # Planted tasks per domain at a random level per host's clique: tasks of one clique stay together.
+    per_domain: dict[tuple[str, ...], list[tuple[str, tuple[int, int]]]] = {}
+    count = 0
+    for node in hosts:
+        gpu, cpu = node.free.gpu, node.free.cpu
+        while True:
+            fitting = [s for s in shapes if s[0] <= gpu and s[1] <= cpu]
+            if not fitting or count >= 40:
+                break
+            s = rng.choice(fitting)
+            gpu, cpu = gpu - s[0], cpu - s[1]
+            per_domain.setdefault(tuple(node.labels), []).append((f"t{count:02d}", s))  # type: ignore[arg-type]
+            count += 1
+    if not per_domain:
+        return planted_instance(rng)
+    level_of: dict[tuple[str, ...], int] = {}
+    for clique_path in sorted(per_domain):
+        level_of[clique_path] = rng.choice((0, 1, 2, 2, -1))  # -1: unconstrained tasks
+    # Group the planted tasks by their domain at the chosen level.
+    buckets: dict[tuple[str, ...], list[tuple[str, tuple[int, int]]]] = {}
+    loose: list[tuple[str, tuple[int, int]]] = []
+    for clique_path, tasks in sorted(per_domain.items()):
+        lvl = level_of[clique_path]
+        if lvl < 0:
+            loose.extend(tasks)
+        else:
+            buckets.setdefault(clique_path[: lvl + 1], []).extend(tasks)
+    requirement = "required" if rng.random() < 0.8 else "preferred"
+    children: list[TreeNode] = []
+    for b, (dom, tasks) in enumerate(sorted(buckets.items())):
+        key = PACKING_KEYS[len(dom) - 1]
+        name = f"b{b}"
+        children.append(TreeNode(key, name, ((key, name),), requirement, (), tuple(sorted(t for t, _s in tasks))))  # type: ignore[arg-type]
+    all_tasks = [t for tasks in buckets.values() for t in tasks] + loose
+    tree = ConstraintTree(
+        group="g",
+        children=tuple(sorted(children, key=lambda n: n.path)),
+        tasks=tuple(sorted(t for t, _s in loose)),
+        keys=PACKING_KEYS,
+    )
+    requests = tuple(TaskRequest(t, Resources(gpu=s[0], cpu=s[1])) for t, s in sorted(all_tasks))
+    return snapshot, GroupRequest(name="g", tree=tree, tasks=requests)
+
+
+def renamed(group: GroupRequest, rng: random.Random) -> GroupRequest:
+    """The same gang with every constraint node's group renamed at random (tree children re-sorted by
+    their new paths, as the spec parser sorts them), so pre-order and sibling order change."""
+    fresh: dict[NodePath, str] = {}
+
+    def rebuild(node: TreeNode, prefix: NodePath) -> TreeNode:
+        name = fresh.setdefault(node.path, f"n{rng.randrange(10**6):06d}")
+        path = (*prefix, (node.key, name))
+        kids = tuple(sorted((rebuild(c, path) for c in node.children), key=lambda n: n.path))
+        return TreeNode(node.key, name, path, node.requirement, kids, node.tasks)
+
+    tree = group.tree
+    kids = tuple(sorted((rebuild(c, ()) for c in tree.children), key=lambda n: n.path))
+    return GroupRequest(group.name, ConstraintTree(tree.group, kids, tree.tasks, tree.keys), group.tasks)
+
+
+def levels_met(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> list[tuple[object, ...]]:
+    """Name-free summary of a placement's preferred outcome: per constraint node, its key path and
+    requirements from the root, its tasks' requests, and the key at which its tasks share a domain;
+    sorted, so nodes that only differ by names compare equal."""
+    reqs = {t.name: t.resources.as_tuple() for t in group.tasks}
+    by_path = {node.path: node for node in group.tree.nodes()}
+    out: list[tuple[object, ...]] = []
+    for report in placement.report:
+        node = by_path[report.path]
+        chain = tuple((by_path[report.path[: k + 1]].key, by_path[report.path[: k + 1]].requirement)
+                      for k in range(len(report.path)))
+        out.append((chain, tuple(sorted(reqs[t] for t in node.all_tasks())), report.met_key or ""))
+    return sorted(out)

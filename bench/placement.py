@@ -10,6 +10,11 @@ oracle. Per solver it reports how often the verdict disagrees with the oracle ("
 unschedulable although a placement exists; "wrong_place": a placement that breaks a constraint or
 over-commits), and, when the oracle can meet every preferred constraint, how often not all were met.
 Progress goes to stderr.
+
+``--scenario planted-N`` (e.g. ``planted-1000``) solves N feasible multi-shape instances of
+:func:`bench.instances.planted_instance` (seeds 0..N-1; 2-4 shapes of (gpu, cpu), tasks cut from the free
+capacity of the machines they are planted on) at the default budget and counts, per solver, placed,
+undecided, wrongly unschedulable and invalid placements.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from bench.baselines import kueue_greedy, pod_affinity
-from bench.instances import check, random_instance
+from bench.instances import check, planted_instance, random_instance
 from bench.scenarios import SCENARIOS
 from scheduler.placement import Placement, Unplaceable, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest
@@ -133,6 +138,41 @@ def oracle_run(instances: int) -> list[dict]:
     return rows
 
 
+def planted_run(instances: int) -> list[dict]:
+    counters = {s: {"placed": 0, "undecided": 0, "wrong_fail": 0, "invalid": 0} for s in SOLVERS if s != "pod-affinity"}
+    times: dict[str, list[float]] = {s: [] for s in counters}
+    max_nodes = max_tasks = 0
+    for seed in range(instances):
+        snapshot, group = planted_instance(random.Random(seed))
+        max_nodes, max_tasks = max(max_nodes, len(snapshot.nodes)), max(max_tasks, len(group.tasks))
+        for solver in counters:
+            start = time.perf_counter()
+            result = SOLVERS[solver](snapshot, group)
+            times[solver].append((time.perf_counter() - start) * 1000)
+            c = counters[solver]
+            if isinstance(result, Placement):
+                c["invalid" if check(snapshot, group, result) else "placed"] += 1
+            else:
+                c["undecided" if result.status == "undecided" else "wrong_fail"] += 1
+        if (seed + 1) % 200 == 0:
+            print(f"planted: {seed + 1}/{instances} {json.dumps(counters['solve'])}", file=sys.stderr)
+    return [
+        {
+            "scenario": f"planted-{instances}",
+            "solver": solver,
+            "nodes": max_nodes,
+            "tasks": max_tasks,
+            "runs": instances,
+            "p50_ms": round(statistics.median(times[solver]), 3),
+            "p95_ms": round(_pct(times[solver], 0.95), 3),
+            "max_ms": round(max(times[solver]), 1),
+            "status": "all placed" if c["placed"] == instances else "not all placed",
+            **c,
+        }
+        for solver, c in counters.items()
+    ]
+
+
 def _all_preferred_met(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> bool:
     if placement.report:
         return all(r.met for r in placement.report)
@@ -150,13 +190,16 @@ def _all_preferred_met(snapshot: ClusterSnapshot, group: GroupRequest, placement
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.placement", description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", required=True, help=f"one of {sorted(SCENARIOS)} or oracle-N (e.g. oracle-5000)")
+    parser.add_argument("--scenario", required=True, help=f"one of {sorted(SCENARIOS)}, oracle-N or planted-N")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--slow-runs", type=int, default=5, help="runs for pod-affinity (per-pod, slow)")
     parser.add_argument("--instances", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="one JSON object per line (the default output)")
     args = parser.parse_args(argv)
-    if args.scenario.startswith("oracle"):
+    if args.scenario.startswith("planted"):
+        suffix = args.scenario.partition("-")[2]
+        rows = planted_run(args.instances or (int(suffix) if suffix.isdigit() else 1000))
+    elif args.scenario.startswith("oracle"):
         suffix = args.scenario.partition("-")[2]
         n = args.instances or (int(suffix) if suffix.isdigit() else 5000)
         rows = oracle_run(n)

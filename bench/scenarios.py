@@ -7,6 +7,9 @@
 - ``nvl72-20k-preferred``: same pool and shape, every constraint preferred, 40 groups of 18: racks
   with 18 idle trays are too few, so preferences relax.
 - ``nvl72-1k``: 1,008 trays (2 zones x 4 spines x 7 racks); 64 tasks, zone required, 4 cliques of 16.
+- ``nvl72-20k-mixed-N`` (N = 2, 8, 29, 30): 20,736 trays (seed 12, whose roomiest zone has 29 racks
+  that can each hold one group); zone required, N gpu-clique groups required, each of 9 x 3-GPU and
+  18 x 2-GPU tasks (63 of a rack's 72 GPUs, two shapes). 30 groups are one more than any zone holds.
 """
 
 from __future__ import annotations
@@ -33,6 +36,27 @@ def zone_of_cliques(groups: int, size: int, *, required: bool = True, name: str 
     root = TreeNode("zone", "workflow-group", zpath, req, tuple(sorted(cliques, key=lambda n: n.path)))
     tree = ConstraintTree(group=name, children=(root,), keys=("zone", "spine", "rack", "gpu-clique"))
     return GroupRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in sorted(tasks)))
+
+
+def zone_of_mixed_cliques(groups: int, *, name: str = "workflow") -> GroupRequest:
+    """Zone required; ``groups`` gpu-clique groups required, each of 9 x 3-GPU and 18 x 2-GPU tasks."""
+    zpath = (("zone", "workflow-group"),)
+    cliques = []
+    tasks: list[TaskRequest] = []
+    for g in range(groups):
+        gname = f"model-{g:02d}-group"
+        members = [TaskRequest(f"m{g:02d}-a{i}", Resources(gpu=3, cpu=12_000, memory=96 << 30)) for i in range(9)]
+        members += [TaskRequest(f"m{g:02d}-b{i:02d}", Resources(gpu=2, cpu=8_000, memory=64 << 30)) for i in range(18)]
+        tasks.extend(members)
+        own = tuple(sorted(t.name for t in members))
+        cliques.append(TreeNode("gpu-clique", gname, (*zpath, ("gpu-clique", gname)), "required", (), own))
+    root = TreeNode("zone", "workflow-group", zpath, "required", tuple(sorted(cliques, key=lambda n: n.path)))
+    tree = ConstraintTree(group=name, children=(root,), keys=("zone", "spine", "rack", "gpu-clique"))
+    return GroupRequest(name=name, tree=tree, tasks=tuple(sorted(tasks, key=lambda t: t.name)))
+
+
+def _mixed(groups: int) -> Callable[[], tuple[ClusterSnapshot, GroupRequest]]:
+    return lambda: (nvl72_pool(4, 8, 36, occupancy=0.6, seed=12), zone_of_mixed_cliques(groups))
 
 
 def _max_groups_per_zone(snapshot: ClusterSnapshot, size: int) -> int:
@@ -68,4 +92,5 @@ SCENARIOS: dict[str, Callable[[], tuple[ClusterSnapshot, GroupRequest]]] = {
     "nvl72-20k-infeasible": nvl72_20k_infeasible,
     "nvl72-20k-preferred": nvl72_20k_preferred,
     "nvl72-1k": nvl72_1k,
+    **{f"nvl72-20k-mixed-{n}": _mixed(n) for n in (2, 8, 29, 30)},
 }

@@ -130,6 +130,12 @@ class DomainIndex:
         self.anc: list[tuple[int, ...]] = [(0,)] + [()] * (count - 1)
         for d in range(1, count):
             self.anc[d] = (d, *self.anc[self.parent[d]])
+        # Ids are pre-order, so the domains under ``d`` are exactly the ids ``d .. end[d] - 1``.
+        self.end: list[int] = list(range(1, count + 1))
+        for d in range(count - 1, 0, -1):
+            p = self.parent[d]
+            if self.end[d] > self.end[p]:
+                self.end[p] = self.end[d]
         self.classes: list[dict[tuple[Vec, str], list[str]]] = [{} for _ in range(count)]
         for (path, free, sp), names in groups.items():
             names.sort(reverse=True)  # pop() yields the smallest name

@@ -9,9 +9,16 @@
    must stay within capacity after a reservation (Hall's condition on the laminar family of
    domains, exact for a single shape). Candidates are tried tightest first (best fit); identical
    sibling steps ("twins") reuse the first twin's order and never go back in it (symmetry breaking).
+   With several shapes the counts are only an upper bound, so a candidate must also pass two
+   packing checks: the step's whole subtree fits the domain's machines alone (memoised per solve: a
+   domain shown unable to host a subtree is never tried again for an identical one, a *nogood*), and
+   the tasks bound so far in domains nested with it still fit together.
 2. *Packing phase*: once every step has a domain, tasks are put on machines, finest bound domain
-   first. With one shape a greedy best-fit descent cannot fail (laminar Hall); otherwise a
-   depth-first search over machine classes, which backtracks into phase 1 when it fails.
+   first, one *component* (bound domains nested in one another; components share no machine) at a
+   time. With one shape a greedy best-fit descent cannot fail (laminar Hall); otherwise a
+   forward-checked depth-first search over machine classes, and CP-SAT (:mod:`scheduler.placement.exact`)
+   when that gives up. A component that cannot be packed sends phase 1 back to the deepest step it
+   involves (conflict-directed backjumping), skipping every later step's alternatives.
 
 Invariants: the search restores all mutable state before returning (it borrows the index's arrays);
 it is deterministic (domain ids follow label-path order, every sort has a total key); every
@@ -21,10 +28,14 @@ candidate tried costs one budget step, and an exhausted budget yields ``UNDECIDE
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.placement.exact import FEASIBLE as EXACT_FEASIBLE
+from scheduler.placement.exact import INFEASIBLE as EXACT_INFEASIBLE
+from scheduler.placement.exact import Machine, pack_exact
 from scheduler.placement.index import UNBOUNDED_FIT, DomainIndex, Shape, Vec, fit_count
 
 INFEASIBLE = "infeasible"
@@ -69,23 +80,52 @@ class Plan:
 
 
 class OutOfBudget(Exception):
-    """Raised inside the search when the step budget is exhausted."""
+    """Raised inside the search when the step budget (or the wall-clock ceiling) is exhausted."""
 
 
 class Budget:
-    """A deterministic step counter shared by one search."""
+    """A work counter shared by the searches of one solve.
 
-    __slots__ = ("left", "used")
+    Work is counted evenly: a candidate domain tried, a domain scanned for candidates or for room, a
+    machine class tried and, per machine placement, one step per task shape (the counts it updates),
+    so a step costs about the same time whatever the gang's size or number of shapes. ``deadline``
+    (``time.monotonic()`` value) is a wall-clock ceiling checked every :data:`CLOCK_EVERY` steps; it only
+    ever turns a result into "undecided", never into "unschedulable"."""
 
-    def __init__(self, steps: int) -> None:
+    __slots__ = ("deadline", "left", "timed_out", "used", "_tick")
+
+    def __init__(self, steps: int, deadline: float | None = None) -> None:
         self.left = steps
         self.used = 0
+        self.deadline = deadline
+        self.timed_out = False
+        self._tick = 0
 
-    def spend(self) -> None:
-        self.left -= 1
-        self.used += 1
+    def spend(self, n: int = 1) -> None:
+        self.left -= n
+        self.used += n
         if self.left < 0:
             raise OutOfBudget
+        if self.deadline is not None:
+            self._tick += n
+            if self._tick >= CLOCK_EVERY:
+                self._tick = 0
+                if time.monotonic() > self.deadline:
+                    self.timed_out = True
+                    raise OutOfBudget
+
+
+CLOCK_EVERY = 512  # steps between two reads of the clock
+
+
+class _GiveUp(Exception):
+    """Raised by a bounded packing check that ran past its own step limit (no verdict)."""
+
+
+HOST_CHECK_STEPS = 2_000  # depth-first steps of one nogood check (:meth:`GangSearch.can_host`)
+PACK_DFS_STEPS = 5_000  # depth-first steps on one component before the exact packer decides it
+EXACT_WORK = 2.0  # CP-SAT deterministic time limit of one exact packing (work units, not seconds)
+EXACT_MAX_VARS = 200_000  # larger components are left to the depth-first search
 
 
 class GangSearch:
@@ -113,6 +153,8 @@ class GangSearch:
         self.tot: list[list[int]] = table.tot
         self.stats = table.stats
         self.res, self.res_tot = index.reservations(self.nshapes)
+        self._hosts: dict[tuple[int, tuple[tuple[int, int], ...]], bool] = {}
+        self._components: dict[tuple[tuple[int, tuple[tuple[int, int], ...]], ...], bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -150,16 +192,29 @@ class GangSearch:
                 best = n
         return max(best, 0)
 
-    def block_room(self, d: int, block: Block) -> int:
-        """Copies of ``block`` that the sub-domains of ``d`` at the block's level can host (capped)."""
+    def block_room(self, d: int, block: Block, budget: Budget | None = None) -> int:
+        """Copies of ``block`` that the sub-domains of ``d`` at the block's level can host (capped).
+        With a ``budget``, a sub-domain known (or shown, :meth:`can_host`) unable to host one copy counts 0."""
         total = 0
         for sub in self.descendants(d, block.level):
-            total += self.copies(sub, block.need, block.need_tot)
+            if budget is not None:
+                budget.spend()
+            n = self.copies(sub, block.need, block.need_tot)
+            if n and budget is not None and not self.can_host(sub, block.need, budget):
+                n = 0
+            total += n
             if total >= block.count:
                 return total
         return total
 
-    def fits(self, d: int, need: list[tuple[int, int]], need_tot: list[tuple[int, int]], blocks: list[Block]) -> bool:
+    def fits(
+        self,
+        d: int,
+        need: list[tuple[int, int]],
+        need_tot: list[tuple[int, int]],
+        blocks: list[Block],
+        budget: Budget | None = None,
+    ) -> bool:
         cap, res = self.cap[d], self.res[d]
         for s, k in need:
             if cap[s] - res[s] < k:
@@ -169,7 +224,7 @@ class GangSearch:
             if tot[r] - rt[r] < v:
                 return False
         for block in blocks:
-            if self.block_room(d, block) < block.count:
+            if self.block_room(d, block, budget) < block.count:
                 return False
         return True
 
@@ -200,17 +255,25 @@ class GangSearch:
         chosen = [-1] * n
         orders: list[list[int] | None] = [None] * n
         nxt = [0] * n
+        packed: dict[tuple[tuple[int, int], ...], list[tuple[int, str, int]] | None] = {}
         root_ok = self.reserve(0, plan.root_direct, plan.root_direct_tot, 1)
         try:
-            if not root_ok or not self.fits(0, [], [], plan.root_blocks):
+            if not root_ok or not self.fits(0, [], [], plan.root_blocks, budget):
                 return INFEASIBLE
             i = 0
             while i >= 0:
                 if i == n:
-                    found = self._pack(plan, chosen, task_shape, budget)
+                    found, culprit = self._pack(plan, chosen, task_shape, budget, packed)
                     if found is not None:
                         return found
-                    i = n - 1
+                    # Conflict-directed backjump: the unpackable component depends only on the choices
+                    # of its own steps, so every step after the deepest of them is undone untried.
+                    for k in range(n - 1, culprit, -1):
+                        if chosen[k] >= 0:
+                            self.reserve(chosen[k], steps[k].direct, steps[k].direct_tot, -1)
+                            chosen[k] = -1
+                        orders[k] = None
+                    i = culprit
                     if i < 0:
                         break
                 if self._advance(i, steps, chosen, orders, nxt, budget):
@@ -247,7 +310,7 @@ class GangSearch:
                 nxt[i] = nxt[step.twin] - 1
             else:
                 ctx = 0 if step.ctx < 0 else chosen[step.ctx]
-                order = self._candidates(ctx, step)
+                order = self._candidates(ctx, step, budget)
                 nxt[i] = 0
             orders[i] = order
         assert order is not None
@@ -255,7 +318,11 @@ class GangSearch:
             d = order[nxt[i]]
             nxt[i] += 1
             budget.spend()
-            if recheck and not self.fits(d, step.need, step.need_tot, step.blocks):
+            if recheck and not self.fits(d, step.need, step.need_tot, step.blocks, budget):
+                continue
+            if not self.can_host(d, step.need, budget):
+                continue
+            if self.nshapes > 1 and step.tasks and not self._packs_with(d, i, steps, chosen, budget):
                 continue
             if self.reserve(d, step.direct, step.direct_tot, 1):
                 chosen[i] = d
@@ -264,11 +331,65 @@ class GangSearch:
         orders[i] = None
         return False
 
-    def _candidates(self, ctx: int, step: Step) -> list[int]:
+    def can_host(self, d: int, need: list[tuple[int, int]], budget: Budget) -> bool:
+        """Nogood memo: False when ``need`` (shape, count) provably cannot be packed on the machines of
+        ``d`` even with nothing else placed there. Machine state is constant while a gang is solved, so a
+        domain shown unable to host a subtree's tasks is never tried again for an identical subtree, in
+        this search or a later one of the same solve. With one shape the counts are exact: no check."""
+        if self.nshapes == 1 or not need:
+            return True
+        key = (d, tuple(need))
+        got = self._hosts.get(key)
+        if got is None:
+            seq: list[tuple[int, int, int, int]] = []
+            for s, k in sorted(need, key=lambda sk: (_neg(self.shapes[sk[0]].req), sk[0])):
+                seq.extend((len(seq) + j, s, d, 0) for j in range(k))
+            try:
+                got = self._pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
+            except _GiveUp:
+                exact = self._pack_exact(seq, budget)
+                got = exact != INFEASIBLE  # undecided: the full search decides
+            self._hosts[key] = got
+        return got
+
+    def _packs_with(self, d: int, i: int, steps: list[Step], chosen: list[int], budget: Budget) -> bool:
+        """Eager packing check (several shapes): the tasks bound so far in domains nested with ``d``,
+        step ``i``'s own included, still fit their machines. A failure is step ``i``'s conflict (it is
+        the deepest step of that component), so its next candidate is tried at once. Memoised by
+        content: (domain, counts) per bound step."""
+        end = self.index.end
+        top = d
+        for j in range(i):
+            e = chosen[j]
+            if e >= 0 and steps[j].tasks and e < top and end[e] >= end[top]:
+                top = e
+        members = [(d, steps[i])]
+        for j in range(i):
+            e = chosen[j]
+            if e >= 0 and steps[j].tasks and top <= e < end[top]:
+                members.append((e, steps[j]))
+        key = tuple(sorted((e, tuple(step.direct)) for e, step in members))
+        got = self._components.get(key)
+        if got is None:
+            seq: list[tuple[int, int, int, int]] = []
+            level = self.level
+            for g, (e, step) in enumerate(sorted(members, key=lambda m: (-level[m[0]], m[0]))):
+                for s, k in sorted(step.direct, key=lambda sk: (_neg(self.shapes[sk[0]].req), sk[0])):
+                    seq.extend((len(seq) + j, s, e, g) for j in range(k))
+            try:
+                got = self._pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
+            except _GiveUp:
+                got = self._pack_exact(seq, budget) != INFEASIBLE
+            self._components[key] = got
+        return got
+
+    def _candidates(self, ctx: int, step: Step, budget: Budget) -> list[int]:
         """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first."""
         scored: list[tuple[int, int, int]] = []
-        for d in self.descendants(ctx, step.level):
-            if self.fits(d, step.need, step.need_tot, step.blocks):
+        domains = self.descendants(ctx, step.level)
+        budget.spend(len(domains))
+        for d in domains:
+            if self.fits(d, step.need, step.need_tot, step.blocks, budget):
                 cap, res = self.cap[d], self.res[d]
                 slack = sum(cap[s] - res[s] - k for s, k in step.need)
                 scored.append((slack, self.tot[d][0] - self.res_tot[d][0], d))
@@ -278,31 +399,131 @@ class GangSearch:
     # -- phase 2: machines -------------------------------------------------------------------------
 
     def _pack(
-        self, plan: Plan, chosen: list[int], task_shape: Sequence[int], budget: Budget
-    ) -> list[tuple[str, int]] | None:
-        """Put every task on a machine of its bound domain; None if impossible."""
-        bound: list[tuple[int, int, list[int]]] = []  # (-level, order, tasks) finest first
+        self,
+        plan: Plan,
+        chosen: list[int],
+        task_shape: Sequence[int],
+        budget: Budget,
+        packed: dict[tuple[tuple[int, int], ...], list[tuple[int, str, int]] | None],
+    ) -> tuple[list[tuple[str, int]] | None, int]:
+        """Put every task on a machine of its bound domain. Returns (result, -1) or (None, culprit).
+
+        Bound domains split into *components* (domains nested in one another); components share no
+        machine, so each is packed on its own, in the order of the deepest step it involves. When one
+        cannot be packed, ``culprit`` is that deepest step: changing any later step cannot help."""
+        bound: list[tuple[int, int, list[int]]] = []  # (domain, step, tasks); step n = the root
+        n = len(plan.steps)
         for i, step in enumerate(plan.steps):
             if step.tasks:
-                bound.append((-self.level[chosen[i]], i, step.tasks))
+                bound.append((chosen[i], i, step.tasks))
         if plan.root_tasks:
-            bound.append((1, len(plan.steps), plan.root_tasks))
+            bound.append((0, n, plan.root_tasks))
+        end = self.index.end
         bound.sort(key=lambda b: (b[0], b[1]))
-        # (task, shape, domain, group): a group is the tasks of one tree node in one bound domain, so a
-        # relaxed node's tasks are packed into the fewest domains on their own.
+        components: list[list[tuple[int, int, list[int]]]] = []
+        reach = -1
+        for b in bound:
+            if components and b[0] < reach:
+                components[-1].append(b)
+                reach = max(reach, end[b[0]])
+            else:
+                components.append([b])
+                reach = end[b[0]]
+        components.sort(key=lambda comp: max(b[1] for b in comp))
+        result: list[tuple[str, int]] = [("", -1)] * len(task_shape)
+        for comp in components:
+            deepest = max(b[1] for b in comp)
+            key = tuple((b[0], b[1]) for b in comp)
+            if key in packed:
+                got = packed[key]
+            else:
+                got = packed[key] = self._pack_component(plan, comp, n, task_shape, budget)
+            if got is None:
+                return None, (deepest if deepest < n else n - 1)
+            for t, name, dom in got:
+                result[t] = (name, dom)
+        return result, -1
+
+    def _pack_component(
+        self,
+        plan: Plan,
+        comp: list[tuple[int, int, list[int]]],
+        n: int,
+        task_shape: Sequence[int],
+        budget: Budget,
+    ) -> list[tuple[int, str, int]] | None:
+        # Finest bound domain first (the root's tasks last); (task, shape, domain, group): a group is
+        # the tasks of one tree node in one bound domain, so a relaxed node's tasks are packed into the
+        # fewest domains on their own.
+        level = self.level
+        ordered_bound = sorted(comp, key=lambda b: (1 if b[1] == n else -level[b[0]], b[1]))
         seq: list[tuple[int, int, int, int]] = []
         owner = plan.owner
-        for g, (_lvl, i, tasks) in enumerate(bound):
-            d = 0 if i == len(plan.steps) else chosen[i]
+        for g, (d, _i, tasks) in enumerate(ordered_bound):
             ordered = sorted(
                 tasks, key=lambda t: (owner[t] if owner else 0, _neg(self.shapes[task_shape[t]].req), task_shape[t], t)
             )
             seq.extend((t, task_shape[t], d, g * (len(owner) + 2) + (owner[t] + 1 if owner else 0)) for t in ordered)
+        found: list[tuple[str, int]] | None = None
         if self.nshapes == 1:
+            budget.spend(len(seq))
             found = self._pack_greedy(seq)
-            if found is not None:
-                return found
-        return self._pack_dfs(seq, budget)
+        if found is None:
+            try:
+                found = self._pack_dfs(seq, budget, PACK_DFS_STEPS if self.nshapes > 1 else None)
+            except _GiveUp:
+                exact = self._pack_exact(seq, budget)
+                if exact == UNDECIDED:
+                    raise OutOfBudget from None
+                found = None if exact == INFEASIBLE else exact  # type: ignore[assignment]
+        if found is None:
+            return None
+        return [(seq[p][0], found[p][0], found[p][1]) for p in range(len(seq))]
+
+    def _pack_exact(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | str:
+        """Decide a component with CP-SAT (:mod:`scheduler.placement.exact`): the result indexed by
+        position in ``seq``, INFEASIBLE (proven) or UNDECIDED. Costs one budget step per variable."""
+        types: dict[tuple[int, int], list[int]] = {}
+        for p, (_t, s, d, _g) in enumerate(seq):
+            types.setdefault((s, d), []).append(p)
+        order = sorted(types)
+        tops = sorted({d for _s, d in order})
+        end = self.index.end
+        machines: list[Machine] = []
+        where: dict[str, int] = {}
+        nvars = 0
+        seen = -1
+        for top in tops:
+            if top < seen:
+                continue  # nested in a domain already listed
+            seen = end[top]
+            for dom in range(top, end[top]):
+                for (free, sp), names in sorted(self.classes[dom].items()):
+                    fits = tuple(
+                        self.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d in order
+                    )
+                    if not any(fits):
+                        continue
+                    for name in sorted(names):
+                        machines.append(Machine(name, free, fits))
+                        where[name] = dom
+                        nvars += sum(1 for n in fits if n)
+        if nvars > EXACT_MAX_VARS:
+            return UNDECIDED
+        for _ in range(nvars):
+            budget.spend()
+        verdict, taken = pack_exact([(self.shapes[s].req, len(types[(s, d)])) for s, d in order], machines, EXACT_WORK)
+        if verdict == EXACT_INFEASIBLE:
+            return INFEASIBLE
+        if verdict != EXACT_FEASIBLE:
+            return UNDECIDED
+        result: list[tuple[str, int]] = [("", -1)] * len(seq)
+        for k, key in enumerate(order):
+            slots = iter(types[key])
+            for name, count in taken[k]:
+                for _ in range(count):
+                    result[next(slots)] = (name, where[name])
+        return result
 
     def _remaining(self, seq: list[tuple[int, int, int, int]], p: int) -> int:
         _t, s, _d, g = seq[p]
@@ -314,11 +535,12 @@ class GangSearch:
         return n
 
     def _pack_greedy(self, seq: list[tuple[int, int, int, int]]) -> list[tuple[str, int]] | None:
+        """Best-fit descent, no backtracking; the result is indexed by position in ``seq``."""
         done: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str, int]] = []
         result: list[tuple[str, int]] = [("", -1)] * len(seq)
         try:
             rem = 0
-            for p, (t, s, d, _g) in enumerate(seq):
+            for p, (_t, s, d, _g) in enumerate(seq):
                 if rem == 0:
                     rem = self._remaining(seq, p)
                 pick = self._best(d, s, rem)
@@ -327,32 +549,51 @@ class GangSearch:
                 dom, key = pick
                 name, nkey = self._place(dom, key, s)
                 done.append((dom, key, nkey, name, s))
-                result[t] = (name, dom)
+                result[p] = (name, dom)
                 rem -= 1
             return result
         finally:
             for dom, key, nkey, name, s in reversed(done):
                 self._unplace(dom, key, nkey, name, s)
 
-    def _pack_dfs(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | None:
+    def _pack_dfs(
+        self, seq: list[tuple[int, int, int, int]], budget: Budget, limit: int | None = None
+    ) -> list[tuple[str, int]] | None:
+        """Depth-first search over machine classes; the result is indexed by position in ``seq``.
+
+        Forward check: before a task is placed, the tasks left in its run of equal bound domain must
+        still fit that domain by counts. With ``limit``, raises :class:`_GiveUp` after that many steps."""
         total = len(seq)
+        # need_from[p]: (shape, count) of the tasks from p to the end of p's run of equal domain.
+        need_from: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+        acc: dict[int, int] = {}
+        for p in range(total - 1, -1, -1):
+            if p + 1 < total and seq[p + 1][2] != seq[p][2]:
+                acc = {}
+            acc[seq[p][1]] = acc.get(seq[p][1], 0) + 1
+            need_from[p] = list(acc.items())
         gens: list[Iterator[tuple[int, tuple[Vec, str]]] | None] = [None] * total
         placed: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str] | None] = [None] * total
         first = [True] * total
         keys: list[tuple[int, tuple[int, ...], str] | None] = [None] * total
         result: list[tuple[str, int]] = [("", -1)] * total
+        spent = 0
         p = 0
         try:
             while p >= 0:
                 if p == total:
                     return list(result)
-                t, s, d, g = seq[p]
+                _t, s, d, g = seq[p]
                 if placed[p] is not None:
                     dom, key, nkey, name = placed[p]  # type: ignore[misc]
                     self._unplace(dom, key, nkey, name, s)
                     placed[p] = None
                 gen = gens[p]
                 if gen is None:
+                    cap = self.cap[d]
+                    if any(cap[s2] < k for s2, k in need_from[p]):
+                        p -= 1
+                        continue
                     gen = gens[p] = self._ordered(d, s, self._remaining(seq, p))
                     first[p] = True
                 # Symmetry: an identical task right before this one fixes a lower bound on the class key.
@@ -360,16 +601,20 @@ class GangSearch:
                 moved = False
                 for dom, key in gen:
                     budget.spend()
+                    spent += 1
+                    if limit is not None and spent > limit:
+                        raise _GiveUp
                     ckey = (dom, tuple(-x for x in key[0]), key[1])
                     if not first[p] and floor is not None and ckey < floor:
                         continue
                     first[p] = False
                     if key not in self.classes[dom]:
                         continue  # emptied by an earlier placement on this path
+                    budget.spend(self.nshapes)
                     name, nkey = self._place(dom, key, s)
                     placed[p] = (dom, key, nkey, name)
                     keys[p] = ckey
-                    result[t] = (name, dom)
+                    result[p] = (name, dom)
                     moved = True
                     break
                 if moved:

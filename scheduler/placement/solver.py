@@ -8,11 +8,14 @@ Algorithm (docs/design.md §4, docs/design.md §5):
    constraint is met.
 3. Otherwise the required-only problem decides the verdict: infeasible means "unschedulable" (with a
    structured reason from :mod:`scheduler.placement.explain`), an exhausted budget means "undecided".
-4. Otherwise relax preferred nodes one at a time, coarsest first (pre-order): each gets the finest
-   level (own key, then the next coarser key, ...) at which a placement exists given the levels already
-   fixed, later preferred nodes being free. The last found placement is a witness: levels it already
-   meets need no search. Tasks of a relaxed node are packed into the fewest domains by the packing
-   order (best fit; else largest domain first), which is the "tightest spread".
+4. Otherwise fix preferred nodes one at a time in an order that never depends on names (finest own
+   key first, see :func:`_relax`): each gets the finest level (own key, then the next coarser key, ...)
+   at which a placement exists given the levels already fixed, later preferred nodes being free. The
+   last found placement is a witness: levels it already meets need no search. Tasks of a relaxed node
+   are packed into the fewest domains by the packing order (best fit; else largest domain first).
+5. The whole solve shares one budget (``policy.max_steps``, the strict attempt at most a quarter of it
+   when preferences exist, each relaxation trial at most a twentieth) and the wall-clock ceiling
+   ``policy.max_seconds``.
 
 Invariants: the result meets every required constraint and never over-commits a machine; equal
 inputs give equal outputs; "unschedulable" is returned only on a proof of infeasibility.
@@ -20,11 +23,12 @@ inputs give equal outputs; "unschedulable" is returned only on a proof of infeas
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from scheduler.placement.explain import explain
 from scheduler.placement.index import DomainIndex
-from scheduler.placement.plan import NO_LEVEL, TreeIndex, build_plan, index_tree, shapes_of
+from scheduler.placement.plan import NO_LEVEL, build_plan, index_tree, shapes_of
 from scheduler.placement.search import INFEASIBLE, UNDECIDED, Budget, GangSearch
 from scheduler.placement.types import (
     ClusterSnapshot,
@@ -54,14 +58,25 @@ class _Context:
             index = DomainIndex(index.snapshot(), special | index.special)
         self.index = GangSearch(index, self.shapes)
         self.steps_used = 0
+        self.timed_out = False
+        self.deadline = None if policy.max_seconds is None else time.monotonic() + policy.max_seconds
+
+    @property
+    def steps_left(self) -> int:
+        return self.policy.max_steps - self.steps_used
 
     def run(self, eff: list[int], max_steps: int | None = None) -> list[tuple[str, int]] | str:
+        """One search with at most ``max_steps`` of what is left of the solve's budget."""
+        steps = self.steps_left if max_steps is None else min(max_steps, self.steps_left)
+        if steps <= 0 or self.timed_out:
+            return UNDECIDED
         plan = build_plan(self.ti, eff, self.task_shape, self.shapes)
-        budget = Budget(self.policy.max_steps if max_steps is None else max_steps)
+        budget = Budget(steps, self.deadline)
         try:
             return self.index.search(plan, self.task_shape, budget)
         finally:
             self.steps_used += budget.used
+            self.timed_out = self.timed_out or budget.timed_out
 
     def shared_level(self, found: list[tuple[str, int]], tasks: tuple[int, ...], upto: int) -> int:
         """Finest level <= ``upto`` at which all ``tasks`` sit in one domain (NO_LEVEL if none)."""
@@ -98,7 +113,8 @@ def solve(
             return explain(ctx.index, ti, ctx.task_shape, culprit_key=i)
     own = [lvl if lvl is not None else NO_LEVEL for lvl in ti.level]
     required_only = [own[i] if node.required else NO_LEVEL for i, node in enumerate(ti.nodes)]
-    found = ctx.run(own)
+    # The strict attempt is only a shortcut when preferences exist: it gets a quarter of the budget.
+    found = ctx.run(own, None if own == required_only else policy.max_steps // 4)
     if isinstance(found, list):
         return _placed(ctx, found)
     if own != required_only:
@@ -106,27 +122,58 @@ def solve(
     if found == INFEASIBLE:
         return explain(ctx.index, ti, ctx.task_shape)
     if found == UNDECIDED:
-        return Unplaceable(
-            status="undecided",
-            reason={"code": ReasonCode.UNDECIDED, "steps": ctx.steps_used, "max_steps": policy.max_steps},
-            message=f"search budget of {policy.max_steps} steps ran out before a placement was found or ruled out",
-        )
+        reason: dict[str, Any] = {"code": ReasonCode.UNDECIDED, "steps": ctx.steps_used, "max_steps": policy.max_steps}
+        if ctx.timed_out:
+            reason["max_seconds"] = policy.max_seconds
+            message = (
+                f"the wall-clock ceiling of {policy.max_seconds} s was reached"
+                " before a placement was found or ruled out"
+            )
+        else:
+            message = f"search budget of {policy.max_steps} steps ran out before a placement was found or ruled out"
+        return Unplaceable(status="undecided", reason=reason, message=message)
     assert isinstance(found, list)
-    witness = found
+    return _placed(ctx, _relax(ctx, found, own, required_only))
+
+
+def _relax(
+    ctx: _Context, witness: list[tuple[str, int]], own: list[int], required_only: list[int]
+) -> list[tuple[str, int]]:
+    """Fix each preferred node at the finest level a placement still allows (docs/design.md §5).
+
+    Order, never names: finest own level first (finer constraints carry more bandwidth), then fewer
+    tasks, then the node's structure (keys, requirements, task shapes of its subtree and ancestors), so
+    renaming groups or reordering the spec cannot change which levels are met; only nodes with equal
+    structure, interchangeable by symmetry, fall back to tree order. Each node gets the finest level
+    (own key, then the next coarser, ...) at which a placement exists given the levels already fixed,
+    later nodes free. The last placement found is a witness: levels it already meets need no search."""
+    ti = ctx.ti
     eff = list(required_only)
     # A relaxation trial only decides how well a preference is met, so it gets a smaller budget; running
     # out just means the preference is relaxed further (the witness stays valid).
-    trial_steps = max(1_000, policy.max_steps // 20)
-    sigs = _static_sigs(ti, ctx.task_shape)
-    proven: set[tuple[Any, ...]] = set()  # (parent, signature, level) shown infeasible for an identical earlier sibling
-    for i, node in enumerate(ti.nodes):
-        if node.required or ti.level[i] is None:
-            continue
+    trial_steps = max(1_000, ctx.policy.max_steps // 20)
+    canon = _canonical_sigs(ctx)
+    chain: list[tuple[Any, ...]] = []
+    for i in range(len(ti.nodes)):
+        up = ti.parent[i]
+        chain.append((canon[i],) + (chain[up] if up >= 0 else ()))
+    order = sorted(
+        (i for i, node in enumerate(ti.nodes) if not node.required and ti.level[i] is not None),
+        key=lambda i: (-own[i], len(ti.subtree[i]), chain[i], i),
+    )
+    proven: set[tuple[Any, ...]] = set()  # (parent, fixed subtree, level) shown infeasible for an identical node
+
+    def fixed_subtree(i: int) -> tuple[Any, ...]:
+        kids = tuple(sorted((eff[c], fixed_subtree(c)) for c in ti.children[i]))
+        return (canon[i], kids)
+
+    for i in order:
         target = own[i]
         have = ctx.shared_level(witness, ti.subtree[i], target)
         fixed = have
+        mine = fixed_subtree(i)
         for lvl in range(target, have, -1):
-            if (ti.parent[i], sigs[i], lvl) in proven:
+            if (ti.parent[i], mine, lvl) in proven:
                 continue
             eff[i] = lvl
             trial = ctx.run(eff, trial_steps)
@@ -134,22 +181,26 @@ def solve(
                 witness, fixed = trial, lvl
                 break
             if trial == INFEASIBLE:
-                # Mirror argument: an identical later sibling at this level faces a problem at least as
-                # constrained (this node is then fixed coarser instead of free), so it fails too.
-                proven.add((ti.parent[i], sigs[i], lvl))
+                # Mirror argument: a later sibling with an identical subtree, fixed identically (finer
+                # nodes are fixed first and never change), faces this problem with the two swapped and
+                # more nodes fixed, so it fails at this level too.
+                proven.add((ti.parent[i], mine, lvl))
         eff[i] = fixed
-    return _placed(ctx, witness)
+    return witness
 
 
-def _static_sigs(ti: TreeIndex, task_shape: list[int]) -> list[tuple[Any, ...]]:
-    """Per node: a value equal for nodes with isomorphic subtrees (keys, requirements, task shapes)."""
+def _canonical_sigs(ctx: _Context) -> list[tuple[Any, ...]]:
+    """Per node: a value equal for nodes with isomorphic subtrees (keys, requirements, task requests),
+    independent of group and task names."""
+    ti = ctx.ti
+    req = [ctx.shapes[s].req for s in ctx.task_shape]
     sigs: list[tuple[Any, ...]] = [()] * len(ti.nodes)
     for i in range(len(ti.nodes) - 1, -1, -1):
         node = ti.nodes[i]
         sigs[i] = (
             node.key,
             node.requirement,
-            tuple(sorted(task_shape[t] for t in ti.direct[i])),
+            tuple(sorted(req[t] for t in ti.direct[i])),
             tuple(sorted(sigs[c] for c in ti.children[i])),
         )
     return sigs

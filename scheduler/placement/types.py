@@ -65,9 +65,13 @@ class GroupRequest:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Search limits. Deterministic: a step budget, never wall-clock time."""
+    """Search limits. ``max_steps`` bounds the work of one solve (steps of even cost, see
+    :class:`scheduler.placement.search.Budget`) and decides the result deterministically; ``max_seconds``
+    is a wall-clock ceiling for overloaded machines (``None``: none). Either one running out makes the
+    result "undecided", never "unschedulable"."""
 
     max_steps: int = 200_000
+    max_seconds: float | None = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -285,3 +285,28 @@ def test_zone_without_room_for_all_clique_groups_names_the_groups() -> None:
     assert result.message == (
         "zone=wf (required) needs 3 gpu-clique groups (6 tasks) in one zone; the best zone has room for 2 of 3"
     )
+
+
+def test_clique_groups_met_everywhere_win_over_a_zone_that_holds_them_all() -> None:
+    """Finest constraints first (docs/design.md §5): zone a can hold all four groups, but only two on
+    their own gpu-clique; giving up the zone meets all four clique preferences."""
+    # given
+    #   zone a: clique a1 [1][1]  clique a2 [1][1]  four machines without a clique label [1]
+    #   zone b: clique b1 [1][1]  clique b2 [1][1]
+    rows = [("a", "a1", 1), ("a", "a1", 1), ("a", "a2", 1), ("a", "a2", 1)]
+    rows += [("a", None, 1)] * 4
+    rows += [("b", "b1", 1), ("b", "b1", 1), ("b", "b2", 1), ("b", "b2", 1)]
+    snapshot = cluster(("zone", "gpu-clique"), rows)
+    groups = [clique(f"m{i}", tasks=names(f"m{i}-", 2), required=False) for i in range(4)]
+    group = gang(tree(zone("wf", *groups, required=False)))
+    # when
+    result = solve(snapshot, group)
+    # then
+    assert isinstance(result, Placement)
+    assert [(r.key, r.met, r.met_key) for r in result.report] == [
+        ("zone", False, None),
+        ("gpu-clique", True, "gpu-clique"),
+        ("gpu-clique", True, "gpu-clique"),
+        ("gpu-clique", True, "gpu-clique"),
+        ("gpu-clique", True, "gpu-clique"),
+    ]
