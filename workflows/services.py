@@ -37,6 +37,7 @@ from workflows.errors import (
 )
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.pods import tasks_with_pods
 from workflows.scheduling.requests import group_request_from_spec, task_requests_to_json
 from workflows.spec import (
     PoolContext,
@@ -307,12 +308,10 @@ def workflow_cancel(*, workflow_id: str, user: User) -> Workflow:
         if group.status not in TASK_TERMINAL_STATUSES:
             group_fail(group, TaskStatus.FAILED_CANCELED, message=message)
     workflow_status_refresh(workflow, message=message)
-    # Listed after the tasks were failed, under the workflow lock: every pod created so far. A pod
-    # created later by a racing dispatch is deleted by the dispatch itself (it records pods of
-    # active tasks only), and the tick re-sends deletes that were not confirmed.
-    created = list(
-        workflow.tasks.filter(dispatched_at__isnull=False, pod_deleted_at__isnull=True).values_list("pk", flat=True)
-    )
-    jobs.pods_delete_request(created)
+    # Listed after the tasks were failed, under the workflow lock: every task that may have a pod,
+    # whether its dispatch was recorded or not (a worker killed after creating a pod and before
+    # recording it leaves such a pod). A pod created later by a racing dispatch is deleted by the
+    # dispatch itself, and the pool's pod sync deletes any pod whose task is no longer active.
+    jobs.pods_delete_request(tasks_with_pods(workflow.tasks.all()))
     jobs.placement_cycle_request(workflow.pool_id)
     return workflow

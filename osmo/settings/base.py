@@ -237,6 +237,10 @@ OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
 # ...and fails with FAILED_BACKEND_ERROR (capacity released) if its pods still do not exist after this.
 OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", default=600)
+# Kubernetes: how long a finished pod is kept (for `kubectl logs` / `describe`) before the pod sync
+# deletes it, separately for pods that succeeded and pods that failed (docs/kubernetes.md).
+OSMO_POD_RETENTION_SUCCEEDED_SECONDS = env.int("OSMO_POD_RETENTION_SUCCEEDED_SECONDS", default=3600)
+OSMO_POD_RETENTION_FAILED_SECONDS = env.int("OSMO_POD_RETENTION_FAILED_SECONDS", default=86400)
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 

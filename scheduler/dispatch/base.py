@@ -51,6 +51,21 @@ class PodState:
     phase: PodPhase
     exit_code: int | None = None
     message: str = ""
+    live: bool = False  # "Failed" by the service's verdict while the pod itself may still start: delete it now
+
+
+@dataclass(frozen=True, slots=True)
+class ListedPod:
+    """A pod of the service as the backend lists it (for reconciling against the database)."""
+
+    name: str
+    phase: str  # the backend's own phase: Pending, Running, Succeeded, Failed, Unknown
+    node: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Terminated: it holds no capacity any more (kept only for its logs)."""
+        return self.phase in ("Succeeded", "Failed")
 
 
 class PodBackend(Protocol):
@@ -67,3 +82,7 @@ class PodBackend(Protocol):
 
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         """Current state of each given pod, keyed by pod name ("Missing" when the backend has none)."""
+
+    def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
+        """Every pod this service created for the pool in the namespace (a constant number of paginated
+        calls); a backend without real pods lists none."""

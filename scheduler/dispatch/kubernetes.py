@@ -7,8 +7,11 @@ deleting one that is gone (404 NotFound) are success. API errors are split for C
 
 * transient (:class:`DispatchTransientError`, retried with backoff): connection errors and timeouts,
   408, 429 and every 5xx;
-* permanent (:class:`DispatchPermanentError`, the task fails): any other 4xx (400, 401, 403, 404 on
-  create, 422, ...), carrying the API's own message.
+* 401 and 403: retried here a few times with a short backoff first (``OSMO_K8S_AUTH_RETRIES``,
+  default 4 over ~1.5 s): a kube-apiserver that just started answers 403 to allowed requests until its
+  RBAC caches synced (~75 ms); still refused after that, they are permanent;
+* permanent (:class:`DispatchPermanentError`, the task fails): any other 4xx (400, 404 on create,
+  422, ...), carrying the API's own message.
 
 Phases are read back by listing the pool's pods by label (paginated). The backend does not assume a
 kubelet exists: a pod still Pending ``pending_timeout_s`` after it was dispatched is reported as
@@ -19,8 +22,10 @@ This module imports nothing from Django: it is configured by arguments and envir
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -35,6 +40,7 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
+    ListedPod,
     PodRequest,
     PodState,
 )
@@ -160,6 +166,31 @@ def _api_reason(exc: ApiException) -> str:
     return str(status.get("reason", "")) if isinstance(status, dict) else ""
 
 
+AUTH_RETRY_FIRST_DELAY_S = 0.1  # then x2: 0.1, 0.2, 0.4, 0.8 s
+
+
+def _auth_retries() -> int:
+    try:
+        return max(int(os.environ.get("OSMO_K8S_AUTH_RETRIES") or 4), 0)
+    except ValueError:
+        return 4
+
+
+def _with_auth_retries(call: Any) -> Any:
+    """``call()``, again after a short sleep while it answers 401/403 (at most OSMO_K8S_AUTH_RETRIES
+    more times): the window after an API server start when it refuses requests RBAC allows."""
+    delay = AUTH_RETRY_FIRST_DELAY_S
+    for attempt in range(_auth_retries() + 1):
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status not in (401, 403) or attempt == _auth_retries():
+                raise
+        time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
+
+
 def _is_transient_status(status: int | None) -> bool:
     # status 0/None: the client gave up before an HTTP answer (SSL error and the like).
     return not status or status in (408, 429) or status >= 500
@@ -251,7 +282,7 @@ def pod_state(pod: k8s_client.V1Pod, *, dispatched_at: datetime | None, now: dat
             if waited > pending_timeout_s:
                 because = f" (reason: {reason})" if reason else ""
                 return PodState("Failed", None,
-                                f"pod stayed Pending for {int(waited)} s; no kubelet started it{because}")
+                                f"pod stayed Pending for {int(waited)} s; no kubelet started it{because}", live=True)
         return PodState("Pending", None, reason)
     return PodState("Unknown", None, (pod.status.reason or "") if pod.status else "")
 
@@ -313,9 +344,9 @@ class KubernetesBackend:
         manifest = build_manifest(pod)
         try:
             # client 37 sends no Content-Type for this call by default; say it is JSON explicitly.
-            self.core.create_namespaced_pod(pod.namespace, manifest,  # type: ignore[arg-type]  # dicts are serialised as is
-                                            _headers={"Content-Type": "application/json"},
-                                            _request_timeout=self.request_timeout)
+            _with_auth_retries(lambda: self.core.create_namespaced_pod(
+                pod.namespace, manifest,  # type: ignore[arg-type]  # dicts are serialised as is
+                _headers={"Content-Type": "application/json"}, _request_timeout=self.request_timeout))
         except ApiException as exc:
             if exc.status == 409:  # AlreadyExists: the deterministic name says it is this task's pod
                 return
@@ -326,7 +357,8 @@ class KubernetesBackend:
     def delete_pod(self, *, namespace: str, pod_name: str) -> None:
         name = kube_pod_name(pod_name)
         try:
-            self.core.delete_namespaced_pod(name, namespace, _request_timeout=self.request_timeout)
+            _with_auth_retries(lambda: self.core.delete_namespaced_pod(name, namespace,
+                                                                       _request_timeout=self.request_timeout))
         except ApiException as exc:
             if exc.status == 404:  # already gone
                 return
@@ -349,6 +381,16 @@ class KubernetesBackend:
                                                      pending_timeout_s=self.pending_timeout_s)
         return states
 
+    def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
+        listed = []
+        for pod in self._list_pods(namespace, pool_selector(pool)):
+            if pod.metadata is None or not pod.metadata.name:
+                continue
+            node = (pod.spec.node_name or (pod.spec.node_selector or {}).get(NODE_SELECTOR_KEY)) if pod.spec else None
+            listed.append(ListedPod(name=pod.metadata.name, phase=(pod.status.phase if pod.status else None)
+                                    or "Pending", node=node))
+        return listed
+
     # -- helpers --------------------------------------------------------------------------------
     def _list_pods(self, namespace: str, selector: str) -> list[k8s_client.V1Pod]:
         """All pods matching ``selector`` in ``namespace``, following ``continue`` tokens.
@@ -364,7 +406,7 @@ class KubernetesBackend:
                                               "_request_timeout": self.request_timeout}
                     if token:
                         kwargs["_continue"] = token
-                    page = self.core.list_namespaced_pod(namespace, **kwargs)
+                    page = _with_auth_retries(functools.partial(self.core.list_namespaced_pod, namespace, **kwargs))
                     items.extend(page.items or [])
                     token = page.metadata._continue if page.metadata else None
                     if not token:

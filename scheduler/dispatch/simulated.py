@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from scheduler.dispatch.base import PodRequest, PodState
+from scheduler.dispatch.base import ListedPod, PodRequest, PodState
 
 SIM_SECONDS_ENV = "OSMO_SIM_SECONDS"
 SIM_EXIT_CODE_ENV = "OSMO_SIM_EXIT_CODE"
@@ -35,6 +35,9 @@ class SimulatedBackend:
 
     def delete_pod(self, *, namespace: str, pod_name: str) -> None:
         return None
+
+    def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
+        return []  # the task rows are the pods: nothing can be orphaned
 
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         states: dict[str, PodState] = {}

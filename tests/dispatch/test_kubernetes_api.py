@@ -91,13 +91,31 @@ def test_create_server_errors_are_transient(kube_api, kube_backend, status, fixt
     (401, "status_unauthorized.json", "Unauthorized"),
 ])
 def test_create_client_errors_are_permanent_with_the_api_message(kube_api, kube_backend, status, fixture,
-                                                                   message):
-    kube_api.reply("POST", PODS, status, fixture)
+                                                                   message, monkeypatch):
+    # given a refusal that lasts (401/403 are first retried a few times: see the next test)
+    monkeypatch.setenv("OSMO_K8S_AUTH_RETRIES", "2")
+    attempts = 3 if status in (401, 403) else 1
+    for _ in range(attempts):
+        kube_api.reply("POST", PODS, status, fixture)
+    # when / then
     with pytest.raises(DispatchPermanentError) as caught:
         kube_backend.create_pod(worker(0))
     assert f"HTTP {status}" in str(caught.value)
     assert message in str(caught.value)
-    assert len(kube_api.requests) == 1  # not retried inside the client: Celery decides
+    assert len(kube_api.requests) == attempts  # other errors are not retried inside the client: Celery decides
+
+
+def test_a_403_while_the_api_server_starts_is_retried_not_permanent(kube_api, kube_backend):
+    """Replays the fault run: for ~75 ms after its port opens, before its RBAC caches synced,
+    kube-apiserver answers 403 to requests RBAC allows; the dispatch failed the gang for it."""
+    # given two 403s, then the pod is created
+    kube_api.reply("POST", PODS, 403, "status_forbidden.json")
+    kube_api.reply("POST", PODS, 403, "status_forbidden.json")
+    kube_api.reply("POST", PODS, 201, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}})
+    # when
+    kube_backend.create_pod(worker(0))
+    # then: three requests, no error
+    assert [r.method for r in kube_api.requests] == ["POST", "POST", "POST"]
 
 
 def test_create_against_an_unreachable_server_is_transient():
@@ -160,7 +178,8 @@ def test_delete_uses_the_same_name_as_create_for_overlong_names(kube_api, kube_b
     (503, "status_service_unavailable.json", DispatchTransientError),
     (403, "status_forbidden.json", DispatchPermanentError),
 ])
-def test_delete_error_mapping(kube_api, kube_backend, status, fixture, error):
+def test_delete_error_mapping(kube_api, kube_backend, status, fixture, error, monkeypatch):
+    monkeypatch.setenv("OSMO_K8S_AUTH_RETRIES", "0")
     kube_api.reply("DELETE", f"{PODS}/train-1-trainers-worker-0", status, fixture)
     with pytest.raises(error, match=f"HTTP {status}"):
         kube_backend.delete_pod(namespace=NS, pod_name="train-1-trainers-worker-0")
@@ -214,7 +233,7 @@ def test_pending_past_the_timeout_fails_with_a_clear_message(kube_api, kube_back
         "Failed", None,
         "pod stayed Pending for 601 s; no kubelet started it (reason: ImagePullBackOff: Back-off pulling image "
         '"nvcr.io/nvidia/pytorch:99.99-py3": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
-        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)')
+        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)', live=True)
     assert states["train-1-trainers-worker-2"].phase == "Failed"
     assert states["train-1-trainers-worker-2"].message.startswith(
         "pod stayed Pending for 601 s; no kubelet started it (reason: Unschedulable: 0/4 nodes are available")
@@ -233,7 +252,7 @@ def test_pending_timeout_without_dispatch_time_counts_from_pod_creation(kube_api
     kube_api.reply("GET", PODS, 200, "pod_list_waiting.json")
     states = kube_backend.pod_states([worker(7, dispatched_at=None)], now=CREATED + timedelta(seconds=700))
     assert states["train-1-trainers-worker-7"] == PodState(
-        "Failed", None, "pod stayed Pending for 700 s; no kubelet started it (reason: ContainerCreating)")
+        "Failed", None, "pod stayed Pending for 700 s; no kubelet started it (reason: ContainerCreating)", live=True)
 
 
 def test_pending_waiting_reasons_are_reported(kube_api, kube_backend):
@@ -260,7 +279,7 @@ def test_pending_timeout_comes_from_the_environment(kube_api, monkeypatch):
     assert states["train-1-trainers-worker-6"] == PodState(
         "Failed", None,
         'pod stayed Pending for 61 s; no kubelet started it (reason: CreateContainerConfigError: secret "hf-token" '
-        "not found)")
+        "not found)", live=True)
 
 
 def test_naive_now_is_taken_as_utc(kube_api, kube_backend):
@@ -309,7 +328,8 @@ def test_expired_continue_token_restarts_the_listing(kube_api, kube_backend):
     (429, "status_too_many_requests.json", DispatchTransientError),
     (403, "status_forbidden.json", DispatchPermanentError),
 ])
-def test_list_error_mapping(kube_api, kube_backend, status, fixture, error):
+def test_list_error_mapping(kube_api, kube_backend, status, fixture, error, monkeypatch):
+    monkeypatch.setenv("OSMO_K8S_AUTH_RETRIES", "0")
     kube_api.reply("GET", PODS, status, fixture)
     with pytest.raises(error, match=f"list pods in {NS}: HTTP {status}"):
         kube_backend.pod_states([worker(0)], now=DISPATCHED)

@@ -5,6 +5,14 @@ Task status follows its pod: Pending -> INITIALIZING, Running -> RUNNING, Succee
 Failed -> FAILED. A gang moves as one: RUNNING once any task runs, COMPLETED when all completed,
 FAILED as soon as one task failed (the others are stopped). Terminal tasks release their
 reservations, which triggers a placement cycle for the pool.
+
+Pods are reconciled against the cluster, not only the database (:func:`pods_reconcile`, every sync
+of a pool whose backend has real pods): a pod that no task of the pool has, whose task is no longer
+active while the pod may still run, or that runs on another node than its task's reservation is
+deleted at once; a finished pod is kept for ``OSMO_POD_RETENTION_{SUCCEEDED,FAILED}_SECONDS`` after
+its task ended, then deleted. Releasing capacity before a pod is gone is safe for this reason and
+because Kubernetes itself does not start a pod on GPUs a terminating pod still holds (the pinned pod
+stays Pending until they are free).
 """
 
 from __future__ import annotations
@@ -14,10 +22,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from scheduler import jobs
+from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, PodRequest, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
@@ -87,6 +96,9 @@ def group_dispatch(*, group_id: int) -> None:
         try:
             backend.create_pod(pod_request(task, pool))
         except DispatchPermanentError as exc:
+            logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": group.workflow.workflow_id,
+                                                   "group": group.name, "task": task.name, "pod": task.pod_name,
+                                                   "reason": str(exc)})
             _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
             return
         recorded = Task.objects.filter(pk=task.pk, status__in=ACTIVE, dispatched_at__isnull=True).update(
@@ -107,11 +119,17 @@ def _group_backend_failure(group_id: int, message: str) -> None:
     group.workflow = workflow
     group_fail(group, TaskStatus.FAILED_BACKEND_ERROR, message=message)
     workflow_status_refresh(workflow)
-    # After failing the tasks: every pod created by now is on this list (dispatch records pods of
-    # active tasks only, and deletes its own late pods).
-    created = list(group.tasks.filter(dispatched_at__isnull=False, pod_deleted_at__isnull=True)
-                   .values_list("pk", flat=True))
-    _after_release(workflow.pool_id, created)
+    logger.warning("group.backend_failed", extra={"workflow": workflow.workflow_id, "group": group.name,
+                                                  "pool_id": workflow.pool_id, "reason": message})
+    # Every task that has a pod name may have a pod, recorded or not (a worker killed between the
+    # create call and recording it): delete them all (NotFound is success).
+    _after_release(workflow.pool_id, tasks_with_pods(group.tasks.all()))
+
+
+def tasks_with_pods(tasks: QuerySet[Task]) -> list[int]:
+    """The tasks among ``tasks`` that may have a pod not known to be deleted: every task given a pod
+    name at placement, whether or not its dispatch was recorded."""
+    return list(tasks.exclude(pod_name="").filter(pod_deleted_at__isnull=True).values_list("pk", flat=True))
 
 
 def _after_release(pool_id: int, pods_to_delete: list[int]) -> None:
@@ -141,11 +159,12 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     pool = Pool.objects.filter(pk=pool_id).first()
     if pool is None:
         return counts
+    now = now or timezone.now()
+    counts["deleted"] = pods_reconcile(pool, now=now)
     active = Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
     snapshot = list(active.select_related("node", "workflow", "group").order_by("pk"))
     if not snapshot:
         return counts
-    now = now or timezone.now()
     states = backend_for(pool.backend).pod_states([pod_request(task, pool) for task in snapshot], now=now)
     released: list[int] = []
     pods_to_delete: list[int] = []
@@ -170,7 +189,9 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             elif state.phase == "Failed":
                 message = state.message or f"exit code {state.exit_code}"
                 changes.append(TaskChange(task, TaskStatus.FAILED, message=message, exit_code=state.exit_code))
-                pods_to_delete.append(task.pk)  # e.g. a pod that never left Pending must not start later
+                if state.live:  # e.g. a pod that never left Pending must not start later
+                    pods_to_delete.append(task.pk)
+                # A pod that failed by itself is kept for its logs (OSMO_POD_RETENTION_FAILED_SECONDS).
             elif state.phase == "Missing":
                 changes.append(TaskChange(task, TaskStatus.FAILED_BACKEND_ERROR,
                                           message="pod disappeared from the backend"))
@@ -220,6 +241,46 @@ def _exec_timeouts_apply(
     return released
 
 
+def pods_reconcile(pool: Pool, *, now: datetime) -> int:
+    """Delete the pool's pods that should not exist (see the module docstring), in one paginated list
+    and one query whatever the number of pods. Returns how many were deleted."""
+    backend = backend_for(pool.backend)
+    namespace = pool.k8s_namespace or "default"
+    listed = backend.pods_list(namespace=namespace, pool=pool.name)
+    if not listed:
+        return 0
+    rows = {
+        name: (status, node, finished_at)
+        for name, status, node, finished_at in Task.objects.filter(
+            workflow__pool=pool, pod_name__in=[pod.name for pod in listed]
+        ).values_list("pod_name", "status", "node__name", "finished_at")
+    }
+    keep = {"Succeeded": timedelta(seconds=settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS),
+            "Failed": timedelta(seconds=settings.OSMO_POD_RETENTION_FAILED_SECONDS)}
+    doomed: list[tuple[str, str]] = []
+    for pod in listed:
+        row = rows.get(pod.name)
+        if row is None:
+            doomed.append((pod.name, "no task of this pool has it"))
+            continue
+        status, node, finished_at = row
+        if status in ACTIVE:
+            if pod.node and node and pod.node != node:
+                doomed.append((pod.name, f"on node {pod.node}, but its task holds capacity on {node}"))
+        elif not pod.finished:
+            doomed.append((pod.name, f"its task is {status}; the pod is {pod.phase}"))
+        elif finished_at is None or now - finished_at > keep[pod.phase]:
+            kept = int(keep[pod.phase].total_seconds())
+            doomed.append((pod.name, f"{pod.phase}, kept {kept} s after its task ended"))
+    for name, why in doomed:
+        backend.delete_pod(namespace=namespace, pod_name=name)
+        logger.info("pod.reconciled", extra={"pool": pool.name, "pod": name, "reason": why})
+    if doomed:
+        Task.objects.filter(workflow__pool=pool, pod_name__in=[name for name, _why in doomed],
+                            pod_deleted_at__isnull=True).update(pod_deleted_at=now)
+    return len(doomed)
+
+
 POD_DELETE_SWEEP_LIMIT = 100
 
 
@@ -238,6 +299,8 @@ def tick() -> dict[str, list[int]]:
         .distinct()
     )
     active_pools = set(Task.objects.filter(status__in=ACTIVE).values_list("workflow__pool_id", flat=True).distinct())
+    # Pools with real pods are reconciled every tick, active or not: a pod may outlive its task.
+    active_pools |= set(Pool.objects.exclude(backend=DispatchBackend.SIMULATED).values_list("pk", flat=True))
     grace = now - timedelta(seconds=settings.OSMO_REDISPATCH_AFTER_SECONDS)
     deadline = now - timedelta(seconds=settings.OSMO_DISPATCH_DEADLINE_SECONDS)
     stranded = list(
@@ -257,14 +320,17 @@ def tick() -> dict[str, list[int]]:
         _group_backend_failure(
             group_id, f"pods could not be created within {settings.OSMO_DISPATCH_DEADLINE_SECONDS}s of placement"
         )
+    # Simulated pools: the tasks the service stopped whose delete was not confirmed. (Pools with real
+    # pods are reconciled against the cluster by their sync, which keeps finished pods for a while.)
     undeleted = list(
         Task.objects.filter(
+            workflow__pool__backend=DispatchBackend.SIMULATED,
             status__in=TASK_TERMINAL_STATUSES - {TaskStatus.COMPLETED},
-            dispatched_at__isnull=False,
             pod_deleted_at__isnull=True,
             finished_at__lt=grace,
             finished_at__gt=now - timedelta(hours=1),
         )
+        .exclude(pod_name="")
         .order_by("finished_at")
         .values_list("pk", flat=True)[:POD_DELETE_SWEEP_LIMIT]
     )

@@ -1,0 +1,155 @@
+"""The Kubernetes backend reconciled against the cluster (docs/kubernetes.md): the failure scenarios of
+a run against a real kube-apiserver, replayed step by step at the HTTP boundary (the fake API server
+answers in the API's own shapes), with the service's real database."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from kubernetes import client as k8s_client
+
+from scheduler import jobs
+from scheduler.dispatch.kubernetes import KubernetesBackend
+from scheduler.models import Reservation
+from tests.factories import make_node, make_pool
+from tests.pipeline.helpers import gang_spec
+from workflows.models import Task, TaskGroup
+from workflows.scheduling import pods
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling.pods import pods_sync
+from workflows.services import workflow_cancel, workflow_submit
+
+pytestmark = pytest.mark.django_db
+NS = "osmo-jobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+
+
+@pytest.fixture
+def kube_pool(kube_api, monkeypatch):
+    """A Kubernetes pool of two 4-GPU nodes; the backend talks to the fake API server; jobs the
+    service enqueues run inline (as a worker would, at once)."""
+    pool = make_pool("kube", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace=NS)
+    for name in ("n1", "n2"):
+        make_node(pool, name, {"rack": "r1"}, gpu=4)
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    sent: list[str] = []
+
+    def send(name, countdown=None, **kwargs):
+        sent.append(name)
+        if name == jobs.POD_DELETE:
+            pods.pod_delete(**kwargs)
+
+    monkeypatch.setattr(jobs, "_send", send)
+    return pool
+
+
+def pod_item(name: str, phase: str, node: str = "n1") -> dict:
+    return {"metadata": {"name": name, "namespace": NS, "labels": {"app.kubernetes.io/managed-by": "osmo"}},
+            "spec": {"nodeName": node, "nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "task", "image": "busybox"}]},
+            "status": {"phase": phase}}
+
+
+def pod_list(*items: dict) -> dict:
+    return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": list(items)}
+
+
+def placed(user, pool, name: str = "orphan", tasks: int = 1) -> tuple:
+    workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(name, tasks, 4, key=None))
+    placement_cycle_run(pool_id=pool.pk)
+    task = Task.objects.get(workflow=workflow, name="t0")
+    return workflow, task
+
+
+def test_a_pod_created_but_not_recorded_is_deleted_by_cancel_and_by_the_sync(user, kube_api, kube_pool,
+                                                                            django_capture_on_commit_callbacks):
+    """Replays the fault run (4 of 4 tries): the worker is killed after create_pod returned and before
+    the task's dispatched_at was saved; the workflow is cancelled before the worker comes back. The
+    pod stayed Pending with nvidia.com/gpu: 4 on GPUs the service gave to someone else."""
+    # given a placed gang whose pod was created, the record never written (the worker died)
+    workflow, task = placed(user, kube_pool)
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    pods.backend_for("kubernetes").create_pod(pods.pod_request(task, kube_pool))
+    assert Task.objects.get(pk=task.pk).dispatched_at is None
+    # when the user cancels: the cancel deletes the pod of every task with a pod name
+    kube_api.reply("DELETE", f"{PODS}/{task.pod_name}", 200, "pod_deleted.json")
+    with django_capture_on_commit_callbacks(execute=True):
+        workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    # then the pod was deleted and recorded so, and the capacity is free
+    assert [(r.method, r.path) for r in kube_api.requests][-1] == ("DELETE", f"{PODS}/{task.pod_name}")
+    assert Task.objects.get(pk=task.pk).pod_deleted_at is not None
+    assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+
+    # and when the delete had been lost (the same pod still listed, Pending), the next sync deletes it
+    Task.objects.filter(pk=task.pk).update(pod_deleted_at=None)
+    kube_api.reply("GET", PODS, 200, pod_list(pod_item(task.pod_name, "Pending")))
+    kube_api.reply("DELETE", f"{PODS}/{task.pod_name}", 200, "pod_deleted.json")
+    counts = pods_sync(pool_id=kube_pool.pk)
+    assert counts["deleted"] == 1
+    calls = [(r.method, r.path) for r in kube_api.requests][-2:]
+    assert calls == [("GET", PODS), ("DELETE", f"{PODS}/{task.pod_name}")]
+
+
+def test_the_sync_deletes_pods_no_task_has_and_pods_on_the_wrong_node(user, kube_api, kube_pool):
+    # given a running task on its node, a pod of the same task on another node, and a stranger's pod
+    workflow, task = placed(user, kube_pool)
+    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now(), status="RUNNING")
+    TaskGroup.objects.filter(workflow=workflow).update(status="RUNNING")
+    wrong = "n2" if task.node.name == "n1" else "n1"
+    kube_api.reply("GET", PODS, 200, pod_list(pod_item(task.pod_name, "Running", node=wrong),
+                                              pod_item("someone-elses-7", "Running")))
+    kube_api.reply("DELETE", f"{PODS}/{task.pod_name}", 200, "pod_deleted.json")
+    kube_api.reply("DELETE", f"{PODS}/someone-elses-7", 404, "status_not_found.json")
+    # when
+    deleted = pods.pods_reconcile(kube_pool, now=timezone.now())
+    # then both are deleted (a 404 is success), in one list call
+    assert deleted == 2
+    assert [r.method for r in kube_api.requests].count("GET") == 1
+
+
+def test_finished_pods_are_kept_for_their_retention_then_deleted(user, kube_api, kube_pool, settings):
+    # given retention of 60 s for succeeded and 600 s for failed pods, and two tasks that ended 120 s ago
+    settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS = 60
+    settings.OSMO_POD_RETENTION_FAILED_SECONDS = 600
+    _w1, ok = placed(user, kube_pool, "ok")
+    _w2, bad = placed(user, kube_pool, "bad")
+    ended = timezone.now() - timedelta(seconds=120)
+    Task.objects.filter(pk=ok.pk).update(status="COMPLETED", finished_at=ended)
+    Task.objects.filter(pk=bad.pk).update(status="FAILED", finished_at=ended)
+    listing = pod_list(pod_item(ok.pod_name, "Succeeded"), pod_item(bad.pod_name, "Failed"))
+    # when the sync reconciles now, and again 10 minutes later
+    kube_api.reply("GET", PODS, 200, listing)
+    kube_api.reply("DELETE", f"{PODS}/{ok.pod_name}", 200, "pod_deleted.json")
+    now_deleted = pods.pods_reconcile(kube_pool, now=timezone.now())
+    kube_api.reply("GET", PODS, 200, pod_list(pod_item(bad.pod_name, "Failed")))
+    kube_api.reply("DELETE", f"{PODS}/{bad.pod_name}", 200, "pod_deleted.json")
+    later_deleted = pods.pods_reconcile(kube_pool, now=timezone.now() + timedelta(seconds=600))
+    # then the succeeded pod goes after 60 s, the failed one is kept for 600 s (for its logs)
+    assert (now_deleted, later_deleted) == (1, 1)
+    deletes = [r.path.rsplit("/", 1)[1] for r in kube_api.requests if r.method == "DELETE"]
+    assert deletes == [ok.pod_name, bad.pod_name]
+
+
+def test_a_pod_that_failed_by_itself_is_not_deleted_when_its_task_fails(user, kube_api, kube_pool):
+    """The fault run saw a Failed pod (an OOMKill) deleted within seconds: nothing left to debug."""
+    # given a dispatched task whose pod failed by itself
+    workflow, task = placed(user, kube_pool)
+    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now())
+    failed = pod_item(task.pod_name, "Failed")
+    failed["status"]["containerStatuses"] = [{
+        "name": "task", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+    }]
+    kube_api.reply("GET", PODS, 200, pod_list(failed))  # the reconcile: kept (retention)
+    kube_api.reply("GET", PODS, 200, pod_list(failed))  # the phases
+    # when
+    pods_sync(pool_id=kube_pool.pk)
+    # then the task failed with the reason, and no DELETE was sent
+    task.refresh_from_db()
+    assert (task.status, task.failure_message) == ("FAILED", "OOMKilled")
+    assert "DELETE" not in [r.method for r in kube_api.requests]
