@@ -153,3 +153,22 @@ def test_a_pod_that_failed_by_itself_is_not_deleted_when_its_task_fails(user, ku
     task.refresh_from_db()
     assert (task.status, task.failure_message) == ("FAILED", "OOMKilled")
     assert "DELETE" not in [r.method for r in kube_api.requests]
+
+
+def test_a_permanent_dispatch_failure_is_logged_with_workflow_task_pod_and_reason(user, kube_api, kube_pool,
+                                                                                  caplog):
+    """The fault run found the workflow's message the only trace of a permanent dispatch failure."""
+    # given the API refuses the manifest
+    workflow, task = placed(user, kube_pool)
+    kube_api.reply("POST", PODS, 422, "status_invalid.json")
+    # when
+    with caplog.at_level("WARNING"):
+        pods.group_dispatch(group_id=task.group_id)
+    # then the gang failed, and the log says which workflow, task and pod, and the API's reason
+    record = next(r for r in caplog.records if r.getMessage() == "dispatch.failed")
+    assert record.levelname == "ERROR"
+    assert (record.workflow, record.task, record.pod, record.pool) == (workflow.workflow_id, "t0", task.pod_name,
+                                                                       "kube")
+    assert "HTTP 422" in record.reason and "a valid environment variable name" in record.reason
+    assert TaskGroup.objects.get(pk=task.group_id).status == "FAILED_BACKEND_ERROR"
+    assert any(r.getMessage() == "group.backend_failed" for r in caplog.records)
