@@ -80,7 +80,7 @@ class ImportReport:
     def summary(self) -> str:
         parts = [
             f"pool {self.pool}: "
-            + ("created" if self.pool_created else "updated" if self.pool_updated else "unchanged"),
+            + ("created" if self.pool_created else "settings updated" if self.pool_updated else "settings unchanged"),
             f"keys {'changed (version ' + str(self.keys_version) + ')' if self.keys_changed else 'unchanged'}",
             f"nodes {self.created} created, {self.updated} updated, {self.unchanged} unchanged",
         ]
@@ -345,6 +345,20 @@ def pool_sync_from_kubernetes(
             continue
         seen.add(spec.name)
         specs.append(spec)
+    # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice.
+    elsewhere = dict(Node.objects.filter(name__in=[spec.name for spec in specs]).exclude(pool=pool)
+                     .values_list("name", "pool__name"))
+    if elsewhere:
+        for index, spec in enumerate(specs):
+            if spec.name in elsewhere:
+                report.skipped.append({
+                    "path": f"items[{index}]",
+                    "message": f"node {spec.name} already belongs to pool {elsewhere[spec.name]}; not synced into "
+                    f"pool {pool.name} (do the two pools' node selectors overlap?)",
+                })
+        logger.warning("pool.sync_overlap", extra={"pool": pool.name, "nodes": sorted(elsewhere)[:20],
+                                                   "other_pools": sorted(set(elsewhere.values()))})
+        specs = [spec for spec in specs if spec.name not in elsewhere]
     try:
         with transaction.atomic():
             locked = Pool.objects.select_for_update().get(pk=pool.pk)

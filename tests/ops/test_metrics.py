@@ -177,7 +177,9 @@ def test_dispatch_errors_are_counted_by_kind(client, user, celery_worker_factory
     pool = make_pool("metrics-kube", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace="osmo-jobs")
     make_node(pool, "a1", {"rack": "r1"}, gpu=4)
     before = scrape(client)
-    celery_worker_factory("kube", env={**worker_env, "KUBECONFIG": str(tmp_path / "kubeconfig")})
+    # (a 403 is permanent at once here: no in-call retries of the API server's start-up window)
+    celery_worker_factory("kube", env={**worker_env, "KUBECONFIG": str(tmp_path / "kubeconfig"),
+                                       "OSMO_K8S_AUTH_RETRIES": "0"})
     try:
         # when a gang is submitted: its first dispatch hits the 500 (retried), the second the 403
         workflow = submit(user, "metrics-kube", "refused")

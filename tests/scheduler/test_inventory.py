@@ -44,7 +44,7 @@ def test_import_of_the_example_pools_then_again_changes_nothing():
 
     # then
     assert "nodes 32 created" in out.getvalue() and "nodes 144 created" in out.getvalue()
-    assert "pool demo: unchanged; keys unchanged; nodes 0 created, 0 updated, 32 unchanged" in again.getvalue()
+    assert "pool demo: settings unchanged; keys unchanged; nodes 0 created, 0 updated, 32 unchanged" in again.getvalue()
     assert {name: _snapshot(name) for name in ("demo", "nvl72")} == before
 
 

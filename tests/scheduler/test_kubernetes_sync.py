@@ -226,3 +226,20 @@ def test_errors_are_command_errors(k8s_pool, tmp_path, kubeconfig):
     }))  # fmt: skip
     with pytest.raises(CommandError, match="listing nodes failed"):
         call_command("sync_nodes_from_kubernetes", "gb200", "--kubeconfig", str(broken))
+
+
+def test_a_node_of_another_pool_is_not_synced_into_this_one(k8s_pool, kubeconfig):
+    """The fault run synced the same node into two pools whose node selectors overlap: its GPUs
+    could be booked twice."""
+    # given another pool that already has gpu-a1
+    inventory_import(inventory_parse({"pool": {"name": "other"}, "topology_keys": [],
+                                      "nodes": [{"name": "gpu-a1", "capacity": {"gpu": 8}}]}))
+    # when gb200 syncs from the cluster, which lists gpu-a1 too
+    out, err = io.StringIO(), io.StringIO()
+    call_command("sync_nodes_from_kubernetes", "gb200", "--kubeconfig", kubeconfig, stdout=out, stderr=err)
+    # then gb200 does not get it (its stale copy is cordoned as gone), and the report names both pools
+    assert Node.objects.filter(name="gpu-a1").values_list("pool__name", "schedulable").order_by("pool__name")[0] \
+        == ("gb200", False)
+    assert Node.objects.get(pool__name="other", name="gpu-a1").schedulable is True
+    assert "node gpu-a1 already belongs to pool other; not synced into pool gb200" in err.getvalue()
+    assert "1 skipped" in out.getvalue()
