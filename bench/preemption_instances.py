@@ -238,9 +238,18 @@ def filled_pool(seed: int, fill: float = 0.97) -> tuple[ClusterSnapshot, list[Ca
     return index.snapshot("nvl72"), candidates
 
 
+def flat(name: str, trays: int) -> GroupRequest:
+    """``trays`` tasks of one tray each, no topology constraint."""
+    names = tuple(f"{name}-t{t:04d}" for t in range(trays))
+    tree = ConstraintTree(group=name, tasks=names, keys=("zone", "spine", "rack", "gpu-clique"))
+    return GroupRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in names))
+
+
+# HIGH gangs that do not fit the filled pools: a whole rack, 4 or 8 cliques of 16 trays in one zone,
+# and more whole trays than are idle in the pool (no topology constraint).
 LARGE_PREEMPTORS = {
     "one-rack": lambda: gang("hi", 1, 18),
     "zone-4x16": lambda: gang("hi", 4, 16),
     "zone-8x16": lambda: gang("hi", 8, 16),
-    "spread-64": lambda: gang("hi", 1, 64, key="rack", requirement="preferred"),
+    "flat-1400": lambda: flat("hi", 1400),
 }

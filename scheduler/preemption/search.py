@@ -284,6 +284,8 @@ class _Search:
     def branch_and_bound(self, scope: _Scope) -> None:
         """Step 4 in one scope: depth first, excluding before keeping, most expensive decided first."""
         pool = self.pool
+        if pool.check(scope.mask) is None:
+            return  # no placement in this scope, whatever is evicted
         order = sorted((i for i in range(self.n) if scope.mask >> i & 1), key=self.rank.__getitem__, reverse=True)
         stack: list[tuple[int, int, int]] = [(0, scope.mask, 0)]  # (kept, open, position in order)
         while stack:
