@@ -11,7 +11,9 @@ import pytest
 FORBIDDEN = ("django", "rest_framework", "celery", "kombu", "scheduler.models", "workflows.models")
 
 
-@pytest.mark.parametrize("module", ["workflows.spec", "scheduler.placement", "parsing", "scheduler.inventory"])
+@pytest.mark.parametrize(
+    "module", ["workflows.spec", "scheduler.placement", "scheduler.preemption", "parsing", "scheduler.inventory"]
+)
 def test_pure_package_imports_no_framework(module):
     # given a fresh interpreter
     code = (
