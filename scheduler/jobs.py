@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 PLACEMENT_CYCLE = "scheduler.placement_cycle_run"
 GROUP_DISPATCH = "scheduler.group_dispatch"
 POD_DELETE = "scheduler.pod_delete"
+PODS_EVICT = "scheduler.pods_evict"
 PODS_SYNC = "scheduler.pods_sync"
 TICK = "scheduler.tick"
 TICK_FOLLOWUP_TOKEN = "scheduler.tick-followup"
@@ -97,6 +98,14 @@ def pods_delete_request(task_ids: Iterable[int]) -> None:
                 _send(POD_DELETE, task_id=task_id)
 
         transaction.on_commit(send, robust=True)
+
+
+def pods_evict_request(pool_id: int, pod_names: Iterable[str]) -> None:
+    """Delete the pods of preempted gangs by name, with the preemption grace period (their tasks are
+    queued again and get new pod names when placed, so the names are passed, not the tasks)."""
+    names = sorted(set(pod_names))
+    if names:
+        _on_commit(PODS_EVICT, pool_id=pool_id, pod_names=names)
 
 
 def pods_sync_request(pool_id: int) -> None:

@@ -59,6 +59,15 @@ def pod_delete_task(*, task_id: int) -> None:
     pod_delete(task_id=task_id)
 
 
+@shared_task(name=jobs.PODS_EVICT, ignore_result=True, acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, max_retries=8,
+             soft_time_limit=110, time_limit=120)
+def pods_evict_task(*, pool_id: int, pod_names: list[str]) -> None:
+    from workflows.scheduling.pods import pods_evict
+
+    pods_evict(pool_id=pool_id, pod_names=pod_names)
+
+
 @shared_task(name=jobs.PODS_SYNC, ignore_result=True, soft_time_limit=50, time_limit=60,
              autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, max_retries=3)
 def pods_sync_task(*, pool_id: int) -> None:

@@ -241,6 +241,11 @@ OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", defau
 # deletes it, separately for pods that succeeded and pods that failed (docs/kubernetes.md).
 OSMO_POD_RETENTION_SUCCEEDED_SECONDS = env.int("OSMO_POD_RETENTION_SUCCEEDED_SECONDS", default=3600)
 OSMO_POD_RETENTION_FAILED_SECONDS = env.int("OSMO_POD_RETENTION_FAILED_SECONDS", default=86400)
+# Preemption (docs/design.md §9): HIGH/NORMAL gangs within quota evict whole LOW gangs to fit.
+OSMO_PREEMPTION_ENABLED = env.bool("OSMO_PREEMPTION_ENABLED", default=True)
+OSMO_PREEMPTION_GRACE_SECONDS = env.int("OSMO_PREEMPTION_GRACE_SECONDS", default=30)
+OSMO_PREEMPTION_MAX_SOLVES = env.int("OSMO_PREEMPTION_MAX_SOLVES", default=64)
+OSMO_PREEMPTION_MAX_SECONDS = env.float("OSMO_PREEMPTION_MAX_SECONDS", default=5.0)
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
@@ -251,6 +256,7 @@ CELERY_TASK_ROUTES = {
     "scheduler.tick": {"queue": "scheduler"},
     "scheduler.group_dispatch": {"queue": "dispatch"},
     "scheduler.pod_delete": {"queue": "dispatch"},
+    "scheduler.pods_evict": {"queue": "dispatch"},
     "scheduler.worker_heartbeat": {"queue": "default"},
 }
 CELERY_BEAT_SCHEDULE = {

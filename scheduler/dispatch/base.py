@@ -77,8 +77,9 @@ class PodBackend(Protocol):
     def create_pod(self, pod: PodRequest) -> None:
         """Create the pod (idempotent: AlreadyExists is success)."""
 
-    def delete_pod(self, *, namespace: str, pod_name: str) -> None:
-        """Delete the pod (idempotent: NotFound is success)."""
+    def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
+        """Delete the pod (idempotent: NotFound is success); ``grace_seconds`` overrides the pod's own
+        termination grace period (preemption)."""
 
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         """Current state of each given pod, keyed by pod name ("Missing" when the backend has none)."""

@@ -354,10 +354,11 @@ class KubernetesBackend:
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, f"create pod {pod.namespace}/{manifest['metadata']['name']}") from exc
 
-    def delete_pod(self, *, namespace: str, pod_name: str) -> None:
+    def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
         name = kube_pod_name(pod_name)
         try:
             _with_auth_retries(lambda: self.core.delete_namespaced_pod(name, namespace,
+                                                                       grace_period_seconds=grace_seconds,
                                                                        _request_timeout=self.request_timeout))
         except ApiException as exc:
             if exc.status == 404:  # already gone

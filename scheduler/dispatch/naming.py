@@ -23,9 +23,14 @@ def _label_with_digest(text: str, digest_of: str, *, fallback: str) -> str:
     return f"{base or fallback}-{_digest(digest_of)}"
 
 
-def pod_name_for(workflow_id: str, task_name: str) -> str:
+def pod_name_for(workflow_id: str, task_name: str, attempt: int = 0) -> str:
     """The pod name of a task: a DNS-1123 label (<= 63 chars) readable as ``<workflow>-<task>`` with a
-    hash of both as suffix, so two tasks never share a name and a task always gets the same one."""
+    hash of both as suffix, so two tasks never share a name and a task always gets the same one.
+    ``attempt`` counts the gang's preemptions: a gang placed again gets new names (``-r<attempt>``),
+    so a new pod never collides with its predecessor while that one terminates."""
+    if attempt:
+        return _label_with_digest(f"{workflow_id}-{task_name}-r{attempt}", f"{workflow_id}/{task_name}/{attempt}",
+                                  fallback="task")
     return _label_with_digest(f"{workflow_id}-{task_name}", f"{workflow_id}/{task_name}", fallback="task")
 
 

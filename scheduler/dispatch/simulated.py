@@ -33,7 +33,7 @@ class SimulatedBackend:
     def create_pod(self, pod: PodRequest) -> None:
         return None
 
-    def delete_pod(self, *, namespace: str, pod_name: str) -> None:
+    def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
         return None
 
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:

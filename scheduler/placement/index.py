@@ -271,6 +271,11 @@ class DomainIndex:
                 self._account(table, d, free, sp, 1, -1, aggregate=True)
                 self._account(table, d, nfree, sp, 1, 1, aggregate=True)
 
+    def release(self, assignments: Sequence[tuple[str, Vec]]) -> None:
+        """Give ``request`` back to each named machine (gangs evicted within a cycle): the inverse of
+        :meth:`place`, with the same guarantee (equal to a fresh build on the resulting snapshot)."""
+        self.place([(name, (-req[0], -req[1], -req[2], -req[3])) for name, req in assignments])
+
     def reservations(self, nshapes: int) -> tuple[list[list[int]], list[list[int]]]:
         """Zeroed reservation arrays for a gang of ``nshapes`` shapes, shared between gangs (a search
         releases everything it reserved before it returns)."""

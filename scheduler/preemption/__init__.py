@@ -13,8 +13,9 @@ Semantics:
   team's quota is reclaimed first), (2) fewest GPUs evicted, (3) fewest gangs, (4) the most recently
   started (start times sorted descending, compared element by element, later preferred), (5) keys.
   Deterministic: the result does not depend on the order of ``candidates``.
-- Bounded: at most ``max_solves`` solver calls; exact when the search finishes within them (always
-  for 8 candidates or fewer at the default), else the best set found so far, which always fits.
+- Bounded: at most ``max_solves`` solver calls and, when given, ``max_seconds`` of wall clock; exact
+  when the search finishes within them (always for 8 candidates or fewer at the default solves),
+  else the best set found so far, which always fits.
   A solve that runs out of the solver's own budget ("undecided") counts as "does not fit".
 
 The algorithm is in :mod:`scheduler.preemption.search`, the release arithmetic and the memoised

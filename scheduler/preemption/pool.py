@@ -14,6 +14,7 @@ placement that meets every required constraint and over-commits no machine on it
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 
 from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Placement, Policy, Resources, solve
@@ -89,12 +90,14 @@ class Pool:
         candidates: Sequence[Candidate],
         policy: Policy,
         max_solves: int,
+        deadline: float | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.preemptor = preemptor
         self.candidates = candidates
         self.policy = policy
         self.max_solves = max_solves
+        self.deadline = deadline  # time.monotonic() after which no further solve starts (the first always runs)
         self.solves = 0
         self.position = {node.name: i for i, node in enumerate(snapshot.nodes)}
         self.held = [held_per_node(c, self.position) for c in candidates]
@@ -146,8 +149,15 @@ class Pool:
             return witness
         return self.solve(mask)
 
-    def solve(self, mask: int) -> Placement | None:
+    def can_solve(self) -> bool:
+        """Whether another solve fits the budget: ``max_solves`` calls, and the wall-clock deadline once
+        the first (the all-evicted case, which decides completeness) has run."""
         if self.solves >= self.max_solves:
+            return False
+        return self.solves == 0 or self.deadline is None or time.monotonic() < self.deadline
+
+    def solve(self, mask: int) -> Placement | None:
+        if not self.can_solve():
             raise BudgetSpent
         self.solves += 1
         result = solve(self.snapshot_for(mask), self.preemptor, self.policy)

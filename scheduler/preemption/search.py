@@ -36,6 +36,7 @@ equal outputs; at most ``max_solves`` solver calls.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,10 +57,14 @@ def victims_choose(
     policy: Policy = Policy(),
     *,
     max_solves: int = DEFAULT_MAX_SOLVES,
+    max_seconds: float | None = None,
 ) -> VictimChoice | None:
     """Choose whole LOW gangs to evict so that ``preemptor`` fits on ``snapshot`` (the pool now, every
     candidate still running), or None when evicting every candidate would not be enough (nothing is
     evicted then). See the module docstring for the objective and the search.
+
+    ``max_seconds`` bounds the search in wall-clock time like ``max_solves`` bounds it in solver calls
+    (no new solve starts after it; the first, the all-evicted case, always runs, so completeness holds).
 
     Raises ValueError when two candidates share a key or ``max_solves`` is below 1."""
     if max_solves < 1:
@@ -73,7 +78,8 @@ def victims_choose(
             every[name] = add(every.get(name, ZERO), v)
     usable = usable_nodes(snapshot, preemptor, every)
     relevant = sorted((c for c in candidates if held_per_node(c, usable)), key=lambda c: c.key)
-    search = _Search(Pool(snapshot, preemptor, relevant, policy, max_solves), usable)
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    search = _Search(Pool(snapshot, preemptor, relevant, policy, max_solves, deadline), usable)
     return search.run()
 
 
@@ -329,7 +335,7 @@ class _Search:
         witness = pool.inferred(mask)[1]
         assert witness is not None
         placement: Placement = witness
-        if mask not in pool.direct and pool.solves < pool.max_solves:
+        if mask not in pool.direct and pool.can_solve():
             # The solver's own placement on exactly this snapshot (it may meet more preferred constraints).
             placement = pool.solve(mask) or witness
         members = [pool.candidates[i] for i in pool.bits(mask)]

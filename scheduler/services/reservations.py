@@ -26,6 +26,15 @@ def reservations_release(*, task_ids: Iterable[int]) -> int:
     return released
 
 
+def reservations_drop(*, task_ids: Iterable[int]) -> int:
+    """Release these tasks' reservations (moving the epoch on) and delete them: a task queued again
+    (its gang was preempted) gets a new one when it is placed. Returns how many were active."""
+    ids = list(task_ids)
+    released = reservations_release(task_ids=ids)
+    Reservation.objects.filter(task_id__in=ids).delete()
+    return released
+
+
 def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> None:
     """Move the pools' capacity epoch on (and the inventory epoch, for inventory changes), so queued
     gangs proven unschedulable before are solved again. One upsert per pool; takes only the epoch

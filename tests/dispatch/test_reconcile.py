@@ -172,3 +172,30 @@ def test_a_permanent_dispatch_failure_is_logged_with_workflow_task_pod_and_reaso
     assert "HTTP 422" in record.reason and "a valid environment variable name" in record.reason
     assert TaskGroup.objects.get(pk=task.group_id).status == "FAILED_BACKEND_ERROR"
     assert any(r.getMessage() == "group.backend_failed" for r in caplog.records)
+
+
+def test_a_preempted_gangs_pods_are_deleted_by_name_with_the_grace_period(user, kube_api, kube_pool, monkeypatch,
+                                                                           django_capture_on_commit_callbacks):
+    # given a LOW gang holding both nodes, its pods created
+    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kwargs: (
+        pods.pods_evict(**kwargs) if name == jobs.PODS_EVICT else None))
+    low, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("low", 2, 4, key=None),
+                             priority="LOW")
+    placement_cycle_run(pool_id=kube_pool.pk)
+    old = sorted(Task.objects.filter(workflow=low).values_list("pod_name", flat=True))
+    assert all(old)
+    # when a HIGH gang of one task arrives and the cycle evicts the LOW gang (whole)
+    for name in old:
+        kube_api.reply("DELETE", f"{PODS}/{name}", 200, "pod_deleted.json")
+    high, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("high", 1, 4, key=None),
+                              priority="HIGH")
+    with django_capture_on_commit_callbacks(execute=True):
+        placement_cycle_run(pool_id=kube_pool.pk)
+    # then each old pod is deleted by its name with gracePeriodSeconds=30, and the gang waits again
+    deletes = [(r.path.rsplit("/", 1)[1], r.query.get("gracePeriodSeconds")) for r in kube_api.requests
+               if r.method == "DELETE"]
+    assert sorted(deletes) == [(name, ["30"]) for name in old]
+    assert TaskGroup.objects.get(workflow=low).status == "SCHEDULING"
+    assert TaskGroup.objects.get(workflow=high).status == "INITIALIZING"
+    # and a pod the delete missed would be reconciled away: no task has its name any more
+    assert not Task.objects.filter(pod_name__in=old).exists()

@@ -94,7 +94,7 @@ def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
             events.append(("create", pod.pod_name))
             live.add(pod.pod_name)
 
-        def delete_pod(self, *, namespace, pod_name):
+        def delete_pod(self, *, namespace, pod_name, grace_seconds=None):
             events.append(("delete", pod_name))
             live.discard(pod_name)
 

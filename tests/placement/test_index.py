@@ -28,12 +28,14 @@ def _fresh(snapshot: ClusterSnapshot, shapes: list[Shape]) -> tuple:
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(min_value=0, max_value=10_000), gangs=st.integers(min_value=1, max_value=6))
 def test_index_updated_in_place_equals_a_rebuild(seed, gangs):
-    # given a random pool and a sequence of random gangs, solved on one index kept current
+    # given a random pool and a sequence of random gangs, solved on one index kept current (some of
+    # them evicted again later, as preemption does)
     rng = random.Random(seed)
     snapshot, _first = random_instance(rng)
     index = DomainIndex(snapshot)
     current = snapshot
     tracked: list[list[Shape]] = []
+    placed: list[list[tuple[str, tuple[int, int, int, int]]]] = []
     for number in range(gangs):
         _other_pool, group = random_instance(rng)
         shapes, _task_shape = shapes_of(group, index.nodes)
@@ -48,7 +50,13 @@ def test_index_updated_in_place_equals_a_rebuild(seed, gangs):
         assert on_index == on_snapshot, f"gang {number}"
         if isinstance(on_index, Placement):
             requests = {t.name: t.resources.as_tuple() for t in group.tasks}
-            index.place([(node, requests[task]) for task, node in on_index.assignments])
+            taken = [(node, requests[task]) for task, node in on_index.assignments]
+            index.place(taken)
+            placed.append(taken)
+            current = index.snapshot(snapshot.pool)
+        if placed and rng.random() < 0.4:
+            # a gang placed earlier is evicted: its capacity comes back
+            index.release(placed.pop(rng.randrange(len(placed))))
             current = index.snapshot(snapshot.pool)
         # and the shared reservation arrays are back to zero
         for res, res_tot in index._reservations.values():

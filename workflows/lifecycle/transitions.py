@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from osmo.bulk import bulk_set
-from scheduler.services.reservations import reservations_release
+from scheduler.services.reservations import reservations_drop, reservations_release
 from workflows.choices import TASK_FAILED_STATUSES, TASK_TERMINAL_STATUSES, TaskStatus, WorkflowStatus
 from workflows.lifecycle import rules
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
@@ -238,3 +238,50 @@ def waiting_groups_promote(waiting_groups: Iterable[TaskGroup]) -> set[int]:
                 downstream_fail(failed)
                 refresh.add(group.workflow_id)
     return refresh
+
+
+def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
+    """Evict running gangs (docs/design.md §9): release every reservation of their tasks, put the gang
+    and all its tasks back to SCHEDULING (a gang restarts whole), count the preemption and record
+    "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id). The group keeps its
+    place in the queue (ordered by its workflow's submission time). Returns the names of the pods to
+    delete. The caller holds the workflows' locks and refreshes their status."""
+    groups = list(groups)
+    if not groups:
+        return []
+    now = timezone.now()
+    tasks = list(Task.objects.filter(group__in=groups).order_by("group_id", "position"))
+    pods = [t.pod_name for t in tasks if t.pod_name and t.pod_deleted_at is None]
+    reservations_drop(task_ids=[t.pk for t in tasks])
+    transitions: list[StatusTransition] = []
+    for task in tasks:
+        message = f"preempted by {by[task.group_id]}"
+        transitions.append(StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
+                                            from_status=task.status, to_status=TaskStatus.SCHEDULING,
+                                            message=message))
+        task.status = TaskStatus.SCHEDULING
+        task.node = None
+        task.pod_name = ""
+        task.dispatched_at = task.pod_deleted_at = task.started_at = task.finished_at = None
+        task.exit_code = None
+        task.failure_message = ""
+        task.updated_at = now
+    bulk_set(Task, tasks, ["status", "node", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
+                           "finished_at", "exit_code", "failure_message", "updated_at"])
+    for group in groups:
+        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
+                                            to_status=TaskStatus.SCHEDULING,
+                                            message=f"preempted by {by[group.pk]}"))
+        group.status = TaskStatus.SCHEDULING
+        group.scheduling_since = now
+        group.preemptions += 1
+        group.placed_at = group.dispatch_requested_at = group.started_at = None
+        group.placement_report = group.unschedulable_reason = None
+        group.proof_epoch = group.idle_fit = group.idle_fit_epoch = None
+        group.reason_code = group.reason_digest = ""
+        group.updated_at = now
+    bulk_set(TaskGroup, groups, ["status", "scheduling_since", "preemptions", "placed_at", "dispatch_requested_at",
+                                 "started_at", "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit",
+                                 "idle_fit_epoch", "reason_code", "reason_digest", "updated_at"])
+    StatusTransition.objects.bulk_create(transitions)
+    return pods

@@ -67,6 +67,7 @@ from workflows.lifecycle.transitions import (
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_record
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
+from workflows.scheduling.preemption import Preemptions
 from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class CycleResult:
     timed_out: list[int] = field(default_factory=list)
     refresh: set[int] = field(default_factory=set)  # workflows whose status must be recomputed
     solved: int = 0  # solver calls on the queue's gangs
+    preempted: int = 0  # running LOW gangs evicted for gangs placed by this cycle
     proven: int = 0  # gangs skipped: proven unschedulable at the current capacity epoch
     shared: int = 0  # gangs given the verdict of an identical gang in this cycle
     resumed: bool = False  # started from the previous cycle's cursor
@@ -125,6 +127,8 @@ class _Queued:
     idle_fit_epoch: int | None
     keys_version: int
     team_id: int | None = None
+    preemptions: int = 0
+    workflow_label: str = ""  # the workflow's id as users see it
 
 
 def _priority_rank() -> Case:
@@ -200,7 +204,7 @@ def placement_cycle_run(
             "placement.cycle",
             extra={"pool": result.pool, "placed": len(result.placed), "unschedulable": len(result.unschedulable),
                    "undecided": len(result.undecided), "solved": result.solved, "proven": result.proven,
-                   "shared": result.shared},
+                   "shared": result.shared, "preempted": result.preempted},
         )
     return result
 
@@ -230,13 +234,13 @@ def _queue_read(pool: Pool) -> list[_Queued]:
         .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
         .values_list("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
                      "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
-                     "keys_version", "workflow__team_id")
+                     "keys_version", "workflow__team_id", "preemptions", "workflow__workflow_id")
     )
     return [
         _Queued(pk, workflow_id, name, rank, [rank, submitted.isoformat(), workflow_id, position], since, proof,
-                signature, code, digest, idle_fit, idle_epoch, keys_version, team_id)
+                signature, code, digest, idle_fit, idle_epoch, keys_version, team_id, preemptions, label)
         for (pk, workflow_id, name, rank, submitted, position, since, proof, signature, code, digest, idle_fit,
-             idle_epoch, keys_version, team_id) in rows
+             idle_epoch, keys_version, team_id, preemptions, label) in rows
     ]
 
 
@@ -273,6 +277,7 @@ class _Walk:
         self.prior_proofs: dict[str, int] = dict(proofs or {})
         self.proofs: dict[str, int] = dict(proofs or {})
         self.quotas = Quotas.load(pool)
+        self.preemptions = Preemptions(pool, self.quotas, policy) if settings.OSMO_PREEMPTION_ENABLED else None
         self.failed: set[int] = set()  # groups failed by a solver error
         self.wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
 
@@ -397,6 +402,8 @@ class _Walk:
             if verdict is None:  # placed, or failed by a solver error
                 continue
             reason, status = verdict
+            if status == "unschedulable" and g.rank < LOW_RANK and self._preempt(g, upcoming):
+                continue
             if check_idle:
                 if self._fits_idle(g, upcoming, idle_known):
                     starving_rank = g.rank
@@ -455,6 +462,22 @@ class _Walk:
             self.memo[self.signature(g, upcoming)] = verdict
         return verdict
 
+    def _preempt(self, g: _Queued, upcoming: list[_Queued]) -> bool:
+        """Place a HIGH or NORMAL gang (within its quota: checked before) by evicting LOW gangs
+        (:mod:`workflows.scheduling.preemption`). True when it was placed."""
+        if self.preemptions is None:
+            return False
+        request = self.request(g, upcoming)
+        placement = self.preemptions.try_place(self.index, request, self.signature(g, upcoming), g.workflow_label)
+        if placement is None:
+            return False
+        if self.quotas:
+            self.quotas.add(g, request)
+        self.decided.append((g, placement, request))
+        self.result.placed.append(g.pk)
+        self.result.preempted = len(self.preemptions.evicted)
+        return True
+
     def _fits_idle(self, g: _Queued, upcoming: list[_Queued], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (cached on the gang per
         inventory epoch, shared between identical gangs within the cycle)."""
@@ -512,6 +535,10 @@ class _Walk:
 
     def _persist(self) -> None:
         result = self.result
+        if self.preemptions is not None and self.preemptions.evicted:
+            # Every workflow this transaction writes is locked at once, in primary-key order.
+            workflows_lock(self.preemptions.workflow_ids() | {g.workflow_id for g, _p, _r in self.decided})
+            result.refresh |= self.preemptions.persist()
         placed = self._placements_persist()
         result.placed = placed
         now = timezone.now()
@@ -579,7 +606,7 @@ class _Walk:
             for task in tasks_of.get(g.pk, []):
                 node_name = assignments[task.name]
                 task.node_id = self.node_ids[node_name]
-                task.pod_name = pod_name_for(workflow_id, task.name)
+                task.pod_name = pod_name_for(workflow_id, task.name, g.preemptions)
                 previous = task.status
                 task.status = TaskStatus.INITIALIZING
                 task.updated_at = now

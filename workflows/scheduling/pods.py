@@ -148,6 +148,20 @@ def pod_delete(*, task_id: int) -> None:
     Task.objects.filter(pk=task_id).update(pod_deleted_at=timezone.now())
 
 
+def pods_evict(*, pool_id: int, pod_names: list[str]) -> None:
+    """Delete preempted gangs' pods by name with ``OSMO_PREEMPTION_GRACE_SECONDS`` (NotFound is
+    success; a retry deletes the remaining ones again, which is harmless). A pod this misses is still
+    deleted by :func:`pods_reconcile`: no task has its name any more."""
+    pool = Pool.objects.filter(pk=pool_id).first()
+    if pool is None:
+        return
+    backend = backend_for(pool.backend)
+    for name in pod_names:
+        backend.delete_pod(namespace=pool.k8s_namespace or "default", pod_name=name,
+                           grace_seconds=settings.OSMO_PREEMPTION_GRACE_SECONDS)
+    logger.info("pods.evicted", extra={"pool": pool.name, "pods": len(pod_names)})
+
+
 def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     """Read pod phases back into task status for every dispatched, unfinished task of the pool.
 

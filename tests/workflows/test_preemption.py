@@ -1,0 +1,167 @@
+"""Preemption in the placement cycle (docs/design.md §9): HIGH and NORMAL gangs within their quota
+evict whole running LOW gangs, the fewest GPUs, borrowed work first; on PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from django.db.models import Sum
+
+from scheduler.dispatch.naming import pod_name_for
+from scheduler.models import Node, Reservation, TeamQuota
+from tests.factories import make_nvl72_pool
+from tests.pipeline.helpers import gang_spec
+from workflows.choices import TaskStatus
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.services import workflow_cancel, workflow_submit
+
+pytestmark = pytest.mark.django_db
+ZONE = "topology.kubernetes.io/zone"
+
+
+@pytest.fixture
+def pool():
+    # 2 zones x 1 spine x 2 racks x 4 nodes of 4 GPUs: 64 GPUs, four 16-GPU racks
+    return make_nvl72_pool("shared", zones=2, spines=1, racks=2, nodes=4)
+
+
+def submit(user, name: str, tasks: int, priority: str, *, key: str | None = None, team: str | None = None):
+    workflow, _ = workflow_submit(user=user, pool_name="shared", spec=gang_spec(name, tasks, 4, key=key),
+                                  priority=priority, team=team)
+    return workflow
+
+
+def group_of(workflow: Workflow) -> TaskGroup:
+    return TaskGroup.objects.get(workflow=workflow)
+
+
+def assert_no_node_overbooked(pool) -> None:
+    for node in Node.objects.filter(pool=pool):
+        held = Reservation.objects.filter(node=node, released_at__isnull=True).aggregate(g=Sum("gpu"))["g"] or 0
+        assert held <= node.gpu, node.name
+
+
+def test_a_high_gang_evicts_the_fewest_low_gangs_and_they_are_queued_again(user, pool):
+    # given the pool full of eight LOW gangs of 8 GPUs
+    lows = [submit(user, f"low{i}", 2, "LOW") for i in range(8)]
+    placement_cycle_run(pool_id=pool.pk)
+    assert {group_of(w).status for w in lows} == {TaskStatus.INITIALIZING}
+    # when a HIGH gang of 16 GPUs arrives
+    high = submit(user, "high", 4, "HIGH")
+    result = placement_cycle_run(pool_id=pool.pk)
+    # then it is placed at once by evicting exactly two LOW gangs (16 GPUs), whole
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    victims = [w for w in lows if group_of(w).status == TaskStatus.SCHEDULING]
+    assert len(victims) == 2 and result.preempted == 2
+    for workflow in victims:
+        group = group_of(workflow)
+        assert group.preemptions == 1
+        assert set(Task.objects.filter(group=group).values_list("status", "pod_name", "node")) == {
+            (TaskStatus.SCHEDULING, "", None)}
+        assert StatusTransition.objects.filter(group=group, task__isnull=True, to_status=TaskStatus.SCHEDULING,
+                                               message=f"preempted by {high.workflow_id}").exists()
+        assert not Reservation.objects.filter(task__group=group, released_at__isnull=True).exists()
+        assert Workflow.objects.get(pk=workflow.pk).status == "PENDING"
+    assert_no_node_overbooked(pool)
+    # and once the HIGH gang ends, the victims are placed again, under new pod names
+    workflow_cancel(workflow_id=high.workflow_id, user=user)
+    placement_cycle_run(pool_id=pool.pk)
+    for workflow in victims:
+        assert group_of(workflow).status == TaskStatus.INITIALIZING
+        names = set(Task.objects.filter(workflow=workflow).values_list("name", "pod_name"))
+        assert names == {(t, pod_name_for(workflow.workflow_id, t, 1)) for t in ("t0", "t1")}
+        assert all("-r1-" in pod for _t, pod in names)
+    assert_no_node_overbooked(pool)
+
+
+def test_the_victims_are_in_the_domain_the_gang_needs(user, pool):
+    # given racks held by LOW gangs of 16 GPUs (one per rack), except one rack holding a NORMAL gang
+    normal = submit(user, "normal", 4, "NORMAL", key="rack")
+    placement_cycle_run(pool_id=pool.pk)
+    lows = [submit(user, f"low{i}", 4, "LOW", key="rack") for i in range(3)]
+    placement_cycle_run(pool_id=pool.pk)
+    assert {group_of(w).status for w in [normal, *lows]} == {TaskStatus.INITIALIZING}
+    # when a HIGH gang needs 2 racks' worth in one zone (32 GPUs, zone-required)
+    high = submit(user, "high", 8, "HIGH", key="zone")
+    placement_cycle_run(pool_id=pool.pk)
+    # then it evicts the two LOW gangs of the zone the NORMAL gang is not in, and nothing else
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    evicted = [w for w in lows if group_of(w).preemptions]
+    assert len(evicted) == 2
+
+    def zones_of(workflow: Workflow) -> set[str]:
+        rows = Node.objects.filter(tasks__workflow=workflow).values_list("labels", flat=True)
+        return {labels[ZONE] for labels in rows}
+
+    zones, normal_zone = zones_of(high), zones_of(normal)
+    assert len(zones) == 1 and zones.isdisjoint(normal_zone)
+    assert group_of(normal).status == TaskStatus.INITIALIZING
+    assert_no_node_overbooked(pool)
+
+
+def test_nothing_is_evicted_when_evicting_every_low_gang_would_not_be_enough(user, pool):
+    # given 48 GPUs held by NORMAL work and 16 by one LOW gang
+    normals = [submit(user, f"n{i}", 4, "NORMAL") for i in range(3)]
+    low = submit(user, "low", 4, "LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    # when a HIGH gang of 32 GPUs arrives
+    high = submit(user, "high", 8, "HIGH")
+    result = placement_cycle_run(pool_id=pool.pk)
+    # then it waits, and the LOW gang keeps running
+    assert group_of(high).status == TaskStatus.SCHEDULING
+    assert result.preempted == 0
+    assert group_of(low).status == TaskStatus.INITIALIZING and group_of(low).preemptions == 0
+    assert {group_of(w).status for w in normals} == {TaskStatus.INITIALIZING}
+
+
+def test_low_work_never_preempts_and_normal_work_does(user, pool):
+    # given the pool full of LOW work
+    lows = [submit(user, f"low{i}", 4, "LOW") for i in range(4)]
+    placement_cycle_run(pool_id=pool.pk)
+    # when another LOW gang, then a NORMAL one, arrive
+    late = submit(user, "late", 1, "LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    late_status = group_of(late).status
+    normal = submit(user, "normal", 1, "NORMAL")
+    placement_cycle_run(pool_id=pool.pk)
+    # then the LOW gang waits, the NORMAL one evicts one 16-GPU LOW gang (gang-whole)
+    assert late_status == TaskStatus.SCHEDULING
+    assert group_of(normal).status == TaskStatus.INITIALIZING
+    assert sum(group_of(w).preemptions for w in lows) == 1
+
+
+def test_borrowed_low_work_is_reclaimed_first_and_over_quota_work_does_not_preempt(user, pool):
+    # given team llm (quota 16) running four LOW gangs of 16 GPUs: the first within its quota, three borrowing
+    llm, vision = Group.objects.create(name="llm"), Group.objects.create(name="vision")
+    user.groups.add(llm, vision)
+    TeamQuota.objects.create(pool=pool, team=llm, gpu=16)
+    TeamQuota.objects.create(pool=pool, team=vision, gpu=16)
+    first = submit(user, "first", 4, "LOW", team="llm")
+    placement_cycle_run(pool_id=pool.pk)
+    borrowing = [submit(user, f"b{i}", 4, "LOW", team="llm") for i in range(3)]
+    placement_cycle_run(pool_id=pool.pk)
+    # when team vision submits a HIGH gang within its quota, and then one beyond it
+    within = submit(user, "within", 4, "HIGH", team="vision")
+    placement_cycle_run(pool_id=pool.pk)
+    beyond = submit(user, "beyond", 1, "HIGH", team="vision")
+    placement_cycle_run(pool_id=pool.pk)
+    # then the first is placed by evicting a borrowing gang, never the one within llm's quota
+    assert group_of(within).status == TaskStatus.INITIALIZING
+    assert group_of(first).preemptions == 0 and group_of(first).status == TaskStatus.INITIALIZING
+    assert sum(group_of(w).preemptions for w in borrowing) == 1
+    # and the second waits for its quota, evicting nothing
+    waiting = group_of(beyond)
+    assert waiting.status == TaskStatus.SCHEDULING
+    assert waiting.unschedulable_reason["code"] == "quota_exceeded"
+    assert sum(group_of(w).preemptions for w in [first, *borrowing]) == 1
+
+
+def test_preemption_can_be_turned_off(user, pool, settings):
+    settings.OSMO_PREEMPTION_ENABLED = False
+    lows = [submit(user, f"low{i}", 4, "LOW") for i in range(4)]
+    placement_cycle_run(pool_id=pool.pk)
+    high = submit(user, "high", 1, "HIGH")
+    placement_cycle_run(pool_id=pool.pk)
+    assert group_of(high).status == TaskStatus.SCHEDULING
+    assert sum(group_of(w).preemptions for w in lows) == 0

@@ -1,0 +1,177 @@
+"""Preemption inside the placement cycle (docs/design.md §9).
+
+When a HIGH or NORMAL gang within its team's quota is proven unschedulable, the cycle asks the pure
+victim search (:func:`scheduler.preemption.victims_choose`) for running LOW gangs to evict, whole, so
+that it fits. The candidates are the pool's running LOW gangs none of whose tasks has finished (a
+gang with a finished member is nearly done, and restarting it would run finished work again), read
+once per cycle when first needed. A LOW gang *borrows* when its team's HIGH and NORMAL use plus its
+LOW gangs started up to it exceed the team's quota in the pool; borrowed work is reclaimed first.
+
+Decisions are made in memory on the cycle's domain index (the victims' capacity is released there and
+the preemptor placed at once); :meth:`Preemptions.persist` writes them in the cycle's transaction:
+the victims go back to SCHEDULING (``groups_preempt``), their pods are deleted with the grace period
+``OSMO_PREEMPTION_GRACE_SECONDS`` once committed, and the preemptor is placed like any other gang.
+Releasing the victims' capacity before their pods are gone is safe for the reason given in
+:mod:`workflows.scheduling.pods`: Kubernetes does not start the preemptor's pinned pods on GPUs that
+terminating pods still hold.
+
+The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` solver calls and
+``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every candidate is not enough is not
+searched again in the same cycle (candidates only shrink within it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db.models import Count, Q
+
+from scheduler import jobs
+from scheduler.models import Pool, Reservation
+from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources, solve
+from scheduler.preemption import Candidate, victims_choose
+from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
+from workflows.lifecycle.transitions import groups_preempt
+from workflows.models import TaskGroup
+from workflows.scheduling.admission import Quotas
+
+logger = logging.getLogger(__name__)
+
+Vec = tuple[int, int, int, int]
+
+
+@dataclass(slots=True)
+class _Running:
+    """A preemptible gang as the cycle sees it."""
+
+    group_id: int
+    workflow_id: int
+    candidate: Candidate
+    holdings: list[tuple[str, Vec]]
+
+
+@dataclass
+class Preemptions:
+    """The pool's preemption candidates and the evictions this cycle decided."""
+
+    pool: Pool
+    quotas: Quotas | None
+    policy: Policy
+    running: dict[str, _Running] | None = None
+    hopeless: set[str] = field(default_factory=set)  # signatures not placeable even with every candidate gone
+    evicted: dict[int, tuple[int, str]] = field(default_factory=dict)  # victim group -> (its workflow, preemptor)
+    searches: int = 0
+
+    def _load(self) -> dict[str, _Running]:
+        """Running LOW gangs of the pool with what they hold (three queries)."""
+        groups = list(
+            TaskGroup.objects.filter(workflow__pool=self.pool, workflow__priority=Priority.LOW,
+                                     status__in=TASK_ACTIVE_STATUSES)
+            .annotate(finished=Count("tasks", filter=Q(tasks__status__in=TASK_TERMINAL_STATUSES)))
+            .filter(finished=0)
+            .order_by("started_at", "placed_at", "pk")
+            .values_list("pk", "workflow_id", "workflow__team_id", "started_at", "placed_at")
+        )
+        holdings: dict[int, list[tuple[str, Vec]]] = {}
+        for group_id, node, gpu, cpu, memory, storage in (
+            Reservation.objects.filter(pool=self.pool, released_at__isnull=True,
+                                       task__group_id__in=[row[0] for row in groups])
+            .order_by("task__group_id", "node__name")
+            .values_list("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        ):
+            holdings.setdefault(group_id, []).append((node, (gpu, cpu, memory, storage)))
+        # Borrowing: per team, its HIGH/NORMAL use first, then its LOW gangs in start order.
+        used = dict(self.quotas.used) if self.quotas else {}
+        running: dict[str, _Running] = {}
+        for group_id, workflow_id, team_id, started_at, placed_at in groups:
+            held = holdings.get(group_id)
+            if not held:
+                continue
+            gpu = sum(vec[0] for _node, vec in held)
+            borrowing = False
+            if self.quotas is not None and team_id in self.quotas.quota:
+                used[team_id] = used.get(team_id, 0) + gpu
+                borrowing = used[team_id] > self.quotas.quota[team_id][1]
+            since = started_at or placed_at
+            started = since.timestamp() if since is not None else 0.0
+            key = str(group_id)
+            running[key] = _Running(
+                group_id, workflow_id,
+                Candidate(key=key, holdings=tuple((node, Resources(*vec)) for node, vec in held),
+                          borrowing=borrowing, started=started),
+                held,
+            )
+        return running
+
+    def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str) -> Placement | None:
+        """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
+        ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
+        candidate would not be enough or there is none."""
+        if signature and signature in self.hopeless:
+            return None
+        if self.running is None:
+            self.running = self._load()
+        if not self.running:
+            return None
+        self.searches += 1
+        choice = victims_choose(index.snapshot(self.pool.name), request,
+                                [r.candidate for r in self.running.values()], self.policy,
+                                max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
+                                max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
+        if choice is None:
+            if signature:
+                self.hopeless.add(signature)
+            return None
+        victims = [self.running.pop(key) for key in choice.victims]
+        for victim in victims:
+            index.release(victim.holdings)
+            self.evicted[victim.group_id] = (victim.workflow_id, preemptor)
+        placement = choice.placement
+        requests = {t.name: t.resources.as_tuple() for t in request.tasks}
+        if not _fits(index, placement, requests):  # defensive: never book beyond the free capacity
+            outcome = solve(index, request, self.policy)
+            if not isinstance(outcome, Placement):
+                logger.error("preemption.placement_invalid", extra={"pool": self.pool.name, "preemptor": preemptor})
+                for victim in victims:  # give the victims their capacity back: they stay where they are
+                    index.place(victim.holdings)
+                    self.evicted.pop(victim.group_id)
+                    self.running[victim.candidate.key] = victim
+                return None
+            placement = outcome
+        index.place([(node, requests[task]) for task, node in placement.assignments])
+        logger.info("preemption.chosen", extra={
+            "pool": self.pool.name, "preemptor": preemptor, "victims": [v.group_id for v in victims],
+            "gpu_evicted": choice.gpu_evicted, "solves": choice.explored,
+        })
+        return placement
+
+    def persist(self) -> set[int]:
+        """Write the evictions (the caller holds the locks of every workflow involved): victims still
+        running go back to SCHEDULING; their pods are deleted once committed. Returns the workflows
+        whose status must be recomputed."""
+        if not self.evicted:
+            return set()
+        victims = list(TaskGroup.objects.filter(pk__in=list(self.evicted), status__in=TASK_ACTIVE_STATUSES))
+        pods = groups_preempt(victims, by={g.pk: self.evicted[g.pk][1] for g in victims})
+        jobs.pods_evict_request(self.pool.pk, pods)
+        return {g.workflow_id for g in victims}
+
+    def workflow_ids(self) -> set[int]:
+        return {workflow_id for workflow_id, _by in self.evicted.values()}
+
+
+def _fits(index: DomainIndex, placement: Placement, requests: dict[str, Vec]) -> bool:
+    need: dict[str, list[int]] = {}
+    for task, node in placement.assignments:
+        total = need.setdefault(node, [0, 0, 0, 0])
+        for r in range(4):
+            total[r] += requests[task][r]
+    nodes = index.nodes
+    for name, total in need.items():
+        state = nodes.get(name)
+        if state is None or not state.schedulable or any(t > f for t, f in zip(total, state.free.as_tuple(),
+                                                                               strict=True)):
+            return False
+    return True
