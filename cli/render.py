@@ -283,6 +283,9 @@ def group_lines(group: dict[str, Any]) -> list[str]:
     after = f"  (after {', '.join(upstream)})" if upstream else ""
     lines = [f"Group {group.get('name', '?')}  {status_style(status)}{after}",
              f"  ran {span(group.get('started_at'), group.get('finished_at'))}"]
+    if group.get("preemptions"):
+        lines.append(f"  preempted {group['preemptions']} time(s): a LOW gang restarts whole when higher-priority "
+                     "work needs its GPUs")
     waiting = group.get("waiting") if isinstance(group.get("waiting"), dict) else None
     reason = reason_message(group.get("unschedulable_reason"))
     if waiting and waiting.get("lines"):

@@ -219,3 +219,66 @@ def test_work_progresses_without_beat(user, celery_worker_factory):
     wait_for(lambda: all_finished(gangs), timeout=60, message="all finished without beat")
     assert set(Workflow.objects.filter(pk__in=[w.pk for w in gangs]).values_list("status", flat=True)) == {"COMPLETED"}
     assert_reservations_match_tasks(pool)
+
+
+def test_concurrent_preemptions_neither_double_book_nor_lose_work(user, celery_worker_factory, celery_beat):
+    # given two worker processes and a 32-GPU pool full of LOW gangs that run for a while
+    pool = _small_cluster("preempt", 2.0)
+    celery_worker_factory("w1", concurrency=2)
+    celery_worker_factory("w2", concurrency=2)
+    lows = [workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"low{i}", 2, 4, 2.0),
+                            priority="LOW")[0] for i in range(4)]
+    wait_for(lambda: TaskGroup.objects.filter(workflow__in=lows, status__in=["INITIALIZING", "RUNNING"]).count() == 4,
+             timeout=30, message="the LOW gangs placed")
+    nodes = {n.pk: n.gpu for n in pool.nodes.all()}
+    overbooked: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # active reservations per node, sampled while everything moves
+        try:
+            while not stop.is_set():
+                held: dict[int, int] = {}
+                for node_id, gpu in Reservation.objects.filter(pool=pool, released_at__isnull=True).values_list(
+                        "node_id", "gpu"):
+                    held[node_id] = held.get(node_id, 0) + gpu
+                overbooked.extend(f"node {k}: {v}" for k, v in held.items() if v > nodes[k])
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    created: list[Workflow] = []
+    lock = threading.Lock()
+
+    def client(names: list[str], priority: str) -> None:
+        try:
+            for name in names:
+                workflow = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(name, 2, 4, 0.5),
+                                           priority=priority)[0]
+                with lock:
+                    created.append(workflow)
+        finally:
+            connections.close_all()
+
+    # when HIGH and NORMAL gangs arrive from two clients at once
+    threads = [threading.Thread(target=client, args=([f"high{i}" for i in range(3)], "HIGH")),
+               threading.Thread(target=client, args=([f"normal{i}" for i in range(3)], "NORMAL"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        # then every workflow, the preempted LOW ones included, completes
+        wait_for(lambda: all_finished(created + lows), timeout=150, message="all workflows to finish")
+    finally:
+        stop.set()
+        watcher.join()
+    assert set(Workflow.objects.filter(pk__in=[w.pk for w in created + lows]).values_list("status", flat=True)) == {
+        "COMPLETED"}
+    # LOW work was preempted, restarted whole and finished; no node was ever held beyond its GPUs
+    assert TaskGroup.objects.filter(workflow__in=lows, preemptions__gt=0).exists()
+    assert overbooked == []
+    assert Reservation.objects.filter(pool=pool, released_at__isnull=True).count() == 0
+    assert_never_overcommitted(pool)
+    assert_reservations_match_tasks(pool)

@@ -165,3 +165,24 @@ def test_preemption_can_be_turned_off(user, pool, settings):
     placement_cycle_run(pool_id=pool.pk)
     assert group_of(high).status == TaskStatus.SCHEDULING
     assert sum(group_of(w).preemptions for w in lows) == 0
+
+
+def test_a_preemption_is_visible_in_the_api_the_page_and_the_cli(user, user_client, client, pool):
+    from cli.render import workflow_lines
+
+    # given a LOW gang preempted by a HIGH one
+    low = submit(user, "low", 16, "LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    high = submit(user, "high", 1, "HIGH")
+    placement_cycle_run(pool_id=pool.pk)
+    # when its owner reads it through the API, the page and the CLI's rendering
+    answer = user_client.get(f"/api/workflows/{low.workflow_id}/").json()
+    client.force_login(user)
+    page = client.get(f"/workflows/{low.workflow_id}/").content.decode()
+    text = "\n".join(workflow_lines(answer))
+    # then each says the gang was preempted once, and by whom
+    assert answer["groups"][0]["preemptions"] == 1
+    assert any(h["message"] == f"preempted by {high.workflow_id}" for h in answer["history"])
+    assert 'data-preemptions="1"' in page and "preempted 1 time" in page
+    assert f"preempted by {high.workflow_id}" in page
+    assert "preempted 1 time(s)" in text and f"preempted by {high.workflow_id}" in text
