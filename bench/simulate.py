@@ -1,4 +1,5 @@
-"""Trace simulation: ``python -m bench.simulate [--jobs N] [--seed S] [--json]``.
+"""Trace simulation: ``python -m bench.simulate [--jobs N] [--seed S] [--json]``; with ``--teams``, the
+two-team trace with quotas, borrowing and preemption of :mod:`bench.simulate_teams`.
 
 A seeded stream of gangs arrives on an initially idle ~1,000-tray NVL72 pool (2 zones x 4 spines x 7
 racks x 18 trays x 4 GPUs = 1,008 trays). Job mix (sizes in tasks, one tray = 4 GPUs):
@@ -172,6 +173,11 @@ def simulate(solver: str, jobs: list[Job], base: ClusterSnapshot) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--teams" in argv:  # two teams, quotas, borrowing and preemption: bench.simulate_teams
+        from bench.simulate_teams import main as teams_main
+
+        return teams_main([a for a in argv if a != "--teams"])
     parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)

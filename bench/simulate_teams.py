@@ -1,0 +1,270 @@
+"""Two teams, three priorities, quotas, borrowing and preemption: ``python -m bench.simulate --teams
+[--jobs N] [--seed S] [--load L]`` (or ``python -m bench.simulate_teams``).
+
+The job mix and pool of :mod:`bench.simulate` (the 1,008-tray NVL72 pool, gangs of 1 to 64 trays with
+gpu-clique and zone constraints), each job given a team (``a`` with probability ``--skew``, default
+0.75, else ``b``: one busy team, one that leaves part of its share idle) and a priority (HIGH 20%,
+NORMAL 40%, LOW 40%). Each team's quota is half the pool's GPUs; HIGH and NORMAL work counts against
+it (docs/design.md §9). Offered load ``--load`` (default 1.5 of the pool: more than fits, so that
+borrowing and preemption matter). Time unit: the mean job duration is 60.
+
+Policies, all with the same queue (priority, then arrival; the first 64 jobs scanned at each event,
+backfill without reservations):
+- ``no-low``: the LOW jobs removed from the trace (the reference wait for HIGH and NORMAL work);
+- ``no-borrow``: LOW work counts against its team's quota too, nothing is preempted;
+- ``borrow``: LOW work may use any idle GPU, nothing is preempted;
+- ``borrow+greedy``: borrowing; a HIGH/NORMAL job within its quota that does not fit evicts running
+  LOW jobs, the largest first, until it fits (a re-implementation of the greedy victim choice);
+- ``borrow+search``: borrowing; victims chosen by :func:`scheduler.preemption.victims_choose`.
+An evicted LOW job goes back to the queue at its original place and restarts from the beginning.
+
+Reported per policy: per priority the mean and p95 wait (jobs never started count until the end),
+GPU utilisation over [0, last arrival] (``gpu_utilisation``, evicted work included), the share of
+that spent on work later evicted (``lost_share``), the utilisation by work not evicted
+(``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
+was not needed (the preemptor fits without it), checked by solving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bench.pools import nvl72_pool
+from bench.preemption_instances import greedy
+from bench.simulate import WINDOW, Job, trace
+from scheduler.placement import Placement, solve
+from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
+from scheduler.preemption import Candidate, victims_choose
+
+PRIORITIES = ("HIGH", "NORMAL", "LOW")
+POLICIES = ("no-low", "no-borrow", "borrow", "borrow+greedy", "borrow+search")
+Chooser = Callable[[ClusterSnapshot, GroupRequest, Sequence[Candidate]], Sequence[str] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class TeamJob:
+    job: Job
+    team: str
+    priority: str
+
+
+def team_trace(jobs: int, seed: int, total_gpus: int, load: float, skew: float = 0.75) -> list[TeamJob]:
+    rng = random.Random(seed * 7919 + 1)
+    out = []
+    for job in trace(jobs, seed, total_gpus, load):
+        x = rng.random()
+        priority = "HIGH" if x < 0.2 else "NORMAL" if x < 0.6 else "LOW"
+        out.append(TeamJob(job, "a" if rng.random() < skew else "b", priority))
+    return out
+
+
+def _search(snapshot: ClusterSnapshot, group: GroupRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
+    choice = victims_choose(snapshot, group, candidates, max_solves=64)
+    return None if choice is None else choice.victims
+
+
+def _greedy(snapshot: ClusterSnapshot, group: GroupRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
+    choice = greedy(snapshot, group, candidates)
+    return None if choice is None else [c.key for c in choice.victims]
+
+
+def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot) -> dict:
+    borrow = policy.startswith("borrow")
+    chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search}.get(policy)
+    active = [j for j in range(len(jobs)) if not (policy == "no-low" and jobs[j].priority == "LOW")]
+    nodes = list(base.nodes)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    total_gpus = sum(n.free.gpu for n in nodes)
+    quota = total_gpus // 2
+    rank = {p: i for i, p in enumerate(PRIORITIES)}
+    events: list[tuple[float, int, int, int]] = [(jobs[j].job.arrival, 1, j, 0) for j in active]  # time, kind, job, run
+    heapq.heapify(events)
+    queue: list[int] = []
+    started: dict[int, float] = {}  # first start
+    start_of_run: dict[int, float] = {}
+    run_id: dict[int, int] = {}
+    running: dict[int, Placement] = {}
+    use = {"a": 0, "b": 0}  # quota use: HIGH/NORMAL (and LOW too under no-borrow)
+    used_gpus = 0
+    busy = lost = 0.0
+    last = 0.0
+    horizon = max(jobs[j].job.arrival for j in active)
+    evictions = gpus_evicted = unneeded = searches = 0
+    search_ms: list[float] = []
+
+    def apply(j: int, placement: Placement, sign: int) -> None:
+        reqs = {t.name: t.resources for t in jobs[j].job.group.tasks}
+        for task, machine in placement.assignments:
+            i = index[machine]
+            n, r = nodes[i], reqs[task]
+            f = n.free
+            nodes[i] = NodeState(n.name, n.labels, Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu,
+                                                             f.memory - sign * r.memory, f.storage - sign * r.storage),
+                                 n.schedulable)
+
+    def counts(j: int) -> bool:
+        return jobs[j].priority != "LOW" or not borrow
+
+    def start(j: int, placement: Placement, now: float) -> None:
+        nonlocal used_gpus
+        apply(j, placement, 1)
+        used_gpus += jobs[j].job.gpus
+        if counts(j):
+            use[jobs[j].team] += jobs[j].job.gpus
+        started.setdefault(j, now)
+        start_of_run[j] = now
+        run_id[j] = run_id.get(j, 0) + 1
+        running[j] = placement
+        heapq.heappush(events, (now + jobs[j].job.duration, 0, j, run_id[j]))
+
+    def stop(j: int) -> None:
+        nonlocal used_gpus
+        apply(j, running.pop(j), -1)
+        used_gpus -= jobs[j].job.gpus
+        if counts(j):
+            use[jobs[j].team] -= jobs[j].job.gpus
+
+    def candidates() -> list[Candidate]:
+        # borrowing: per team, its HIGH/NORMAL use, then its LOW jobs in start order
+        low = sorted((start_of_run[j], j) for j in running if jobs[j].priority == "LOW")
+        level = dict(use)
+        out = []
+        for began, j in low:
+            reqs = {t.name: t.resources for t in jobs[j].job.group.tasks}
+            level[jobs[j].team] += jobs[j].job.gpus
+            out.append(Candidate(str(j), tuple((m, reqs[t]) for t, m in running[j].assignments),
+                                 level[jobs[j].team] > quota, began))
+        return out
+
+    def needless(snapshot: ClusterSnapshot, group: GroupRequest, cands: list[Candidate], chosen: set[str]) -> bool:
+        by_key = {c.key: c for c in cands}
+        for key in chosen:
+            rest = [by_key[k] for k in chosen if k != key]
+            if isinstance(solve(_released(snapshot, rest), group), Placement):
+                return True
+        return False
+
+    while events:
+        now, kind, j, run = heapq.heappop(events)
+        end = min(now, horizon)
+        if end > last:
+            busy += used_gpus * (end - last)
+            last = end
+        if kind == 0:
+            if j not in running or run != run_id[j]:
+                continue  # the run was evicted
+            stop(j)
+        else:
+            queue.append(j)
+        queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
+        waiting: list[int] = []
+        for pos, q in enumerate(queue):
+            if pos >= WINDOW:
+                waiting.append(q)
+                continue
+            tj = jobs[q]
+            if counts(q) and use[tj.team] + tj.job.gpus > quota:
+                waiting.append(q)
+                continue
+            snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
+            result = solve(snapshot, tj.job.group)
+            if isinstance(result, Placement):
+                start(q, result, now)
+                continue
+            if chooser is None or tj.priority == "LOW":
+                waiting.append(q)
+                continue
+            cands = candidates()
+            if not cands:
+                waiting.append(q)
+                continue
+            began = time.perf_counter()
+            chosen = chooser(snapshot, tj.job.group, cands)
+            search_ms.append((time.perf_counter() - began) * 1000)
+            searches += 1
+            if chosen is None:
+                waiting.append(q)
+                continue
+            chosen_set = set(chosen)
+            if len(chosen_set) > 1 and needless(snapshot, tj.job.group, cands, chosen_set):
+                unneeded += 1
+            for key in chosen_set:
+                v = int(key)
+                lost += jobs[v].job.gpus * max(0.0, min(now, horizon) - min(start_of_run[v], horizon))
+                gpus_evicted += jobs[v].job.gpus
+                evictions += 1
+                stop(v)
+                waiting.append(v)
+            placement = solve(ClusterSnapshot(base.pool, base.keys, tuple(nodes)), tj.job.group)
+            assert isinstance(placement, Placement), "victims chosen but the preemptor does not fit"
+            start(q, placement, now)
+        queue = waiting
+    end_time = last if not queue else horizon
+    row: dict = {"scenario": "teams-1k", "policy": policy, "jobs": len(active), "total_gpus": total_gpus,
+                 "quota_per_team": quota}
+    for priority in PRIORITIES:
+        waits = sorted(started[j] - jobs[j].job.arrival if j in started else max(0.0, end_time - jobs[j].job.arrival)
+                       for j in active if jobs[j].priority == priority)
+        if waits:
+            row[f"{priority.lower()}_mean_wait"] = round(statistics.fmean(waits), 2)
+            row[f"{priority.lower()}_p95_wait"] = round(waits[int(0.95 * (len(waits) - 1))], 2)
+            row[f"{priority.lower()}_never_started"] = sum(1 for j in active if jobs[j].priority == priority
+                                                           and j not in started)
+    row.update({
+        "gpu_utilisation": round(busy / (total_gpus * horizon), 4),
+        "lost_share": round(lost / busy, 4) if busy else 0.0,
+        "goodput": round((busy - lost) / (total_gpus * horizon), 4),
+        "evictions": evictions, "gpus_evicted": gpus_evicted, "searches": searches, "unneeded": unneeded,
+        "search_p50_ms": round(statistics.median(search_ms), 1) if search_ms else None,
+        "search_max_ms": round(max(search_ms), 1) if search_ms else None,
+    })
+    return row
+
+
+def _released(snapshot: ClusterSnapshot, victims: Sequence[Candidate]) -> ClusterSnapshot:
+    extra: dict[str, list[int]] = {}
+    for victim in victims:
+        for name, res in victim.holdings:
+            e = extra.setdefault(name, [0, 0, 0, 0])
+            for r, v in enumerate(res.as_tuple()):
+                e[r] += v
+    nodes = tuple(
+        NodeState(n.name, n.labels, Resources(*(f + x for f, x in zip(n.free.as_tuple(), extra[n.name], strict=True))),
+                  n.schedulable) if n.name in extra else n
+        for n in snapshot.nodes
+    )
+    return ClusterSnapshot(snapshot.pool, snapshot.keys, nodes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate --teams", description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--load", type=float, default=1.5)
+    parser.add_argument("--skew", type=float, default=0.75, help="share of the jobs that are team a's")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    args = parser.parse_args(argv)
+    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=args.seed)
+    total = sum(n.free.gpu for n in base.nodes)
+    jobs = team_trace(args.jobs, args.seed, total, args.load, args.skew)
+    for policy in args.policies.split(","):
+        print(f"simulate --teams: {policy} ...", file=sys.stderr)
+        began = time.perf_counter()
+        row = simulate(policy, jobs, base)
+        row.update({"load": args.load, "skew": args.skew, "seed": args.seed,
+                    "seconds": round(time.perf_counter() - began, 1)})
+        print(json.dumps(row))
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
