@@ -347,8 +347,21 @@ def pool_rows(pools: list[dict[str, Any]]) -> list[str]:
         totals = pool.get("totals") or {}
         rows.append([pool.get("name"), pool.get("status", DASH), keys_text(pool), fmt_int(totals.get("node_count")),
                      fmt_int(_gpu(totals, "capacity")), fmt_int(gpu_in_use(totals)), fmt_int(_gpu(totals, "free")),
-                     pool.get("backend"), pool.get("description")])
-    return table(["NAME", "STATUS", "KEYS", "NODES", "GPUS", "USED", "FREE", "BACKEND", "DESCRIPTION"], rows)
+                     quotas_text(pool.get("quotas")), pool.get("backend"), pool.get("description")])
+    return table(["NAME", "STATUS", "KEYS", "NODES", "GPUS", "USED", "FREE", "QUOTAS", "BACKEND", "DESCRIPTION"],
+                 rows)
+
+
+def quotas_text(quotas: Any) -> str:
+    """``team used/quota`` per team with a quota (HIGH and NORMAL GPUs held against it), ``+N low``
+    when the team also holds LOW GPUs; DASH when the pool has no quota."""
+    parts = []
+    for row in quotas or []:
+        if not isinstance(row, dict) or row.get("quota_gpu") is None:
+            continue
+        low = f" +{row['low_gpu']} low" if row.get("low_gpu") else ""
+        parts.append(f"{row.get('team')} {row.get('used_gpu', 0)}/{row['quota_gpu']}{low}")
+    return ", ".join(parts) or DASH
 
 
 RESOURCES = [("gpu", "gpu", fmt_int), ("cpu (cores)", "cpu_millis", fmt_cpu),

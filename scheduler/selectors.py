@@ -357,24 +357,35 @@ LOW_PRIORITY = "LOW"  # the only preemptible priority, which quotas do not limit
 def pool_quota_use(pool: Pool) -> list[dict[str, Any]]:
     """Per team with a quota or work holding GPUs in the pool, by team name: its quota (None: no
     quota, the whole pool), the GPUs its HIGH and NORMAL work holds, and the GPUs its LOW work holds
-    (two queries). Work without a team is the row with ``team`` None. Reads the reservations' tasks'
-    workflows through the foreign keys (``Reservation.task`` points into the workflows app)."""
-    quotas = {q.team_id: (q.team.name, q.gpu) for q in TeamQuota.objects.filter(pool=pool).select_related("team")}
-    held: dict[int | None, dict[str, Any]] = {}
+    (two queries). Work without a team is the row with ``team`` None."""
+    return pools_quota_use([pool.pk])[pool.pk]
+
+
+def pools_quota_use(pool_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """:func:`pool_quota_use` of many pools in two queries. Reads the reservations' tasks' workflows
+    through the foreign keys (``Reservation.task`` points into the workflows app)."""
+    ids = list(pool_ids)
+    quotas: dict[int, dict[int, tuple[str, int]]] = {pk: {} for pk in ids}
+    for q in TeamQuota.objects.filter(pool_id__in=ids).select_related("team"):
+        quotas[q.pool_id][q.team_id] = (q.team.name, q.gpu)
+    held: dict[int, dict[int | None, dict[str, Any]]] = {pk: {} for pk in ids}
     rows = (
-        Reservation.objects.filter(pool=pool, released_at__isnull=True)
+        Reservation.objects.filter(pool_id__in=ids, released_at__isnull=True)
         .order_by()
-        .values("task__workflow__team_id", "task__workflow__team__name", "task__workflow__priority")
+        .values("pool_id", "task__workflow__team_id", "task__workflow__team__name", "task__workflow__priority")
         .annotate(gpu=Sum("gpu"))
     )
     for row in rows:
-        entry = held.setdefault(row["task__workflow__team_id"],
-                                {"name": row["task__workflow__team__name"], "used": 0, "low": 0})
+        entry = held[row["pool_id"]].setdefault(row["task__workflow__team_id"],
+                                                {"name": row["task__workflow__team__name"], "used": 0, "low": 0})
         entry["low" if row["task__workflow__priority"] == LOW_PRIORITY else "used"] += row["gpu"] or 0
-    result = []
-    for team_id in set(quotas) | set(held):
-        name = quotas[team_id][0] if team_id in quotas else held[team_id]["name"]
-        use = held.get(team_id, {})
-        result.append({"team": name, "quota_gpu": quotas[team_id][1] if team_id in quotas else None,
-                       "used_gpu": use.get("used", 0), "low_gpu": use.get("low", 0)})
-    return sorted(result, key=lambda row: (row["team"] is None, row["team"] or ""))
+    out: dict[int, list[dict[str, Any]]] = {}
+    for pk in ids:
+        result = []
+        for team_id in set(quotas[pk]) | set(held[pk]):
+            name = quotas[pk][team_id][0] if team_id in quotas[pk] else held[pk][team_id]["name"]
+            use = held[pk].get(team_id, {})
+            result.append({"team": name, "quota_gpu": quotas[pk][team_id][1] if team_id in quotas[pk] else None,
+                           "used_gpu": use.get("used", 0), "low_gpu": use.get("low", 0)})
+        out[pk] = sorted(result, key=lambda row: (row["team"] is None, row["team"] or ""))
+    return out

@@ -62,9 +62,17 @@ class TopologyKeyOutputSerializer(serializers.ModelSerializer):
         fields = ["key", "label", "position"]
 
 
+class QuotaUseOutputSerializer(serializers.Serializer):
+    team = serializers.CharField(allow_null=True, help_text="None: work submitted without a team.")
+    quota_gpu = serializers.IntegerField(allow_null=True, help_text="None: no quota (the whole pool).")
+    used_gpu = serializers.IntegerField(help_text="GPUs held by the team's HIGH and NORMAL work.")
+    low_gpu = serializers.IntegerField(help_text="GPUs held by the team's LOW (preemptible) work.")
+
+
 class PoolOutputSerializer(serializers.ModelSerializer):
     topology_keys = serializers.SerializerMethodField(help_text="Coarsest first.")
     totals = serializers.SerializerMethodField()
+    quotas = serializers.SerializerMethodField(help_text="Per team: quota and GPUs held (docs/design.md §9).")
 
     class Meta:
         model = Pool
@@ -79,6 +87,7 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "keys_version",
             "topology_keys",
             "totals",
+            "quotas",
             "created_at",
             "updated_at",
         ]
@@ -92,24 +101,16 @@ class PoolOutputSerializer(serializers.ModelSerializer):
     def get_totals(self, pool: Pool) -> dict[str, Any]:
         return self.context["totals"][pool.pk]
 
-
-class QuotaUseOutputSerializer(serializers.Serializer):
-    team = serializers.CharField(allow_null=True, help_text="None: work submitted without a team.")
-    quota_gpu = serializers.IntegerField(allow_null=True, help_text="None: no quota (the whole pool).")
-    used_gpu = serializers.IntegerField(help_text="GPUs held by the team's HIGH and NORMAL work.")
-    low_gpu = serializers.IntegerField(help_text="GPUs held by the team's LOW (preemptible) work.")
+    @extend_schema_field(QuotaUseOutputSerializer(many=True))
+    def get_quotas(self, pool: Pool) -> list[dict[str, Any]]:
+        return self.context["quotas"][pool.pk]
 
 
 class PoolDetailOutputSerializer(PoolOutputSerializer):
     domains = serializers.SerializerMethodField(help_text="Per key (coarsest first): totals per domain.")
-    quotas = serializers.SerializerMethodField(help_text="Per team: quota and GPUs held (docs/design.md §9).")
 
     class Meta(PoolOutputSerializer.Meta):
-        fields = [*PoolOutputSerializer.Meta.fields, "domains", "quotas"]
-
-    @extend_schema_field(QuotaUseOutputSerializer(many=True))
-    def get_quotas(self, pool: Pool) -> list[dict[str, Any]]:
-        return self.context["quotas"]
+        fields = [*PoolOutputSerializer.Meta.fields, "domains"]
 
     @extend_schema_field(KeyDomainsSerializer(many=True))
     def get_domains(self, pool: Pool) -> list[dict[str, Any]]:

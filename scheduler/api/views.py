@@ -118,7 +118,7 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
         keys = selectors.pool_keys(pool)
         summary = selectors.pool_capacity_summary(pool, keys=keys)
         context = {"totals": {pool.pk: summary["totals"]}, "summary": summary, "request": self.request,
-                   "quotas": selectors.pool_quota_use(pool)}
+                   "quotas": {pool.pk: selectors.pool_quota_use(pool)}}
         return Response(PoolDetailOutputSerializer(pool, context=context).data, status=status_code)
 
     def _reload(self, name: str) -> Pool:
@@ -128,7 +128,9 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
         page = self.paginate_queryset(self.get_queryset())
         pools = list(page) if page is not None else list(self.get_queryset())
         totals = {pk: value.as_dict() for pk, value in selectors.pools_totals(pool.pk for pool in pools).items()}
-        data = PoolOutputSerializer(pools, many=True, context={"totals": totals, "request": request}).data
+        quotas = selectors.pools_quota_use(pool.pk for pool in pools)
+        data = PoolOutputSerializer(pools, many=True, context={"totals": totals, "quotas": quotas,
+                                                               "request": request}).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
     def retrieve(self, request: Request, name: str) -> Response:

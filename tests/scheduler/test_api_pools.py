@@ -86,8 +86,8 @@ def test_pool_reads_run_a_constant_number_of_queries(user_client, generated_pool
             response = user_client.get(f"/api/pools/{pool.name}/")
         assert response.status_code == 200
         assert response.json()["totals"]["node_count"] == pool.nodes.count()
-    # count, page, keys, nodes grouped by pool, reservations (+ savepoint, release)
-    with django_assert_num_queries(7):
+    # count, page, keys, nodes grouped by pool, reservations, quotas, quota use (+ savepoint, release)
+    with django_assert_num_queries(9):
         assert user_client.get("/api/pools/").status_code == 200
     for pool in (small, big):
         # pool, access, keys, count, page (+ savepoint, release)

@@ -173,3 +173,21 @@ def test_the_pool_page_shows_quota_use_and_refuses_pools_without_access(client, 
     assert row in page
     assert 'data-pool="shared"' in listing and 'data-pool="private"' not in listing
     assert refused.status_code == 403
+
+
+def test_the_pool_list_shows_each_teams_quota_use_in_the_api_and_the_cli(user_client, user, pool):
+    from cli.render import pool_rows
+
+    # given team llm with a 32-GPU quota holding 8 GPUs of NORMAL work and 4 of LOW work
+    llm = Group.objects.create(name="llm")
+    user.groups.add(llm)
+    TeamQuota.objects.create(pool=pool, team=llm, gpu=32)
+    workflow_submit(user=user, pool_name="shared", spec=gang("n", 2), team="llm")
+    workflow_submit(user=user, pool_name="shared", spec=gang("l", 1), team="llm", priority="LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    # when the pools are listed
+    listed = user_client.get("/api/pools/").json()["results"]
+    # then the list carries the quota use, and `osmo pool list` shows it
+    assert listed[0]["quotas"] == [{"team": "llm", "quota_gpu": 32, "used_gpu": 8, "low_gpu": 4}]
+    lines = pool_rows(listed)
+    assert "QUOTAS" in lines[0] and "llm 8/32 +4 low" in lines[1]
