@@ -99,3 +99,24 @@ def page_factory(browser, live_server, settings):
     yield make
     for context in contexts:
         context.close()
+    _wait_for_requests_in_flight()
+
+
+def _wait_for_requests_in_flight(timeout: float = 10.0) -> None:
+    """A live-refresh request the closed page sent may still run in the live server's thread; the
+    database flush after the test (TRUNCATE) would deadlock with its transaction. Wait until no other
+    session of the test database is inside a statement or transaction."""
+    import time
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')")
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.05)
