@@ -19,7 +19,7 @@ Semantics:
   A solve that runs out of the solver's own budget ("undecided") counts as "does not fit".
 
 The algorithm is in :mod:`scheduler.preemption.search`, the release arithmetic and the memoised
-feasibility checks in :mod:`scheduler.preemption.pool`. Stdlib and :mod:`scheduler.placement` only:
+feasibility checks in :mod:`scheduler.preemption.feasibility`. Stdlib and :mod:`scheduler.placement` only:
 never import Django, DRF or Celery here.
 """
 

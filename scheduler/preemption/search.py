@@ -1,7 +1,7 @@
 """Entry point :func:`victims_choose`: the cheapest set of whole LOW gangs whose eviction lets a gang fit.
 
 Algorithm (docs/design.md §9), every feasibility question answered by :func:`scheduler.placement.solve`
-through :class:`scheduler.preemption.pool.Pool` (memoised, monotone inference, at most ``max_solves``):
+through :class:`scheduler.preemption.feasibility.Feasibility` (memoised, monotone inference, at most ``max_solves``):
 1. Relevance: machines the preemptor could use with every candidate evicted (schedulable, labelled for
    its required keys, not excluded, large enough); a candidate holding nothing there is dropped.
 2. All released: one solve with every relevant candidate evicted. No placement: return None. Its
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy
-from scheduler.preemption.pool import ZERO, BudgetSpent, Pool, Vec, add, held_per_node, usable_nodes, vec
+from scheduler.preemption.feasibility import ZERO, BudgetSpent, Feasibility, Vec, add, held_per_node, usable_nodes, vec
 from scheduler.preemption.types import Candidate, VictimChoice
 
 DEFAULT_MAX_SOLVES = 256  # enough to finish the exact search on <= 8 candidates (256 subsets)
@@ -79,7 +79,7 @@ def victims_choose(
     usable = usable_nodes(snapshot, preemptor, every)
     relevant = sorted((c for c in candidates if held_per_node(c, usable)), key=lambda c: c.key)
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
-    search = _Search(Pool(snapshot, preemptor, relevant, policy, max_solves, deadline), usable)
+    search = _Search(Feasibility(snapshot, preemptor, relevant, policy, max_solves, deadline), usable)
     return search.run()
 
 
@@ -120,7 +120,7 @@ def _domain_level(preemptor: GroupRequest, keys: tuple[str, ...]) -> int | None:
 
 
 class _Search:
-    def __init__(self, pool: Pool, usable: frozenset[str]) -> None:
+    def __init__(self, pool: Feasibility, usable: frozenset[str]) -> None:
         self.pool = pool
         cands = pool.candidates
         self.n = len(cands)

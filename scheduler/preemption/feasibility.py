@@ -80,7 +80,7 @@ def held_per_node(candidate: Candidate, names: Iterable[str]) -> dict[str, Vec]:
     return {name: v for name, v in held.items() if v != ZERO}
 
 
-class Pool:
+class Feasibility:
     """The snapshot, the relevant candidates' releases and the memoised feasibility of subsets."""
 
     def __init__(
