@@ -467,8 +467,11 @@ class _Walk:
         (:mod:`workflows.scheduling.preemption`). True when it was placed."""
         if self.preemptions is None:
             return False
+        signature = self.signature(g, upcoming)
+        if not self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
+            return False
         request = self.request(g, upcoming)
-        placement = self.preemptions.try_place(self.index, request, self.signature(g, upcoming), g.workflow_label)
+        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label)
         if placement is None:
             return False
         if self.quotas:

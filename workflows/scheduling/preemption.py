@@ -105,6 +105,15 @@ class Preemptions:
             )
         return running
 
+    def worth_trying(self, signature: str) -> bool:
+        """Whether a search may help: running LOW gangs exist and evicting all of them was not already
+        shown to be too little for this signature in this cycle (the first call reads the candidates)."""
+        if signature and signature in self.hopeless:
+            return False
+        if self.running is None:
+            self.running = self._load()
+        return bool(self.running)
+
     def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
