@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.pools import nvl72_pool
-from bench.preemption_instances import greedy
+from bench.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, trace
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
@@ -148,7 +148,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot) -> dict:
         by_key = {c.key: c for c in cands}
         for key in chosen:
             rest = [by_key[k] for k in chosen if k != key]
-            if isinstance(solve(_released(snapshot, rest), group), Placement):
+            if isinstance(solve(released(snapshot, rest), group), Placement):
                 return True
         return False
 
@@ -227,21 +227,6 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot) -> dict:
         "search_max_ms": round(max(search_ms), 1) if search_ms else None,
     })
     return row
-
-
-def _released(snapshot: ClusterSnapshot, victims: Sequence[Candidate]) -> ClusterSnapshot:
-    extra: dict[str, list[int]] = {}
-    for victim in victims:
-        for name, res in victim.holdings:
-            e = extra.setdefault(name, [0, 0, 0, 0])
-            for r, v in enumerate(res.as_tuple()):
-                e[r] += v
-    nodes = tuple(
-        NodeState(n.name, n.labels, Resources(*(f + x for f, x in zip(n.free.as_tuple(), extra[n.name], strict=True))),
-                  n.schedulable) if n.name in extra else n
-        for n in snapshot.nodes
-    )
-    return ClusterSnapshot(snapshot.pool, snapshot.keys, nodes)
 
 
 def main(argv: list[str] | None = None) -> int:
