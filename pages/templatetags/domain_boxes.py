@@ -47,7 +47,7 @@ def _labels(labels: list[tuple[str, str]]) -> str:
     """``rack r1 · gpu-clique z1-s1-r1``: a separator only between labels that are there, kept with the
     label after it so a wrapped header never starts or ends with a lone dot; an empty label value
     (Kubernetes allows ``rack: ""``) is said, not left blank."""
-    parts = []
+    parts: list[str] = []
     for key, value in labels:
         if not key and not value:
             continue
