@@ -6,12 +6,13 @@ grows its answers does not break the client.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 import typer
+
+from parsing.natural import natural_key  # the one natural order, shared with the pages
 
 TERMINAL_WORKFLOW = {"COMPLETED", "FAILED", "FAILED_CANCELED", "FAILED_BACKEND_ERROR", "FAILED_QUEUE_TIMEOUT",
                      "FAILED_UPSTREAM", "FAILED_SERVER_ERROR"}
@@ -237,14 +238,9 @@ def workflow_rows(items: list[dict[str, Any]], *, wide: bool = False) -> list[st
     return table(headers + (["STARTED", "FINISHED", "FAILURE"] if wide else []), rows)
 
 
-def natural_key(text: Any) -> tuple[tuple[int, int | str], ...]:
-    """``shard2`` before ``shard10``."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", str(text)) if part)
-
-
 def task_rows(tasks: list[dict[str, Any]], indent: str = "") -> list[str]:
     rows = []
-    for task in tasks:
+    for task in sorted(tasks, key=lambda t: natural_key(t.get("name"))):
         name = f"{task.get('name', '?')}{' (lead)' if task.get('lead') else ''}"
         rows.append([name, task.get("status"), task.get("node"), domains_text(task.get("domains")),
                      span(task.get("started_at"), task.get("finished_at"))])
@@ -309,7 +305,7 @@ def placement_lines(workflow: dict[str, Any]) -> list[str]:
     """Final placement: task -> node with domains, per group."""
     lines = []
     for group in workflow.get("groups") or []:
-        tasks = group.get("tasks") or []
+        tasks = sorted(group.get("tasks") or [], key=lambda t: natural_key(t.get("name")))
         rows = [[t.get("name"), t.get("node"), domains_text(t.get("domains")), t.get("status")] for t in tasks]
         lines.append(f"Group {group.get('name', '?')}  {status_style(str(group.get('status', '?')))}")
         lines.extend(table(["TASK", "NODE", "DOMAINS", "STATUS"], rows, indent="  "))
@@ -343,7 +339,7 @@ def keys_text(pool: dict[str, Any]) -> str:
 
 def pool_rows(pools: list[dict[str, Any]]) -> list[str]:
     rows = []
-    for pool in pools:
+    for pool in sorted(pools, key=lambda p: natural_key(p.get("name"))):
         totals = pool.get("totals") or {}
         rows.append([pool.get("name"), pool.get("status", DASH), keys_text(pool), fmt_int(totals.get("node_count")),
                      fmt_int(_gpu(totals, "capacity")), fmt_int(gpu_in_use(totals)), fmt_int(_gpu(totals, "free")),

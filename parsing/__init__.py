@@ -3,6 +3,8 @@
 - :mod:`parsing.quantity`: Kubernetes resource quantities and durations, parsed to exact integers.
 - :mod:`parsing.loader`: safe loading of YAML/JSON documents under :class:`DocumentLimits`.
 - :mod:`parsing.errors`: problems with the path of the offending value (``nodes[3].capacity.gpu``).
+- :mod:`parsing.natural`: the natural order of names (``shard2`` before ``shard10``), shared with
+  the status pages and the CLI.
 
 The workflow spec parser (``workflows.spec``) and the pool inventory parser (``scheduler.inventory``)
 both build on it; it imports neither.
@@ -18,6 +20,7 @@ from parsing.loader import (
     load_document,
     storable_text,
 )
+from parsing.natural import natural_key, natural_sorted
 from parsing.quantity import (
     MAX_DURATION_S,
     MAX_QUANTITY,
@@ -46,6 +49,8 @@ __all__ = [
     "format_quantity",
     "join_path",
     "load_document",
+    "natural_key",
+    "natural_sorted",
     "parse_duration",
     "parse_quantity",
     "storable_text",

@@ -22,13 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import total_ordering
 
+from parsing.natural import NaturalKey, natural_key
+
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_DIGITS = re.compile(r"(\d+)")
-
-
-def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that orders digit runs by value: ``shard2`` < ``shard10``, ``[2]`` < ``[10]``."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text) if part)
 
 
 @total_ordering
@@ -43,7 +39,7 @@ class PathError:
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "message": self.message}
 
-    def sort_key(self) -> tuple[tuple[tuple[int, int | str], ...], tuple[tuple[int, int | str], ...]]:
+    def sort_key(self) -> tuple[NaturalKey, NaturalKey]:
         return natural_key(self.path), natural_key(self.message)
 
     def __lt__(self, other: object) -> bool:

@@ -25,6 +25,7 @@ from django.utils.html import format_html
 
 from scheduler import selectors
 from scheduler.domains import pool_domain_tree
+from scheduler.forms import NodeAdminForm
 from scheduler.inventory import KeySpec, topology_keys_validate
 from scheduler.models import Node, Pool, PoolGrant, Reservation, TeamQuota, TopologyKey, WorkerHeartbeat
 from scheduler.services import nodes_set_schedulable, pool_keys_set
@@ -299,6 +300,7 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     search_help_text = "Node name, any label value, or key=value (e.g. rack=rack-0003 or a full label key)."
     actions = [cordon_nodes, uncordon_nodes]
+    form = NodeAdminForm  # quantities as 512Gi / 500m, labels as key/value rows (scheduler/forms.py)
     readonly_fields = ("created_at", "updated_at", "usage_display")
     list_per_page = 100
     fields = (

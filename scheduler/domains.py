@@ -27,6 +27,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 
+from parsing.natural import natural_key, natural_sorted
 from scheduler.models import Pool, Reservation, TopologyKey
 from scheduler.selectors import (
     Totals,
@@ -70,8 +71,8 @@ class Domain:
     gpu_free: int
     node_count: int
     schedulable_node_count: int
-    children: tuple[Domain, ...] = ()  # ordered by value
-    machines: tuple[DomainMachine, ...] | None = None  # finest domains only, when asked for
+    children: tuple[Domain, ...] = ()  # in natural order of value (rack2 before rack10)
+    machines: tuple[DomainMachine, ...] | None = None  # finest domains only, when asked for; natural order
 
     @property
     def labelled(self) -> bool:
@@ -112,7 +113,8 @@ class _Draft:
     machines: list[DomainMachine] | None = None
 
     def freeze(self) -> Domain:
-        children = sorted(self.children.values(), key=lambda draft: (draft.value, draft.path[-1] is None))
+        children = sorted(self.children.values(), key=lambda draft: (natural_key(draft.value), draft.path[-1] is None))
+        machines = None if self.machines is None else natural_sorted(self.machines, key=lambda machine: machine.name)
         return Domain(
             key=self.key,
             value=self.value,
@@ -124,7 +126,7 @@ class _Draft:
             node_count=self.totals.node_count,
             schedulable_node_count=self.totals.schedulable_node_count,
             children=tuple(child.freeze() for child in children),
-            machines=tuple(self.machines) if self.machines is not None else None,
+            machines=tuple(machines) if machines is not None else None,
         )
 
 

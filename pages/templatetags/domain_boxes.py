@@ -32,7 +32,7 @@ def _cells(nodes: list[NodeCell], mode: str, out: list[str]) -> None:
                 f'title="{name}: {cell.gpu} GPUs, {cell.ours} this workflow, {cell.others} other usage, '
                 f'{cell.free} free{", cordoned" if not cell.schedulable else ""}">\n<div class="nm">{name}</div>\n'
             )
-            out.extend(f'<div class="tk">{escape(task.name)}</div>' for task in cell.tasks)
+            out.extend(f'<div class="tk" title="{escape(task.name)}">{escape(task.name)}</div>' for task in cell.tasks)
             out.append(f'\n<div class="fill"><span class="o" style="width:{cell.ours_percent}%"></span>'
                        f'<span class="x" style="width:{cell.others_percent}%"></span></div>\n</div>\n')
         else:
@@ -43,6 +43,22 @@ def _cells(nodes: list[NodeCell], mode: str, out: list[str]) -> None:
     out.append("</div>\n")
 
 
+def _labels(labels: list[tuple[str, str]]) -> str:
+    """``rack r1 · gpu-clique z1-s1-r1``: a separator only between labels that are there, kept with the
+    label after it so a wrapped header never starts or ends with a lone dot; an empty label value
+    (Kubernetes allows ``rack: ""``) is said, not left blank."""
+    parts: list[str] = []
+    for key, value in labels:
+        if not key and not value:
+            continue
+        shown = escape(value) if value else '<span class="muted">(empty)</span>'
+        sep = '<span class="muted">· </span>' if parts else ""
+        parts.append(
+            f'<span class="lbl">{sep}<span class="k">{escape(key)}</span> <span class="v">{shown}</span></span>'
+        )
+    return " ".join(parts)  # flex items: the spaces only keep the text readable when copied
+
+
 def _box(box: DomainBox, mode: str, out: list[str]) -> None:
     classes = "dom" + (" touched" if box.touched else "") + (" compact" if box.compact else "")
     out.append(
@@ -50,9 +66,7 @@ def _box(box: DomainBox, mode: str, out: list[str]) -> None:
         f'<div class="dom-head heat-{box.heat}" title="{box.node_count} nodes · {box.capacity} GPUs · '
         f'{box.in_use} in use · {box.free} free">\n'
     )
-    labels = [f'<span><span class="k">{escape(k)}</span> <span class="v">{escape(v)}</span></span>'
-              for k, v in box.labels]
-    out.append('<span class="muted">·</span>'.join(labels))
+    out.append(_labels(box.labels))
     out.append("\n")
     if mode == "workflow" and box.ours_tasks:
         out.append(f'<span class="tag" style="background:var(--ours);color:#fff">{box.ours_tasks} '

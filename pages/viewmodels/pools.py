@@ -3,7 +3,7 @@ holding capacity in each finest domain, and the paginated node list.
 
 Fixed query counts whatever the pool's size: the domain tree of :mod:`scheduler.domains` (two
 queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes), the occupancy (one
-grouped query over the active reservations) and the node page (count + page).
+grouped query over the active reservations) and the node page (names + page, in natural order).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from django.core.paginator import Page, Paginator
 from osmo.types import Viewer
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
+from parsing.natural import natural_key, natural_sorted
 from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
@@ -31,6 +32,7 @@ from workflows.selectors import pool_occupancy_by_workflow
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
 NODES_PER_PAGE = 25
+NATURAL_NODE_ORDER_LIMIT = 5000  # node lists up to this size are in natural name order (n2 before n10)
 OCCUPANCY_ROWS = 50  # workflows listed under "Workflows holding capacity" (largest first); the rest summed
 OCCUPANTS_PER_DOMAIN = 3  # workflows named in a domain box (largest first); the rest counted
 
@@ -64,7 +66,7 @@ class PoolRow:
 
 def pool_rows(pools: Iterable[Pool] | None = None) -> list[PoolRow]:
     """Every pool with its GPU capacity / in use / free (four queries for any number of pools)."""
-    pools = list(pools if pools is not None else pool_list())
+    pools = natural_sorted(pools if pools is not None else pool_list(), key=lambda pool: pool.name)
     totals = pools_totals(pool.pk for pool in pools)
     rows = []
     for pool in pools:
@@ -184,7 +186,7 @@ def _pool_occupancy(
             )
     result = sorted(per_workflow.values(), key=lambda entry: (-entry.gpu, entry.workflow_id))
     for entry in result:
-        entry.domains.sort(key=lambda domain: domain.path)
+        entry.domains.sort(key=lambda domain: natural_key(domain.path))
     for box in boxes.values():
         if box.occupants:
             box.occupants.sort(key=lambda occupant: (-occupant.gpu, occupant.workflow_id))
@@ -209,17 +211,30 @@ class PoolDetail:
     quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
 
 
+def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str) -> tuple[Page[Any], list[Node]]:
+    """A page of the pool's nodes in natural name order (``n2`` before ``n10``), in two queries like
+    the database-ordered paginator. Past :data:`NATURAL_NODE_ORDER_LIMIT` nodes the page keeps the
+    database's name order (sorting every name per request would cost more than the rest of the page)."""
+    nodes = node_queryset_with_usage(pool).annotate(**aliases)
+    names = list(Node.objects.filter(pool=pool).values_list("pk", "name")[: NATURAL_NODE_ORDER_LIMIT + 1])
+    if len(names) > NATURAL_NODE_ORDER_LIMIT:
+        by_name = Paginator(nodes.order_by("name", "pk"), NODES_PER_PAGE).get_page(page_number)
+        return by_name, list(by_name.object_list)
+    ordered = [pk for pk, _name in natural_sorted(names, key=lambda row: row[1])]
+    page = Paginator(ordered, NODES_PER_PAGE).get_page(page_number)
+    by_pk = {node.pk: node for node in nodes.filter(pk__in=list(page.object_list))}
+    return page, [by_pk[pk] for pk in page.object_list if pk in by_pk]
+
+
 def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:
     keys = pool_keys(pool)
     aliases: dict[str, Any] = {f"v{index}": label_text(key.label) for index, key in enumerate(keys)}
-    nodes = node_queryset_with_usage(pool).annotate(**aliases).order_by("name", "pk")
-    page = Paginator(nodes, NODES_PER_PAGE).get_page(page_number)
+    page, nodes = _node_page(pool, aliases, page_number)
     return PoolDetail(
         pool=pool,
         keys=[key.key for key in keys],
         heat=pool_heat_map(pool, keys, user=user),
         page=page,
-        nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases])
-               for node in page.object_list],
+        nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases]) for node in nodes],
         quotas=pool_quota_use(pool),
     )

@@ -11,6 +11,7 @@ from django.conf import settings
 
 from osmo.types import Viewer
 from pages.forms import yaml_line_for_path
+from parsing.natural import natural_sorted
 from scheduler.selectors import node_labels_by_name, pool_get, pool_keys
 from workflows.preview import workflow_dry_run
 
@@ -19,7 +20,7 @@ EXAMPLES_DIR = Path(settings.BASE_DIR) / "examples"
 
 def submit_examples() -> list[str]:
     """The names of the example specs the page can load into its editor."""
-    return sorted(path.stem for path in EXAMPLES_DIR.glob("*.yaml"))
+    return natural_sorted(path.stem for path in EXAMPLES_DIR.glob("*.yaml"))
 
 
 def submit_example_text(name: str) -> str | None:
@@ -90,7 +91,7 @@ def dry_run_build(*, pool_name: str, spec: str, user: Viewer | None = None) -> D
         placement = group["placement"]
         tasks = [
             PlannedTask(task=task, node=node, values=[(labels.get(node) or {}).get(key.label, "—") for key in keys])
-            for task, node in placement["tasks"].items()
+            for task, node in natural_sorted(placement["tasks"].items(), key=lambda item: item[0])
         ]
         groups.append(
             PreviewGroup(

@@ -18,6 +18,7 @@ from django.db.models import Q, QuerySet
 from osmo.types import Viewer
 from pages.viewmodels.common import status_colour
 from pages.viewmodels.domains import DomainBox, DomainKey, domain_boxes, merge_chains
+from parsing.natural import natural_sorted
 from scheduler.domains import pool_domain_tree
 from scheduler.models import TopologyKey
 from scheduler.selectors import pool_keys
@@ -120,7 +121,7 @@ def _group_rows(
 ) -> list[GroupRow]:
     rows = []
     for group in groups:
-        tasks = list(group.tasks.all())
+        tasks = natural_sorted(group.tasks.all(), key=lambda task: task.name)  # shard2 before shard10
         report = group.placement_report or []
         rows.append(
             GroupRow(
@@ -191,7 +192,7 @@ def workflow_placement_map(
     for path in finest:
         box = boxes.get(path)
         for cell in (box.nodes or []) if box is not None else []:
-            cell.tasks = by_node.get(cell.name, [])
+            cell.tasks = natural_sorted(by_node.get(cell.name, []), key=lambda task: task.name)
             cell.ours = sum(task.gpu for task in cell.tasks if task.status in TASK_ACTIVE_STATUSES)
     _prune(root, keep)
     merge_chains(root)

@@ -294,6 +294,16 @@ def _parse_resources(value: Any, path: str, errors: ErrorList) -> dict[str, int]
     return parsed
 
 
+def labels_validate(labels: Any, path: str = "labels") -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A node's labels checked as an inventory checks them (Kubernetes label keys and values):
+    the labels and no errors, or ``{}`` and every problem with its path (``labels["rack"]``)."""
+    errors = ErrorList()
+    parsed = _parse_labels(labels, path, errors)
+    if parsed is None or errors:
+        return {}, errors.to_list()
+    return parsed, []
+
+
 def _parse_labels(value: Any, path: str, errors: ErrorList) -> dict[str, str] | None:
     if value is None:
         return {}

@@ -406,3 +406,47 @@ def test_placement_map_folds_untouched_domains_of_big_pools(alice_client, scene,
     assert text.count('data-key="zone"') == 1
     assert '<div class="more" data-hidden="1">+1 other zone · 288/288 GPU free</div>' in text
     assert text.count('class="cell ours') == 8
+
+
+# ------------------------------------------------------------------------------------------------
+# Natural order of names (shard2 before shard10)
+# ------------------------------------------------------------------------------------------------
+def test_pages_list_tasks_pools_and_nodes_in_natural_order(alice_client, scene):
+    from tests.factories import make_node, make_pool
+
+    # given: a gang whose spec lists shard10 first, and pools and nodes named with numbers
+    spec = big_clique_spec(tasks=3).replace("name: shard1\n", "name: shard10\n").replace("big-clique-job", "nat")
+    from workflows.services import workflow_submit
+
+    workflow, _ = workflow_submit(user=scene["alice"], pool_name="nvl72", spec=spec)
+    for name in ("p10", "p9"):
+        pool = make_pool(name, keys=[("rack", "example.com/rack")])
+        for node in ("n10", "n9", "n1"):
+            make_node(pool, f"{name}-{node}", {"example.com/rack": "r1"})
+
+    # when
+    detail = alice_client.get(f"/workflows/{workflow.workflow_id}/").content.decode()
+    pools = alice_client.get("/pools/").content.decode()
+    nodes = alice_client.get("/pools/p9/").content.decode()
+
+    # then
+    assert re.findall(r'<tr data-task="([^"]+)"', detail) == ["shard2", "shard3", "shard10"]
+    assert re.findall(r'<tr data-pool="([^"]+)"', pools) == ["nvl72", "p9", "p10"]
+    assert re.findall(r'<tr data-node="([^"]+)"', nodes) == ["p9-n1", "p9-n9", "p9-n10"]
+    assert re.findall(r'class="cell heat-\d" data-node="([^"]+)"', nodes) == ["p9-n1", "p9-n9", "p9-n10"]
+
+
+def test_big_pools_list_nodes_in_the_databases_name_order(alice_client, scene, monkeypatch):
+    from pages.viewmodels import pools as viewmodel
+
+    # given: a pool larger than the natural-order limit
+    monkeypatch.setattr(viewmodel, "NATURAL_NODE_ORDER_LIMIT", 10)
+
+    # when
+    first = _text(alice_client.get("/pools/nvl72/"))
+    last = alice_client.get("/pools/nvl72/?page=6").content.decode()
+
+    # then: same pages, by name
+    assert "Page 1 of 6 · 144 nodes" in first
+    assert re.findall(r'<tr data-node="([^"]+)"', first)[:2] == ["z1-s1-r1-n01", "z1-s1-r1-n02"]
+    assert len(re.findall(r'<tr data-node="', last)) == 19

@@ -99,3 +99,75 @@ def test_yaml_line_for_path_handles_quoted_keys_and_bad_input():
     assert yaml_line_for_path("workflow:\n  labels:\n    a.b: x\n", 'workflow.labels["a.b"]') == 3
     assert yaml_line_for_path("workflow: [unclosed", "workflow.name") is None
     assert yaml_line_for_path("workflow: {}", "") is None
+
+
+# ------------------------------------------------------------------------------------------------
+# Page details: domain headers, placement-map task names, "just now", the favicon
+# ------------------------------------------------------------------------------------------------
+def _box(**fields):
+    from pages.viewmodels.domains import DomainBox
+
+    return DomainBox(key="rack", value="r1", path=("r1",), capacity=8, free=8, node_count=2, **fields)
+
+
+def test_domain_header_separates_only_labels_that_are_there():
+    from pages.templatetags.domain_boxes import domain_boxes
+
+    # given: a rack folded with its gpu-clique, whose label value is empty (Kubernetes allows "")
+    html = str(domain_boxes(_box(merged=[("gpu-clique", "")]), "pool"))
+    alone = str(domain_boxes(_box(), "pool"))
+
+    # then: one separator, between the two labels, and the empty value said
+    head = re.search(r'<div class="dom-head[^>]*>(.*?)<span class="cap">', html, re.S).group(1)
+    assert head.count("·") == 1
+    assert re.sub(r"<[^>]+>", "", head).split() == ["rack", "r1", "·", "gpu-clique", "(empty)"]
+    alone_head = re.search(r'<div class="dom-head[^>]*>(.*?)<span class="cap">', alone, re.S).group(1)
+    assert "·" not in alone_head
+
+
+def test_placement_map_cells_carry_the_full_task_names():
+    from types import SimpleNamespace
+
+    from pages.templatetags.domain_boxes import domain_boxes
+    from pages.viewmodels.domains import NodeCell
+
+    # given: a node cell holding two long-named tasks
+    cell = NodeCell(name="z1-s1-r1-n01", gpu=4, in_use=4, free=0, schedulable=True, ours=4,
+                    tasks=[SimpleNamespace(name="model1-shard12-with-a-long-name"), SimpleNamespace(name="m-2")])
+
+    # when
+    html = str(domain_boxes(_box(nodes=[cell]), "workflow"))
+
+    # then: the whole name in the text and in the tooltip, never cut with an ellipsis
+    assert '<div class="tk" title="model1-shard12-with-a-long-name">model1-shard12-with-a-long-name</div>' in html
+    assert "…" not in html
+
+
+def test_since_says_just_now_under_a_minute():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pages.templatetags.osmo_pages import since
+
+    now = timezone.now()
+    assert since(now - timedelta(seconds=5)) == "just now"
+    assert since(now - timedelta(seconds=59)) == "just now"
+    assert since(now - timedelta(minutes=5, seconds=3)).replace("\xa0", " ") == "5 minutes ago"
+    assert since(None) == ""
+
+
+def test_favicon_is_a_static_svg_linked_from_every_page():
+    from pathlib import Path
+    from xml.etree import ElementTree
+
+    from django.contrib.staticfiles import finders
+
+    # when
+    found = finders.find("osmo/favicon.svg")
+    base = (Path(__file__).resolve().parents[2] / "templates" / "base.html").read_text()
+
+    # then
+    assert found is not None
+    assert ElementTree.parse(found).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    assert """<link rel="icon" href="{% static 'osmo/favicon.svg' %}" type="image/svg+xml">""" in base

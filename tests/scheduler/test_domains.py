@@ -142,3 +142,17 @@ def test_the_kept_tree_of_a_big_pool_equals_a_fresh_one_after_every_change(small
     # then every kept tree equals the fresh one, and the totals moved
     assert all(kept == fresh for kept, fresh in states)
     assert [kept.root.gpu_free for kept, _fresh in states] == [15, 20, 16, 13]
+
+
+def test_domains_and_machines_are_in_natural_order():
+    """rack2 before rack10, n9 before n10: the order the admin hierarchy and the pages draw."""
+    from tests.factories import make_node, make_pool
+
+    pool = make_pool("natural", keys=[("rack", "example.com/rack")])
+    for rack, node in [("rack10", "n1"), ("rack2", "n10"), ("rack2", "n9"), ("rack2", "n1")]:
+        make_node(pool, f"{rack}-{node}", {"example.com/rack": rack})
+
+    root = pool_domain_tree(pool, machines=True).root
+
+    assert [child.value for child in root.children] == ["rack2", "rack10"]
+    assert [m.name for m in root.child("rack2").machines] == ["rack2-n1", "rack2-n9", "rack2-n10"]

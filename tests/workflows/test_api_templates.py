@@ -57,6 +57,33 @@ def test_raw_yaml_without_a_content_type_is_read_as_the_spec(user_client, pool):
     assert [w.template_values["shards"] for w in Workflow.objects.order_by("pk")] == [1, 2]
 
 
+def test_raw_yaml_without_a_content_type_or_pool_says_how_to_send_it(user_client, pool):
+    # when: no ?pool= and no content type: nothing says the body is a spec
+    response = user_client.generic("POST", "/api/workflows/", TEMPLATE, content_type="")
+
+    # then: a precise 415, not DRF's bare one
+    assert response.status_code == 415
+    body = response.json()
+    assert body["code"] == "unsupported_media_type"
+    assert body["message"] == (
+        'Unsupported media type "". Send JSON ({"pool": ..., "spec": ...}), or the raw YAML spec with '
+        "?pool=<pool> in the URL (Content-Type: application/yaml, or none)."
+    )
+    assert Workflow.objects.count() == 0
+
+
+@pytest.mark.parametrize("content_type", ["", "application/yaml"], ids=["_case_no_type", "_case_yaml"])
+def test_raw_yaml_with_an_invalid_priority_lists_the_choices(user_client, pool, content_type):
+    # when
+    response = user_client.generic("POST", "/api/workflows/?pool=nvl72&priority=URGENT", TEMPLATE,
+                                   content_type=content_type)
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [
+        {"path": "priority", "message": '"URGENT" is not a priority; choose one of LOW, NORMAL, HIGH.'}]
+
+
 def test_dry_run_returns_the_rendered_spec_and_stores_nothing(user_client, pool):
     # when
     body = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": TEMPLATE, "set": {"shards": 1},

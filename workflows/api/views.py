@@ -6,7 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -43,6 +43,10 @@ QUERY_PARAMS = [
     OpenApiParameter("set_env", str, many=True, description="NAME=VALUE environment variable of every task"),
 ]
 RAW_BODY_TYPES = ("", "application/x-www-form-urlencoded", "text/plain")
+RAW_BODY_HINT = (
+    'Unsupported media type "{media_type}". Send JSON ({{"pool": ..., "spec": ...}}), or the raw YAML spec '
+    "with ?pool=<pool> in the URL (Content-Type: application/yaml, or none)."
+)
 
 
 def _submission_data(request: Request) -> dict[str, Any]:
@@ -58,7 +62,11 @@ def _submission_data(request: Request) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise ValidationError({"spec": [f"The YAML body is not valid UTF-8 (byte {exc.start})."]}) from exc
     else:
-        data = dict(request.data.items()) if hasattr(request.data, "items") else {}
+        try:
+            body = request.data
+        except UnsupportedMediaType as exc:
+            raise UnsupportedMediaType(media_type, detail=RAW_BODY_HINT.format(media_type=media_type)) from exc
+        data = dict(body.items()) if hasattr(body, "items") else {}
     if raw or "yaml" in media_type:
         params = request.query_params
         for name in ("pool", "priority", "dry_run", "team"):
