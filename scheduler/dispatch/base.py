@@ -68,6 +68,24 @@ class ListedPod:
         return self.phase in ("Succeeded", "Failed")
 
 
+@dataclass(frozen=True, slots=True)
+class PodLog:
+    """The last lines of a pod's task container log."""
+
+    lines: tuple[str, ...]
+    truncated: bool = False  # the log has more lines before these
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """Something the backend saw happen to a pod (a Kubernetes event, a container state reason)."""
+
+    time: datetime
+    pod_name: str  # the request's pod name (as in PodRequest), not the backend's sanitised one
+    kind: str  # the backend's reason: Scheduled, Pulling, OOMKilled, ImagePullBackOff, ...
+    message: str
+
+
 class PodBackend(Protocol):
     """What a dispatch backend does (the pool's `backend` choice, `scheduler.choices.DispatchBackend`, names
     which implementation)."""
@@ -86,3 +104,11 @@ class PodBackend(Protocol):
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
         """Every pod this service created for the pool in the namespace (a constant number of paginated
         calls); a backend without real pods lists none."""
+
+    def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
+        """The last ``tail`` lines of the pod's task container log. Raises
+        :class:`DispatchTransientError` when the backend cannot be reached and
+        :class:`DispatchPermanentError` when it has no log for the pod (gone, not started)."""
+
+    def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
+        """What the backend saw happen to these pods, in no particular order (raises like ``pod_log``)."""
