@@ -98,6 +98,10 @@ class PodBackend(Protocol):
     def delete_pod(self, *, namespace: str, pod_name: str) -> None:
         """Delete the pod (idempotent: NotFound is success)."""
 
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
+        """Delete every finished (Succeeded or Failed) pod of one gang in one call; pods still pending or
+        running are never touched by it."""
+
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         """Current state of each given pod, keyed by pod name ("Missing" when the backend has none)."""
 

@@ -68,6 +68,8 @@ LIST_PAGE_SIZE = 500
 # Events of at most this many pods are read one field-selected list per pod; more, one paginated list of
 # the namespace's pod events, filtered here (events carry no pod labels to select them by).
 EVENTS_PER_POD_MAX = 8
+# A collection delete by labels also says "finished pods only", so it can never take a live pod.
+FINISHED_FIELD_SELECTOR = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
 # Waiting reasons worth surfacing while a pod is Pending (the pod will not start by itself).
 NOTABLE_WAITING_REASONS = frozenset({
@@ -405,6 +407,21 @@ class KubernetesBackend:
             raise _translate(exc, f"delete pod {namespace}/{name}") from exc
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, f"delete pod {namespace}/{name}") from exc
+
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
+        """One ``DELETE .../pods?labelSelector=<gang>&fieldSelector=<finished>`` (a collection delete)."""
+        selector = gang_selector(pool=pool, workflow_id=workflow_id, group=group)
+        action = f"delete finished pods of {workflow_id}/{group} in {namespace}"
+        try:
+            _with_auth_retries(lambda: self.core.delete_collection_namespaced_pod(
+                namespace, label_selector=selector, field_selector=FINISHED_FIELD_SELECTOR,
+                _request_timeout=self.request_timeout))
+        except ApiException as exc:
+            if exc.status == 404:  # the namespace is gone, and its pods with it
+                return
+            raise _translate(exc, action) from exc
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, action) from exc
 
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         requests = list(pods)

@@ -38,6 +38,9 @@ class SimulatedBackend:
     def delete_pod(self, *, namespace: str, pod_name: str) -> None:
         return None
 
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
+        return None
+
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
         return []  # the task rows are the pods: nothing can be orphaned
 

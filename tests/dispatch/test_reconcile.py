@@ -172,3 +172,46 @@ def test_a_permanent_dispatch_failure_is_logged_with_workflow_task_pod_and_reaso
     assert "HTTP 422" in record.reason and "a valid environment variable name" in record.reason
     assert TaskGroup.objects.get(pk=task.group_id).status == "FAILED_BACKEND_ERROR"
     assert any(r.getMessage() == "group.backend_failed" for r in caplog.records)
+
+
+def test_a_finished_72_pod_gang_past_retention_costs_one_delete_collection_call(user, kube_api, kube_pool,
+                                                                               settings):
+    # given a gang of 72 one-GPU tasks that completed two hours ago (retention: one hour)
+    settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS = 3600
+    for index in range(3, 19):
+        make_node(kube_pool, f"n{index}", {"rack": "r1"}, gpu=4)
+    workflow, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("big", 72, 1, key=None))
+    placement_cycle_run(pool_id=kube_pool.pk)
+    tasks = list(Task.objects.filter(workflow=workflow))
+    assert len(tasks) == 72 and all(t.node_id for t in tasks)
+    Task.objects.filter(workflow=workflow).update(status="COMPLETED", finished_at=timezone.now() - timedelta(hours=2))
+    kube_api.reply("GET", PODS, 200, pod_list(*(pod_item(t.pod_name, "Succeeded", node=t.node.name) for t in tasks)))
+    kube_api.reply("DELETE", PODS, 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []})
+    # when
+    deleted = pods.pods_reconcile(kube_pool, now=timezone.now())
+    # then one list and one DELETE of the collection, selected by the gang's labels and finished pods only
+    assert deleted == 72
+    assert [(r.method, r.path) for r in kube_api.requests] == [("GET", PODS), ("DELETE", PODS)]
+    delete = kube_api.requests[1]
+    assert delete.query["labelSelector"] == [
+        f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=kube,osmo.nvidia.com/workflow={workflow.workflow_id},"
+        "osmo.nvidia.com/group=g"]
+    assert delete.query["fieldSelector"] == ["status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"]
+    assert Task.objects.filter(workflow=workflow, pod_deleted_at__isnull=True).count() == 0
+
+
+def test_a_gang_with_a_pod_still_kept_is_deleted_pod_by_pod(user, kube_api, kube_pool, settings):
+    # given a two-task gang: one pod succeeded (due), one failed (kept longer, for its logs)
+    settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS = 60
+    settings.OSMO_POD_RETENTION_FAILED_SECONDS = 86400
+    workflow, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("pair", 2, 4, key=None))
+    placement_cycle_run(pool_id=kube_pool.pk)
+    ok, bad = Task.objects.filter(workflow=workflow).order_by("position")
+    ended = timezone.now() - timedelta(seconds=120)
+    Task.objects.filter(pk=ok.pk).update(status="COMPLETED", finished_at=ended)
+    Task.objects.filter(pk=bad.pk).update(status="FAILED", finished_at=ended)
+    kube_api.reply("GET", PODS, 200, pod_list(pod_item(ok.pod_name, "Succeeded"), pod_item(bad.pod_name, "Failed")))
+    kube_api.reply("DELETE", f"{PODS}/{ok.pod_name}", 200, "pod_deleted.json")
+    # when / then: only the due pod goes, by name
+    assert pods.pods_reconcile(kube_pool, now=timezone.now()) == 1
+    assert [(r.method, r.path) for r in kube_api.requests][-1] == ("DELETE", f"{PODS}/{ok.pod_name}")
