@@ -215,3 +215,26 @@ def test_a_gang_with_a_pod_still_kept_is_deleted_pod_by_pod(user, kube_api, kube
     # when / then: only the due pod goes, by name
     assert pods.pods_reconcile(kube_pool, now=timezone.now()) == 1
     assert [(r.method, r.path) for r in kube_api.requests][-1] == ("DELETE", f"{PODS}/{ok.pod_name}")
+
+
+def test_an_api_server_outage_logs_one_warning_per_failed_sync_and_no_traceback(kube_pool, monkeypatch, caplog):
+    """The sync used to log an ERROR with a traceback every few seconds while the API server was down."""
+    from tests.dispatch.test_kubernetes_api import closed_port
+    from workflows.tasks import PODS_SYNC_MAX_RETRIES, pods_sync_task
+
+    # given an API server that refuses connections
+    configuration = k8s_client.Configuration()
+    configuration.host = f"http://127.0.0.1:{closed_port()}"
+    configuration.retries = 0
+    down = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(1.0, 1.0))
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: down)
+    # when the sync task runs with its retries (eagerly: each retry at once)
+    with caplog.at_level("INFO"):
+        pods_sync_task.apply(kwargs={"pool_id": kube_pool.pk})
+    # then one WARNING per failed attempt, one ERROR once the retries are used up, no traceback anywhere
+    ours = [r for r in caplog.records if r.getMessage().startswith("pods_sync.")]
+    assert [(r.levelname, r.attempt) for r in ours] == [
+        *(("WARNING", n) for n in range(1, PODS_SYNC_MAX_RETRIES + 1)), ("ERROR", PODS_SYNC_MAX_RETRIES + 1)]
+    assert all("list pods in osmo-jobs" in r.reason and r.pool_id == kube_pool.pk for r in ours)
+    assert not [r for r in caplog.records if r.exc_info or r.exc_text]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["pods_sync.backend_unreachable"]
