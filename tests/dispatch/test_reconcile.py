@@ -238,3 +238,36 @@ def test_an_api_server_outage_logs_one_warning_per_failed_sync_and_no_traceback(
     assert all("list pods in osmo-jobs" in r.reason and r.pool_id == kube_pool.pk for r in ours)
     assert not [r for r in caplog.records if r.exc_info or r.exc_text]
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["pods_sync.backend_unreachable"]
+
+
+def test_one_sync_with_5000_pods_makes_a_constant_number_of_paginated_list_calls(user, kube_api, kube_pool):
+    # given 5,000 running tasks of the pool, each with its pod in the namespace
+    workflow, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("wide", 1, 4, key=None))
+    group = TaskGroup.objects.get(workflow=workflow)
+    TaskGroup.objects.filter(pk=group.pk).update(status="RUNNING")
+    Task.objects.filter(workflow=workflow).delete()
+    now = timezone.now()
+    Task.objects.bulk_create([Task(workflow=workflow, group=group, name=f"t{i}", position=i, image="busybox",
+                                   status="RUNNING", pod_name=f"wide-1-t{i:05d}", dispatched_at=now)
+                              for i in range(5000)])
+    names = [f"wide-1-t{i:05d}" for i in range(5000)]
+    pages = [names[start:start + 500] for start in range(0, 5000, 500)]
+
+    def script_listing() -> None:
+        for index, page in enumerate(pages):
+            body = pod_list(*(pod_item(name, "Running") for name in page))
+            if index < len(pages) - 1:
+                body["metadata"]["continue"] = f"token-{index + 1}"
+            kube_api.reply("GET", PODS, 200, body)
+
+    script_listing()  # the reconcile's listing
+    script_listing()  # the phases' listing
+    # when one sync runs
+    counts = pods_sync(pool_id=kube_pool.pk, now=now)
+    # then two paginated listings of 10 pages each (500 per page), never a call per pod
+    assert counts == {"running": 0, "completed": 0, "failed": 0, "deleted": 0}
+    assert {(r.method, r.path) for r in kube_api.requests} == {("GET", PODS)}
+    assert len(kube_api.requests) == 20
+    assert [r.query.get("continue") for r in kube_api.requests[:10]] == [None, *([f"token-{i}"] for i in range(1, 10))]
+    assert {r.query["limit"][0] for r in kube_api.requests} == {"500"}
+    assert not kube_api.pending()
