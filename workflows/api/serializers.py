@@ -222,7 +222,7 @@ class TaskLogOutputSerializer(serializers.Serializer):
 
 class EventOutputSerializer(serializers.Serializer):
     time = serializers.DateTimeField()
-    source = serializers.ChoiceField(choices=["service", "backend"])  # type: ignore[assignment]  # a field, popped
+    source = serializers.ChoiceField(choices=["service", "backend"])  # type: ignore[assignment]  # DRF pops declared fields
     task = serializers.CharField(allow_null=True, help_text="The task it concerns (None: its group or workflow).")
     kind = serializers.CharField(help_text="`status` for the service's transitions; the backend's reason "
                                            "(Scheduled, Pulled, OOMKilled, ImagePullBackOff, ...).")
