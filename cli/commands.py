@@ -95,7 +95,7 @@ def _tree_tasks(tree: Any) -> int:
 @workflow_app.command("logs")
 def workflow_logs(
     workflow_id: str = typer.Argument(..., metavar="ID"),
-    task: str = typer.Option(None, "--task", help="Task name (default: the server's choice, the lead task)."),
+    task: str = typer.Option(None, "--task", help="Task name (may be left out when the workflow has one task)."),
     tail: int = typer.Option(None, "--tail", min=1, help="Only the last N lines."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,

@@ -65,3 +65,35 @@ class WorkflowNeverFitsError(OsmoError):
             f"Group(s) {names} can never be placed in pool {pool}, even when nothing else runs: {first}",
             details={"pool": pool, "groups": groups},
         )
+
+
+class TaskNotDispatchedError(ConflictError):
+    """The task has no pod yet (not placed, or its pod not created): nothing to read a log from."""
+
+    code = "not_dispatched"
+
+    def __init__(self, workflow_id: str, task: str, status: str) -> None:
+        super().__init__(f"Task {task} of workflow {workflow_id} has no pod yet (it is {status}).",
+                         details={"workflow": workflow_id, "task": task, "status": status})
+
+
+class LogUnavailableError(ConflictError):
+    """The backend has no log for the pod (it has not started, or it was deleted after its retention)."""
+
+    code = "log_unavailable"
+
+    def __init__(self, workflow_id: str, task: str, pod: str, reason: str) -> None:
+        super().__init__(f"No log for task {task} of workflow {workflow_id} (pod {pod}): {reason}",
+                         details={"workflow": workflow_id, "task": task, "pod": pod, "reason": reason})
+
+
+class BackendUnavailableError(OsmoError):
+    """The pool's dispatch backend (the Kubernetes API) cannot be reached right now."""
+
+    http_status = 503
+    code = "backend_unavailable"
+    default_message = "The pool's backend cannot be reached; retry shortly."
+
+    def __init__(self, pool: str, reason: str) -> None:
+        super().__init__(f"The backend of pool {pool} cannot be reached; retry shortly: {reason}",
+                         details={"pool": pool, "reason": reason})

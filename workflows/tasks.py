@@ -8,6 +8,7 @@ so a redelivered or duplicated message is harmless.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from celery import shared_task
@@ -15,6 +16,10 @@ from django.db import OperationalError
 
 from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
+
+logger = logging.getLogger(__name__)
+
+PODS_SYNC_MAX_RETRIES = 3
 
 
 @shared_task(name=jobs.PLACEMENT_CYCLE, ignore_result=True, soft_time_limit=50, time_limit=60,
@@ -68,12 +73,24 @@ def pods_evict_task(*, pool_id: int, pod_names: list[str]) -> None:
     pods_evict(pool_id=pool_id, pod_names=pod_names)
 
 
-@shared_task(name=jobs.PODS_SYNC, ignore_result=True, soft_time_limit=50, time_limit=60,
-             autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, max_retries=3)
-def pods_sync_task(*, pool_id: int) -> None:
+@shared_task(name=jobs.PODS_SYNC, bind=True, ignore_result=True, soft_time_limit=50, time_limit=60,
+             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=PODS_SYNC_MAX_RETRIES)
+def pods_sync_task(self, *, pool_id: int) -> None:
+    """Read pod phases back. A backend that cannot be reached (an API server outage) is retried with
+    backoff, logged as one WARNING per failed attempt, without a traceback (it is not a bug, and the
+    tick sends a sync every few seconds); an ERROR only once the retries are used up."""
     from workflows.scheduling.pods import pods_sync
 
-    pods_sync(pool_id=pool_id)
+    try:
+        pods_sync(pool_id=pool_id)
+    except DispatchTransientError as exc:
+        attempt = self.request.retries + 1
+        extra = {"pool_id": pool_id, "attempt": attempt, "reason": str(exc)}
+        if self.request.retries >= PODS_SYNC_MAX_RETRIES:
+            logger.error("pods_sync.backend_unreachable", extra=extra)
+            return
+        logger.warning("pods_sync.backend_unreachable_retrying", extra=extra)
+        raise self.retry(countdown=2 * 2**self.request.retries, max_retries=PODS_SYNC_MAX_RETRIES) from None
 
 
 @shared_task(name=jobs.TICK, ignore_result=True, soft_time_limit=20, time_limit=30)

@@ -8,6 +8,8 @@ from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
     PodBackend,
+    PodEvent,
+    PodLog,
     PodRequest,
     PodState,
 )
@@ -37,5 +39,5 @@ def backend_for(name: str, **options) -> PodBackend:
     return backend
 
 
-__all__ = ["PodBackend", "DispatchPermanentError", "DispatchTransientError", "PodRequest", "PodState",
-           "backend_for"]
+__all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "PodRequest",
+           "PodState", "backend_for"]

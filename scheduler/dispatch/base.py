@@ -68,6 +68,24 @@ class ListedPod:
         return self.phase in ("Succeeded", "Failed")
 
 
+@dataclass(frozen=True, slots=True)
+class PodLog:
+    """The last lines of a pod's task container log."""
+
+    lines: tuple[str, ...]
+    truncated: bool = False  # the log has more lines before these
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """Something the backend saw happen to a pod (a Kubernetes event, a container state reason)."""
+
+    time: datetime
+    pod_name: str  # the request's pod name (as in PodRequest), not the backend's sanitised one
+    kind: str  # the backend's reason: Scheduled, Pulling, OOMKilled, ImagePullBackOff, ...
+    message: str
+
+
 class PodBackend(Protocol):
     """What a dispatch backend does (the pool's `backend` choice, `scheduler.choices.DispatchBackend`, names
     which implementation)."""
@@ -81,9 +99,21 @@ class PodBackend(Protocol):
         """Delete the pod (idempotent: NotFound is success); ``grace_seconds`` overrides the pod's own
         termination grace period (preemption)."""
 
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
+        """Delete every finished (Succeeded or Failed) pod of one gang in one call; pods still pending or
+        running are never touched by it."""
+
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         """Current state of each given pod, keyed by pod name ("Missing" when the backend has none)."""
 
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
         """Every pod this service created for the pool in the namespace (a constant number of paginated
         calls); a backend without real pods lists none."""
+
+    def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
+        """The last ``tail`` lines of the pod's task container log. Raises
+        :class:`DispatchTransientError` when the backend cannot be reached and
+        :class:`DispatchPermanentError` when it has no log for the pod (gone, not started)."""
+
+    def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
+        """What the backend saw happen to these pods, in no particular order (raises like ``pod_log``)."""

@@ -41,6 +41,8 @@ from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
     ListedPod,
+    PodEvent,
+    PodLog,
     PodRequest,
     PodState,
 )
@@ -63,6 +65,11 @@ CONTAINER_NAME = "task"
 DEFAULT_PENDING_TIMEOUT_S = 600.0
 DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every API call
 LIST_PAGE_SIZE = 500
+# Events of at most this many pods are read one field-selected list per pod; more, one paginated list of
+# the namespace's pod events, filtered here (events carry no pod labels to select them by).
+EVENTS_PER_POD_MAX = 8
+# A collection delete by labels also says "finished pods only", so it can never take a live pod.
+FINISHED_FIELD_SELECTOR = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
 # Waiting reasons worth surfacing while a pod is Pending (the pod will not start by itself).
 NOTABLE_WAITING_REASONS = frozenset({
@@ -73,6 +80,12 @@ NOTABLE_WAITING_REASONS = frozenset({
 def pool_selector(pool: str) -> str:
     """The label selector listing the pods this service created for ``pool``."""
     return f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_POOL}={label_value(pool)}"
+
+
+def gang_selector(*, pool: str, workflow_id: str, group: str) -> str:
+    """The label selector of one gang's pods (every pod carries its pool, workflow and group labels)."""
+    return (f"{pool_selector(pool)},{LABEL_WORKFLOW}={label_value(workflow_id)},"
+            f"{LABEL_GROUP}={label_value(group)}")
 
 
 def _resources(pod: PodRequest) -> dict[str, str]:
@@ -264,6 +277,35 @@ def _failed_state(pod: k8s_client.V1Pod) -> PodState:
     return PodState("Failed", exit_code, ": ".join(parts))
 
 
+def _container_events(pod: k8s_client.V1Pod, pod_name: str, *, now: datetime) -> list[PodEvent]:
+    """The reasons the pod's containers are waiting or terminated, and the pod's own (Evicted), as
+    events: a terminated container at its finish time, a waiting one (ImagePullBackOff, ...) now."""
+    status = pod.status
+    events: list[PodEvent] = []
+    for container in [*((status.init_container_statuses if status else None) or []),
+                      *((status.container_statuses if status else None) or [])]:
+        state = container.state
+        terminated = state.terminated if state else None
+        waiting = state.waiting if state else None
+        if terminated is not None and terminated.reason:
+            text = f"container {container.name} exited with code {terminated.exit_code}"
+            if terminated.message:
+                text = f"{text}: {terminated.message.strip()}"
+            moment = terminated.finished_at or terminated.started_at or now
+            events.append(PodEvent(_aware(moment), pod_name, terminated.reason, text))
+        elif waiting is not None and waiting.reason in NOTABLE_WAITING_REASONS:
+            text = f"container {container.name} is waiting"
+            if waiting.message:
+                text = f"{text}: {waiting.message.strip()}"
+            events.append(PodEvent(_aware(now), pod_name, waiting.reason, text))
+    if status is not None and status.reason:
+        finished = [c.state.terminated.finished_at for c in status.container_statuses or []
+                    if c.state and c.state.terminated and c.state.terminated.finished_at]
+        events.append(PodEvent(_aware(max(finished) if finished else now), pod_name, status.reason,
+                               (status.message or "").strip()))
+    return events
+
+
 def pod_state(pod: k8s_client.V1Pod, *, dispatched_at: datetime | None, now: datetime,
               pending_timeout_s: float) -> PodState:
     """Map one listed pod to a :class:`PodState` (see the module docstring for the Pending rule)."""
@@ -367,6 +409,21 @@ class KubernetesBackend:
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, f"delete pod {namespace}/{name}") from exc
 
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
+        """One ``DELETE .../pods?labelSelector=<gang>&fieldSelector=<finished>`` (a collection delete)."""
+        selector = gang_selector(pool=pool, workflow_id=workflow_id, group=group)
+        action = f"delete finished pods of {workflow_id}/{group} in {namespace}"
+        try:
+            _with_auth_retries(lambda: self.core.delete_collection_namespaced_pod(
+                namespace, label_selector=selector, field_selector=FINISHED_FIELD_SELECTOR,
+                _request_timeout=self.request_timeout))
+        except ApiException as exc:
+            if exc.status == 404:  # the namespace is gone, and its pods with it
+                return
+            raise _translate(exc, action) from exc
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, action) from exc
+
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         requests = list(pods)
         wanted: dict[tuple[str, str], dict[str, PodRequest]] = defaultdict(dict)
@@ -392,7 +449,75 @@ class KubernetesBackend:
                                     or "Pending", node=node))
         return listed
 
+    def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
+        """The last ``tail`` lines of the ``task`` container's log (``tail + 1`` are asked for, so that
+        a longer log is known to be truncated)."""
+        name = kube_pod_name(pod.pod_name)
+        action = f"read log of pod {pod.namespace}/{name}"
+        try:
+            response = _with_auth_retries(lambda: self.core.read_namespaced_pod_log(
+                name, pod.namespace, container=CONTAINER_NAME, tail_lines=tail + 1, _preload_content=False,
+                _request_timeout=self.request_timeout))
+            raw = response.data
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, action) from exc
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+        lines = text.splitlines()
+        return PodLog(tuple(lines[-tail:]) if tail else (), truncated=len(lines) > tail)
+
+    def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
+        """The pods' Kubernetes events, and the reasons their containers' states give (OOMKilled,
+        ImagePullBackOff, ...; the events do not always say them). Calls: per namespace, one
+        field-selected event list per pod for a few pods, else one paginated list of the namespace's
+        pod events; plus one paginated list of the pool's pods."""
+        by_namespace: dict[str, dict[str, PodRequest]] = defaultdict(dict)
+        for pod in pods:
+            by_namespace[pod.namespace][kube_pod_name(pod.pod_name)] = pod
+        events: list[PodEvent] = []
+        for namespace, by_name in by_namespace.items():
+            if len(by_name) <= EVENTS_PER_POD_MAX:
+                selectors = [f"involvedObject.kind=Pod,involvedObject.name={name}" for name in by_name]
+            else:
+                selectors = ["involvedObject.kind=Pod"]
+            for selector in selectors:
+                for event in self._list_events(namespace, selector):
+                    obj = event.involved_object
+                    request = by_name.get(obj.name or "") if obj is not None else None
+                    if request is None:
+                        continue
+                    moment = event.last_timestamp or event.event_time or event.first_timestamp or (
+                        event.metadata.creation_timestamp if event.metadata else None) or now
+                    message = (event.message or "").strip()
+                    if (event.count or 1) > 1:
+                        message = f"{message} (x{event.count})"
+                    events.append(PodEvent(_aware(moment), request.pod_name, event.reason or event.type or "",
+                                           message))
+            for pool in sorted({request.pool for request in by_name.values()}):
+                for listed in self._list_pods(namespace, pool_selector(pool)):
+                    request = by_name.get(listed.metadata.name or "") if listed.metadata else None
+                    if request is not None:
+                        events.extend(_container_events(listed, request.pod_name, now=now))
+        return events
+
     # -- helpers --------------------------------------------------------------------------------
+    def _list_events(self, namespace: str, field_selector: str) -> list[Any]:
+        """Every event matching ``field_selector`` in ``namespace``, following ``continue`` tokens."""
+        items: list[Any] = []
+        token: str | None = None
+        try:
+            while True:
+                kwargs: dict[str, Any] = {"field_selector": field_selector, "limit": LIST_PAGE_SIZE,
+                                          "_request_timeout": self.request_timeout}
+                if token:
+                    kwargs["_continue"] = token
+                page = _with_auth_retries(functools.partial(self.core.list_namespaced_event, namespace, **kwargs))
+                items.extend(page.items or [])
+                token = page.metadata._continue if page.metadata else None
+                if not token:
+                    return items
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, f"list events in {namespace}") from exc
+
     def _list_pods(self, namespace: str, selector: str) -> list[k8s_client.V1Pod]:
         """All pods matching ``selector`` in ``namespace``, following ``continue`` tokens.
 

@@ -11,13 +11,15 @@ same phases and create/delete are trivially idempotent.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from scheduler.dispatch.base import ListedPod, PodRequest, PodState
+from scheduler.dispatch.base import DispatchPermanentError, ListedPod, PodEvent, PodLog, PodRequest, PodState
 
 SIM_SECONDS_ENV = "OSMO_SIM_SECONDS"
 SIM_EXIT_CODE_ENV = "OSMO_SIM_EXIT_CODE"
+SIM_PROGRESS_LINES = 10  # a finished simulated task logged this many progress lines
 
 
 def sim_exit_code(pod: PodRequest) -> int:
@@ -34,6 +36,9 @@ class SimulatedBackend:
         return None
 
     def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
+        return None
+
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
         return None
 
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
@@ -58,6 +63,51 @@ class SimulatedBackend:
                 else:
                     states[pod.pod_name] = PodState("Succeeded", 0)
         return states
+
+    def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
+        """A log made up from the task and the time, as a real pod would have written it so far: a start
+        line once it runs, one progress line per tenth of its run time, a finish line with the exit code.
+        Deterministic: the same task at the same moment always shows the same log."""
+        if pod.dispatched_at is None:
+            raise DispatchPermanentError(f"pod {pod.pod_name} was never created")
+        started, finished = self.next_change_in(pod)
+        elapsed = (now - pod.dispatched_at).total_seconds()
+        if elapsed < started:
+            raise DispatchPermanentError(f'container "task" in pod {pod.pod_name} is waiting to start: '
+                                         "ContainerCreating")
+        run = pod.sim_seconds
+
+        def stamp(offset: float) -> str:
+            assert pod.dispatched_at is not None
+            return (pod.dispatched_at + timedelta(seconds=offset)).isoformat().replace("+00:00", "Z")
+
+        command = shlex.join([*pod.command, *pod.args]) or "(image entrypoint)"
+        lines = [f"{stamp(started)} [osmo-sim] task {pod.task} of {pod.workflow_id} started on {pod.node_name} "
+                 f"({pod.gpu} GPU): {pod.image} {command}"]
+        for step in range(1, SIM_PROGRESS_LINES + 1):
+            offset = started + run * step / (SIM_PROGRESS_LINES + 1)
+            if offset > min(elapsed, finished):
+                break
+            lines.append(f"{stamp(offset)} [osmo-sim] task {pod.task}: step {step}/{SIM_PROGRESS_LINES}")
+        if elapsed >= finished:
+            code = sim_exit_code(pod)
+            lines.append(f"{stamp(finished)} [osmo-sim] task {pod.task} finished: exit code {code}")
+        return PodLog(tuple(lines[-tail:]), truncated=len(lines) > tail)
+
+    def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
+        """What a kubelet would report, at the simulated times: Scheduled and Started; no events
+        for a pod not dispatched."""
+        events: list[PodEvent] = []
+        for pod in pods:
+            if pod.dispatched_at is None:
+                continue
+            events.append(PodEvent(pod.dispatched_at, pod.pod_name, "Scheduled",
+                                   f"Successfully assigned {pod.pod_name} to {pod.node_name} (simulated)"))
+            started, _finished = self.next_change_in(pod)
+            at = pod.dispatched_at + timedelta(seconds=started)
+            if at <= now:
+                events.append(PodEvent(at, pod.pod_name, "Started", "Started container task (simulated)"))
+        return events
 
     @staticmethod
     def next_change_in(pod: PodRequest) -> tuple[float, float]:

@@ -151,6 +151,40 @@ def test_list_watch_prints_a_row_when_a_status_changes(osmo, nvl72):
                     ["multiple-nvl72-same-zone-1", "RUNNING"]]
 
 
+@db
+def test_logs_and_events_against_the_api_on_a_simulated_pool(osmo, user):
+    # given a one-task workflow on a simulated pool, dispatched 20 s ago (so finished), and one not yet placed
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import make_node, make_pool
+    from tests.pipeline.helpers import gang_spec
+    from workflows.models import Task
+    from workflows.scheduling.cycle import placement_cycle_run
+    from workflows.services import workflow_submit
+
+    pool = make_pool("sim", keys=[("rack", "rack")], sim_task_seconds=10)
+    make_node(pool, "n1", {"rack": "r1"}, gpu=4)
+    workflow, _ = workflow_submit(user=user, pool_name="sim", spec=gang_spec("hello", 1, 4, key=None))
+    placement_cycle_run(pool_id=pool.pk)
+    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=20))
+    waiting, _ = workflow_submit(user=user, pool_name="sim", spec=gang_spec("later", 1, 4, key=None))
+    # when
+    logs = osmo("workflow", "logs", workflow.workflow_id, "--tail", "3")
+    events = osmo("workflow", "events", workflow.workflow_id)
+    not_yet = osmo("workflow", "logs", waiting.workflow_id)
+    # then
+    assert logs.exit_code == 0, logs.output
+    lines = logs.stdout.splitlines()
+    assert len(lines) == 3 and lines[-1].endswith("[osmo-sim] task t0 finished: exit code 0")
+    assert "truncated: only the last lines are shown" in logs.stderr
+    rows = [line.split()[2:4] for line in events.stdout.splitlines()[1:]]
+    assert ["backend", "t0"] in rows and ["service", "-"] in rows
+    assert not_yet.exit_code == 1
+    assert "has no pod yet" in not_yet.stderr
+
+
 def test_logs_and_events_against_the_endpoints_contract(tmp_path):
     # given
     logs = {"workflow": "w-1", "task": "t1", "pod": "osmo-w-1-t1", "lines": ["hello", "world"], "truncated": True}
@@ -161,7 +195,7 @@ def test_logs_and_events_against_the_endpoints_contract(tmp_path):
          "message": "pod bound to node n1"},
     ]}
     routes = {"/api/workflows/w-1/logs/": (200, logs), "/api/workflows/w-1/events/": (200, events),
-              "/api/workflows/w-2/logs/": (409, {"code": "not_started", "message": "task t1 has no pod yet",
+              "/api/workflows/w-2/logs/": (409, {"code": "not_dispatched", "message": "task t1 has no pod yet",
                                                  "details": {}})}
     runner = CliRunner()
     with FakeServer(routes) as fake:

@@ -39,6 +39,7 @@ class Scripted:
     status: int
     body: Any
     delay: float = 0.0
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -56,6 +57,12 @@ class FakeKubeApi:
             body = fixture(body)
         with self._lock:
             self._script[(method, path)].append(Scripted(status, body, delay))
+
+    def reply_text(self, method: str, path: str, status: int, name: str) -> None:
+        """Queue a ``text/plain`` response (a pod log) with the contents of fixture file ``name``."""
+        with self._lock:
+            self._script[(method, path)].append(
+                Scripted(status, (FIXTURES / name).read_text(), content_type="text/plain"))
 
     @property
     def url(self) -> str:
@@ -105,10 +112,13 @@ class FakeKubeApi:
             scripted = Scripted(599, {"kind": "Status", "message": f"unscripted {handler.command} {parts.path}"})
         if scripted.delay:
             time.sleep(scripted.delay)
-        payload = json.dumps(scripted.body).encode() if scripted.body is not None else b""
+        if scripted.content_type == "text/plain":
+            payload = str(scripted.body).encode()
+        else:
+            payload = json.dumps(scripted.body).encode() if scripted.body is not None else b""
         try:
             handler.send_response(scripted.status)
-            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Type", scripted.content_type)
             handler.send_header("Content-Length", str(len(payload)))
             handler.end_headers()
             handler.wfile.write(payload)

@@ -425,3 +425,106 @@ def test_backend_for_takes_a_ready_api_client(kube_api):
     backend = backend_for("kubernetes", api_client=k8s_client.ApiClient(configuration), pending_timeout_s=5)
     assert isinstance(backend, KubernetesBackend)
     assert backend.pending_timeout_s == 5
+
+
+# ------------------------------------------------------------------------------------------------
+# pod_log / pod_events
+# ------------------------------------------------------------------------------------------------
+def test_pod_log_reads_the_task_containers_tail_as_text(kube_api, kube_backend):
+    # given a pod whose log (text/plain) has more lines than asked for
+    kube_api.reply_text("GET", f"{PODS}/train-1-trainers-worker-0/log", 200, "pod_log.txt")
+    # when the last 4 lines are read
+    log = kube_backend.pod_log(worker(0), tail=4, now=DISPATCHED)
+    # then one more line was asked for, to know whether the log was cut
+    [request] = kube_api.requests
+    assert request.query == {"container": ["task"], "tailLines": ["5"]}
+    assert log.truncated is True
+    assert log.lines == (
+        "[rank0]: NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.3.17<0>",
+        "[rank0]: epoch 0 step 100 loss 2.3141 lr 3.0e-04 tokens/s 181204",
+        "[rank0]: epoch 0 step 200 loss 1.9876 lr 3.0e-04 tokens/s 183377",
+        "[rank0]: epoch 0 step 300 loss 1.8120 lr 3.0e-04 tokens/s 182950",
+    )
+
+
+def test_pod_log_shorter_than_the_tail_is_whole(kube_api, kube_backend):
+    kube_api.reply_text("GET", f"{PODS}/train-1-trainers-worker-0/log", 200, "pod_log.txt")
+    log = kube_backend.pod_log(worker(0), tail=100, now=DISPATCHED)
+    assert (len(log.lines), log.truncated) == (5, False)
+
+
+@pytest.mark.parametrize(("status", "fixture", "error", "message"), [
+    (400, "status_log_waiting.json", DispatchPermanentError, 'is waiting to start'),
+    (404, "status_not_found.json", DispatchPermanentError, "HTTP 404"),
+    (503, "status_service_unavailable.json", DispatchTransientError, "HTTP 503"),
+])
+def test_pod_log_errors(kube_api, kube_backend, status, fixture, error, message):
+    kube_api.reply("GET", f"{PODS}/train-1-trainers-worker-1/log", status, fixture)
+    with pytest.raises(error, match=message):
+        kube_backend.pod_log(worker(1), tail=10, now=DISPATCHED)
+
+
+def test_pod_log_against_an_unreachable_server_is_transient():
+    configuration = k8s_client.Configuration()
+    configuration.host = f"http://127.0.0.1:{closed_port()}"
+    configuration.retries = 0
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration))
+    with pytest.raises(DispatchTransientError, match="read log of pod osmo-jobs/train-1-trainers-worker-0"):
+        backend.pod_log(worker(0), tail=10, now=DISPATCHED)
+
+
+EVENTS = f"/api/v1/namespaces/{NS}/events"
+
+
+def test_pod_events_of_a_few_pods_are_read_per_pod_with_container_reasons(kube_api, kube_backend):
+    # given events of worker-0, none for worker-4, and the pool's pods (worker-4 was OOMKilled)
+    kube_api.reply("GET", EVENTS, 200, "event_list_worker0.json")
+    kube_api.reply("GET", EVENTS, 200, {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": []})
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
+    # when
+    events = kube_backend.pod_events([worker(0), worker(4)], now=DISPATCHED + timedelta(hours=1))
+    # then one field-selected event list per pod, and the pool's pods listed by label
+    assert [(r.path, r.query.get("fieldSelector"), r.query.get("labelSelector")) for r in kube_api.requests] == [
+        (EVENTS, ["involvedObject.kind=Pod,involvedObject.name=train-1-trainers-worker-0"], None),
+        (EVENTS, ["involvedObject.kind=Pod,involvedObject.name=train-1-trainers-worker-4"], None),
+        (PODS, None, [SELECTOR]),
+        (PODS, None, [SELECTOR]),
+    ]
+    summary = sorted((e.time.isoformat(), e.pod_name, e.kind) for e in events)
+    assert summary == [
+        ("2025-06-01T12:00:01+00:00", "train-1-trainers-worker-0", "Scheduled"),
+        ("2025-06-01T12:00:03+00:00", "train-1-trainers-worker-0", "Pulled"),
+        ("2025-06-01T12:00:04+00:00", "train-1-trainers-worker-0", "Started"),
+        ("2025-06-01T12:03:10+00:00", "train-1-trainers-worker-4", "OOMKilled"),
+    ]
+    oom = next(e for e in events if e.kind == "OOMKilled")
+    assert oom.message == "container task exited with code 137"
+
+
+def test_pod_events_of_many_pods_are_one_paginated_namespace_list(kube_api, kube_backend):
+    # given nine pods (more than are read one by one), events on two pages, one of another pod
+    kube_api.reply("GET", EVENTS, 200, "event_list_page1.json")
+    kube_api.reply("GET", EVENTS, 200, "event_list_page2.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page1.json")
+    kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
+    # when
+    events = kube_backend.pod_events([worker(i) for i in range(9)], now=DISPATCHED + timedelta(seconds=90))
+    # then two event calls in all (the second with the continue token), whatever the number of pods
+    event_calls = [r for r in kube_api.requests if r.path == EVENTS]
+    assert [r.query["fieldSelector"] for r in event_calls] == [["involvedObject.kind=Pod"]] * 2
+    assert "continue" in event_calls[1].query
+    kinds = {(e.pod_name, e.kind) for e in events}
+    assert ("train-1-trainers-worker-1", "Failed") in kinds and ("train-1-trainers-worker-4", "Killing") in kinds
+    assert ("train-1-trainers-worker-1", "ImagePullBackOff") in kinds  # from the pod's container state
+    assert ("train-1-trainers-worker-5", "Evicted") in kinds
+    assert not any(e.pod_name == "other-7" for e in events)
+    failed = next(e for e in events if e.kind == "Failed")
+    assert failed.message.endswith("not found (x4)")
+    assert failed.time == datetime(2025, 6, 1, 12, 1, 10, tzinfo=UTC)
+
+
+def test_pod_events_unreachable_is_transient(kube_api, kube_backend):
+    kube_api.reply("GET", EVENTS, 503, "status_service_unavailable.json")
+    with pytest.raises(DispatchTransientError, match=f"list events in {NS}: HTTP 503"):
+        kube_backend.pod_events([worker(0)], now=DISPATCHED)

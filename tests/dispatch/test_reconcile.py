@@ -199,3 +199,102 @@ def test_a_preempted_gangs_pods_are_deleted_by_name_with_the_grace_period(user, 
     assert TaskGroup.objects.get(workflow=high).status == "INITIALIZING"
     # and a pod the delete missed would be reconciled away: no task has its name any more
     assert not Task.objects.filter(pod_name__in=old).exists()
+
+
+def test_a_finished_72_pod_gang_past_retention_costs_one_delete_collection_call(user, kube_api, kube_pool,
+                                                                               settings):
+    # given a gang of 72 one-GPU tasks that completed two hours ago (retention: one hour)
+    settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS = 3600
+    for index in range(3, 19):
+        make_node(kube_pool, f"n{index}", {"rack": "r1"}, gpu=4)
+    workflow, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("big", 72, 1, key=None))
+    placement_cycle_run(pool_id=kube_pool.pk)
+    tasks = list(Task.objects.filter(workflow=workflow))
+    assert len(tasks) == 72 and all(t.node_id for t in tasks)
+    Task.objects.filter(workflow=workflow).update(status="COMPLETED", finished_at=timezone.now() - timedelta(hours=2))
+    kube_api.reply("GET", PODS, 200, pod_list(*(pod_item(t.pod_name, "Succeeded", node=t.node.name) for t in tasks)))
+    kube_api.reply("DELETE", PODS, 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []})
+    # when
+    deleted = pods.pods_reconcile(kube_pool, now=timezone.now())
+    # then one list and one DELETE of the collection, selected by the gang's labels and finished pods only
+    assert deleted == 72
+    assert [(r.method, r.path) for r in kube_api.requests] == [("GET", PODS), ("DELETE", PODS)]
+    delete = kube_api.requests[1]
+    assert delete.query["labelSelector"] == [
+        f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=kube,osmo.nvidia.com/workflow={workflow.workflow_id},"
+        "osmo.nvidia.com/group=g"]
+    assert delete.query["fieldSelector"] == ["status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"]
+    assert Task.objects.filter(workflow=workflow, pod_deleted_at__isnull=True).count() == 0
+
+
+def test_a_gang_with_a_pod_still_kept_is_deleted_pod_by_pod(user, kube_api, kube_pool, settings):
+    # given a two-task gang: one pod succeeded (due), one failed (kept longer, for its logs)
+    settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS = 60
+    settings.OSMO_POD_RETENTION_FAILED_SECONDS = 86400
+    workflow, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("pair", 2, 4, key=None))
+    placement_cycle_run(pool_id=kube_pool.pk)
+    ok, bad = Task.objects.filter(workflow=workflow).order_by("position")
+    ended = timezone.now() - timedelta(seconds=120)
+    Task.objects.filter(pk=ok.pk).update(status="COMPLETED", finished_at=ended)
+    Task.objects.filter(pk=bad.pk).update(status="FAILED", finished_at=ended)
+    kube_api.reply("GET", PODS, 200, pod_list(pod_item(ok.pod_name, "Succeeded"), pod_item(bad.pod_name, "Failed")))
+    kube_api.reply("DELETE", f"{PODS}/{ok.pod_name}", 200, "pod_deleted.json")
+    # when / then: only the due pod goes, by name
+    assert pods.pods_reconcile(kube_pool, now=timezone.now()) == 1
+    assert [(r.method, r.path) for r in kube_api.requests][-1] == ("DELETE", f"{PODS}/{ok.pod_name}")
+
+
+def test_an_api_server_outage_logs_one_warning_per_failed_sync_and_no_traceback(kube_pool, monkeypatch, caplog):
+    """The sync used to log an ERROR with a traceback every few seconds while the API server was down."""
+    from tests.dispatch.test_kubernetes_api import closed_port
+    from workflows.tasks import PODS_SYNC_MAX_RETRIES, pods_sync_task
+
+    # given an API server that refuses connections
+    configuration = k8s_client.Configuration()
+    configuration.host = f"http://127.0.0.1:{closed_port()}"
+    configuration.retries = 0
+    down = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(1.0, 1.0))
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: down)
+    # when the sync task runs with its retries (eagerly: each retry at once)
+    with caplog.at_level("INFO"):
+        pods_sync_task.apply(kwargs={"pool_id": kube_pool.pk})
+    # then one WARNING per failed attempt, one ERROR once the retries are used up, no traceback anywhere
+    ours = [r for r in caplog.records if r.getMessage().startswith("pods_sync.")]
+    assert [(r.levelname, r.attempt) for r in ours] == [
+        *(("WARNING", n) for n in range(1, PODS_SYNC_MAX_RETRIES + 1)), ("ERROR", PODS_SYNC_MAX_RETRIES + 1)]
+    assert all("list pods in osmo-jobs" in r.reason and r.pool_id == kube_pool.pk for r in ours)
+    assert not [r for r in caplog.records if r.exc_info or r.exc_text]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["pods_sync.backend_unreachable"]
+
+
+def test_one_sync_with_5000_pods_makes_a_constant_number_of_paginated_list_calls(user, kube_api, kube_pool):
+    # given 5,000 running tasks of the pool, each with its pod in the namespace
+    workflow, _ = workflow_submit(user=user, pool_name=kube_pool.name, spec=gang_spec("wide", 1, 4, key=None))
+    group = TaskGroup.objects.get(workflow=workflow)
+    TaskGroup.objects.filter(pk=group.pk).update(status="RUNNING")
+    Task.objects.filter(workflow=workflow).delete()
+    now = timezone.now()
+    Task.objects.bulk_create([Task(workflow=workflow, group=group, name=f"t{i}", position=i, image="busybox",
+                                   status="RUNNING", pod_name=f"wide-1-t{i:05d}", dispatched_at=now)
+                              for i in range(5000)])
+    names = [f"wide-1-t{i:05d}" for i in range(5000)]
+    pages = [names[start:start + 500] for start in range(0, 5000, 500)]
+
+    def script_listing() -> None:
+        for index, page in enumerate(pages):
+            body = pod_list(*(pod_item(name, "Running") for name in page))
+            if index < len(pages) - 1:
+                body["metadata"]["continue"] = f"token-{index + 1}"
+            kube_api.reply("GET", PODS, 200, body)
+
+    script_listing()  # the reconcile's listing
+    script_listing()  # the phases' listing
+    # when one sync runs
+    counts = pods_sync(pool_id=kube_pool.pk, now=now)
+    # then two paginated listings of 10 pages each (500 per page), never a call per pod
+    assert counts == {"running": 0, "completed": 0, "failed": 0, "deleted": 0}
+    assert {(r.method, r.path) for r in kube_api.requests} == {("GET", PODS)}
+    assert len(kube_api.requests) == 20
+    assert [r.query.get("continue") for r in kube_api.requests[:10]] == [None, *([f"token-{i}"] for i in range(1, 10))]
+    assert {r.query["limit"][0] for r in kube_api.requests} == {"500"}
+    assert not kube_api.pending()

@@ -212,6 +212,30 @@ class DryRunOutputSerializer(serializers.Serializer):
     groups = DryRunGroupSerializer(many=True)
 
 
+class TaskLogOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    task = serializers.CharField()
+    pod = serializers.CharField()
+    lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False))
+    truncated = serializers.BooleanField(help_text="The log has more lines before these (see `tail`).")
+
+
+class EventOutputSerializer(serializers.Serializer):
+    time = serializers.DateTimeField()
+    source = serializers.ChoiceField(choices=["service", "backend"])  # type: ignore[assignment]  # DRF pops declared fields
+    task = serializers.CharField(allow_null=True, help_text="The task it concerns (None: its group or workflow).")
+    kind = serializers.CharField(help_text="`status` for the service's transitions; the backend's reason "
+                                           "(Scheduled, Pulled, OOMKilled, ImagePullBackOff, ...).")
+    message = serializers.CharField(allow_blank=True)
+
+
+class WorkflowEventsOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    events = EventOutputSerializer(many=True)
+    backend_error = serializers.CharField(allow_null=True, help_text="Why the backend's events are missing "
+                                                                     "(None: they are included).")
+
+
 class UserOutputSerializer(serializers.Serializer):
     username = serializers.CharField()
     is_staff = serializers.BooleanField()

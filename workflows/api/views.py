@@ -18,7 +18,9 @@ from workflows.api.filters import WorkflowFilterSet
 from workflows.api.serializers import (
     DryRunOutputSerializer,
     ErrorOutputSerializer,
+    TaskLogOutputSerializer,
     UserOutputSerializer,
+    WorkflowEventsOutputSerializer,
     WorkflowOutputSerializer,
     WorkflowSpecOutputSerializer,
     WorkflowSubmitInputSerializer,
@@ -27,6 +29,7 @@ from workflows.api.serializers import (
 from workflows.errors import WorkflowNotFoundError, WorkflowSpecInvalidError
 from workflows.models import Workflow
 from workflows.preview import workflow_dry_run
+from workflows.scheduling import observe
 from workflows.spec import SpecInvalidError
 from workflows.spec.template import parse_assignments
 
@@ -119,6 +122,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     def get_queryset(self):
         if self.action == "list":
             return selectors.workflow_list(user=self.request.user)
+        if self.action in ("logs", "events"):
+            return selectors.workflow_visible_to(self.request.user).select_related("pool")
         return selectors.workflow_detail_queryset(user=self.request.user)
 
     def get_serializer_class(self):
@@ -183,6 +188,39 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         services.workflow_cancel(workflow_id=workflow.workflow_id, user=signed_in(request))
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(WorkflowOutputSerializer(workflow).data)
+
+
+    @extend_schema(
+        request=None,
+        parameters=[
+            OpenApiParameter("task", str, description="Task name (optional when the workflow has one task)"),
+            OpenApiParameter("tail", int, description=f"Last N lines, 1 to {observe.LOG_TAIL_MAX} "
+                                                      f"(default {observe.LOG_TAIL_DEFAULT})"),
+        ],
+        responses={200: TaskLogOutputSerializer, **ERRORS, 404: ErrorOutputSerializer,
+                   409: OpenApiResponse(ErrorOutputSerializer, description="`not_dispatched`: the task has no pod "
+                                        "yet; `log_unavailable`: the backend has no log for its pod."),
+                   503: OpenApiResponse(ErrorOutputSerializer, description="`backend_unavailable`: the pool's "
+                                        "backend cannot be reached.")},
+        description="The last lines of a task's pod log, read through the pool's backend.",
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workflow = self.get_object()
+        tail = observe.log_tail_parse(request.query_params.get("tail"))
+        answer = observe.task_log(workflow, task_name=request.query_params.get("task") or None, tail=tail)
+        return Response(TaskLogOutputSerializer(answer).data)
+
+    @extend_schema(
+        request=None, responses={200: WorkflowEventsOutputSerializer, 401: ERRORS[401], 404: ErrorOutputSerializer},
+        description="What happened to the workflow, oldest first: the service's status transitions and the "
+        "backend's pod events. When the backend cannot be reached, the service's events are still answered and "
+        "`backend_error` says why the backend's are missing.",
+    )
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workflow = self.get_object()
+        return Response(WorkflowEventsOutputSerializer(observe.workflow_events(workflow)).data)
 
 
 class MeView(APIView):

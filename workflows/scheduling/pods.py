@@ -18,6 +18,7 @@ stays Pending until they are free).
 from __future__ import annotations
 
 import logging
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -257,27 +258,34 @@ def _exec_timeouts_apply(
 
 def pods_reconcile(pool: Pool, *, now: datetime) -> int:
     """Delete the pool's pods that should not exist (see the module docstring), in one paginated list
-    and one query whatever the number of pods. Returns how many were deleted."""
+    and one query whatever the number of pods. Returns how many were deleted.
+
+    Finished pods past their retention go one label-selector delete per gang when every listed pod
+    of the gang is due (a 72-pod gang costs one call, not 72); otherwise, and for every other reason,
+    one delete per pod."""
     backend = backend_for(pool.backend)
     namespace = pool.k8s_namespace or "default"
     listed = backend.pods_list(namespace=namespace, pool=pool.name)
     if not listed:
         return 0
     rows = {
-        name: (status, node, finished_at)
-        for name, status, node, finished_at in Task.objects.filter(
+        name: (status, node, finished_at, (workflow_id, group))
+        for name, status, node, finished_at, workflow_id, group in Task.objects.filter(
             workflow__pool=pool, pod_name__in=[pod.name for pod in listed]
-        ).values_list("pod_name", "status", "node__name", "finished_at")
+        ).values_list("pod_name", "status", "node__name", "finished_at", "workflow__workflow_id", "group__name")
     }
     keep = {"Succeeded": timedelta(seconds=settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS),
             "Failed": timedelta(seconds=settings.OSMO_POD_RETENTION_FAILED_SECONDS)}
     doomed: list[tuple[str, str]] = []
+    expired: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    listed_per_gang: Counter[tuple[str, str]] = Counter()
     for pod in listed:
         row = rows.get(pod.name)
         if row is None:
             doomed.append((pod.name, "no task of this pool has it"))
             continue
-        status, node, finished_at = row
+        status, node, finished_at, gang = row
+        listed_per_gang[gang] += 1
         if status in ACTIVE:
             if pod.node and node and pod.node != node:
                 doomed.append((pod.name, f"on node {pod.node}, but its task holds capacity on {node}"))
@@ -285,14 +293,26 @@ def pods_reconcile(pool: Pool, *, now: datetime) -> int:
             doomed.append((pod.name, f"its task is {status}; the pod is {pod.phase}"))
         elif finished_at is None or now - finished_at > keep[pod.phase]:
             kept = int(keep[pod.phase].total_seconds())
-            doomed.append((pod.name, f"{pod.phase}, kept {kept} s after its task ended"))
+            expired[gang].append((pod.name, f"{pod.phase}, kept {kept} s after its task ended"))
+    gone: list[str] = []
+    for gang, pods_due in sorted(expired.items()):
+        if len(pods_due) > 1 and len(pods_due) == listed_per_gang[gang]:
+            workflow_id, group = gang
+            backend.gang_finished_pods_delete(namespace=namespace, pool=pool.name, workflow_id=workflow_id,
+                                              group=group)
+            logger.info("pod.reconciled", extra={"pool": pool.name, "workflow": workflow_id, "group": group,
+                                                 "pods": len(pods_due), "reason": pods_due[0][1]})
+            gone += [name for name, _why in pods_due]
+        else:
+            doomed += pods_due
     for name, why in doomed:
         backend.delete_pod(namespace=namespace, pod_name=name)
         logger.info("pod.reconciled", extra={"pool": pool.name, "pod": name, "reason": why})
-    if doomed:
-        Task.objects.filter(workflow__pool=pool, pod_name__in=[name for name, _why in doomed],
-                            pod_deleted_at__isnull=True).update(pod_deleted_at=now)
-    return len(doomed)
+    gone += [name for name, _why in doomed]
+    if gone:
+        Task.objects.filter(workflow__pool=pool, pod_name__in=gone, pod_deleted_at__isnull=True).update(
+            pod_deleted_at=now)
+    return len(gone)
 
 
 POD_DELETE_SWEEP_LIMIT = 100
