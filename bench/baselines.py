@@ -29,6 +29,31 @@ def _fail(message: str) -> Unplaceable:
     return Unplaceable(status="unschedulable", reason={"code": "baseline"}, message=message)
 
 
+def _descend(pool: GangSearch, d: int, s: int, rem: int) -> tuple[int, tuple[tuple[int, int, int, int], str]] | None:
+    """Kueue's BestFit descent for one pod: the tightest machine directly in ``d``, else the tightest
+    child that holds all ``rem`` remaining pods, else the largest child."""
+    while True:
+        classes = pool.classes[d]
+        best = None
+        for key in classes:
+            if pool.fit(key[0], key[1], s) > 0 and (best is None or key < best):
+                best = key
+        if best is not None:
+            return d, best
+        pick = -1
+        pick_key: tuple[int, int, int] | None = None
+        for c in pool.children[d]:
+            n = pool.cap[c][s]
+            if n <= 0:
+                continue
+            k = (0, n, c) if n >= rem else (1, -n, c)
+            if pick_key is None or k < pick_key:
+                pick, pick_key = c, k
+        if pick < 0:
+            return None
+        d = pick
+
+
 def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | Unplaceable:
     """Kueue TAS BestFit re-implementation (see the module docstring)."""
     ti = index_tree(group, snapshot.keys)
@@ -48,7 +73,7 @@ def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | 
     def put(tasks: tuple[int, ...], d: int) -> bool:
         remaining = counts(tasks)
         for t in sorted(tasks, key=lambda t: (tuple(-x for x in shapes[task_shape[t]].req), t)):
-            pick = pool._best(d, task_shape[t], remaining[task_shape[t]])
+            pick = _descend(pool, d, task_shape[t], remaining[task_shape[t]])
             remaining[task_shape[t]] -= 1
             if pick is None:
                 return False

@@ -99,8 +99,18 @@ def shapes_of(group: GroupRequest, machines: Collection[str]) -> tuple[list[Shap
     return shapes, task_shape
 
 
-def build_plan(ti: TreeIndex, eff: list[int], task_shape: list[int], shapes: list[Shape]) -> Plan:
-    """Domain steps for effective levels ``eff`` (one per node, NO_LEVEL = no own constraint)."""
+def build_plan(
+    ti: TreeIndex,
+    eff: list[int],
+    task_shape: list[int],
+    shapes: list[Shape],
+    target: list[int] | None = None,
+) -> Plan:
+    """Domain steps for effective levels ``eff`` (one per node, NO_LEVEL = no own constraint).
+
+    ``target``: each node's own level; a preferred node whose effective level is coarser (relaxed)
+    has its tasks packed into the fewest domains at its own level, then at each coarser one
+    (:attr:`Plan.spread`)."""
     nshapes = len(shapes)
     sig_memo: dict[tuple[int, int], tuple[Any, ...]] = {}
 
@@ -206,4 +216,9 @@ def build_plan(ti: TreeIndex, eff: list[int], task_shape: list[int], shapes: lis
     for i, tasks in enumerate(ti.direct):
         for t in tasks:
             owner[t] = i
-    return Plan(steps, root_tasks, root_direct, root_tot, root_blocks, owner)
+    spread = [NO_LEVEL] * len(ti.nodes)
+    if target is not None:
+        for i, node in enumerate(ti.nodes):
+            if not node.required and target[i] > eff[i]:
+                spread[i] = target[i]
+    return Plan(steps, root_tasks, root_direct, root_tot, root_blocks, owner, spread)

@@ -77,6 +77,18 @@ class Plan:
     root_direct_tot: Vec
     root_blocks: list[Block]
     owner: list[int] = field(default_factory=list)  # per task index: its tree node (-1 = root)
+    spread: list[int] = field(default_factory=list)  # per tree node: own level if relaxed, else -1
+
+
+@dataclass(slots=True)
+class Spread:
+    """The tasks of a relaxed node in one bound domain: spread over the fewest domains of ``level``.
+    ``used`` counts the group's placed tasks per domain at that level or coarser (shared by the group's
+    positions); ``left`` is, per shape, the group's tasks from this position on."""
+
+    level: int
+    used: dict[int, int]
+    left: tuple[int, ...]
 
 
 class OutOfBudget(Exception):
@@ -455,22 +467,42 @@ class GangSearch:
         # Finest bound domain first (the root's tasks last); (task, shape, domain, group): a group is
         # the tasks of one tree node in one bound domain, so a relaxed node's tasks are packed into the
         # fewest domains on their own.
+        # A relaxed node's tasks come first in their bound domain and are spread over the fewest
+        # domains at the node's own level (``spread``: group -> that level).
         level = self.level
         ordered_bound = sorted(comp, key=lambda b: (1 if b[1] == n else -level[b[0]], b[1]))
         seq: list[tuple[int, int, int, int]] = []
         owner = plan.owner
+        relaxed = plan.spread
+        spread: dict[int, int] = {}
+
+        def own_spread(t: int) -> int:
+            return relaxed[owner[t]] if relaxed and owner and owner[t] >= 0 else -1
+
         for g, (d, _i, tasks) in enumerate(ordered_bound):
             ordered = sorted(
-                tasks, key=lambda t: (owner[t] if owner else 0, _neg(self.shapes[task_shape[t]].req), task_shape[t], t)
+                tasks,
+                key=lambda t: (
+                    0 if own_spread(t) >= 0 else 1,
+                    owner[t] if owner else 0,
+                    _neg(self.shapes[task_shape[t]].req),
+                    task_shape[t],
+                    t,
+                ),
             )
-            seq.extend((t, task_shape[t], d, g * (len(owner) + 2) + (owner[t] + 1 if owner else 0)) for t in ordered)
+            for t in ordered:
+                gid = g * (len(owner) + 2) + (owner[t] + 1 if owner else 0)
+                lvl = own_spread(t)
+                if lvl > level[d]:
+                    spread[gid] = lvl
+                seq.append((t, task_shape[t], d, gid))
         found: list[tuple[str, int]] | None = None
         if self.nshapes == 1:
             budget.spend(len(seq))
-            found = self._pack_greedy(seq)
+            found = self._pack_greedy(seq, spread)
         if found is None:
             try:
-                found = self._pack_dfs(seq, budget, PACK_DFS_STEPS if self.nshapes > 1 else None)
+                found = self._pack_dfs(seq, budget, PACK_DFS_STEPS if self.nshapes > 1 else None, spread)
             except _GiveUp:
                 exact = self._pack_exact(seq, budget)
                 if exact == UNDECIDED:
@@ -525,39 +557,61 @@ class GangSearch:
                     result[next(slots)] = (name, where[name])
         return result
 
-    def _remaining(self, seq: list[tuple[int, int, int, int]], p: int) -> int:
-        _t, s, _d, g = seq[p]
-        n = 0
-        for q in range(p, len(seq)):
-            if seq[q][1] != s or seq[q][3] != g:
-                break
-            n += 1
-        return n
+    def _spread_state(self, seq: list[tuple[int, int, int, int]], spread: dict[int, int] | None) -> list[Spread | None]:
+        """Per position of ``seq``: the :class:`Spread` of its task's group (None when not relaxed),
+        with the group's tasks left from that position on, per shape."""
+        out: list[Spread | None] = [None] * len(seq)
+        if not spread:
+            return out
+        acc: dict[int, list[int]] = {}
+        used: dict[int, dict[int, int]] = {}
+        for p in range(len(seq) - 1, -1, -1):
+            _t, s, _d, g = seq[p]
+            lvl = spread.get(g)
+            if lvl is None:
+                continue
+            left = acc.setdefault(g, [0] * self.nshapes)
+            left[s] += 1
+            out[p] = Spread(lvl, used.setdefault(g, {}), tuple(left))
+        return out
 
-    def _pack_greedy(self, seq: list[tuple[int, int, int, int]]) -> list[tuple[str, int]] | None:
+    def _mark(self, sp: Spread | None, dom: int, sign: int) -> None:
+        if sp is None:
+            return
+        level, used = self.level, sp.used
+        for a in self.anc[dom]:
+            if level[a] <= sp.level:
+                used[a] = used.get(a, 0) + sign
+
+    def _pack_greedy(
+        self, seq: list[tuple[int, int, int, int]], spread: dict[int, int] | None = None
+    ) -> list[tuple[str, int]] | None:
         """Best-fit descent, no backtracking; the result is indexed by position in ``seq``."""
         done: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str, int]] = []
         result: list[tuple[str, int]] = [("", -1)] * len(seq)
+        spreads = self._spread_state(seq, spread)
         try:
-            rem = 0
             for p, (_t, s, d, _g) in enumerate(seq):
-                if rem == 0:
-                    rem = self._remaining(seq, p)
-                pick = self._best(d, s, rem)
+                sp = spreads[p]
+                pick = self._best(d, s, sp)
                 if pick is None:
                     return None
                 dom, key = pick
                 name, nkey = self._place(dom, key, s)
+                self._mark(sp, dom, 1)
                 done.append((dom, key, nkey, name, s))
                 result[p] = (name, dom)
-                rem -= 1
             return result
         finally:
             for dom, key, nkey, name, s in reversed(done):
                 self._unplace(dom, key, nkey, name, s)
 
     def _pack_dfs(
-        self, seq: list[tuple[int, int, int, int]], budget: Budget, limit: int | None = None
+        self,
+        seq: list[tuple[int, int, int, int]],
+        budget: Budget,
+        limit: int | None = None,
+        spread: dict[int, int] | None = None,
     ) -> list[tuple[str, int]] | None:
         """Depth-first search over machine classes; the result is indexed by position in ``seq``.
 
@@ -577,6 +631,7 @@ class GangSearch:
         first = [True] * total
         keys: list[tuple[int, tuple[int, ...], str] | None] = [None] * total
         result: list[tuple[str, int]] = [("", -1)] * total
+        spreads = self._spread_state(seq, spread)
         spent = 0
         p = 0
         try:
@@ -587,6 +642,7 @@ class GangSearch:
                 if placed[p] is not None:
                     dom, key, nkey, name = placed[p]  # type: ignore[misc]
                     self._unplace(dom, key, nkey, name, s)
+                    self._mark(spreads[p], dom, -1)
                     placed[p] = None
                 gen = gens[p]
                 if gen is None:
@@ -594,7 +650,7 @@ class GangSearch:
                     if any(cap[s2] < k for s2, k in need_from[p]):
                         p -= 1
                         continue
-                    gen = gens[p] = self._ordered(d, s, self._remaining(seq, p))
+                    gen = gens[p] = self._ordered(d, s, spreads[p])
                     first[p] = True
                 # Symmetry: an identical task right before this one fixes a lower bound on the class key.
                 floor = keys[p - 1] if p > 0 and seq[p - 1][1] == s and seq[p - 1][3] == g else None
@@ -612,6 +668,7 @@ class GangSearch:
                         continue  # emptied by an earlier placement on this path
                     budget.spend(self.nshapes)
                     name, nkey = self._place(dom, key, s)
+                    self._mark(spreads[p], dom, 1)
                     placed[p] = (dom, key, nkey, name)
                     keys[p] = ckey
                     result[p] = (name, dom)
@@ -629,52 +686,91 @@ class GangSearch:
                 if item is not None:
                     dom, key, nkey, name = item
                     self._unplace(dom, key, nkey, name, seq[q][1])
+                    self._mark(spreads[q], dom, -1)
 
     def _class_ok(self, key: tuple[Vec, str], s: int) -> bool:
         return self.fit(key[0], key[1], s) > 0
 
-    def _best(self, d: int, s: int, rem: int) -> tuple[int, tuple[Vec, str]] | None:
+    def _choices(self, d: int, s: int, sp: Spread | None) -> list[tuple[Any, int, tuple[Vec, str] | None]]:
+        """What sits under ``d`` for a task of shape ``s``, best first: (sort key, domain, machine class
+        in that domain or None for the domain itself).
+
+        Best fit (the packing rule, docs/design.md §5): machines and sub-domains are ranked together by
+        how many tasks of the shape they still hold, tightest first (then free capacity), so a pool with
+        a per-host key packs like one without and large free machines and domains stay whole. Above
+        the level of a relaxed node (``sp``), a group spreads over the fewest domains of that level
+        instead, chosen among all of them under ``d``: domains it already uses first, then one that
+        holds all its remaining tasks (tightest), else the largest (most of its remaining tasks); ties
+        go to the domain that opens the fewest new coarser domains; machines missing the labels down to
+        that level last."""
+        out: list[tuple[Any, int, tuple[Vec, str] | None]] = []
+        level, cap = self.level, self.cap
+        if sp is not None and level[d] < sp.level:
+            want = sum(sp.left)
+            used = sp.used
+            for c in self.descendants(d, sp.level):
+                cc = cap[c]
+                if cc[s] <= 0:
+                    continue
+                cov = room = 0
+                for s2, k in enumerate(sp.left):
+                    if k:
+                        cov += min(cc[s2], k)
+                        room += cc[s2]
+                fresh = 0 if used.get(c) else 1
+                new_above = sum(1 for a in self.anc[c] if level[d] < level[a] < sp.level and not used.get(a))
+                full = cov >= want
+                out.append(((fresh, 0 if full else 1, new_above, room if full else -cov, c), c, None))
+            # Machines missing the labels down to the node's level: last.
+            for e in range(d, self.index.end[d]):
+                if level[e] >= sp.level:
+                    continue
+                for key in self.classes[e]:
+                    f = self.fit(key[0], key[1], s)
+                    if f > 0:
+                        out.append(((2, f, key[0], key[1], e), e, key))
+        else:
+            for key in self.classes[d]:
+                f = self.fit(key[0], key[1], s)
+                if f > 0:
+                    out.append(((f, key[0], 0, key[1], -1), d, key))
+            for c in self.children[d]:
+                n = cap[c][s]
+                if n > 0:
+                    out.append(((n, self._tightness(c), 1, "", c), c, None))
+        out.sort(key=lambda item: item[0])
+        return out
+
+    def _tightness(self, c: int) -> Vec:
+        """Free capacity that ranks domain ``c`` among machines: its one machine's when it holds a
+        single machine (a per-host domain ranks exactly like that machine), else its total."""
+        if not self.children[c]:
+            classes = self.classes[c]
+            if len(classes) == 1:
+                (free, _sp), names = next(iter(classes.items()))
+                if len(names) == 1:
+                    return free
+        t = self.tot[c]
+        return (t[0], t[1], t[2], t[3])
+
+    def _best(self, d: int, s: int, sp: Spread | None = None) -> tuple[int, tuple[Vec, str]] | None:
         """First candidate of :meth:`_ordered` without building the whole order."""
         while True:
-            classes = self.classes[d]
-            if classes:
-                best = None
-                for key in classes:
-                    if self.fit(key[0], key[1], s) > 0 and (best is None or key < best):
-                        best = key
-                if best is not None:
-                    return d, best
-            pick = -1
-            pick_key: tuple[int, int, int] | None = None
-            for c in self.children[d]:
-                n = self.cap[c][s]
-                if n <= 0:
-                    continue
-                k = (0, n, c) if n >= rem else (1, -n, c)
-                if pick_key is None or k < pick_key:
-                    pick, pick_key = c, k
-            if pick < 0:
+            choices = self._choices(d, s, sp)
+            if not choices:
                 return None
-            d = pick
+            _k, c, key = choices[0]
+            if key is not None:
+                return c, key
+            d = c
 
-    def _ordered(self, d: int, s: int, rem: int) -> Iterator[tuple[int, tuple[Vec, str]]]:
-        """Machine classes under ``d`` that fit shape ``s``, best fit first.
-
-        Direct machines of ``d`` (missing finer labels: least useful for later constrained gangs) come
-        first, tightest machine first; then sub-domains: those that can hold all ``rem`` remaining
-        tasks of this group tightest first, then the others largest first (fewest domains)."""
-        classes = self.classes[d]
-        if classes:
-            for key in sorted(k for k in classes if self.fit(k[0], k[1], s) > 0):
-                yield d, key
-        kids = []
-        for c in self.children[d]:
-            n = self.cap[c][s]
-            if n > 0:
-                kids.append((0, n, c) if n >= rem else (1, -n, c))
-        kids.sort()
-        for _a, _b, c in kids:
-            yield from self._ordered(c, s, rem)
+    def _ordered(self, d: int, s: int, sp: Spread | None = None) -> Iterator[tuple[int, tuple[Vec, str]]]:
+        """Machine classes under ``d`` that fit shape ``s``, in the order of :meth:`_choices`."""
+        for _k, c, key in self._choices(d, s, sp):
+            if key is not None:
+                yield c, key
+            else:
+                yield from self._ordered(c, s, sp)
 
     def _place(self, d: int, key: tuple[Vec, str], s: int) -> tuple[str, tuple[Vec, str] | None]:
         classes = self.classes[d]

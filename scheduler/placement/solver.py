@@ -57,6 +57,7 @@ class _Context:
             # Excluded machines get classes of their own: a one-off index for this gang.
             index = DomainIndex(index.snapshot(), special | index.special)
         self.index = GangSearch(index, self.shapes)
+        self.own = [lvl if lvl is not None else NO_LEVEL for lvl in self.ti.level]
         self.steps_used = 0
         self.timed_out = False
         self.deadline = None if policy.max_seconds is None else time.monotonic() + policy.max_seconds
@@ -70,7 +71,7 @@ class _Context:
         steps = self.steps_left if max_steps is None else min(max_steps, self.steps_left)
         if steps <= 0 or self.timed_out:
             return UNDECIDED
-        plan = build_plan(self.ti, eff, self.task_shape, self.shapes)
+        plan = build_plan(self.ti, eff, self.task_shape, self.shapes, self.own)
         budget = Budget(steps, self.deadline)
         try:
             return self.index.search(plan, self.task_shape, budget)
