@@ -37,7 +37,7 @@ def test_pages_admin_and_api_docs_get_their_css_and_js_with_debug_off(gunicorn_s
     assert any(url.startswith("/static/admin/css/base.") for url in assets["/admin/login/"])
     osmo_assets = [url for url in assets["/accounts/login/"] if url.startswith("/static/osmo/")]
     assert [re.sub(r"\.[0-9a-f]{12}\.", ".", url) for url in osmo_assets] == [
-        "/static/osmo/live.js", "/static/osmo/site.css"
+        "/static/osmo/favicon.svg", "/static/osmo/live.js", "/static/osmo/site.css"
     ]
     assert {url: response.status_code for url, response in fetched.items()} == dict.fromkeys(fetched, 200)
     content_types = {url: response.headers["content-type"].split(";")[0] for url, response in fetched.items()}
