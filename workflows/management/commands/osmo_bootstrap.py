@@ -44,10 +44,12 @@ class Command(BaseCommand):
             user.save(update_fields=["password"])
         token, _ = Token.objects.get_or_create(user=user)
         self.stdout.write("")
-        self.stdout.write(self.style.SUCCESS("Log in at http://127.0.0.1:8000/ (admin: /admin/)"))
+        # make run passes OSMO_HOST / OSMO_PORT on (scripts/run.sh): print the address it serves on
+        url = f"http://{os.environ.get('OSMO_HOST') or '127.0.0.1'}:{os.environ.get('OSMO_PORT') or '8000'}"
+        self.stdout.write(self.style.SUCCESS(f"Log in at {url}/ (admin: /admin/)"))
         if created:
             self.stdout.write(f"  user: {username}   password: {password}")
         else:
             self.stdout.write(f"  user: {username}   (existing user; password unchanged)")
         self.stdout.write(f"  API token: {token.key}")
-        self.stdout.write(f"  export OSMO_URL=http://127.0.0.1:8000 OSMO_TOKEN={token.key}")
+        self.stdout.write(f"  export OSMO_URL={url} OSMO_TOKEN={token.key}")
