@@ -221,4 +221,15 @@ def build_plan(
         for i, node in enumerate(ti.nodes):
             if not node.required and target[i] > eff[i]:
                 spread[i] = target[i]
+        for step in steps:
+            groups: dict[int, list[int]] = {}
+            for t in step.tasks:
+                i = owner[t]
+                if i >= 0 and spread[i] > step.level:
+                    groups.setdefault(i, []).append(t)
+            for i, mine in sorted(groups.items()):
+                per = [0] * nshapes
+                for t in mine:
+                    per[task_shape[t]] += 1
+                step.spread.append((spread[i], per, counts(mine)[1]))
     return Plan(steps, root_tasks, root_direct, root_tot, root_blocks, owner, spread)

@@ -67,6 +67,8 @@ class Step:
     twin: int = -1
     blocks: list[Block] = field(default_factory=list)
     sig: tuple[Any, ...] = ()
+    # Relaxed preferred nodes whose tasks are bound here: (own level, tasks per shape, resource totals).
+    spread: list[tuple[int, list[int], Vec]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -397,16 +399,63 @@ class GangSearch:
 
     def _candidates(self, ctx: int, step: Step, budget: Budget) -> list[int]:
         """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first."""
-        scored: list[tuple[int, int, int]] = []
+        scored: list[tuple[int, int, int, int]] = []
         domains = self.descendants(ctx, step.level)
         budget.spend(len(domains))
         for d in domains:
             if self.fits(d, step.need, step.need_tot, step.blocks, budget):
                 cap, res = self.cap[d], self.res[d]
                 slack = sum(cap[s] - res[s] - k for s, k in step.need)
-                scored.append((slack, self.tot[d][0] - self.res_tot[d][0], d))
+                spread = self._spread_count(d, step.spread, budget) if step.spread else 0
+                scored.append((spread, slack, self.tot[d][0] - self.res_tot[d][0], d))
         scored.sort()
-        return [d for _slack, _gpu, d in scored]
+        return [d for _spread, _slack, _gpu, d in scored]
+
+    def _spread_count(self, d: int, groups: list[tuple[int, list[int], Vec]], budget: Budget) -> int:
+        """Estimated number of domains at their own levels that the relaxed nodes' tasks bound to a step
+        need inside candidate ``d``, following the packing's spread order (one domain holding all the
+        remaining tasks, else the one holding most of them); capacity reserved by other steps is left out."""
+        total = 0
+        cap, res, tot, rt = self.cap, self.res, self.tot, self.res_tot
+        for lvl, counts, need_tot in groups:
+            subs = self.descendants(d, lvl)
+            budget.spend(len(subs))
+            left = list(counts)
+            want = sum(left)
+            rest = list(need_tot)
+            used: set[int] = set()
+            while want > 0:
+                best, best_cov, done = -1, 0, False
+                for c in subs:
+                    if c in used:
+                        continue
+                    cc, rc = cap[c], res[c]
+                    cov = 0
+                    for s, k in enumerate(left):
+                        if k:
+                            cov += min(max(cc[s] - rc[s], 0), k)
+                    if cov >= want and all(tot[c][r] - rt[c][r] >= rest[r] for r in range(4)):
+                        done = True
+                        break
+                    if cov > best_cov:
+                        best, best_cov = c, cov
+                total += 1
+                if done:
+                    break
+                if best < 0:
+                    total += len(subs) + want  # cannot hold them all: rank last
+                    break
+                used.add(best)
+                cc, rc = cap[best], res[best]
+                for s, k in enumerate(left):
+                    if k:
+                        take = min(max(cc[s] - rc[s], 0), k)
+                        left[s] -= take
+                        want -= take
+                        req = self.shapes[s].req
+                        for r in range(4):
+                            rest[r] -= take * req[r]
+        return total
 
     # -- phase 2: machines -------------------------------------------------------------------------
 
@@ -719,7 +768,7 @@ class GangSearch:
                         room += cc[s2]
                 fresh = 0 if used.get(c) else 1
                 new_above = sum(1 for a in self.anc[c] if level[d] < level[a] < sp.level and not used.get(a))
-                full = cov >= want
+                full = cov >= want and (len(sp.left) == 1 or self._holds(c, sp.left))
                 out.append(((fresh, 0 if full else 1, new_above, room if full else -cov, c), c, None))
             # Machines missing the labels down to the node's level: last.
             for e in range(d, self.index.end[d]):
@@ -740,6 +789,18 @@ class GangSearch:
                     out.append(((n, self._tightness(c), 1, "", c), c, None))
         out.sort(key=lambda item: item[0])
         return out
+
+    def _holds(self, c: int, left: tuple[int, ...]) -> bool:
+        """Several shapes: the free totals of ``c`` (before this gang) cover the tasks ``left``."""
+        tot = self.tot[c]
+        for r in range(4):
+            v = 0
+            for s, k in enumerate(left):
+                if k:
+                    v += k * self.shapes[s].req[r]
+            if v > tot[r]:
+                return False
+        return True
 
     def _tightness(self, c: int) -> Vec:
         """Free capacity that ranks domain ``c`` among machines: its one machine's when it holds a
