@@ -138,6 +138,7 @@ def build_plan(
     steps: list[Step] = []
     root_tasks: list[int] = list(ti.root_tasks)
     last_by_ctx: dict[int, int] = {}
+    home = [-1] * len(ti.nodes)  # per node: the step its own tasks are bound to (-1 = the pool)
 
     def visit(i: int, ctx: int, ctx_level: int, sink: list[int]) -> None:
         if eff[i] > ctx_level:
@@ -151,6 +152,7 @@ def build_plan(
             my_sink, my_ctx, my_level = step.tasks, k, eff[i]
         else:
             my_sink, my_ctx, my_level = sink, ctx, ctx_level
+        home[i] = my_ctx
         my_sink.extend(ti.direct[i])
         for c in order(ti.children[i], my_level):
             visit(c, my_ctx, my_level, my_sink)
@@ -221,4 +223,26 @@ def build_plan(
         for i, node in enumerate(ti.nodes):
             if not node.required and target[i] > eff[i]:
                 spread[i] = target[i]
+        for step in steps:
+            up = ti.parent[step.node]
+            above: list[int] = []
+            while up >= 0:
+                if spread[up] != NO_LEVEL:
+                    above.append(up)
+                up = ti.parent[up]
+            step.under = tuple(above)
+            if above:
+                per = [0] * nshapes
+                for t in ti.subtree[above[0]]:
+                    per[task_shape[t]] += 1
+                step.pull = (spread[above[0]], per)
+        for i in range(len(ti.nodes)):
+            k = home[i]
+            if spread[i] != NO_LEVEL and k >= 0 and spread[i] > steps[k].level:
+                # The relaxed node's whole subtree, its constrained descendants' tasks included.
+                mine = list(ti.subtree[i])
+                per = [0] * nshapes
+                for t in mine:
+                    per[task_shape[t]] += 1
+                steps[k].spread.append((spread[i], per, counts(mine)[1]))
     return Plan(steps, root_tasks, root_direct, root_tot, root_blocks, owner, spread)

@@ -67,6 +67,11 @@ class Step:
     twin: int = -1
     blocks: list[Block] = field(default_factory=list)
     sig: tuple[Any, ...] = ()
+    # Relaxed preferred nodes whose tasks are bound here: (own level, tasks per shape, resource totals).
+    spread: list[tuple[int, list[int], Vec]] = field(default_factory=list)
+    under: tuple[int, ...] = ()  # relaxed preferred tree nodes strictly above this step's node
+    # The nearest of them: (its own level, its whole subtree's tasks per shape), or None.
+    pull: tuple[int, list[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -322,7 +327,7 @@ class GangSearch:
                 nxt[i] = nxt[step.twin] - 1
             else:
                 ctx = 0 if step.ctx < 0 else chosen[step.ctx]
-                order = self._candidates(ctx, step, budget)
+                order = self._candidates(ctx, step, budget, steps, chosen)
                 nxt[i] = 0
             orders[i] = order
         assert order is not None
@@ -395,18 +400,90 @@ class GangSearch:
             self._components[key] = got
         return got
 
-    def _candidates(self, ctx: int, step: Step, budget: Budget) -> list[int]:
-        """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first."""
-        scored: list[tuple[int, int, int]] = []
+    def _candidates(
+        self, ctx: int, step: Step, budget: Budget, steps: list[Step] | None = None, chosen: list[int] | None = None
+    ) -> list[int]:
+        """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first.
+
+        Relaxed spread (docs/design.md §5): a step binding a relaxed node's tasks ranks first by how many
+        domains at that node's level they need; a step under a relaxed node first by its domain's
+        ancestor at that node's level: one its earlier constrained descendants use, then one holding
+        all of the node's tasks, else the one holding most."""
+        scored: list[tuple[int, int, int, int, int]] = []
         domains = self.descendants(ctx, step.level)
         budget.spend(len(domains))
+        pull = step.pull
+        near: set[int] = set()
+        if pull is not None and steps is not None and chosen is not None:
+            top = step.under[0]
+            for j, other in enumerate(steps):
+                e = chosen[j]
+                if e >= 0 and other.under and other.under[0] == top:
+                    for a in self.anc[e]:
+                        if self.level[a] == pull[0]:
+                            near.add(a)
         for d in domains:
             if self.fits(d, step.need, step.need_tot, step.blocks, budget):
                 cap, res = self.cap[d], self.res[d]
                 slack = sum(cap[s] - res[s] - k for s, k in step.need)
-                scored.append((slack, self.tot[d][0] - self.res_tot[d][0], d))
+                spread = self._spread_count(d, step.spread, budget) if step.spread else 0
+                first = 0
+                if pull is not None and self.level[d] > pull[0]:
+                    a = next(a for a in self.anc[d] if self.level[a] == pull[0])
+                    if a in near:
+                        first = -(1 << 30)
+                    else:
+                        ca, ra = self.cap[a], self.res[a]
+                        first = -sum(min(max(ca[s] - ra[s], 0), k) for s, k in enumerate(pull[1]) if k)
+                scored.append((first, spread, slack, self.tot[d][0] - self.res_tot[d][0], d))
         scored.sort()
-        return [d for _slack, _gpu, d in scored]
+        return [item[-1] for item in scored]
+
+    def _spread_count(self, d: int, groups: list[tuple[int, list[int], Vec]], budget: Budget) -> int:
+        """Estimated number of domains at their own levels that the relaxed nodes' tasks bound to a step
+        need inside candidate ``d``, following the packing's spread order (one domain holding all the
+        remaining tasks, else the one holding most of them); capacity reserved by other steps is left out."""
+        total = 0
+        cap, res, tot, rt = self.cap, self.res, self.tot, self.res_tot
+        for lvl, counts, need_tot in groups:
+            subs = self.descendants(d, lvl)
+            budget.spend(len(subs))
+            left = list(counts)
+            want = sum(left)
+            rest = list(need_tot)
+            used: set[int] = set()
+            while want > 0:
+                best, best_cov, done = -1, 0, False
+                for c in subs:
+                    if c in used:
+                        continue
+                    cc, rc = cap[c], res[c]
+                    cov = 0
+                    for s, k in enumerate(left):
+                        if k:
+                            cov += min(max(cc[s] - rc[s], 0), k)
+                    if cov >= want and all(tot[c][r] - rt[c][r] >= rest[r] for r in range(4)):
+                        done = True
+                        break
+                    if cov > best_cov:
+                        best, best_cov = c, cov
+                total += 1
+                if done:
+                    break
+                if best < 0:
+                    total += len(subs) + want  # cannot hold them all: rank last
+                    break
+                used.add(best)
+                cc, rc = cap[best], res[best]
+                for s, k in enumerate(left):
+                    if k:
+                        take = min(max(cc[s] - rc[s], 0), k)
+                        left[s] -= take
+                        want -= take
+                        req = self.shapes[s].req
+                        for r in range(4):
+                            rest[r] -= take * req[r]
+        return total
 
     # -- phase 2: machines -------------------------------------------------------------------------
 
@@ -496,13 +573,31 @@ class GangSearch:
                 if lvl > level[d]:
                     spread[gid] = lvl
                 seq.append((t, task_shape[t], d, gid))
+        # The domains of a relaxed node's constrained descendants count as used by its spread.
+        pre: dict[int, dict[int, int]] = {}
+        if spread:
+            below: dict[int, list[int]] = {}
+            for dom, i, _tasks in comp:
+                if i < n:
+                    for up in plan.steps[i].under:
+                        below.setdefault(up, []).append(dom)
+            if below:
+                width = len(owner) + 2
+                for gid, lvl in spread.items():
+                    doms = below.get(gid % width - 1)
+                    if doms:
+                        marks = pre[gid] = {}
+                        for dom in doms:
+                            for a in self.anc[dom]:
+                                if level[a] <= lvl:
+                                    marks[a] = marks.get(a, 0) + 1
         found: list[tuple[str, int]] | None = None
         if self.nshapes == 1:
             budget.spend(len(seq))
-            found = self._pack_greedy(seq, spread)
+            found = self._pack_greedy(seq, spread, pre)
         if found is None:
             try:
-                found = self._pack_dfs(seq, budget, PACK_DFS_STEPS if self.nshapes > 1 else None, spread)
+                found = self._pack_dfs(seq, budget, PACK_DFS_STEPS if self.nshapes > 1 else None, spread, pre)
             except _GiveUp:
                 exact = self._pack_exact(seq, budget)
                 if exact == UNDECIDED:
@@ -557,7 +652,12 @@ class GangSearch:
                     result[next(slots)] = (name, where[name])
         return result
 
-    def _spread_state(self, seq: list[tuple[int, int, int, int]], spread: dict[int, int] | None) -> list[Spread | None]:
+    def _spread_state(
+        self,
+        seq: list[tuple[int, int, int, int]],
+        spread: dict[int, int] | None,
+        pre: dict[int, dict[int, int]] | None = None,
+    ) -> list[Spread | None]:
         """Per position of ``seq``: the :class:`Spread` of its task's group (None when not relaxed),
         with the group's tasks left from that position on, per shape."""
         out: list[Spread | None] = [None] * len(seq)
@@ -572,7 +672,10 @@ class GangSearch:
                 continue
             left = acc.setdefault(g, [0] * self.nshapes)
             left[s] += 1
-            out[p] = Spread(lvl, used.setdefault(g, {}), tuple(left))
+            got = used.get(g)
+            if got is None:
+                got = used[g] = dict(pre[g]) if pre and g in pre else {}
+            out[p] = Spread(lvl, got, tuple(left))
         return out
 
     def _mark(self, sp: Spread | None, dom: int, sign: int) -> None:
@@ -584,12 +687,15 @@ class GangSearch:
                 used[a] = used.get(a, 0) + sign
 
     def _pack_greedy(
-        self, seq: list[tuple[int, int, int, int]], spread: dict[int, int] | None = None
+        self,
+        seq: list[tuple[int, int, int, int]],
+        spread: dict[int, int] | None = None,
+        pre: dict[int, dict[int, int]] | None = None,
     ) -> list[tuple[str, int]] | None:
         """Best-fit descent, no backtracking; the result is indexed by position in ``seq``."""
         done: list[tuple[int, tuple[Vec, str], tuple[Vec, str] | None, str, int]] = []
         result: list[tuple[str, int]] = [("", -1)] * len(seq)
-        spreads = self._spread_state(seq, spread)
+        spreads = self._spread_state(seq, spread, pre)
         try:
             for p, (_t, s, d, _g) in enumerate(seq):
                 sp = spreads[p]
@@ -612,6 +718,7 @@ class GangSearch:
         budget: Budget,
         limit: int | None = None,
         spread: dict[int, int] | None = None,
+        pre: dict[int, dict[int, int]] | None = None,
     ) -> list[tuple[str, int]] | None:
         """Depth-first search over machine classes; the result is indexed by position in ``seq``.
 
@@ -631,7 +738,7 @@ class GangSearch:
         first = [True] * total
         keys: list[tuple[int, tuple[int, ...], str] | None] = [None] * total
         result: list[tuple[str, int]] = [("", -1)] * total
-        spreads = self._spread_state(seq, spread)
+        spreads = self._spread_state(seq, spread, pre)
         spent = 0
         p = 0
         try:
@@ -699,10 +806,10 @@ class GangSearch:
         how many tasks of the shape they still hold, tightest first (then free capacity), so a pool with
         a per-host key packs like one without and large free machines and domains stay whole. Above
         the level of a relaxed node (``sp``), a group spreads over the fewest domains of that level
-        instead, chosen among all of them under ``d``: domains it already uses first, then one that
-        holds all its remaining tasks (tightest), else the largest (most of its remaining tasks); ties
-        go to the domain that opens the fewest new coarser domains; machines missing the labels down to
-        that level last."""
+        instead, chosen among all of them under ``d``: domains it (or its constrained descendants)
+        already uses first, then one that holds all its remaining tasks (tightest), else the largest
+        (most of its remaining tasks); ties go to the domain that opens the fewest new coarser domains;
+        machines missing the labels down to that level last."""
         out: list[tuple[Any, int, tuple[Vec, str] | None]] = []
         level, cap = self.level, self.cap
         if sp is not None and level[d] < sp.level:
@@ -719,7 +826,7 @@ class GangSearch:
                         room += cc[s2]
                 fresh = 0 if used.get(c) else 1
                 new_above = sum(1 for a in self.anc[c] if level[d] < level[a] < sp.level and not used.get(a))
-                full = cov >= want
+                full = cov >= want and (len(sp.left) == 1 or self._holds(c, sp.left))
                 out.append(((fresh, 0 if full else 1, new_above, room if full else -cov, c), c, None))
             # Machines missing the labels down to the node's level: last.
             for e in range(d, self.index.end[d]):
@@ -740,6 +847,18 @@ class GangSearch:
                     out.append(((n, self._tightness(c), 1, "", c), c, None))
         out.sort(key=lambda item: item[0])
         return out
+
+    def _holds(self, c: int, left: tuple[int, ...]) -> bool:
+        """Several shapes: the free totals of ``c`` (before this gang) cover the tasks ``left``."""
+        tot = self.tot[c]
+        for r in range(4):
+            v = 0
+            for s, k in enumerate(left):
+                if k:
+                    v += k * self.shapes[s].req[r]
+            if v > tot[r]:
+                return False
+        return True
 
     def _tightness(self, c: int) -> Vec:
         """Free capacity that ranks domain ``c`` among machines: its one machine's when it holds a

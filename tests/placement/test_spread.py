@@ -2,12 +2,15 @@
 
 - Packing: best fit that keeps large free machines and domains whole, whatever the pool's keys: a
   per-host key changes nothing for unconstrained tasks.
-- Relaxed spread: when a preferred node cannot be met, the tasks it packs into its bound domain go to
-  the fewest domains at its own level, the remainder to the best-fitting one.
+- Relaxed spread: when a single preferred node cannot be met, its tasks use the fewest domains at its
+  own level (then at each coarser level), its required children's tasks included, checked against
+  brute force on tiny one-shape instances (with several task shapes the count is a best-fit
+  estimate, see §5).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +18,8 @@ from hypothesis import strategies as st
 
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
-from tests.placement.builders import cluster, gang, names, rack, tree, zone
+from tests.placement.builders import cluster, gang, names, node, rack, tree, zone
+from topology.tree import ConstraintTree
 
 
 def _with_hostname(snapshot: ClusterSnapshot) -> ClusterSnapshot:
@@ -59,6 +63,31 @@ def test_a_relaxed_preferred_rack_puts_its_remainder_in_the_best_fitting_rack() 
     assert sorted({m for _t, m in result.assignments}) == ["n0", "n1", "n2"]
 
 
+def test_a_relaxed_preferred_rack_goes_to_the_zone_needing_the_fewest_racks() -> None:
+    # given: a required zone, no rack holds 3 tasks; z0 (tighter) needs 3 racks, z1 needs 2
+    snapshot = cluster(
+        ("zone", "rack"),
+        [
+            ("z0", "r2", Resources(gpu=1, cpu=2000, memory=8)),
+            ("z1", "r1", Resources(gpu=2, cpu=2000, memory=8)),
+            ("z0", "r1", Resources(gpu=3, cpu=2000, memory=8)),
+            ("z1", "r0", Resources(gpu=3, cpu=4000, memory=8)),
+            ("z0", "r0", Resources(gpu=1, cpu=4000, memory=8)),
+        ],
+    )
+    tasks = names("t", 3)
+    group = GroupRequest(
+        "g",
+        tree(zone("wf", rack("r", tasks=tasks, required=False))),
+        tuple(TaskRequest(t, Resources(gpu=1, cpu=2000, memory=1)) for t in tasks),
+    )
+    # when
+    result = solve(snapshot, group)
+    # then: z1, two racks
+    assert isinstance(result, Placement)
+    assert sorted({m for _t, m in result.assignments}) == ["n1", "n3"]
+
+
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), hostname=st.booleans())
 def test_unconstrained_gangs_pack_the_same_with_and_without_a_hostname_key(seed: int, hostname: bool) -> None:
@@ -81,3 +110,120 @@ def test_unconstrained_gangs_pack_the_same_with_and_without_a_hostname_key(seed:
     assert one.status == two.status
     if isinstance(one, Placement) and isinstance(two, Placement):
         assert _shape(plain, group, one) == _shape(hosts, group, two)
+
+
+def _spread_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+    """zone > rack (> hostname): 2-6 machines; one preferred rack node (maybe under a required zone) of
+    tasks of one shape."""
+    rows = []
+    for _ in range(rng.randint(2, 6)):
+        labels = (f"z{rng.randrange(2)}", f"r{rng.randrange(3)}")
+        rows.append((*labels, Resources(gpu=rng.choice((1, 1, 2, 3)), cpu=rng.choice((2000, 4000)), memory=8)))
+    snapshot = cluster(("zone", "rack"), rows)
+    if rng.random() < 0.5:
+        snapshot = _with_hostname(snapshot)
+    tasks = names("t", rng.randint(2, 5))
+    shape = Resources(gpu=rng.choice((1, 1, 2)), cpu=rng.choice((1000, 2000)), memory=1)
+    node = rack("r", tasks=tasks, required=False)
+    t: ConstraintTree = tree(zone("wf", node)) if rng.random() < 0.5 else tree(node)
+    return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in tasks))
+
+
+def _fewest(snapshot: ClusterSnapshot, group: GroupRequest, zones_needed: int | None) -> tuple[int, int] | None:
+    """Brute force: the fewest (racks, zones) over valid placements (a required zone: one zone)."""
+    machines = [n for n in snapshot.nodes if n.schedulable]
+    reqs = [t.resources.as_tuple() for t in group.tasks]
+    best: tuple[int, int] | None = None
+    for choice in itertools.product(range(len(machines)), repeat=len(reqs)):
+        used: dict[int, list[int]] = {}
+        for m, r in zip(choice, reqs, strict=True):
+            acc = used.setdefault(m, [0, 0, 0, 0])
+            for k in range(4):
+                acc[k] += r[k]
+        if any(any(a > f for a, f in zip(acc, machines[m].free.as_tuple(), strict=True)) for m, acc in used.items()):
+            continue
+        racks = {machines[m].labels[:2] for m in used}
+        zones = {machines[m].labels[:1] for m in used}
+        if zones_needed is not None and len(zones) > zones_needed:
+            continue
+        got = (len(racks), len(zones))
+        if best is None or got < best:
+            best = got
+    return best
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_a_relaxed_preferred_node_uses_the_fewest_domains_at_its_level(seed: int) -> None:
+    # given
+    snapshot, group = _spread_instance(random.Random(seed))
+    required_zone = bool(group.tree.children[0].key == "zone")
+    # when
+    result = solve(snapshot, group)
+    # then: among placements meeting the level the solver reports, none uses fewer racks (then zones)
+    if not isinstance(result, Placement):
+        assert _fewest(snapshot, group, 1 if required_zone else None) is None
+        return
+    where = {n.name: n.labels for n in snapshot.nodes}
+    racks = {where[m][:2] for _t, m in result.assignments}
+    zones = {where[m][:1] for _t, m in result.assignments}
+    one_zone = required_zone or len(zones) == 1
+    assert (len(racks), len(zones)) == _fewest(snapshot, group, 1 if one_zone else None)
+
+
+def _spread_with_child_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest, int]:
+    """zone > rack > hostname: 2-6 machines; one preferred rack node (maybe under a required zone) with
+    1-3 tasks of its own and a required hostname child of 1-2 tasks, all of one shape."""
+    rows = []
+    for _ in range(rng.randint(2, 6)):
+        labels = (f"z{rng.randrange(2)}", f"r{rng.randrange(3)}")
+        rows.append((*labels, Resources(gpu=rng.choice((1, 1, 2, 3)), cpu=4000, memory=8)))
+    snapshot = _with_hostname(cluster(("zone", "rack"), rows))
+    kids, tasks = names("k", rng.randint(1, 2)), names("t", rng.randint(1, 3))
+    relaxed = rack("r", node("hostname", "h", tasks=kids), tasks=tasks, required=False)
+    t: ConstraintTree = tree(zone("wf", relaxed)) if rng.random() < 0.5 else tree(relaxed)
+    shape = Resources(gpu=1, cpu=1000, memory=1)
+    return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in (*kids, *tasks))), len(kids)
+
+
+def _fewest_with_child(
+    snapshot: ClusterSnapshot, group: GroupRequest, kids: int, zones_needed: int | None
+) -> tuple[int, int] | None:
+    """Brute force: the fewest (racks, zones) over valid placements, the first ``kids`` tasks on one machine."""
+    machines = [n for n in snapshot.nodes if n.schedulable]
+    best: tuple[int, int] | None = None
+    for choice in itertools.product(range(len(machines)), repeat=len(group.tasks)):
+        if len(set(choice[:kids])) > 1:
+            continue
+        count: dict[int, int] = {}
+        for m in choice:
+            count[m] = count.get(m, 0) + 1
+        if any(k > machines[m].free.gpu for m, k in count.items()):
+            continue
+        racks = {machines[m].labels[:2] for m in count}
+        zones = {machines[m].labels[:1] for m in count}
+        if zones_needed is not None and len(zones) > zones_needed:
+            continue
+        got = (len(racks), len(zones))
+        if best is None or got < best:
+            best = got
+    return best
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_a_relaxed_preferred_node_counts_its_required_child_in_its_spread(seed: int) -> None:
+    # given
+    snapshot, group, kids = _spread_with_child_instance(random.Random(seed))
+    required_zone = bool(group.tree.children[0].key == "zone")
+    # when
+    result = solve(snapshot, group)
+    # then: the child's machine is one of the fewest racks (then zones)
+    if not isinstance(result, Placement):
+        assert _fewest_with_child(snapshot, group, kids, 1 if required_zone else None) is None
+        return
+    where = {n.name: n.labels for n in snapshot.nodes}
+    racks = {where[m][:2] for _t, m in result.assignments}
+    zones = {where[m][:1] for _t, m in result.assignments}
+    one_zone = required_zone or len(zones) == 1
+    assert (len(racks), len(zones)) == _fewest_with_child(snapshot, group, kids, 1 if one_zone else None)
