@@ -29,7 +29,7 @@ candidate tried costs one budget step, and an exhausted budget yields ``UNDECIDE
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -798,7 +798,8 @@ class GangSearch:
     def _class_ok(self, key: tuple[Vec, str], s: int) -> bool:
         return self.fit(key[0], key[1], s) > 0
 
-    def _choices(self, d: int, s: int, sp: Spread | None) -> list[tuple[Any, int, tuple[Vec, str] | None]]:
+    def _choices(self, d: int, s: int, sp: Spread | None, *, first: bool = False,
+                 ) -> list[tuple[Any, int, tuple[Vec, str] | None]]:
         """What sits under ``d`` for a task of shape ``s``, best first: (sort key, domain, machine class
         in that domain or None for the domain itself).
 
@@ -809,13 +810,25 @@ class GangSearch:
         instead, chosen among all of them under ``d``: domains it (or its constrained descendants)
         already uses first, then one that holds all its remaining tasks (tightest), else the largest
         (most of its remaining tasks); ties go to the domain that opens the fewest new coarser domains;
-        machines missing the labels down to that level last."""
+        machines missing the labels down to that level last.
+
+        ``first``: only the best entry is wanted (it is the same): when the group already uses a domain
+        of the level under ``d`` that still fits the shape, only those domains are ranked, since each
+        of them comes before every domain it does not use (no scan of all the level's domains)."""
         out: list[tuple[Any, int, tuple[Vec, str] | None]] = []
         level, cap = self.level, self.cap
         if sp is not None and level[d] < sp.level:
             want = sum(sp.left)
             used = sp.used
-            for c in self.descendants(d, sp.level):
+            candidates: Iterable[int] = ()
+            if first:
+                end = self.index.end[d]
+                candidates = [c for c, n in used.items()
+                              if n and level[c] == sp.level and d <= c < end and cap[c][s] > 0]
+            if not candidates:
+                candidates = self.descendants(d, sp.level)
+                first = False
+            for c in candidates:
                 cc = cap[c]
                 if cc[s] <= 0:
                     continue
@@ -829,7 +842,7 @@ class GangSearch:
                 full = cov >= want and (len(sp.left) == 1 or self._holds(c, sp.left))
                 out.append(((fresh, 0 if full else 1, new_above, room if full else -cov, c), c, None))
             # Machines missing the labels down to the node's level: last.
-            for e in range(d, self.index.end[d]):
+            for e in range(d, self.index.end[d]) if not first else ():
                 if level[e] >= sp.level:
                     continue
                 for key in self.classes[e]:
@@ -875,7 +888,7 @@ class GangSearch:
     def _best(self, d: int, s: int, sp: Spread | None = None) -> tuple[int, tuple[Vec, str]] | None:
         """First candidate of :meth:`_ordered` without building the whole order."""
         while True:
-            choices = self._choices(d, s, sp)
+            choices = self._choices(d, s, sp, first=True)
             if not choices:
                 return None
             _k, c, key = choices[0]
