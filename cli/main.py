@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 import uuid
@@ -37,6 +36,7 @@ from cli.config import (
 )
 from cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError, NotLoggedInError
 from cli.yamlpos import line_of
+from parsing.errors import errors_collapse
 
 
 class OsmoGroup(TyperGroup):
@@ -254,23 +254,16 @@ def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
     that differ only in list indices (30 tasks without ``command``) is said once, with the count."""
     if not exc.errors:
         return exc
-    groups: dict[tuple[str, str], list[str]] = {}
-    for error in exc.errors:
-        path = str(error.get("path") or "")
-        groups.setdefault((re.sub(r"\[\d+\]", "[*]", path), str(error.get("message", ""))), []).append(path)
     lines = []
-    for (pattern, message), paths in groups.items():
+    for shown, message, paths in errors_collapse(exc.errors):
         first = paths[0]
         line = line_of(text, first) if first and exc.code != "pool_not_found" and first != "pool" else None
-        if len(paths) >= 3:
+        if len(paths) > 1:
             at = f" ({label} line {line} and {len(paths) - 1} more)" if line else ""
-            lines.append(f"{pattern}{at}: {message} ({len(paths)} times)")
-            continue
-        for path in paths:
-            where = path or "(whole document)"
-            line = line_of(text, path) if path and exc.code != "pool_not_found" and path != "pool" else None
+            lines.append(f"{shown}{at}: {message} ({len(paths)} times)")
+        else:
             at = f" ({label} line {line})" if line else ""
-            lines.append(f"{where}{at}: {message}")
+            lines.append(f"{shown or '(whole document)'}{at}: {message}")
     exc.details = lines
     count = len(exc.errors)
     exc.message = f"{exc.message.rstrip('.')} ({count} problem{'s' if count != 1 else ''})"

@@ -182,8 +182,10 @@ def submit(request: HttpRequest) -> HttpResponse:
         context.update(_fields(dry_run_build(pool_name=pool_name, spec=text, user=request.user)))
     except (WorkflowSpecInvalidError, PoolNotFoundError) as exc:
         context["errors"] = spec_error_rows(text, exc.details.get("errors", []))
+        context["problems"] = len(exc.details.get("errors", []))
         return render(request, "pages/submit.html", context, status=400)
     except OsmoError as exc:  # no access, maintenance, a team to choose: one line, the API's words
         context["errors"] = spec_error_rows(text, [{"path": "pool", "message": exc.message}])
+        context["problems"] = 1
         return render(request, "pages/submit.html", context, status=exc.http_status)
     return render(request, "pages/submit.html", context)

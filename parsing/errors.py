@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import total_ordering
+from typing import Any
 
 from parsing.natural import NaturalKey, natural_key
 
@@ -93,3 +94,29 @@ class DocumentInvalidError(Exception):
     def to_list(self) -> list[dict[str, str]]:
         """JSON-ready ``[{"path": ..., "message": ...}]``, as the API's ``details.errors``."""
         return [error.to_dict() for error in self.errors]
+
+
+#: Errors with the same message at at least this many paths that differ only in list indices are
+#: said once (30 tasks without ``command``: one line, with the count).
+COLLAPSE_AT = 3
+
+
+def errors_collapse(errors: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, list[str]]]:
+    """Group ``{"path", "message"}`` errors for people to read: ``(shown path, message, paths)`` in
+    first-seen order. Errors with the same message whose paths differ only in list indices become one
+    entry once there are :data:`COLLAPSE_AT` of them, shown with the indices they all share kept
+    (``groups[0].tasks[*].command``); others stay one entry per path."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for error in errors:
+        path = str(error.get("path") or "")
+        groups.setdefault((re.sub(r"\[\d+\]", "[*]", path), str(error.get("message", ""))), []).append(path)
+    out: list[tuple[str, str, list[str]]] = []
+    for (_pattern, message), paths in groups.items():
+        if len(paths) >= COLLAPSE_AT:
+            # keep the indices all of them share (groups[0].tasks[*].command, not groups[*]...)
+            columns = zip(*(re.split(r"(\[\d+\])", path) for path in paths), strict=True)
+            shown = "".join(parts[0] if len(set(parts)) == 1 else "[*]" for parts in columns)
+            out.append((shown, message, paths))
+        else:
+            out.extend((path, message, [path]) for path in paths)
+    return out

@@ -11,6 +11,7 @@ from django.conf import settings
 
 from osmo.types import Viewer
 from pages.forms import yaml_line_for_path
+from parsing.errors import errors_collapse
 from parsing.natural import natural_sorted
 from scheduler.selectors import node_labels_by_name, pool_get, pool_keys
 from workflows.preview import workflow_dry_run
@@ -30,24 +31,26 @@ def submit_example_text(name: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class SpecErrorRow:
-    path: str  # "(whole spec)" when the error has none
+    path: str  # "(whole spec)" when the error has none; a pattern (tasks[*].command) for repeats
     message: str
-    line: int | None  # 1-based line of the YAML element the path points at
+    line: int | None  # 1-based line of the YAML element the (first) path points at
     text: str  # that line
+    count: int = 1  # how many paths said the same (collapsed: parsing.errors.errors_collapse)
 
 
 def spec_error_rows(text: str, errors: list[dict[str, str]]) -> list[SpecErrorRow]:
     lines = text.splitlines()
     rows = []
-    for error in errors:
-        path = error.get("path", "")
-        line = yaml_line_for_path(text, path) if path and path != "pool" else None
+    for shown, message, paths in errors_collapse(errors):
+        first = paths[0]
+        line = yaml_line_for_path(text, first) if first and first != "pool" else None
         rows.append(
             SpecErrorRow(
-                path=path or "(whole spec)",
-                message=error.get("message", ""),
+                path=shown or "(whole spec)",
+                message=message,
                 line=line,
                 text=lines[line - 1] if line and line <= len(lines) else "",
+                count=len(paths),
             )
         )
     return rows

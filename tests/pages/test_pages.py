@@ -357,6 +357,21 @@ def test_dry_run_lists_errors_with_paths_and_lines(alice_client, scene):
     assert "zoen" in text
 
 
+def test_the_same_error_at_thirty_tasks_is_said_once_with_its_count(alice_client, scene):
+    # given 30 tasks without a command
+    rows = "\n".join(f"    - {{name: shard{i}, {'lead: true, ' if i == 1 else ''}image: busybox}}"
+                     for i in range(1, 31))
+    spec = f"workflow:\n  name: thirty\n  groups:\n  - name: g\n    tasks:\n{rows}\nresources:\n  default: {{gpu: 1}}\n"
+    # when it is dry-run on the submit page
+    response = alice_client.post("/submit/", {"spec": spec, "pool": "nvl72", "action": "dry_run"})
+    # then one row says it, with the count, under a heading that counts every problem
+    text = _text(response)
+    assert response.status_code == 400
+    assert "The spec has 30 problems" in text
+    assert text.count("this field is required") == 1
+    assert 'workflow.groups[0].tasks[*].command' in text and 'data-count="30"' in text and "(30 times)" in text
+
+
 def test_submit_creates_the_workflow_and_redirects(alice_client, scene):
     # when
     response = alice_client.post("/submit/", {"spec": big_clique_spec(4), "pool": "nvl72", "priority": "LOW",

@@ -29,3 +29,21 @@ def test_path_errors_use_the_same_order():
     errors = [PathError("tasks[10]", "m"), PathError("tasks[2]", "m")]
 
     assert [e.path for e in sorted(errors)] == ["tasks[2]", "tasks[10]"]
+
+
+def test_repeated_errors_collapse_by_index_pattern_from_three_on():
+    from parsing.errors import errors_collapse
+
+    # given the same message at 3 task paths, at 2 group paths, and one other error
+    errors = [{"path": f"workflow.groups[0].tasks[{i}].command", "message": "this field is required"} for i in range(3)]
+    errors += [{"path": f"workflow.groups[{i}].name", "message": "bad name"} for i in range(2)]
+    errors += [{"path": "", "message": "whole"}]
+    # when collapsed
+    out = errors_collapse(errors)
+    # then the three become one pattern entry with all paths; the two stay apart; order is first-seen
+    assert [(shown, message, len(paths)) for shown, message, paths in out] == [
+        ("workflow.groups[0].tasks[*].command", "this field is required", 3),
+        ("workflow.groups[0].name", "bad name", 1),
+        ("workflow.groups[1].name", "bad name", 1),
+        ("", "whole", 1),
+    ]
