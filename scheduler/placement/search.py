@@ -828,6 +828,9 @@ class GangSearch:
             if not candidates:
                 candidates = self.descendants(d, sp.level)
                 first = False
+            # (fresh, not full, room or -cover, domain) first; the count of new coarser domains, third in
+            # the order, only for the domains that can still be first (it walks the ancestors).
+            ranked: list[tuple[int, int, int, int]] = []
             for c in candidates:
                 cc = cap[c]
                 if cc[s] <= 0:
@@ -838,9 +841,15 @@ class GangSearch:
                         cov += min(cc[s2], k)
                         room += cc[s2]
                 fresh = 0 if used.get(c) else 1
-                new_above = sum(1 for a in self.anc[c] if level[d] < level[a] < sp.level and not used.get(a))
                 full = cov >= want and (len(sp.left) == 1 or self._holds(c, sp.left))
-                out.append(((fresh, 0 if full else 1, new_above, room if full else -cov, c), c, None))
+                ranked.append((fresh, 0 if full else 1, room if full else -cov, c))
+            if first and ranked:
+                best = min(r[:2] for r in ranked)
+                ranked = [r for r in ranked if r[:2] == best]
+            anc, top = self.anc, sp.level
+            for fresh, notfull, size, c in ranked:
+                new_above = sum(1 for a in anc[c] if level[d] < level[a] < top and not used.get(a))
+                out.append(((fresh, notfull, new_above, size, c), c, None))
             # Machines missing the labels down to the node's level: last.
             for e in range(d, self.index.end[d]) if not first else ():
                 if level[e] >= sp.level:
