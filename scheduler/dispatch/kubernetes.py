@@ -223,6 +223,14 @@ def _translate(exc: Exception, action: str) -> Exception:
 _CLIENT_ERRORS = (ApiException, Urllib3HTTPError, OSError)
 
 
+class _ContinueExpired(Exception):
+    """A list's continue token expired after its first page (410 Gone): the listing may restart."""
+
+    def __init__(self, api: ApiException) -> None:
+        super().__init__(str(api))
+        self.api = api
+
+
 # ------------------------------------------------------------------------------------------------
 # Phase mapping
 # ------------------------------------------------------------------------------------------------
@@ -500,21 +508,33 @@ class KubernetesBackend:
         return events
 
     # -- helpers --------------------------------------------------------------------------------
-    def _list_events(self, namespace: str, field_selector: str) -> list[Any]:
-        """Every event matching ``field_selector`` in ``namespace``, following ``continue`` tokens."""
+    def _paged(self, call: Any, namespace: str, **selector: str) -> list[Any]:
+        """Every item of a namespaced list call (``list_namespaced_pod``/``_event``) matching
+        ``selector``, following ``continue`` tokens. Raises ``ApiException`` and client errors as is;
+        a 410 Gone after the first page is raised as :class:`_ContinueExpired`."""
         items: list[Any] = []
         token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {**selector, "limit": LIST_PAGE_SIZE, "_request_timeout": self.request_timeout}
+            if token:
+                kwargs["_continue"] = token
+            try:
+                page = _with_auth_retries(functools.partial(call, namespace, **kwargs))
+            except ApiException as exc:
+                if exc.status == 410 and token:
+                    raise _ContinueExpired(exc) from exc
+                raise
+            items.extend(page.items or [])
+            token = page.metadata._continue if page.metadata else None
+            if not token:
+                return items
+
+    def _list_events(self, namespace: str, field_selector: str) -> list[Any]:
+        """Every event matching ``field_selector`` in ``namespace``, following ``continue`` tokens."""
         try:
-            while True:
-                kwargs: dict[str, Any] = {"field_selector": field_selector, "limit": LIST_PAGE_SIZE,
-                                          "_request_timeout": self.request_timeout}
-                if token:
-                    kwargs["_continue"] = token
-                page = _with_auth_retries(functools.partial(self.core.list_namespaced_event, namespace, **kwargs))
-                items.extend(page.items or [])
-                token = page.metadata._continue if page.metadata else None
-                if not token:
-                    return items
+            return self._paged(self.core.list_namespaced_event, namespace, field_selector=field_selector)
+        except _ContinueExpired as exc:
+            raise _translate(exc.api, f"list events in {namespace}") from exc
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, f"list events in {namespace}") from exc
 
@@ -524,23 +544,12 @@ class KubernetesBackend:
         A 410 Gone (the continue token expired mid-listing) restarts the listing once from the top.
         """
         for attempt in range(2):
-            items: list[k8s_client.V1Pod] = []
-            token: str | None = None
             try:
-                while True:
-                    kwargs: dict[str, Any] = {"label_selector": selector, "limit": LIST_PAGE_SIZE,
-                                              "_request_timeout": self.request_timeout}
-                    if token:
-                        kwargs["_continue"] = token
-                    page = _with_auth_retries(functools.partial(self.core.list_namespaced_pod, namespace, **kwargs))
-                    items.extend(page.items or [])
-                    token = page.metadata._continue if page.metadata else None
-                    if not token:
-                        return items
-            except ApiException as exc:
-                if exc.status == 410 and token and attempt == 0:
+                return self._paged(self.core.list_namespaced_pod, namespace, label_selector=selector)
+            except _ContinueExpired as exc:
+                if attempt == 0:
                     continue
-                raise _translate(exc, f"list pods in {namespace}") from exc
+                raise _translate(exc.api, f"list pods in {namespace}") from exc
             except _CLIENT_ERRORS as exc:
                 raise _translate(exc, f"list pods in {namespace}") from exc
         raise DispatchTransientError(f"Kubernetes API list pods in {namespace}: continue token kept expiring")
