@@ -6,6 +6,8 @@
   host, so no zone holds the workflow (4 GPUs are free in plenty; the zone constraint rules it out).
 - ``nvl72-20k-preferred``: same pool and shape, every constraint preferred, 40 groups of 18: racks
   with 18 idle trays are too few, so preferences relax.
+- ``nvl72-20k-preferred-2048``: same pool, every constraint preferred, 128 groups of 16 (2,048 x
+  4-GPU tasks): far more than any zone holds, so the zone preference relaxes as well as cliques.
 - ``nvl72-1k``: 1,008 trays (2 zones x 4 spines x 7 racks); 64 tasks, zone required, 4 cliques of 16.
 - ``nvl72-20k-mixed-N`` (N = 2, 8, 29, 30): 20,736 trays (seed 12, whose roomiest zone has 29 racks
   that can each hold one group); zone required, N gpu-clique groups required, each of 9 x 3-GPU and
@@ -83,6 +85,10 @@ def nvl72_20k_preferred() -> tuple[ClusterSnapshot, GroupRequest]:
     return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(40, 18, required=False)
 
 
+def nvl72_20k_preferred_2048() -> tuple[ClusterSnapshot, GroupRequest]:
+    return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(128, 16, required=False)
+
+
 def nvl72_1k() -> tuple[ClusterSnapshot, GroupRequest]:
     return nvl72_pool(2, 4, 7, occupancy=0.6, seed=1008), zone_of_cliques(4, 16)
 
@@ -91,6 +97,7 @@ SCENARIOS: dict[str, Callable[[], tuple[ClusterSnapshot, GroupRequest]]] = {
     "nvl72-20k": nvl72_20k,
     "nvl72-20k-infeasible": nvl72_20k_infeasible,
     "nvl72-20k-preferred": nvl72_20k_preferred,
+    "nvl72-20k-preferred-2048": nvl72_20k_preferred_2048,
     "nvl72-1k": nvl72_1k,
     **{f"nvl72-20k-mixed-{n}": _mixed(n) for n in (2, 8, 29, 30)},
 }
