@@ -478,7 +478,6 @@ class _Walk:
             self.quotas.add(g, request)
         self.decided.append((g, placement, request))
         self.result.placed.append(g.pk)
-        self.result.preempted = len(self.preemptions.evicted)
         return True
 
     def _fits_idle(self, g: _Queued, upcoming: list[_Queued], known: bool) -> bool:
@@ -542,6 +541,7 @@ class _Walk:
             # Every workflow this transaction writes is locked at once, in primary-key order.
             workflows_lock(self.preemptions.workflow_ids() | {g.workflow_id for g, _p, _r in self.decided})
             result.refresh |= self.preemptions.persist()
+            result.preempted = len(self.preemptions.evicted)
         placed = self._placements_persist()
         result.placed = placed
         now = timezone.now()
@@ -704,4 +704,3 @@ def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
         workflow_status_refresh(group.workflow)
         done.append(group.pk)
     return done
-

@@ -30,7 +30,7 @@ from django.db.models import Count, Q
 
 from scheduler import jobs
 from scheduler.models import Pool, Reservation
-from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources, solve
+from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources
 from scheduler.preemption import Candidate, victims_choose
 from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
 from workflows.lifecycle.transitions import groups_preempt
@@ -49,7 +49,9 @@ class _Running:
     group_id: int
     workflow_id: int
     candidate: Candidate
-    holdings: list[tuple[str, Vec]]
+
+    def holdings(self) -> list[tuple[str, Vec]]:
+        return [(node, res.as_tuple()) for node, res in self.candidate.holdings]
 
 
 @dataclass
@@ -62,7 +64,6 @@ class Preemptions:
     running: dict[str, _Running] | None = None
     hopeless: set[str] = field(default_factory=set)  # signatures not placeable even with every candidate gone
     evicted: dict[int, tuple[int, str]] = field(default_factory=dict)  # victim group -> (its workflow, preemptor)
-    searches: int = 0
 
     def _load(self) -> dict[str, _Running]:
         """Running LOW gangs of the pool with what they hold (three queries)."""
@@ -97,12 +98,9 @@ class Preemptions:
             since = started_at or placed_at
             started = since.timestamp() if since is not None else 0.0
             key = str(group_id)
-            running[key] = _Running(
-                group_id, workflow_id,
-                Candidate(key=key, holdings=tuple((node, Resources(*vec)) for node, vec in held),
-                          borrowing=borrowing, started=started),
-                held,
-            )
+            running[key] = _Running(group_id, workflow_id, Candidate(
+                key=key, holdings=tuple((node, Resources(*vec)) for node, vec in held), borrowing=borrowing,
+                started=started))
         return running
 
     def worth_trying(self, signature: str) -> bool:
@@ -117,14 +115,13 @@ class Preemptions:
     def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
-        candidate would not be enough or there is none."""
-        if signature and signature in self.hopeless:
+        candidate would not be enough or there is none.
+
+        The placement is the victim search's: valid once exactly the victims are gone (its contract),
+        which is the index's state after their release."""
+        if not self.worth_trying(signature):
             return None
-        if self.running is None:
-            self.running = self._load()
-        if not self.running:
-            return None
-        self.searches += 1
+        assert self.running is not None
         choice = victims_choose(index.snapshot(self.pool.name), request,
                                 [r.candidate for r in self.running.values()], self.policy,
                                 max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
@@ -135,20 +132,10 @@ class Preemptions:
             return None
         victims = [self.running.pop(key) for key in choice.victims]
         for victim in victims:
-            index.release(victim.holdings)
+            index.release(victim.holdings())
             self.evicted[victim.group_id] = (victim.workflow_id, preemptor)
         placement = choice.placement
         requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-        if not _fits(index, placement, requests):  # defensive: never book beyond the free capacity
-            outcome = solve(index, request, self.policy)
-            if not isinstance(outcome, Placement):
-                logger.error("preemption.placement_invalid", extra={"pool": self.pool.name, "preemptor": preemptor})
-                for victim in victims:  # give the victims their capacity back: they stay where they are
-                    index.place(victim.holdings)
-                    self.evicted.pop(victim.group_id)
-                    self.running[victim.candidate.key] = victim
-                return None
-            placement = outcome
         index.place([(node, requests[task]) for task, node in placement.assignments])
         logger.info("preemption.chosen", extra={
             "pool": self.pool.name, "preemptor": preemptor, "victims": [v.group_id for v in victims],
@@ -170,17 +157,3 @@ class Preemptions:
     def workflow_ids(self) -> set[int]:
         return {workflow_id for workflow_id, _by in self.evicted.values()}
 
-
-def _fits(index: DomainIndex, placement: Placement, requests: dict[str, Vec]) -> bool:
-    need: dict[str, list[int]] = {}
-    for task, node in placement.assignments:
-        total = need.setdefault(node, [0, 0, 0, 0])
-        for r in range(4):
-            total[r] += requests[task][r]
-    nodes = index.nodes
-    for name, total in need.items():
-        state = nodes.get(name)
-        if state is None or not state.schedulable or any(t > f for t, f in zip(total, state.free.as_tuple(),
-                                                                               strict=True)):
-            return False
-    return True
