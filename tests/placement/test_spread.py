@@ -129,12 +129,17 @@ def _spread_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]
     return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in tasks))
 
 
-def _fewest(snapshot: ClusterSnapshot, group: GroupRequest, zones_needed: int | None) -> tuple[int, int] | None:
-    """Brute force: the fewest (racks, zones) over valid placements (a required zone: one zone)."""
+def _fewest(
+    snapshot: ClusterSnapshot, group: GroupRequest, zones_needed: int | None, *, together: int = 0
+) -> tuple[int, int] | None:
+    """Brute force: the fewest (racks, zones) over valid placements (a required zone: one zone; the
+    first ``together`` tasks, a required hostname child, on one machine)."""
     machines = [n for n in snapshot.nodes if n.schedulable]
     reqs = [t.resources.as_tuple() for t in group.tasks]
     best: tuple[int, int] | None = None
     for choice in itertools.product(range(len(machines)), repeat=len(reqs)):
+        if len(set(choice[:together])) > 1:
+            continue
         used: dict[int, list[int]] = {}
         for m, r in zip(choice, reqs, strict=True):
             acc = used.setdefault(m, [0, 0, 0, 0])
@@ -186,30 +191,6 @@ def _spread_with_child_instance(rng: random.Random) -> tuple[ClusterSnapshot, Gr
     return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in (*kids, *tasks))), len(kids)
 
 
-def _fewest_with_child(
-    snapshot: ClusterSnapshot, group: GroupRequest, kids: int, zones_needed: int | None
-) -> tuple[int, int] | None:
-    """Brute force: the fewest (racks, zones) over valid placements, the first ``kids`` tasks on one machine."""
-    machines = [n for n in snapshot.nodes if n.schedulable]
-    best: tuple[int, int] | None = None
-    for choice in itertools.product(range(len(machines)), repeat=len(group.tasks)):
-        if len(set(choice[:kids])) > 1:
-            continue
-        count: dict[int, int] = {}
-        for m in choice:
-            count[m] = count.get(m, 0) + 1
-        if any(k > machines[m].free.gpu for m, k in count.items()):
-            continue
-        racks = {machines[m].labels[:2] for m in count}
-        zones = {machines[m].labels[:1] for m in count}
-        if zones_needed is not None and len(zones) > zones_needed:
-            continue
-        got = (len(racks), len(zones))
-        if best is None or got < best:
-            best = got
-    return best
-
-
 @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_a_relaxed_preferred_node_counts_its_required_child_in_its_spread(seed: int) -> None:
@@ -220,10 +201,10 @@ def test_a_relaxed_preferred_node_counts_its_required_child_in_its_spread(seed: 
     result = solve(snapshot, group)
     # then: the child's machine is one of the fewest racks (then zones)
     if not isinstance(result, Placement):
-        assert _fewest_with_child(snapshot, group, kids, 1 if required_zone else None) is None
+        assert _fewest(snapshot, group, 1 if required_zone else None, together=kids) is None
         return
     where = {n.name: n.labels for n in snapshot.nodes}
     racks = {where[m][:2] for _t, m in result.assignments}
     zones = {where[m][:1] for _t, m in result.assignments}
     one_zone = required_zone or len(zones) == 1
-    assert (len(racks), len(zones)) == _fewest_with_child(snapshot, group, kids, 1 if one_zone else None)
+    assert (len(racks), len(zones)) == _fewest(snapshot, group, 1 if one_zone else None, together=kids)
