@@ -337,22 +337,22 @@ def pool_sync_from_kubernetes(
     """
     report = ImportReport(pool=pool.name)
     specs: list[NodeSpec] = []
-    seen: set[str] = set()
+    position: dict[str, int] = {}  # node name -> its index in ``items``
     for index, item in enumerate(items):
         spec, reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints)
-        if spec is None or spec.name in seen:
+        if spec is None or spec.name in position:
             report.skipped.append({"path": f"items[{index}]", "message": reason or "duplicate node name"})
             continue
-        seen.add(spec.name)
+        position[spec.name] = index
         specs.append(spec)
     # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice.
-    elsewhere = dict(Node.objects.filter(name__in=[spec.name for spec in specs]).exclude(pool=pool)
+    elsewhere = dict(Node.objects.filter(name__in=list(position)).exclude(pool=pool)
                      .values_list("name", "pool__name"))
     if elsewhere:
-        for index, spec in enumerate(specs):
+        for spec in specs:
             if spec.name in elsewhere:
                 report.skipped.append({
-                    "path": f"items[{index}]",
+                    "path": f"items[{position[spec.name]}]",
                     "message": f"node {spec.name} already belongs to pool {elsewhere[spec.name]}; not synced into "
                     f"pool {pool.name} (do the two pools' node selectors overlap?)",
                 })
