@@ -233,6 +233,8 @@ OSMO_TICK_WITHOUT_BEAT = env.bool("OSMO_TICK_WITHOUT_BEAT", default=True)
 OSMO_REFUSE_NEVER_FITS = env.bool("OSMO_REFUSE_NEVER_FITS", default=True)
 # A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
 OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
+# Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
+OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
 # A placed gang whose pods were not created after this long is dispatched again...
 OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
 # ...and fails with FAILED_BACKEND_ERROR (capacity released) if its pods still do not exist after this.

@@ -67,11 +67,13 @@ class GroupRequest:
 class Policy:
     """Search limits. ``max_steps`` bounds the work of one solve (steps of even cost, see
     :class:`scheduler.placement.search.Budget`) and decides the result deterministically; ``max_seconds``
-    is a wall-clock ceiling for overloaded machines (``None``: none). Either one running out makes the
-    result "undecided", never "unschedulable"."""
+    is a wall-clock ceiling for overloaded machines (``None``, the default: none, so equal inputs give
+    equal outputs; the placement cycle sets ``OSMO_SOLVE_MAX_SECONDS``). Either one running out before a
+    placement is found makes the result "undecided", never "unschedulable"; the ceiling reached while
+    relaxing preferences keeps the placement found so far (fewer preferences met)."""
 
     max_steps: int = 200_000
-    max_seconds: float | None = 5.0
+    max_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

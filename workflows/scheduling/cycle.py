@@ -182,7 +182,8 @@ def placement_cycle_run(
         else:
             queue = _queue_read(pool)
             proofs = state.get("proofs") if state.get("proofs_epoch") == capacity_epoch else None
-            walk = _Walk(pool, queue, now, policy or Policy(), options, capacity_epoch, inventory_epoch, result,
+            policy = policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS)
+            walk = _Walk(pool, queue, now, policy, options, capacity_epoch, inventory_epoch, result,
                          proofs=dict(proofs or {}))
             if queue:
                 walk.run()
