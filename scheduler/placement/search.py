@@ -825,9 +825,9 @@ class GangSearch:
                 end = self.index.end[d]
                 candidates = [c for c, n in used.items()
                               if n and level[c] == sp.level and d <= c < end and cap[c][s] > 0]
-            if not candidates:
+            only_used = bool(candidates)
+            if not only_used:
                 candidates = self.descendants(d, sp.level)
-                first = False
             # (fresh, not full, room or -cover, domain) first; the count of new coarser domains, third in
             # the order, only for the domains that can still be first (it walks the ancestors).
             ranked: list[tuple[int, int, int, int]] = []
@@ -851,7 +851,7 @@ class GangSearch:
                 new_above = sum(1 for a in anc[c] if level[d] < level[a] < top and not used.get(a))
                 out.append(((fresh, notfull, new_above, size, c), c, None))
             # Machines missing the labels down to the node's level: last.
-            for e in range(d, self.index.end[d]) if not first else ():
+            for e in range(d, self.index.end[d]) if not only_used else ():
                 if level[e] >= sp.level:
                     continue
                 for key in self.classes[e]:
@@ -867,6 +867,8 @@ class GangSearch:
                 n = cap[c][s]
                 if n > 0:
                     out.append(((n, self._tightness(c), 1, "", c), c, None))
+        if first:  # the best entry only: one pass, no sort (the descent asks at every level)
+            return [min(out, key=lambda item: item[0])] if out else []
         out.sort(key=lambda item: item[0])
         return out
 
