@@ -26,7 +26,6 @@ from pages.viewmodels.dashboard import dashboard_build
 from pages.viewmodels.pools import pool_detail_build, pool_rows
 from pages.viewmodels.submit import dry_run_build, spec_error_rows, submit_example_text, submit_examples
 from pages.viewmodels.workflows import workflow_detail_build, workflow_page_list, workflow_user_may_cancel
-from parsing.natural import natural_sorted
 from scheduler.selectors import pool_get, pool_names
 from scheduler.selectors import pool_list as scheduler_pool_list
 from scheduler.services.access import pool_accessible, pools_visible
@@ -81,7 +80,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 # ------------------------------------------------------------------------------------------------
 @login_required
 def workflow_list(request: HttpRequest) -> HttpResponse:
-    form = WorkflowFilterForm(request.GET or None, pool_names=natural_sorted(pool_names(user=request.user)))
+    form = WorkflowFilterForm(request.GET or None, pool_names=pool_names(user=request.user))
     queryset = workflow_page_list(
         user=request.user,
         status=form.value("status"),
@@ -152,7 +151,7 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def submit(request: HttpRequest) -> HttpResponse:
-    names = natural_sorted(pool_names(user=request.user))
+    names = pool_names(user=request.user)
     context: dict[str, Any] = {"examples": submit_examples(), "pool_names": names}
     if request.method == "GET":
         initial: dict[str, Any] = {"pool": request.GET.get("pool") or (names[0] if names else "")}

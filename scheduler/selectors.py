@@ -36,6 +36,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Greatest
 
 from osmo.types import Viewer
+from parsing.natural import natural_sorted
 from scheduler.models import Node, Pool, Reservation, TeamQuota, TopologyKey
 from scheduler.resources import RESOURCE_API_NAMES
 from scheduler.resources import RESOURCES as RESOURCE_TABLE
@@ -114,14 +115,14 @@ def pool_get(*, name: str) -> Pool | None:
 
 
 def pool_names(*, user: Viewer | None = None) -> list[str]:
-    """Every pool's name (those ``user`` may see, when given), in order (one query): the choices of
-    the pages' pool pickers."""
+    """Every pool's name (those ``user`` may see, when given), in natural order (one query): the
+    choices of the pages' pool pickers."""
     from scheduler.services.access import pools_visible
 
     pools = Pool.objects.order_by("name")
     if user is not None:
         pools = pools_visible(pools, user=user)
-    return list(pools.values_list("name", flat=True))
+    return natural_sorted(pools.values_list("name", flat=True))
 
 
 @dataclass(slots=True)
