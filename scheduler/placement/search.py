@@ -191,9 +191,6 @@ class GangSearch:
     def at_level(self, level: int) -> list[int]:
         return self.descendants(0, level)
 
-    def avail(self, d: int, s: int) -> int:
-        return self.cap[d][s] - self.res[d][s]
-
     def copies(self, d: int, need: list[tuple[int, int]], need_tot: list[tuple[int, int]]) -> int:
         """Upper bound on how many copies of a subtree with these needs fit in domain ``d``."""
         cap, res = self.cap[d], self.res[d]
@@ -637,8 +634,7 @@ class GangSearch:
                         nvars += sum(1 for n in fits if n)
         if nvars > EXACT_MAX_VARS:
             return UNDECIDED
-        for _ in range(nvars):
-            budget.spend()
+        budget.spend(nvars)
         verdict, taken = pack_exact([(self.shapes[s].req, len(types[(s, d)])) for s, d in order], machines, EXACT_WORK)
         if verdict == EXACT_INFEASIBLE:
             return INFEASIBLE
@@ -794,9 +790,6 @@ class GangSearch:
                     dom, key, nkey, name = item
                     self._unplace(dom, key, nkey, name, seq[q][1])
                     self._mark(spreads[q], dom, -1)
-
-    def _class_ok(self, key: tuple[Vec, str], s: int) -> bool:
-        return self.fit(key[0], key[1], s) > 0
 
     def _choices(self, d: int, s: int, sp: Spread | None, *, first: bool = False,
                  ) -> list[tuple[Any, int, tuple[Vec, str] | None]]:

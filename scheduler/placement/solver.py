@@ -112,7 +112,7 @@ def solve(
     for i, node in enumerate(ti.nodes):
         if node.required and ti.level[i] is None:
             return explain(ctx.index, ti, ctx.task_shape, culprit_key=i)
-    own = [lvl if lvl is not None else NO_LEVEL for lvl in ti.level]
+    own = ctx.own
     required_only = [own[i] if node.required else NO_LEVEL for i, node in enumerate(ti.nodes)]
     # The strict attempt is only a shortcut when preferences exist: it gets a quarter of the budget.
     found = ctx.run(own, None if own == required_only else policy.max_steps // 4)
