@@ -61,6 +61,7 @@ class ListedPod:
     name: str
     phase: str  # the backend's own phase: Pending, Running, Succeeded, Failed, Unknown
     node: str | None = None
+    terminating: bool = False  # being deleted already (it lists with its phase until its grace ends)
 
     @property
     def finished(self) -> bool:

@@ -454,7 +454,8 @@ class KubernetesBackend:
                 continue
             node = (pod.spec.node_name or (pod.spec.node_selector or {}).get(NODE_SELECTOR_KEY)) if pod.spec else None
             listed.append(ListedPod(name=pod.metadata.name, phase=(pod.status.phase if pod.status else None)
-                                    or "Pending", node=node))
+                                    or "Pending", node=node,
+                                    terminating=pod.metadata.deletion_timestamp is not None))
         return listed
 
     def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:

@@ -298,3 +298,32 @@ def test_one_sync_with_5000_pods_makes_a_constant_number_of_paginated_list_calls
     assert [r.query.get("continue") for r in kube_api.requests[:10]] == [None, *([f"token-{i}"] for i in range(1, 10))]
     assert {r.query["limit"][0] for r in kube_api.requests} == {"500"}
     assert not kube_api.pending()
+
+
+def test_a_pod_already_terminating_is_not_deleted_again(user, kube_api, kube_pool):
+    """A pod being deleted still lists as Running until its grace period ends: deleting it again on
+    every sync cost a DELETE per pod every 2 s (and could cut a preemption's grace period short)."""
+    # given an orphan pod that Kubernetes is already terminating, and one that it is not
+    terminating = pod_item("evicted-1", "Running")
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z"
+    kube_api.reply("GET", PODS, 200, pod_list(terminating, pod_item("stray-2", "Running")))
+    kube_api.reply("DELETE", f"{PODS}/stray-2", 200, "pod_deleted.json")
+    # when the sync reconciles
+    deleted = pods.pods_reconcile(kube_pool, now=timezone.now())
+    # then only the other one is deleted
+    assert deleted == 1
+    assert [r.path.rsplit("/", 1)[1] for r in kube_api.requests if r.method == "DELETE"] == ["stray-2"]
+
+
+def test_a_refused_delete_does_not_stop_the_pools_status_sync(user, kube_api, kube_pool, caplog):
+    """One pod the API server refuses to delete (422, or a 403 from an older Role) must not fail the
+    whole sync: the other pods are still deleted and task status is still read back."""
+    # given two stray pods; the API server refuses to delete the first
+    kube_api.reply("GET", PODS, 200, pod_list(pod_item("stray-1", "Running"), pod_item("stray-2", "Running")))
+    kube_api.reply("DELETE", f"{PODS}/stray-1", 422, "status_invalid.json")
+    kube_api.reply("DELETE", f"{PODS}/stray-2", 200, "pod_deleted.json")
+    # when the sync reconciles
+    deleted = pods.pods_reconcile(kube_pool, now=timezone.now())
+    # then the second is deleted and the refusal is logged
+    assert deleted == 1
+    assert any(r.getMessage() == "pod.reconcile_failed" for r in caplog.records)

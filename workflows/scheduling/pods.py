@@ -281,6 +281,8 @@ def pods_reconcile(pool: Pool, *, now: datetime) -> int:
     listed_per_gang: Counter[tuple[str, str]] = Counter()
     for pod in listed:
         row = rows.get(pod.name)
+        if pod.terminating:  # already being deleted, with its own grace period: nothing to do
+            continue
         if row is None:
             doomed.append((pod.name, "no task of this pool has it"))
             continue
@@ -306,9 +308,13 @@ def pods_reconcile(pool: Pool, *, now: datetime) -> int:
         else:
             doomed += pods_due
     for name, why in doomed:
-        backend.delete_pod(namespace=namespace, pod_name=name)
+        try:
+            backend.delete_pod(namespace=namespace, pod_name=name)
+        except DispatchPermanentError as exc:  # one refusal must not stop the pool's status sync
+            logger.warning("pod.reconcile_failed", extra={"pool": pool.name, "pod": name, "reason": str(exc)})
+            continue
         logger.info("pod.reconciled", extra={"pool": pool.name, "pod": name, "reason": why})
-    gone += [name for name, _why in doomed]
+        gone.append(name)
     if gone:
         Task.objects.filter(workflow__pool=pool, pod_name__in=gone, pod_deleted_at__isnull=True).update(
             pod_deleted_at=now)
