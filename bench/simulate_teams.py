@@ -8,15 +8,19 @@ NORMAL 40%, LOW 40%). Each team's quota is half the pool's GPUs; HIGH and NORMAL
 it (docs/design.md §9). Offered load ``--load`` (default 1.5 of the pool: more than fits, so that
 borrowing and preemption matter). Time unit: the mean job duration is 60.
 
-Policies, all with the same queue (priority, then arrival; the first 64 jobs scanned at each event,
-backfill without reservations):
+Policies, all with the same queue (priority, then arrival; at each event the queue is scanned in
+order, at most 64 solver calls, backfill without reservations; a job its team's quota holds back is
+skipped without a solve, as the placement cycle does):
 - ``no-low``: the LOW jobs removed from the trace (the reference wait for HIGH and NORMAL work);
+- ``no-quota``: no quotas at all, nothing preempted (the utilisation packing alone allows: the ceiling
+  for what borrowing can recover);
 - ``no-borrow``: LOW work counts against its team's quota too, nothing is preempted;
 - ``borrow``: LOW work may use any idle GPU, nothing is preempted;
 - ``borrow+greedy``: borrowing; a HIGH/NORMAL job within its quota that does not fit evicts running
   LOW jobs, the largest first, until it fits (a re-implementation of the greedy victim choice);
 - ``borrow+search``: borrowing; victims chosen by :func:`scheduler.preemption.victims_choose`.
-An evicted LOW job goes back to the queue at its original place and restarts from the beginning.
+An evicted LOW job goes back to the queue at its original place and restarts from the beginning; its
+preemptor holds the machines at once and starts after ``--grace`` (the pods' termination grace period).
 
 Reported per policy: per priority the mean and p95 wait (jobs never started count until the end),
 GPU utilisation over [0, last arrival] (``gpu_utilisation``, evicted work included), the share of
@@ -45,7 +49,7 @@ from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, 
 from scheduler.preemption import Candidate, victims_choose
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
-POLICIES = ("no-low", "no-borrow", "borrow", "borrow+greedy", "borrow+search")
+POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search")
 Chooser = Callable[[ClusterSnapshot, GroupRequest, Sequence[Candidate]], Sequence[str] | None]
 
 
@@ -76,14 +80,14 @@ def _greedy(snapshot: ClusterSnapshot, group: GroupRequest, candidates: Sequence
     return None if choice is None else [c.key for c in choice.victims]
 
 
-def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot) -> dict:
+def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search}.get(policy)
     active = [j for j in range(len(jobs)) if not (policy == "no-low" and jobs[j].priority == "LOW")]
     nodes = list(base.nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
     total_gpus = sum(n.free.gpu for n in nodes)
-    quota = total_gpus // 2
+    quota = total_gpus // 2 if policy != "no-quota" else total_gpus
     rank = {p: i for i, p in enumerate(PRIORITIES)}
     events: list[tuple[float, int, int, int]] = [(jobs[j].job.arrival, 1, j, 0) for j in active]  # time, kind, job, run
     heapq.heapify(events)
@@ -166,14 +170,13 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot) -> dict:
             queue.append(j)
         queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
         waiting: list[int] = []
-        for pos, q in enumerate(queue):
-            if pos >= WINDOW:
-                waiting.append(q)
-                continue
+        solves = 0  # the window bounds solver calls: a job its team's quota holds back costs none
+        for q in queue:
             tj = jobs[q]
-            if counts(q) and use[tj.team] + tj.job.gpus > quota:
+            if solves >= WINDOW or (counts(q) and use[tj.team] + tj.job.gpus > quota):
                 waiting.append(q)
                 continue
+            solves += 1
             snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
             result = solve(snapshot, tj.job.group)
             if isinstance(result, Placement):
@@ -205,7 +208,9 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot) -> dict:
                 waiting.append(v)
             placement = solve(ClusterSnapshot(base.pool, base.keys, tuple(nodes)), tj.job.group)
             assert isinstance(placement, Placement), "victims chosen but the preemptor does not fit"
-            start(q, placement, now)
+            # The victims' pods get the grace period to stop: the preemptor holds its machines at
+            # once but starts (and its wait ends) only when the grace period is over.
+            start(q, placement, now + grace)
         queue = waiting
     end_time = last if not queue else horizon
     row: dict = {"scenario": "teams-1k", "policy": policy, "jobs": len(active), "total_gpus": total_gpus,
@@ -235,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--load", type=float, default=1.5)
     parser.add_argument("--skew", type=float, default=0.75, help="share of the jobs that are team a's")
+    parser.add_argument("--grace", type=float, default=0.5,
+                        help="eviction grace period in the trace's time unit (mean job 60: 0.5 is 30 s of an hour)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=args.seed)
@@ -243,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     for policy in args.policies.split(","):
         print(f"simulate --teams: {policy} ...", file=sys.stderr)
         began = time.perf_counter()
-        row = simulate(policy, jobs, base)
-        row.update({"load": args.load, "skew": args.skew, "seed": args.seed,
+        row = simulate(policy, jobs, base, args.grace)
+        row.update({"load": args.load, "skew": args.skew, "seed": args.seed, "grace": args.grace,
                     "seconds": round(time.perf_counter() - began, 1)})
         print(json.dumps(row))
         sys.stdout.flush()

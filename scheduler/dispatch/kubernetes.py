@@ -82,10 +82,14 @@ def pool_selector(pool: str) -> str:
     return f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_POOL}={label_value(pool)}"
 
 
+def workflow_selector(*, pool: str, workflow_id: str) -> str:
+    """The label selector of one workflow's pods (every pod carries its pool and workflow labels)."""
+    return f"{pool_selector(pool)},{LABEL_WORKFLOW}={label_value(workflow_id)}"
+
+
 def gang_selector(*, pool: str, workflow_id: str, group: str) -> str:
-    """The label selector of one gang's pods (every pod carries its pool, workflow and group labels)."""
-    return (f"{pool_selector(pool)},{LABEL_WORKFLOW}={label_value(workflow_id)},"
-            f"{LABEL_GROUP}={label_value(group)}")
+    """The label selector of one gang's pods (its workflow's, narrowed by the group label)."""
+    return f"{workflow_selector(pool=pool, workflow_id=workflow_id)},{LABEL_GROUP}={label_value(group)}"
 
 
 def _resources(pod: PodRequest) -> dict[str, str]:
@@ -478,7 +482,7 @@ class KubernetesBackend:
         """The pods' Kubernetes events, and the reasons their containers' states give (OOMKilled,
         ImagePullBackOff, ...; the events do not always say them). Calls: per namespace, one
         field-selected event list per pod for a few pods, else one paginated list of the namespace's
-        pod events; plus one paginated list of the pool's pods."""
+        pod events; plus one paginated list of the workflow's pods (by label, not the whole pool's)."""
         by_namespace: dict[str, dict[str, PodRequest]] = defaultdict(dict)
         for pod in pods:
             by_namespace[pod.namespace][kube_pod_name(pod.pod_name)] = pod
@@ -501,8 +505,8 @@ class KubernetesBackend:
                         message = f"{message} (x{event.count})"
                     events.append(PodEvent(_aware(moment), request.pod_name, event.reason or event.type or "",
                                            message))
-            for pool in sorted({request.pool for request in by_name.values()}):
-                for listed in self._list_pods(namespace, pool_selector(pool)):
+            for pool, workflow_id in sorted({(request.pool, request.workflow_id) for request in by_name.values()}):
+                for listed in self._list_pods(namespace, workflow_selector(pool=pool, workflow_id=workflow_id)):
                     request = by_name.get(listed.metadata.name or "") if listed.metadata else None
                     if request is not None:
                         events.extend(_container_events(listed, request.pod_name, now=now))

@@ -484,12 +484,13 @@ def test_pod_events_of_a_few_pods_are_read_per_pod_with_container_reasons(kube_a
     kube_api.reply("GET", PODS, 200, "pod_list_page2.json")
     # when
     events = kube_backend.pod_events([worker(0), worker(4)], now=DISPATCHED + timedelta(hours=1))
-    # then one field-selected event list per pod, and the pool's pods listed by label
+    # then one field-selected event list per pod, and only the workflow's pods listed, by label
+    workflow = f"{SELECTOR},osmo.nvidia.com/workflow=train-1"
     assert [(r.path, r.query.get("fieldSelector"), r.query.get("labelSelector")) for r in kube_api.requests] == [
         (EVENTS, ["involvedObject.kind=Pod,involvedObject.name=train-1-trainers-worker-0"], None),
         (EVENTS, ["involvedObject.kind=Pod,involvedObject.name=train-1-trainers-worker-4"], None),
-        (PODS, None, [SELECTOR]),
-        (PODS, None, [SELECTOR]),
+        (PODS, None, [workflow]),
+        (PODS, None, [workflow]),
     ]
     summary = sorted((e.time.isoformat(), e.pod_name, e.kind) for e in events)
     assert summary == [
