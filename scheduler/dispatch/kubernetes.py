@@ -9,7 +9,8 @@ deleting one that is gone (404 NotFound) are success. API errors are split for C
   408, 429 and every 5xx;
 * 401 and 403: retried here a few times with a short backoff first (``OSMO_K8S_AUTH_RETRIES``,
   default 4 over ~1.5 s): a kube-apiserver that just started answers 403 to allowed requests until its
-  RBAC caches synced (~75 ms); still refused after that, they are permanent;
+  RBAC caches synced (~75 ms); still refused after that, they are permanent. Only the service's own
+  work waits so (create, delete, status listings); a user's log or events read answers at once;
 * permanent (:class:`DispatchPermanentError`, the task fails): any other 4xx (400, 404 on create,
   422, ...), carrying the API's own message.
 
@@ -193,15 +194,17 @@ def _auth_retries() -> int:
         return 4
 
 
-def _with_auth_retries(call: Any) -> Any:
+def _with_auth_retries(call: Any, *, patient: bool = True) -> Any:
     """``call()``, again after a short sleep while it answers 401/403 (at most OSMO_K8S_AUTH_RETRIES
-    more times): the window after an API server start when it refuses requests RBAC allows."""
+    more times): the window after an API server start when it refuses requests RBAC allows. Not
+    ``patient`` (a user waiting on a read): one try."""
     delay = AUTH_RETRY_FIRST_DELAY_S
-    for attempt in range(_auth_retries() + 1):
+    retries = _auth_retries() if patient else 0
+    for attempt in range(retries + 1):
         try:
             return call()
         except ApiException as exc:
-            if exc.status not in (401, 403) or attempt == _auth_retries():
+            if exc.status not in (401, 403) or attempt == retries:
                 raise
         time.sleep(delay)
         delay *= 2
@@ -470,7 +473,7 @@ class KubernetesBackend:
         try:
             response = _with_auth_retries(lambda: self.core.read_namespaced_pod_log(
                 name, pod.namespace, container=CONTAINER_NAME, tail_lines=tail + 1, _preload_content=False,
-                _request_timeout=self.request_timeout))
+                _request_timeout=self.request_timeout), patient=False)
             raw = response.data
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, action) from exc
@@ -493,7 +496,7 @@ class KubernetesBackend:
             else:
                 selectors = ["involvedObject.kind=Pod"]
             for selector in selectors:
-                for event in self._list_events(namespace, selector):
+                for event in self._list_events(namespace, selector, patient=False):
                     obj = event.involved_object
                     request = by_name.get(obj.name or "") if obj is not None else None
                     if request is None:
@@ -506,17 +509,19 @@ class KubernetesBackend:
                     events.append(PodEvent(_aware(moment), request.pod_name, event.reason or event.type or "",
                                            message))
             for pool, workflow_id in sorted({(request.pool, request.workflow_id) for request in by_name.values()}):
-                for listed in self._list_pods(namespace, workflow_selector(pool=pool, workflow_id=workflow_id)):
+                selector = workflow_selector(pool=pool, workflow_id=workflow_id)
+                for listed in self._list_pods(namespace, selector, patient=False):
                     request = by_name.get(listed.metadata.name or "") if listed.metadata else None
                     if request is not None:
                         events.extend(_container_events(listed, request.pod_name, now=now))
         return events
 
     # -- helpers --------------------------------------------------------------------------------
-    def _paged(self, call: Any, namespace: str, **selector: str) -> list[Any]:
+    def _paged(self, call: Any, namespace: str, *, patient: bool, **selector: str) -> list[Any]:
         """Every item of a namespaced list call (``list_namespaced_pod``/``_event``) matching
-        ``selector``, following ``continue`` tokens. Raises ``ApiException`` and client errors as is;
-        a 410 Gone after the first page is raised as :class:`_ContinueExpired`."""
+        ``selector``, following ``continue`` tokens (each page with :func:`_with_auth_retries`).
+        Raises ``ApiException`` and client errors as is; a 410 Gone after the first page is raised as
+        :class:`_ContinueExpired`."""
         items: list[Any] = []
         token: str | None = None
         while True:
@@ -524,7 +529,7 @@ class KubernetesBackend:
             if token:
                 kwargs["_continue"] = token
             try:
-                page = _with_auth_retries(functools.partial(call, namespace, **kwargs))
+                page = _with_auth_retries(functools.partial(call, namespace, **kwargs), patient=patient)
             except ApiException as exc:
                 if exc.status == 410 and token:
                     raise _ContinueExpired(exc) from exc
@@ -534,23 +539,24 @@ class KubernetesBackend:
             if not token:
                 return items
 
-    def _list_events(self, namespace: str, field_selector: str) -> list[Any]:
+    def _list_events(self, namespace: str, field_selector: str, *, patient: bool = True) -> list[Any]:
         """Every event matching ``field_selector`` in ``namespace``, following ``continue`` tokens."""
         try:
-            return self._paged(self.core.list_namespaced_event, namespace, field_selector=field_selector)
+            return self._paged(self.core.list_namespaced_event, namespace, patient=patient,
+                               field_selector=field_selector)
         except _ContinueExpired as exc:
             raise _translate(exc.api, f"list events in {namespace}") from exc
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, f"list events in {namespace}") from exc
 
-    def _list_pods(self, namespace: str, selector: str) -> list[k8s_client.V1Pod]:
+    def _list_pods(self, namespace: str, selector: str, *, patient: bool = True) -> list[k8s_client.V1Pod]:
         """All pods matching ``selector`` in ``namespace``, following ``continue`` tokens.
 
         A 410 Gone (the continue token expired mid-listing) restarts the listing once from the top.
         """
         for attempt in range(2):
             try:
-                return self._paged(self.core.list_namespaced_pod, namespace, label_selector=selector)
+                return self._paged(self.core.list_namespaced_pod, namespace, patient=patient, label_selector=selector)
             except _ContinueExpired as exc:
                 if attempt == 0:
                     continue

@@ -464,6 +464,20 @@ def test_pod_log_errors(kube_api, kube_backend, status, fixture, error, message)
         kube_backend.pod_log(worker(1), tail=10, now=DISPATCHED)
 
 
+def test_a_users_log_and_events_reads_are_not_held_by_the_403_retries(kube_api, kube_backend, monkeypatch):
+    """The 401/403 retries cover the service's own work (the API server's start-up window); a user
+    waiting on a log or events read is answered at once (one request each, no backoff)."""
+    monkeypatch.setenv("OSMO_K8S_AUTH_RETRIES", "4")
+    kube_api.reply("GET", f"{PODS}/train-1-trainers-worker-1/log", 403, "status_forbidden.json")
+    kube_api.reply("GET", EVENTS, 403, "status_forbidden.json")
+    with pytest.raises(DispatchPermanentError, match="HTTP 403"):
+        kube_backend.pod_log(worker(1), tail=10, now=DISPATCHED)
+    with pytest.raises(DispatchPermanentError, match="HTTP 403"):
+        kube_backend.pod_events([worker(1)], now=DISPATCHED)
+    assert [(r.method, r.path) for r in kube_api.requests] == [
+        ("GET", f"{PODS}/train-1-trainers-worker-1/log"), ("GET", EVENTS)]
+
+
 def test_pod_log_against_an_unreachable_server_is_transient():
     configuration = k8s_client.Configuration()
     configuration.host = f"http://127.0.0.1:{closed_port()}"
