@@ -23,13 +23,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from osmo.errors import ValidationFailedError
 from scheduler import selectors
 from scheduler.domains import pool_domain_tree
 from scheduler.forms import NodeAdminForm
 from scheduler.inventory import KeySpec, topology_keys_validate
 from scheduler.models import Node, Pool, PoolGrant, Reservation, TeamQuota, TopologyKey, WorkerHeartbeat
 from scheduler.services import nodes_set_schedulable, pool_keys_set
-from scheduler.services.access import pool_gpu_capacity, pool_status_set
+from scheduler.services.access import pool_status_set, quotas_lock, quotas_total_validate
 from scheduler.services.reservations import pool_capacity_changed
 
 GIB = 1024**3
@@ -93,18 +94,19 @@ class TeamQuotaInlineFormSet(BaseInlineFormSet):
 
     def clean(self) -> None:
         super().clean()
-        if any(self.errors) or self.instance.pk is None:
+        if any(self.errors):
             return
         total = sum(
             form.cleaned_data.get("gpu") or 0
             for form in self.forms
             if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE")
         )
-        capacity = pool_gpu_capacity(self.instance)
-        if total > capacity:
-            raise ValidationError(
-                f"Quotas add up to {total} GPUs; pool {self.instance.name} has {capacity}. Lower one of them."
-            )
+        quotas_lock(self.instance)  # the admin's change view is one transaction: held until saved
+        try:
+            quotas_total_validate(pool=self.instance, total=total)
+        except ValidationFailedError as exc:
+            message = exc.details["errors"][0]["message"]
+            raise ValidationError(f"{message[:1].upper()}{message[1:]}. Lower one of them.") from exc
 
 
 class TeamQuotaInline(admin.TabularInline):

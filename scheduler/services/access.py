@@ -97,7 +97,7 @@ def pool_gpu_capacity(pool: Pool) -> int:
 def team_quota_set(*, pool: Pool, team: Group, gpu: int | None) -> TeamQuota | None:
     """Set (or with ``gpu=None`` remove) a team's quota. Refuses quotas adding up to more than the
     pool's GPUs. A change may let waiting work start: the pool's epochs move on."""
-    Pool.objects.select_for_update().filter(pk=pool.pk).first()  # serialises quota changes per pool
+    quotas_lock(pool)
     if gpu is None:
         TeamQuota.objects.filter(pool=pool, team=team).delete()
         pool_capacity_changed(pool.pk)
@@ -109,16 +109,28 @@ def team_quota_set(*, pool: Pool, team: Group, gpu: int | None) -> TeamQuota | N
 
 
 def quota_validate(*, pool: Pool, team: Group | None, gpu: int) -> None:
-    others = TeamQuota.objects.filter(pool=pool).exclude(team=team).aggregate(total=Sum("gpu"))["total"] or 0
-    capacity = pool_gpu_capacity(pool)
     if gpu < 0:
         raise ValidationFailedError([{"path": "gpu", "message": "must be 0 or more"}])
-    if others + gpu > capacity:
+    others = TeamQuota.objects.filter(pool=pool).exclude(team=team).aggregate(total=Sum("gpu"))["total"] or 0
+    quotas_total_validate(pool=pool, total=others + gpu)
+
+
+def quotas_total_validate(*, pool: Pool, total: int) -> None:
+    """The rule of docs/design.md §9: a pool's team quotas add up to at most its GPUs. The caller holds
+    the pool's row lock (:func:`quotas_lock`), so that two writers cannot both pass it."""
+    capacity = pool_gpu_capacity(pool) if pool.pk is not None else 0
+    if total > capacity:
         raise ValidationFailedError(
-            [{"path": "gpu", "message": f"quotas in pool {pool.name} would add up to {others + gpu} GPUs; "
+            [{"path": "gpu", "message": f"quotas in pool {pool.name} would add up to {total} GPUs; "
                                         f"the pool has {capacity}"}],
             f"Quotas in pool {pool.name} may add up to at most its {capacity} GPUs.",
         )
+
+
+def quotas_lock(pool: Pool) -> None:
+    """Serialise quota changes of ``pool`` until the transaction ends (its row lock)."""
+    if pool.pk is not None:
+        Pool.objects.select_for_update().filter(pk=pool.pk).first()
 
 
 @transaction.atomic

@@ -261,3 +261,54 @@ def test_hierarchy_view_needs_staff(client, small_pool, user):
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def _quota_rows(data: dict, rows: list[tuple[int, int]]) -> dict:
+    data = {**data, "quotas-TOTAL_FORMS": str(len(rows))}
+    for index, (team, gpu) in enumerate(rows):
+        data[f"quotas-{index}-team"] = str(team)
+        data[f"quotas-{index}-gpu"] = str(gpu)
+    return data
+
+
+def test_quotas_in_the_admin_follow_the_services_sum_rule(admin_client_, small_pool):
+    from django.contrib.auth.models import Group
+
+    from scheduler.models import TeamQuota
+
+    llm, vision = Group.objects.create(name="llm"), Group.objects.create(name="vision")
+    keys = [(0, "zone", "topology.kubernetes.io/zone", False), (1, "rack", "topology.kubernetes.io/rack", False)]
+    over = _quota_rows(_inline_post(small_pool, keys), [(llm.pk, 20), (vision.pk, 20)])
+    within = _quota_rows(_inline_post(small_pool, keys), [(llm.pk, 20), (vision.pk, 16)])
+
+    refused = admin_client_.post(f"/admin/scheduler/pool/{small_pool.pk}/change/", over)
+
+    assert refused.status_code == 200  # redisplayed with the error, nothing stored
+    assert f"Quotas in pool {small_pool.name} would add up to 40 GPUs; the pool has 36. Lower one of them." in (
+        refused.content.decode())
+    assert not TeamQuota.objects.exists()
+    accepted = admin_client_.post(f"/admin/scheduler/pool/{small_pool.pk}/change/", within)
+    assert accepted.status_code == 302
+    assert sorted(TeamQuota.objects.values_list("team__name", "gpu")) == [("llm", 20), ("vision", 16)]
+
+
+def test_a_new_pool_has_no_gpus_to_give_as_quota_yet(admin_client_):
+    from django.contrib.auth.models import Group
+
+    llm = Group.objects.create(name="llm")
+    data = _quota_rows({
+        "name": "added", "description": "", "backend": "simulated", "sim_task_seconds": "10",
+        "k8s_namespace": "default", "k8s_node_selector": "", "status": "ONLINE",
+        "grants-TOTAL_FORMS": "0", "grants-INITIAL_FORMS": "0", "grants-MIN_NUM_FORMS": "0",
+        "grants-MAX_NUM_FORMS": "1000", "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
+        "quotas-MIN_NUM_FORMS": "0", "quotas-MAX_NUM_FORMS": "1000",
+        "topology_keys-TOTAL_FORMS": "0", "topology_keys-INITIAL_FORMS": "0",
+        "topology_keys-MIN_NUM_FORMS": "0", "topology_keys-MAX_NUM_FORMS": "1000",
+    }, [(llm.pk, 8)])
+
+    response = admin_client_.post("/admin/scheduler/pool/add/", data)
+
+    assert response.status_code == 200
+    assert "Quotas in pool added would add up to 8 GPUs; the pool has 0. Lower one of them." in (
+        response.content.decode())
+    assert not Pool.objects.filter(name="added").exists()
