@@ -128,17 +128,22 @@ def parse_quantity(value: object, kind: QuantityKind) -> int:
 
 
 def format_quantity(value: int, kind: QuantityKind) -> str:
-    """Render an integer from :func:`parse_quantity` back as a short Kubernetes quantity.
+    """Render an integer from :func:`parse_quantity` back as the shortest exact Kubernetes quantity:
+    ``512Gi`` for a binary size, ``960G`` rather than ``937500000Ki`` for a decimal one (binary on a tie).
 
     ``format_quantity(parse_quantity(q, kind), kind)`` parses back to the same integer.
     """
     if kind == "cpu":
         return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    text = str(value)
     if kind in ("memory", "storage") and value:
-        for suffix, power in sorted(_BINARY.items(), key=lambda item: -item[1]):
-            if value % (1024**power) == 0:
-                return f"{value // 1024**power}{suffix}"
-    return str(value)
+        for units, base in ((_BINARY, 1024), (_DECIMAL, 1000)):
+            for suffix, power in sorted(units.items(), key=lambda item: -item[1]):
+                if power > 0 and value % (base**power) == 0:
+                    candidate = f"{value // base**power}{suffix}"
+                    text = candidate if len(candidate) < len(text) else text
+                    break
+    return text
 
 
 def parse_duration(value: object, what: str = "timeout") -> int:

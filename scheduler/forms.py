@@ -49,18 +49,6 @@ NODE_QUANTITY_FIELDS: dict[str, tuple[QuantityKind, str, str | None]] = {
 }
 
 
-DECIMAL_SUFFIXES = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
-
-
-def quantity_text(value: int, kind: QuantityKind) -> str:
-    """The shortest exact quantity for ``value``: ``512Gi`` for binary sizes, ``1T`` rather than
-    ``976562500Ki`` for decimal ones (:func:`parsing.format_quantity` prefers binary suffixes)."""
-    candidates = [format_quantity(value, kind)]
-    if kind in ("memory", "storage") and value:
-        candidates += [f"{value // unit}{suffix}" for suffix, unit in DECIMAL_SUFFIXES if value % unit == 0][:1]
-    return min(candidates, key=len)
-
-
 class QuantityField(forms.Field):
     """A Kubernetes quantity in a text box, cleaned to the integer unit of ``kind``."""
 
@@ -75,7 +63,7 @@ class QuantityField(forms.Field):
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return quantity_text(value, self.kind)
+            return format_quantity(value, self.kind)
         return value
 
     def to_python(self, value: Any) -> int | None:
@@ -212,7 +200,7 @@ class NodeAdminForm(forms.ModelForm):
                 capacity_label = NODE_QUANTITY_FIELDS[capacity_field][1]
                 self.add_error(
                     field_name,
-                    f"{label} ({quantity_text(used, kind)}) is more than the node's {capacity_label} "
-                    f"({quantity_text(capacity, kind)}).",
+                    f"{label} ({format_quantity(used, kind)}) is more than the node's {capacity_label} "
+                    f"({format_quantity(capacity, kind)}).",
                 )
         return cleaned

@@ -123,8 +123,7 @@ def test_errors_name_the_field_and_nothing_is_saved(admin_client_, pool, overrid
 
 @pytest.mark.parametrize("kind", ["gpu", "cpu", "memory", "storage"])
 def test_shown_quantities_parse_back_to_the_stored_amount(kind):
-    from parsing import parse_quantity
-    from scheduler.forms import quantity_text
+    from parsing import format_quantity, parse_quantity
 
     for value in (0, 1, 999, 1000, 1500, 1024, 10**12, 3 * 10**9 + 1, 512 * GiB, 2**63 - 1):
-        assert parse_quantity(quantity_text(value, kind), kind) == value
+        assert parse_quantity(format_quantity(value, kind), kind) == value
