@@ -1,5 +1,5 @@
 """Two teams, three priorities, quotas, borrowing and preemption: ``python -m bench.simulate --teams
-[--jobs N] [--seed S] [--load L]`` (or ``python -m bench.simulate_teams``).
+[--jobs N] [--seeds S,S,...] [--load L] [--grace G]`` (or ``python -m bench.simulate_teams``).
 
 The job mix and pool of :mod:`bench.simulate` (the 1,008-tray NVL72 pool, gangs of 1 to 64 trays with
 gpu-clique and zone constraints), each job given a team (``a`` with probability ``--skew``, default
@@ -234,27 +234,57 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     return row
 
 
+def summary(rows: list[dict], grace: float) -> dict:
+    """Per seed and on average: what borrowing adds to utilisation over ``no-borrow`` (each borrowing
+    policy), and whether HIGH and NORMAL waits under each preemption policy stay within ``no-low``'s
+    plus the grace period (mean and p95)."""
+    by = {(r["seed"], r["policy"]): r for r in rows}
+    seeds = sorted({r["seed"] for r in rows})
+    out: dict = {"summary": "teams", "seeds": seeds, "grace": grace}
+    for policy in ("no-quota", "borrow", "borrow+greedy", "borrow+search"):
+        gains = [by[s, policy]["gpu_utilisation"] - by[s, "no-borrow"]["gpu_utilisation"]
+                 for s in seeds if (s, policy) in by and (s, "no-borrow") in by]
+        if gains:
+            out[f"{policy}_points_over_no_borrow"] = [round(100 * g, 1) for g in gains]
+            out[f"{policy}_points_over_no_borrow_mean"] = round(100 * statistics.fmean(gains), 1)
+    for policy in ("borrow+greedy", "borrow+search"):
+        within = []
+        for s in seeds:
+            if (s, policy) not in by or (s, "no-low") not in by:
+                continue
+            row, ref = by[s, policy], by[s, "no-low"]
+            within += [row[f"{p}_{m}_wait"] <= ref[f"{p}_{m}_wait"] + grace + 1e-9
+                       for p in ("high", "normal") for m in ("mean", "p95")]
+        if within:
+            out[f"{policy}_waits_within_no_low_plus_grace"] = f"{sum(within)}/{len(within)}"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulate --teams", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seeds", default="7", help="comma-separated trace seeds; a summary row follows them")
     parser.add_argument("--load", type=float, default=1.5)
     parser.add_argument("--skew", type=float, default=0.75, help="share of the jobs that are team a's")
     parser.add_argument("--grace", type=float, default=0.5,
                         help="eviction grace period in the trace's time unit (mean job 60: 0.5 is 30 s of an hour)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
-    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=args.seed)
-    total = sum(n.free.gpu for n in base.nodes)
-    jobs = team_trace(args.jobs, args.seed, total, args.load, args.skew)
-    for policy in args.policies.split(","):
-        print(f"simulate --teams: {policy} ...", file=sys.stderr)
-        began = time.perf_counter()
-        row = simulate(policy, jobs, base, args.grace)
-        row.update({"load": args.load, "skew": args.skew, "seed": args.seed, "grace": args.grace,
-                    "seconds": round(time.perf_counter() - began, 1)})
-        print(json.dumps(row))
-        sys.stdout.flush()
+    rows = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=seed)
+        total = sum(n.free.gpu for n in base.nodes)
+        jobs = team_trace(args.jobs, seed, total, args.load, args.skew)
+        for policy in args.policies.split(","):
+            print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
+            began = time.perf_counter()
+            row = simulate(policy, jobs, base, args.grace)
+            row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
+                        "seconds": round(time.perf_counter() - began, 1)})
+            rows.append(row)
+            print(json.dumps(row))
+            sys.stdout.flush()
+    print(json.dumps(summary(rows, args.grace)))
     return 0
 
 

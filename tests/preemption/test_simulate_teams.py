@@ -4,7 +4,7 @@ keeps its own invariants (docs/benchmarks.md)."""
 from __future__ import annotations
 
 from bench.pools import nvl72_pool
-from bench.simulate_teams import POLICIES, simulate, team_trace
+from bench.simulate_teams import POLICIES, simulate, summary, team_trace
 
 
 def test_every_policy_runs_and_the_search_never_evicts_an_unneeded_gang():
@@ -17,9 +17,30 @@ def test_every_policy_runs_and_the_search_never_evicts_an_unneeded_gang():
     # then no LOW job exists without LOW work, only preempting policies evict, and the search's victim
     # sets are irreducible
     assert "low_mean_wait" not in rows["no-low"]
-    assert {p: rows[p]["evictions"] for p in ("no-low", "no-borrow", "borrow")} == {
-        "no-low": 0, "no-borrow": 0, "borrow": 0}
+    assert {p: rows[p]["evictions"] for p in ("no-low", "no-quota", "no-borrow", "borrow")} == {
+        "no-low": 0, "no-quota": 0, "no-borrow": 0, "borrow": 0}
     assert rows["borrow+search"]["evictions"] > 0
     assert rows["borrow+search"]["unneeded"] == 0
     for row in rows.values():
         assert 0 < row["gpu_utilisation"] <= 1 and 0 <= row["goodput"] <= row["gpu_utilisation"]
+
+
+def test_a_grace_period_delays_the_preemptor_and_the_summary_compares_against_no_low_plus_grace():
+    base = nvl72_pool(1, 1, 2, occupancy=0.0, seed=3)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(80, 3, total, 2.0)
+    # when the victims' pods take a long grace period to stop
+    rows = [{**simulate(policy, jobs, base, grace=30.0), "seed": 3}
+            for policy in ("no-low", "no-borrow", "borrow+search")]
+    quick = simulate("borrow+search", jobs, base, grace=0.0)
+    # then the preemptors wait for it, and the summary judges waits against no-low plus the grace
+    slow = rows[2]
+    assert slow["evictions"] > 0
+    assert slow["high_mean_wait"] > quick["high_mean_wait"]
+    out = summary(rows, 30.0)
+    gain = round(100 * (slow["gpu_utilisation"] - rows[1]["gpu_utilisation"]), 1)
+    assert out["borrow+search_points_over_no_borrow"] == [gain]
+    ref = rows[0]
+    within = sum(slow[f"{p}_{m}_wait"] <= ref[f"{p}_{m}_wait"] + 30.0
+                 for p in ("high", "normal") for m in ("mean", "p95"))
+    assert out["borrow+search_waits_within_no_low_plus_grace"] == f"{within}/4"
