@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import connection
 from django.db.models import Q
@@ -237,9 +237,32 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     return (*nodes, *reservations)
 
 
-_tree_cache: dict[int, tuple[tuple[Any, ...], DomainTree]] = {}
-_tree_cache_lock = threading.Lock()
-_TREE_CACHE_SIZE = 16
+T = TypeVar("T")
+
+
+class PerPoolCache(Generic[T]):
+    """One value per pool, kept per process while its key (a state fingerprint) stays the same; at
+    most ``size`` pools (the oldest entry goes first). Safe across a server's threads."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._entries: dict[int, tuple[tuple[Any, ...], T]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, pool_pk: int, key: tuple[Any, ...]) -> T | None:
+        with self._lock:
+            cached = self._entries.get(pool_pk)
+        return cached[1] if cached is not None and cached[0] == key else None
+
+    def put(self, pool_pk: int, key: tuple[Any, ...], value: T) -> None:
+        with self._lock:
+            if pool_pk not in self._entries and len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[pool_pk] = (key, value)
+
+
+_tree_cache: PerPoolCache[DomainTree] = PerPoolCache()
+_base_cache: PerPoolCache[DomainTree] = PerPoolCache()
 
 
 def pool_domain_tree_cached(
@@ -253,7 +276,7 @@ def pool_domain_tree_cached(
         return pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
     key_labels = tuple((k.key, k.label) for k in keys)
     key = (fingerprint, key_labels, machine_limit)
-    cached = _cache_get(_tree_cache, pool.pk, key)
+    cached = _tree_cache.get(pool.pk, key)
     if cached is not None:
         return cached
     node_count, nodes_version = fingerprint[0], fingerprint[:2]
@@ -261,10 +284,10 @@ def pool_domain_tree_cached(
         # No machines drawn: the nodes' totals are kept while the nodes are unchanged, and only the
         # reservations (a few thousand rows at most) are read and added again when they changed.
         base_key = (nodes_version, key_labels)
-        base = _cache_get(_base_cache, pool.pk, base_key)
+        base = _base_cache.get(pool.pk, base_key)
         if base is None:
             base = pool_domain_tree(pool, keys=keys, reservations=False)
-            _cache_put(_base_cache, pool.pk, base_key, base)
+            _base_cache.put(pool.pk, base_key, base)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
         adjust: dict[DomainPath, tuple[int, int]] = {}
         for values, (reserved, less_free) in held.items():
@@ -276,26 +299,10 @@ def pool_domain_tree_cached(
                           unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False)
     else:
         tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
-    _cache_put(_tree_cache, pool.pk, key, tree)
+    _tree_cache.put(pool.pk, key, tree)
     return tree
 
 
-_base_cache: dict[int, tuple[tuple[Any, ...], DomainTree]] = {}
-
-
-def _cache_get(cache: dict[int, tuple[tuple[Any, ...], DomainTree]], pool_pk: int, key: tuple[Any, ...]
-               ) -> DomainTree | None:
-    with _tree_cache_lock:
-        cached = cache.get(pool_pk)
-    return cached[1] if cached is not None and cached[0] == key else None
-
-
-def _cache_put(cache: dict[int, tuple[tuple[Any, ...], DomainTree]], pool_pk: int, key: tuple[Any, ...],
-               tree: DomainTree) -> None:
-    with _tree_cache_lock:
-        if pool_pk not in cache and len(cache) >= _TREE_CACHE_SIZE:
-            cache.pop(next(iter(cache)))
-        cache[pool_pk] = (key, tree)
 
 
 def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]) -> Domain:
@@ -310,6 +317,6 @@ def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]
 
 
 __all__ = [
-    "Domain", "DomainMachine", "DomainPath", "DomainTree", "pool_domain_tree", "pool_domain_tree_cached",
-    "pool_state_fingerprint",
+    "Domain", "DomainMachine", "DomainPath", "DomainTree", "PerPoolCache", "pool_domain_tree",
+    "pool_domain_tree_cached", "pool_state_fingerprint",
 ]

@@ -18,7 +18,7 @@ from osmo.types import Viewer
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
-from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
+from scheduler.domains import PerPoolCache, pool_domain_tree_cached, pool_state_fingerprint
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
     label_text,
@@ -138,7 +138,7 @@ def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer) -> P
     )
 
 
-_occupancy_cache: dict[int, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
+_occupancy_cache: PerPoolCache[list[dict[str, Any]]] = PerPoolCache()
 
 
 def _occupancy_rows(
@@ -146,16 +146,14 @@ def _occupancy_rows(
 ) -> list[dict[str, Any]]:
     """The pool's active reservations per workflow and finest domain, kept per process while the
     pool's state fingerprint and keys stay the same (rows are read-only below)."""
+    labels = [k.label for k in keys]
     if fingerprint is None:
-        return list(pool_occupancy_by_workflow(pool=pool, labels=[k.label for k in keys]))
-    key = (fingerprint, tuple(k.label for k in keys))
-    cached = _occupancy_cache.get(pool.pk)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    rows = list(pool_occupancy_by_workflow(pool=pool, labels=[k.label for k in keys]))
-    if pool.pk not in _occupancy_cache and len(_occupancy_cache) >= 16:
-        _occupancy_cache.pop(next(iter(_occupancy_cache)), None)
-    _occupancy_cache[pool.pk] = (key, rows)
+        return list(pool_occupancy_by_workflow(pool=pool, labels=labels))
+    key = (fingerprint, tuple(labels))
+    rows = _occupancy_cache.get(pool.pk, key)
+    if rows is None:
+        rows = list(pool_occupancy_by_workflow(pool=pool, labels=labels))
+        _occupancy_cache.put(pool.pk, key, rows)
     return rows
 
 
