@@ -34,12 +34,19 @@ class Machine:
 
 
 def pack_exact(
-    types: Sequence[tuple[Vec, int]], machines: Sequence[Machine], work_limit: float
+    types: Sequence[tuple[Vec, int]], machines: Sequence[Machine], work_limit: float,
+    spread: tuple[Sequence[bool], Sequence[tuple[object, ...]]] | None = None,
 ) -> tuple[str, list[list[tuple[str, int]]]]:
     """Decide whether ``types`` ((request, count) each) fit on ``machines``.
 
+    ``spread`` = (per type: whether it is a relaxed node's, per machine: its domains, the relaxed
+    node's level first, then each coarser one): the relaxed types then use the fewest domains of that
+    level, then of each coarser level (a boolean per domain that the relaxed counts on its machines
+    imply; the objective weighs a domain of the node's level above all coarser ones together).
+
     Returns (FEASIBLE, per type the (machine name, tasks) it takes, in machine order), (INFEASIBLE, [])
-    with a proof, or (UNKNOWN, []) when ``work_limit`` deterministic seconds ran out."""
+    with a proof, or (UNKNOWN, []) when ``work_limit`` deterministic seconds ran out (with ``spread``,
+    FEASIBLE is the best placement found, optimal or not)."""
     from ortools.sat.python import cp_model
 
     model = cp_model.CpModel()
@@ -60,6 +67,22 @@ def pack_exact(
         if sum(min(count, machines[m].fits[k]) for m, _v in per_type[k]) < count:
             return INFEASIBLE, []
         model.add(sum(var for _m, var in per_type[k]) == count)
+    if spread is not None:
+        relaxed, domains = spread
+        depth = max((len(d) for d in domains), default=0)
+        opened: list[dict[object, cp_model.IntVar]] = [{} for _ in range(depth)]
+        for k, items in enumerate(per_type):
+            if not relaxed[k]:
+                continue
+            for m, var in items:
+                for lvl, dom in enumerate(domains[m]):
+                    flag = opened[lvl].get(dom)
+                    if flag is None:
+                        flag = opened[lvl][dom] = model.new_bool_var(f"u_{lvl}_{len(opened[lvl])}")
+                    model.add(var <= min(machines[m].fits[k], types[k][1]) * flag)
+        if opened and opened[0]:
+            coarser = [flag for level in opened[1:] for flag in level.values()]
+            model.minimize((len(coarser) + 1) * sum(opened[0].values()) + sum(coarser))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0

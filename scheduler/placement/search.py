@@ -602,7 +602,77 @@ class GangSearch:
                 found = None if exact == INFEASIBLE else exact  # type: ignore[assignment]
         if found is None:
             return None
+        if spread and self.nshapes > 1 and len(spread) == 1 and not pre:
+            found = self._spread_tighten(seq, found, spread, budget)
         return [(seq[p][0], found[p][0], found[p][1]) for p in range(len(seq))]
+
+    def _spread_used(self, seq: list[tuple[int, int, int, int]], found: list[tuple[str, int]], gid: int,
+                     lvl: int) -> tuple[int, int]:
+        """(domains of level ``lvl``, coarser domains under the bound one) that group ``gid`` uses."""
+        level, anc = self.level, self.anc
+        mine: set[object] = set()
+        above: set[int] = set()
+        for p, (_t, _s, d, g) in enumerate(seq):
+            if g != gid:
+                continue
+            name, dom = found[p]
+            at = [a for a in anc[dom] if level[a] == lvl]
+            mine.add(at[0] if at else name)
+            above.update(a for a in anc[dom] if level[d] < level[a] < lvl)
+        return len(mine), len(above)
+
+    def _spread_tighten(self, seq: list[tuple[int, int, int, int]], found: list[tuple[str, int]],
+                        spread: dict[int, int], budget: Budget) -> list[tuple[str, int]]:
+        """Several shapes: the best-fit packing may spread a relaxed node over one domain too many (a
+        larger task took the machine two smaller ones needed). CP-SAT minimises the domains it uses
+        (:func:`scheduler.placement.exact.pack_exact` with ``spread``); its packing replaces
+        ``found`` only when it uses fewer (domains at the node's level, then coarser)."""
+        ((gid, lvl),) = spread.items()
+        have = self._spread_used(seq, found, gid, lvl)
+        if have[0] <= 1:
+            return found
+        level, anc, end = self.level, self.anc, self.index.end
+        types: dict[tuple[int, int, bool], list[int]] = {}
+        for p, (_t, s, d, g) in enumerate(seq):
+            types.setdefault((s, d, g == gid), []).append(p)
+        order = sorted(types)
+        bound = min(d for _s, d, mine in order if mine)
+        machines: list[Machine] = []
+        domains: list[tuple[object, ...]] = []
+        where: dict[str, int] = {}
+        nvars = 0
+        seen = -1
+        for top in sorted({d for _s, d, _m in order}):
+            if top < seen:
+                continue  # nested in a domain already listed
+            seen = end[top]
+            for dom in range(top, end[top]):
+                for (free, sp), names in sorted(self.classes[dom].items()):
+                    fits = tuple(self.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d, _m in order)
+                    if not any(fits):
+                        continue
+                    at = [a for a in anc[dom] if level[a] == lvl]
+                    coarser = tuple(a for a in sorted(anc[dom], key=lambda a: -level[a])
+                                    if level[bound] < level[a] < lvl)
+                    for name in sorted(names):
+                        machines.append(Machine(name, free, fits))
+                        domains.append(((at[0] if at else ("machine", name)), *coarser))
+                        where[name] = dom
+                        nvars += 2 * sum(1 for n in fits if n)
+        if nvars > EXACT_MAX_VARS or nvars > budget.left:
+            return found
+        budget.spend(nvars)
+        verdict, taken = pack_exact([(self.shapes[key[0]].req, len(types[key])) for key in order],
+                                    machines, EXACT_WORK, spread=([key[2] for key in order], domains))
+        if verdict != EXACT_FEASIBLE:
+            return found
+        result: list[tuple[str, int]] = [("", -1)] * len(seq)
+        for k, key in enumerate(order):
+            slots = iter(types[key])
+            for name, count in taken[k]:
+                for _ in range(count):
+                    result[next(slots)] = (name, where[name])
+        return result if self._spread_used(seq, result, gid, lvl) < have else found
 
     def _pack_exact(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | str:
         """Decide a component with CP-SAT (:mod:`scheduler.placement.exact`): the result indexed by
