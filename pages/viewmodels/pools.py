@@ -32,7 +32,7 @@ from workflows.selectors import pool_occupancy_by_workflow
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
 NODES_PER_PAGE = 25
-NATURAL_NODE_ORDER_LIMIT = 5000  # node lists up to this size are in natural name order (n2 before n10)
+NATURAL_NODE_ORDER_LIMIT = 5000  # off PostgreSQL, node lists up to this size are in natural name order
 OCCUPANCY_ROWS = 50  # workflows listed under "Workflows holding capacity" (largest first); the rest summed
 OCCUPANTS_PER_DOMAIN = 3  # workflows named in a domain box (largest first); the rest counted
 
@@ -117,10 +117,11 @@ class PoolHeatMap:
     occupancy_more_gpu: int = 0  # GPUs they hold
 
 
-def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer) -> PoolHeatMap:
+def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer,
+                  fingerprint: tuple[Any, ...] | None) -> PoolHeatMap:
     """Every domain with capacity / in use / free, node cells when the pool is small enough, and
-    which workflows hold capacity in which finest domain (three or four queries)."""
-    fingerprint = pool_state_fingerprint(pool)
+    which workflows hold capacity in which finest domain (three or four queries), for the pool's
+    state ``fingerprint`` (:func:`scheduler.domains.pool_state_fingerprint`)."""
     tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT)
     root, boxes = domain_boxes(tree)
     occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint)
@@ -209,16 +210,38 @@ class PoolDetail:
     quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
 
 
-def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str) -> tuple[Page[Any], list[Node]]:
-    """A page of the pool's nodes in natural name order (``n2`` before ``n10``), in two queries like
-    the database-ordered paginator. Past :data:`NATURAL_NODE_ORDER_LIMIT` nodes the page keeps the
-    database's name order (sorting every name per request would cost more than the rest of the page)."""
-    nodes = node_queryset_with_usage(pool).annotate(**aliases)
+_node_order_cache: PerPoolCache[list[int]] = PerPoolCache()
+
+
+def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | None:
+    """The pool's node ids in natural name order (``n2`` before ``n10``). On PostgreSQL the order is
+    kept per process while the pool's node rows are unchanged (the nodes' part of its state
+    ``fingerprint``), so a 20,000-node pool sorts its names once per node change, not per request.
+    Elsewhere it is sorted per request up to :data:`NATURAL_NODE_ORDER_LIMIT` nodes; None past that
+    (database order)."""
+    if fingerprint is not None:
+        version = fingerprint[:2]  # scheduler.snapshot.nodes_version: changes with any node row
+        ordered = _node_order_cache.get(pool.pk, version)
+        if ordered is None:
+            rows = Node.objects.filter(pool=pool).values_list("pk", "name")
+            ordered = [pk for pk, _name in natural_sorted(rows, key=lambda row: row[1])]
+            _node_order_cache.put(pool.pk, version, ordered)
+        return ordered
     names = list(Node.objects.filter(pool=pool).values_list("pk", "name")[: NATURAL_NODE_ORDER_LIMIT + 1])
     if len(names) > NATURAL_NODE_ORDER_LIMIT:
+        return None
+    return [pk for pk, _name in natural_sorted(names, key=lambda row: row[1])]
+
+
+def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str, fingerprint: tuple[Any, ...] | None
+               ) -> tuple[Page[Any], list[Node]]:
+    """A page of the pool's nodes in natural name order, in two queries like the database-ordered
+    paginator (the order itself: :func:`_node_order`)."""
+    nodes = node_queryset_with_usage(pool).annotate(**aliases)
+    ordered = _node_order(pool, fingerprint)
+    if ordered is None:
         by_name = Paginator(nodes.order_by("name", "pk"), NODES_PER_PAGE).get_page(page_number)
         return by_name, list(by_name.object_list)
-    ordered = [pk for pk, _name in natural_sorted(names, key=lambda row: row[1])]
     page = Paginator(ordered, NODES_PER_PAGE).get_page(page_number)
     by_pk = {node.pk: node for node in nodes.filter(pk__in=list(page.object_list))}
     return page, [by_pk[pk] for pk in page.object_list if pk in by_pk]
@@ -227,11 +250,12 @@ def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str) -> tuple[P
 def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:
     keys = pool_keys(pool)
     aliases: dict[str, Any] = {f"v{index}": label_text(key.label) for index, key in enumerate(keys)}
-    page, nodes = _node_page(pool, aliases, page_number)
+    fingerprint = pool_state_fingerprint(pool)
+    page, nodes = _node_page(pool, aliases, page_number, fingerprint)
     return PoolDetail(
         pool=pool,
         keys=[key.key for key in keys],
-        heat=pool_heat_map(pool, keys, user=user),
+        heat=pool_heat_map(pool, keys, user=user, fingerprint=fingerprint),
         page=page,
         nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases]) for node in nodes],
         quotas=pool_quota_use(pool),

@@ -451,17 +451,27 @@ def test_pages_list_tasks_pools_and_nodes_in_natural_order(alice_client, scene):
     assert re.findall(r'class="cell heat-\d" data-node="([^"]+)"', nodes) == ["p9-n1", "p9-n9", "p9-n10"]
 
 
-def test_big_pools_list_nodes_in_the_databases_name_order(alice_client, scene, monkeypatch):
+def test_node_lists_keep_natural_order_whatever_the_pools_size(alice_client, scene, monkeypatch):
     from pages.viewmodels import pools as viewmodel
+    from scheduler.models import Node
+    from tests.factories import make_node, make_pool
 
-    # given: a pool larger than the natural-order limit
-    monkeypatch.setattr(viewmodel, "NATURAL_NODE_ORDER_LIMIT", 10)
+    # given: a pool past the old natural-order limit (once database order there)
+    monkeypatch.setattr(viewmodel, "NATURAL_NODE_ORDER_LIMIT", 5)
+    pool = make_pool("big", keys=[("rack", "example.com/rack")])
+    for number in (10, 9, 2, 1, 11, 3, 20):
+        make_node(pool, f"n{number}", {"example.com/rack": "r1"})
 
     # when
-    first = _text(alice_client.get("/pools/nvl72/"))
-    last = alice_client.get("/pools/nvl72/?page=6").content.decode()
+    first = alice_client.get("/pools/big/").content.decode()
+    from scheduler.domains import pool_state_fingerprint
 
-    # then: same pages, by name
-    assert "Page 1 of 6 · 144 nodes" in first
-    assert re.findall(r'<tr data-node="([^"]+)"', first)[:2] == ["z1-s1-r1-n01", "z1-s1-r1-n02"]
-    assert len(re.findall(r'<tr data-node="', last)) == 19
+    state = pool_state_fingerprint(pool)
+    kept, again = viewmodel._node_order(pool, state), viewmodel._node_order(pool, state)
+    Node.objects.filter(pool=pool, name="n20").update(name="n0")
+    renamed = alice_client.get("/pools/big/").content.decode()
+
+    # then: natural order, sorted once while the nodes stay the same, sorted again after a rename
+    assert re.findall(r'<tr data-node="([^"]+)"', first) == ["n1", "n2", "n3", "n9", "n10", "n11", "n20"]
+    assert again is kept
+    assert re.findall(r'<tr data-node="([^"]+)"', renamed) == ["n0", "n1", "n2", "n3", "n9", "n10", "n11"]
