@@ -19,7 +19,7 @@ from scheduler.dispatch import DispatchTransientError
 
 logger = logging.getLogger(__name__)
 
-PODS_SYNC_MAX_RETRIES = 3
+PODS_SYNC_ERROR_AFTER = 4  # failed syncs in a row before the outage's one ERROR (~8 s at the 2 s tick)
 
 
 @shared_task(name=jobs.PLACEMENT_CYCLE, ignore_result=True, soft_time_limit=50, time_limit=60,
@@ -73,24 +73,47 @@ def pods_evict_task(*, pool_id: int, pod_names: list[str]) -> None:
     pods_evict(pool_id=pool_id, pod_names=pod_names)
 
 
-@shared_task(name=jobs.PODS_SYNC, bind=True, ignore_result=True, soft_time_limit=50, time_limit=60,
-             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=PODS_SYNC_MAX_RETRIES)
-def pods_sync_task(self, *, pool_id: int) -> None:
-    """Read pod phases back. A backend that cannot be reached (an API server outage) is retried with
-    backoff, logged as one WARNING per failed attempt, without a traceback (it is not a bug, and the
-    tick sends a sync every few seconds); an ERROR only once the retries are used up."""
+@shared_task(name=jobs.PODS_SYNC, ignore_result=True, soft_time_limit=50, time_limit=60,
+             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=3)
+def pods_sync_task(*, pool_id: int) -> None:
+    """Read pod phases back. A backend that cannot be reached (an API server outage) is not retried
+    here: the tick sends the next sync every few seconds, and retries of their own used to pile up
+    on those. Each failed sync logs one WARNING without a traceback (it is not a bug), with the
+    count of failed syncs in a row; the :data:`PODS_SYNC_ERROR_AFTER`-th logs the outage's one
+    ERROR, and the first sync that succeeds again says how many failed (INFO)."""
     from workflows.scheduling.pods import pods_sync
 
     try:
         pods_sync(pool_id=pool_id)
     except DispatchTransientError as exc:
-        attempt = self.request.retries + 1
-        extra = {"pool_id": pool_id, "attempt": attempt, "reason": str(exc)}
-        if self.request.retries >= PODS_SYNC_MAX_RETRIES:
+        failed = _sync_failures(pool_id, failed=True)
+        extra = {"pool_id": pool_id, "attempt": failed, "reason": str(exc)}
+        if failed == PODS_SYNC_ERROR_AFTER:
             logger.error("pods_sync.backend_unreachable", extra=extra)
-            return
-        logger.warning("pods_sync.backend_unreachable_retrying", extra=extra)
-        raise self.retry(countdown=2 * 2**self.request.retries, max_retries=PODS_SYNC_MAX_RETRIES) from None
+        else:
+            logger.warning("pods_sync.backend_unreachable_retrying", extra=extra)
+        return
+    failed = _sync_failures(pool_id, failed=False)
+    if failed:
+        logger.info("pods_sync.backend_reachable_again", extra={"pool_id": pool_id, "failed_syncs": failed})
+
+
+def _sync_failures(pool_id: int, *, failed: bool) -> int:
+    """Failed syncs of the pool in a row, in the shared cache (Redis when configured): with ``failed``
+    one more, counted; else the count so far, then cleared. 0 when the cache cannot say."""
+    from django.core.cache import cache
+
+    key = f"pods-sync-failures:{pool_id}"
+    try:
+        if failed:
+            cache.add(key, 0, timeout=24 * 3600)
+            return int(cache.incr(key))
+        count = cache.get(key)
+        if count:
+            cache.delete(key)
+        return int(count or 0)
+    except Exception:  # a cache outage must not fail the sync; the count is only for the logs
+        return 0
 
 
 @shared_task(name=jobs.TICK, ignore_result=True, soft_time_limit=20, time_limit=30)

@@ -245,24 +245,34 @@ def test_a_gang_with_a_pod_still_kept_is_deleted_pod_by_pod(user, kube_api, kube
 
 
 def test_an_api_server_outage_logs_one_warning_per_failed_sync_and_no_traceback(kube_pool, monkeypatch, caplog):
-    """The sync used to log an ERROR with a traceback every few seconds while the API server was down."""
-    from tests.dispatch.test_kubernetes_api import closed_port
-    from workflows.tasks import PODS_SYNC_MAX_RETRIES, pods_sync_task
+    """The sync used to log an ERROR with a traceback every few seconds while the API server was down,
+    and then retried itself on top of the tick's syncs."""
+    from django.core.cache import cache
 
+    from tests.dispatch.test_kubernetes_api import closed_port
+    from workflows.tasks import PODS_SYNC_ERROR_AFTER, pods_sync_task
+
+    cache.delete(f"pods-sync-failures:{kube_pool.pk}")
     # given an API server that refuses connections
     configuration = k8s_client.Configuration()
     configuration.host = f"http://127.0.0.1:{closed_port()}"
     configuration.retries = 0
     down = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(1.0, 1.0))
     monkeypatch.setattr(pods, "backend_for", lambda name, **kw: down)
-    # when the sync task runs with its retries (eagerly: each retry at once)
+    # when the tick's syncs run one after another (eagerly: a retry of its own would run inline too)
     with caplog.at_level("INFO"):
+        for _ in range(PODS_SYNC_ERROR_AFTER + 1):
+            pods_sync_task.apply(kwargs={"pool_id": kube_pool.pk})
+        monkeypatch.setattr(pods, "pods_sync", lambda pool_id: None)  # the API server is back
         pods_sync_task.apply(kwargs={"pool_id": kube_pool.pk})
-    # then one WARNING per failed attempt, one ERROR once the retries are used up, no traceback anywhere
+    # then one record per sync: WARNINGs counting the failures in a row, the one ERROR at the
+    # PODS_SYNC_ERROR_AFTER-th, no traceback anywhere, and an INFO when a sync succeeds again
     ours = [r for r in caplog.records if r.getMessage().startswith("pods_sync.")]
-    assert [(r.levelname, r.attempt) for r in ours] == [
-        *(("WARNING", n) for n in range(1, PODS_SYNC_MAX_RETRIES + 1)), ("ERROR", PODS_SYNC_MAX_RETRIES + 1)]
-    assert all("list pods in osmo-jobs" in r.reason and r.pool_id == kube_pool.pk for r in ours)
+    assert [(r.levelname, getattr(r, "attempt", None)) for r in ours] == [
+        *(("WARNING", n) for n in range(1, PODS_SYNC_ERROR_AFTER)), ("ERROR", PODS_SYNC_ERROR_AFTER),
+        ("WARNING", PODS_SYNC_ERROR_AFTER + 1), ("INFO", None)]
+    assert all("list pods in osmo-jobs" in r.reason and r.pool_id == kube_pool.pk for r in ours[:-1])
+    assert ours[-1].failed_syncs == PODS_SYNC_ERROR_AFTER + 1
     assert not [r for r in caplog.records if r.exc_info or r.exc_text]
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["pods_sync.backend_unreachable"]
 
