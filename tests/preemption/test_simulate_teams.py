@@ -41,6 +41,11 @@ def test_a_grace_period_delays_the_preemptor_and_the_summary_compares_against_no
     gain = round(100 * (slow["gpu_utilisation"] - rows[1]["gpu_utilisation"]), 1)
     assert out["borrow+search_points_over_no_borrow"] == [gain]
     ref = rows[0]
-    within = sum(slow[f"{p}_{m}_wait"] <= ref[f"{p}_{m}_wait"] + 30.0
+    within = sum(slow[f"{p}_in_quota_{m}_wait"] <= ref[f"{p}_in_quota_{m}_wait"] + 30.0
                  for p in ("high", "normal") for m in ("mean", "p95"))
-    assert out["borrow+search_waits_within_no_low_plus_grace"] == f"{within}/4"
+    assert out["borrow+search_in_quota_waits_within_no_low_plus_grace"] == f"{within}/4"
+    # and the in-quota wait is part of the wait (the grace period included)
+    for row in rows:
+        for p in ("high", "normal"):
+            assert 0 <= row[f"{p}_in_quota_mean_wait"] <= row[f"{p}_mean_wait"] + 1e-9
+    assert slow["high_in_quota_mean_wait"] > quick["high_in_quota_mean_wait"]
