@@ -21,7 +21,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from osmo.errors import ValidationFailedError
 from scheduler import selectors
@@ -405,8 +406,8 @@ class NodeAdmin(admin.ModelAdmin):
             )
             for name in selectors.RESOURCE_API_NAMES
         ]
-        header = "<tr><th></th><th>capacity</th><th>used</th><th>reserved</th><th>free</th></tr>"
-        return format_html("<table>{}{}</table>", format_html(header), format_html("".join(rows)))
+        header = mark_safe("<tr><th></th><th>capacity</th><th>used</th><th>reserved</th><th>free</th></tr>")
+        return format_html("<table>{}{}</table>", header, format_html_join("", "{}", ((row,) for row in rows)))
 
 
 @admin.register(Reservation)
