@@ -73,6 +73,9 @@ def test_the_change_form_shows_quantities_and_one_row_per_label(admin_client_, p
     assert 'name="storage_bytes" value="1T"' in page  # decimal bytes with a decimal suffix
     assert re.findall(r'name="labels-key-\d+" value="([^"]*)"', page) == ["rack2", "rack10", "", "", ""]
     assert 'name="labels-rows" value="5"' in page
+    # and the usage table: a header row, then one row per resource, escaped as HTML once
+    table = re.search(r"<table><tr><th></th><th>capacity</th>.*?</table>", page, re.S)
+    assert table is not None and "<tr><th>gpu</th><td>4</td>" in table.group(0)
 
 
 def test_clearing_a_row_removes_the_label_and_a_blank_row_adds_one(admin_client_, pool):
