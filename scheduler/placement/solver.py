@@ -8,11 +8,14 @@ Algorithm (docs/design.md §4, docs/design.md §5):
    constraint is met.
 3. Otherwise the required-only problem decides the verdict: infeasible means "unschedulable" (with a
    structured reason from :mod:`scheduler.placement.explain`), an exhausted budget means "undecided".
-4. Otherwise fix preferred nodes one at a time in an order that never depends on names (finest own
-   key first, see :func:`_relax`): each gets the finest level (own key, then the next coarser key, ...)
-   at which a placement exists given the levels already fixed, later preferred nodes being free. The
-   last found placement is a witness: levels it already meets need no search. Tasks of a relaxed node
-   are packed into the fewest domains by the packing order (best fit; else largest domain first).
+4. Otherwise maximise the preferred objective (docs/design.md §5, :func:`_relax`), which never depends
+   on names or on the order of the spec as long as no trial runs out of budget: per preferred node n,
+   a(n) is the finest level <= its own at which all its tasks share one domain (-1 if none); compared
+   lexicographically, (c_L, ..., c_0) with c_l = #{n : a(n) >= l} (finest level first), then the
+   number of nodes met (a(n) = own level), then the tightest spread, then the packing rule. Levels are
+   fixed from the finest down, each time the largest set of candidates that can be kept together; the
+   last found placement is a witness that is always valid. Tasks of a relaxed node are packed into
+   the fewest domains at its own level.
 5. The whole solve shares one budget (``policy.max_steps``, the strict attempt at most a quarter of it
    when preferences exist, each relaxation trial at most a twentieth) and the wall-clock ceiling
    ``policy.max_seconds``.
@@ -167,7 +170,8 @@ def _relax(
     kept, the first in class order on a tie. Otherwise each class in turn gets the largest count a
     binary search finds. The class order and the choice of members never depend on names or on the
     order of the spec (members of a class are symmetric: the witness's own first, then tree order).
-    A search that runs out of its trial budget counts as infeasible."""
+    A search that runs out of its trial budget counts as infeasible; only then can names matter (the
+    search's path, hence where a budget runs out, follows names among otherwise equal choices)."""
     ti = ctx.ti
     # A relaxation trial only decides how well a preference is met, so it gets a smaller budget; running
     # out just means the preference is relaxed further (the witness stays valid).

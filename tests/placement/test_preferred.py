@@ -4,14 +4,15 @@ dependent on names or on the order of the spec."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.instances import levels_met, random_instance, renamed_all
-from bench.preferred import agreement, optimum, placement_objective, preferred_instance
-from scheduler.placement import Placement, solve
+from bench.preferred import agreement, conflicting, optimum, placement_objective, preferred_instance
+from scheduler.placement import Placement, Policy, solve
 from tests.placement.builders import cluster, gang, rack, tree, zone
 
 
@@ -44,23 +45,43 @@ def test_two_racks_met_outrank_the_zone_above_them() -> None:
     assert {zone_of[machine] for _task, machine in result.assignments} == {"b", "c"}
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@functools.cache
+def _conflicting_seeds() -> list[int]:
+    """The first 80 seeds from 2,000,000 on whose instance cannot meet every preference."""
+    seeds: list[int] = []
+    seed = 2_000_000
+    while len(seeds) < 80:
+        if conflicting(seed) is not None:
+            seeds.append(seed)
+        seed += 1
+    return seeds
+
+
+# A generous budget: a trial that runs out of steps depends on the search's path, which names order.
+AMPLE = Policy(max_steps=5_000_000)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    seed=st.integers(min_value=0, max_value=2**32 - 1),
+    pick=st.integers(min_value=0, max_value=79),
     rename=st.integers(min_value=0, max_value=2**32 - 1),
-    conflicting=st.booleans(),
+    other_kind=st.integers(min_value=0, max_value=2**32 - 1),
+    kind=st.sampled_from(("conflicting", "conflicting", "random")),
 )
 def test_renaming_groups_and_tasks_or_reordering_them_never_changes_the_levels_met(
-    seed: int, rename: int, conflicting: bool
+    pick: int, rename: int, other_kind: int, kind: str
 ) -> None:
-    # given: an instance and the same gang with every group and task renamed (siblings and tasks
-    # re-sorted by their new names) and its task requests shuffled
-    make = preferred_instance if conflicting else random_instance
-    snapshot, group = make(random.Random(seed))
+    # given: an instance (one whose preferences conflict, or any random one) and the same gang with
+    # every group and task renamed (siblings and tasks re-sorted by their new names) and its task
+    # requests shuffled
+    if kind == "conflicting":
+        snapshot, group = preferred_instance(random.Random(_conflicting_seeds()[pick]))
+    else:
+        snapshot, group = random_instance(random.Random(other_kind))
     other = renamed_all(group, random.Random(rename))
     # when
-    result = solve(snapshot, group)
-    again = solve(snapshot, other)
+    result = solve(snapshot, group, AMPLE)
+    again = solve(snapshot, other, AMPLE)
     # then: the same level for every node, up to the renaming
     assert result.status == again.status
     if isinstance(result, Placement) and isinstance(again, Placement):
