@@ -17,8 +17,8 @@ Algorithm (docs/design.md §4, docs/design.md §5):
    last found placement is a witness that is always valid. Tasks of a relaxed node are packed into
    the fewest domains at its own level.
 5. The whole solve shares one budget (``policy.max_steps``, the strict attempt at most a quarter of it
-   when preferences exist, each relaxation trial at most a twentieth) and the wall-clock ceiling
-   ``policy.max_seconds``.
+   when preferences exist, each relaxation trial at most a quarter of what is left when relaxing
+   starts, or a twentieth of the whole if that is more) and the wall-clock ceiling ``policy.max_seconds``.
 
 Invariants: the result meets every required constraint and never over-commits a machine; equal
 inputs give equal outputs; "unschedulable" is returned only on a proof of infeasibility.
@@ -173,9 +173,10 @@ def _relax(
     A search that runs out of its trial budget counts as infeasible; only then can names matter (the
     search's path, hence where a budget runs out, follows names among otherwise equal choices)."""
     ti = ctx.ti
-    # A relaxation trial only decides how well a preference is met, so it gets a smaller budget; running
-    # out just means the preference is relaxed further (the witness stays valid).
-    trial_steps = max(1_000, ctx.policy.max_steps // 20)
+    # A relaxation trial only decides how well a preference is met, so it gets a smaller budget: a quarter
+    # of what is left when relaxing starts (at least a twentieth of the whole); running out just means
+    # the preference is relaxed further (the witness stays valid).
+    trial_steps = max(1_000, ctx.policy.max_steps // 20, ctx.steps_left // 4)
     prefs = [i for i, node in enumerate(ti.nodes) if not node.required and ti.level[i] is not None]
     if not prefs:
         return witness
@@ -243,6 +244,14 @@ def _relax(
             best: list[tuple[list[int], list[tuple[str, int]]]] = []
             best_sum = -1
             base = tuple(have)
+            # Upper bounds first: one more member of a class than the witness keeps, that class alone.
+            # When it fails, no vector with that many of the class can hold: without this, a level
+            # where nothing more fits would try every vector above the witness's, largest first.
+            for j, m in enumerate(sizes):
+                if have[j] < m:
+                    alone = tuple(have[j] + 1 if k == j else 0 for k in range(len(sizes)))
+                    if trial(raised(ordered, alone)) is None:
+                        bad.append(alone)
             for v in vectors:
                 if sum(v) < best_sum or len(best) > max(spare[0], 0):
                     break
