@@ -164,11 +164,12 @@ def _relax(
     equal levels fixed below them; by symmetry only how many of a class are kept matters, and feasible
     counts are closed downwards. The current witness gives a feasible count vector for free (levels it
     already meets need no search). When the classes allow at most :data:`EXACT_VECTORS` count vectors,
-    they are tried by decreasing total (then more nodes met at their own level), skipping vectors
-    above one shown infeasible; several vectors of the same largest total are each followed to the end
-    (at most :data:`MAX_BRANCHES` extra per solve) and the final placement with the best objective is
-    kept, the first in class order on a tie. Otherwise each class in turn gets the largest count a
-    binary search finds. The class order and the choice of members never depend on names or on the
+    each class is first bounded by one trial (one more member than the witness keeps, that class
+    alone), then vectors are tried by decreasing total (then more nodes met at their own level),
+    skipping vectors above one shown infeasible; several vectors of the same largest total are each
+    followed to the end (at most :data:`MAX_BRANCHES` extra per solve) and the final placement with the
+    best objective is kept, the first in class order on a tie. Otherwise each class in turn gets the
+    largest count a binary search finds. The class order and the choice of members never depend on names or on the
     order of the spec (members of a class are symmetric: the witness's own first, then tree order).
     A search that runs out of its trial budget counts as infeasible; only then can names matter (the
     search's path, hence where a budget runs out, follows names among otherwise equal choices)."""
