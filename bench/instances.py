@@ -209,6 +209,28 @@ def renamed(group: GroupRequest, rng: random.Random) -> GroupRequest:
     return GroupRequest(group.name, ConstraintTree(tree.group, kids, tree.tasks, tree.keys), group.tasks)
 
 
+def renamed_all(group: GroupRequest, rng: random.Random) -> GroupRequest:
+    """:func:`renamed`, and every task renamed at random too (so its position in the sorted task tuples,
+    its shape's index and the tree's pre-order of tasks change) and the task requests shuffled."""
+    fresh = {t.name: f"x{k:03d}-{rng.randrange(10**6):06d}" for k, t in enumerate(group.tasks)}
+    names = list(fresh.values())
+    rng.shuffle(names)
+    fresh = dict(zip(fresh, names, strict=True))
+
+    def rebuild(node: TreeNode) -> TreeNode:
+        kids = tuple(rebuild(c) for c in node.children)
+        return TreeNode(node.key, node.group, node.path, node.requirement, kids,
+                        tuple(sorted(fresh[t] for t in node.tasks)))
+
+    tree = group.tree
+    tasks = [TaskRequest(fresh[t.name], t.resources, t.nodes_excluded) for t in group.tasks]
+    rng.shuffle(tasks)
+    kids = tuple(rebuild(c) for c in tree.children)
+    moved = GroupRequest(group.name, ConstraintTree(tree.group, kids, tuple(sorted(fresh[t] for t in tree.tasks)),
+                                                    tree.keys), tuple(tasks))
+    return renamed(moved, rng)
+
+
 def levels_met(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> list[tuple[object, ...]]:
     """Name-free summary of a placement's preferred outcome: per constraint node, its key path and
     requirements from the root, its tasks' requests, and the key at which its tasks share a domain;

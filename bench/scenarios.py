@@ -8,6 +8,9 @@
   with 18 idle trays are too few, so preferences relax.
 - ``nvl72-20k-preferred-2048``: same pool, every constraint preferred, 128 groups of 16 (2,048 x
   4-GPU tasks): far more than any zone holds, so the zone preference relaxes as well as cliques.
+- ``nvl72-20k-preferred-distinct``: same pool, every constraint preferred, 6 gpu-clique groups of
+  17, 18, ..., 22 tasks: six distinct preferences, of which only groups of up to 18 fit one clique
+  (18 trays), so the relaxation compares counts of several classes of nodes at each level.
 - ``nvl72-1k``: 1,008 trays (2 zones x 4 spines x 7 racks); 64 tasks, zone required, 4 cliques of 16.
 - ``nvl72-20k-mixed-N`` (N = 2, 8, 29, 30): 20,736 trays (seed 12, whose roomiest zone has 29 racks
   that can each hold one group); zone required, N gpu-clique groups required, each of 9 x 3-GPU and
@@ -25,12 +28,16 @@ from topology.tree import ConstraintTree, TreeNode
 TRAY = Resources(gpu=4, cpu=16_000, memory=128 << 30)
 
 
-def zone_of_cliques(groups: int, size: int, *, required: bool = True, name: str = "workflow") -> GroupRequest:
+def zone_of_cliques(
+    groups: int, size: int, *, required: bool = True, name: str = "workflow", sizes: tuple[int, ...] = ()
+) -> GroupRequest:
+    """Zone over ``groups`` gpu-clique groups of ``size`` tasks (or of ``sizes``, one per group)."""
     req = "required" if required else "preferred"
     zpath = (("zone", "workflow-group"),)
     cliques = []
     tasks = []
     for g in range(groups):
+        size = sizes[g] if sizes else size
         gname = f"model-{g:02d}-group"
         members = tuple(sorted(f"m{g:02d}-shard{i:02d}" for i in range(size)))
         tasks.extend(members)
@@ -89,6 +96,11 @@ def nvl72_20k_preferred_2048() -> tuple[ClusterSnapshot, GroupRequest]:
     return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(128, 16, required=False)
 
 
+def nvl72_20k_preferred_distinct() -> tuple[ClusterSnapshot, GroupRequest]:
+    sizes = (17, 18, 19, 20, 21, 22)
+    return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(6, 0, required=False, sizes=sizes)
+
+
 def nvl72_1k() -> tuple[ClusterSnapshot, GroupRequest]:
     return nvl72_pool(2, 4, 7, occupancy=0.6, seed=1008), zone_of_cliques(4, 16)
 
@@ -98,6 +110,7 @@ SCENARIOS: dict[str, Callable[[], tuple[ClusterSnapshot, GroupRequest]]] = {
     "nvl72-20k-infeasible": nvl72_20k_infeasible,
     "nvl72-20k-preferred": nvl72_20k_preferred,
     "nvl72-20k-preferred-2048": nvl72_20k_preferred_2048,
+    "nvl72-20k-preferred-distinct": nvl72_20k_preferred_distinct,
     "nvl72-1k": nvl72_1k,
     **{f"nvl72-20k-mixed-{n}": _mixed(n) for n in (2, 8, 29, 30)},
 }
