@@ -47,12 +47,16 @@ def instance(rng: random.Random, shapes: int) -> tuple[ClusterSnapshot, GroupReq
     return snapshot, GroupRequest("g", ConstraintTree("g", children), requests), required_zone
 
 
-def fewest(snapshot: ClusterSnapshot, group: GroupRequest, one_zone: bool) -> tuple[int, int] | None:
-    """Brute force: the fewest (racks, zones) over every valid placement (one zone if ``one_zone``)."""
+def fewest(snapshot: ClusterSnapshot, group: GroupRequest, one_zone: bool, *, together: int = 0
+           ) -> tuple[int, int] | None:
+    """Brute force: the fewest (racks, zones) over every valid placement (one zone if ``one_zone``;
+    the first ``together`` tasks, a required per-host child, on one machine)."""
     machines = [n for n in snapshot.nodes if n.schedulable]
     reqs = [t.resources.as_tuple() for t in group.tasks]
     best: tuple[int, int] | None = None
     for choice in itertools.product(range(len(machines)), repeat=len(reqs)):
+        if len(set(choice[:together])) > 1:
+            continue
         used: dict[int, list[int]] = {}
         for m, r in zip(choice, reqs, strict=True):
             acc = used.setdefault(m, [0, 0, 0, 0])

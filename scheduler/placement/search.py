@@ -631,92 +631,38 @@ class GangSearch:
         have = self._spread_used(seq, found, gid, lvl)
         if have[0] <= 1:
             return found
-        level, anc, end = self.level, self.anc, self.index.end
-        types: dict[tuple[int, int, bool], list[int]] = {}
-        for p, (_t, s, d, g) in enumerate(seq):
-            types.setdefault((s, d, g == gid), []).append(p)
-        order = sorted(types)
-        bound = min(d for _s, d, mine in order if mine)
-        machines: list[Machine] = []
+        model = _ExactModel(self, seq, gid)
+        level, anc = self.level, self.anc
+        bound = min(d for _s, d, mine in model.order if mine)
         domains: list[tuple[object, ...]] = []
-        where: dict[str, int] = {}
-        nvars = 0
-        seen = -1
-        for top in sorted({d for _s, d, _m in order}):
-            if top < seen:
-                continue  # nested in a domain already listed
-            seen = end[top]
-            for dom in range(top, end[top]):
-                for (free, sp), names in sorted(self.classes[dom].items()):
-                    fits = tuple(self.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d, _m in order)
-                    if not any(fits):
-                        continue
-                    at = [a for a in anc[dom] if level[a] == lvl]
-                    coarser = tuple(a for a in sorted(anc[dom], key=lambda a: -level[a])
-                                    if level[bound] < level[a] < lvl)
-                    for name in sorted(names):
-                        machines.append(Machine(name, free, fits))
-                        domains.append(((at[0] if at else ("machine", name)), *coarser))
-                        where[name] = dom
-                        nvars += 2 * sum(1 for n in fits if n)
+        for machine, dom in zip(model.machines, model.doms, strict=True):
+            at = [a for a in anc[dom] if level[a] == lvl]
+            coarser = tuple(a for a in sorted(anc[dom], key=lambda a: -level[a]) if level[bound] < level[a] < lvl)
+            domains.append(((at[0] if at else ("machine", machine.name)), *coarser))
+        nvars = 2 * model.nvars  # a domain flag per relaxed count as well
         if nvars > EXACT_MAX_VARS or nvars > budget.left:
             return found
         budget.spend(nvars)
-        verdict, taken = pack_exact([(self.shapes[key[0]].req, len(types[key])) for key in order],
-                                    machines, EXACT_WORK, spread=([key[2] for key in order], domains))
+        verdict, taken = pack_exact(model.types(), model.machines, EXACT_WORK,
+                                    spread=([key[2] for key in model.order], domains))
         if verdict != EXACT_FEASIBLE:
             return found
-        result: list[tuple[str, int]] = [("", -1)] * len(seq)
-        for k, key in enumerate(order):
-            slots = iter(types[key])
-            for name, count in taken[k]:
-                for _ in range(count):
-                    result[next(slots)] = (name, where[name])
+        result = model.result(taken)
         return result if self._spread_used(seq, result, gid, lvl) < have else found
 
     def _pack_exact(self, seq: list[tuple[int, int, int, int]], budget: Budget) -> list[tuple[str, int]] | str:
         """Decide a component with CP-SAT (:mod:`scheduler.placement.exact`): the result indexed by
         position in ``seq``, INFEASIBLE (proven) or UNDECIDED. Costs one budget step per variable."""
-        types: dict[tuple[int, int], list[int]] = {}
-        for p, (_t, s, d, _g) in enumerate(seq):
-            types.setdefault((s, d), []).append(p)
-        order = sorted(types)
-        tops = sorted({d for _s, d in order})
-        end = self.index.end
-        machines: list[Machine] = []
-        where: dict[str, int] = {}
-        nvars = 0
-        seen = -1
-        for top in tops:
-            if top < seen:
-                continue  # nested in a domain already listed
-            seen = end[top]
-            for dom in range(top, end[top]):
-                for (free, sp), names in sorted(self.classes[dom].items()):
-                    fits = tuple(
-                        self.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d in order
-                    )
-                    if not any(fits):
-                        continue
-                    for name in sorted(names):
-                        machines.append(Machine(name, free, fits))
-                        where[name] = dom
-                        nvars += sum(1 for n in fits if n)
-        if nvars > EXACT_MAX_VARS:
+        model = _ExactModel(self, seq)
+        if model.nvars > EXACT_MAX_VARS:
             return UNDECIDED
-        budget.spend(nvars)
-        verdict, taken = pack_exact([(self.shapes[s].req, len(types[(s, d)])) for s, d in order], machines, EXACT_WORK)
+        budget.spend(model.nvars)
+        verdict, taken = pack_exact(model.types(), model.machines, EXACT_WORK)
         if verdict == EXACT_INFEASIBLE:
             return INFEASIBLE
         if verdict != EXACT_FEASIBLE:
             return UNDECIDED
-        result: list[tuple[str, int]] = [("", -1)] * len(seq)
-        for k, key in enumerate(order):
-            slots = iter(types[key])
-            for name, count in taken[k]:
-                for _ in range(count):
-                    result[next(slots)] = (name, where[name])
-        return result
+        return model.result(taken)
 
     def _spread_state(
         self,
@@ -1024,6 +970,53 @@ class GangSearch:
             if delta:
                 for a in self.anc[d]:
                     self.cap[a][s2] += delta
+
+
+class _ExactModel:
+    """A component's packing as CP-SAT sees it (:mod:`scheduler.placement.exact`): task *types* (shape,
+    bound domain, whether the task is relaxed group ``gid``'s) with their positions in ``seq``, and
+    every machine under the bound domains with how many tasks of each type it fits alone."""
+
+    def __init__(self, search: GangSearch, seq: list[tuple[int, int, int, int]], gid: int | None = None) -> None:
+        self.seq = seq
+        self.shapes = search.shapes
+        self.positions: dict[tuple[int, int, bool], list[int]] = {}
+        for p, (_t, s, d, g) in enumerate(seq):
+            self.positions.setdefault((s, d, g == gid), []).append(p)
+        self.order = sorted(self.positions)
+        end = search.index.end
+        self.machines: list[Machine] = []
+        self.doms: list[int] = []  # per machine: its finest domain
+        self.where: dict[str, int] = {}
+        self.nvars = 0
+        seen = -1
+        for top in sorted({d for _s, d, _m in self.order}):
+            if top < seen:
+                continue  # nested in a domain already listed
+            seen = end[top]
+            for dom in range(top, end[top]):
+                for (free, sp), names in sorted(search.classes[dom].items()):
+                    fits = tuple(search.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d, _m in self.order)
+                    if not any(fits):
+                        continue
+                    for name in sorted(names):
+                        self.machines.append(Machine(name, free, fits))
+                        self.doms.append(dom)
+                        self.where[name] = dom
+                        self.nvars += sum(1 for n in fits if n)
+
+    def types(self) -> list[tuple[Vec, int]]:
+        return [(self.shapes[key[0]].req, len(self.positions[key])) for key in self.order]
+
+    def result(self, taken: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
+        """CP-SAT's counts as (machine, domain) per position of ``seq``."""
+        out: list[tuple[str, int]] = [("", -1)] * len(self.seq)
+        for k, key in enumerate(self.order):
+            slots = iter(self.positions[key])
+            for name, count in taken[k]:
+                for _ in range(count):
+                    out[next(slots)] = (name, self.where[name])
+        return out
 
 
 def _neg(v: Vec) -> tuple[int, int, int, int]:

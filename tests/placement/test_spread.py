@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.spread import fewest
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
 from tests.placement.builders import cluster, gang, names, node, rack, tree, zone
@@ -129,34 +129,6 @@ def _spread_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]
     return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in tasks))
 
 
-def _fewest(
-    snapshot: ClusterSnapshot, group: GroupRequest, zones_needed: int | None, *, together: int = 0
-) -> tuple[int, int] | None:
-    """Brute force: the fewest (racks, zones) over valid placements (a required zone: one zone; the
-    first ``together`` tasks, a required hostname child, on one machine)."""
-    machines = [n for n in snapshot.nodes if n.schedulable]
-    reqs = [t.resources.as_tuple() for t in group.tasks]
-    best: tuple[int, int] | None = None
-    for choice in itertools.product(range(len(machines)), repeat=len(reqs)):
-        if len(set(choice[:together])) > 1:
-            continue
-        used: dict[int, list[int]] = {}
-        for m, r in zip(choice, reqs, strict=True):
-            acc = used.setdefault(m, [0, 0, 0, 0])
-            for k in range(4):
-                acc[k] += r[k]
-        if any(any(a > f for a, f in zip(acc, machines[m].free.as_tuple(), strict=True)) for m, acc in used.items()):
-            continue
-        racks = {machines[m].labels[:2] for m in used}
-        zones = {machines[m].labels[:1] for m in used}
-        if zones_needed is not None and len(zones) > zones_needed:
-            continue
-        got = (len(racks), len(zones))
-        if best is None or got < best:
-            best = got
-    return best
-
-
 @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_a_relaxed_preferred_node_uses_the_fewest_domains_at_its_level(seed: int) -> None:
@@ -167,13 +139,13 @@ def test_a_relaxed_preferred_node_uses_the_fewest_domains_at_its_level(seed: int
     result = solve(snapshot, group)
     # then: among placements meeting the level the solver reports, none uses fewer racks (then zones)
     if not isinstance(result, Placement):
-        assert _fewest(snapshot, group, 1 if required_zone else None) is None
+        assert fewest(snapshot, group, required_zone) is None
         return
     where = {n.name: n.labels for n in snapshot.nodes}
     racks = {where[m][:2] for _t, m in result.assignments}
     zones = {where[m][:1] for _t, m in result.assignments}
     one_zone = required_zone or len(zones) == 1
-    assert (len(racks), len(zones)) == _fewest(snapshot, group, 1 if one_zone else None)
+    assert (len(racks), len(zones)) == fewest(snapshot, group, one_zone)
 
 
 def _spread_with_child_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest, int]:
@@ -201,13 +173,13 @@ def test_a_relaxed_preferred_node_counts_its_required_child_in_its_spread(seed: 
     result = solve(snapshot, group)
     # then: the child's machine is one of the fewest racks (then zones)
     if not isinstance(result, Placement):
-        assert _fewest(snapshot, group, 1 if required_zone else None, together=kids) is None
+        assert fewest(snapshot, group, required_zone, together=kids) is None
         return
     where = {n.name: n.labels for n in snapshot.nodes}
     racks = {where[m][:2] for _t, m in result.assignments}
     zones = {where[m][:1] for _t, m in result.assignments}
     one_zone = required_zone or len(zones) == 1
-    assert (len(racks), len(zones)) == _fewest(snapshot, group, 1 if one_zone else None, together=kids)
+    assert (len(racks), len(zones)) == fewest(snapshot, group, one_zone, together=kids)
 
 
 def test_a_relaxed_preferred_node_of_two_task_shapes_uses_the_fewest_domains() -> None:
