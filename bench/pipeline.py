@@ -352,7 +352,7 @@ def _postmaster_pid() -> int | None:
 
 def _scheduler_metrics(text: str) -> dict:
     """What the workers reported through /metrics over the whole run: placement cycles (count, mean
-    duration) and gang outcomes."""
+    duration), gang outcomes, and per Celery task name its runs and CPU time."""
     from prometheus_client.parser import text_string_to_metric_families
 
     samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
@@ -362,8 +362,13 @@ def _scheduler_metrics(text: str) -> dict:
     total = sum(v for n, labels, v in samples if n == "osmo_placement_cycle_duration_seconds_sum" and labels == pool)
     outcomes = {labels["outcome"]: int(v) for n, labels, v in samples
                 if n == "osmo_placement_gangs_total" and labels.get("pool") == "bench"}
+    runs = {labels["task"]: v for n, labels, v in samples if n == "osmo_worker_tasks_total"}
+    cpu = {labels["task"]: v for n, labels, v in samples if n == "osmo_worker_task_cpu_seconds_total"}
+    tasks = {name.removeprefix("scheduler."): {"runs": int(runs[name]), "cpu_s": round(cpu.get(name, 0.0), 2),
+                                               "cpu_ms_per_run": round(cpu.get(name, 0.0) / runs[name] * 1000, 1)}
+             for name in sorted(runs) if runs[name]}
     return {"cycles": int(count), "cycle_mean_ms": round(total / count * 1000, 1) if count else None,
-            "gang_outcomes": outcomes}
+            "gang_outcomes": outcomes, "worker_tasks": tasks}
 
 
 def _query(sql: str, params: tuple) -> list[tuple]:
