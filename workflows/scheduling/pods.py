@@ -28,17 +28,19 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch import DispatchPermanentError, PodRequest, backend_for
+from scheduler.dispatch import DispatchPermanentError, PodRequest, PodState, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.lifecycle.rules import is_transition_allowed
 from workflows.lifecycle.transitions import (
     TaskChange,
-    gang_settle,
+    gangs_settle,
     group_fail,
     tasks_status_set,
     workflow_status_refresh,
+    workflows_status_refresh,
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
@@ -181,6 +183,14 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     if not snapshot:
         return counts
     states = backend_for(pool.backend).pod_states([pod_request(task, pool) for task in snapshot], now=now)
+    # Only tasks whose phase moves them on, and workflows with a gang past its exec timeout, are locked
+    # and read again: a task's status only moves forward (and a re-placed task gets a new pod name),
+    # so a change not allowed from the status read here is not allowed from the status read under the
+    # lock either. Most tasks of a busy pool are unchanged at any one sync.
+    moving = {t.pk for t in snapshot if _phase_moves(t.status, states.get(t.pod_name))}
+    overdue = _exec_timeouts_due(pool, now, {t.workflow_id for t in snapshot})
+    if not moving and not overdue:
+        return counts
     released: list[int] = []
     pods_to_delete: list[int] = []
     with transaction.atomic():
@@ -188,8 +198,8 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             return counts
         # The shared lock order (see placement_cycle_run): workflows by pk, then re-read, so a cancel
         # that committed meanwhile is seen and never overwritten.
-        workflows = workflows_lock(t.workflow_id for t in snapshot)
-        tasks = list(active.filter(pk__in=[t.pk for t in snapshot]).select_related("group").order_by("pk"))
+        workflows = workflows_lock({t.workflow_id for t in snapshot if t.pk in moving} | overdue)
+        tasks = list(active.filter(pk__in=moving).select_related("group").order_by("pk"))
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
@@ -223,16 +233,37 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             if task.status in TASK_TERMINAL_STATUSES:
                 released.append(task.pk)
         released += _exec_timeouts_apply(pool, now, touched, pods_to_delete, workflows)
-        for group in touched.values():
-            stopped = gang_settle(group)
-            released += stopped
-            pods_to_delete += stopped
+        stopped = gangs_settle(touched.values())
+        released += stopped
+        pods_to_delete += stopped
         reservations_release(task_ids=released)
-        for workflow_id in sorted({g.workflow_id for g in touched.values()}):
-            workflow_status_refresh(workflows[workflow_id])
+        workflows_status_refresh([workflows[workflow_id] for workflow_id in sorted({g.workflow_id
+                                                                                   for g in touched.values()})])
         if released:
             _after_release(pool_id, pods_to_delete)
     return counts
+
+
+_PHASE_STATUS = {"Running": TaskStatus.RUNNING, "Succeeded": TaskStatus.COMPLETED, "Failed": TaskStatus.FAILED,
+                 "Missing": TaskStatus.FAILED_BACKEND_ERROR}
+
+
+def _phase_moves(status: str, state: PodState | None) -> bool:
+    """Whether this pod state changes a task of this status (what :func:`pods_sync` applies)."""
+    target = _PHASE_STATUS.get(state.phase) if state is not None else None
+    return target is not None and is_transition_allowed(status, target)
+
+
+def _exec_timeouts_due(pool: Pool, now: datetime, workflow_ids: set[int]) -> set[int]:
+    """The workflows (of these) with a RUNNING gang past its exec timeout (one query, no lock)."""
+    if not workflow_ids:
+        return set()
+    running = TaskGroup.objects.filter(
+        workflow__pool=pool, status=TaskStatus.RUNNING, workflow__in=workflow_ids,
+        workflow__exec_timeout_s__isnull=False, started_at__isnull=False,
+    ).values_list("workflow_id", "started_at", "workflow__exec_timeout_s")
+    return {workflow_id for workflow_id, started_at, limit in running
+            if started_at is not None and limit is not None and now - started_at > timedelta(seconds=limit)}
 
 
 def _exec_timeouts_apply(
