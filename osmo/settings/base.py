@@ -189,6 +189,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes the worker's database connection before and after every task unless
+# this is set, so each task opened a new PostgreSQL connection (a server process forked, its catalog
+# caches warmed again): most of the database's CPU under load. Workers keep their connection like the
+# web process does, closed after CONN_MAX_AGE or when unusable (osmo.celery), and at the latest after
+# this many tasks.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Every queue of the service (osmo.celery.Queue), declared as Celery would create them on demand, so
 # that a worker started without -Q consumes all of them (not only the default one).
