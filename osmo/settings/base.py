@@ -231,6 +231,9 @@ else:
 # ------------------------------------------------------------------------------------------------
 # The periodic tick re-drives placement, pod status sync and stranded dispatches.
 OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2.0)
+# A requested placement cycle starts this long after the first request (with Redis), so the requests of
+# that window (a stream of submissions, a sync's releases) share one cycle (scheduler.jobs).
+OSMO_PLACEMENT_COALESCE_SECONDS = env.float("OSMO_PLACEMENT_COALESCE_SECONDS", default=0.2)
 # Workers keep the tick going themselves (one follow-up chain beside beat), so placement and pod sync
 # continue if the beat process dies; a worker sends a first tick when it starts.
 OSMO_TICK_WITHOUT_BEAT = env.bool("OSMO_TICK_WITHOUT_BEAT", default=True)
