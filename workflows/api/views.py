@@ -164,7 +164,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             team=values.get("team") or None,
             **template,
         )
-        workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        if not created:  # an idempotent replay: the stored workflow as it is now
+            workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        # (a new workflow comes back from the service with what the answer needs: not read again)
         return Response(
             WorkflowOutputSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
