@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import Field, Q, QuerySet
 from django.utils import timezone
 
 from scheduler import jobs
@@ -51,30 +52,61 @@ ACTIVE = (TaskStatus.INITIALIZING, TaskStatus.RUNNING)
 
 
 def pod_request(task: Task, pool: Pool) -> PodRequest:
-    env = {str(k): str(v) for k, v in (task.environment or {}).items()}
+    return _pod_request(
+        pool, pod_name=task.pod_name, node_name=task.node.name if task.node is not None else "",
+        workflow_id=task.workflow.workflow_id, group=task.group.name, task=task.name, image=task.image,
+        command=task.command, args=task.args, environment=task.environment, gpu=task.gpu,
+        cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
+        dispatched_at=task.dispatched_at,
+    )
+
+
+def _pod_request(
+    pool: Pool, *, pod_name: str, node_name: str, workflow_id: str, group: str, task: str, image: str,
+    command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None, gpu: int,
+    cpu_millis: int, memory_bytes: int, storage_bytes: int, dispatched_at: datetime | None,
+) -> PodRequest:
+    env = {str(k): str(v) for k, v in (environment or {}).items()}
     try:
         sim_seconds = float(env.get(SIM_SECONDS_ENV, pool.sim_task_seconds))
     except ValueError:
         sim_seconds = pool.sim_task_seconds
     return PodRequest(
-        pod_name=task.pod_name,
+        pod_name=pod_name,
         namespace=pool.k8s_namespace or "default",
-        node_name=task.node.name if task.node is not None else "",
-        workflow_id=task.workflow.workflow_id,
-        group=task.group.name,
-        task=task.name,
+        node_name=node_name,
+        workflow_id=workflow_id,
+        group=group,
+        task=task,
         pool=pool.name,
-        image=task.image,
-        command=tuple(task.command or ()),
-        args=tuple(task.args or ()),
+        image=image,
+        command=tuple(command or ()),
+        args=tuple(args or ()),
         environment=env,
-        gpu=task.gpu,
-        cpu_millis=task.cpu_millis,
-        memory_bytes=task.memory_bytes,
-        storage_bytes=task.storage_bytes,
-        dispatched_at=task.dispatched_at,
+        gpu=gpu,
+        cpu_millis=cpu_millis,
+        memory_bytes=memory_bytes,
+        storage_bytes=storage_bytes,
+        dispatched_at=dispatched_at,
         sim_seconds=max(sim_seconds, 0.0),
     )
+
+
+# What a pod sync reads of every active task: plain rows (a sync reads every active task of the pool,
+# most of them unchanged; model instances for the task and its node, workflow and group cost most of
+# its CPU).
+_SYNC_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id", "group__name",
+                 "name", "image", "command", "args", "environment", "gpu", "cpu_millis", "memory_bytes",
+                 "storage_bytes", "dispatched_at")
+
+
+def _sync_pod_request(row: tuple, pool: Pool) -> PodRequest:
+    (_pk, _status, _workflow, pod_name, node_name, workflow_id, group, task, image, command, args, environment, gpu,
+     cpu_millis, memory_bytes, storage_bytes, dispatched_at) = row
+    return _pod_request(pool, pod_name=pod_name, node_name=node_name or "", workflow_id=workflow_id, group=group,
+                        task=task, image=image, command=command, args=args, environment=environment, gpu=gpu,
+                        cpu_millis=cpu_millis, memory_bytes=memory_bytes, storage_bytes=storage_bytes,
+                        dispatched_at=dispatched_at)
 
 
 def group_dispatch(*, group_id: int) -> None:
@@ -104,14 +136,26 @@ def group_dispatch(*, group_id: int) -> None:
                                                    "reason": str(exc)})
             _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
             return
-        recorded = Task.objects.filter(pk=task.pk, status__in=ACTIVE, dispatched_at__isnull=True).update(
-            dispatched_at=timezone.now()
-        )
+        recorded = _dispatch_record(task.pk)
         if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
             # The gang ended while this pod was being created: take it back and stop here.
             backend.delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
             Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
             return
+
+
+def _dispatch_record(task_id: int) -> bool:
+    """Record the task's pod as created, if the task is still active and not recorded yet: one UPDATE
+    per pod, written as SQL (the query builder cost more than the statement). True when recorded."""
+    meta = Task._meta
+    quote = connection.ops.quote_name
+    column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
+                                                                                           "status")}
+    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s WHERE {column['id']} = %s "
+           f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(timezone.now()), task_id, *ACTIVE])
+        return cursor.rowcount > 0
 
 
 @transaction.atomic
@@ -179,16 +223,17 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts["deleted"] = pods_reconcile(pool, now=now)
     active = Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
-    snapshot = list(active.select_related("node", "workflow", "group").order_by("pk"))
+    snapshot = list(active.order_by("pk").values_list(*_SYNC_COLUMNS))
     if not snapshot:
         return counts
-    states = backend_for(pool.backend).pod_states([pod_request(task, pool) for task in snapshot], now=now)
+    states = backend_for(pool.backend).pod_states([_sync_pod_request(row, pool) for row in snapshot], now=now)
     # Only tasks whose phase moves them on, and workflows with a gang past its exec timeout, are locked
     # and read again: a task's status only moves forward (and a re-placed task gets a new pod name),
     # so a change not allowed from the status read here is not allowed from the status read under the
     # lock either. Most tasks of a busy pool are unchanged at any one sync.
-    moving = {t.pk for t in snapshot if _phase_moves(t.status, states.get(t.pod_name))}
-    overdue = _exec_timeouts_due(pool, now, {t.workflow_id for t in snapshot})
+    moving = {pk for pk, status, _workflow, pod_name, *_rest in snapshot
+              if _phase_moves(status, states.get(pod_name))}
+    overdue = _exec_timeouts_due(pool, now, {workflow_id for _pk, _status, workflow_id, *_rest in snapshot})
     if not moving and not overdue:
         return counts
     released: list[int] = []
@@ -198,7 +243,8 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             return counts
         # The shared lock order (see placement_cycle_run): workflows by pk, then re-read, so a cancel
         # that committed meanwhile is seen and never overwritten.
-        workflows = workflows_lock({t.workflow_id for t in snapshot if t.pk in moving} | overdue)
+        workflows = workflows_lock({workflow_id for pk, _status, workflow_id, *_rest in snapshot if pk in moving}
+                                   | overdue)
         tasks = list(active.filter(pk__in=moving).select_related("group").order_by("pk"))
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
