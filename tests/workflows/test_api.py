@@ -410,10 +410,10 @@ def test_the_never_fits_check_solves_a_gang_shape_once_per_inventory(user, monke
     monkeypatch.setattr(services, "solve", counted)
 
     def submit(name: str, tasks: int = 2) -> None:
-        rows = "\n".join(f"    - {{name: {name}t{i}, {'lead: true, ' if i == 0 else ''}image: busybox, command: [true]}}"
-                         for i in range(tasks))
-        spec = f"workflow:\n  name: {name}\n  groups:\n  - name: {name}g\n    tasks:\n{rows}\n" \
-               "resources:\n  default: {gpu: 1, topology: [{key: rack}]}\n"
+        rows = "\n".join(f"    - {{name: {name}t{i}, {'lead: true, ' if i == 0 else ''}image: busybox, "
+                         "command: [true]}" for i in range(tasks))
+        spec = (f"workflow:\n  name: {name}\n  groups:\n  - name: {name}g\n    tasks:\n{rows}\n"
+                "resources:\n  default: {gpu: 1, topology: [{key: rack}]}\n")
         workflow_submit(user=user, pool_name="shapes", spec=spec)
 
     # when two gangs of one shape (other names) are submitted: one solve
