@@ -18,7 +18,7 @@ def queue_copies(template: Workflow, copies: int, *, first: datetime, step: time
     groups = list(template.groups.order_by("position"))
     tasks = list(template.tasks.order_by("position"))
     skip = {"id", "workflow_id", "seq", "name", "submitted_at", "idempotency_key", "_state"}
-    fields = {k: v for k, v in template.__dict__.items() if k not in skip and not k.startswith("_")}  # no caches
+    fields = {k: v for k, v in template.__dict__.items() if k not in skip}
     workflows = Workflow.objects.bulk_create(
         [Workflow(**fields, name=name, seq=base + i, workflow_id=f"{name}-{base + i}", submitted_at=first + step * i)
          for i in range(copies)]
@@ -56,7 +56,7 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
             seq = latest.first() or 0
         seq += 1
         seqs[template.name] = seq
-        fields = {k: v for k, v in template.__dict__.items() if k not in skip and not k.startswith("_")}  # no caches
+        fields = {k: v for k, v in template.__dict__.items() if k not in skip}
         rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}", submitted_at=first + step * i))
     workflows = Workflow.objects.bulk_create(rows, batch_size=2000)
     new_groups = []

@@ -201,13 +201,15 @@ def workflow_submit(
     team: str | None = None,
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
+    detail: bool = False,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
     Returns ``(workflow, created)``: with an ``idempotency_key`` this user already sent with the same
-    request (pool, priority, spec, template values), the earlier workflow and ``False``. A new workflow
-    comes with its related rows, groups, tasks and history attached as
-    :func:`workflows.selectors.workflow_detail_queryset` reads them (for the answer). ``values``
+    request (pool, priority, spec, template values), the earlier workflow and ``False``. With
+    ``detail``, a new workflow comes with its related rows, groups, tasks and history attached as
+    :func:`workflows.selectors.workflow_detail_queryset` reads them (for the API's answer; they are
+    the rows as written, not refreshed by later changes). ``values``
     and ``env`` fill the spec's template (docs/design.md §11); the rendered spec is stored. Raises
     ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
     stored when validation fails. Safe under concurrency: submissions of one name get distinct
@@ -224,7 +226,7 @@ def workflow_submit(
     try:
         with transaction.atomic():
             workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key,
-                                        request_hash=request_hash, team=chosen_team)
+                                        request_hash=request_hash, team=chosen_team, detail=detail)
     except IntegrityError:
         # The same key arrived twice at once (with names whose locks do not exclude each other): the
         # first one's row is committed by now, so it is found and returned (or refused as reused).
@@ -240,7 +242,7 @@ def workflow_submit(
 
 def _workflow_create(
     submission: ValidatedSubmission, *, user: User, priority: str, idempotency_key: str | None,
-    request_hash: str = "", team: Group | None = None,
+    request_hash: str = "", team: Group | None = None, detail: bool = False,
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
@@ -313,7 +315,9 @@ def _workflow_create(
     transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
     transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
     StatusTransition.objects.bulk_create(transitions)
-    _detail_attach(workflow, user=user, team=team, keys=keys, groups=groups, tasks=tasks, transitions=transitions)
+    if detail:
+        _detail_attach(workflow, user=user, team=team, keys=keys, groups=groups, tasks=tasks,
+                       transitions=transitions)
     return workflow
 
 

@@ -162,6 +162,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             priority=values["priority"],
             idempotency_key=idempotency_key,
             team=values.get("team") or None,
+            detail=True,
             **template,
         )
         if not created:  # an idempotent replay: the stored workflow as it is now
