@@ -21,6 +21,14 @@ One run, on one server, in four phases:
 
 Latency is per workflow, from ``submitted_at`` to the last of its pods' ``dispatched_at``, read from the
 database. Simulated pods run ``--task-seconds`` so capacity comes back during the run.
+
+CPU per request (``cpu_ms``): what each part spent per request of a phase, from the kernel's counters
+(``/proc/<pid>/stat``: user + system time, reaped children included): ``web`` (gunicorn, all its
+processes), ``workers`` (the Celery workers), ``beat``, ``postgres`` (the server and its backends) and
+``client`` (this process: the HTTP client threads). On a shared machine these move far less than the
+rates do: they say what a request costs, the rates what the machine had to spare. The saturated
+phase's worker time runs until its workflows were dispatched (phase 3), the paced phase's until its
+workflows were dispatched.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import signal
 import statistics
@@ -156,9 +165,13 @@ def main() -> None:
                 raise SystemExit(f"web server did not come up; see {web_log}:\n{web_log.read_text()[-3000:]}")
             time.sleep(0.3)
 
+        cpu = _CpuMeter(web=processes[-1].pid, workers=[p.pid for p in processes[:args.workers]],
+                        beat=processes[args.workers].pid)
         print(f"==> 1. trivial: {args.requests} x GET /api/me/ with {args.clients} clients", file=log)
+        before = cpu.read()
         trivial_rate, _ = _run(args.requests, args.clients, 0.0,
                                lambda client, i: client.get(f"{base}/api/me/", headers=headers))
+        trivial_cpu = cpu.per_request(before, cpu.read(), args.requests)
 
         submitted: dict[str, float] = {}
         lock = threading.Lock()
@@ -177,15 +190,21 @@ def main() -> None:
             return submit
 
         print(f"==> 2. saturated: {args.workflows} workflows of {args.tasks} tasks, unpaced", file=log)
+        before = cpu.read()
         submit_rate, submit_failed = _run(args.workflows, args.clients, 0.0, submitter("sat"))
+        submitted_cpu = cpu.read()
         print("==> 3. waiting for their pods to be dispatched, then for them to complete", file=log)
-        saturated = _dispatch_latencies(env, "sat", args.workflows - submit_failed)
+        saturated = _dispatch_latencies("sat", args.workflows - submit_failed)
+        saturated_cpu = cpu.per_request(before, submitted_cpu, args.workflows)
+        saturated_cpu["workers"] = cpu.per_request(before, cpu.read(), args.workflows)["workers"]
         if args.task_seconds <= 60:  # longer tasks: the pool must hold both phases (1,296 nodes: 324 gangs)
-            _wait_completed(env, "sat")
+            _wait_completed("sat")
 
         print(f"==> 4. paced: {args.paced_workflows} workflows at {args.rate:g}/s", file=log)
+        before = cpu.read()
         paced_rate, paced_failed = _run(args.paced_workflows, args.clients, args.rate, submitter("paced"))
-        paced = _dispatch_latencies(env, "paced", args.paced_workflows - paced_failed)
+        paced = _dispatch_latencies("paced", args.paced_workflows - paced_failed)
+        paced_cpu = cpu.per_request(before, cpu.read(), args.paced_workflows)
 
         scheduler = _scheduler_metrics(httpx.get(f"{base}/metrics", timeout=30).text)
 
@@ -199,6 +218,7 @@ def main() -> None:
             "clients": args.clients,
             "tasks_per_workflow": args.tasks,
             "trivial_requests_per_s": round(trivial_rate, 1),
+            "trivial_cpu_ms": trivial_cpu,
             "saturated": {
                 "workflows": args.workflows,
                 "failed": submit_failed,
@@ -207,6 +227,7 @@ def main() -> None:
                 "dispatched": len(saturated),
                 "submit_to_dispatched_p50_ms": ms(saturated, 50),
                 "submit_to_dispatched_p99_ms": ms(saturated, 99),
+                "cpu_ms": saturated_cpu,
             },
             "paced": {
                 "workflows": args.paced_workflows,
@@ -218,6 +239,7 @@ def main() -> None:
                 "submit_to_dispatched_p50_ms": ms(paced, 50),
                 "submit_to_dispatched_p99_ms": ms(paced, 99),
                 "submit_to_dispatched_mean_ms": round(statistics.fmean(paced) * 1000, 1) if paced else None,
+                "cpu_ms": paced_cpu,
             },
             "scheduler": scheduler,
         }
@@ -264,9 +286,73 @@ def _run(count: int, clients: int, rate: float, call: Callable) -> tuple[float, 
     return ok / elapsed, count - ok
 
 
+class _CpuMeter:
+    """CPU seconds spent so far by the benchmark's process groups (each spawned process leads its own
+    session), by the PostgreSQL server of DATABASE_URL (when its data directory can be read) and by
+    this process. Linux only (``/proc``); a part that cannot be read is left out."""
+
+    def __init__(self, *, web: int, workers: list[int], beat: int) -> None:
+        self.groups = {"web": [web], "workers": workers, "beat": [beat]}
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.postmaster = _postmaster_pid()
+
+    def _stats(self) -> list[list[str]]:
+        rows = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    text = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                rows.append([entry, *text[text.rindex(")") + 2:].split()])
+        return rows
+
+    def read(self) -> dict[str, float]:
+        # After the pid: state ppid pgrp session ... utime(14) stime(15) cutime(16) cstime(17), 1-based.
+        rows = self._stats()
+        totals: dict[str, float] = {}
+        for name, leaders in self.groups.items():
+            ticks = 0
+            for row in rows:
+                pid, pgrp = int(row[0]), int(row[3])
+                if pgrp in leaders:
+                    ticks += int(row[12]) + int(row[13])
+                    if pid in leaders:
+                        ticks += int(row[14]) + int(row[15])
+            totals[name] = ticks / self.tick
+        if self.postmaster:
+            ticks = 0
+            for row in rows:
+                pid, ppid = int(row[0]), int(row[2])
+                if pid == self.postmaster:
+                    ticks += sum(int(v) for v in row[12:16])
+                elif ppid == self.postmaster:
+                    ticks += int(row[12]) + int(row[13])
+            totals["postgres"] = ticks / self.tick
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        totals["client"] = usage.ru_utime + usage.ru_stime
+        return totals
+
+    @staticmethod
+    def per_request(before: dict[str, float], after: dict[str, float], requests: int) -> dict[str, float]:
+        return {name: round((after[name] - before[name]) / max(requests, 1) * 1000, 2) for name in after}
+
+
+def _postmaster_pid() -> int | None:
+    """The PostgreSQL server's pid, from the postmaster.pid file of its data directory."""
+    try:
+        import psycopg
+
+        with psycopg.connect(os.environ["DATABASE_URL"]) as connection:
+            row = connection.execute("SHOW data_directory").fetchone()
+        return int((Path(row[0]) / "postmaster.pid").read_text().split()[0]) if row else None
+    except Exception:  # noqa: BLE001 - no superuser, another host: postgres is left out
+        return None
+
+
 def _scheduler_metrics(text: str) -> dict:
     """What the workers reported through /metrics over the whole run: placement cycles (count, mean
-    duration) and gang outcomes."""
+    duration), gang outcomes, and per Celery task name its runs and CPU time."""
     from prometheus_client.parser import text_string_to_metric_families
 
     samples = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
@@ -276,22 +362,37 @@ def _scheduler_metrics(text: str) -> dict:
     total = sum(v for n, labels, v in samples if n == "osmo_placement_cycle_duration_seconds_sum" and labels == pool)
     outcomes = {labels["outcome"]: int(v) for n, labels, v in samples
                 if n == "osmo_placement_gangs_total" and labels.get("pool") == "bench"}
+    runs = {labels["task"]: v for n, labels, v in samples if n == "osmo_worker_tasks_total"}
+    cpu = {labels["task"]: v for n, labels, v in samples if n == "osmo_worker_task_cpu_seconds_total"}
+    tasks = {name.removeprefix("scheduler."): {"runs": int(runs[name]), "cpu_s": round(cpu.get(name, 0.0), 2),
+                                               "cpu_ms_per_run": round(cpu.get(name, 0.0) / runs[name] * 1000, 1)}
+             for name in sorted(runs) if runs[name]}
     return {"cycles": int(count), "cycle_mean_ms": round(total / count * 1000, 1) if count else None,
-            "gang_outcomes": outcomes}
+            "gang_outcomes": outcomes, "worker_tasks": tasks}
 
 
-def _dispatch_latencies(env: dict[str, str], prefix: str, expected: int, timeout: float = 600) -> list[float]:
+def _query(sql: str, params: tuple) -> list[tuple]:
+    """One read of the benchmark's database, straight through psycopg: polling through
+    ``manage.py shell`` started a Django process per poll (~0.6 s of CPU each, once a second), which
+    took most of a core from the server while it was being measured."""
+    import psycopg
+
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
+        return connection.execute(sql, params).fetchall()
+
+
+def _dispatch_latencies(prefix: str, expected: int, timeout: float = 600) -> list[float]:
     """Per workflow named ``<prefix>N``: last pod dispatched_at minus submitted_at (seconds)."""
-    script = (
-        "import json; from django.db.models import Count, Max, Q; from workflows.models import Workflow; "
-        f"rows = Workflow.objects.filter(pool__name='bench', name__startswith='{prefix}')"
-        ".annotate(d=Max('tasks__dispatched_at'), n=Count('tasks', filter=Q(tasks__dispatched_at__isnull=True)))"
-        ".values_list('submitted_at', 'd', 'n'); "
-        "print(json.dumps([[s.timestamp(), d.timestamp() if d else None, n] for s, d, n in rows]))"
+    sql = (
+        "SELECT extract(epoch FROM w.submitted_at)::float8, extract(epoch FROM max(t.dispatched_at))::float8, "
+        "count(t.id) FILTER (WHERE t.dispatched_at IS NULL) "
+        "FROM workflows_workflow w JOIN scheduler_pool p ON p.id = w.pool_id "
+        "LEFT JOIN workflows_task t ON t.workflow_id = w.id "
+        "WHERE p.name = 'bench' AND starts_with(w.name, %s) GROUP BY w.id"
     )
     deadline = time.monotonic() + timeout
     while True:
-        rows = json.loads(manage(env, "shell", "-v0", "-c", script))
+        rows = _query(sql, (prefix,))
         done = [d - s for s, d, undispatched in rows if undispatched == 0 and d is not None]
         if len(rows) >= expected and len(done) == len(rows):
             return done
@@ -301,13 +402,10 @@ def _dispatch_latencies(env: dict[str, str], prefix: str, expected: int, timeout
         time.sleep(1)
 
 
-def _wait_completed(env: dict[str, str], prefix: str, timeout: float = 600) -> None:
-    script = (
-        "from workflows.models import Workflow; "
-        f"print(Workflow.objects.filter(name__startswith='{prefix}').exclude(status='COMPLETED').count())"
-    )
+def _wait_completed(prefix: str, timeout: float = 600) -> None:
+    sql = "SELECT count(*) FROM workflows_workflow WHERE starts_with(name, %s) AND status <> 'COMPLETED'"
     deadline = time.monotonic() + timeout
-    while int(manage(env, "shell", "-v0", "-c", script).strip()) and time.monotonic() < deadline:
+    while _query(sql, (prefix,))[0][0] and time.monotonic() < deadline:
         time.sleep(1)
 
 

@@ -23,6 +23,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
@@ -93,6 +94,14 @@ DISPATCH_ERRORS = Counter(
     ["task", "kind"],
 )
 
+TASK_CPU_SECONDS = Counter(
+    "osmo_worker_task_cpu_seconds",
+    "CPU time (user + system, of the thread that ran it) spent by Celery tasks, by task name; the count of "
+    "runs is osmo_worker_tasks_total.",
+    ["task"],
+)
+TASK_RUNS = Counter("osmo_worker_tasks", "Celery task runs that finished (any state), by task name.", ["task"])
+
 OUTCOMES = ("placed", "unschedulable", "undecided", "waiting", "queue_timeout")
 
 
@@ -139,10 +148,14 @@ GROUP_DISPATCH = "scheduler.group_dispatch"
 DISPATCH_TASKS = frozenset({GROUP_DISPATCH, "scheduler.pod_delete"})
 _dispatch_started: dict[str, datetime] = {}
 _dispatch_lock = threading.Lock()
+_cpu_started: dict[str, float] = {}  # task id -> thread CPU time when it started
 
 
 @task_prerun.connect(dispatch_uid="osmo.metrics.prerun")
 def _on_task_prerun(sender: Any = None, task_id: str | None = None, **_: Any) -> None:
+    if task_id:
+        with _dispatch_lock:
+            _cpu_started[task_id] = time.thread_time()
     if getattr(sender, "name", None) == GROUP_DISPATCH and task_id:
         with _dispatch_lock:
             _dispatch_started[task_id] = timezone.now()
@@ -151,7 +164,14 @@ def _on_task_prerun(sender: Any = None, task_id: str | None = None, **_: Any) ->
 @task_postrun.connect(dispatch_uid="osmo.metrics.postrun")
 def _on_task_postrun(sender: Any = None, task_id: str | None = None, kwargs: dict | None = None,
                      state: str | None = None, **_: Any) -> None:
-    if getattr(sender, "name", None) != GROUP_DISPATCH or not task_id:
+    name = getattr(sender, "name", None)
+    if task_id and name:
+        with _dispatch_lock:
+            cpu_started = _cpu_started.pop(task_id, None)
+        if cpu_started is not None:
+            TASK_CPU_SECONDS.labels(task=name).inc(max(0.0, time.thread_time() - cpu_started))
+            TASK_RUNS.labels(task=name).inc()
+    if name != GROUP_DISPATCH or not task_id:
         return
     with _dispatch_lock:
         started = _dispatch_started.pop(task_id, None)

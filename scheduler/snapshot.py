@@ -161,15 +161,21 @@ _idle_cache: dict[tuple[int, int, int], tuple[DomainIndex, threading.Lock]] = {}
 _idle_cache_lock = threading.Lock()
 
 
-def idle_index(pool: Pool) -> tuple[DomainIndex, threading.Lock]:
-    """The pool as if nothing of ours ran on it (:func:`snapshot_empty`), aggregated, with the lock a
-    caller must hold while solving on it (a solve borrows the index's arrays). Cached per process by
-    (pool, inventory epoch, keys version): inventory changes that can make more gangs fit move the
-    inventory epoch on, so a cached index is never more pessimistic than the pool."""
+def idle_index_key(pool: Pool) -> tuple[int, int, int]:
+    """What :func:`idle_index` is cached by: (pool, inventory epoch, keys version), one query."""
     from scheduler.services.reservations import pool_epochs
 
     _capacity, inventory = pool_epochs(pool.pk)
-    key = (pool.pk, inventory, pool.keys_version)
+    return (pool.pk, inventory, pool.keys_version)
+
+
+def idle_index(pool: Pool, key: tuple[int, int, int] | None = None) -> tuple[DomainIndex, threading.Lock]:
+    """The pool as if nothing of ours ran on it (:func:`snapshot_empty`), aggregated, with the lock a
+    caller must hold while solving on it (a solve borrows the index's arrays). Cached per process by
+    (pool, inventory epoch, keys version) (:func:`idle_index_key`, read here unless given):
+    inventory changes that can make more gangs fit move the inventory epoch on, so a cached index is
+    never more pessimistic than the pool."""
+    key = key or idle_index_key(pool)
     with _idle_cache_lock:
         cached = _idle_cache.get(key)
     if cached is None:

@@ -21,12 +21,12 @@ from django.utils import timezone
 
 from osmo.types import User, Viewer
 from scheduler import jobs
-from scheduler.models import Node, Pool
+from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pools_visible, team_for_submission
-from scheduler.snapshot import idle_index
+from scheduler.snapshot import idle_index, idle_index_key
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
     IdempotencyKeyReusedError,
@@ -107,21 +107,39 @@ def workflow_validate(
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values)
 
 
+# Gangs not refused by the check below, by (pool, inventory epoch, keys version, gang signature): the
+# key of the idle index they were solved on, and their problem up to names (docs/design.md §8). Such
+# a gang is accepted without solving again while that index stands (the answer of a solve on one
+# index is deterministic). A refusal is solved again each time: its message names the gang's own
+# groups and tasks.
+_IDLE_ACCEPTED: set[tuple[int, int, int, str]] = set()
+_IDLE_ACCEPTED_SIZE = 4096
+
+
 def _never_fits_check(pool: Pool, spec: WorkflowSpec) -> None:
     """Refuse gangs proven unplaceable on the idle pool (its capacity minus usage outside the service).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
     ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow)."""
     if not settings.OSMO_REFUSE_NEVER_FITS:
         return
-    index, lock = idle_index(pool)
+    key = idle_index_key(pool)
     never: list[dict[str, Any]] = []
     for group in spec.groups:
+        request = group_request_from_spec(group)
+        accepted = (*key, gang_signature(request))
+        if accepted in _IDLE_ACCEPTED:
+            continue
+        index, lock = idle_index(pool, key)
         with lock:
-            outcome = solve(index, group_request_from_spec(group))
+            outcome = solve(index, request)
         if isinstance(outcome, Unplaceable) and outcome.status == "unschedulable":
             placement = result_to_json(outcome)
             never.append({"name": group.name, "code": placement["code"], "message": placement["message"],
                           "reason": placement["reason"]})
+            continue
+        if len(_IDLE_ACCEPTED) >= _IDLE_ACCEPTED_SIZE:
+            _IDLE_ACCEPTED.clear()
+        _IDLE_ACCEPTED.add(accepted)
     if never:
         raise WorkflowNeverFitsError(pool.name, never)
 
@@ -183,11 +201,15 @@ def workflow_submit(
     team: str | None = None,
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
+    detail: bool = False,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
     Returns ``(workflow, created)``: with an ``idempotency_key`` this user already sent with the same
-    request (pool, priority, spec, template values), the earlier workflow and ``False``. ``values``
+    request (pool, priority, spec, template values), the earlier workflow and ``False``. With
+    ``detail``, a new workflow comes with its related rows, groups, tasks and history attached as
+    :func:`workflows.selectors.workflow_detail_queryset` reads them (for the API's answer; they are
+    the rows as written, not refreshed by later changes). ``values``
     and ``env`` fill the spec's template (docs/design.md §11); the rendered spec is stored. Raises
     ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
     stored when validation fails. Safe under concurrency: submissions of one name get distinct
@@ -204,7 +226,7 @@ def workflow_submit(
     try:
         with transaction.atomic():
             workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key,
-                                        request_hash=request_hash, team=chosen_team)
+                                        request_hash=request_hash, team=chosen_team, detail=detail)
     except IntegrityError:
         # The same key arrived twice at once (with names whose locks do not exclude each other): the
         # first one's row is committed by now, so it is found and returned (or refused as reused).
@@ -220,18 +242,19 @@ def workflow_submit(
 
 def _workflow_create(
     submission: ValidatedSubmission, *, user: User, priority: str, idempotency_key: str | None,
-    request_hash: str = "", team: Group | None = None,
+    request_hash: str = "", team: Group | None = None, detail: bool = False,
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
     seq = _next_seq(spec.name)
+    keys = list(submission.pool.topology_keys.order_by("position"))
     workflow = Workflow.objects.create(
         workflow_id=f"{spec.name}-{seq}",
         name=spec.name,
         seq=seq,
         pool=submission.pool,
         pool_keys_version=submission.pool.keys_version,
-        pool_keys=[[key.key, key.label] for key in submission.pool.topology_keys.order_by("position")],
+        pool_keys=[[key.key, key.label] for key in keys],
         priority=priority,
         submitted_by=user,
         team=team,
@@ -292,7 +315,56 @@ def _workflow_create(
     transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
     transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
     StatusTransition.objects.bulk_create(transitions)
+    if detail:
+        _detail_attach(workflow, user=user, team=team, keys=keys, groups=groups, tasks=tasks,
+                       transitions=transitions)
     return workflow
+
+
+def _detail_attach(workflow: Workflow, *, user: User, team: Group | None, keys: list[TopologyKey],
+                   groups: list[TaskGroup], tasks: list[Task], transitions: list[StatusTransition]) -> None:
+    """Give the workflow just stored what :func:`workflows.selectors.workflow_detail_queryset` would
+    read back (related rows, prefetched groups, tasks, pool keys and history), so that the answer to
+    the submission is built without reading the rows again. JSON values are put in the order
+    PostgreSQL's jsonb gives them back, so the answer is the one a later GET gives, byte for byte."""
+    workflow.submitted_by = user
+    workflow.team = team
+    workflow.labels = _jsonb_ordered(workflow.labels)
+    _prefetched(workflow.pool, topology_keys=keys)
+    tasks_of: dict[int, list[Task]] = {group.pk: [] for group in groups}
+    for task in tasks:
+        task.node = None
+        tasks_of[task.group_id].append(task)
+    for group in groups:
+        group.workflow = workflow
+        group.constraint_tree = _jsonb_ordered(group.constraint_tree)
+        _prefetched(group, tasks=sorted(tasks_of[group.pk], key=lambda t: t.position))
+    for transition in transitions:
+        transition.task = None
+    _prefetched(workflow, groups=sorted(groups, key=lambda g: g.position),
+                transitions=sorted(transitions, key=lambda t: (t.at, t.pk)))
+
+
+def _prefetched(instance: Any, **rows: list[Any]) -> None:
+    """Cache on ``instance`` what ``prefetch_related`` would for these relations: a queryset of the
+    relation holding these rows (``.all()`` answers them, anything else queries as usual)."""
+    cache = instance.__dict__.setdefault("_prefetched_objects_cache", {})
+    for name, values in rows.items():
+        cache.pop(name, None)
+        queryset = getattr(instance, name).all()
+        queryset._result_cache = list(values)
+        queryset._prefetch_done = True
+        cache[name] = queryset
+
+
+def _jsonb_ordered(value: Any) -> Any:
+    """``value`` with every object's keys in jsonb's order (shorter keys first, then by their bytes)."""
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda item: (len(item[0].encode()), item[0].encode()))
+        return {key: _jsonb_ordered(item) for key, item in items}
+    if isinstance(value, list | tuple):
+        return [_jsonb_ordered(item) for item in value]
+    return value
 
 
 @transaction.atomic

@@ -189,6 +189,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SOFT_TIME_LIMIT = 60
 CELERY_TASK_TIME_LIMIT = 90
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes the worker's database connection before and after every task unless
+# this is set, so each task opened a new PostgreSQL connection (a server process forked, its catalog
+# caches warmed again): most of the database's CPU under load. Workers keep their connection like the
+# web process does, closed after CONN_MAX_AGE or when unusable (osmo.celery), and at the latest after
+# this many tasks.
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Every queue of the service (osmo.celery.Queue), declared as Celery would create them on demand, so
 # that a worker started without -Q consumes all of them (not only the default one).
@@ -225,6 +231,9 @@ else:
 # ------------------------------------------------------------------------------------------------
 # The periodic tick re-drives placement, pod status sync and stranded dispatches.
 OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2.0)
+# A requested placement cycle starts this long after the first request (with Redis), so the requests of
+# that window (a stream of submissions, a sync's releases) share one cycle (scheduler.jobs).
+OSMO_PLACEMENT_COALESCE_SECONDS = env.float("OSMO_PLACEMENT_COALESCE_SECONDS", default=0.2)
 # Workers keep the tick going themselves (one follow-up chain beside beat), so placement and pod sync
 # continue if the beat process dies; a worker sends a first tick when it starts.
 OSMO_TICK_WITHOUT_BEAT = env.bool("OSMO_TICK_WITHOUT_BEAT", default=True)

@@ -61,3 +61,33 @@ def test_worker_roundtrip_on_embedded_default(tmp_path):
         assert (tmp_path / "data" / "broker" / "queue").is_dir()
     finally:
         worker.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_keeps_its_database_connection_between_tasks(celery_worker_factory):
+    # given a worker (one process) that has run one task: the heartbeat row is its write
+    from django.db import connection
+
+    celery_worker_factory("reuse")
+
+    def beat() -> None:
+        token = uuid.uuid4().hex
+        worker_heartbeat.delay(token)
+        wait_for(lambda: WorkerHeartbeat.objects.filter(token=token).exists(), timeout=60, message="heartbeat row")
+
+    def sql(query: str) -> list[tuple]:
+        with connection.cursor() as cursor:
+            cursor.execute(query)
+            return cursor.fetchall()
+
+    beat()
+    [(after_first,)] = sql("SELECT now()")
+    # when it runs three more
+    for _ in range(3):
+        beat()
+    # then a connection it opened by its first task is still there: the tasks after it reused it
+    # (Celery's Django fixup closed it before and after every task unless CELERY_DB_REUSE_MAX is set,
+    # so every task opened a new one)
+    kept = sql("SELECT pid, backend_start FROM pg_stat_activity WHERE datname = current_database() "
+               "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+    assert [pid for pid, started in kept if started < after_first]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,27 @@ def test_the_grafana_dashboard_queries_only_exposed_metrics(client):
     # then every one of them is exposed
     assert len(queried) == 10
     assert queried - exposed == set()
+
+
+def test_worker_task_cpu_is_counted_per_task_name(client):
+    # given a task run that burns 20 ms of its thread's CPU between Celery's prerun and postrun signals
+    from celery.signals import task_postrun, task_prerun
+
+    class Sender:
+        name = "scheduler.cpu_metric_test"
+
+    before = scrape(client)
+    task_prerun.send(sender=Sender, task_id="cpu-1", task=Sender, args=(), kwargs={})
+    until = time.thread_time() + 0.02
+    while time.thread_time() < until:
+        pass
+    task_postrun.send(sender=Sender, task_id="cpu-1", task=Sender, args=(), kwargs={}, retval=None, state="SUCCESS")
+    # when scraped
+    after = scrape(client)
+
+    # then one run and at least that CPU are counted under its name
+    def delta(name: str) -> float:
+        return (value(after, name, task=Sender.name) or 0) - (value(before, name, task=Sender.name) or 0)
+
+    assert delta("osmo_worker_tasks_total") == 1
+    assert delta("osmo_worker_task_cpu_seconds_total") >= 0.02

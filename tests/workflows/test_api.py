@@ -356,3 +356,79 @@ def test_detail_carries_status_history_and_queue_time(user_client, pool):
 
 def test_me(user_client):
     assert user_client.get("/api/me/").json() == {"username": "alice", "is_staff": False}
+
+
+DAG_WITH_LABELS = """
+workflow:
+  name: answer
+  labels: {team-name: vision, a: "1", project: long-running-label-value, zz: x}
+  groups:
+  - name: prep
+    tasks:
+    - {name: fetch, lead: true, image: busybox, command: [sh, -c, "true"], environment: {B: "2", AA: "1"}}
+  - name: train
+    tasks:
+    - {name: w0, lead: true, image: busybox, command: [true], inputs: [{task: fetch}]}
+    - {name: w1, image: busybox, command: [true]}
+resources:
+  default:
+    gpu: 4
+    topology:
+    - key: zone
+    - key: gpu-clique
+      requirementType: preferred
+"""
+
+
+@pytest.mark.parametrize("spec", [DAG_WITH_LABELS, *(example_spec(name) for name in SEED_EXAMPLES)])
+def test_the_answer_to_a_submission_is_what_a_get_answers(user_client, pool, spec):
+    # given a new workflow (its answer is built from the rows just written, not read back)
+    created = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json")
+    assert created.status_code == 201, created.json()
+    # when it is read back
+    read = user_client.get(f"/api/workflows/{created.json()['id']}/")
+    # then both answers are the same bytes (jsonb's key order included)
+    assert created.content == read.content
+
+
+def test_the_never_fits_check_solves_a_gang_shape_once_per_inventory(user, monkeypatch):
+    # given a pool, and a count of the solves of the submission check
+    from scheduler.services.reservations import pool_epochs_bump
+    from workflows import services
+    from workflows.services import workflow_submit
+
+    pool = make_pool("shapes", keys=[("rack", "rack")])
+    for index in range(4):
+        make_node(pool, f"n{index}", {"rack": f"r{index % 2}"}, gpu=2)
+    solves: list[str] = []
+    real = services.solve
+
+    def counted(index, request, *args, **kwargs):
+        solves.append(request.name)
+        return real(index, request, *args, **kwargs)
+
+    monkeypatch.setattr(services, "solve", counted)
+
+    def submit(name: str, tasks: int = 2) -> None:
+        rows = "\n".join(f"    - {{name: {name}t{i}, {'lead: true, ' if i == 0 else ''}image: busybox, "
+                         "command: [true]}" for i in range(tasks))
+        spec = (f"workflow:\n  name: {name}\n  groups:\n  - name: {name}g\n    tasks:\n{rows}\n"
+                "resources:\n  default: {gpu: 1, topology: [{key: rack}]}\n")
+        workflow_submit(user=user, pool_name="shapes", spec=spec)
+
+    # when two gangs of one shape (other names) are submitted: one solve
+    submit("one")
+    submit("two")
+    assert solves == ["oneg"]
+    # when a gang of another shape comes: solved
+    submit("three", tasks=3)
+    assert solves == ["oneg", "threeg"]
+    # when the pool's inventory changes (its epoch moves on): solved again
+    pool_epochs_bump([pool.pk], inventory=True)
+    submit("four")
+    assert solves == ["oneg", "threeg", "fourg"]
+    # and a gang that never fits is solved (and refused, naming its own group) every time
+    for name in ("big", "bigger"):
+        with pytest.raises(Exception, match=f"{name}g"):
+            submit(name, tasks=5)
+    assert solves[-2:] == ["bigg", "biggerg"]

@@ -20,25 +20,28 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import Field, Q, QuerySet
 from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch import DispatchPermanentError, PodRequest, backend_for
+from scheduler.dispatch import DispatchPermanentError, PodRequest, PodState, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.lifecycle.rules import is_transition_allowed
 from workflows.lifecycle.transitions import (
     TaskChange,
-    gang_settle,
+    gangs_settle,
     group_fail,
     tasks_status_set,
     workflow_status_refresh,
+    workflows_status_refresh,
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
@@ -49,30 +52,61 @@ ACTIVE = (TaskStatus.INITIALIZING, TaskStatus.RUNNING)
 
 
 def pod_request(task: Task, pool: Pool) -> PodRequest:
-    env = {str(k): str(v) for k, v in (task.environment or {}).items()}
+    return _pod_request(
+        pool, pod_name=task.pod_name, node_name=task.node.name if task.node is not None else "",
+        workflow_id=task.workflow.workflow_id, group=task.group.name, task=task.name, image=task.image,
+        command=task.command, args=task.args, environment=task.environment, gpu=task.gpu,
+        cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
+        dispatched_at=task.dispatched_at,
+    )
+
+
+def _pod_request(
+    pool: Pool, *, pod_name: str, node_name: str, workflow_id: str, group: str, task: str, image: str,
+    command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None, gpu: int,
+    cpu_millis: int, memory_bytes: int, storage_bytes: int, dispatched_at: datetime | None,
+) -> PodRequest:
+    env = {str(k): str(v) for k, v in (environment or {}).items()}
     try:
         sim_seconds = float(env.get(SIM_SECONDS_ENV, pool.sim_task_seconds))
     except ValueError:
         sim_seconds = pool.sim_task_seconds
     return PodRequest(
-        pod_name=task.pod_name,
+        pod_name=pod_name,
         namespace=pool.k8s_namespace or "default",
-        node_name=task.node.name if task.node is not None else "",
-        workflow_id=task.workflow.workflow_id,
-        group=task.group.name,
-        task=task.name,
+        node_name=node_name,
+        workflow_id=workflow_id,
+        group=group,
+        task=task,
         pool=pool.name,
-        image=task.image,
-        command=tuple(task.command or ()),
-        args=tuple(task.args or ()),
+        image=image,
+        command=tuple(command or ()),
+        args=tuple(args or ()),
         environment=env,
-        gpu=task.gpu,
-        cpu_millis=task.cpu_millis,
-        memory_bytes=task.memory_bytes,
-        storage_bytes=task.storage_bytes,
-        dispatched_at=task.dispatched_at,
+        gpu=gpu,
+        cpu_millis=cpu_millis,
+        memory_bytes=memory_bytes,
+        storage_bytes=storage_bytes,
+        dispatched_at=dispatched_at,
         sim_seconds=max(sim_seconds, 0.0),
     )
+
+
+# What a pod sync reads of every active task: plain rows (a sync reads every active task of the pool,
+# most of them unchanged; model instances for the task and its node, workflow and group cost most of
+# its CPU).
+_SYNC_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id", "group__name",
+                 "name", "image", "command", "args", "environment", "gpu", "cpu_millis", "memory_bytes",
+                 "storage_bytes", "dispatched_at")
+
+
+def _sync_pod_request(row: tuple, pool: Pool) -> PodRequest:
+    (_pk, _status, _workflow, pod_name, node_name, workflow_id, group, task, image, command, args, environment, gpu,
+     cpu_millis, memory_bytes, storage_bytes, dispatched_at) = row
+    return _pod_request(pool, pod_name=pod_name, node_name=node_name or "", workflow_id=workflow_id, group=group,
+                        task=task, image=image, command=command, args=args, environment=environment, gpu=gpu,
+                        cpu_millis=cpu_millis, memory_bytes=memory_bytes, storage_bytes=storage_bytes,
+                        dispatched_at=dispatched_at)
 
 
 def group_dispatch(*, group_id: int) -> None:
@@ -102,14 +136,26 @@ def group_dispatch(*, group_id: int) -> None:
                                                    "reason": str(exc)})
             _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
             return
-        recorded = Task.objects.filter(pk=task.pk, status__in=ACTIVE, dispatched_at__isnull=True).update(
-            dispatched_at=timezone.now()
-        )
+        recorded = _dispatch_record(task.pk)
         if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
             # The gang ended while this pod was being created: take it back and stop here.
             backend.delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
             Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
             return
+
+
+def _dispatch_record(task_id: int) -> bool:
+    """Record the task's pod as created, if the task is still active and not recorded yet: one UPDATE
+    per pod, written as SQL (the query builder cost more than the statement). True when recorded."""
+    meta = Task._meta
+    quote = connection.ops.quote_name
+    column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
+                                                                                           "status")}
+    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s WHERE {column['id']} = %s "
+           f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(timezone.now()), task_id, *ACTIVE])
+        return cursor.rowcount > 0
 
 
 @transaction.atomic
@@ -177,10 +223,19 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts["deleted"] = pods_reconcile(pool, now=now)
     active = Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
-    snapshot = list(active.select_related("node", "workflow", "group").order_by("pk"))
+    snapshot = list(active.order_by("pk").values_list(*_SYNC_COLUMNS))
     if not snapshot:
         return counts
-    states = backend_for(pool.backend).pod_states([pod_request(task, pool) for task in snapshot], now=now)
+    states = backend_for(pool.backend).pod_states([_sync_pod_request(row, pool) for row in snapshot], now=now)
+    # Only tasks whose phase moves them on, and workflows with a gang past its exec timeout, are locked
+    # and read again: a task's status only moves forward (and a re-placed task gets a new pod name),
+    # so a change not allowed from the status read here is not allowed from the status read under the
+    # lock either. Most tasks of a busy pool are unchanged at any one sync.
+    moving = {pk for pk, status, _workflow, pod_name, *_rest in snapshot
+              if _phase_moves(status, states.get(pod_name))}
+    overdue = _exec_timeouts_due(pool, now, {workflow_id for _pk, _status, workflow_id, *_rest in snapshot})
+    if not moving and not overdue:
+        return counts
     released: list[int] = []
     pods_to_delete: list[int] = []
     with transaction.atomic():
@@ -188,8 +243,9 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             return counts
         # The shared lock order (see placement_cycle_run): workflows by pk, then re-read, so a cancel
         # that committed meanwhile is seen and never overwritten.
-        workflows = workflows_lock(t.workflow_id for t in snapshot)
-        tasks = list(active.filter(pk__in=[t.pk for t in snapshot]).select_related("group").order_by("pk"))
+        workflows = workflows_lock({workflow_id for pk, _status, workflow_id, *_rest in snapshot if pk in moving}
+                                   | overdue)
+        tasks = list(active.filter(pk__in=moving).select_related("group").order_by("pk"))
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
@@ -223,16 +279,37 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             if task.status in TASK_TERMINAL_STATUSES:
                 released.append(task.pk)
         released += _exec_timeouts_apply(pool, now, touched, pods_to_delete, workflows)
-        for group in touched.values():
-            stopped = gang_settle(group)
-            released += stopped
-            pods_to_delete += stopped
+        stopped = gangs_settle(touched.values())
+        released += stopped
+        pods_to_delete += stopped
         reservations_release(task_ids=released)
-        for workflow_id in sorted({g.workflow_id for g in touched.values()}):
-            workflow_status_refresh(workflows[workflow_id])
+        workflows_status_refresh([workflows[workflow_id] for workflow_id in sorted({g.workflow_id
+                                                                                   for g in touched.values()})])
         if released:
             _after_release(pool_id, pods_to_delete)
     return counts
+
+
+_PHASE_STATUS = {"Running": TaskStatus.RUNNING, "Succeeded": TaskStatus.COMPLETED, "Failed": TaskStatus.FAILED,
+                 "Missing": TaskStatus.FAILED_BACKEND_ERROR}
+
+
+def _phase_moves(status: str, state: PodState | None) -> bool:
+    """Whether this pod state changes a task of this status (what :func:`pods_sync` applies)."""
+    target = _PHASE_STATUS.get(state.phase) if state is not None else None
+    return target is not None and is_transition_allowed(status, target)
+
+
+def _exec_timeouts_due(pool: Pool, now: datetime, workflow_ids: set[int]) -> set[int]:
+    """The workflows (of these) with a RUNNING gang past its exec timeout (one query, no lock)."""
+    if not workflow_ids:
+        return set()
+    running = TaskGroup.objects.filter(
+        workflow__pool=pool, status=TaskStatus.RUNNING, workflow__in=workflow_ids,
+        workflow__exec_timeout_s__isnull=False, started_at__isnull=False,
+    ).values_list("workflow_id", "started_at", "workflow__exec_timeout_s")
+    return {workflow_id for workflow_id, started_at, limit in running
+            if started_at is not None and limit is not None and now - started_at > timedelta(seconds=limit)}
 
 
 def _exec_timeouts_apply(
