@@ -327,9 +327,11 @@ def _detail_attach(workflow: Workflow, *, user: User, team: Group | None, keys: 
     read back (related rows, prefetched groups, tasks, pool keys and history), so that the answer to
     the submission is built without reading the rows again. JSON values are put in the order
     PostgreSQL's jsonb gives them back, so the answer is the one a later GET gives, byte for byte."""
+    # jsonb gives objects back with its own key order; SQLite's JSON keeps the order written.
+    ordered = _jsonb_ordered if connection.vendor == "postgresql" else (lambda value: value)
     workflow.submitted_by = user
     workflow.team = team
-    workflow.labels = _jsonb_ordered(workflow.labels)
+    workflow.labels = ordered(workflow.labels)
     _prefetched(workflow.pool, topology_keys=keys)
     tasks_of: dict[int, list[Task]] = {group.pk: [] for group in groups}
     for task in tasks:
@@ -337,7 +339,7 @@ def _detail_attach(workflow: Workflow, *, user: User, team: Group | None, keys: 
         tasks_of[task.group_id].append(task)
     for group in groups:
         group.workflow = workflow
-        group.constraint_tree = _jsonb_ordered(group.constraint_tree)
+        group.constraint_tree = ordered(group.constraint_tree)
         _prefetched(group, tasks=sorted(tasks_of[group.pk], key=lambda t: t.position))
     for transition in transitions:
         transition.task = None
