@@ -1,7 +1,7 @@
 """Pod status read-back benchmark: ``python -m bench.pods_sync [--pods N] [--repeat R] [--json]``.
 
-What one sync of a Kubernetes pool asks the API for (``pods_list`` for the reconcile, then
-``pod_states`` of every dispatched pod; see docs/kubernetes.md §5, §6), with ``N`` (default 5,000) of
+What one sync of a Kubernetes pool asks the API for (``pods_observe``: one listing for the reconcile
+and the states of every dispatched pod; see docs/kubernetes.md §5, §6), with ``N`` (default 5,000) of
 the service's pods in the namespace, against a local fake API server that pages its PodList as
 kube-apiserver does (``limit`` / ``continue``). Three ways side by side:
 
@@ -116,9 +116,8 @@ def requests_for(pods: int) -> list[PodRequest]:
 
 
 def sync_paged(backend: kube.KubernetesBackend, requests: list[PodRequest], now: datetime) -> int:
-    """What one sync asks: the reconcile's list, then the states of the dispatched pods."""
-    listed = backend.pods_list(namespace=NAMESPACE, pool=POOL)
-    states = backend.pod_states(requests, now=now)
+    """What one sync asks: one listing for the reconcile and the states of the dispatched pods."""
+    listed, states = backend.pods_observe(requests, namespace=NAMESPACE, pool=POOL, now=now)
     assert len(listed) == len(requests) and all(s.phase == "Running" for s in states.values())
     return len(states)
 

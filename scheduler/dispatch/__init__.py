@@ -7,6 +7,7 @@ import os
 from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
+    ListedPod,
     PodBackend,
     PodEvent,
     PodLog,
@@ -39,5 +40,5 @@ def backend_for(name: str, **options) -> PodBackend:
     return backend
 
 
-__all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "PodRequest",
-           "PodState", "backend_for"]
+__all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",
+           "PodRequest", "PodState", "backend_for"]

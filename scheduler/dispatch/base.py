@@ -111,6 +111,11 @@ class PodBackend(Protocol):
         """Every pod this service created for the pool in the namespace (a constant number of paginated
         calls); a backend without real pods lists none."""
 
+    def pods_observe(self, pods: Iterable[PodRequest], *, namespace: str, pool: str, now: datetime
+                     ) -> tuple[list[ListedPod], dict[str, PodState]]:
+        """:meth:`pods_list` and :meth:`pod_states` (of ``pods``, all of this namespace and pool) from
+        one listing: what a pool's status sync needs."""
+
     def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
         """The last ``tail`` lines of the pod's task container log. Raises
         :class:`DispatchTransientError` when the backend cannot be reached and

@@ -194,6 +194,19 @@ def _auth_retries() -> int:
         return 4
 
 
+def _listed(items: list[k8s_client.V1Pod]) -> list[ListedPod]:
+    """The named pods of a listing as :class:`ListedPod` rows."""
+    out = []
+    for pod in items:
+        meta = pod.metadata
+        if meta is None or not meta.name:
+            continue
+        node = (pod.spec.node_name or (pod.spec.node_selector or {}).get(NODE_SELECTOR_KEY)) if pod.spec else None
+        out.append(ListedPod(name=str(meta.name), phase=(pod.status.phase if pod.status else None) or "Pending",
+                             node=node, terminating=meta.deletion_timestamp is not None))
+    return out
+
+
 def _with_auth_retries(call: Any, *, patient: bool = True) -> Any:
     """``call()``, again after a short sleep while it answers 401/403 (at most OSMO_K8S_AUTH_RETRIES
     more times): the window after an API server start when it refuses requests RBAC allows. Not
@@ -441,29 +454,33 @@ class KubernetesBackend:
 
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         requests = list(pods)
-        wanted: dict[tuple[str, str], dict[str, PodRequest]] = defaultdict(dict)
+        wanted: dict[tuple[str, str], list[PodRequest]] = defaultdict(list)
         for pod in requests:
-            wanted[(pod.namespace, pod.pool)][kube_pod_name(pod.pod_name)] = pod
-        states: dict[str, PodState] = {pod.pod_name: PodState("Missing") for pod in requests}
-        for (namespace, pool), by_name in wanted.items():
-            for listed in self._list_pods(namespace, pool_selector(pool)):
-                request = by_name.get(listed.metadata.name or "") if listed.metadata else None
-                if request is None:
-                    continue
-                states[request.pod_name] = pod_state(listed, dispatched_at=request.dispatched_at, now=now,
-                                                     pending_timeout_s=self.pending_timeout_s)
+            wanted[(pod.namespace, pod.pool)].append(pod)
+        states: dict[str, PodState] = {}
+        for (namespace, pool), some in wanted.items():
+            states.update(self._states(self._list_pods(namespace, pool_selector(pool)), some, now=now))
         return states
 
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
-        listed = []
-        for pod in self._list_pods(namespace, pool_selector(pool)):
-            if pod.metadata is None or not pod.metadata.name:
-                continue
-            node = (pod.spec.node_name or (pod.spec.node_selector or {}).get(NODE_SELECTOR_KEY)) if pod.spec else None
-            listed.append(ListedPod(name=pod.metadata.name, phase=(pod.status.phase if pod.status else None)
-                                    or "Pending", node=node,
-                                    terminating=pod.metadata.deletion_timestamp is not None))
-        return listed
+        return _listed(self._list_pods(namespace, pool_selector(pool)))
+
+    def pods_observe(self, pods: Iterable[PodRequest], *, namespace: str, pool: str, now: datetime
+                     ) -> tuple[list[ListedPod], dict[str, PodState]]:
+        """``pods_list`` and ``pod_states`` of pods of this namespace and pool from one listing."""
+        items = self._list_pods(namespace, pool_selector(pool))
+        return _listed(items), self._states(items, list(pods), now=now)
+
+    def _states(self, items: list[k8s_client.V1Pod], requests: list[PodRequest], *, now: datetime
+                ) -> dict[str, PodState]:
+        by_name = {kube_pod_name(pod.pod_name): pod for pod in requests}
+        states: dict[str, PodState] = {pod.pod_name: PodState("Missing") for pod in requests}
+        for listed in items:
+            request = by_name.get(listed.metadata.name or "") if listed.metadata else None
+            if request is not None:
+                states[request.pod_name] = pod_state(listed, dispatched_at=request.dispatched_at, now=now,
+                                                     pending_timeout_s=self.pending_timeout_s)
+        return states
 
     def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
         """The last ``tail`` lines of the ``task`` container's log (``tail + 1`` are asked for, so that

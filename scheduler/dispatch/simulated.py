@@ -44,6 +44,10 @@ class SimulatedBackend:
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
         return []  # the task rows are the pods: nothing can be orphaned
 
+    def pods_observe(self, pods: Iterable[PodRequest], *, namespace: str, pool: str, now: datetime
+                     ) -> tuple[list[ListedPod], dict[str, PodState]]:
+        return self.pods_list(namespace=namespace, pool=pool), self.pod_states(pods, now=now)
+
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
         states: dict[str, PodState] = {}
         for pod in pods:

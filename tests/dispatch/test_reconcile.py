@@ -297,14 +297,13 @@ def test_one_sync_with_5000_pods_makes_a_constant_number_of_paginated_list_calls
                 body["metadata"]["continue"] = f"token-{index + 1}"
             kube_api.reply("GET", PODS, 200, body)
 
-    script_listing()  # the reconcile's listing
-    script_listing()  # the phases' listing
+    script_listing()  # one listing serves both the reconcile and the phases
     # when one sync runs
     counts = pods_sync(pool_id=kube_pool.pk, now=now)
-    # then two paginated listings of 10 pages each (500 per page), never a call per pod
+    # then one paginated listing of 10 pages (500 per page), never a call per pod
     assert counts == {"running": 0, "completed": 0, "failed": 0, "deleted": 0}
     assert {(r.method, r.path) for r in kube_api.requests} == {("GET", PODS)}
-    assert len(kube_api.requests) == 20
+    assert len(kube_api.requests) == 10
     assert [r.query.get("continue") for r in kube_api.requests[:10]] == [None, *([f"token-{i}"] for i in range(1, 10))]
     assert {r.query["limit"][0] for r in kube_api.requests} == {"500"}
     assert not kube_api.pending()

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch import DispatchPermanentError, PodRequest, PodState, backend_for
+from scheduler.dispatch import DispatchPermanentError, ListedPod, PodRequest, PodState, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from scheduler.services.reservations import reservations_release
@@ -221,12 +221,15 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     if pool is None:
         return counts
     now = now or timezone.now()
-    counts["deleted"] = pods_reconcile(pool, now=now)
     active = Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
     snapshot = list(active.order_by("pk").values_list(*_SYNC_COLUMNS))
+    # One listing of the pool's pods serves both the reconcile and the phases.
+    listed, states = backend_for(pool.backend).pods_observe(
+        [_sync_pod_request(row, pool) for row in snapshot], namespace=pool.k8s_namespace or "default",
+        pool=pool.name, now=now)
+    counts["deleted"] = pods_reconcile(pool, now=now, listed=listed)
     if not snapshot:
         return counts
-    states = backend_for(pool.backend).pod_states([_sync_pod_request(row, pool) for row in snapshot], now=now)
     # Only tasks whose phase moves them on, and workflows with a gang past its exec timeout, are locked
     # and read again: a task's status only moves forward (and a re-placed task gets a new pod name),
     # so a change not allowed from the status read here is not allowed from the status read under the
@@ -333,16 +336,18 @@ def _exec_timeouts_apply(
     return released
 
 
-def pods_reconcile(pool: Pool, *, now: datetime) -> int:
+def pods_reconcile(pool: Pool, *, now: datetime, listed: list[ListedPod] | None = None) -> int:
     """Delete the pool's pods that should not exist (see the module docstring), in one paginated list
-    and one query whatever the number of pods. Returns how many were deleted.
+    (or the pool's pods ``listed`` by the caller) and one query whatever the number of pods. Returns
+    how many were deleted.
 
     Finished pods past their retention go one label-selector delete per gang when every listed pod
     of the gang is due (a 72-pod gang costs one call, not 72); otherwise, and for every other reason,
     one delete per pod."""
     backend = backend_for(pool.backend)
     namespace = pool.k8s_namespace or "default"
-    listed = backend.pods_list(namespace=namespace, pool=pool.name)
+    if listed is None:
+        listed = backend.pods_list(namespace=namespace, pool=pool.name)
     if not listed:
         return 0
     rows = {
