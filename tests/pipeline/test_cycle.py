@@ -334,11 +334,8 @@ def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
     class Forgetful:
         name = "forgetful"
 
-        def pod_states(self, pods, *, now):
-            return {pod.pod_name: PodState("Missing") for pod in pods}
-
-        def pods_list(self, *, namespace, pool):
-            return []
+        def pods_observe(self, pods, *, namespace, pool, now):
+            return [], {pod.pod_name: PodState("Missing") for pod in pods}
 
     monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Forgetful())
     pods_sync(pool_id=racks.pk)
