@@ -66,6 +66,11 @@ class Pool(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def pod_namespace(self) -> str:
+        """The Kubernetes namespace the pool's pods go to (``default`` when the field is blank)."""
+        return self.k8s_namespace or "default"
+
 
 class PoolGrant(models.Model):
     """Who may see and submit to a pool: a team (Django group) or one user. A pool without grants is

@@ -73,7 +73,7 @@ def _pod_request(
         sim_seconds = pool.sim_task_seconds
     return PodRequest(
         pod_name=pod_name,
-        namespace=pool.k8s_namespace or "default",
+        namespace=pool.pod_namespace,
         node_name=node_name,
         workflow_id=workflow_id,
         group=group,
@@ -139,7 +139,7 @@ def group_dispatch(*, group_id: int) -> None:
         recorded = _dispatch_record(task.pk)
         if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
             # The gang ended while this pod was being created: take it back and stop here.
-            backend.delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
+            backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
             Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
             return
 
@@ -191,7 +191,7 @@ def pod_delete(*, task_id: int) -> None:
     if task is None or not task.pod_name or task.pod_deleted_at is not None:
         return
     pool = task.workflow.pool
-    backend_for(pool.backend).delete_pod(namespace=pool.k8s_namespace or "default", pod_name=task.pod_name)
+    backend_for(pool.backend).delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
     Task.objects.filter(pk=task_id).update(pod_deleted_at=timezone.now())
 
 
@@ -204,7 +204,7 @@ def pods_evict(*, pool_id: int, pod_names: list[str]) -> None:
         return
     backend = backend_for(pool.backend)
     for name in pod_names:
-        backend.delete_pod(namespace=pool.k8s_namespace or "default", pod_name=name,
+        backend.delete_pod(namespace=pool.pod_namespace, pod_name=name,
                            grace_seconds=settings.OSMO_PREEMPTION_GRACE_SECONDS)
     logger.info("pods.evicted", extra={"pool": pool.name, "pods": len(pod_names)})
 
@@ -225,7 +225,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     snapshot = list(active.order_by("pk").values_list(*_SYNC_COLUMNS))
     # One listing of the pool's pods serves both the reconcile and the phases.
     listed, states = backend_for(pool.backend).pods_observe(
-        [_sync_pod_request(row, pool) for row in snapshot], namespace=pool.k8s_namespace or "default",
+        [_sync_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
         pool=pool.name, now=now)
     counts["deleted"] = pods_reconcile(pool, now=now, listed=listed)
     if not snapshot:
@@ -345,7 +345,7 @@ def pods_reconcile(pool: Pool, *, now: datetime, listed: list[ListedPod] | None 
     of the gang is due (a 72-pod gang costs one call, not 72); otherwise, and for every other reason,
     one delete per pod."""
     backend = backend_for(pool.backend)
-    namespace = pool.k8s_namespace or "default"
+    namespace = pool.pod_namespace
     if listed is None:
         listed = backend.pods_list(namespace=namespace, pool=pool.name)
     if not listed:
