@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import Page, Paginator
+from django.db import connection
 
 from osmo.types import Viewer
 from pages.viewmodels.common import percent
@@ -210,27 +211,39 @@ class PoolDetail:
     quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
 
 
-_node_order_cache: PerPoolCache[list[int]] = PerPoolCache()
+_node_order_cache: PerPoolCache[list[int]] = PerPoolCache()  # by the node rows' version
+_node_order_by_names: PerPoolCache[list[int]] = PerPoolCache()  # by the (id, name) pairs' fingerprint
+_NAMES_SQL = (
+    "SELECT count(*), coalesce(sum(hashtextextended(id::text || ':' || name, 0)), 0) "
+    f"FROM {Node._meta.db_table} WHERE pool_id = %s"
+)
 
 
 def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | None:
     """The pool's node ids in natural name order (``n2`` before ``n10``). On PostgreSQL the order is
-    kept per process while the pool's node rows are unchanged (the nodes' part of its state
-    ``fingerprint``), so a 20,000-node pool sorts its names once per node change, not per request.
+    kept per process: while the pool's node rows are unchanged (the nodes' part of its state
+    ``fingerprint``) at no cost, and after a node write that renamed, added or removed no node for
+    one aggregate query; only then are the names read and sorted again (~0.1 s for 20,000 names).
     Elsewhere it is sorted per request up to :data:`NATURAL_NODE_ORDER_LIMIT` nodes; None past that
     (database order)."""
     if fingerprint is not None:
         version = fingerprint[:2]  # scheduler.snapshot.nodes_version: changes with any node row
         ordered = _node_order_cache.get(pool.pk, version)
         if ordered is None:
-            rows = Node.objects.filter(pool=pool).values_list("pk", "name")
-            ordered = [pk for pk, _name in natural_sorted(rows, key=lambda row: row[1])]
+            with connection.cursor() as cursor:
+                cursor.execute(_NAMES_SQL, [pool.pk])
+                names = tuple(cursor.fetchone())
+            ordered = _node_order_by_names.get(pool.pk, names)
+            if ordered is None:
+                rows = Node.objects.filter(pool=pool).values_list("pk", "name")
+                ordered = [pk for pk, _name in natural_sorted(rows, key=lambda row: row[1])]
+                _node_order_by_names.put(pool.pk, names, ordered)
             _node_order_cache.put(pool.pk, version, ordered)
         return ordered
-    names = list(Node.objects.filter(pool=pool).values_list("pk", "name")[: NATURAL_NODE_ORDER_LIMIT + 1])
-    if len(names) > NATURAL_NODE_ORDER_LIMIT:
+    names_rows = list(Node.objects.filter(pool=pool).values_list("pk", "name")[: NATURAL_NODE_ORDER_LIMIT + 1])
+    if len(names_rows) > NATURAL_NODE_ORDER_LIMIT:
         return None
-    return [pk for pk, _name in natural_sorted(names, key=lambda row: row[1])]
+    return [pk for pk, _name in natural_sorted(names_rows, key=lambda row: row[1])]
 
 
 def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str, fingerprint: tuple[Any, ...] | None
