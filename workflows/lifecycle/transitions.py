@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -71,13 +72,21 @@ def task_status_set(task: Task, status: str, *, message: str = "", exit_code: in
     return bool(tasks_status_set([TaskChange(task, status, message, exit_code)]))
 
 
-def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> bool:
-    """Move a group to ``status`` (no-op when already there or terminal). Returns whether it changed."""
+# What a bulk group move writes (each row keeps the values it had for fields its move did not set).
+_GROUP_STATUS_FIELDS = ["status", "updated_at", "scheduling_since", "started_at", "finished_at", "failure_message"]
+
+
+def _group_move(group: TaskGroup, status: str, now: datetime, message: str = ""
+                ) -> tuple[StatusTransition, list[str]] | None:
+    """Move ``group`` to ``status`` in memory, with the timestamps the move sets (the one rule for
+    single and bulk writes). Returns its history row, unsaved, and the fields it set; None when the
+    move is not allowed (already there, or terminal)."""
     if not rules.is_transition_allowed(group.status, status):
-        return False
-    now = timezone.now()
-    previous = group.status
+        return None
+    transition = StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
+                                  to_status=status, message=message)
     group.status = status
+    group.updated_at = now
     fields = ["status", "updated_at"]
     if status == TaskStatus.SCHEDULING:
         group.scheduling_since = now
@@ -91,10 +100,17 @@ def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> boo
     if message and status in TASK_FAILED_STATUSES:
         group.failure_message = message
         fields.append("failure_message")
+    return transition, fields
+
+
+def group_status_set(group: TaskGroup, status: str, *, message: str = "") -> bool:
+    """Move a group to ``status`` (no-op when already there or terminal). Returns whether it changed."""
+    moved = _group_move(group, status, timezone.now(), message)
+    if moved is None:
+        return False
+    transition, fields = moved
     group.save(update_fields=fields)
-    StatusTransition.objects.create(
-        workflow_id=group.workflow_id, group=group, from_status=previous, to_status=status, message=message
-    )
+    transition.save()
     return True
 
 
@@ -231,19 +247,11 @@ def gangs_settle(groups: Iterable[TaskGroup]) -> list[int]:
             continue
         if verdict.status == TaskStatus.COMPLETED:
             completed.add(group.workflow_id)
-        if not rules.is_transition_allowed(group.status, verdict.status):
-            continue
-        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
-                                            to_status=verdict.status, message=""))
-        group.status = verdict.status
-        group.updated_at = now
-        if verdict.status == TaskStatus.RUNNING and group.started_at is None:
-            group.started_at = now
-        if verdict.status in TASK_TERMINAL_STATUSES:
-            group.finished_at = now
-        moved.append(group)
+        if (change := _group_move(group, verdict.status, now)) is not None:
+            transitions.append(change[0])
+            moved.append(group)
     if moved:
-        bulk_set(TaskGroup, moved, ["status", "updated_at", "started_at", "finished_at"])
+        bulk_set(TaskGroup, moved, _GROUP_STATUS_FIELDS)
         StatusTransition.objects.bulk_create(transitions)
     if completed:
         waiting_groups_promote(TaskGroup.objects.filter(workflow_id__in=completed, status=TaskStatus.WAITING)
@@ -258,17 +266,12 @@ def groups_promote(groups: Iterable[TaskGroup]) -> None:
     promoted: list[TaskGroup] = []
     transitions: list[StatusTransition] = []
     for group in groups:
-        if not rules.is_transition_allowed(group.status, TaskStatus.SCHEDULING):
-            continue
-        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
-                                            to_status=TaskStatus.SCHEDULING, message="upstream groups completed"))
-        group.status = TaskStatus.SCHEDULING
-        group.updated_at = now
-        group.scheduling_since = now
-        promoted.append(group)
+        if (change := _group_move(group, TaskStatus.SCHEDULING, now, "upstream groups completed")) is not None:
+            transitions.append(change[0])
+            promoted.append(group)
     if not promoted:
         return
-    bulk_set(TaskGroup, promoted, ["status", "updated_at", "scheduling_since"])
+    bulk_set(TaskGroup, promoted, _GROUP_STATUS_FIELDS)
     StatusTransition.objects.bulk_create(transitions)
     tasks = Task.objects.filter(group__in=[g.pk for g in promoted], status=TaskStatus.WAITING).order_by("pk")
     tasks_status_set([TaskChange(task, TaskStatus.SCHEDULING) for task in tasks])
