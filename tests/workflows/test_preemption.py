@@ -115,6 +115,31 @@ def test_nothing_is_evicted_when_evicting_every_low_gang_would_not_be_enough(use
     assert {group_of(w).status for w in normals} == {TaskStatus.INITIALIZING}
 
 
+def racks_of(workflow: Workflow) -> set[str]:
+    names = Node.objects.filter(tasks__workflow=workflow).values_list("name", flat=True)
+    return {name.rsplit("-", 1)[0] for name in names}
+
+
+def test_protected_work_is_packed_as_if_low_work_were_not_there(user, pool):
+    # given a NORMAL gang on two nodes of the first rack and a LOW gang on three of the second
+    first = submit(user, "first", 2, "NORMAL", key="rack")
+    placement_cycle_run(pool_id=pool.pk)
+    low = submit(user, "low", 3, "LOW", key="rack")
+    placement_cycle_run(pool_id=pool.pk)
+    assert (racks_of(first), racks_of(low)) == ({"z1-s1-r1"}, {"z1-s1-r2"})
+    # when a one-node NORMAL gang arrives (the tightest rack is the LOW gang's, with one node free)
+    second = submit(user, "second", 1, "NORMAL", key="rack")
+    result = placement_cycle_run(pool_id=pool.pk)
+    # then it goes where it would go were the LOW gang not there, beside the first: nothing evicted
+    assert racks_of(second) == {"z1-s1-r1"} and result.preempted == 0
+    # so that once the LOW gang is gone, its rack is whole again for a four-node gang
+    workflow_cancel(workflow_id=low.workflow_id, user=user)
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    placement_cycle_run(pool_id=pool.pk)
+    assert racks_of(high) == {"z1-s1-r2"}
+    assert_no_node_overbooked(pool)
+
+
 def test_low_work_never_preempts_and_normal_work_does(user, pool):
     # given the pool full of LOW work
     lows = [submit(user, f"low{i}", 4, "LOW") for i in range(4)]

@@ -67,7 +67,7 @@ from workflows.lifecycle.transitions import (
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_record
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
-from workflows.scheduling.preemption import Preemptions
+from workflows.scheduling.preemption import Preemptions, fits_on
 from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
 
 logger = logging.getLogger(__name__)
@@ -435,12 +435,16 @@ class _Walk:
         request = self.request(g, upcoming)
         index = self.index
         try:
+            if self._absent_place(g, upcoming, request):
+                return None
             outcome = solve(index if self.incremental else index.snapshot(self.pool.name), request, self.policy)
         except SoftTimeLimitExceeded:
             raise
         except Exception:  # a solver bug on one gang must not block the pool's whole queue
             logger.exception("placement.solver_error", extra={"pool": self.pool.name, "group": g.pk})
             self._index = DomainIndex(index.snapshot(self.pool.name))  # the search may have left it half-way
+            if self.preemptions is not None:
+                self.preemptions.forget_absent()
             group = TaskGroup.objects.select_related("workflow").get(pk=g.pk)
             workflows_lock([g.workflow_id])
             self.failed.add(g.pk)
@@ -450,18 +454,46 @@ class _Walk:
             return None
         result.solved += 1
         if isinstance(outcome, Placement):
-            requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-            self.index.place([(node, requests[task]) for task, node in outcome.assignments])
-            if self.quotas:
-                self.quotas.add(g, request)
-            self.decided.append((g, outcome, request))
-            result.placed.append(g.pk)
+            self._take(g, request, outcome)
             return None
         assert isinstance(outcome, Unplaceable)
         verdict = (result_to_json(outcome), outcome.status)
         if self.incremental:
             self.memo[self.signature(g, upcoming)] = verdict
         return verdict
+
+    def _take(self, g: _Queued, request: GroupRequest, placement: Placement) -> None:
+        """Place the gang on the cycle's index (and, protected work, on the view without LOW work)."""
+        requests = {t.name: t.resources.as_tuple() for t in request.tasks}
+        assignments = [(node, requests[task]) for task, node in placement.assignments]
+        self.index.place(assignments)
+        if g.rank < LOW_RANK and self.preemptions is not None:
+            self.preemptions.protected_placed(assignments)
+        if self.quotas:
+            self.quotas.add(g, request)
+        self.decided.append((g, placement, request))
+        self.result.placed.append(g.pk)
+
+    def _absent_place(self, g: _Queued, upcoming: list[_Queued], request: GroupRequest) -> bool:
+        """A HIGH or NORMAL gang while LOW gangs run: solve it on the view without LOW work and take
+        that placement when it is free on the real index too (docs/design.md §9: protected work packed
+        as if LOW work were not there). A gang that does not fit that view cannot be helped by
+        preemption in this cycle. True when it was placed."""
+        if g.rank >= LOW_RANK or self.preemptions is None:
+            return False
+        absent = self.preemptions.absent_view(self.index)
+        if absent is None:
+            return False
+        outcome = solve(absent if self.incremental else absent.snapshot(self.pool.name), request, self.policy)
+        self.result.solved += 1
+        if isinstance(outcome, Placement):
+            requests = {t.name: t.resources.as_tuple() for t in request.tasks}
+            if fits_on(self.index, [(node, requests[task]) for task, node in outcome.assignments]):
+                self._take(g, request, outcome)
+                return True
+        elif outcome.status == "unschedulable":
+            self.preemptions.hopeless_mark(self.signature(g, upcoming))
+        return False
 
     def _preempt(self, g: _Queued, upcoming: list[_Queued]) -> bool:
         """Place a HIGH or NORMAL gang (within its quota: checked before) by evicting LOW gangs

@@ -15,6 +15,12 @@ Releasing the victims' capacity before their pods are gone is safe for the reaso
 :mod:`workflows.scheduling.pods`: Kubernetes does not start the preemptor's pinned pods on GPUs that
 terminating pods still hold.
 
+Protected work is packed as if LOW work were not there (:meth:`Preemptions.absent_view`): a HIGH or
+NORMAL gang is first solved on a second index, the cycle's with every candidate's holdings released;
+when that placement is free on the real index as well, it is taken. Packed around LOW work instead,
+protected gangs fill the gaps it leaves and fragment the domains, so that a big protected gang may
+find no victim set once LOW work is evicted, where it would have fitted had LOW work never run.
+
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` solver calls and
 ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every candidate is not enough is not
 searched again in the same cycle (candidates only shrink within it).
@@ -42,6 +48,22 @@ logger = logging.getLogger(__name__)
 Vec = tuple[int, int, int, int]
 
 
+def fits_on(index: DomainIndex, assignments: list[tuple[str, Vec]]) -> bool:
+    """Whether every machine of ``assignments`` has what they take from it free on ``index`` (a
+    placement found on another view of the same machines is then valid here too: constraints depend
+    only on labels, which both views share)."""
+    need: dict[str, Vec] = {}
+    for node, req in assignments:
+        have = need.get(node, (0, 0, 0, 0))
+        need[node] = (have[0] + req[0], have[1] + req[1], have[2] + req[2], have[3] + req[3])
+    nodes = index.nodes
+    for node, req in need.items():
+        free = nodes[node].free
+        if free.gpu < req[0] or free.cpu < req[1] or free.memory < req[2] or free.storage < req[3]:
+            return False
+    return True
+
+
 @dataclass(slots=True)
 class _Running:
     """A preemptible gang as the cycle sees it."""
@@ -64,6 +86,7 @@ class Preemptions:
     running: dict[str, _Running] | None = None
     hopeless: set[str] = field(default_factory=set)  # signatures not placeable even with every candidate gone
     evicted: dict[int, tuple[int, str]] = field(default_factory=dict)  # victim group -> (its workflow, preemptor)
+    absent: DomainIndex | None = None  # the cycle's index with every candidate's holdings released
 
     def _load(self) -> dict[str, _Running]:
         """Running LOW gangs of the pool with what they hold (three queries)."""
@@ -112,6 +135,30 @@ class Preemptions:
             self.running = self._load()
         return bool(self.running)
 
+    def absent_view(self, index: DomainIndex) -> DomainIndex | None:
+        """The pool as protected work would see it without LOW work: ``index`` with every candidate's
+        holdings released, built when first asked for and kept up to date by :meth:`protected_placed`
+        (None when no LOW gang runs). Its free capacity is at least the real index's on every machine,
+        so a gang that does not fit it has no victim set (candidates only shrink within a cycle)."""
+        if not self.worth_trying(""):
+            return None
+        if self.absent is None:
+            assert self.running is not None
+            self.absent = DomainIndex(index.snapshot(self.pool.name))
+            for running in self.running.values():
+                self.absent.release(running.holdings())
+        return self.absent
+
+    def protected_placed(self, assignments: list[tuple[str, Vec]]) -> None:
+        """A HIGH or NORMAL gang took ``assignments`` on the real index: the same on the view without
+        LOW work (LOW gangs placed in the cycle stay off it)."""
+        if self.absent is not None:
+            self.absent.place(assignments)
+
+    def forget_absent(self) -> None:
+        """Drop the view without LOW work (a solver error may have left it half-way); rebuilt on demand."""
+        self.absent = None
+
     def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
@@ -136,7 +183,9 @@ class Preemptions:
             self.evicted[victim.group_id] = (victim.workflow_id, preemptor)
         placement = choice.placement
         requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-        index.place([(node, requests[task]) for task, node in placement.assignments])
+        assignments = [(node, requests[task]) for task, node in placement.assignments]
+        index.place(assignments)
+        self.protected_placed(assignments)
         logger.info("preemption.chosen", extra={
             "pool": self.pool.name, "preemptor": preemptor, "victims": [v.group_id for v in victims],
             "gpu_evicted": choice.gpu_evicted, "solves": choice.explored,
@@ -153,6 +202,12 @@ class Preemptions:
         pods = groups_preempt(victims, by={g.pk: self.evicted[g.pk][1] for g in victims})
         jobs.pods_evict_request(self.pool.pk, pods)
         return {g.workflow_id for g in victims}
+
+    def hopeless_mark(self, signature: str) -> None:
+        """Evicting every candidate is not enough for ``signature`` (it does not fit the view without
+        LOW work): no search for it in this cycle."""
+        if signature:
+            self.hopeless.add(signature)
 
     def workflow_ids(self) -> set[int]:
         return {workflow_id for workflow_id, _by in self.evicted.values()}
