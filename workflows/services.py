@@ -189,8 +189,10 @@ def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str,
 def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow | None:
     """The workflow this user already submitted with ``key``, if the request is the same one; raises
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
-    hashes were kept (empty hash) match any request."""
-    existing = Workflow.objects.filter(submitted_by=user, idempotency_key=key).first()
+    hashes were kept (empty hash) match any request. The workflow comes with its id fields only (every
+    submission asks, few are replays; the other fields load when read)."""
+    existing = (Workflow.objects.filter(submitted_by=user, idempotency_key=key)
+                .only("pk", "workflow_id", "idempotency_hash").first())
     if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
         raise IdempotencyKeyReusedError(key, existing.workflow_id)
     return existing
