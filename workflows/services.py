@@ -25,7 +25,7 @@ from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.results import result_to_json
-from scheduler.services.access import pool_submit_check, pools_visible, team_for_submission
+from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
 from scheduler.snapshot import idle_index, idle_index_key
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.errors import (
@@ -58,18 +58,21 @@ class ValidatedSubmission:
     spec: WorkflowSpec
     spec_text: str
     template_values: dict[str, Any]
+    keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
 
 
-def pool_context(pool: Pool) -> PoolContext:
-    """The pool facts a spec is validated against: keys in order, distinct node shapes (2 queries)."""
-    keys = tuple(pool.topology_keys.order_by("position").values_list("key", flat=True))
+def pool_context(pool: Pool, keys: tuple[TopologyKey, ...] | None = None) -> PoolContext:
+    """The pool facts a spec is validated against: keys in order (read here unless given), distinct
+    node shapes (2 queries, or 1)."""
+    key_names = (tuple(pool.topology_keys.order_by("position").values_list("key", flat=True)) if keys is None
+                 else tuple(key.key for key in keys))
     shapes = tuple(
         Node.objects.filter(pool=pool, schedulable=True)
         .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
         .distinct()
         .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
     )
-    return PoolContext(name=pool.name, keys=keys, node_capacities=shapes)
+    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes)
 
 
 def workflow_validate(
@@ -85,7 +88,7 @@ def workflow_validate(
     inventory if nothing else ran. Raises ``PoolNotFoundError``, ``PoolForbiddenError`` and
     ``PoolUnavailableError`` (for ``user``: no access, maintenance), ``WorkflowSpecInvalidError``
     (every problem, each with its path; template errors with their line) or ``WorkflowNeverFitsError``."""
-    pool = Pool.objects.filter(name=pool_name).first()
+    pool = pool_with_access(pool_name, user=user) if user is not None else Pool.objects.filter(name=pool_name).first()
     if pool is None:
         visible = pools_visible(Pool.objects.all(), user=user) if user is not None else Pool.objects.all()
         raise PoolNotFoundError(pool_name, list(visible.values_list("name", flat=True)))
@@ -99,12 +102,14 @@ def workflow_validate(
                                    dump=_dump_yaml)
             source = rendered.text
             template_values = rendered.values
-        parsed = parse_workflow(source, pool=pool_context(pool))
+        keys = tuple(pool.topology_keys.order_by("position"))
+        parsed = parse_workflow(source, pool=pool_context(pool, keys))
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
     _never_fits_check(pool, parsed)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
-    return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values)
+    return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
+                               keys=keys)
 
 
 # Gangs not refused by the check below, by (pool, inventory epoch, keys version, gang signature): the
@@ -184,8 +189,10 @@ def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str,
 def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow | None:
     """The workflow this user already submitted with ``key``, if the request is the same one; raises
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
-    hashes were kept (empty hash) match any request."""
-    existing = Workflow.objects.filter(submitted_by=user, idempotency_key=key).first()
+    hashes were kept (empty hash) match any request. The workflow comes with its id fields only (every
+    submission asks, few are replays; the other fields load when read)."""
+    existing = (Workflow.objects.filter(submitted_by=user, idempotency_key=key)
+                .only("pk", "workflow_id", "idempotency_hash").first())
     if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
         raise IdempotencyKeyReusedError(key, existing.workflow_id)
     return existing
@@ -247,7 +254,7 @@ def _workflow_create(
     spec = submission.spec
     now = timezone.now()
     seq = _next_seq(spec.name)
-    keys = list(submission.pool.topology_keys.order_by("position"))
+    keys = list(submission.keys)
     workflow = Workflow.objects.create(
         workflow_id=f"{spec.name}-{seq}",
         name=spec.name,

@@ -297,7 +297,7 @@ CELERY_IMPORTS = ["osmo.metrics"]
 # Throttle counters and other shared state: Redis when there is one (every web process sees the same
 # counts), else this process's memory (the embedded default runs one web process).
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+    CACHES = {"default": {"BACKEND": "osmo.cache.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": "osmo-cache"}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum, Value
 
 from osmo.errors import ConflictError, OsmoError, ValidationFailedError
 from osmo.types import Viewer
@@ -34,13 +34,27 @@ class PoolUnavailableError(ConflictError):
     default_message = "The pool is in maintenance and accepts no submissions."
 
 
-def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
-    """The pools of ``pools`` the user may see and use (one query, whatever the number of grants)."""
+def _access_condition(user: Viewer) -> Q | None:
+    """Which pools the user may see and use, as a condition on pools (None: all of them, for staff)."""
     if user.is_staff:
-        return pools
+        return None
     granted = PoolGrant.objects.filter(pool=OuterRef("pk"))
     mine = granted.filter(Q(user_id=user.pk) | Q(team__user=user.pk)) if user.pk else granted.none()
-    return pools.filter(~Exists(granted) | Exists(mine))
+    return Q(~Exists(granted) | Exists(mine))
+
+
+def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
+    """The pools of ``pools`` the user may see and use (one query, whatever the number of grants)."""
+    condition = _access_condition(user)
+    return pools if condition is None else pools.filter(condition)
+
+
+def pool_with_access(name: str, *, user: Viewer) -> Pool | None:
+    """The pool named ``name`` (None if there is none) with ``accessible`` set: whether the user may
+    see and use it. One query, where reading the pool and then :func:`pool_accessible` took two."""
+    condition = _access_condition(user)
+    accessible = Value(True) if condition is None else ExpressionWrapper(condition, output_field=BooleanField())
+    return Pool.objects.filter(name=name).annotate(accessible=accessible).order_by().first()
 
 
 def pool_accessible(pool: Pool, *, user: Viewer) -> bool:
@@ -48,8 +62,10 @@ def pool_accessible(pool: Pool, *, user: Viewer) -> bool:
 
 
 def pool_submit_check(pool: Pool, *, user: Viewer) -> None:
-    """Raise unless the user may submit to the pool now: 403 without access, 409 in maintenance."""
-    if not pool_accessible(pool, user=user):
+    """Raise unless the user may submit to the pool now: 403 without access, 409 in maintenance. A
+    pool read by :func:`pool_with_access` carries the answer to the first question already."""
+    accessible = getattr(pool, "accessible", None)
+    if not (pool_accessible(pool, user=user) if accessible is None else accessible):
         raise PoolForbiddenError(
             f"You have no access to pool {pool.name!r}: ask an administrator to grant it to you or your team.",
             details={"pool": pool.name},
@@ -75,7 +91,11 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
         return found
     if user.is_staff:
         teams = Group.objects.filter(user=user.pk)
-    with_quota = list(teams.filter(pool_quotas__pool=pool).order_by("name"))
+    # One query: the user's teams, each marked whether it has a quota in the pool (a user belongs to
+    # a handful of teams).
+    quota = TeamQuota.objects.filter(pool=pool, team=OuterRef("pk"))
+    mine = list(teams.annotate(has_quota=Exists(quota)).order_by("name"))
+    with_quota = [found for found in mine if found.has_quota]
     if len(with_quota) == 1:
         return with_quota[0]
     if len(with_quota) > 1:
@@ -85,7 +105,6 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
                                          f"({names}): name one"}],
             f"Choose the team this workflow counts against: {names}.",
         )
-    mine = list(teams.order_by("name")[:2])
     return mine[0] if len(mine) == 1 else None
 
 

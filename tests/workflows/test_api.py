@@ -432,3 +432,28 @@ def test_the_never_fits_check_solves_a_gang_shape_once_per_inventory(user, monke
         with pytest.raises(Exception, match=f"{name}g"):
             submit(name, tasks=5)
     assert solves[-2:] == ["bigg", "biggerg"]
+
+
+def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool):
+    # given a client with an API token, as the CLI and bench.pipeline send submissions
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.authtoken.models import Token
+
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+
+    def submit(name: str) -> list[str]:
+        with CaptureQueriesContext(connection) as queries:
+            response = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE.replace("hello", name)},
+                                       format="json", HTTP_IDEMPOTENCY_KEY=f"key-{name}")
+        assert response.status_code == 201, response.json()
+        return [query["sql"] for query in queries.captured_queries]
+
+    submit("warm")
+    # when a workflow is submitted
+    sql = submit("counted")
+    # then: the request's savepoint (its transaction here), the token, the idempotency key, the pool with
+    # the user's access, its keys, its node shapes, its epochs, the user's teams, the inner savepoint,
+    # the name's lock, the name's last number, four inserts, the savepoint's release, the queue ahead
+    # of the new gang, the request's release
+    assert len(sql) == 18, "\n".join(sql)

@@ -5,6 +5,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from osmo.api.serializers import OutputModelSerializer
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.selectors import task_domains
@@ -67,7 +68,7 @@ class TaskRequestsSerializer(serializers.Serializer):
     storage = serializers.IntegerField(help_text="bytes")
 
 
-class TaskOutputSerializer(serializers.ModelSerializer):
+class TaskOutputSerializer(OutputModelSerializer):
     node = serializers.SerializerMethodField()
     domains = serializers.SerializerMethodField()
     requests = serializers.SerializerMethodField()
@@ -119,7 +120,7 @@ class WaitingOutputSerializer(serializers.Serializer):
     lines = serializers.ListField(child=serializers.CharField())
 
 
-class TaskGroupOutputSerializer(serializers.ModelSerializer):
+class TaskGroupOutputSerializer(OutputModelSerializer):
     tasks = serializers.SerializerMethodField()
     constraint_tree = serializers.JSONField()
     unschedulable_reason = serializers.JSONField(allow_null=True)
@@ -141,7 +142,7 @@ class TaskGroupOutputSerializer(serializers.ModelSerializer):
         return list(TaskOutputSerializer(group.tasks.all(), many=True, context=self.context).data)
 
 
-class WorkflowSummaryOutputSerializer(serializers.ModelSerializer):
+class WorkflowSummaryOutputSerializer(OutputModelSerializer):
     id = serializers.CharField(source="workflow_id")
     pool = serializers.CharField(source="pool.name")
     submitted_by = serializers.CharField(source="submitted_by.username")
@@ -153,7 +154,7 @@ class WorkflowSummaryOutputSerializer(serializers.ModelSerializer):
                   "finished_at", "failure_message", "task_count"]
 
 
-class StatusTransitionOutputSerializer(serializers.ModelSerializer):
+class StatusTransitionOutputSerializer(OutputModelSerializer):
     subject = serializers.SerializerMethodField()
 
     class Meta:
@@ -169,7 +170,7 @@ class StatusTransitionOutputSerializer(serializers.ModelSerializer):
         return "workflow"
 
 
-class WorkflowOutputSerializer(serializers.ModelSerializer):
+class WorkflowOutputSerializer(OutputModelSerializer):
     id = serializers.CharField(source="workflow_id")
     pool = serializers.CharField(source="pool.name")
     submitted_by = serializers.CharField(source="submitted_by.username")

@@ -1,0 +1,116 @@
+"""In-process cost of one submission (``POST /api/workflows/``): CPU ms and SQL queries per request.
+
+The web tier's share of ``bench.pipeline`` without gunicorn, the HTTP clients or the other processes:
+a ``django.test.Client`` sends the pipeline benchmark's submission (same spec, token auth,
+``Idempotency-Key``) through the whole WSGI stack (middleware, DRF, the service, the answer) under
+the production settings against PostgreSQL and Redis, in this process. On a shared machine the CPU
+time of this process (``time.process_time``) moves far less than wall-clock rates do. PostgreSQL's
+own CPU is not in it: ``queries`` is the count to compare for that.
+
+Run it with throwaway servers (the database is migrated and the pool generated here):
+
+    source scripts/services.sh; services_start
+    PYTHONPATH=$PWD .venv/bin/python -m bench.submit_profile --json
+    PYTHONPATH=$PWD .venv/bin/python -m bench.submit_profile --profile 30   # + cProfile, top 30
+
+``--queries`` prints the SQL of one submission. Nothing consumes the Celery messages the
+submissions send (the placement requests): this measures the web side only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import secrets
+import sys
+import tempfile
+import time
+import uuid
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--warmup", type=int, default=50, help="submissions before measuring (default 50)")
+    parser.add_argument("--submissions", type=int, default=200, help="measured submissions (default 200)")
+    parser.add_argument("--tasks", type=int, default=4, help="tasks per workflow (default 4, as bench.pipeline)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds; the minimum is reported")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile one round, print top N")
+    parser.add_argument("--queries", action="store_true", help="print the SQL of one submission")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    args = parser.parse_args()
+    if not (os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get("REDIS_URL")):
+        raise SystemExit("Set DATABASE_URL (PostgreSQL) and REDIS_URL (source scripts/services.sh; services_start).")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "osmo.settings.production"
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(32))
+    os.environ.setdefault("OSMO_DATA_DIR", tempfile.mkdtemp(prefix="osmo-submit-profile-"))
+    os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ["OSMO_THROTTLE_USER"] = "1000000/min"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from bench.pipeline import spec_text
+
+    call_command("migrate", "--no-input", verbosity=0)
+    from scheduler.models import Pool
+
+    if not Pool.objects.filter(name="bench").exists():  # a second run on the same servers keeps it
+        call_command("generate_pool", "bench", "--zones", "2", "--spines", "2", "--racks", "18", verbosity=0)
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    user, _ = User.objects.get_or_create(username="bench")
+    token = Token.objects.get_or_create(user=user)[0].key
+    client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Token {token}")
+    run = uuid.uuid4().hex[:6]
+    counter = iter(range(10**9))
+
+    def submit() -> None:
+        index = next(counter)
+        response = client.post(
+            "/api/workflows/",
+            data=json.dumps({"pool": "bench", "spec": spec_text(f"p{run}x{index}", args.tasks, 3.0)}),
+            content_type="application/json",
+            HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex,
+        )
+        if response.status_code != 201:
+            raise SystemExit(f"submission answered {response.status_code}: {response.content[:500]!r}")
+
+    for _ in range(args.warmup):
+        submit()
+    with CaptureQueriesContext(connection) as captured:
+        submit()
+    queries = list(captured.captured_queries)  # read now: every request clears the connection's log
+    if args.queries:
+        for query in queries:
+            print(query["sql"][:300], file=sys.stderr)
+    per_round: list[float] = []
+    for _ in range(args.rounds):
+        started = time.process_time()
+        for _ in range(args.submissions):
+            submit()
+        per_round.append((time.process_time() - started) * 1000 / args.submissions)
+    if args.profile:
+        profiler = cProfile.Profile(time.process_time)  # CPU time: waits on the servers left out
+        profiler.enable()
+        for _ in range(args.submissions):
+            submit()
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(args.profile)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+    result = {"benchmark": "submit_profile", "tasks": args.tasks, "submissions": args.submissions,
+              "cpu_ms_per_submission": round(min(per_round), 2),
+              "cpu_ms_rounds": [round(value, 2) for value in per_round],
+              "queries_per_submission": len(queries)}
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Shared serializer behaviour of the API."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+from rest_framework import serializers
+
+
+class OutputModelSerializer(serializers.ModelSerializer):
+    """A ModelSerializer whose fields are built from the model once per class, not once per instance.
+
+    DRF's ``ModelSerializer.get_fields`` reads the model's metadata and builds every field each time a
+    serializer is instantiated (a detail answer instantiates four); here the built set is kept on the
+    class and each instance gets deep copies of it, which is what DRF does for declared fields anyway.
+    The set depends only on the class (``Meta`` and declared fields), never on the instance or context.
+    """
+
+    _fields_built: ClassVar[dict[str, Any] | None] = None  # per class: read through cls.__dict__
+
+    def get_fields(self) -> dict[str, Any]:
+        cls = type(self)
+        built = cls.__dict__.get("_fields_built")
+        if built is None:
+            built = super().get_fields()
+            cls._fields_built = built  # a race builds it twice, with the same result
+        return copy.deepcopy(built)
