@@ -8,9 +8,11 @@ NORMAL 40%, LOW 40%). Each team's quota is half the pool's GPUs; HIGH and NORMAL
 it (docs/design.md §9). Offered load ``--load`` (default 1.5 of the pool: more than fits, so that
 borrowing and preemption matter). Time unit: the mean job duration is 60.
 
-Policies, all with the same queue (priority, then arrival; at each event the queue is scanned in
-order, at most 64 solver calls, backfill without reservations; a job its team's quota holds back is
-skipped without a solve, as the placement cycle does):
+Policies, all with the same queue as the placement cycle (priority, then arrival; at each event the
+queue is scanned in order, at most 64 solver calls, backfill without reservations; a job its team's
+quota holds back is skipped without a solve; and the starvation guard: a job that does not fit after
+queueing ``--starvation`` (default 10, the service's 600 s if the unit is a minute) holds back the
+jobs of its priority and below behind it until it is placed):
 - ``no-low``: the LOW jobs removed from the trace (the reference wait for HIGH and NORMAL work);
 - ``no-quota``: no quotas at all, nothing preempted (the utilisation packing alone allows: the ceiling
   for what borrowing can recover);
@@ -18,9 +20,15 @@ skipped without a solve, as the placement cycle does):
 - ``borrow``: LOW work may use any idle GPU, nothing is preempted;
 - ``borrow+greedy``: borrowing; a HIGH/NORMAL job within its quota that does not fit evicts running
   LOW jobs, the largest first, until it fits (a re-implementation of the greedy victim choice);
-- ``borrow+search``: borrowing; victims chosen by :func:`scheduler.preemption.victims_choose`.
+- ``borrow+search``: the service: borrowing; victims chosen by
+  :func:`scheduler.preemption.victims_choose`; HIGH and NORMAL work packed as if LOW work were not
+  there (solved on the pool with every LOW job released first, that placement taken when it is free;
+  docs/design.md §9);
+- ``borrow+search-around``: the same, HIGH and NORMAL work packed around LOW work (the solve on the
+  real pool only; what the service did before).
 An evicted LOW job goes back to the queue at its original place and restarts from the beginning; its
 preemptor holds the machines at once and starts after ``--grace`` (the pods' termination grace period).
+``borrow+greedy`` packs around LOW work, as the schedulers it stands for do.
 
 Reported per policy: per priority the mean and p95 wait (jobs never started count until the end);
 for HIGH and NORMAL also the *in-quota* wait (``*_in_quota_*``): the time queued while the team's
@@ -52,7 +60,7 @@ from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, 
 from scheduler.preemption import Candidate, victims_choose
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
-POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search")
+POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
 Chooser = Callable[[ClusterSnapshot, GroupRequest, Sequence[Candidate]], Sequence[str] | None]
 
 
@@ -83,9 +91,24 @@ def _greedy(snapshot: ClusterSnapshot, group: GroupRequest, candidates: Sequence
     return None if choice is None else [c.key for c in choice.victims]
 
 
-def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0) -> dict:
+def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> bool:
+    """Whether every machine the placement uses has what it takes free in ``snapshot``."""
+    reqs = {t.name: t.resources for t in group.tasks}
+    need: dict[str, list[int]] = {}
+    for task, machine in placement.assignments:
+        acc = need.setdefault(machine, [0, 0, 0, 0])
+        for r, v in enumerate(reqs[task].as_tuple()):
+            acc[r] += v
+    free = {n.name: n.free.as_tuple() for n in snapshot.nodes if n.name in need}
+    return all(all(f >= v for f, v in zip(free[m], acc, strict=True)) for m, acc in need.items())
+
+
+def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
+             starvation: float | None = 10.0) -> dict:
     borrow = policy.startswith("borrow")
-    chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search}.get(policy)
+    chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
+                               "borrow+search-around": _search}.get(policy)
+    absent = policy == "borrow+search"  # protected work packed as if LOW work were not there
     active = [j for j in range(len(jobs)) if not (policy == "no-low" and jobs[j].priority == "LOW")]
     nodes = list(base.nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
@@ -96,6 +119,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     heapq.heapify(events)
     queue: list[int] = []
     started: dict[int, float] = {}  # first start
+    queued_since: dict[int, float] = {}  # arrival, or the last eviction
     start_of_run: dict[int, float] = {}
     run_id: dict[int, int] = {}
     running: dict[int, Placement] = {}
@@ -159,6 +183,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 return True
         return False
 
+    def guard(q: int, now: float, starving: int | None) -> int | None:
+        """The starvation guard: a job that did not fit after waiting ``starvation`` holds back its rank."""
+        if starvation is not None and starving is None and now - queued_since[q] > starvation:
+            return rank[jobs[q].priority]
+        return starving
+
     # HIGH/NORMAL time spent queued while their team's quota had room for them (what LOW work and
     # preemption can change; time held back by the team's own quota is the same with or without LOW work)
     in_quota: dict[int, float] = {}
@@ -178,26 +208,40 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             stop(j)
         else:
             queue.append(j)
+            queued_since[j] = now
         queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
         waiting: list[int] = []
         solves = 0  # the window bounds solver calls: a job its team's quota holds back costs none
+        starving: int | None = None  # the starvation guard: the rank held back from here on
         for q in queue:
             tj = jobs[q]
             if solves >= WINDOW or (counts(q) and use[tj.team] + tj.job.gpus > quota):
                 waiting.append(q)
                 continue
+            if starving is not None and rank[tj.priority] >= starving:
+                waiting.append(q)
+                continue
             solves += 1
             snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
+            if absent and tj.priority != "LOW":
+                low = candidates()
+                if low:
+                    first = solve(released(snapshot, low), tj.job.group)
+                    if isinstance(first, Placement) and fits_on(snapshot, tj.job.group, first):
+                        start(q, first, now)
+                        continue
             result = solve(snapshot, tj.job.group)
             if isinstance(result, Placement):
                 start(q, result, now)
                 continue
             if chooser is None or tj.priority == "LOW":
                 waiting.append(q)
+                starving = guard(q, now, starving)
                 continue
             cands = candidates()
             if not cands:
                 waiting.append(q)
+                starving = guard(q, now, starving)
                 continue
             began = time.perf_counter()
             chosen = chooser(snapshot, tj.job.group, cands)
@@ -205,6 +249,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             searches += 1
             if chosen is None:
                 waiting.append(q)
+                starving = guard(q, now, starving)
                 continue
             chosen_set = set(chosen)
             if len(chosen_set) > 1 and needless(snapshot, tj.job.group, cands, chosen_set):
@@ -216,6 +261,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 evictions += 1
                 stop(v)
                 waiting.append(v)
+                queued_since[v] = now
             placement = solve(ClusterSnapshot(base.pool, base.keys, tuple(nodes)), tj.job.group)
             assert isinstance(placement, Placement), "victims chosen but the preemptor does not fit"
             # The victims' pods get the grace period to stop: the preemptor holds its machines at
@@ -258,13 +304,13 @@ def summary(rows: list[dict], grace: float) -> dict:
     by = {(r["seed"], r["policy"]): r for r in rows}
     seeds = sorted({r["seed"] for r in rows})
     out: dict = {"summary": "teams", "seeds": seeds, "grace": grace}
-    for policy in ("no-quota", "borrow", "borrow+greedy", "borrow+search"):
+    for policy in ("no-quota", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around"):
         gains = [by[s, policy]["gpu_utilisation"] - by[s, "no-borrow"]["gpu_utilisation"]
                  for s in seeds if (s, policy) in by and (s, "no-borrow") in by]
         if gains:
             out[f"{policy}_points_over_no_borrow"] = [round(100 * g, 1) for g in gains]
             out[f"{policy}_points_over_no_borrow_mean"] = round(100 * statistics.fmean(gains), 1)
-    for policy in ("borrow+greedy", "borrow+search"):
+    for policy in ("borrow+greedy", "borrow+search", "borrow+search-around"):
         within = []
         for s in seeds:
             if (s, policy) not in by or (s, "no-low") not in by:
@@ -285,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skew", type=float, default=0.75, help="share of the jobs that are team a's")
     parser.add_argument("--grace", type=float, default=0.5,
                         help="eviction grace period in the trace's time unit (mean job 60: 0.5 is 30 s of an hour)")
+    parser.add_argument("--starvation", type=float, default=10.0,
+                        help="the starvation guard's wait in the trace's time unit (the service's 600 s); 0: off")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -295,8 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies.split(","):
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
-            row = simulate(policy, jobs, base, args.grace)
+            row = simulate(policy, jobs, base, args.grace, args.starvation or None)
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
+                        "starvation": args.starvation,
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))
