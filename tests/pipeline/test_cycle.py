@@ -202,6 +202,33 @@ def test_starving_gang_stops_backfill(user, racks, settings):
     assert TaskGroup.objects.get(workflow=small).unschedulable_reason["code"] == "behind_starving_group"
 
 
+def test_a_starving_gang_keeps_its_machines_and_backfill_goes_on_elsewhere(user, racks, settings):
+    settings.OSMO_STARVATION_SECONDS = 60
+    # given a1 with 2 GPUs taken and a2 full, and a gang of three whole nodes waiting long enough
+    submit(user, racks, gang_spec("two", 1, 2, key=None))
+    submit(user, racks, gang_spec("four", 1, 4, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    assert set(Task.objects.values_list("node__name", flat=True)) == {"a1", "a2"}
+    big = submit(user, racks, gang_spec("big", 3, 4, key=None))
+    TaskGroup.objects.filter(workflow=big).update(scheduling_since=timezone.now() - timedelta(seconds=120))
+    # when a 2-GPU gang and then a 4-GPU gang arrive behind it
+    small = submit(user, racks, gang_spec("small", 1, 2, key=None))
+    whole = submit(user, racks, gang_spec("whole", 1, 4, key=None))
+    placement_cycle_run(pool_id=racks.pk)
+    # then the big gang keeps the machines of its idle-pool placement (a1, a2, b1): the small gang is
+    # placed on b2, the other machine, and the 4-GPU gang, which only b1 could take, waits behind it
+    assert TaskGroup.objects.get(workflow=big).status == "SCHEDULING"
+    assert Task.objects.get(workflow=small).node.name == "b2"
+    group = TaskGroup.objects.get(workflow=whole)
+    assert group.status == "SCHEDULING" and group.unschedulable_reason["code"] == "behind_starving_group"
+    # and once the two gangs on a1 and a2 end, the big gang gets its machines
+    for name in ("two", "four"):
+        workflow_cancel(workflow_id=Workflow.objects.get(name=name).workflow_id, user=user)
+    placement_cycle_run(pool_id=racks.pk)
+    assert TaskGroup.objects.get(workflow=big).status == "INITIALIZING"
+    assert set(Task.objects.filter(workflow=big).values_list("node__name", flat=True)) == {"a1", "a2", "b1"}
+
+
 def test_queue_timeout_fails_group(user, racks, settings):
     settings.OSMO_REFUSE_NEVER_FITS = False  # a gang larger than the pool today stays queued
     workflow = submit(user, racks, gang_spec("late", 5, 4, extra="  timeout: {queue_timeout: 30s}\n"))

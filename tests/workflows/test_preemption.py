@@ -140,6 +140,34 @@ def test_protected_work_is_packed_as_if_low_work_were_not_there(user, pool):
     assert_no_node_overbooked(pool)
 
 
+def test_the_victim_search_leaves_machines_kept_for_a_starving_gang_alone(user, pool):
+    from scheduler.placement import DomainIndex, Policy
+    from scheduler.snapshot import snapshot_load_with_ids
+    from workflows.scheduling.preemption import Preemptions
+    from workflows.scheduling.requests import group_request_from_row
+
+    # given one LOW gang per rack, and a HIGH gang of a rack's size not placed yet
+    lows = [submit(user, f"low{i}", 4, "LOW", key="rack") for i in range(4)]
+    placement_cycle_run(pool_id=pool.pk)
+    high = group_of(submit(user, "high", 4, "HIGH", key="rack"))
+    request = group_request_from_row("high", high.constraint_tree, high.task_requests)
+
+    def search(kept: frozenset[str]) -> set[str]:
+        index = DomainIndex(snapshot_load_with_ids(pool)[0])
+        placement = Preemptions(pool, None, Policy()).try_place(index, request, "", "high", kept)
+        assert placement is not None
+        return {node for _task, node in placement.assignments}
+
+    # when the search runs freely, then with the rack it chose kept for a starving gang
+    chosen = search(frozenset())
+    rack = {name.rsplit("-", 1)[0] for name in chosen}
+    assert len(rack) == 1 and len(lows) == 4
+    kept = frozenset(Node.objects.filter(pool=pool, name__startswith=rack.pop()).values_list("name", flat=True))
+    again = search(kept)
+    # then it evicts elsewhere and places the gang off the kept machines
+    assert again.isdisjoint(kept) and len(again) == 4
+
+
 def test_low_work_never_preempts_and_normal_work_does(user, pool):
     # given the pool full of LOW work
     lows = [submit(user, f"low{i}", 4, "LOW") for i in range(4)]

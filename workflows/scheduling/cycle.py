@@ -67,7 +67,7 @@ from workflows.lifecycle.transitions import (
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_record
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
-from workflows.scheduling.preemption import Preemptions, fits_on
+from workflows.scheduling.preemption import Preemptions, Vec, fits_on
 from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ FETCH_BATCH = 500
 BEHIND_STARVING = {
     "status": "waiting",
     "code": ReasonCode.BEHIND_STARVING_GROUP.value,
-    "message": "waiting: an older gang that does not fit yet goes first",
+    "message": ("waiting: an older gang that does not fit yet goes first (the machines kept for it are not "
+                "available to this one)"),
 }
 
 
@@ -281,6 +282,9 @@ class _Walk:
         self.preemptions = Preemptions(pool, self.quotas, policy) if settings.OSMO_PREEMPTION_ENABLED else None
         self.failed: set[int] = set()  # groups failed by a solver error
         self.wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
+        self.reserved: tuple[str, ...] | None = None  # machines kept for the starving gang
+        self.blocked: list[tuple[str, Vec]] = []  # what is taken off them while a held gang is decided
+        self.holding = False  # whether it is taken off now
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -351,7 +355,11 @@ class _Walk:
         result.resumed = start > 0
         walk = queue[start:] + queue[:start]
         starvation = timedelta(seconds=settings.OSMO_STARVATION_SECONDS)
-        starving_rank = self._starving_before(queue[:start], starvation)
+        starving = self._starving_before(queue[:start], starvation)
+        starving_rank = None
+        if starving is not None:
+            starving_rank = starving.rank
+            self._reserve_for(starving, [])
         deadline = _clock() + settings.OSMO_CYCLE_BUDGET_SECONDS
         new_cursor: list[Any] | None = None
         crossings = [g.scheduling_since + starvation for g in queue
@@ -372,11 +380,11 @@ class _Walk:
                     self._record(g, changed, None)
                     result.unschedulable.append(g.pk)
                     continue
-            if starving_rank is not None and g.rank >= starving_rank:
-                if g.reason_code != BEHIND_STARVING["code"] or not self.incremental:
-                    self._record(g, dict(BEHIND_STARVING), None)
-                result.unschedulable.append(g.pk)
+            held = starving_rank is not None and g.rank >= starving_rank
+            if held and self.reserved is None:  # no machines to keep for the starving gang: hold everything
+                self._behind_starving(g)
                 continue
+            self._hold(held)
             if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
                 over = self.quotas.over(g, self.request(g, upcoming))
                 if over is not None:
@@ -398,6 +406,7 @@ class _Walk:
                 result.unschedulable.append(g.pk)
                 if check_idle and g.idle_fit:
                     starving_rank = g.rank
+                    self._reserve_for(g, upcoming)
                 continue
             verdict = self._decide(g, upcoming)
             if verdict is None:  # placed, or failed by a solver error
@@ -405,30 +414,75 @@ class _Walk:
             reason, status = verdict
             if status == "unschedulable" and g.rank < LOW_RANK and self._preempt(g, upcoming):
                 continue
+            if held:  # it may fit once the starving gang is placed: solved again next cycle
+                self._behind_starving(g)
+                continue
             if check_idle:
                 if self._fits_idle(g, upcoming, idle_known):
                     starving_rank = g.rank
+                    self._reserve_for(g, upcoming)
                 else:
                     reason = self._never_idle(reason)
             self._record(g, reason, self.capacity_epoch if status == "unschedulable" else None)
             (result.unschedulable if status == "unschedulable" else result.undecided).append(g.pk)
+        self._hold(False)
         self.cursor = new_cursor
         self._persist()
 
-    def _starving_before(self, prefix: list[_Queued], starvation: timedelta) -> int | None:
+    def _starving_before(self, prefix: list[_Queued], starvation: timedelta) -> _Queued | None:
         """The starvation guard over the part of the queue a resumed cycle does not walk first: the
         first gang there that did not fit last time, has waited long enough and fits the idle pool."""
         for g in prefix:
             waited = self.now - (g.scheduling_since or self.now)
             if g.proof_epoch is not None and waited > starvation:
-                return g.rank if g.idle_fit and g.idle_fit_epoch == self.inventory_epoch else None
+                return g if g.idle_fit and g.idle_fit_epoch == self.inventory_epoch else None
         return None
+
+    # -- the starvation guard's reservation --------------------------------------------------------------
+
+    def _reserve_for(self, g: _Queued, upcoming: list[_Queued]) -> None:
+        """Keep machines for a starving gang: those of its placement on the idle pool. Gangs of its
+        priority and below behind it are then placed only elsewhere, so that the work on those
+        machines drains and nothing of its rank or below takes their place, while the rest of the pool
+        keeps being backfilled (docs/design.md §6). None (hold every such gang) if it has no such
+        placement."""
+        outcome = solve(self.idle_index(), self.request(g, upcoming), self.policy)
+        self.reserved = (tuple(sorted({node for _task, node in outcome.assignments}))
+                         if isinstance(outcome, Placement) else None)
+
+    def _hold(self, held: bool) -> None:
+        """Take the reserved machines' free capacity off the index while a held gang is decided (its
+        verdicts and victim searches are memoised apart: :meth:`_memo_key`), give it back otherwise."""
+        if held == self.holding:
+            return
+        if held:
+            nodes = self.index.nodes
+            for name in self.reserved or ():
+                f = nodes[name].free
+                if f.gpu or f.cpu or f.memory or f.storage:
+                    self.blocked.append((name, (f.gpu, f.cpu, f.memory, f.storage)))
+            self.index.place(self.blocked)
+        else:
+            self.index.release(self.blocked)
+            self.blocked = []
+        self.holding = held
+
+    def _memo_key(self, g: _Queued, upcoming: list[_Queued]) -> str:
+        """The gang's signature, told apart while the reserved machines are held back (a verdict there
+        is not one on the whole pool)."""
+        signature = self.signature(g, upcoming)
+        return f"{signature}|reserved" if signature and self.holding and self.reserved else signature
+
+    def _behind_starving(self, g: _Queued) -> None:
+        if g.reason_code != BEHIND_STARVING["code"] or not self.incremental:
+            self._record(g, dict(BEHIND_STARVING), None)
+        self.result.unschedulable.append(g.pk)
 
     def _decide(self, g: _Queued, upcoming: list[_Queued]) -> tuple[dict[str, Any], str] | None:
         """Solve the gang (or take the verdict of an identical one); None when it was placed."""
         result = self.result
         if self.incremental:
-            shared = self.memo.get(self.signature(g, upcoming))
+            shared = self.memo.get(self._memo_key(g, upcoming))
             if shared is not None:
                 result.shared += 1
                 return shared
@@ -459,7 +513,7 @@ class _Walk:
         assert isinstance(outcome, Unplaceable)
         verdict = (result_to_json(outcome), outcome.status)
         if self.incremental:
-            self.memo[self.signature(g, upcoming)] = verdict
+            self.memo[self._memo_key(g, upcoming)] = verdict
         return verdict
 
     def _take(self, g: _Queued, request: GroupRequest, placement: Placement) -> None:
@@ -481,6 +535,10 @@ class _Walk:
         preemption in this cycle. True when it was placed."""
         if g.rank >= LOW_RANK or self.preemptions is None:
             return False
+        if self.preemptions.absent is None and self.holding:  # built on the whole pool, kept machines free
+            self._hold(False)
+            self.preemptions.absent_view(self.index)
+            self._hold(True)
         absent = self.preemptions.absent_view(self.index)
         if absent is None:
             return False
@@ -492,7 +550,7 @@ class _Walk:
                 self._take(g, request, outcome)
                 return True
         elif outcome.status == "unschedulable":
-            self.preemptions.hopeless_mark(self.signature(g, upcoming))
+            self.preemptions.hopeless_mark(self._memo_key(g, upcoming))
         return False
 
     def _preempt(self, g: _Queued, upcoming: list[_Queued]) -> bool:
@@ -500,13 +558,17 @@ class _Walk:
         (:mod:`workflows.scheduling.preemption`). True when it was placed."""
         if self.preemptions is None:
             return False
-        signature = self.signature(g, upcoming)
+        signature = self._memo_key(g, upcoming)
         if not self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
             return False
         request = self.request(g, upcoming)
-        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label)
+        kept = frozenset(self.reserved or ()) if self.holding else frozenset()
+        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept)
         if placement is None:
             return False
+        if self.holding:  # victims' machines among the reserved ones: hold back what they freed there too
+            self._hold(False)
+            self._hold(True)
         if self.quotas:
             self.quotas.add(g, request)
         self.decided.append((g, placement, request))

@@ -29,7 +29,7 @@ searched again in the same cycle (candidates only shrink within it).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.db.models import Count, Q
@@ -159,17 +159,23 @@ class Preemptions:
         """Drop the view without LOW work (a solver error may have left it half-way); rebuilt on demand."""
         self.absent = None
 
-    def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str) -> Placement | None:
+    def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str,
+                  kept: frozenset[str] = frozenset()) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
         candidate would not be enough or there is none.
 
         The placement is the victim search's: valid once exactly the victims are gone (its contract),
-        which is the index's state after their release."""
+        which is the index's state after their release. Machines in ``kept`` (kept for a starving gang)
+        are out of the search: neither used nor worth evicting from."""
         if not self.worth_trying(signature):
             return None
         assert self.running is not None
-        choice = victims_choose(index.snapshot(self.pool.name), request,
+        snapshot = index.snapshot(self.pool.name)
+        if kept:
+            snapshot = replace(snapshot, nodes=tuple(replace(node, schedulable=False) if node.name in kept else node
+                                                     for node in snapshot.nodes))
+        choice = victims_choose(snapshot, request,
                                 [r.candidate for r in self.running.values()], self.policy,
                                 max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                 max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
