@@ -23,6 +23,9 @@ def test_every_policy_runs_and_the_search_never_evicts_an_unneeded_gang():
     assert rows["borrow+search"]["unneeded"] == 0
     for row in rows.values():
         assert 0 < row["gpu_utilisation"] <= 1 and 0 <= row["goodput"] <= row["gpu_utilisation"]
+        # and no job's in-quota wait exceeds its wait (an evicted run's stale end event once counted
+        # the interval before it twice)
+        assert row["in_quota_beyond_wait"] == 0
 
 
 def test_a_grace_period_delays_the_preemptor_and_the_summary_compares_against_no_low_plus_grace():
@@ -50,3 +53,16 @@ def test_a_grace_period_delays_the_preemptor_and_the_summary_compares_against_no
         for p in ("high", "normal"):
             assert 0 <= row[f"{p}_in_quota_mean_wait"] <= row[f"{p}_mean_wait"] + 1e-9
     assert slow["high_in_quota_mean_wait"] > quick["high_in_quota_mean_wait"]
+
+
+def test_an_in_quota_wait_never_exceeds_the_wait():
+    # given a trace where evicted runs leave stale end events behind (a 6-rack pool at twice its load)
+    base = nvl72_pool(1, 2, 3, occupancy=0.0, seed=3)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(150, 3, total, 2.0)
+    # when the service's policy runs it
+    row = simulate("borrow+search", jobs, base, grace=0.5)
+    # then jobs were evicted, and no HIGH/NORMAL job's in-quota wait exceeds its wait (the interval
+    # before a stale event was counted twice: 4 jobs here)
+    assert row["evictions"] > 0
+    assert row["in_quota_beyond_wait"] == 0
