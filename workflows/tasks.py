@@ -50,9 +50,10 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
              max_retries=8, soft_time_limit=110, time_limit=120)
 def group_dispatch_task(*, group_id: int) -> None:
     # acks_late is safe: pod names are deterministic and AlreadyExists counts as success.
+    from osmo.metrics import gang_dispatch_observe
     from workflows.scheduling.pods import group_dispatch
 
-    group_dispatch(group_id=group_id)
+    gang_dispatch_observe(group_dispatch(group_id=group_id))
 
 
 @shared_task(name=jobs.POD_DELETE, ignore_result=True, acks_late=True, reject_on_worker_lost=True,

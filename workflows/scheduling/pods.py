@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -109,9 +110,20 @@ def _sync_pod_request(row: tuple, pool: Pool) -> PodRequest:
                         dispatched_at=dispatched_at)
 
 
-def group_dispatch(*, group_id: int) -> None:
+@dataclass(frozen=True)
+class GangDispatch:
+    """What one dispatch run did to a gang, for the metrics (the caller observes it: no query)."""
+
+    pool: str
+    # From the gang becoming ready to place to its last pod recorded, when this run recorded that pod.
+    ready_to_dispatched: timedelta | None = None
+    refused: bool = False  # the backend refused a pod: the gang failed with FAILED_BACKEND_ERROR
+
+
+def group_dispatch(*, group_id: int) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
+    None when there was nothing to do (the gang is gone or no longer active).
 
     A pod is recorded as dispatched only while its task is still active; if the task ended (the gang
     was cancelled or failed while the pod was being created), the pod just made is deleted again, so
@@ -119,7 +131,7 @@ def group_dispatch(*, group_id: int) -> None:
     """
     group = TaskGroup.objects.select_related("workflow__pool").filter(pk=group_id).first()
     if group is None or group.status not in ACTIVE:
-        return
+        return None
     pool = group.workflow.pool
     backend = backend_for(pool.backend)
     tasks = list(
@@ -127,6 +139,8 @@ def group_dispatch(*, group_id: int) -> None:
         .select_related("node", "workflow", "group")
         .order_by("position")
     )
+    recorded_at = None
+    complete = bool(tasks)  # this run records every pod the gang lacked
     for task in tasks:
         try:
             backend.create_pod(pod_request(task, pool))
@@ -135,16 +149,23 @@ def group_dispatch(*, group_id: int) -> None:
                                                    "group": group.name, "task": task.name, "pod": task.pod_name,
                                                    "reason": str(exc)})
             _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
-            return
-        recorded = _dispatch_record(task.pk)
+            return GangDispatch(pool=pool.name, refused=True)
+        recorded_at = timezone.now()
+        recorded = _dispatch_record(task.pk, recorded_at)
         if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
             # The gang ended while this pod was being created: take it back and stop here.
             backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
             Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
-            return
+            return GangDispatch(pool=pool.name)
+        complete = complete and recorded  # (not recorded: another run did, and observes the gang)
+    if not complete or recorded_at is None:
+        return GangDispatch(pool=pool.name)
+    # Every pod the gang was missing when this run began is recorded now, the last one by this run.
+    return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (group.scheduling_since
+                                                                           or group.workflow.submitted_at))
 
 
-def _dispatch_record(task_id: int) -> bool:
+def _dispatch_record(task_id: int, at: datetime) -> bool:
     """Record the task's pod as created, if the task is still active and not recorded yet: one UPDATE
     per pod, written as SQL (the query builder cost more than the statement). True when recorded."""
     meta = Task._meta
@@ -154,7 +175,7 @@ def _dispatch_record(task_id: int) -> bool:
     sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s WHERE {column['id']} = %s "
            f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(timezone.now()), task_id, *ACTIVE])
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), task_id, *ACTIVE])
         return cursor.rowcount > 0
 
 
