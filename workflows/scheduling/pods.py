@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch import DispatchPermanentError, ListedPod, PodRequest, PodState, backend_for
+from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from scheduler.services.reservations import reservations_release
@@ -125,9 +125,12 @@ def group_dispatch(*, group_id: int) -> GangDispatch | None:
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
     None when there was nothing to do (the gang is gone or no longer active).
 
-    A pod is recorded as dispatched only while its task is still active; if the task ended (the gang
-    was cancelled or failed while the pod was being created), the pod just made is deleted again, so
-    a cancel racing a dispatch never leaves a pod running on capacity that was released.
+    The gang's pods are recorded as dispatched together once created (one UPDATE), and also when an
+    error stops the run (so a retry does not create them again). A worker killed before that leaves
+    them unrecorded: the tick dispatches the gang again and AlreadyExists counts as success. A pod
+    is recorded only while its task is still active; if the task ended (the gang was cancelled or
+    failed while its pods were being created), the pods just made are deleted again, so a cancel
+    racing a dispatch never leaves a pod running on capacity that was released.
     """
     group = TaskGroup.objects.select_related("workflow__pool").filter(pk=group_id).first()
     if group is None or group.status not in ACTIVE:
@@ -139,44 +142,57 @@ def group_dispatch(*, group_id: int) -> GangDispatch | None:
         .select_related("node", "workflow", "group")
         .order_by("position")
     )
-    recorded_at = None
-    complete = bool(tasks)  # this run records every pod the gang lacked
-    for task in tasks:
-        try:
-            backend.create_pod(pod_request(task, pool))
-        except DispatchPermanentError as exc:
-            logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": group.workflow.workflow_id,
-                                                   "group": group.name, "task": task.name, "pod": task.pod_name,
-                                                   "reason": str(exc)})
-            _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
-            return GangDispatch(pool=pool.name, refused=True)
+    created: list[Task] = []
+    refused = ""
+    try:
+        for task in tasks:
+            try:
+                backend.create_pod(pod_request(task, pool))
+            except DispatchPermanentError as exc:
+                logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": group.workflow.workflow_id,
+                                                       "group": group.name, "task": task.name, "pod": task.pod_name,
+                                                       "reason": str(exc)})
+                refused = f"pod {task.pod_name}: {exc}"
+                break
+            created.append(task)
+    finally:
         recorded_at = timezone.now()
-        recorded = _dispatch_record(task.pk, recorded_at)
-        if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
-            # The gang ended while this pod was being created: take it back and stop here.
-            backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
-            Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
-            return GangDispatch(pool=pool.name)
-        complete = complete and recorded  # (not recorded: another run did, and observes the gang)
-    if not complete or recorded_at is None:
+        complete = _dispatch_record(created, recorded_at, pool=pool, backend=backend) if created else False
+    if refused:
+        _group_backend_failure(group_id, refused)
+        return GangDispatch(pool=pool.name, refused=True)
+    if not complete or len(created) < len(tasks):
         return GangDispatch(pool=pool.name)
-    # Every pod the gang was missing when this run began is recorded now, the last one by this run.
+    # Every pod the gang was missing when this run began is recorded now, by this run.
     return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (group.scheduling_since
                                                                            or group.workflow.submitted_at))
 
 
-def _dispatch_record(task_id: int, at: datetime) -> bool:
-    """Record the task's pod as created, if the task is still active and not recorded yet: one UPDATE
-    per pod, written as SQL (the query builder cost more than the statement). True when recorded."""
+def _dispatch_record(tasks: list[Task], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
+    """Record the pods of ``tasks`` as created, for the tasks still active and not recorded yet: one
+    UPDATE, written as SQL (the query builder cost more than the statement). A task no longer active
+    has its pod deleted again (NotFound is success). True when every pod was recorded by this call."""
     meta = Task._meta
     quote = connection.ops.quote_name
     column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
                                                                                            "status")}
-    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s WHERE {column['id']} = %s "
+    ids = [task.pk for task in tasks]
+    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s "
+           f"WHERE {column['id']} IN ({', '.join(['%s'] * len(ids))}) "
            f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), task_id, *ACTIVE])
-        return cursor.rowcount > 0
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), *ids, *ACTIVE])
+        if cursor.rowcount == len(ids):
+            return True
+    # Some were not recorded: another run recorded them (the task is active), or the gang ended while
+    # its pods were being created: take those back.
+    ended = set(Task.objects.filter(pk__in=ids).exclude(status__in=ACTIVE).values_list("pk", flat=True))
+    for task in tasks:
+        if task.pk in ended:
+            backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
+    if ended:
+        Task.objects.filter(pk__in=ended).update(pod_deleted_at=timezone.now())
+    return False
 
 
 @transaction.atomic
