@@ -146,7 +146,8 @@ def cycle_result_observe(result: Any, *, seconds: float) -> None:
 # Dispatch: Celery signals in the worker process that ran the task
 # ------------------------------------------------------------------------------------------------
 GROUP_DISPATCH = "scheduler.group_dispatch"
-DISPATCH_TASKS = frozenset({GROUP_DISPATCH, "scheduler.pod_delete"})
+GROUPS_DISPATCH = "scheduler.groups_dispatch"
+DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, "scheduler.pod_delete"})
 _cpu_lock = threading.Lock()
 _cpu_started: dict[str, float] = {}  # task id -> thread CPU time when it started
 
@@ -181,6 +182,12 @@ def _on_task_failure(sender: Any = None, **_: Any) -> None:
     name = getattr(sender, "name", None)
     if name in DISPATCH_TASKS:
         DISPATCH_ERRORS.labels(task=name, kind="failed").inc()
+
+
+def dispatch_handed_over() -> None:
+    """A gang of a ``scheduler.groups_dispatch`` batch met a transient error and went on in its own
+    ``scheduler.group_dispatch`` message (which retries with backoff): a retry of the batch task."""
+    DISPATCH_ERRORS.labels(task=GROUPS_DISPATCH, kind="retry").inc()
 
 
 def gang_dispatch_observe(outcome: Any, *, task: str = GROUP_DISPATCH) -> None:
