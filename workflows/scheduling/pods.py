@@ -137,11 +137,10 @@ def group_dispatch(*, group_id: int) -> GangDispatch | None:
         return None
     pool = group.workflow.pool
     backend = backend_for(pool.backend)
-    tasks = list(
-        group.tasks.filter(status__in=ACTIVE, dispatched_at__isnull=True)
-        .select_related("node", "workflow", "group")
-        .order_by("position")
-    )
+    tasks = list(group.tasks.filter(status__in=ACTIVE, dispatched_at__isnull=True).select_related("node")
+                 .order_by("position"))
+    for task in tasks:  # the gang and its workflow are read already: not joined again per task
+        task.group, task.workflow = group, group.workflow
     created: list[Task] = []
     refused = ""
     try:
