@@ -13,8 +13,9 @@ The web process answers the scrape, but much of the work happens in Celery worke
   Files are named by host and process id, so containers sharing a volume never write the same file;
   counters of processes that exited stay in the sum, as Prometheus expects of a counter.
 
-Recording: :func:`cycle_observe` (called by the placement-cycle task) and Celery signal handlers for
-the dispatch tasks (connected when a worker imports this module: ``CELERY_IMPORTS``).
+Recording: :func:`cycle_observe` (called by the placement-cycle task), :func:`gang_dispatch_observe`
+(called by the dispatch tasks) and Celery signal handlers for every task's CPU and the dispatch
+tasks' retries and failures (connected when a worker imports this module: ``CELERY_IMPORTS``).
 """
 
 from __future__ import annotations
@@ -145,43 +146,28 @@ def cycle_result_observe(result: Any, *, seconds: float) -> None:
 # Dispatch: Celery signals in the worker process that ran the task
 # ------------------------------------------------------------------------------------------------
 GROUP_DISPATCH = "scheduler.group_dispatch"
-DISPATCH_TASKS = frozenset({GROUP_DISPATCH, "scheduler.pod_delete"})
-_dispatch_started: dict[str, datetime] = {}
-_dispatch_lock = threading.Lock()
+GROUPS_DISPATCH = "scheduler.groups_dispatch"
+DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, "scheduler.pod_delete"})
+_cpu_lock = threading.Lock()
 _cpu_started: dict[str, float] = {}  # task id -> thread CPU time when it started
 
 
 @task_prerun.connect(dispatch_uid="osmo.metrics.prerun")
 def _on_task_prerun(sender: Any = None, task_id: str | None = None, **_: Any) -> None:
     if task_id:
-        with _dispatch_lock:
+        with _cpu_lock:
             _cpu_started[task_id] = time.thread_time()
-    if getattr(sender, "name", None) == GROUP_DISPATCH and task_id:
-        with _dispatch_lock:
-            _dispatch_started[task_id] = timezone.now()
 
 
 @task_postrun.connect(dispatch_uid="osmo.metrics.postrun")
-def _on_task_postrun(sender: Any = None, task_id: str | None = None, kwargs: dict | None = None,
-                     state: str | None = None, **_: Any) -> None:
+def _on_task_postrun(sender: Any = None, task_id: str | None = None, **_: Any) -> None:
     name = getattr(sender, "name", None)
     if task_id and name:
-        with _dispatch_lock:
+        with _cpu_lock:
             cpu_started = _cpu_started.pop(task_id, None)
         if cpu_started is not None:
             TASK_CPU_SECONDS.labels(task=name).inc(max(0.0, time.thread_time() - cpu_started))
             TASK_RUNS.labels(task=name).inc()
-    if name != GROUP_DISPATCH or not task_id:
-        return
-    with _dispatch_lock:
-        started = _dispatch_started.pop(task_id, None)
-    group_id = (kwargs or {}).get("group_id")
-    if state != "SUCCESS" or started is None or not isinstance(group_id, int):
-        return
-    try:
-        group_dispatch_observe(group_id=group_id, started=started)
-    except DjangoDatabaseError:
-        logger.warning("metrics.dispatch_observe_failed", extra={"group_id": group_id}, exc_info=True)
 
 
 @task_retry.connect(dispatch_uid="osmo.metrics.retry")
@@ -198,30 +184,25 @@ def _on_task_failure(sender: Any = None, **_: Any) -> None:
         DISPATCH_ERRORS.labels(task=name, kind="failed").inc()
 
 
-def group_dispatch_observe(*, group_id: int, started: datetime) -> None:
-    """After a dispatch run of the gang that began at ``started``: if this run created the gang's last
-    pod, observe the gang's latency; if the backend refused the gang during this run, count a permanent
-    dispatch error. A re-dispatch of a gang that was complete already observes nothing."""
-    from django.db.models import Count, Max, Q
+def dispatch_handed_over() -> None:
+    """A gang of a ``scheduler.groups_dispatch`` batch met a transient error and went on in its own
+    ``scheduler.group_dispatch`` message (which retries with backoff): a retry of the batch task."""
+    DISPATCH_ERRORS.labels(task=GROUPS_DISPATCH, kind="retry").inc()
 
-    from workflows.choices import TaskStatus
-    from workflows.models import TaskGroup
 
-    row = (
-        TaskGroup.objects.filter(pk=group_id)
-        .annotate(last=Max("tasks__dispatched_at"), missing=Count("tasks", filter=Q(tasks__dispatched_at__isnull=True)))
-        .values_list("status", "finished_at", "scheduling_since", "workflow__submitted_at", "workflow__pool__name",
-                     "last", "missing")
-        .first()
-    )
-    if row is None:
+def gang_dispatch_observe(outcome: Any, *, task: str = GROUP_DISPATCH) -> None:
+    """After a dispatch run of a gang (``outcome``: ``workflows.scheduling.pods.group_dispatch``'s
+    ``GangDispatch``, or None when it had nothing to do): if the
+    run recorded the gang's last pod, observe the gang's latency; if the backend refused the gang,
+    count a permanent dispatch error. A re-dispatch of a gang that was complete already observes
+    nothing. No query: the run knows both."""
+    if outcome is None:
         return
-    status, finished_at, ready_at, submitted_at, pool, last, missing = row
-    if status == TaskStatus.FAILED_BACKEND_ERROR and finished_at is not None and finished_at >= started:
-        DISPATCH_ERRORS.labels(task=GROUP_DISPATCH, kind="permanent").inc()
-    elif missing == 0 and last is not None and last >= started:
-        since = ready_at or submitted_at
-        SUBMIT_TO_DISPATCHED_SECONDS.labels(pool=pool).observe(max(0.0, (last - since).total_seconds()))
+    if outcome.refused:
+        DISPATCH_ERRORS.labels(task=task, kind="permanent").inc()
+    elif outcome.ready_to_dispatched is not None:
+        SUBMIT_TO_DISPATCHED_SECONDS.labels(pool=outcome.pool).observe(
+            max(0.0, outcome.ready_to_dispatched.total_seconds()))
 
 
 # ------------------------------------------------------------------------------------------------

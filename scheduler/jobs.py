@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 PLACEMENT_CYCLE = "scheduler.placement_cycle_run"
 GROUP_DISPATCH = "scheduler.group_dispatch"
+GROUPS_DISPATCH = "scheduler.groups_dispatch"
 POD_DELETE = "scheduler.pod_delete"
 PODS_EVICT = "scheduler.pods_evict"
 PODS_SYNC = "scheduler.pods_sync"
@@ -38,8 +39,8 @@ def _send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
     app.send_task(name, kwargs=kwargs, countdown=countdown)
 
 
-def _on_commit(name: str, **kwargs: Any) -> None:
-    transaction.on_commit(lambda: _send(name, **kwargs), robust=True)
+def _on_commit(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
+    transaction.on_commit(lambda: _send(name, countdown=countdown, **kwargs), robust=True)
 
 
 def placement_cycle_request(pool_id: int) -> None:
@@ -88,9 +89,22 @@ def tick_followup() -> None:
     transaction.on_commit(lambda: _send(TICK, countdown=interval), robust=True)
 
 
-def group_dispatch_request(group_id: int) -> None:
-    """Create the pods of a placed gang."""
-    _on_commit(GROUP_DISPATCH, group_id=group_id)
+def group_dispatch_request(group_id: int, *, countdown: float | None = None) -> None:
+    """Create the pods of a placed gang, in a message of its own (retried with backoff on transient
+    errors): the tick's re-dispatch, and a gang whose batch met a transient error."""
+    _on_commit(GROUP_DISPATCH, countdown=countdown, group_id=group_id)
+
+
+def groups_dispatch_request(group_ids: Iterable[int]) -> None:
+    """Create the pods of the gangs a placement cycle placed: one message per
+    ``OSMO_DISPATCH_BATCH_GANGS`` gangs, not one per gang (Celery's own work around a message costs
+    about what dispatching a gang does). A lost message is covered like a lost per-gang one: the tick
+    re-dispatches a placed gang whose pods are missing ``OSMO_REDISPATCH_AFTER_SECONDS`` after its
+    placement."""
+    ids = sorted(set(group_ids))
+    size = max(1, int(settings.OSMO_DISPATCH_BATCH_GANGS))
+    for start in range(0, len(ids), size):
+        _on_commit(GROUPS_DISPATCH, group_ids=ids[start:start + size])
 
 
 def pods_delete_request(task_ids: Iterable[int]) -> None:

@@ -50,9 +50,32 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
              max_retries=8, soft_time_limit=110, time_limit=120)
 def group_dispatch_task(*, group_id: int) -> None:
     # acks_late is safe: pod names are deterministic and AlreadyExists counts as success.
+    from osmo.metrics import gang_dispatch_observe
     from workflows.scheduling.pods import group_dispatch
 
-    group_dispatch(group_id=group_id)
+    gang_dispatch_observe(group_dispatch(group_id=group_id))
+
+
+@shared_task(name=jobs.GROUPS_DISPATCH, ignore_result=True, acks_late=True, reject_on_worker_lost=True,
+             soft_time_limit=110, time_limit=120)
+def groups_dispatch_task(*, group_ids: list[int]) -> None:
+    """The pods of the gangs one placement cycle placed, one gang after the other in one message.
+    acks_late is safe as for group_dispatch_task (a redelivered batch skips what is recorded). A gang
+    whose dispatch meets a transient error goes on in a group_dispatch message of its own, with that
+    task's retries and backoff, and the batch goes on with the next gang. What a batch stopped by its
+    time limit or a lost worker leaves undispatched, the tick re-dispatches."""
+    from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
+    from workflows.scheduling.pods import group_dispatch
+
+    for group_id in group_ids:
+        try:
+            outcome = group_dispatch(group_id=group_id)
+        except (DispatchTransientError, OperationalError) as exc:
+            logger.warning("dispatch.retry_alone", extra={"group_id": group_id, "reason": str(exc)})
+            dispatch_handed_over()
+            jobs.group_dispatch_request(group_id, countdown=2)
+            continue
+        gang_dispatch_observe(outcome, task=jobs.GROUPS_DISPATCH)
 
 
 @shared_task(name=jobs.POD_DELETE, ignore_result=True, acks_late=True, reject_on_worker_lost=True,

@@ -244,6 +244,9 @@ OSMO_REFUSE_NEVER_FITS = env.bool("OSMO_REFUSE_NEVER_FITS", default=True)
 OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 # Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
 OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
+# The gangs a placement cycle placed are dispatched in messages of up to this many gangs each
+# (scheduler.groups_dispatch); 1 sends one message per gang.
+OSMO_DISPATCH_BATCH_GANGS = env.int("OSMO_DISPATCH_BATCH_GANGS", default=16)
 # A placed gang whose pods were not created after this long is dispatched again...
 OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
 # ...and fails with FAILED_BACKEND_ERROR (capacity released) if its pods still do not exist after this.
@@ -266,6 +269,7 @@ CELERY_TASK_ROUTES = {
     "scheduler.pods_sync": {"queue": "scheduler"},
     "scheduler.tick": {"queue": "scheduler"},
     "scheduler.group_dispatch": {"queue": "dispatch"},
+    "scheduler.groups_dispatch": {"queue": "dispatch"},
     "scheduler.pod_delete": {"queue": "dispatch"},
     "scheduler.pods_evict": {"queue": "dispatch"},
     "scheduler.worker_heartbeat": {"queue": "default"},

@@ -11,6 +11,7 @@ from django.utils import timezone
 from kubernetes import client as k8s_client
 
 from scheduler import jobs
+from scheduler.dispatch import DispatchTransientError
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.models import Reservation
 from tests.factories import make_node, make_pool
@@ -93,6 +94,53 @@ def test_a_pod_created_but_not_recorded_is_deleted_by_cancel_and_by_the_sync(use
     assert counts["deleted"] == 1
     calls = [(r.method, r.path) for r in kube_api.requests][-2:]
     assert calls == [("GET", PODS), ("DELETE", f"{PODS}/{task.pod_name}")]
+
+
+def test_a_worker_killed_before_recording_a_gangs_pods_is_redispatched_without_a_second_pod(
+        user, kube_api, kube_pool, settings, django_capture_on_commit_callbacks):
+    """A gang's pods are recorded in one UPDATE after they were all created: a worker killed between
+    the creates and that UPDATE leaves pods that exist and are not recorded."""
+    # given a placed 2-task gang whose pods were created, the record never written (the worker died)
+    settings.OSMO_REDISPATCH_AFTER_SECONDS = 20
+    workflow, task = placed(user, kube_pool, tasks=2)
+    tasks = list(Task.objects.filter(workflow=workflow).order_by("position"))
+    for each in tasks:
+        kube_api.reply("POST", PODS, 201, "pod_created.json")
+        pods.backend_for("kubernetes").create_pod(pods.pod_request(each, kube_pool))
+    assert not Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).exists()
+    # when the tick finds the gang stranded past the grace period and its dispatch runs again
+    TaskGroup.objects.filter(pk=task.group_id).update(dispatch_requested_at=timezone.now() - timedelta(seconds=60))
+    with django_capture_on_commit_callbacks(execute=True):
+        redispatch = pods.tick()["redispatch"]
+    assert redispatch == [task.group_id]
+    for _each in tasks:
+        kube_api.reply("POST", PODS, 409, "status_already_exists.json")
+    pods.group_dispatch(group_id=task.group_id)
+    # then the same two pods were asked for again (AlreadyExists: success), recorded, none deleted
+    posts = [r.body["metadata"]["name"] for r in kube_api.requests if r.method == "POST"]
+    assert posts == [t.pod_name for t in tasks] * 2
+    assert "DELETE" not in [r.method for r in kube_api.requests]
+    assert not Task.objects.filter(workflow=workflow, dispatched_at__isnull=True).exists()
+
+
+def test_a_transient_error_mid_gang_records_the_pods_made_so_the_retry_posts_only_the_rest(user, kube_api,
+                                                                                           kube_pool):
+    # given a placed 2-task gang; the API server creates the first pod, then answers 500
+    workflow, task = placed(user, kube_pool, tasks=2)
+    first, second = Task.objects.filter(workflow=workflow).order_by("position")
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    kube_api.reply("POST", PODS, 500, "status_internal_error.json")
+    # when the dispatch runs (the error propagates for Celery to retry), then is retried
+    with pytest.raises(DispatchTransientError):
+        pods.group_dispatch(group_id=task.group_id)
+    assert list(Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).values_list("pk", flat=True)) == [
+        first.pk]
+    kube_api.reply("POST", PODS, 201, "pod_created.json")
+    pods.group_dispatch(group_id=task.group_id)
+    # then the retry posted only the pod not made yet, and both are recorded
+    posts = [r.body["metadata"]["name"] for r in kube_api.requests if r.method == "POST"]
+    assert posts == [first.pod_name, second.pod_name, second.pod_name]
+    assert not Task.objects.filter(workflow=workflow, dispatched_at__isnull=True).exists()
 
 
 def test_the_sync_deletes_pods_no_task_has_and_pods_on_the_wrong_node(user, kube_api, kube_pool):

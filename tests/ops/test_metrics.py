@@ -182,21 +182,24 @@ def test_dispatch_errors_are_counted_by_kind(client, user, celery_worker_factory
     celery_worker_factory("kube", env={**worker_env, "KUBECONFIG": str(tmp_path / "kubeconfig"),
                                        "OSMO_K8S_AUTH_RETRIES": "0"})
     try:
-        # when a gang is submitted: its first dispatch hits the 500 (retried), the second the 403
+        # when a gang is submitted: its first dispatch (the cycle's batch) hits the 500, the gang goes on
+        # in its own group_dispatch message, which hits the 403
         workflow = submit(user, "metrics-kube", "refused")
         wait_for(lambda: Workflow.objects.get(pk=workflow.pk).status == "FAILED_BACKEND_ERROR", timeout=60,
                  message="gang failed by the backend")
     finally:
         api.stop()
 
-    # then one retry and one permanent error are counted
-    def delta(kind: str) -> float:
-        labels = {"task": "scheduler.group_dispatch", "kind": kind}
+    # then one retry (of the batch) and one permanent error (of the gang's own task) are counted
+    def delta(kind: str, task: str = "scheduler.group_dispatch") -> float:
+        labels = {"task": task, "kind": kind}
         return (value(scrape(client), "osmo_dispatch_errors_total", **labels) or 0) - (
             value(before, "osmo_dispatch_errors_total", **labels) or 0)
 
     wait_for(lambda: delta("permanent") == 1, timeout=10, message="permanent error counted")
-    assert (delta("retry"), delta("permanent"), delta("failed")) == (1, 1, 0)
+    batch = "scheduler.groups_dispatch"
+    assert (delta("retry", batch), delta("permanent", batch), delta("failed", batch)) == (1, 0, 0)
+    assert (delta("retry"), delta("permanent"), delta("failed")) == (0, 1, 0)
     # (the pod list of the sync and the failure path's delete of the named pod may come too)
     assert [request.method for request in api.requests if request.method == "POST"] == ["POST", "POST"]
 

@@ -207,6 +207,37 @@ def test_worker_killed_mid_cycle_loses_nothing_and_double_books_nothing(user, ce
     assert_reservations_match_tasks(pool)
 
 
+def test_gangs_whose_dispatch_batch_died_with_its_worker_are_dispatched_by_the_tick(user, celery_worker_factory,
+                                                                                     celery_beat, worker_env, tmp_path):
+    """The worker is SIGKILLed after its cycle committed and before the cycle's dispatch batch ran:
+    the batch message is gone with it (dropped from the queue here), and the placed gangs are
+    dispatched all the same, by the tick's re-dispatch."""
+    import redis
+    from django.conf import settings
+
+    from tests.conftest import WorkerProcess
+
+    # given a worker that places but does not dispatch (it does not consume the dispatch queue)
+    pool = _small_cluster("lost-batch", sim=600)
+    placer = WorkerProcess(worker_env, tmp_path / "placer.log", name="placer", queues="scheduler,default")
+    try:
+        gangs = [workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"lost{i}", 2, 4, 600))[0]
+                 for i in range(3)]
+        wait_for(lambda: TaskGroup.objects.filter(workflow__in=gangs, status="INITIALIZING").count() == 3,
+                 timeout=30, message="gangs placed")
+        # when it is killed, and the batch it sent is lost
+    finally:
+        placer.kill()
+        placer.stop()
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("dispatch")
+    assert Task.objects.filter(workflow__in=gangs, dispatched_at__isnull=False).count() == 0
+    # then a fresh worker (beat keeps ticking) dispatches every pod of the three gangs
+    celery_worker_factory("rescuer")
+    wait_for(lambda: not Task.objects.filter(workflow__in=gangs, dispatched_at__isnull=True).exists(), timeout=60,
+             interval=0.5, message="pods dispatched after the lost batch")
+    assert_reservations_match_tasks(pool)
+
+
 def test_work_progresses_without_beat(user, celery_worker_factory):
     """Beat is gone (never started here): the workers' own tick chain syncs pods and completes work."""
     # given a worker and no beat

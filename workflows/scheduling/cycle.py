@@ -199,8 +199,7 @@ def placement_cycle_run(
                 Pool.objects.filter(pk=pool.pk).update(cycle_state=state)
         if result.refresh:
             workflows_status_refresh(workflows_lock(result.refresh).values())
-        for group_id in result.placed:
-            jobs.group_dispatch_request(group_id)
+        jobs.groups_dispatch_request(result.placed)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:
         logger.info(
             "placement.cycle",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -29,7 +30,7 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch import DispatchPermanentError, ListedPod, PodRequest, PodState, backend_for
+from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from scheduler.services.reservations import reservations_release
@@ -109,53 +110,88 @@ def _sync_pod_request(row: tuple, pool: Pool) -> PodRequest:
                         dispatched_at=dispatched_at)
 
 
-def group_dispatch(*, group_id: int) -> None:
+@dataclass(frozen=True)
+class GangDispatch:
+    """What one dispatch run did to a gang, for the metrics (the caller observes it: no query)."""
+
+    pool: str
+    # From the gang becoming ready to place to its last pod recorded, when this run recorded that pod.
+    ready_to_dispatched: timedelta | None = None
+    refused: bool = False  # the backend refused a pod: the gang failed with FAILED_BACKEND_ERROR
+
+
+def group_dispatch(*, group_id: int) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
+    None when there was nothing to do (the gang is gone or no longer active).
 
-    A pod is recorded as dispatched only while its task is still active; if the task ended (the gang
-    was cancelled or failed while the pod was being created), the pod just made is deleted again, so
-    a cancel racing a dispatch never leaves a pod running on capacity that was released.
+    The gang's pods are recorded as dispatched together once created (one UPDATE), and also when an
+    error stops the run (so a retry does not create them again). A worker killed before that leaves
+    them unrecorded: the tick dispatches the gang again and AlreadyExists counts as success. A pod
+    is recorded only while its task is still active; if the task ended (the gang was cancelled or
+    failed while its pods were being created), the pods just made are deleted again, so a cancel
+    racing a dispatch never leaves a pod running on capacity that was released.
     """
     group = TaskGroup.objects.select_related("workflow__pool").filter(pk=group_id).first()
     if group is None or group.status not in ACTIVE:
-        return
+        return None
     pool = group.workflow.pool
     backend = backend_for(pool.backend)
-    tasks = list(
-        group.tasks.filter(status__in=ACTIVE, dispatched_at__isnull=True)
-        .select_related("node", "workflow", "group")
-        .order_by("position")
-    )
-    for task in tasks:
-        try:
-            backend.create_pod(pod_request(task, pool))
-        except DispatchPermanentError as exc:
-            logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": group.workflow.workflow_id,
-                                                   "group": group.name, "task": task.name, "pod": task.pod_name,
-                                                   "reason": str(exc)})
-            _group_backend_failure(group_id, f"pod {task.pod_name}: {exc}")
-            return
-        recorded = _dispatch_record(task.pk)
-        if not recorded and not Task.objects.filter(pk=task.pk, status__in=ACTIVE).exists():
-            # The gang ended while this pod was being created: take it back and stop here.
-            backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
-            Task.objects.filter(pk=task.pk).update(pod_deleted_at=timezone.now())
-            return
+    tasks = list(group.tasks.filter(status__in=ACTIVE, dispatched_at__isnull=True).select_related("node")
+                 .order_by("position"))
+    for task in tasks:  # the gang and its workflow are read already: not joined again per task
+        task.group, task.workflow = group, group.workflow
+    created: list[Task] = []
+    refused = ""
+    try:
+        for task in tasks:
+            try:
+                backend.create_pod(pod_request(task, pool))
+            except DispatchPermanentError as exc:
+                logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": group.workflow.workflow_id,
+                                                       "group": group.name, "task": task.name, "pod": task.pod_name,
+                                                       "reason": str(exc)})
+                refused = f"pod {task.pod_name}: {exc}"
+                break
+            created.append(task)
+    finally:
+        recorded_at = timezone.now()
+        complete = _dispatch_record(created, recorded_at, pool=pool, backend=backend) if created else False
+    if refused:
+        _group_backend_failure(group_id, refused)
+        return GangDispatch(pool=pool.name, refused=True)
+    if not complete or len(created) < len(tasks):
+        return GangDispatch(pool=pool.name)
+    # Every pod the gang was missing when this run began is recorded now, by this run.
+    return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (group.scheduling_since
+                                                                           or group.workflow.submitted_at))
 
 
-def _dispatch_record(task_id: int) -> bool:
-    """Record the task's pod as created, if the task is still active and not recorded yet: one UPDATE
-    per pod, written as SQL (the query builder cost more than the statement). True when recorded."""
+def _dispatch_record(tasks: list[Task], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
+    """Record the pods of ``tasks`` as created, for the tasks still active and not recorded yet: one
+    UPDATE, written as SQL (the query builder cost more than the statement). A task no longer active
+    has its pod deleted again (NotFound is success). True when every pod was recorded by this call."""
     meta = Task._meta
     quote = connection.ops.quote_name
     column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
                                                                                            "status")}
-    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s WHERE {column['id']} = %s "
+    ids = [task.pk for task in tasks]
+    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s "
+           f"WHERE {column['id']} IN ({', '.join(['%s'] * len(ids))}) "
            f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(timezone.now()), task_id, *ACTIVE])
-        return cursor.rowcount > 0
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), *ids, *ACTIVE])
+        if cursor.rowcount == len(ids):
+            return True
+    # Some were not recorded: another run recorded them (the task is active), or the gang ended while
+    # its pods were being created: take those back.
+    ended = set(Task.objects.filter(pk__in=ids).exclude(status__in=ACTIVE).values_list("pk", flat=True))
+    for task in tasks:
+        if task.pk in ended:
+            backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
+    if ended:
+        Task.objects.filter(pk__in=ended).update(pod_deleted_at=timezone.now())
+    return False
 
 
 @transaction.atomic
