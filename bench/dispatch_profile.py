@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import secrets
 import sys
-import tempfile
 import time
 import uuid
+
+from bench.inprocess import django_production_setup
 
 
 def main() -> None:
@@ -34,15 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds; the minimum is reported")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
-    if not (os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get("REDIS_URL")):
-        raise SystemExit("Set DATABASE_URL (PostgreSQL) and REDIS_URL (source scripts/services.sh; services_start).")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "osmo.settings.production"
-    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(32))
-    os.environ.setdefault("OSMO_DATA_DIR", tempfile.mkdtemp(prefix="osmo-dispatch-profile-"))
-    os.environ["LOG_LEVEL"] = "WARNING"
-    import django
-
-    django.setup()
+    django_production_setup("dispatch-profile")
     from django.conf import settings
     from django.contrib.auth.models import User
     from django.core.management import call_command

@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
-import secrets
 import sys
-import tempfile
 import time
 import uuid
+
+from bench.inprocess import django_production_setup
 
 
 def main() -> None:
@@ -41,16 +40,7 @@ def main() -> None:
     parser.add_argument("--queries", action="store_true", help="print the SQL of one submission")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
-    if not (os.environ.get("DATABASE_URL", "").startswith("postgres") and os.environ.get("REDIS_URL")):
-        raise SystemExit("Set DATABASE_URL (PostgreSQL) and REDIS_URL (source scripts/services.sh; services_start).")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "osmo.settings.production"
-    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(32))
-    os.environ.setdefault("OSMO_DATA_DIR", tempfile.mkdtemp(prefix="osmo-submit-profile-"))
-    os.environ["LOG_LEVEL"] = "WARNING"
-    os.environ["OSMO_THROTTLE_USER"] = "1000000/min"
-    import django
-
-    django.setup()
+    django_production_setup("submit-profile", OSMO_THROTTLE_USER="1000000/min")
     from django.core.management import call_command
     from django.db import connection
     from django.test import Client
