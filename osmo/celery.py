@@ -1,12 +1,16 @@
 """The Celery application. Configuration comes from Django settings (``CELERY_*``)."""
 
+import logging
 import os
 from enum import StrEnum
+from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings.local")
+
+logger = logging.getLogger(__name__)
 
 app = Celery("osmo")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -46,3 +50,48 @@ def _tick_on_worker_start(sender: object, **kwargs: object) -> None:
 
     if settings.OSMO_TICK_WITHOUT_BEAT:
         app.send_task("scheduler.tick")
+
+
+TICK_WATCH = "scheduler.tick_watch"
+
+
+class TickWatchdog(bootsteps.StartStopStep):
+    """Every worker is a backup for the tick chain (docs/design.md §10).
+
+    The chain is one pending follow-up tick, a message with a countdown that some worker holds until
+    it is due. If that worker is killed (SIGKILL, out of memory) while beat is gone too, the message
+    comes back only after the broker's visibility timeout (an hour), and nothing syncs pods until a
+    worker starts or a submission runs a cycle. So each worker's own timer (in its main process, which
+    lives as long as the worker) sends ``scheduler.tick_watch`` every three tick intervals; that task
+    runs a tick when none ran for that long, and the tick starts a new chain. While beat or the chain
+    is alive, the watch finds a fresh tick and does nothing (one small message per worker every few
+    seconds). The main process only sends: the check runs in a task, where database connections belong.
+    """
+
+    requires = ("celery.worker.components:Timer",)
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        self.timer_entry: Any = None
+
+    def start(self, worker: Any) -> None:
+        from django.conf import settings
+
+        if not settings.OSMO_TICK_WITHOUT_BEAT:
+            return
+        every = float(settings.OSMO_PLACEMENT_TICK_SECONDS) * 3
+        self.timer_entry = worker.timer.call_repeatedly(every, _tick_watch_send, (every,), priority=10)
+
+    def stop(self, worker: Any) -> None:
+        if self.timer_entry is not None:
+            self.timer_entry.cancel()
+            self.timer_entry = None
+
+
+def _tick_watch_send(expires: float) -> None:
+    try:
+        app.send_task(TICK_WATCH, expires=expires)
+    except Exception:  # noqa: BLE001 - the broker is down: the next timer call tries again
+        logger.warning("tick_watch.send_failed", exc_info=True)
+
+
+app.steps["worker"].add(TickWatchdog)

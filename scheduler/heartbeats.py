@@ -55,6 +55,14 @@ class Heartbeats:
     cycle_at_by_pool_id: dict[int, datetime]
 
 
+def tick_age_seconds() -> float | None:
+    """Seconds since the last tick completed (None: no tick ever did). One query."""
+    from django.utils import timezone
+
+    at = WorkerHeartbeat.objects.filter(token=_token(TICK, None)).values_list("at", flat=True).first()
+    return None if at is None else (timezone.now() - at).total_seconds()
+
+
 def heartbeats_read() -> Heartbeats:
     """The last tick and the last completed cycle of every pool that had one (one query)."""
     tick = _token(TICK, None)

@@ -147,3 +147,18 @@ def tick_task() -> None:
     tick()
     heartbeat_record("tick")
     jobs.tick_followup()
+
+
+@shared_task(name=jobs.TICK_WATCH, ignore_result=True, soft_time_limit=20, time_limit=30)
+def tick_watch_task() -> None:
+    """Sent by every worker's own timer every three tick intervals (``osmo.celery.TickWatchdog``): a
+    tick when none completed for that long (beat is gone and the worker holding the follow-up tick
+    was killed); the tick's follow-up starts the chain again. Otherwise nothing."""
+    from django.conf import settings
+
+    from scheduler.heartbeats import tick_age_seconds
+
+    age = tick_age_seconds()
+    if age is None or age > float(settings.OSMO_PLACEMENT_TICK_SECONDS) * 3:
+        logger.info("tick.watch_resumed", extra={"tick_age_seconds": age})
+        tick_task()

@@ -268,6 +268,7 @@ CELERY_TASK_ROUTES = {
     "scheduler.placement_cycle_run": {"queue": "scheduler"},
     "scheduler.pods_sync": {"queue": "scheduler"},
     "scheduler.tick": {"queue": "scheduler"},
+    "scheduler.tick_watch": {"queue": "scheduler"},
     "scheduler.group_dispatch": {"queue": "dispatch"},
     "scheduler.groups_dispatch": {"queue": "dispatch"},
     "scheduler.pod_delete": {"queue": "dispatch"},

@@ -165,3 +165,24 @@ def test_a_real_worker_records_the_tick_and_the_cycle_heartbeats(client, celery_
              timeout=60, message="tick and cycle heartbeats")
     response = client.get("/readyz")
     assert response.status_code == 200, response.json()
+
+
+def test_the_tick_watch_runs_a_tick_only_when_the_last_one_is_overdue():
+    """osmo.celery.TickWatchdog sends the watch every three tick intervals (one second in tests)."""
+    from workflows.tasks import tick_watch_task
+
+    # given a tick that completed two seconds ago
+    heartbeat_record("tick")
+    _age(2)
+    before = WorkerHeartbeat.objects.get(token="scheduler.tick").at
+    # when the watch runs, then it leaves it alone
+    tick_watch_task()
+    assert WorkerHeartbeat.objects.get(token="scheduler.tick").at == before
+    # given one four seconds ago (beat gone, the follow-up lost), the watch runs a tick
+    _age(4)
+    tick_watch_task()
+    assert timezone.now() - WorkerHeartbeat.objects.get(token="scheduler.tick").at < timedelta(seconds=1)
+    # and with no tick ever, too
+    WorkerHeartbeat.objects.all().delete()
+    tick_watch_task()
+    assert WorkerHeartbeat.objects.filter(token="scheduler.tick").exists()

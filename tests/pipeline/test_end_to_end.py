@@ -8,8 +8,9 @@ import time
 
 import pytest
 from django.db import connection, connections
+from django.utils import timezone
 
-from scheduler.models import Pool, Reservation
+from scheduler.models import Pool, Reservation, WorkerHeartbeat
 from scheduler.selectors import node_queryset_with_usage
 from tests.conftest import wait_for
 from tests.factories import SEED_EXAMPLES, example_spec, import_example_pool, make_node, make_pool
@@ -250,6 +251,46 @@ def test_work_progresses_without_beat(user, celery_worker_factory):
     wait_for(lambda: all_finished(gangs), timeout=60, message="all finished without beat")
     assert set(Workflow.objects.filter(pk__in=[w.pk for w in gangs]).values_list("status", flat=True)) == {"COMPLETED"}
     assert_reservations_match_tasks(pool)
+
+
+def _tick_at():
+    return WorkerHeartbeat.objects.filter(token="scheduler.tick").values_list("at", flat=True).first()
+
+
+def _tick_holders() -> set[str]:
+    """Names of the live workers holding a pending ``scheduler.tick`` (a follow-up with a countdown)."""
+    from osmo.celery import app
+
+    scheduled = app.control.inspect(timeout=0.5).scheduled() or {}
+    return {hostname.split("@", 1)[0] for hostname, entries in scheduled.items()
+            if any(entry["request"]["name"] == "scheduler.tick" for entry in entries)}
+
+
+def test_ticks_resume_when_the_worker_holding_the_next_tick_is_killed(user, celery_worker_factory, worker_env):
+    """Beat is gone, and the worker holding the pending follow-up tick is SIGKILLed: that message comes
+    back only after the broker's visibility timeout (an hour). The other worker's own timer
+    (osmo.celery.TickWatchdog) finds the tick overdue and starts the chain again."""
+    env = {**worker_env, "OSMO_PLACEMENT_TICK_SECONDS": "3"}
+    # given two workers, no beat, and the tick chain running in one of them
+    workers = {name: celery_worker_factory(name, env=env) for name in ("w1", "w2")}
+    wait_for(_tick_at, timeout=60, message="a first tick")
+    killed_at = None
+    for attempt in range(3, 9):
+        holders = wait_for(_tick_holders, timeout=30, message="a worker holding the next tick")
+        holder = sorted(holders)[0]
+        # when that worker is killed while the other one holds no tick
+        workers.pop(holder).kill()
+        if not _tick_holders():
+            killed_at = timezone.now()
+            break
+        # the chain moved to the other worker in between: replace the killed one and try again
+        workers[f"w{attempt}"] = celery_worker_factory(f"w{attempt}", env=env)
+    assert killed_at is not None, "never caught the follow-up tick in one worker"
+    # then ticks run again within a few intervals (a watch every 9 s, overdue after 9 s)
+    wait_for(lambda: _tick_at() > killed_at, timeout=40, message="a tick after the kill")
+    resumed_at = _tick_at()
+    # and keep going as a chain (the next one follows an interval later)
+    wait_for(lambda: _tick_at() > resumed_at, timeout=15, message="the chain going on")
 
 
 def test_concurrent_preemptions_neither_double_book_nor_lose_work(user, celery_worker_factory, celery_beat):
