@@ -24,7 +24,11 @@ elsewhere or wait):
 - ``borrow+search``: the service: borrowing; victims chosen by
   :func:`scheduler.preemption.victims_choose`; HIGH and NORMAL work packed as if LOW work were not
   there (solved on the pool with every LOW job released first, that placement taken when it is free;
-  docs/design.md §9);
+  docs/design.md §9); when it is not free, and the job does not fit the pool as it is, the victims are
+  sought among the LOW work on that placement's machines first (the job goes where it would go
+  without LOW work), then on the whole pool. Victims sought on the whole pool at once put the
+  preemptor wherever LOW work is cheapest to evict, which spreads HIGH/NORMAL work over racks that
+  no-low would leave empty, and the big gangs of the other team then find no free racks;
 - ``borrow+search-around``: the same, HIGH and NORMAL work packed around LOW work (the solve on the
   real pool only; what the service did before).
 An evicted LOW job goes back to the queue at its original place and restarts from the beginning; its
@@ -38,7 +42,8 @@ it back is the same with or without LOW work, so this is what LOW work and preem
 GPU utilisation over [0, last arrival] (``gpu_utilisation``, evicted work included), the share of
 that spent on work later evicted (``lost_share``), the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
-was not needed (the preemptor fits without it), checked by solving.
+was not needed (the preemptor fits without it on the machines the victims were sought on), checked
+by solving.
 """
 
 from __future__ import annotations
@@ -102,6 +107,12 @@ def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement
             acc[r] += v
     free = {n.name: n.free.as_tuple() for n in snapshot.nodes if n.name in need}
     return all(all(f >= v for f, v in zip(free[m], acc, strict=True)) for m, acc in need.items())
+
+
+def within(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
+    """``snapshot`` with every machine outside ``machines`` unschedulable."""
+    return ClusterSnapshot(snapshot.pool, snapshot.keys, tuple(
+        n if n.name in machines else NodeState(n.name, n.labels, n.free, False) for n in snapshot.nodes))
 
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
@@ -235,13 +246,16 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             solves += 1
             kept = blocked if held else frozenset()
             snapshot = view(kept)
+            there: frozenset[str] | None = None  # the machines of its placement as if LOW work were absent
             if absent and tj.priority != "LOW":
                 low = candidates()
                 if low:
                     first = solve(released(snapshot, low), tj.job.group)
-                    if isinstance(first, Placement) and fits_on(snapshot, tj.job.group, first):
-                        start(q, first, now)
-                        continue
+                    if isinstance(first, Placement):
+                        if fits_on(snapshot, tj.job.group, first):
+                            start(q, first, now)
+                            continue
+                        there = frozenset(m for _t, m in first.assignments)
             result = solve(snapshot, tj.job.group)
             if isinstance(result, Placement):
                 start(q, result, now)
@@ -262,7 +276,13 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                         blocked = reserve(tj)
                 continue
             began = time.perf_counter()
-            chosen = chooser(snapshot, tj.job.group, cands)
+            # The service packs preemptors as if LOW work were absent too: the victims are sought on
+            # the machines of that placement first (the LOW work in its way), then on the whole pool.
+            region = snapshot if there is None else within(snapshot, there)
+            chosen = chooser(region, tj.job.group, cands)
+            if chosen is None and there is not None:
+                region, there = snapshot, None
+                chosen = chooser(snapshot, tj.job.group, cands)
             search_ms.append((time.perf_counter() - began) * 1000)
             searches += 1
             if chosen is None:
@@ -273,7 +293,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                         blocked = reserve(tj)
                 continue
             chosen_set = set(chosen)
-            if len(chosen_set) > 1 and needless(snapshot, tj.job.group, cands, chosen_set):
+            if len(chosen_set) > 1 and needless(region, tj.job.group, cands, chosen_set):
                 unneeded += 1
             for key in chosen_set:
                 v = int(key)
@@ -283,7 +303,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 stop(v)
                 waiting.append(v)
                 queued_since[v] = now
-            placement = solve(view(kept), tj.job.group)
+            placement = solve(view(kept) if there is None else within(view(kept), there), tj.job.group)
             assert isinstance(placement, Placement), "victims chosen but the preemptor does not fit"
             # The victims' pods get the grace period to stop: the preemptor holds its machines at
             # once but starts (and its wait ends) only when the grace period is over.
