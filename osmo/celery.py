@@ -89,7 +89,9 @@ class TickWatchdog(bootsteps.StartStopStep):
 
 def _tick_watch_send(expires: float) -> None:
     try:
-        app.send_task(TICK_WATCH, expires=expires)
+        # No publish retries: this runs in the worker's event loop, which must not wait on a broker
+        # that does not answer; the next timer call tries again.
+        app.send_task(TICK_WATCH, expires=expires, retry=False)
     except Exception:  # noqa: BLE001 - the broker is down: the next timer call tries again
         logger.warning("tick_watch.send_failed", exc_info=True)
 

@@ -370,3 +370,45 @@ def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
     assert workflow.status == "FAILED_BACKEND_ERROR"
     assert Task.objects.get(workflow=workflow).failure_message == "pod disappeared from the backend"
     assert Reservation.objects.filter(released_at__isnull=True).count() == 0
+
+
+def test_a_resumed_cycle_places_the_starving_gang_on_its_own_kept_machines(user, settings):
+    """Found in review: a cycle resuming from its cursor met the starving gang last and held it behind
+    its own reservation, so it evicted LOW work elsewhere while its kept machines stood free."""
+    from scheduler.models import Pool
+    from tests.factories import make_pool
+    from workflows.scheduling.cycle import _queue_read
+
+    settings.OSMO_STARVATION_SECONDS = 60
+    pool = make_pool("p6", keys=[("rack", "rack")], sim_task_seconds=1000)
+    for rack, prefix in (("r1", "a"), ("r2", "b"), ("r3", "c")):
+        for n in (1, 2):
+            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
+
+    def submit(name: str, tasks: int, priority: str, key: str | None = None) -> Workflow:
+        return workflow_submit(user=user, pool_name="p6", spec=gang_spec(name, tasks, 4, key=key),
+                               priority=priority)[0]
+
+    # given two racks held by NORMAL gangs, a one-node NORMAL gang and a one-node LOW gang on the third
+    x, _y = submit("x", 2, "NORMAL", "rack"), submit("y", 2, "NORMAL", "rack")
+    placement_cycle_run(pool_id=pool.pk)
+    z, low = submit("z", 1, "NORMAL"), submit("low", 1, "LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    # and a two-node NORMAL gang starving (waiting past the threshold, fits the idle pool) before a LOW one
+    starving = submit("s", 2, "NORMAL")
+    TaskGroup.objects.filter(workflow=starving).update(scheduling_since=timezone.now() - timedelta(seconds=120))
+    tail = submit("tail", 6, "LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    group = TaskGroup.objects.get(workflow=starving)
+    assert group.status == "SCHEDULING" and group.idle_fit and group.proof_epoch is not None
+    # when the machines kept for it and one more free up, and the next cycle resumes behind it
+    for workflow in (x, z):
+        workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    pool.refresh_from_db()
+    cursor = next(q.order for q in _queue_read(pool) if q.pk == TaskGroup.objects.get(workflow=tail).pk)
+    Pool.objects.filter(pk=pool.pk).update(cycle_state={**(pool.cycle_state or {}), "cursor": cursor})
+    result = placement_cycle_run(pool_id=pool.pk)
+    # then it is placed on the free machines, and no LOW gang is evicted for it
+    assert result.resumed and result.preempted == 0
+    assert TaskGroup.objects.get(workflow=starving).status == "INITIALIZING"
+    assert TaskGroup.objects.get(workflow=low).preemptions == 0

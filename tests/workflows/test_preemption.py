@@ -140,6 +140,33 @@ def test_protected_work_is_packed_as_if_low_work_were_not_there(user, pool):
     assert_no_node_overbooked(pool)
 
 
+def nodes_of(workflow: Workflow) -> set[str]:
+    return set(Node.objects.filter(tasks__workflow=workflow).values_list("name", flat=True))
+
+
+def test_a_preemptor_evicts_the_low_work_where_it_would_go_without_low_work(user, pool):
+    # given a NORMAL gang on three nodes of the first rack, a two-node LOW gang on its fourth node and
+    # one more, a one-node LOW gang, and the rest of the pool full of two-node LOW gangs
+    normal = submit(user, "normal", 3, "NORMAL", key="rack")
+    placement_cycle_run(pool_id=pool.pk)
+    big = submit(user, "big", 2, "LOW")
+    placement_cycle_run(pool_id=pool.pk)
+    small = submit(user, "small", 1, "LOW")
+    fill = [submit(user, f"fill{i}", 2, "LOW") for i in range(5)]
+    placement_cycle_run(pool_id=pool.pk)
+    assert racks_of(normal) == {"z1-s1-r1"} and "z1-s1-r1-n04" in nodes_of(big)
+    assert Reservation.objects.filter(released_at__isnull=True).aggregate(g=Sum("gpu"))["g"] == 64
+    # when a one-node HIGH gang arrives (evicting the one-node LOW gang would cost the fewest GPUs)
+    high = submit(user, "high", 1, "HIGH", key="rack")
+    result = placement_cycle_run(pool_id=pool.pk)
+    # then it goes where it would go were no LOW work running, beside the NORMAL gang, and evicts the
+    # LOW gang there: protected work stays packed, and the one-node LOW gang's rack is not split
+    assert nodes_of(high) == {"z1-s1-r1-n04"} and result.preempted == 1
+    assert group_of(big).preemptions == 1
+    assert group_of(small).preemptions == 0 and all(group_of(w).preemptions == 0 for w in fill)
+    assert_no_node_overbooked(pool)
+
+
 def test_the_victim_search_leaves_machines_kept_for_a_starving_gang_alone(user, pool):
     from scheduler.placement import DomainIndex, Policy
     from scheduler.snapshot import snapshot_load_with_ids
@@ -208,6 +235,31 @@ def test_borrowed_low_work_is_reclaimed_first_and_over_quota_work_does_not_preem
     assert waiting.status == TaskStatus.SCHEDULING
     assert waiting.unschedulable_reason["code"] == "quota_exceeded"
     assert sum(group_of(w).preemptions for w in [first, *borrowing]) == 1
+
+
+@pytest.mark.parametrize("same_cycle", [True, False])
+def test_borrowing_counts_the_protected_work_placed_earlier_in_the_same_cycle(user, pool, same_cycle):
+    """Found in review: borrowing was decided when the candidates were read, at the cycle's first
+    protected gang, so protected gangs placed later in the cycle did not count."""
+    a, b, c = Group.objects.create(name="a"), Group.objects.create(name="b"), Group.objects.create(name="c")
+    user.groups.add(a, b, c)
+    TeamQuota.objects.create(pool=pool, team=a, gpu=16)
+    TeamQuota.objects.create(pool=pool, team=b, gpu=16)
+    # given team a's LOW gang of 16 GPUs, team b's LOW gang of 8 and team c's NORMAL gang of 24
+    a_low, b_low = submit(user, "alow", 4, "LOW", team="a"), submit(user, "blow", 2, "LOW", team="b")
+    submit(user, "other", 6, "NORMAL", team="c")
+    placement_cycle_run(pool_id=pool.pk)
+    # when team a's NORMAL gang takes the 16 free GPUs (a at its quota: its LOW gang now borrows), in
+    # the cycle before or in the same one as team b's NORMAL gang that needs an eviction
+    a_normal = submit(user, "anormal", 4, "NORMAL", team="a")
+    if not same_cycle:
+        placement_cycle_run(pool_id=pool.pk)
+    b_normal = submit(user, "bnormal", 1, "NORMAL", team="b")
+    placement_cycle_run(pool_id=pool.pk)
+    # then the borrowing gang is the one evicted, never team b's LOW work within its quota
+    assert group_of(a_normal).status == group_of(b_normal).status == TaskStatus.INITIALIZING
+    assert (group_of(a_low).preemptions, group_of(b_low).preemptions) == (1, 0)
+    assert_no_node_overbooked(pool)
 
 
 def test_preemption_can_be_turned_off(user, pool, settings):

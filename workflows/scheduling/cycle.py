@@ -284,6 +284,7 @@ class _Walk:
         self.reserved: tuple[str, ...] | None = None  # machines kept for the starving gang
         self.blocked: list[tuple[str, Vec]] = []  # what is taken off them while a held gang is decided
         self.holding = False  # whether it is taken off now
+        self.absent_there: dict[int, frozenset[str]] = {}  # pk -> its placement's machines without LOW work
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -355,9 +356,11 @@ class _Walk:
         walk = queue[start:] + queue[:start]
         starvation = timedelta(seconds=settings.OSMO_STARVATION_SECONDS)
         starving = self._starving_before(queue[:start], starvation)
-        starving_rank = None
+        # The starving gang's place in the queue: gangs of its priority and below *behind* it are held
+        # (in a resumed walk it comes last, and it is not held by its own reservation).
+        starving_order: list[Any] | None = None
         if starving is not None:
-            starving_rank = starving.rank
+            starving_order = starving.order
             self._reserve_for(starving, [])
         deadline = _clock() + settings.OSMO_CYCLE_BUDGET_SECONDS
         new_cursor: list[Any] | None = None
@@ -379,7 +382,7 @@ class _Walk:
                     self._record(g, changed, None)
                     result.unschedulable.append(g.pk)
                     continue
-            held = starving_rank is not None and g.rank >= starving_rank
+            held = starving_order is not None and g.order > starving_order
             if held and self.reserved is None:  # no machines to keep for the starving gang: hold everything
                 self._behind_starving(g)
                 continue
@@ -391,7 +394,7 @@ class _Walk:
                     result.unschedulable.append(g.pk)
                     continue
             waited = self.now - (g.scheduling_since or self.now)
-            check_idle = starving_rank is None and waited > starvation
+            check_idle = starving_order is None and waited > starvation
             idle_known = g.idle_fit is not None and g.idle_fit_epoch == self.inventory_epoch
             # A signature proven by an earlier cycle at this epoch covers a gang that already carries its
             # reason (each was rewritten when that proof was made); a gang new since then is solved or
@@ -404,7 +407,7 @@ class _Walk:
                 result.proven += 1
                 result.unschedulable.append(g.pk)
                 if check_idle and g.idle_fit:
-                    starving_rank = g.rank
+                    starving_order = g.order
                     self._reserve_for(g, upcoming)
                 continue
             verdict = self._decide(g, upcoming)
@@ -418,7 +421,7 @@ class _Walk:
                 continue
             if check_idle:
                 if self._fits_idle(g, upcoming, idle_known):
-                    starving_rank = g.rank
+                    starving_order = g.order
                     self._reserve_for(g, upcoming)
                 else:
                     reason = self._never_idle(reason)
@@ -534,23 +537,40 @@ class _Walk:
         preemption in this cycle. True when it was placed."""
         if g.rank >= LOW_RANK or self.preemptions is None:
             return False
+        outcome = self._absent_solve(request)
+        if outcome is None:
+            return False
+        if isinstance(outcome, Placement):
+            requests = {t.name: t.resources.as_tuple() for t in request.tasks}
+            if fits_on(self.index, [(node, requests[task]) for task, node in outcome.assignments]):
+                self._take(g, request, outcome)
+                return True
+            self.absent_there[g.pk] = frozenset(node for _task, node in outcome.assignments)
+        elif outcome.status == "unschedulable":
+            self.preemptions.hopeless_mark(self._memo_key(g, upcoming))
+        return False
+
+    def _absent_solve(self, request: GroupRequest) -> Placement | Unplaceable | None:
+        """Solve on the view without LOW work (None: no LOW gang runs)."""
+        assert self.preemptions is not None
         if self.preemptions.absent is None and self.holding:  # built on the whole pool, kept machines free
             self._hold(False)
             self.preemptions.absent_view(self.index)
             self._hold(True)
         absent = self.preemptions.absent_view(self.index)
         if absent is None:
-            return False
-        outcome = solve(absent if self.incremental else absent.snapshot(self.pool.name), request, self.policy)
+            return None
         self.result.solved += 1
-        if isinstance(outcome, Placement):
-            requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-            if fits_on(self.index, [(node, requests[task]) for task, node in outcome.assignments]):
-                self._take(g, request, outcome)
-                return True
-        elif outcome.status == "unschedulable":
-            self.preemptions.hopeless_mark(self._memo_key(g, upcoming))
-        return False
+        return solve(absent if self.incremental else absent.snapshot(self.pool.name), request, self.policy)
+
+    def _absent_region(self, g: _Queued, request: GroupRequest) -> frozenset[str] | None:
+        """The machines of the gang's placement on the view without LOW work, where its victims are
+        sought first: kept from :meth:`_absent_place`, or solved now for a gang that took an identical
+        gang's verdict instead of being solved."""
+        if g.pk in self.absent_there:
+            return self.absent_there.pop(g.pk)
+        outcome = self._absent_solve(request)
+        return frozenset(node for _task, node in outcome.assignments) if isinstance(outcome, Placement) else None
 
     def _preempt(self, g: _Queued, upcoming: list[_Queued]) -> bool:
         """Place a HIGH or NORMAL gang (within its quota: checked before) by evicting LOW gangs
@@ -562,7 +582,8 @@ class _Walk:
             return False
         request = self.request(g, upcoming)
         kept = frozenset(self.reserved or ()) if self.holding else frozenset()
-        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept)
+        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
+                                               there=self._absent_region(g, request))
         if placement is None:
             return False
         if self.holding:  # victims' machines among the reserved ones: hold back what they freed there too

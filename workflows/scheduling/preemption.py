@@ -4,8 +4,9 @@ When a HIGH or NORMAL gang within its team's quota is proven unschedulable, the 
 victim search (:func:`scheduler.preemption.victims_choose`) for running LOW gangs to evict, whole, so
 that it fits. The candidates are the pool's running LOW gangs none of whose tasks has finished (a
 gang with a finished member is nearly done, and restarting it would run finished work again), read
-once per cycle when first needed. A LOW gang *borrows* when its team's HIGH and NORMAL use plus its
-LOW gangs started up to it exceed the team's quota in the pool; borrowed work is reclaimed first.
+once per cycle when first needed. A LOW gang *borrows* when its team's HIGH and NORMAL use (as it
+stands at each search: gangs placed earlier in the cycle count) plus its LOW gangs started up to it
+exceed the team's quota in the pool; borrowed work is reclaimed first.
 
 Decisions are made in memory on the cycle's domain index (the victims' capacity is released there and
 the preemptor placed at once); :meth:`Preemptions.persist` writes them in the cycle's transaction:
@@ -19,7 +20,11 @@ Protected work is packed as if LOW work were not there (:meth:`Preemptions.absen
 NORMAL gang is first solved on a second index, the cycle's with every candidate's holdings released;
 when that placement is free on the real index as well, it is taken. Packed around LOW work instead,
 protected gangs fill the gaps it leaves and fragment the domains, so that a big protected gang may
-find no victim set once LOW work is evicted, where it would have fitted had LOW work never run.
+find no victim set once LOW work is evicted, where it would have fitted had LOW work never run. When
+that placement is not free and the gang does not fit the real index, the victims are sought on that
+placement's machines first (the LOW work in its way), and on the whole pool when that fails or when
+the whole pool's choice reclaims borrowed work and evicts less LOW work within its team's quota
+(borrowed work is reclaimed first, whatever the packing; fewer GPUs alone do not move the gang).
 
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` solver calls and
 ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every candidate is not enough is not
@@ -37,7 +42,7 @@ from django.db.models import Count, Q
 from scheduler import jobs
 from scheduler.models import Pool, Reservation
 from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources
-from scheduler.preemption import Candidate, victims_choose
+from scheduler.preemption import Candidate, VictimChoice, victims_choose
 from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
 from workflows.lifecycle.transitions import groups_preempt
 from workflows.models import TaskGroup
@@ -64,13 +69,26 @@ def fits_on(index: DomainIndex, assignments: list[tuple[str, Vec]]) -> bool:
     return True
 
 
+def _within_quota_gpu(candidates: dict[str, Candidate], choice: VictimChoice) -> int:
+    """GPUs a choice evicts from LOW work within its team's quota (not borrowing)."""
+    return sum(candidates[key].gpu for key in choice.victims if not candidates[key].borrowing)
+
+
+def _reclaims_instead(candidates: dict[str, Candidate], other: VictimChoice, choice: VictimChoice) -> bool:
+    """Whether ``other`` evicts borrowed work and less work within its quota than ``choice``: the
+    reclaim rule prefers it. (Fewer GPUs alone do not: packing comes before that.)"""
+    borrowed = any(candidates[key].borrowing for key in other.victims)
+    return borrowed and _within_quota_gpu(candidates, other) < _within_quota_gpu(candidates, choice)
+
+
 @dataclass(slots=True)
 class _Running:
     """A preemptible gang as the cycle sees it."""
 
     group_id: int
     workflow_id: int
-    candidate: Candidate
+    team_id: int | None
+    candidate: Candidate  # ``borrowing`` is set by :meth:`Preemptions.candidates`, when searched
 
     def holdings(self) -> list[tuple[str, Vec]]:
         return [(node, res.as_tuple()) for node, res in self.candidate.holdings]
@@ -106,25 +124,33 @@ class Preemptions:
             .values_list("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")
         ):
             holdings.setdefault(group_id, []).append((node, (gpu, cpu, memory, storage)))
-        # Borrowing: per team, its HIGH/NORMAL use first, then its LOW gangs in start order.
-        used = dict(self.quotas.used) if self.quotas else {}
         running: dict[str, _Running] = {}
         for group_id, workflow_id, team_id, started_at, placed_at in groups:
             held = holdings.get(group_id)
             if not held:
                 continue
-            gpu = sum(vec[0] for _node, vec in held)
-            borrowing = False
-            if self.quotas is not None and team_id in self.quotas.quota:
-                used[team_id] = used.get(team_id, 0) + gpu
-                borrowing = used[team_id] > self.quotas.quota[team_id][1]
             since = started_at or placed_at
             started = since.timestamp() if since is not None else 0.0
             key = str(group_id)
-            running[key] = _Running(group_id, workflow_id, Candidate(
-                key=key, holdings=tuple((node, Resources(*vec)) for node, vec in held), borrowing=borrowing,
+            running[key] = _Running(group_id, workflow_id, team_id, Candidate(
+                key=key, holdings=tuple((node, Resources(*vec)) for node, vec in held), borrowing=False,
                 started=started))
         return running
+
+    def candidates(self) -> dict[str, Candidate]:
+        """The running LOW gangs as victim candidates, in start order, each marked whether it borrows:
+        per team, its HIGH and NORMAL use as it stands now (gangs this cycle placed included), then its
+        LOW gangs in start order; a LOW gang borrows once that total exceeds the team's quota."""
+        assert self.running is not None
+        used = dict(self.quotas.used) if self.quotas else {}
+        out: dict[str, Candidate] = {}
+        for key, running in self.running.items():
+            borrowing = False
+            if self.quotas is not None and running.team_id in self.quotas.quota:
+                used[running.team_id] = used.get(running.team_id, 0) + running.candidate.gpu
+                borrowing = used[running.team_id] > self.quotas.quota[running.team_id][1]
+            out[key] = replace(running.candidate, borrowing=borrowing)
+        return out
 
     def worth_trying(self, signature: str) -> bool:
         """Whether a search may help: running LOW gangs exist and evicting all of them was not already
@@ -160,14 +186,18 @@ class Preemptions:
         self.absent = None
 
     def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str,
-                  kept: frozenset[str] = frozenset()) -> Placement | None:
+                  kept: frozenset[str] = frozenset(), there: frozenset[str] | None = None) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
         candidate would not be enough or there is none.
 
         The placement is the victim search's: valid once exactly the victims are gone (its contract),
         which is the index's state after their release. Machines in ``kept`` (kept for a starving gang)
-        are out of the search: neither used nor worth evicting from."""
+        are out of the search: neither used nor worth evicting from. ``there``: the machines of the
+        gang's placement on the view without LOW work; the victims are sought on those machines first
+        (the LOW work in the way of where the gang would go without LOW work), then on the whole pool.
+        Sought on the whole pool at once, the cheapest victims put protected work wherever LOW work is
+        cheapest to evict, spread over domains that would otherwise stay whole for big gangs."""
         if not self.worth_trying(signature):
             return None
         assert self.running is not None
@@ -175,10 +205,21 @@ class Preemptions:
         if kept:
             snapshot = replace(snapshot, nodes=tuple(replace(node, schedulable=False) if node.name in kept else node
                                                      for node in snapshot.nodes))
-        choice = victims_choose(snapshot, request,
-                                [r.candidate for r in self.running.values()], self.policy,
-                                max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
-                                max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
+        by_key = self.candidates()
+        candidates = list(by_key.values())
+        bounds = {"max_solves": settings.OSMO_PREEMPTION_MAX_SOLVES,
+                  "max_seconds": settings.OSMO_PREEMPTION_MAX_SECONDS}
+        choice = None
+        if there:
+            region = replace(snapshot, nodes=tuple(node if node.name in there else replace(node, schedulable=False)
+                                                   for node in snapshot.nodes))
+            choice = victims_choose(region, request, candidates, self.policy, **bounds)
+        if choice is None or _within_quota_gpu(by_key, choice):
+            # Borrowed work is reclaimed first whatever the packing: a choice there that evicts work
+            # within its team's quota gives way to one that reclaims borrowed work instead.
+            anywhere = victims_choose(snapshot, request, candidates, self.policy, **bounds)
+            if choice is None or (anywhere is not None and _reclaims_instead(by_key, anywhere, choice)):
+                choice = anywhere
         if choice is None:
             if signature:
                 self.hopeless.add(signature)
