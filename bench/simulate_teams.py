@@ -26,8 +26,9 @@ elsewhere or wait):
   there (solved on the pool with every LOW job released first, that placement taken when it is free;
   docs/design.md §9); when it is not free, and the job does not fit the pool as it is, the victims are
   sought among the LOW work on that placement's machines first (the job goes where it would go
-  without LOW work), then on the whole pool. Victims sought on the whole pool at once put the
-  preemptor wherever LOW work is cheapest to evict, which spreads HIGH/NORMAL work over racks that
+  without LOW work), then on the whole pool (also when the whole pool's choice reclaims borrowed work
+  and evicts less LOW work within its team's quota: the service's reclaim rule). Victims sought on the whole
+  pool at once put the preemptor wherever LOW work is cheapest to evict, which spreads HIGH/NORMAL work over racks that
   no-low would leave empty, and the big gangs of the other team then find no free racks;
 - ``borrow+search-around``: the same, HIGH and NORMAL work packed around LOW work (the solve on the
   real pool only; what the service did before).
@@ -107,6 +108,19 @@ def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement
             acc[r] += v
     free = {n.name: n.free.as_tuple() for n in snapshot.nodes if n.name in need}
     return all(all(f >= v for f, v in zip(free[m], acc, strict=True)) for m, acc in need.items())
+
+
+def within_quota_gpu(candidates: Sequence[Candidate], chosen: Sequence[str]) -> int:
+    """GPUs a choice evicts from LOW work within its team's quota (not borrowing)."""
+    keys = set(chosen)
+    return sum(c.gpu for c in candidates if c.key in keys and not c.borrowing)
+
+
+def reclaims_instead(candidates: Sequence[Candidate], other: Sequence[str], chosen: Sequence[str]) -> bool:
+    """The service's reclaim rule: ``other`` evicts borrowed work and less work within its quota."""
+    keys = set(other)
+    borrowed = any(c.borrowing for c in candidates if c.key in keys)
+    return borrowed and within_quota_gpu(candidates, other) < within_quota_gpu(candidates, chosen)
 
 
 def within(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
@@ -278,11 +292,14 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             began = time.perf_counter()
             # The service packs preemptors as if LOW work were absent too: the victims are sought on
             # the machines of that placement first (the LOW work in its way), then on the whole pool.
+            # Borrowed work is reclaimed first whatever the packing: a choice there that evicts LOW work
+            # within its team's quota stands only if the whole pool has none evicting less of it.
             region = snapshot if there is None else within(snapshot, there)
             chosen = chooser(region, tj.job.group, cands)
-            if chosen is None and there is not None:
-                region, there = snapshot, None
-                chosen = chooser(snapshot, tj.job.group, cands)
+            if there is not None and (chosen is None or within_quota_gpu(cands, chosen)):
+                anywhere = chooser(snapshot, tj.job.group, cands)
+                if chosen is None or (anywhere is not None and reclaims_instead(cands, anywhere, chosen)):
+                    region, chosen, there = snapshot, anywhere, None
             search_ms.append((time.perf_counter() - began) * 1000)
             searches += 1
             if chosen is None:
