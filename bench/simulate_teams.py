@@ -25,11 +25,11 @@ elsewhere or wait):
   :func:`scheduler.preemption.victims_choose`; HIGH and NORMAL work packed as if LOW work were not
   there (solved on the pool with every LOW job released first, that placement taken when it is free;
   docs/design.md §9); when it is not free, and the job does not fit the pool as it is, the victims are
-  sought among the LOW work on that placement's machines first (the job goes where it would go
-  without LOW work), then on the whole pool (also when the whole pool's choice reclaims borrowed work
-  and evicts less LOW work within its team's quota: the service's reclaim rule). Victims sought on the whole
-  pool at once put the preemptor wherever LOW work is cheapest to evict, which spreads HIGH/NORMAL work over racks that
-  no-low would leave empty, and the big gangs of the other team then find no free racks;
+  sought near that placement first, as the service does
+  (:func:`scheduler.preemption.victims_choose_near`: its machines, then the domains around them,
+  then the whole pool; borrowed work reclaimed first). Victims sought on the whole pool at once put
+  the preemptor wherever LOW work is cheapest to evict, which spreads HIGH/NORMAL work over racks
+  that no-low would leave empty, and the big gangs of the other team then find no free racks;
 - ``borrow+search-around``: the same, HIGH and NORMAL work packed around LOW work (the solve on the
   real pool only; what the service did before).
 An evicted LOW job goes back to the queue at its original place and restarts from the beginning; its
@@ -64,7 +64,7 @@ from bench.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, trace
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
-from scheduler.preemption import Candidate, victims_choose
+from scheduler.preemption import Candidate, restricted, victims_choose, victims_choose_near
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
@@ -108,25 +108,6 @@ def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement
             acc[r] += v
     free = {n.name: n.free.as_tuple() for n in snapshot.nodes if n.name in need}
     return all(all(f >= v for f, v in zip(free[m], acc, strict=True)) for m, acc in need.items())
-
-
-def within_quota_gpu(candidates: Sequence[Candidate], chosen: Sequence[str]) -> int:
-    """GPUs a choice evicts from LOW work within its team's quota (not borrowing)."""
-    keys = set(chosen)
-    return sum(c.gpu for c in candidates if c.key in keys and not c.borrowing)
-
-
-def reclaims_instead(candidates: Sequence[Candidate], other: Sequence[str], chosen: Sequence[str]) -> bool:
-    """The service's reclaim rule: ``other`` evicts borrowed work and less work within its quota."""
-    keys = set(other)
-    borrowed = any(c.borrowing for c in candidates if c.key in keys)
-    return borrowed and within_quota_gpu(candidates, other) < within_quota_gpu(candidates, chosen)
-
-
-def within(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
-    """``snapshot`` with every machine outside ``machines`` unschedulable."""
-    return ClusterSnapshot(snapshot.pool, snapshot.keys, tuple(
-        n if n.name in machines else NodeState(n.name, n.labels, n.free, False) for n in snapshot.nodes))
 
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
@@ -290,16 +271,16 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                         blocked = reserve(tj)
                 continue
             began = time.perf_counter()
-            # The service packs preemptors as if LOW work were absent too: the victims are sought on
-            # the machines of that placement first (the LOW work in its way), then on the whole pool.
-            # Borrowed work is reclaimed first whatever the packing: a choice there that evicts LOW work
-            # within its team's quota stands only if the whole pool has none evicting less of it.
-            region = snapshot if there is None else within(snapshot, there)
-            chosen = chooser(region, tj.job.group, cands)
-            if there is not None and (chosen is None or within_quota_gpu(cands, chosen)):
-                anywhere = chooser(snapshot, tj.job.group, cands)
-                if chosen is None or (anywhere is not None and reclaims_instead(cands, anywhere, chosen)):
-                    region, chosen, there = snapshot, anywhere, None
+            # The service's search near where the job would go without LOW work (its placement there,
+            # then the domains around it), the reclaim rule first (scheduler.preemption.near).
+            region = snapshot
+            if there is not None and chooser is _search:
+                near, there = victims_choose_near(snapshot, tj.job.group, cands, there, max_solves=64)
+                chosen = None if near is None else near.victims
+                region = snapshot if there is None else restricted(snapshot, there)
+            else:
+                there = None
+                chosen = chooser(snapshot, tj.job.group, cands)
             search_ms.append((time.perf_counter() - began) * 1000)
             searches += 1
             if chosen is None:
@@ -320,7 +301,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 stop(v)
                 waiting.append(v)
                 queued_since[v] = now
-            placement = solve(view(kept) if there is None else within(view(kept), there), tj.job.group)
+            placement = solve(view(kept) if there is None else restricted(view(kept), there), tj.job.group)
             assert isinstance(placement, Placement), "victims chosen but the preemptor does not fit"
             # The victims' pods get the grace period to stop: the preemptor holds its machines at
             # once but starts (and its wait ends) only when the grace period is over.

@@ -18,12 +18,15 @@ Semantics:
   else the best set found so far, which always fits.
   A solve that runs out of the solver's own budget ("undecided") counts as "does not fit".
 
-The algorithm is in :mod:`scheduler.preemption.search`, the release arithmetic and the memoised
-feasibility checks in :mod:`scheduler.preemption.feasibility`. Stdlib and :mod:`scheduler.placement` only:
-never import Django, DRF or Celery here.
+``victims_choose_near`` runs it near where the preemptor would go without LOW work first
+(:mod:`scheduler.preemption.near`). The algorithm is in :mod:`scheduler.preemption.search`, the
+release arithmetic and the memoised feasibility checks in :mod:`scheduler.preemption.feasibility`.
+Stdlib and :mod:`scheduler.placement` only: never import Django, DRF or Celery here.
 """
 
+from scheduler.preemption.near import regions_around, restricted, victims_choose_near
 from scheduler.preemption.search import DEFAULT_MAX_SOLVES, victims_choose
 from scheduler.preemption.types import Candidate, VictimChoice
 
-__all__ = ["DEFAULT_MAX_SOLVES", "Candidate", "VictimChoice", "victims_choose"]
+__all__ = ["DEFAULT_MAX_SOLVES", "Candidate", "VictimChoice", "regions_around", "restricted", "victims_choose",
+           "victims_choose_near"]

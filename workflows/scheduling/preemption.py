@@ -22,9 +22,9 @@ when that placement is free on the real index as well, it is taken. Packed aroun
 protected gangs fill the gaps it leaves and fragment the domains, so that a big protected gang may
 find no victim set once LOW work is evicted, where it would have fitted had LOW work never run. When
 that placement is not free and the gang does not fit the real index, the victims are sought on that
-placement's machines first (the LOW work in its way), and on the whole pool when that fails or when
-the whole pool's choice reclaims borrowed work and evicts less LOW work within its team's quota
-(borrowed work is reclaimed first, whatever the packing; fewer GPUs alone do not move the gang).
+placement's machines first (the LOW work in its way), then in the domains around them, finest key
+first, then on the whole pool (:func:`scheduler.preemption.victims_choose_near`: borrowed work is
+reclaimed first whatever the packing; fewer GPUs alone do not move the gang away).
 
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` solver calls and
 ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every candidate is not enough is not
@@ -42,7 +42,7 @@ from django.db.models import Count, Q
 from scheduler import jobs
 from scheduler.models import Pool, Reservation
 from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources
-from scheduler.preemption import Candidate, VictimChoice, victims_choose
+from scheduler.preemption import Candidate, victims_choose_near
 from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
 from workflows.lifecycle.transitions import groups_preempt
 from workflows.models import TaskGroup
@@ -67,18 +67,6 @@ def fits_on(index: DomainIndex, assignments: list[tuple[str, Vec]]) -> bool:
         if free.gpu < req[0] or free.cpu < req[1] or free.memory < req[2] or free.storage < req[3]:
             return False
     return True
-
-
-def _within_quota_gpu(candidates: dict[str, Candidate], choice: VictimChoice) -> int:
-    """GPUs a choice evicts from LOW work within its team's quota (not borrowing)."""
-    return sum(candidates[key].gpu for key in choice.victims if not candidates[key].borrowing)
-
-
-def _reclaims_instead(candidates: dict[str, Candidate], other: VictimChoice, choice: VictimChoice) -> bool:
-    """Whether ``other`` evicts borrowed work and less work within its quota than ``choice``: the
-    reclaim rule prefers it. (Fewer GPUs alone do not: packing comes before that.)"""
-    borrowed = any(candidates[key].borrowing for key in other.victims)
-    return borrowed and _within_quota_gpu(candidates, other) < _within_quota_gpu(candidates, choice)
 
 
 @dataclass(slots=True)
@@ -194,10 +182,9 @@ class Preemptions:
         The placement is the victim search's: valid once exactly the victims are gone (its contract),
         which is the index's state after their release. Machines in ``kept`` (kept for a starving gang)
         are out of the search: neither used nor worth evicting from. ``there``: the machines of the
-        gang's placement on the view without LOW work; the victims are sought on those machines first
-        (the LOW work in the way of where the gang would go without LOW work), then on the whole pool.
-        Sought on the whole pool at once, the cheapest victims put protected work wherever LOW work is
-        cheapest to evict, spread over domains that would otherwise stay whole for big gangs."""
+        gang's placement on the view without LOW work; the victims are sought there first, then in
+        the domains around them, then on the whole pool
+        (:func:`scheduler.preemption.victims_choose_near`)."""
         if not self.worth_trying(signature):
             return None
         assert self.running is not None
@@ -205,21 +192,9 @@ class Preemptions:
         if kept:
             snapshot = replace(snapshot, nodes=tuple(replace(node, schedulable=False) if node.name in kept else node
                                                      for node in snapshot.nodes))
-        by_key = self.candidates()
-        candidates = list(by_key.values())
-        bounds = {"max_solves": settings.OSMO_PREEMPTION_MAX_SOLVES,
-                  "max_seconds": settings.OSMO_PREEMPTION_MAX_SECONDS}
-        choice = None
-        if there:
-            region = replace(snapshot, nodes=tuple(node if node.name in there else replace(node, schedulable=False)
-                                                   for node in snapshot.nodes))
-            choice = victims_choose(region, request, candidates, self.policy, **bounds)
-        if choice is None or _within_quota_gpu(by_key, choice):
-            # Borrowed work is reclaimed first whatever the packing: a choice there that evicts work
-            # within its team's quota gives way to one that reclaims borrowed work instead.
-            anywhere = victims_choose(snapshot, request, candidates, self.policy, **bounds)
-            if choice is None or (anywhere is not None and _reclaims_instead(by_key, anywhere, choice)):
-                choice = anywhere
+        choice, _region = victims_choose_near(snapshot, request, list(self.candidates().values()), there,
+                                              self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
+                                              max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
         if choice is None:
             if signature:
                 self.hopeless.add(signature)

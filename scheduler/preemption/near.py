@@ -1,0 +1,87 @@
+"""Victims sought near where the preemptor would go without LOW work (docs/design.md §9).
+
+The cycle packs HIGH and NORMAL work as if LOW work were not there. When that placement is not free,
+the LOW work in its way is what to evict: sought on the whole pool at once, the cheapest victims put
+the preemptor wherever LOW work is cheapest to evict, which spreads protected work over domains that
+would stay whole without LOW work, and a big protected gang then finds them fragmented.
+
+:func:`victims_choose_near` searches the machines of that placement first, then the domains that hold
+them, finest key first, and the whole pool last; the first region with a victim set is taken, unless
+the whole pool's choice reclaims borrowed work and evicts less work within its team's quota: the
+reclaim rule comes before packing (fewer GPUs alone do not move the preemptor away). Each search is
+:func:`~scheduler.preemption.search.victims_choose`, so completeness holds: the whole pool is
+searched whenever no region has a set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from scheduler.placement import ClusterSnapshot, GroupRequest, Policy
+from scheduler.preemption.search import DEFAULT_MAX_SOLVES, victims_choose
+from scheduler.preemption.types import Candidate, VictimChoice
+
+
+def regions_around(snapshot: ClusterSnapshot, machines: frozenset[str]) -> list[frozenset[str]]:
+    """``machines``, then every machine of the domains holding them, finest key first (each region
+    once; the coarsest is the machines' top-level domains, not the whole pool)."""
+    labels = {node.name: node.labels for node in snapshot.nodes}
+    paths = {labels[name] for name in machines if name in labels}
+    regions = [machines]
+    for level in range(len(snapshot.keys) - 1, -1, -1):
+        prefixes = {path[:level + 1] for path in paths}
+        region = frozenset(node.name for node in snapshot.nodes if node.labels[:level + 1] in prefixes)
+        if region != regions[-1]:
+            regions.append(region)
+    return regions
+
+
+def restricted(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
+    """``snapshot`` with every machine outside ``machines`` unschedulable."""
+    return replace(snapshot, nodes=tuple(node if node.name in machines else replace(node, schedulable=False)
+                                         for node in snapshot.nodes))
+
+
+def within_quota_gpu(candidates: Mapping[str, Candidate], victims: Sequence[str]) -> int:
+    """GPUs the victims hold that are LOW work within its team's quota (not borrowing)."""
+    return sum(candidates[key].gpu for key in victims if not candidates[key].borrowing)
+
+
+def reclaims_instead(candidates: Mapping[str, Candidate], other: Sequence[str], victims: Sequence[str]) -> bool:
+    """Whether ``other`` evicts borrowed work and less work within its quota than ``victims``."""
+    borrowed = any(candidates[key].borrowing for key in other)
+    return borrowed and within_quota_gpu(candidates, other) < within_quota_gpu(candidates, victims)
+
+
+def victims_choose_near(
+    snapshot: ClusterSnapshot,
+    preemptor: GroupRequest,
+    candidates: Sequence[Candidate],
+    near: frozenset[str] | None,
+    policy: Policy = Policy(),
+    *,
+    max_solves: int = DEFAULT_MAX_SOLVES,
+    max_seconds: float | None = None,
+) -> tuple[VictimChoice | None, frozenset[str] | None]:
+    """The victim set (see the module docstring) and the machines of the region it was found in
+    (None: the whole pool). ``near``: the machines of the preemptor's placement without LOW work, or
+    None to search the whole pool only. Each search has the bounds given."""
+    by_key = {candidate.key: candidate for candidate in candidates}
+
+    def search(view: ClusterSnapshot) -> VictimChoice | None:
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, max_seconds=max_seconds)
+
+    anywhere: VictimChoice | None = None
+    searched = False
+    for machines in regions_around(snapshot, near) if near else []:
+        choice = search(restricted(snapshot, machines))
+        if choice is None:
+            continue
+        if not within_quota_gpu(by_key, choice.victims) or not any(c.borrowing for c in candidates):
+            return choice, machines  # nothing to reclaim instead
+        if not searched:
+            anywhere, searched = search(snapshot), True
+        if anywhere is None or not reclaims_instead(by_key, anywhere.victims, choice.victims):
+            return choice, machines
+    return (anywhere if searched else search(snapshot)), None

@@ -1,0 +1,59 @@
+"""Victims sought near where the preemptor would go without LOW work (docs/design.md §9,
+``scheduler.preemption.victims_choose_near``): its machines, then the domains around them, then the
+whole pool; borrowed work reclaimed first whatever the packing.
+
+Sketch of the pool used here: rack r1 [n0:4 a][n1:4 busy], rack r2 [n2:4 a][n3:4 b], one zone. LOW
+gang ``a`` holds n0 and n2 (8 GPUs), ``b`` holds n3 (4 GPUs); n1 is held by work that cannot be
+preempted. The preemptor is one task of 4 GPUs.
+"""
+
+from __future__ import annotations
+
+from scheduler.placement import Resources
+from scheduler.preemption import Candidate, regions_around, victims_choose, victims_choose_near
+from tests.placement.builders import cluster, gang, names, rack, tree
+
+SNAPSHOT = cluster(("zone", "rack"), [("z1", "r1", 0), ("z1", "r1", 0), ("z1", "r2", 0), ("z1", "r2", 0)])
+PREEMPTOR = gang(tree(rack("job", tasks=names("t", 1))), gpu=4)
+
+
+def low(key: str, *holdings: tuple[str, int], borrowing: bool = False) -> Candidate:
+    return Candidate(key, tuple((name, Resources(gpu=gpu)) for name, gpu in holdings), borrowing, 0.0)
+
+
+def test_the_low_work_where_the_preemptor_would_go_is_evicted_though_elsewhere_costs_fewer_gpus():
+    candidates = [low("a", ("n0", 4), ("n2", 4)), low("b", ("n3", 4))]
+    # when the preemptor would go to n0 without LOW work
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n0"}))
+    # then a is evicted and it goes there, where the whole pool's cheapest choice is b
+    assert choice is not None and choice.victims == ("a",) and region == frozenset({"n0"})
+    assert choice.placement.assignments == (("t1", "n0"),)
+    anywhere = victims_choose(SNAPSHOT, PREEMPTOR, candidates)
+    assert anywhere is not None and anywhere.victims == ("b",)
+    assert victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, None)[0] == anywhere
+
+
+def test_the_domains_around_are_searched_before_the_whole_pool():
+    candidates = [low("a", ("n0", 4), ("n2", 4)), low("b", ("n3", 4))]
+    # when the machine it would take (n1) holds work that cannot be preempted
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n1"}))
+    # then its rack is searched next: a, on n0
+    assert regions_around(SNAPSHOT, frozenset({"n1"})) == [frozenset({"n1"}), frozenset({"n0", "n1"}),
+                                                          frozenset({"n0", "n1", "n2", "n3"})]
+    assert choice is not None and choice.victims == ("a",) and region == frozenset({"n0", "n1"})
+
+
+def test_borrowed_work_is_reclaimed_first_whatever_the_packing():
+    # given b borrows beyond its team's quota, a does not
+    candidates = [low("a", ("n0", 4), ("n2", 4)), low("b", ("n3", 4), borrowing=True)]
+    # when the preemptor would go to n0 without LOW work
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n0"}))
+    # then b is evicted (found once the search reached the zone): the reclaim rule comes before packing
+    assert choice is not None and choice.victims == ("b",) and choice.placement.assignments == (("t1", "n3"),)
+    assert region == frozenset({"n0", "n1", "n2", "n3"})
+
+
+def test_nothing_is_evicted_when_nothing_anywhere_is_enough():
+    big = gang(tree(rack("job", tasks=names("t", 3))), gpu=4)
+    candidates = [low("a", ("n0", 4), ("n2", 4)), low("b", ("n3", 4))]
+    assert victims_choose_near(SNAPSHOT, big, candidates, frozenset({"n0"})) == (None, None)
