@@ -368,7 +368,8 @@ def summary(rows: list[dict], grace: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulate --teams", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=600)
-    parser.add_argument("--seeds", default="7", help="comma-separated trace seeds; a summary row follows them")
+    parser.add_argument("--seeds", default="7,8,9,10",
+                        help="comma-separated trace seeds (default: the four of docs/benchmarks.md)")
     parser.add_argument("--load", type=float, default=1.5)
     parser.add_argument("--skew", type=float, default=0.75, help="share of the jobs that are team a's")
     parser.add_argument("--grace", type=float, default=0.5,
