@@ -62,8 +62,9 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
     """The pods of the gangs one placement cycle placed, one gang after the other in one message.
     acks_late is safe as for group_dispatch_task (a redelivered batch skips what is recorded). A gang
     whose dispatch meets a transient error goes on in a group_dispatch message of its own, with that
-    task's retries and backoff, and the batch goes on with the next gang. What a batch stopped by its
-    time limit or a lost worker leaves undispatched, the tick re-dispatches."""
+    task's retries and backoff, and the batch goes on with the next gang; so it does after an
+    unexpected error on one gang (logged with its traceback). What a batch stopped by its time limit
+    or a lost worker, or such an error, leaves undispatched, the tick re-dispatches."""
     from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
     from workflows.scheduling.pods import group_dispatch
 
@@ -75,6 +76,9 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
             dispatch_handed_over()
             jobs.group_dispatch_request(group_id, countdown=2)
             continue
+        except Exception:  # noqa: BLE001 - a bug on one gang must not strand the rest of the batch
+            logger.exception("dispatch.batch_gang_failed", extra={"group_id": group_id})
+            continue  # the tick re-dispatches it after OSMO_REDISPATCH_AFTER_SECONDS
         gang_dispatch_observe(outcome, task=jobs.GROUPS_DISPATCH)
 
 

@@ -130,6 +130,26 @@ def test_a_transient_error_sends_that_gang_on_alone_and_the_batch_goes_on(user, 
     assert set(recorder.created.values()) == {1}
 
 
+def test_an_unexpected_error_on_one_gang_leaves_the_rest_of_the_batch_dispatched(
+        user, racks, no_broker, recorder, django_capture_on_commit_callbacks, monkeypatch, caplog):
+    """Found in review: any error but a transient one ended the batch, so the gangs after it waited
+    for the tick's re-dispatch."""
+    placed = place(user, racks, 3, django_capture_on_commit_callbacks)
+    dispatch = pods.group_dispatch
+
+    def failing_first(*, group_id: int):
+        if group_id == placed[0]:
+            raise RuntimeError("a bug")
+        return dispatch(group_id=group_id)
+
+    monkeypatch.setattr(pods, "group_dispatch", failing_first)
+    # when the batch meets an unexpected error on its first gang
+    worker_tasks.groups_dispatch_task.run(group_ids=placed)
+    # then the two others are dispatched, and the error is logged for the first (left to the tick)
+    assert set(Task.objects.filter(dispatched_at__isnull=True).values_list("group_id", flat=True)) == {placed[0]}
+    assert any(r.message == "dispatch.batch_gang_failed" and r.exc_info for r in caplog.records)
+
+
 def test_a_gang_cancelled_before_its_batch_runs_gets_no_pod(user, racks, no_broker, recorder,
                                                            django_capture_on_commit_callbacks):
     placed = place(user, racks, 2, django_capture_on_commit_callbacks)
