@@ -19,9 +19,8 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from osmo.celery import TICK_WATCH, app
-
-__all__ = ["TICK_WATCH", "app"]  # TICK_WATCH: sent by every worker's own timer (osmo.celery.TickWatchdog)
+from osmo.celery import TICK_WATCH as TICK_WATCH  # sent by every worker's own timer (osmo.celery.TickWatchdog)
+from osmo.celery import app
 
 logger = logging.getLogger(__name__)
 
