@@ -64,7 +64,7 @@ from bench.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, trace
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
-from scheduler.preemption import Candidate, restricted, victims_choose, victims_choose_near
+from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
@@ -192,13 +192,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
 
     def view(kept: frozenset[str]) -> ClusterSnapshot:
         """The pool as a job sees it: the machines kept for a starving job taken out when it is held."""
-        return ClusterSnapshot(base.pool, base.keys, tuple(
-            NodeState(n.name, n.labels, n.free, False) if n.name in kept else n for n in nodes))
+        return cordoned(ClusterSnapshot(base.pool, base.keys, tuple(nodes)), kept)
 
     def reserve(tj: TeamJob) -> frozenset[str]:
         """The machines kept for a starving job: those of its placement on the idle pool."""
         target = solve(base, tj.job.group)
-        return frozenset(m for _t, m in target.assignments) if isinstance(target, Placement) else frozenset(index)
+        return target.nodes if isinstance(target, Placement) else frozenset(index)
 
     def guard(q: int, now: float, starving: int | None) -> int | None:
         """The starvation guard: a job that did not fit after waiting ``starvation`` holds back its rank."""
@@ -250,39 +249,28 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                         if fits_on(snapshot, tj.job.group, first):
                             start(q, first, now)
                             continue
-                        there = frozenset(m for _t, m in first.assignments)
+                        there = first.nodes
             result = solve(snapshot, tj.job.group)
             if isinstance(result, Placement):
                 start(q, result, now)
                 continue
-            if chooser is None or tj.priority == "LOW":
-                waiting.append(q)
-                if starving is None:
-                    starving = guard(q, now, starving)
-                    if starving is not None:
-                        blocked = reserve(tj)
-                continue
-            cands = candidates()
-            if not cands:
-                waiting.append(q)
-                if starving is None:
-                    starving = guard(q, now, starving)
-                    if starving is not None:
-                        blocked = reserve(tj)
-                continue
-            began = time.perf_counter()
-            # The service's search near where the job would go without LOW work (its placement there,
-            # then the domains around it), the reclaim rule first (scheduler.preemption.near).
+            cands = candidates() if chooser is not None and tj.priority != "LOW" else []
+            chosen: Sequence[str] | None = None
             region = snapshot
-            if there is not None and chooser is _search:
-                near, there = victims_choose_near(snapshot, tj.job.group, cands, there, max_solves=64)
-                chosen = None if near is None else near.victims
-                region = snapshot if there is None else restricted(snapshot, there)
-            else:
-                there = None
-                chosen = chooser(snapshot, tj.job.group, cands)
-            search_ms.append((time.perf_counter() - began) * 1000)
-            searches += 1
+            if cands:
+                assert chooser is not None
+                began = time.perf_counter()
+                # The service's search near where the job would go without LOW work (its placement
+                # there, then the domains around it), the reclaim rule first (scheduler.preemption.near).
+                if there is not None and chooser is _search:
+                    near, there = victims_choose_near(snapshot, tj.job.group, cands, there, max_solves=64)
+                    chosen = None if near is None else near.victims
+                    region = snapshot if there is None else restricted(snapshot, there)
+                else:
+                    there = None
+                    chosen = chooser(snapshot, tj.job.group, cands)
+                search_ms.append((time.perf_counter() - began) * 1000)
+                searches += 1
             if chosen is None:
                 waiting.append(q)
                 if starving is None:

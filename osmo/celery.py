@@ -53,6 +53,7 @@ def _tick_on_worker_start(sender: object, **kwargs: object) -> None:
 
 
 TICK_WATCH = "scheduler.tick_watch"
+TICK_WATCH_INTERVALS = 3  # a watch every this many tick intervals; a tick older than that is overdue
 
 
 class TickWatchdog(bootsteps.StartStopStep):
@@ -78,7 +79,7 @@ class TickWatchdog(bootsteps.StartStopStep):
 
         if not settings.OSMO_TICK_WITHOUT_BEAT:
             return
-        every = float(settings.OSMO_PLACEMENT_TICK_SECONDS) * 3
+        every = float(settings.OSMO_PLACEMENT_TICK_SECONDS) * TICK_WATCH_INTERVALS
         self.timer_entry = worker.timer.call_repeatedly(every, _tick_watch_send, (every,), priority=10)
 
     def stop(self, worker: Any) -> None:

@@ -61,11 +61,10 @@ class ValidatedSubmission:
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
 
 
-def pool_context(pool: Pool, keys: tuple[TopologyKey, ...] | None = None) -> PoolContext:
-    """The pool facts a spec is validated against: keys in order (read here unless given), distinct
-    node shapes (2 queries, or 1)."""
-    key_names = (tuple(pool.topology_keys.order_by("position").values_list("key", flat=True)) if keys is None
-                 else tuple(key.key for key in keys))
+def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
+    """The pool facts a spec is validated against: its keys (read by the caller, in order) and its
+    distinct node shapes (1 query)."""
+    key_names = tuple(key.key for key in keys)
     shapes = tuple(
         Node.objects.filter(pool=pool, schedulable=True)
         .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")

@@ -160,9 +160,10 @@ def tick_watch_task() -> None:
     was killed); the tick's follow-up starts the chain again. Otherwise nothing."""
     from django.conf import settings
 
+    from osmo.celery import TICK_WATCH_INTERVALS
     from scheduler.heartbeats import tick_age_seconds
 
     age = tick_age_seconds()
-    if age is None or age > float(settings.OSMO_PLACEMENT_TICK_SECONDS) * 3:
+    if age is None or age > float(settings.OSMO_PLACEMENT_TICK_SECONDS) * TICK_WATCH_INTERVALS:
         logger.info("tick.watch_resumed", extra={"tick_age_seconds": age})
         tick_task()

@@ -99,6 +99,11 @@ class Placement:
     def tasks(self) -> dict[str, str]:
         return dict(self.assignments)
 
+    @property
+    def nodes(self) -> frozenset[str]:
+        """The machines the placement uses."""
+        return frozenset(node for _task, node in self.assignments)
+
 
 class ReasonCode(StrEnum):
     """Why a gang is not placed: the ``code`` of every stored reason (docs/design.md §5). The solver

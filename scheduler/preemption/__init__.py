@@ -24,9 +24,9 @@ release arithmetic and the memoised feasibility checks in :mod:`scheduler.preemp
 Stdlib and :mod:`scheduler.placement` only: never import Django, DRF or Celery here.
 """
 
-from scheduler.preemption.near import regions_around, restricted, victims_choose_near
+from scheduler.preemption.near import cordoned, regions_around, restricted, victims_choose_near
 from scheduler.preemption.search import DEFAULT_MAX_SOLVES, victims_choose
 from scheduler.preemption.types import Candidate, VictimChoice
 
-__all__ = ["DEFAULT_MAX_SOLVES", "Candidate", "VictimChoice", "regions_around", "restricted", "victims_choose",
-           "victims_choose_near"]
+__all__ = ["DEFAULT_MAX_SOLVES", "Candidate", "VictimChoice", "cordoned", "regions_around", "restricted",
+           "victims_choose", "victims_choose_near"]

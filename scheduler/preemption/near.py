@@ -43,6 +43,12 @@ def restricted(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSn
                                          for node in snapshot.nodes))
 
 
+def cordoned(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
+    """``snapshot`` with the machines of ``machines`` unschedulable (kept for a starving gang)."""
+    return replace(snapshot, nodes=tuple(replace(node, schedulable=False) if node.name in machines else node
+                                         for node in snapshot.nodes))
+
+
 def within_quota_gpu(candidates: Mapping[str, Candidate], victims: Sequence[str]) -> int:
     """GPUs the victims hold that are LOW work within its team's quota (not borrowing)."""
     return sum(candidates[key].gpu for key in victims if not candidates[key].borrowing)

@@ -67,7 +67,7 @@ from workflows.lifecycle.transitions import (
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_record
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
-from workflows.scheduling.preemption import Preemptions, Vec, fits_on
+from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
 from workflows.scheduling.requests import group_request_from_db, group_request_from_row, task_requests_to_json
 
 logger = logging.getLogger(__name__)
@@ -449,8 +449,7 @@ class _Walk:
         keeps being backfilled (docs/design.md §6). None (hold every such gang) if it has no such
         placement."""
         outcome = solve(self.idle_index(), self.request(g, upcoming), self.policy)
-        self.reserved = (tuple(sorted({node for _task, node in outcome.assignments}))
-                         if isinstance(outcome, Placement) else None)
+        self.reserved = tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None
 
     def _hold(self, held: bool) -> None:
         """Take the reserved machines' free capacity off the index while a held gang is decided (its
@@ -520,8 +519,7 @@ class _Walk:
 
     def _take(self, g: _Queued, request: GroupRequest, placement: Placement) -> None:
         """Place the gang on the cycle's index (and, protected work, on the view without LOW work)."""
-        requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-        assignments = [(node, requests[task]) for task, node in placement.assignments]
+        assignments = takes(request, placement)
         self.index.place(assignments)
         if g.rank < LOW_RANK and self.preemptions is not None:
             self.preemptions.protected_placed(assignments)
@@ -541,11 +539,10 @@ class _Walk:
         if outcome is None:
             return False
         if isinstance(outcome, Placement):
-            requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-            if fits_on(self.index, [(node, requests[task]) for task, node in outcome.assignments]):
+            if fits_on(self.index, takes(request, outcome)):
                 self._take(g, request, outcome)
                 return True
-            self.absent_there[g.pk] = frozenset(node for _task, node in outcome.assignments)
+            self.absent_there[g.pk] = outcome.nodes
         elif outcome.status == "unschedulable":
             self.preemptions.hopeless_mark(self._memo_key(g, upcoming))
         return False
@@ -570,7 +567,7 @@ class _Walk:
         if g.pk in self.absent_there:
             return self.absent_there.pop(g.pk)
         outcome = self._absent_solve(request)
-        return frozenset(node for _task, node in outcome.assignments) if isinstance(outcome, Placement) else None
+        return outcome.nodes if isinstance(outcome, Placement) else None
 
     def _preempt(self, g: _Queued, upcoming: list[_Queued]) -> bool:
         """Place a HIGH or NORMAL gang (within its quota: checked before) by evicting LOW gangs

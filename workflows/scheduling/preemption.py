@@ -42,7 +42,7 @@ from django.db.models import Count, Q
 from scheduler import jobs
 from scheduler.models import Pool, Reservation
 from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources
-from scheduler.preemption import Candidate, victims_choose_near
+from scheduler.preemption import Candidate, cordoned, victims_choose_near
 from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
 from workflows.lifecycle.transitions import groups_preempt
 from workflows.models import TaskGroup
@@ -51,6 +51,12 @@ from workflows.scheduling.admission import Quotas
 logger = logging.getLogger(__name__)
 
 Vec = tuple[int, int, int, int]
+
+
+def takes(request: GroupRequest, placement: Placement) -> list[tuple[str, Vec]]:
+    """What the placement takes from each machine, per task: (machine, resources)."""
+    requests = {t.name: t.resources.as_tuple() for t in request.tasks}
+    return [(node, requests[task]) for task, node in placement.assignments]
 
 
 def fits_on(index: DomainIndex, assignments: list[tuple[str, Vec]]) -> bool:
@@ -188,10 +194,7 @@ class Preemptions:
         if not self.worth_trying(signature):
             return None
         assert self.running is not None
-        snapshot = index.snapshot(self.pool.name)
-        if kept:
-            snapshot = replace(snapshot, nodes=tuple(replace(node, schedulable=False) if node.name in kept else node
-                                                     for node in snapshot.nodes))
+        snapshot = cordoned(index.snapshot(self.pool.name), kept)
         choice, _region = victims_choose_near(snapshot, request, list(self.candidates().values()), there,
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                               max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
@@ -204,8 +207,7 @@ class Preemptions:
             index.release(victim.holdings())
             self.evicted[victim.group_id] = (victim.workflow_id, preemptor)
         placement = choice.placement
-        requests = {t.name: t.resources.as_tuple() for t in request.tasks}
-        assignments = [(node, requests[task]) for task, node in placement.assignments]
+        assignments = takes(request, placement)
         index.place(assignments)
         self.protected_placed(assignments)
         logger.info("preemption.chosen", extra={
