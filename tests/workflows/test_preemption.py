@@ -262,6 +262,40 @@ def test_borrowing_counts_the_protected_work_placed_earlier_in_the_same_cycle(us
     assert_no_node_overbooked(pool)
 
 
+def test_a_resumed_cycle_that_places_low_work_first_does_not_prove_a_high_gang_stuck(user):
+    # given a pool of two 4-GPU machines, a NORMAL gang on one and a HIGH gang of two machines waiting
+    from scheduler.models import Pool
+    from tests.factories import make_node, make_pool
+    from workflows.scheduling.cycle import _queue_read
+
+    small = make_pool("two", keys=[("rack", "rack")], sim_task_seconds=1000)
+    for name in ("a1", "a2"):
+        make_node(small, name, {"rack": "r1"}, gpu=4)
+
+    def submit_small(name: str, tasks: int, priority: str) -> Workflow:
+        return workflow_submit(user=user, pool_name="two", spec=gang_spec(name, tasks, 4, key=None),
+                               priority=priority)[0]
+
+    normal = submit_small("normal", 1, "NORMAL")
+    placement_cycle_run(pool_id=small.pk)
+    high = submit_small("high", 2, "HIGH")
+    placement_cycle_run(pool_id=small.pk)
+    assert group_of(high).status == TaskStatus.SCHEDULING
+    # when the NORMAL gang ends, a LOW gang arrives, and a cycle resumes from a cursor at the LOW gang
+    # (as after a cycle that ran out of its budget there): the LOW gang is walked before the HIGH one
+    workflow_cancel(workflow_id=normal.workflow_id, user=user)
+    low = submit_small("low", 1, "LOW")
+    small.refresh_from_db()
+    cursor = next(g.order for g in _queue_read(small) if g.pk == group_of(low).pk)
+    Pool.objects.filter(pk=small.pk).update(cycle_state={**(small.cycle_state or {}), "cursor": cursor})
+    resumed = placement_cycle_run(pool_id=small.pk)
+    assert resumed.resumed and group_of(low).status == TaskStatus.INITIALIZING
+    # then the next cycle does not take the HIGH gang's verdict as proven: it evicts the LOW gang and runs
+    placement_cycle_run(pool_id=small.pk)
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    assert group_of(low).status == TaskStatus.SCHEDULING and group_of(low).preemptions == 1
+
+
 def test_preemption_can_be_turned_off(user, pool, settings):
     settings.OSMO_PREEMPTION_ENABLED = False
     lows = [submit(user, f"low{i}", 4, "LOW") for i in range(4)]

@@ -191,10 +191,10 @@ def placement_cycle_run(
             if options.incremental:
                 # What this walk leaves queued (rows committed by others meanwhile make the next
                 # fingerprint differ, which only costs that cycle a walk). An undecided gang is retried
-                # by the next cycle: no idle skip after one.
+                # by the next cycle: no idle skip after one, nor after a verdict that is no proof.
                 gone = set(result.placed) | walk.failed
                 state = {"cursor": walk.cursor, "fingerprint": _fingerprint(g.pk for g in queue if g.pk not in gone),
-                         "epoch": None if result.undecided else capacity_epoch, "keys_version": pool.keys_version,
+                         "epoch": None if result.undecided or walk.retry else capacity_epoch, "keys_version": pool.keys_version,
                          "wake_at": walk.wake_at, "proofs": walk.proofs, "proofs_epoch": capacity_epoch}
                 Pool.objects.filter(pk=pool.pk).update(cycle_state=state)
         if result.refresh:
@@ -285,6 +285,11 @@ class _Walk:
         self.blocked: list[tuple[str, Vec]] = []  # what is taken off them while a held gang is decided
         self.holding = False  # whether it is taken off now
         self.absent_there: dict[int, frozenset[str]] = {}  # pk -> its placement's machines without LOW work
+        # LOW work this walk placed: a resumed walk may place it before protected gangs, and it is no
+        # eviction candidate until committed, so a protected gang found unschedulable after it is no
+        # proof; ``retry``: such a verdict was made, and the next cycle walks again.
+        self.low_placed = False
+        self.retry = False
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -425,7 +430,10 @@ class _Walk:
                     self._reserve_for(g, upcoming)
                 else:
                     reason = self._never_idle(reason)
-            self._record(g, reason, self.capacity_epoch if status == "unschedulable" else None)
+            proof = self.capacity_epoch if status == "unschedulable" else None
+            if proof is not None and g.rank < LOW_RANK and self.low_placed:
+                proof, self.retry = None, True
+            self._record(g, reason, proof)
             (result.unschedulable if status == "unschedulable" else result.undecided).append(g.pk)
         self._hold(False)
         self.cursor = new_cursor
@@ -527,6 +535,7 @@ class _Walk:
             self.quotas.add(g, request)
         self.decided.append((g, placement, request))
         self.result.placed.append(g.pk)
+        self.low_placed |= g.rank >= LOW_RANK
 
     def _absent_place(self, g: _Queued, upcoming: list[_Queued], request: GroupRequest) -> bool:
         """A HIGH or NORMAL gang while LOW gangs run: solve it on the view without LOW work and take
