@@ -15,6 +15,7 @@ searched whenever no region has a set.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -72,15 +73,21 @@ def victims_choose_near(
 ) -> tuple[VictimChoice | None, frozenset[str] | None]:
     """The victim set (see the module docstring) and the machines of the region it was found in
     (None: the whole pool). ``near``: the machines of the preemptor's placement without LOW work, or
-    None to search the whole pool only. Each search has the bounds given."""
+    None to search the whole pool only. Each search has at most ``max_solves`` solver calls;
+    ``max_seconds`` bounds them all together: once it has passed, no further region is tried and the
+    whole pool's search runs its first (all-evicted) solve only, so completeness holds."""
     by_key = {candidate.key: candidate for candidate in candidates}
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
     def search(view: ClusterSnapshot) -> VictimChoice | None:
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, max_seconds=max_seconds)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, max_seconds=left)
 
     anywhere: VictimChoice | None = None
     searched = False
     for machines in regions_around(snapshot, near) if near else []:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         choice = search(restricted(snapshot, machines))
         if choice is None:
             continue

@@ -57,3 +57,26 @@ def test_nothing_is_evicted_when_nothing_anywhere_is_enough():
     big = gang(tree(rack("job", tasks=names("t", 3))), gpu=4)
     candidates = [low("a", ("n0", 4), ("n2", 4)), low("b", ("n3", 4))]
     assert victims_choose_near(SNAPSHOT, big, candidates, frozenset({"n0"})) == (None, None)
+
+
+def test_one_time_budget_covers_every_region_and_the_whole_pool_still_answers(monkeypatch):
+    # given a clock that moves 3 s on each region's search, and a budget of 5 s
+    import scheduler.preemption.near as near
+
+    clock = [0.0]
+    budgets: list[float | None] = []
+
+    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds):
+        budgets.append(max_seconds)
+        clock[0] += 3.0
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves)
+
+    monkeypatch.setattr(near.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(near, "victims_choose", search)
+    candidates = [low("b", ("n3", 4))]  # nothing to evict on n1 or its rack: every region is searched
+    # when the preemptor would go to n1, whose rack holds no LOW work
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n1"}), max_seconds=5.0)
+    # then n1 (5 s left) and its rack (2 s left) are searched; the 5 s are then over, so the zone is not,
+    # and the whole pool's search runs with no time left (its first, all-evicted solve only): b is found
+    assert budgets == [5.0, 2.0, 0.0]
+    assert choice is not None and choice.victims == ("b",) and region is None
