@@ -74,11 +74,13 @@ class Pool(models.Model):
 
 class PoolGrant(models.Model):
     """Who may see and submit to a pool: a team (Django group) or one user. A pool without grants is
-    open to everyone; staff always have access (docs/design.md §9)."""
+    open to everyone; staff always have access (docs/design.md §9). A granted team or user cannot be
+    deleted while the grant stands (deleting the pool's last grant with it would open the pool to
+    everyone): the grant is removed first, on purpose."""
 
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="grants")
-    team = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="pool_grants")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+    team = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.PROTECT, related_name="pool_grants")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                              related_name="pool_grants")
 
     class Meta:

@@ -52,6 +52,27 @@ def test_a_pool_without_grants_is_open_and_a_granted_pool_is_hidden_from_others(
     assert (bob.pool.name, bob.team) == ("private", llm)
 
 
+def test_a_granted_team_cannot_be_deleted_while_its_grant_stands(user_client, user, staff_user, pool):
+    # given a pool granted to team llm only, which alice is not in
+    from django.test import Client
+
+    restricted = make_nvl72_pool("private", zones=1, spines=1, racks=1, nodes=2)
+    llm = Group.objects.create(name="llm")
+    PoolGrant.objects.create(pool=restricted, team=llm)
+    admin = Client()
+    admin.force_login(staff_user)
+    # when an admin deletes the team (its grant, the pool's last, would go with it and open the pool)
+    page = admin.post(f"/admin/auth/group/{llm.pk}/delete/", {"post": "yes"})
+    # then Django's admin refuses, naming the grant, and the pool stays hidden from alice
+    assert page.status_code == 200 and "private: team llm" in page.content.decode()
+    assert Group.objects.filter(name="llm").exists() and PoolGrant.objects.filter(pool=restricted).count() == 1
+    assert [p["name"] for p in user_client.get("/api/pools/").json()["results"]] == ["shared"]
+    # and once the grant is removed on purpose, the team can go
+    PoolGrant.objects.filter(pool=restricted).delete()
+    assert admin.post(f"/admin/auth/group/{llm.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Group.objects.filter(name="llm").exists()
+
+
 def test_maintenance_refuses_submissions_and_offline_places_nothing(user_client, user, pool):
     # given a pool in maintenance
     pool.status = PoolStatus.MAINTENANCE

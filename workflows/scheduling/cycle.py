@@ -194,7 +194,8 @@ def placement_cycle_run(
                 # by the next cycle: no idle skip after one, nor after a verdict that is no proof.
                 gone = set(result.placed) | walk.failed
                 state = {"cursor": walk.cursor, "fingerprint": _fingerprint(g.pk for g in queue if g.pk not in gone),
-                         "epoch": None if result.undecided or walk.retry else capacity_epoch, "keys_version": pool.keys_version,
+                         "epoch": None if result.undecided or walk.retry else capacity_epoch,
+                         "keys_version": pool.keys_version,
                          "wake_at": walk.wake_at, "proofs": walk.proofs, "proofs_epoch": capacity_epoch}
                 Pool.objects.filter(pk=pool.pk).update(cycle_state=state)
         if result.refresh:
