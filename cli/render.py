@@ -194,6 +194,10 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
     what = f"workflow {name}" if name else "the spec"
     lines = [f"Dry run: {what} is valid for pool {answer.get('pool') or pool}; nothing was submitted.",
              f"{len(groups)} group(s); placement previewed on the pool's current free capacity."]
+    if answer.get("team"):
+        lines.append(f"It would count against team {answer['team']}'s quota.")
+    if answer.get("pool_status") not in (None, "ONLINE"):
+        lines.append(f"Pool {answer.get('pool') or pool} is {answer['pool_status']}: nothing is placed there now.")
     for group in groups:
         lines.append("")
         upstream = group.get("upstream") or []

@@ -178,7 +178,8 @@ def submit(request: HttpRequest) -> HttpResponse:
             )
             messages.success(request, f"Submitted {workflow.workflow_id} to pool {pool_name}.")
             return redirect("workflow-detail", workflow_id=workflow.workflow_id)
-        context.update(_fields(dry_run_build(pool_name=pool_name, spec=text, user=request.user)))
+        context.update(_fields(dry_run_build(pool_name=pool_name, spec=text, user=request.user,
+                                             priority=form.cleaned_data["priority"])))
     except (WorkflowSpecInvalidError, PoolNotFoundError) as exc:
         context["errors"] = spec_error_rows(text, exc.details.get("errors", []))
         context["problems"] = len(exc.details.get("errors", []))

@@ -3,39 +3,75 @@ Nothing is stored or reserved."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from osmo.types import Viewer
+from scheduler.choices import PoolStatus
 from scheduler.placement import solve
 from scheduler.results import result_to_json
+from scheduler.services.access import team_for_submission
 from scheduler.snapshot import snapshot_load
+from workflows.choices import PRIORITY_RANK, Priority
+from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_reason
 from workflows.scheduling.requests import group_request_from_spec
 from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline
 from workflows.spec.model import ScalarValue
 
 
+@dataclass
+class _Previewed:
+    """The submission as the quota check reads a queued gang."""
+
+    team_id: int | None
+    rank: int
+
+
+def _waits(reason: dict[str, Any]) -> dict[str, Any]:
+    """A reason to wait, in the shape of a solver's ``placement`` (scheduler.results.result_to_json)."""
+    return {"status": reason["status"], "code": reason["code"], "tasks": {}, "report": [], "reason": reason,
+            "message": reason["message"]}
+
+
 def workflow_dry_run(
     *, pool_name: str, spec: str | dict[str, Any], values: dict[str, ScalarValue] | None = None,
-    env: dict[str, str] | None = None, user: Viewer | None = None,
+    env: dict[str, str] | None = None, user: Viewer | None = None, priority: str = Priority.NORMAL,
+    team: str | None = None,
 ) -> dict[str, Any]:
+    """What a submission with these fields would meet now, storing nothing: the same refusals (spec,
+    pool access and maintenance, team), then per group what the cycle would say first: the pool's
+    status when it is not ONLINE, the team's quota for HIGH and NORMAL work, else a placement solved
+    on the current snapshot."""
     submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user)
-    snapshot = snapshot_load(submission.pool)
+    pool = submission.pool
+    chosen = team_for_submission(pool, user=user, team=team) if user is not None else None
+    gang = _Previewed(chosen.pk if chosen else None, PRIORITY_RANK[Priority(priority)])
+    quotas = Quotas.load(pool) if gang.rank < LOW_RANK and gang.team_id is not None else None
+    snapshot = snapshot_load(pool) if pool.status == PoolStatus.ONLINE else None
     groups = []
     for group in submission.spec.groups:
-        result = solve(snapshot, group_request_from_spec(group))
+        request = group_request_from_spec(group)
+        over = quotas.over(gang, request) if quotas and gang.team_id in quotas.quota else None
+        if snapshot is None:
+            placement = _waits(not_online_reason(pool))
+        elif over is not None:
+            placement = _waits(over)
+        else:
+            placement = result_to_json(solve(snapshot, request))
         groups.append(
             {
                 "name": group.name,
                 "upstream": list(group.inputs),
                 "constraint_tree": tree_to_json(group.tree),
                 "constraint_outline": tree_to_outline(group.tree),
-                "placement": result_to_json(result),
+                "placement": placement,
             }
         )
     # Groups are previewed independently on the same snapshot: a downstream group only starts after
     # its upstream groups finished and released their capacity.
-    answer = {"valid": True, "workflow": submission.spec.name, "pool": submission.pool.name, "groups": groups}
+    answer = {"valid": True, "workflow": submission.spec.name, "pool": pool.name, "pool_status": pool.status,
+              "team": chosen.name if chosen else None, "groups": groups}
     if submission.template_values or env:
         answer["spec"] = submission.spec_text
         answer["template_values"] = submission.template_values

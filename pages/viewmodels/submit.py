@@ -81,10 +81,11 @@ class DryRun:
     pool_keys: list[str]
 
 
-def dry_run_build(*, pool_name: str, spec: str, user: Viewer | None = None) -> DryRun:
+def dry_run_build(*, pool_name: str, spec: str, user: Viewer | None = None, priority: str = "NORMAL") -> DryRun:
     """Validate and preview ``spec`` on the pool; stores nothing. Raises what ``workflow_dry_run`` raises
-    (``WorkflowSpecInvalidError``, ``PoolNotFoundError``)."""
-    preview = workflow_dry_run(pool_name=pool_name, spec=spec, user=user)
+    (``WorkflowSpecInvalidError``, ``PoolNotFoundError``, and for ``user`` no access, maintenance or a
+    team to choose)."""
+    preview = workflow_dry_run(pool_name=pool_name, spec=spec, user=user, priority=priority)
     pool = pool_get(name=pool_name)
     keys = pool_keys(pool) if pool else []
     names = {node for group in preview["groups"] for node in group["placement"]["tasks"].values()}

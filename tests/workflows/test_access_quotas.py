@@ -94,6 +94,37 @@ def test_maintenance_refuses_submissions_and_offline_places_nothing(user_client,
     assert "pool shared is OFFLINE" in waiting.unschedulable_reason["message"]
 
 
+def test_a_dry_run_meets_the_team_quota_and_status_checks_of_a_submission(user_client, user, pool):
+    # given alice in team llm with a quota of 8 GPUs in the pool
+    llm = Group.objects.create(name="llm")
+    user.groups.add(llm)
+    team_quota_set(pool=pool, team=llm, gpu=8)
+
+    def dry_run(tasks: int, **fields):
+        return user_client.post("/api/workflows/", {"pool": "shared", "spec": gang("d", tasks), "dry_run": True,
+                                                    **fields}, format="json")
+
+    # when she dry-runs with a team she is not in, a gang over the quota, the same as LOW work, and on an
+    # OFFLINE pool
+    stranger = dry_run(1, team="vision")
+    over = dry_run(3)
+    low = dry_run(3, priority="LOW")
+    pool.status = PoolStatus.OFFLINE
+    pool.save()
+    offline = dry_run(1)
+    # then the answers are those of a submission: 400 naming the team, the quota's wait, a placement for
+    # LOW work (it borrows), and the pool's status; nothing is stored
+    assert stranger.status_code == 400 and stranger.json()["details"]["errors"][0]["path"] == "team"
+    assert over.status_code == 200 and over.json()["team"] == "llm"
+    placement = over.json()["groups"][0]["placement"]
+    assert (placement["status"], placement["code"], placement["tasks"]) == ("unschedulable", "quota_exceeded", {})
+    assert "team llm uses 0 of its 8 GPUs in pool shared; this group needs 12 more" in placement["message"]
+    assert low.json()["groups"][0]["placement"]["status"] == "placed"
+    assert offline.json()["pool_status"] == "OFFLINE"
+    assert offline.json()["groups"][0]["placement"]["code"] == "pool_not_online"
+    assert Workflow.objects.count() == 0
+
+
 def test_staff_set_the_status_through_the_api_and_online_places_the_queue(staff_client, user, pool):
     # given an OFFLINE pool with a queued gang
     staff_client.patch("/api/pools/shared/", {"status": "OFFLINE"}, format="json")

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from osmo.api.serializers import OutputModelSerializer
+from scheduler.choices import PoolStatus
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.selectors import task_domains
@@ -210,6 +211,12 @@ class DryRunGroupSerializer(serializers.Serializer):
 
 class DryRunOutputSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
+    workflow = serializers.CharField()
+    pool = serializers.CharField()
+    pool_status = serializers.ChoiceField(choices=PoolStatus.choices, help_text="Not ONLINE: nothing is placed "
+                                          "there now, and each group's placement says so.")
+    team = serializers.CharField(allow_null=True, help_text="The team whose quota the workflow would count "
+                                 "against (as for a submission).")
     groups = DryRunGroupSerializer(many=True)
 
 

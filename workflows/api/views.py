@@ -153,6 +153,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         template = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
         if values["dry_run"]:
             return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"], user=signed_in(request),
+                                             priority=values["priority"], team=values.get("team") or None,
                                              **template),
                             status=status.HTTP_200_OK)
         workflow, created = services.workflow_submit(

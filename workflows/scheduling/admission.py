@@ -70,14 +70,19 @@ class Quotas:
             self.used[g.team_id] = self.used.get(g.team_id, 0) + sum(task.resources.gpu for task in request.tasks)
 
 
-def not_online_record(pool: Pool) -> None:
-    """An OFFLINE or MAINTENANCE pool places nothing: its queued gangs say so (one UPDATE, only of
-    gangs that do not say it yet). Going ONLINE moves the pool's epochs on, so they are solved again."""
-    reason = {
+def not_online_reason(pool: Pool) -> dict[str, Any]:
+    """Why nothing is placed in an OFFLINE or MAINTENANCE pool."""
+    return {
         "status": "waiting",
         "code": ReasonCode.POOL_NOT_ONLINE.value,
         "message": f"pool {pool.name} is {pool.status}: nothing is placed until an administrator sets it ONLINE",
     }
+
+
+def not_online_record(pool: Pool) -> None:
+    """An OFFLINE or MAINTENANCE pool places nothing: its queued gangs say so (one UPDATE, only of
+    gangs that do not say it yet). Going ONLINE moves the pool's epochs on, so they are solved again."""
+    reason = not_online_reason(pool)
     digest = reason_digest(reason)
     TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).exclude(
         reason_code=reason["code"], reason_digest=digest
