@@ -135,15 +135,22 @@ def quota_validate(*, pool: Pool, team: Group | None, gpu: int) -> None:
 
 
 def quotas_total_validate(*, pool: Pool, total: int) -> None:
-    """The rule of docs/design.md §9: a pool's team quotas add up to at most its GPUs. The caller holds
-    the pool's row lock (:func:`quotas_lock`), so that two writers cannot both pass it."""
+    """The rule of docs/design.md §9: a pool's team quotas add up to at most its GPUs. A pool whose
+    machines were removed after its quotas were set may have less: then a change that does not raise
+    the total is accepted (lowering a quota, or saving the pool unchanged), one that raises it is not.
+    The caller holds the pool's row lock (:func:`quotas_lock`), so that two writers cannot both pass it."""
     capacity = pool_gpu_capacity(pool) if pool.pk is not None else 0
-    if total > capacity:
+    if total > capacity and (pool.pk is None or total > quotas_total(pool)):
         raise ValidationFailedError(
             [{"path": "gpu", "message": f"quotas in pool {pool.name} would add up to {total} GPUs; "
                                         f"the pool has {capacity}"}],
             f"Quotas in pool {pool.name} may add up to at most its {capacity} GPUs.",
         )
+
+
+def quotas_total(pool: Pool) -> int:
+    """The GPUs the pool's quotas add up to now."""
+    return int(TeamQuota.objects.filter(pool=pool).aggregate(total=Sum("gpu"))["total"] or 0)
 
 
 def quotas_lock(pool: Pool) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 
+from osmo.errors import ValidationFailedError
 from scheduler.choices import PoolStatus
 from scheduler.models import PoolGrant, TeamQuota
 from scheduler.services.access import team_quota_set
@@ -136,6 +137,28 @@ def test_staff_set_the_status_through_the_api_and_online_places_the_queue(staff_
     # then
     assert response.status_code == 200 and response.json()["status"] == "ONLINE"
     assert TaskGroup.objects.get(workflow=workflow).status == TaskStatus.INITIALIZING
+
+
+def test_after_machines_are_removed_quotas_may_be_lowered_but_not_raised(staff_client, pool):
+    # given quotas of 32 + 32 GPUs in the 64-GPU pool, then half of its machines removed
+    from scheduler.models import Node
+
+    llm, vision = Group.objects.create(name="llm"), Group.objects.create(name="vision")
+    team_quota_set(pool=pool, team=llm, gpu=32)
+    team_quota_set(pool=pool, team=vision, gpu=32)
+    Node.objects.filter(pk__in=list(Node.objects.filter(pool=pool).order_by("name").values_list("pk", flat=True)[:8])
+                        ).delete()
+    # when staff change the status, lower one quota (still over the 32 GPUs left), and raise one
+    status = staff_client.patch("/api/pools/shared/", {"status": "OFFLINE"}, format="json")
+    team_quota_set(pool=pool, team=llm, gpu=16)
+
+    with pytest.raises(ValidationFailedError) as raised:
+        team_quota_set(pool=pool, team=vision, gpu=33)
+    assert raised.value.details["errors"] == [{"path": "gpu", "message": "quotas in pool shared would add up to "
+                                                                         "49 GPUs; the pool has 32"}]
+    # then the first two are accepted (they do not raise the total) and the third is refused
+    assert status.status_code == 200
+    assert sorted(TeamQuota.objects.values_list("team__name", "gpu")) == [("llm", 16), ("vision", 32)]
 
 
 def test_a_team_over_its_quota_waits_with_a_reason_that_says_so_and_low_work_borrows(user, pool):
