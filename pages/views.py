@@ -139,7 +139,8 @@ def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     if pool is None:
         raise Http404("Pool not found.")
     if not pool_accessible(pool, user=request.user):
-        raise PermissionDenied(f"You have no access to pool {pool.name}.")
+        raise PermissionDenied(f"You have no access to pool {pool.name}: ask an administrator to grant it to you or "
+                               "your team.")
     context = _fields(pool_detail_build(pool, user=request.user, page_number=_page_number(request)))
     context["live_query"] = _live_query(request)
     return _render(request, "pages/pool_detail.html", "pages/partials/pool_live.html", context)

@@ -90,6 +90,7 @@ class PoolGrant(models.Model):
                 condition=(Q(team__isnull=False) & Q(user__isnull=True))
                 | (Q(team__isnull=True) & Q(user__isnull=False)),
                 name="poolgrant_team_xor_user",
+                violation_error_message="A grant names either a team or a user: one of them, not both.",
             ),
             models.UniqueConstraint(fields=["pool", "team"], name="poolgrant_unique_team"),
             models.UniqueConstraint(fields=["pool", "user"], name="poolgrant_unique_user"),

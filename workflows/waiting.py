@@ -154,7 +154,8 @@ def workflow_waiting(workflow: Workflow) -> dict[int, dict[str, Any]]:
             "reason": reason_reworded(group.unschedulable_reason, domains),
         }
         answer["lines"] = waiting_lines(answer, best_fits=(detail.get("best_domain") or {}).get("fits"),
-                                        needed=detail.get("tasks_needed"))
+                                        needed=detail.get("tasks_needed"),
+                                        code=(group.unschedulable_reason or {}).get("code"))
         answers[group.pk] = answer
     return answers
 
@@ -186,7 +187,16 @@ def reason_reworded(reason: dict[str, Any] | None, domains: dict[str, Any] | Non
     return message
 
 
-def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any = None) -> list[str]:
+# What ends the wait, for the reasons capacity freeing up does not end.
+UNTIL = {
+    "pool_not_online": "It stays queued and is placed once an administrator sets the pool ONLINE again.",
+    "quota_exceeded": "It stays queued and is placed once its team's HIGH and NORMAL work in the pool "
+                      "leaves room in the quota (or the quota grows).",
+}
+
+
+def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any = None,
+                  code: str | None = None) -> list[str]:
     """The sentences the API (``waiting.lines``), ``osmo workflow query`` and the workflow page show."""
     ahead = answer["ahead"]
     position = answer["position"]
@@ -211,5 +221,5 @@ def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any 
             lines.append(f"Best {where}{room}: nothing of this service runs there (usage outside it, or "
                          "cordoned nodes).")
     elif answer.get("reason"):
-        lines.append("It stays queued and is placed as soon as capacity frees up.")
+        lines.append(UNTIL.get(code or "", "It stays queued and is placed as soon as capacity frees up."))
     return lines

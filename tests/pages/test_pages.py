@@ -478,3 +478,20 @@ def test_node_lists_keep_natural_order_whatever_the_pools_size(alice_client, sce
     assert re.findall(r'<tr data-node="([^"]+)"', first) == ["n1", "n2", "n3", "n9", "n10", "n11", "n20"]
     assert again is kept and used is kept
     assert re.findall(r'<tr data-node="([^"]+)"', renamed) == ["n0", "n1", "n2", "n3", "n9", "n10", "n11"]
+
+
+def test_a_pool_page_without_access_says_which_pool_and_what_to_do(alice_client, scene):
+    from django.contrib.auth.models import Group
+
+    from scheduler.models import PoolGrant
+    from tests.factories import make_nvl72_pool
+
+    private = make_nvl72_pool("private", zones=1, spines=1, racks=1, nodes=2)
+    PoolGrant.objects.create(pool=private, team=Group.objects.create(name="llm"))
+
+    response = alice_client.get("/pools/private/")
+
+    assert response.status_code == 403
+    assert ("You have no access to pool private: ask an administrator to grant it to you or your team."
+            in _text(response))
+    assert 'href="/pools/"' in response.content.decode()

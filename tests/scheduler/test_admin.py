@@ -312,3 +312,20 @@ def test_a_new_pool_has_no_gpus_to_give_as_quota_yet(admin_client_):
     assert "Quotas in pool added would add up to 8 GPUs; the pool has 0. Lower one of them." in (
         response.content.decode())
     assert not Pool.objects.filter(name="added").exists()
+
+
+def test_a_grant_naming_both_a_team_and_a_user_is_refused_in_words(admin_client_, small_pool, user):
+    from django.contrib.auth.models import Group
+
+    from scheduler.models import PoolGrant
+
+    llm = Group.objects.create(name="llm")
+    keys = [(0, "zone", "topology.kubernetes.io/zone", False), (1, "rack", "topology.kubernetes.io/rack", False)]
+    data = {**_inline_post(small_pool, keys), "grants-TOTAL_FORMS": "1", "grants-0-team": str(llm.pk),
+            "grants-0-user": str(user.pk)}
+
+    refused = admin_client_.post(f"/admin/scheduler/pool/{small_pool.pk}/change/", data)
+
+    assert refused.status_code == 200  # redisplayed with the error, nothing stored
+    assert "A grant names either a team or a user: one of them, not both." in refused.content.decode()
+    assert not PoolGrant.objects.exists()

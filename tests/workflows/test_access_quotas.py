@@ -93,6 +93,8 @@ def test_maintenance_refuses_submissions_and_offline_places_nothing(user_client,
     assert waiting.status == TaskStatus.SCHEDULING
     assert waiting.unschedulable_reason["code"] == "pool_not_online"
     assert "pool shared is OFFLINE" in waiting.unschedulable_reason["message"]
+    lines = user_client.get(f"/api/workflows/{workflow.workflow_id}/").json()["groups"][0]["waiting"]["lines"]
+    assert lines[-1] == "It stays queued and is placed once an administrator sets the pool ONLINE again."
 
 
 def test_a_dry_run_meets_the_team_quota_and_status_checks_of_a_submission(user_client, user, pool):
@@ -179,6 +181,11 @@ def test_a_team_over_its_quota_waits_with_a_reason_that_says_so_and_low_work_bor
     assert waiting.unschedulable_reason["code"] == "quota_exceeded"
     assert waiting.unschedulable_reason["message"].startswith(
         "team llm uses 12 of its 16 GPUs in pool shared; this group needs 8 more")
+    from workflows.selectors import workflow_detail_queryset
+    from workflows.waiting import workflow_waiting
+
+    lines = workflow_waiting(workflow_detail_queryset(user=user).get(pk=normal.pk))[waiting.pk]["lines"]
+    assert lines[-1].startswith("It stays queued and is placed once its team's HIGH and NORMAL work")
     assert TaskGroup.objects.get(workflow=low).status == TaskStatus.INITIALIZING
     # and when the quota grows, the next cycle places it
     team_quota_set(pool=pool, team=llm, gpu=24)
