@@ -7,8 +7,13 @@ from typing import Any
 
 from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, worker_ready
+from kombu.transport import TRANSPORT_ALIASES
+
+from osmo import broker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings.local")
+# The embedded default's broker (``osmofs://``): kombu's filesystem transport, message files atomic.
+TRANSPORT_ALIASES[broker.ALIAS] = "osmo.broker:Transport"
 
 logger = logging.getLogger(__name__)
 

@@ -213,7 +213,7 @@ else:
     BROKER_DIR = DATA_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
         (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_URL = "osmofs://"  # kombu's filesystem transport, message files written whole: osmo.broker
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # Producers write into data_folder_out, consumers read data_folder_in: one shared folder.
         "data_folder_in": str(BROKER_DIR / "queue"),
