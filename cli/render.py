@@ -59,8 +59,12 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def span(start: Any, end: Any) -> str:
-    """``started -> finished (duration)`` for an object's status times."""
+QUEUED_AGAIN = ("PENDING", "WAITING", "SCHEDULING")
+
+
+def span(start: Any, end: Any, status: Any = None) -> str:
+    """``started -> finished (duration)`` for an object's status times; one that started and is queued
+    again (a LOW gang preempted) says so instead of "running"."""
     if not start:
         return DASH
     text = fmt_time(start)
@@ -71,7 +75,7 @@ def span(start: Any, end: Any) -> str:
             return f"{text} -> {fmt_time(end)} ({fmt_duration(seconds)})"
         except ValueError:
             return f"{text} -> {fmt_time(end)}"
-    return f"{text} -> (running)"
+    return f"{text} -> (queued again)" if status in QUEUED_AGAIN else f"{text} -> (running)"
 
 
 def fmt_bytes(value: Any) -> str:
@@ -247,7 +251,7 @@ def task_rows(tasks: list[dict[str, Any]], indent: str = "") -> list[str]:
     for task in sorted(tasks, key=lambda t: natural_key(t.get("name"))):
         name = f"{task.get('name', '?')}{' (lead)' if task.get('lead') else ''}"
         rows.append([name, task.get("status"), task.get("node"), domains_text(task.get("domains")),
-                     span(task.get("started_at"), task.get("finished_at"))])
+                     span(task.get("started_at"), task.get("finished_at"), task.get("status"))])
     return table(["TASK", "STATUS", "NODE", "DOMAINS", "RAN"], rows, indent=indent)
 
 
@@ -258,7 +262,7 @@ def workflow_lines(workflow: dict[str, Any]) -> list[str]:
         f"  pool {workflow.get('pool', DASH)} · priority {workflow.get('priority', DASH)}"
         f" · submitted by {workflow.get('submitted_by', DASH)}",
         f"  submitted {fmt_time(workflow.get('submitted_at'))}",
-        f"  ran       {span(workflow.get('started_at'), workflow.get('finished_at'))}",
+        f"  ran       {span(workflow.get('started_at'), workflow.get('finished_at'), workflow.get('status'))}",
     ]
     if workflow.get("failure_message"):
         lines.append(f"  failure: {workflow['failure_message']}")
@@ -282,7 +286,7 @@ def group_lines(group: dict[str, Any]) -> list[str]:
     upstream = group.get("upstream") or []
     after = f"  (after {', '.join(upstream)})" if upstream else ""
     lines = [f"Group {group.get('name', '?')}  {status_style(status)}{after}",
-             f"  ran {span(group.get('started_at'), group.get('finished_at'))}"]
+             f"  ran {span(group.get('started_at'), group.get('finished_at'), group.get('status'))}"]
     if group.get("preemptions"):
         lines.append(f"  preempted {group['preemptions']} time(s): a LOW gang restarts whole when higher-priority "
                      "work needs its GPUs")

@@ -325,3 +325,4 @@ def test_a_preemption_is_visible_in_the_api_the_page_and_the_cli(user, user_clie
     assert 'data-preemptions="1"' in page and "preempted 1 time" in page
     assert f"preempted by {high.workflow_id}" in page
     assert "preempted 1 time(s)" in text and f"preempted by {high.workflow_id}" in text
+    assert "(queued again)" in text and "(running)" not in text
