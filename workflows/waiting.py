@@ -22,7 +22,7 @@ from django.db.models.functions import Concat
 
 from scheduler.models import Node, Reservation
 from scheduler.selectors import label_text
-from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
+from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
 from workflows.models import TaskGroup, Workflow
 
 HOLDERS_LIMIT = 10
@@ -187,14 +187,6 @@ def reason_reworded(reason: dict[str, Any] | None, domains: dict[str, Any] | Non
     return message
 
 
-# What ends the wait, for the reasons capacity freeing up does not end.
-UNTIL = {
-    "pool_not_online": "It stays queued and is placed once an administrator sets the pool ONLINE again.",
-    "quota_exceeded": "It stays queued and is placed once its team's HIGH and NORMAL work in the pool "
-                      "leaves room in the quota (or the quota grows).",
-}
-
-
 def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any = None,
                   code: str | None = None) -> list[str]:
     """The sentences the API (``waiting.lines``), ``osmo workflow query`` and the workflow page show."""
@@ -221,5 +213,5 @@ def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any 
             lines.append(f"Best {where}{room}: nothing of this service runs there (usage outside it, or "
                          "cordoned nodes).")
     elif answer.get("reason"):
-        lines.append(UNTIL.get(code or "", "It stays queued and is placed as soon as capacity frees up."))
+        lines.append(WAIT_ENDS.get(code or "", "It stays queued and is placed as soon as capacity frees up."))
     return lines

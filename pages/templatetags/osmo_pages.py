@@ -17,7 +17,7 @@ from django.utils.timesince import timesince
 from pages.templatetags.tree_svg import tree_svg
 from pages.viewmodels.common import percent as _percent
 from pages.viewmodels.common import status_colour
-from workflows.waiting import UNTIL
+from workflows.choices import WAIT_ENDS
 
 register = template.Library()
 register.filter("status_colour", status_colour)
@@ -128,8 +128,8 @@ def reason_sentences(reason: Mapping[str, Any] | None) -> list[str]:
     if requested.get("gpu") is not None and free.get("gpu") is not None:
         sentences.append(f"The gang asks for {requested['gpu']} GPUs; {free['gpu']} GPUs are free on usable machines.")
     status = reason.get("status") or detail.get("status")
-    if code in UNTIL:
-        sentences.append(UNTIL[code])
+    if code in WAIT_ENDS:
+        sentences.append(WAIT_ENDS[code])
     elif status in ("unschedulable", "undecided") and code not in ("pool_keys_changed", "unknown_key"):
         sentences.append("It stays queued and is placed automatically as soon as enough capacity frees up.")
     return sentences
