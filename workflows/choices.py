@@ -6,6 +6,7 @@ The status vocabulary and the sets derived from it are defined once, in the pure
 
 from django.db import models
 
+from scheduler.placement import ReasonCode
 from workflows.lifecycle import rules
 
 
@@ -48,9 +49,10 @@ PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 # What ends a queued gang's wait, by reason code, for the reasons capacity freeing up does not end
 # (the API's waiting lines, the CLI and the pages say it in these words).
 WAIT_ENDS = {
-    "pool_not_online": "It stays queued and is placed once an administrator sets the pool ONLINE again.",
-    "quota_exceeded": "It stays queued and is placed once its team's HIGH and NORMAL work in the pool "
-                      "leaves room in the quota (or the quota grows).",
+    ReasonCode.POOL_NOT_ONLINE.value: "It stays queued and is placed once an administrator sets the pool ONLINE "
+                                      "again.",
+    ReasonCode.QUOTA_EXCEEDED.value: "It stays queued and is placed once its team's HIGH and NORMAL work in "
+                                     "the pool leaves room in the quota (or the quota grows).",
 }
 
 TASK_TERMINAL_STATUSES = frozenset(TaskStatus(s) for s in rules.TERMINAL)

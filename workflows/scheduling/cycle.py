@@ -532,6 +532,11 @@ class _Walk:
         self.index.place(assignments)
         if g.rank < LOW_RANK and self.preemptions is not None:
             self.preemptions.protected_placed(assignments)
+        self._placed(g, request, placement)
+
+    def _placed(self, g: _Queued, request: GroupRequest, placement: Placement) -> None:
+        """A gang placed on the index (by :meth:`_take`, or by a preemption): counted against its
+        team's quota and kept to be written."""
         if self.quotas:
             self.quotas.add(g, request)
         self.decided.append((g, placement, request))
@@ -596,10 +601,7 @@ class _Walk:
         if self.holding:  # victims' machines among the reserved ones: hold back what they freed there too
             self._hold(False)
             self._hold(True)
-        if self.quotas:
-            self.quotas.add(g, request)
-        self.decided.append((g, placement, request))
-        self.result.placed.append(g.pk)
+        self._placed(g, request, placement)
         return True
 
     def _fits_idle(self, g: _Queued, upcoming: list[_Queued], known: bool) -> bool:

@@ -199,8 +199,7 @@ class Preemptions:
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                               max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
         if choice is None:
-            if signature:
-                self.hopeless.add(signature)
+            self.hopeless_mark(signature)
             return None
         victims = [self.running.pop(key) for key in choice.victims]
         for victim in victims:
