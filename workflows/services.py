@@ -16,9 +16,9 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 
+from osmo.compiled import CompiledQuery
 from osmo.types import User, Viewer
 from scheduler import jobs
 from scheduler.models import Node, Pool, TopologyKey
@@ -61,16 +61,29 @@ class ValidatedSubmission:
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
 
 
+# The reads of every submission, compiled once (osmo.compiled).
+_POOL_KEYS = CompiledQuery(lambda pool_id: TopologyKey.objects.filter(pool=pool_id).order_by("position"), pool_id=int)
+_NODE_SHAPES = CompiledQuery(
+    lambda pool_id: Node.objects.filter(pool=pool_id, schedulable=True)
+    .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+    .distinct()
+    .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
+    pool_id=int)
+# The highest number of a name (the (name, seq) unique constraint's index answers it).
+_LAST_SEQ = CompiledQuery(
+    lambda name: Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True)[:1], name=str)
+# Every submission asks, few are replays: the id fields only (the others load when read).
+_BY_IDEMPOTENCY_KEY = CompiledQuery(
+    lambda user_id, key: Workflow.objects.filter(submitted_by=user_id, idempotency_key=key)
+    .only("pk", "workflow_id", "idempotency_hash").order_by("pk")[:1],
+    user_id=int, key=str)
+
+
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
     """The pool facts a spec is validated against: its keys (read by the caller, in order) and its
     distinct node shapes (1 query)."""
     key_names = tuple(key.key for key in keys)
-    shapes = tuple(
-        Node.objects.filter(pool=pool, schedulable=True)
-        .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
-        .distinct()
-        .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
-    )
+    shapes = tuple(_NODE_SHAPES.all(pool_id=pool.pk))
     return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes)
 
 
@@ -101,7 +114,7 @@ def workflow_validate(
                                    dump=_dump_yaml)
             source = rendered.text
             template_values = rendered.values
-        keys = tuple(pool.topology_keys.order_by("position"))
+        keys = tuple(_POOL_KEYS.all(pool_id=pool.pk))
         parsed = parse_workflow(source, pool=pool_context(pool, keys))
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
@@ -171,7 +184,7 @@ def _next_seq(name: str) -> int:
             cursor.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s)", [_NAME_LOCK_NAMESPACE, zlib.crc32(name.encode()) & 0x7FFFFFFF]
             )
-    return (Workflow.objects.filter(name=name).aggregate(m=Max("seq"))["m"] or 0) + 1
+    return int(_LAST_SEQ.first(name=name) or 0) + 1
 
 
 def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str,
@@ -190,8 +203,7 @@ def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow |
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
     hashes were kept (empty hash) match any request. The workflow comes with its id fields only (every
     submission asks, few are replays; the other fields load when read)."""
-    existing = (Workflow.objects.filter(submitted_by=user, idempotency_key=key)
-                .only("pk", "workflow_id", "idempotency_hash").first())
+    existing: Workflow | None = _BY_IDEMPOTENCY_KEY.first(user_id=user.pk, key=key)
     if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
         raise IdempotencyKeyReusedError(key, existing.workflow_id)
     return existing

@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum, Value
 
+from osmo.compiled import CompiledQuery
 from osmo.errors import ConflictError, OsmoError, ValidationFailedError
 from osmo.types import Viewer
 from scheduler.choices import PoolStatus
@@ -38,9 +39,30 @@ def _access_condition(user: Viewer) -> Q | None:
     """Which pools the user may see and use, as a condition on pools (None: all of them, for staff)."""
     if user.is_staff:
         return None
+    return _member_access(user.pk) if user.pk else _member_access(None)
+
+
+def _member_access(user_id: int | None) -> Q:
+    """The pools a signed-in user who is not staff may see and use (with ``None``: nobody's)."""
     granted = PoolGrant.objects.filter(pool=OuterRef("pk"))
-    mine = granted.filter(Q(user_id=user.pk) | Q(team__user=user.pk)) if user.pk else granted.none()
+    mine = granted.filter(Q(user_id=user_id) | Q(team__user=user_id)) if user_id else granted.none()
     return Q(~Exists(granted) | Exists(mine))
+
+
+# The reads of every submission, compiled once (osmo.compiled): the pool with the user's access, and
+# the user's teams with whether each has a quota in the pool.
+_POOL_STAFF = CompiledQuery(
+    lambda name: Pool.objects.filter(name=name).annotate(accessible=Value(True)).order_by()[:1], name=str)
+_POOL_MEMBER = CompiledQuery(
+    lambda name, user_id: Pool.objects.filter(name=name).annotate(
+        accessible=ExpressionWrapper(_member_access(user_id), output_field=BooleanField())).order_by()[:1],
+    name=str, user_id=int)
+_TEAMS_OF_MEMBER = CompiledQuery(
+    lambda user_id, pool_id: Group.objects.filter(user=user_id).annotate(
+        has_quota=Exists(TeamQuota.objects.filter(pool=pool_id, team=OuterRef("pk")))).order_by("name"),
+    user_id=int, pool_id=int)
+_TEAM_OF_MEMBER = CompiledQuery(
+    lambda user_id, name: Group.objects.filter(user=user_id, name=name).order_by("pk")[:1], user_id=int, name=str)
 
 
 def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
@@ -52,8 +74,13 @@ def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
 def pool_with_access(name: str, *, user: Viewer) -> Pool | None:
     """The pool named ``name`` (None if there is none) with ``accessible`` set: whether the user may
     see and use it. One query, where reading the pool and then :func:`pool_accessible` took two."""
-    condition = _access_condition(user)
-    accessible = Value(True) if condition is None else ExpressionWrapper(condition, output_field=BooleanField())
+    if user.is_staff:
+        pool: Pool | None = _POOL_STAFF.first(name=name)
+        return pool
+    if user.pk:
+        pool = _POOL_MEMBER.first(name=name, user_id=user.pk)
+        return pool
+    accessible = ExpressionWrapper(_member_access(None), output_field=BooleanField())
     return Pool.objects.filter(name=name).annotate(accessible=accessible).order_by().first()
 
 
@@ -80,22 +107,21 @@ def pool_submit_check(pool: Pool, *, user: Viewer) -> None:
 def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group | None:
     """The team a submission counts against. Named: the user must belong to it (staff may name any).
     Not named: the user's one team with a quota in this pool, else the user's one team, else none."""
-    teams = Group.objects.all() if user.is_staff else Group.objects.filter(user=user.pk)
     if team:
-        found = teams.filter(name=team).first()
+        found = (Group.objects.filter(name=team).first() if user.is_staff
+                 else _TEAM_OF_MEMBER.first(user_id=user.pk, name=team) if user.pk else None)
         if found is None:
             raise ValidationFailedError(
                 [{"path": "team", "message": f"you are not a member of team {team!r}"}],
                 f"You are not a member of team {team!r}.",
             )
         return found
-    if user.is_staff:
-        teams = Group.objects.filter(user=user.pk)
+    if not user.pk:
+        return None
     # One query: the user's teams, each marked whether it has a quota in the pool (a user belongs to
     # a handful of teams).
-    quota = TeamQuota.objects.filter(pool=pool, team=OuterRef("pk"))
-    mine = list(teams.annotate(has_quota=Exists(quota)).order_by("name"))
-    with_quota = [found for found in mine if found.has_quota]
+    mine: list[Group] = _TEAMS_OF_MEMBER.all(user_id=user.pk, pool_id=pool.pk)
+    with_quota = [found for found in mine if getattr(found, "has_quota", False)]
     if len(with_quota) == 1:
         return with_quota[0]
     if len(with_quota) > 1:

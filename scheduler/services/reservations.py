@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from django.db import connection
 from django.utils import timezone
 
+from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.models import PoolEpoch, Reservation
 
@@ -50,9 +51,14 @@ def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> Non
             cursor.execute(sql, [pool_id, 1 if inventory else 0])
 
 
+_EPOCHS = CompiledQuery(
+    lambda pool_id: PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch")
+    .order_by("pool_id")[:1], pool_id=int)
+
+
 def pool_epochs(pool_id: int) -> tuple[int, int]:
     """(capacity epoch, inventory epoch) of the pool; (0, 0) before anything moved them."""
-    row = PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch").first()
+    row: tuple[int, int] | None = _EPOCHS.first(pool_id=pool_id)
     return row if row is not None else (0, 0)
 
 

@@ -140,3 +140,51 @@ def test_workflow_waiting_costs_the_same_queries_for_one_or_many_groups(user, dj
     with django_assert_num_queries(3):
         answers = workflow_waiting(loaded[many.pk])
     assert [a["position"] for a in answers.values()] == [2, 3, 4, 5, 6]
+
+
+def test_what_is_ahead_matches_the_queue_order_counted_one_gang_at_a_time(user):
+    # given: a pool nothing fits in yet (no nodes), and 12 workflows of random priorities and 1-3
+    # groups each, several submitted at the same instant, some of their groups not queued
+    import random
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workflows.choices import PRIORITY_RANK, TaskStatus
+    from workflows.models import Workflow
+
+    pool = make_pool("ahead", keys=[("rack", "rack")])
+    make_node(pool, "n1", {"rack": "r1"}, gpu=8)
+    rng = random.Random(7)
+    instant = timezone.now()
+    for index in range(12):
+        groups = rng.randint(1, 3)
+        spec = f"workflow:\n  name: w{index}\n  groups:\n" + "".join(
+            f"  - name: g{i}\n    tasks: [{{name: t{i}, lead: true, image: b, command: [c]}}]\n" for i in range(groups)
+        ) + "resources:\n  default: {gpu: 1}\n"
+        workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=spec,
+                                      priority=rng.choice(["HIGH", "NORMAL", "LOW"]))
+        at = instant + timedelta(seconds=rng.choice([0, 0, 1, 2]))
+        Workflow.objects.filter(pk=workflow.pk).update(submitted_at=at)
+        for group in workflow.groups.all():
+            if rng.random() < 0.2:
+                TaskGroup.objects.filter(pk=group.pk).update(status=TaskStatus.WAITING)
+    queued = list(TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING)
+                  .select_related("workflow"))
+
+    def order(group):  # the queue's order: priority, submission time, workflow, position
+        w = group.workflow
+        return (PRIORITY_RANK[w.priority], w.submitted_at, w.pk, group.position)
+
+    # when / then: each queued gang's answer counts exactly the gangs before it in that order, by priority
+    checked = 0
+    for workflow in workflow_detail_queryset(user=user).filter(pool=pool):
+        for pk, answer in workflow_waiting(workflow).items():
+            mine = next(g for g in queued if g.pk == pk)
+            before = [g for g in queued if order(g) < order(mine)]
+            expected = {name: sum(1 for g in before if g.workflow.priority == name)
+                        for name in ("HIGH", "NORMAL", "LOW")}
+            assert answer["ahead"] == expected, (workflow.workflow_id, pk)
+            assert answer["position"] == len(before) + 1
+            checked += 1
+    assert checked == len(queued) >= 15
