@@ -60,3 +60,29 @@ def test_bearer_keyword_takes_the_same_token(api_client, user):
     # then
     assert (accepted.status_code, accepted.json()) == (200, {"username": "alice", "is_staff": False})
     assert (refused.status_code, refused.json()["code"]) == (401, "authentication_failed")
+
+
+def test_a_deactivated_users_token_is_refused_and_the_request_knows_its_token(api_client, user):
+    # given: a token, then its user deactivated
+    token = Token.objects.create(user=user)
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert api_client.get("/api/me/").json()["username"] == user.username
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    # when
+    response = api_client.get("/api/me/")
+    # then: DRF's answer and words
+    assert response.status_code == 401
+    assert response.json()["message"] == "User inactive or deleted."
+
+
+def test_token_authentication_answers_with_the_user_and_the_token_as_stored(user):
+    from rest_framework.test import APIRequestFactory
+
+    from osmo.api.authentication import ThrottledTokenAuthentication
+
+    token = Token.objects.create(user=user)
+    request = APIRequestFactory().get("/api/me/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    found_user, found_token = ThrottledTokenAuthentication().authenticate(request)
+    assert (found_user.pk, found_user.username, found_user.is_staff) == (user.pk, user.username, user.is_staff)
+    assert (found_token.key, found_token.user_id, found_token.created) == (token.key, user.pk, token.created)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.db.models import F
+from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
+from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from osmo.api.throttling import AuthFailureThrottle
+from osmo.compiled import CompiledQuery
 
 KEYWORDS = (b"token", b"bearer")
+
+# The user of a token and when the token was made, in one query compiled once (every API request asks).
+_TOKEN_USER = CompiledQuery(
+    lambda key: get_user_model().objects.filter(auth_token__key=key).annotate(token_created=F("auth_token__created")),
+    key=str)
 
 
 class ThrottledTokenAuthentication(TokenAuthentication):
@@ -40,3 +50,13 @@ class ThrottledTokenAuthentication(TokenAuthentication):
         except AuthenticationFailed:
             throttle.failure_record(request)
             raise
+
+    def authenticate_credentials(self, key):
+        """DRF's (``TokenAuthentication.authenticate_credentials``): the same answers and words, from one
+        compiled query instead of the ORM's ``select_related`` read."""
+        user = _TOKEN_USER.first(key=key)
+        if user is None:
+            raise AuthenticationFailed(_("Invalid token."))
+        if not user.is_active:
+            raise AuthenticationFailed(_("User inactive or deleted."))
+        return (user, Token(key=key, user=user, created=user.token_created))
