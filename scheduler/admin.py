@@ -32,7 +32,7 @@ from scheduler.inventory import KeySpec, topology_keys_validate
 from scheduler.models import Node, Pool, PoolGrant, Reservation, TeamQuota, TopologyKey, WorkerHeartbeat
 from scheduler.services import nodes_set_schedulable, pool_keys_set
 from scheduler.services.access import pool_status_set, quotas_lock, quotas_total_validate
-from scheduler.services.reservations import pool_capacity_changed
+from scheduler.services.reservations import pool_capacity_changed, pool_epochs_bump
 
 GIB = 1024**3
 MAX_FILTER_CHOICES = 60
@@ -322,6 +322,24 @@ class NodeAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
         return selectors.node_queryset_with_usage().select_related("pool")
+
+    # An edit here writes the row directly, so the pools' epochs are moved on here (a cycle is asked
+    # for: a node may have grown); what is cached by the inventory epoch is read again.
+    def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
+        before = Node.objects.filter(pk=obj.pk).values_list("pool_id", flat=True).first() if change else None
+        super().save_model(request, obj, form, change)
+        pool_capacity_changed(obj.pool_id)
+        if before is not None and before != obj.pool_id:
+            pool_epochs_bump([before], inventory=True)
+
+    def delete_model(self, request: HttpRequest, obj: Node) -> None:
+        super().delete_model(request, obj)
+        pool_epochs_bump([obj.pool_id], inventory=True)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        pool_ids = sorted(set(queryset.values_list("pool_id", flat=True)))
+        super().delete_queryset(request, queryset)
+        pool_epochs_bump(pool_ids, inventory=True)
 
     def _selected_pool_keys(self, request: HttpRequest) -> list[TopologyKey]:
         if not hasattr(request, "_osmo_pool_keys"):

@@ -87,6 +87,26 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
     return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes)
 
 
+# The pool facts of recent submissions by (pool, inventory epoch, keys version): its keys and its
+# context. Every write to a pool's nodes or keys moves its inventory epoch on (docs/design.md §8), so
+# an entry is never stale; it saves every submission reading the keys and scanning the pool's nodes for
+# their distinct shapes (0.9 ms of PostgreSQL's CPU on 1,296 nodes, linear in the pool).
+_FACTS: dict[tuple[int, int, int], tuple[tuple[TopologyKey, ...], PoolContext]] = {}
+_FACTS_SIZE = 64
+
+
+def _pool_facts(pool: Pool, key: tuple[int, int, int]) -> tuple[tuple[TopologyKey, ...], PoolContext]:
+    """The pool's keys and :func:`pool_context`, as of ``key`` (:func:`idle_index_key`)."""
+    facts = _FACTS.get(key)
+    if facts is None:
+        keys = tuple(_POOL_KEYS.all(pool_id=pool.pk))
+        facts = (keys, pool_context(pool, keys))
+        if len(_FACTS) >= _FACTS_SIZE:
+            _FACTS.clear()
+        _FACTS[key] = facts
+    return facts
+
+
 def workflow_validate(
     *,
     pool_name: str,
@@ -114,11 +134,12 @@ def workflow_validate(
                                    dump=_dump_yaml)
             source = rendered.text
             template_values = rendered.values
-        keys = tuple(_POOL_KEYS.all(pool_id=pool.pk))
-        parsed = parse_workflow(source, pool=pool_context(pool, keys))
+        facts_key = idle_index_key(pool)
+        keys, context = _pool_facts(pool, facts_key)
+        parsed = parse_workflow(source, pool=context)
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
-    _never_fits_check(pool, parsed)
+    _never_fits_check(pool, parsed, facts_key)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
                                keys=keys)
@@ -133,13 +154,13 @@ _IDLE_ACCEPTED: set[tuple[int, int, int, str]] = set()
 _IDLE_ACCEPTED_SIZE = 4096
 
 
-def _never_fits_check(pool: Pool, spec: WorkflowSpec) -> None:
+def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int] | None = None) -> None:
     """Refuse gangs proven unplaceable on the idle pool (its capacity minus usage outside the service).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
     ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow)."""
     if not settings.OSMO_REFUSE_NEVER_FITS:
         return
-    key = idle_index_key(pool)
+    key = key or idle_index_key(pool)
     never: list[dict[str, Any]] = []
     for group in spec.groups:
         request = group_request_from_spec(group)

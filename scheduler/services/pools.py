@@ -9,7 +9,9 @@ another order; it records why (docs/pools.md).
 
 Every write that may let queued work fit (nodes added, resized, uncordoned, keys changed) asks for a
 placement cycle through :func:`scheduler.services.reservations.pool_capacity_changed` (which also moves
-the pool's epochs on), once the change is committed.
+the pool's epochs on), once the change is committed. Writes that only take room away (cordons,
+deletions) move the epochs on without a cycle: whatever is cached by the inventory epoch (the idle
+pool, the facts a submission is validated against) is read again.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from scheduler.inventory import (
 )
 from scheduler.models import Node, Pool, Reservation, TopologyKey
 from scheduler.services.access import pool_status_set
-from scheduler.services.reservations import pool_capacity_changed
+from scheduler.services.reservations import pool_capacity_changed, pool_epochs_bump
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +190,7 @@ def node_delete(*, node: Node) -> None:
             details={"node": node.name, "pool": node.pool.name},
         )
     node.delete()
+    pool_epochs_bump([node.pool_id], inventory=True)  # the pool's facts changed (nothing more fits)
 
 
 @transaction.atomic
@@ -201,6 +204,8 @@ def nodes_set_schedulable(*, node_ids: Iterable[int], schedulable: bool) -> int:
     if schedulable:
         for pool_id in pool_ids:
             pool_capacity_changed(pool_id)
+    else:
+        pool_epochs_bump(pool_ids, inventory=True)  # the pools' facts changed (nothing more fits)
     logger.info("nodes.schedulable_set", extra={"count": count, "schedulable": schedulable})
     return count
 

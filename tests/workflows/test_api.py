@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.factories import SEED_EXAMPLES, example_spec, make_node, make_nvl72_pool, make_pool
+from tests.pipeline.helpers import gang_spec
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 
 pytestmark = pytest.mark.django_db
@@ -434,6 +435,52 @@ def test_the_never_fits_check_solves_a_gang_shape_once_per_inventory(user, monke
     assert solves[-2:] == ["bigg", "biggerg"]
 
 
+def test_the_facts_a_submission_is_checked_against_follow_every_inventory_write(user, admin_client):
+    # given: a pool of two 4-GPU nodes and one 8-GPU node; a spec whose task needs 8 GPUs
+    from scheduler.models import Node
+    from scheduler.services.pools import node_cordon, node_delete, node_uncordon
+    from workflows.errors import WorkflowSpecInvalidError
+    from workflows.services import workflow_submit
+
+    pool = make_pool("facts", keys=[("rack", "rack")])
+    make_node(pool, "a", {"rack": "r1"}, gpu=4)
+    small = make_node(pool, "b", {"rack": "r1"}, gpu=4)
+    big = make_node(pool, "c", {"rack": "r2"}, gpu=8)
+    spec = gang_spec("big", 1, 8)
+
+    def accepted() -> bool:
+        try:
+            workflow_submit(user=user, pool_name="facts", spec=spec)
+        except WorkflowSpecInvalidError:
+            return False
+        return True
+
+    assert accepted()
+    # when the 8-GPU node is cordoned, then uncordoned: refused, then accepted again
+    node_cordon(node_ids=[big.pk])
+    assert not accepted()
+    node_uncordon(node_ids=[big.pk])
+    assert accepted()
+    # when it is deleted: refused
+    node_delete(node=Node.objects.get(pk=big.pk))
+    assert not accepted()
+    # when an administrator gives a small node 8 GPUs in the admin: accepted
+    form = admin_client.get(f"/admin/scheduler/node/{small.pk}/change/")
+    assert form.status_code == 200
+    data = {"pool": str(pool.pk), "name": "b", "schedulable": "on", "gpu": "8", "used_gpu": "0",
+            "cpu_millis": "64", "used_cpu_millis": "0", "memory_bytes": "512Gi", "used_memory_bytes": "0",
+            "storage_bytes": "4Ti", "used_storage_bytes": "0", "labels-rows": "1", "labels-key-0": "rack",
+            "labels-value-0": "r1"}
+    saved = admin_client.post(f"/admin/scheduler/node/{small.pk}/change/", data)
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert Node.objects.get(pk=small.pk).gpu == 8
+    assert accepted()
+    # when the admin deletes it: refused
+    deleted = admin_client.post(f"/admin/scheduler/node/{small.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    assert not accepted()
+
+
 def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool):
     # given a client with an API token, as the CLI and bench.pipeline send submissions
     from django.db import connection
@@ -453,7 +500,8 @@ def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool):
     # when a workflow is submitted
     sql = submit("counted")
     # then: the request's savepoint (its transaction here), the token, the idempotency key, the pool with
-    # the user's access, its keys, its node shapes, its epochs, the user's teams, the inner savepoint,
-    # the name's lock, the name's last number, four inserts, the savepoint's release, the queue ahead
-    # of the new gang, the request's release
-    assert len(sql) == 18, "\n".join(sql)
+    # the user's access, its epochs, the user's teams, the inner savepoint, the name's lock, the name's
+    # last number, four inserts, the savepoint's release, the queue ahead of the new gang, the
+    # request's release (the pool's keys and node shapes were read by the first submission: they are
+    # kept while the pool's inventory epoch stands)
+    assert len(sql) == 16, "\n".join(sql)
