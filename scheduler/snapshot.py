@@ -13,13 +13,27 @@ from typing import Any
 from django.db import connection
 from django.db.models import Sum
 
-from scheduler.models import Node, Pool, Reservation
+from osmo.compiled import CompiledQuery
+from scheduler.models import Node, Pool, Reservation, TopologyKey
 from scheduler.placement import ClusterSnapshot, DomainIndex, NodeState, Resources
+
+# Read by every placement cycle, compiled once per process (osmo.compiled).
+_KEY_LABELS = CompiledQuery(
+    lambda pool_id: TopologyKey.objects.filter(pool=pool_id).order_by("position").values_list("key", "label"),
+    pool_id=int)
+_RESERVED_BY_NODE = CompiledQuery(
+    lambda pool_id: Reservation.objects.filter(pool=pool_id, released_at__isnull=True)
+    .order_by()
+    .values("node_id")
+    .annotate(g=Sum("gpu"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), s=Sum("storage_bytes"))
+    .values_list("node_id", "g", "c", "m", "s"),
+    pool_id=int)
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
     """(key, label) pairs, coarsest first."""
-    return list(pool.topology_keys.order_by("position").values_list("key", "label"))
+    labels: list[tuple[str, str]] = _KEY_LABELS.all(pool_id=pool.pk)
+    return labels
 
 
 def snapshot_load(pool: Pool, *, key_labels: list[tuple[str, str]] | None = None) -> ClusterSnapshot:
@@ -42,11 +56,7 @@ def snapshot_load_with_ids(
     # per node and resource (the selectors' form, fine for a page of nodes) costs 4 x 20,000 lookups.
     reserved = {
         node_id: (gpu, cpu, memory, storage)
-        for node_id, gpu, cpu, memory, storage in Reservation.objects.filter(pool=pool, released_at__isnull=True)
-        .order_by()
-        .values("node_id")
-        .annotate(g=Sum("gpu"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), s=Sum("storage_bytes"))
-        .values_list("node_id", "g", "c", "m", "s")
+        for node_id, gpu, cpu, memory, storage in _RESERVED_BY_NODE.all(pool_id=pool.pk)
     }
     static = _nodes_static(pool, labels)
     nodes = []

@@ -48,6 +48,7 @@ from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
 from django.utils import timezone
 
 from osmo.bulk import bulk_set
+from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.choices import PoolStatus
 from scheduler.dispatch.naming import pod_name_for
@@ -140,6 +141,33 @@ def _priority_rank() -> Case:
     )
 
 
+# The cycle's reads of its pool, compiled once per process (osmo.compiled): every cycle runs them.
+_POOL_LOCKED = CompiledQuery(
+    lambda pool_id: Pool.objects.select_for_update(no_key=True).filter(pk=pool_id).order_by("pk")[:1], pool_id=int)
+_WAITING = CompiledQuery(
+    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.WAITING), pool_id=int)
+_FINGERPRINT = CompiledQuery(
+    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING)
+    .values("status").annotate(n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk"))
+    .values_list("n", "s", "q", "m").order_by(),
+    pool_id=int)
+_QUEUE = CompiledQuery(
+    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING)
+    .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
+              keys_version=F("workflow__pool_keys_version"))
+    .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
+    .values_list("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
+                 "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
+                 "keys_version", "workflow__team_id", "preemptions", "workflow__workflow_id"),
+    pool_id=int)
+_TIMEOUT_CANDIDATES = CompiledQuery(
+    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING,
+                                             workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
+    .values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s")
+    .order_by("pk"),
+    pool_id=int)
+
+
 def placement_cycle_run(
     *, pool_id: int, now: datetime | None = None, policy: Policy | None = None, on_locked: Any = None,
     options: CycleOptions | None = None,
@@ -159,7 +187,7 @@ def placement_cycle_run(
             return result
         if on_locked is not None:
             on_locked()
-        pool = Pool.objects.select_for_update(no_key=True).filter(pk=pool_id).first()
+        pool = _POOL_LOCKED.first(pool_id=pool_id)
         if pool is None:
             return result
         result.pool = pool.name
@@ -170,7 +198,7 @@ def placement_cycle_run(
         # Read before the snapshot: a release committed after this read moves the epoch past it.
         capacity_epoch, inventory_epoch = pool_epochs(pool.pk)
         result.timed_out = _queue_timeouts_apply(pool, now)
-        waiting = list(TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.WAITING))
+        waiting: list[TaskGroup] = _WAITING.all(pool_id=pool.pk)
         if waiting:
             workflows_lock(g.workflow_id for g in waiting)
             result.refresh |= waiting_groups_promote(waiting)
@@ -221,23 +249,13 @@ def _queue_fingerprint(pool: Pool) -> list[int]:
     """Which gangs are queued, in one aggregate query: count, sum, sum of squares and maximum of
     their ids (equal fingerprints mean an unchanged queue for any change that adds or removes gangs
     short of a contrived collision of all four)."""
-    row = TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).aggregate(
-        n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk")
-    )
-    return [int(row["n"] or 0), int(row["s"] or 0), int(row["q"] or 0), int(row["m"] or 0)]
+    row = _FINGERPRINT.first(pool_id=pool.pk) or (0, 0, 0, 0)
+    return [int(value or 0) for value in row]
 
 
 def _queue_read(pool: Pool) -> list[_Queued]:
     """The pool's SCHEDULING gangs in queue order: one query of small columns."""
-    rows = (
-        TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING)
-        .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
-                  keys_version=F("workflow__pool_keys_version"))
-        .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
-        .values_list("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
-                     "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
-                     "keys_version", "workflow__team_id", "preemptions", "workflow__workflow_id")
-    )
+    rows = _QUEUE.all(pool_id=pool.pk)
     return [
         _Queued(pk, workflow_id, name, rank, [rank, submitted.isoformat(), workflow_id, position], since, proof,
                 signature, code, digest, idle_fit, idle_epoch, keys_version, team_id, preemptions, label)
@@ -805,12 +823,7 @@ def _keys_changed_reason(
 def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
     """Groups queued longer than their workflow's queue_timeout fail with FAILED_QUEUE_TIMEOUT
     (one query to find them; only the expired ones are locked and written)."""
-    candidates = (
-        TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING,
-                                 workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
-        .values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s")
-        .order_by("pk")
-    )
+    candidates = _TIMEOUT_CANDIDATES.all(pool_id=pool.pk)
     expired = [(pk, wf) for pk, wf, since, limit in candidates
                if since is not None and limit is not None and now - since > timedelta(seconds=limit)]
     if not expired:
