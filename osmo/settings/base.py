@@ -102,6 +102,14 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
     )
+    # Parameters sent apart from the SQL, and a query run DATABASE_PREPARE_THRESHOLD times on a
+    # connection prepared there (psycopg's automatic prepared statements): PostgreSQL stops parsing and
+    # planning the queries every request and cycle repeats, and psycopg stops quoting values into the
+    # SQL text. Off (DATABASE_PREPARED_STATEMENTS=false) behind a pooler that cannot keep prepared
+    # statements (PgBouncer in transaction mode before 1.21, or without max_prepared_statements).
+    if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
+        DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
+        DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env.int("DATABASE_PREPARE_THRESHOLD", default=5)
 # One transaction per request on PostgreSQL. Not on SQLite: there every transaction is IMMEDIATE
 # (takes the write lock), so wrapping GETs would make every page view queue behind a placement
 # cycle; every write already runs in its service's own transaction.
