@@ -154,8 +154,9 @@ class CompiledQuery:
         raise TypeError(f"a compiled query cannot return {iterable.__name__} results")
 
     def _refused(self, using: str, why: str) -> None:
-        logger.info("compiled_query.refused", extra={"database": using, "reason": why,
-                                                        "query": getattr(self.build, "__qualname__", "?")})
+        code = getattr(self.build, "__code__", None)
+        where = f"{self.build.__module__}:{code.co_firstlineno}" if code is not None else repr(self.build)
+        logger.info("compiled_query.refused", extra={"database": using, "reason": why, "query": where})
         return None
 
     # -- running -----------------------------------------------------------------------------------

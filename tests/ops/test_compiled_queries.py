@@ -87,15 +87,18 @@ def test_values_results_go_through_the_fields_converters(user):
     assert all(query.compiled() for query in (tuples, flat, dicts))
 
 
-def test_a_parameter_the_orm_rewrites_runs_through_the_orm_every_time(user):
+def test_a_parameter_the_orm_rewrites_runs_through_the_orm_every_time(user, caplog):
     # given: a LIKE pattern (the ORM wraps the value in %...%) and a list (one parameter per item)
     pool = make_pool("cq3")
     make_node(pool, "n1", {}, gpu=4)
     workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("alpha", 1, 1, key=None))
     like = CompiledQuery(lambda part: Workflow.objects.filter(name__contains=part).values_list("name", flat=True),
                          part=str)
-    # when / then: it is not compiled, and still answers as the ORM does
-    assert not like.compiled()
+    # when / then: it is not compiled (the log says which query, and why), and still answers as the ORM does
+    with caplog.at_level("INFO", logger="osmo.compiled"):
+        assert not like.compiled()
+    refused = [r for r in caplog.records if r.getMessage() == "compiled_query.refused"]
+    assert len(refused) == 1 and refused[0].query.startswith("tests.ops.test_compiled_queries:")
     assert like.all(part="lph") == ["alpha"]
     assert like.all(part="zzz") == []
 
