@@ -157,7 +157,6 @@ class CompiledQuery:
         code = getattr(self.build, "__code__", None)
         where = f"{self.build.__module__}:{code.co_firstlineno}" if code is not None else repr(self.build)
         logger.info("compiled_query.refused", extra={"database": using, "reason": why, "query": where})
-        return None
 
     # -- running -----------------------------------------------------------------------------------
     def _run(self, plan: _Plan, using: str, values: dict[str, Any]) -> list[Any]:
@@ -166,7 +165,7 @@ class CompiledQuery:
         with connection.cursor() as cursor:
             cursor.execute(plan.sql, params)
             rows = cursor.fetchall()
-        if plan.converters or len(rows) and len(rows[0]) != plan.col_count:
+        if plan.converters or (rows and len(rows[0]) != plan.col_count):
             rows = [self._converted(row[: plan.col_count], plan, connection) for row in rows]
         if plan.shape == "model":
             results = []

@@ -154,13 +154,12 @@ _IDLE_ACCEPTED: set[tuple[int, int, int, str]] = set()
 _IDLE_ACCEPTED_SIZE = 4096
 
 
-def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int] | None = None) -> None:
+def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int]) -> None:
     """Refuse gangs proven unplaceable on the idle pool (its capacity minus usage outside the service).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
-    ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow)."""
+    ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow). ``key``: the pool's :func:`idle_index_key`."""
     if not settings.OSMO_REFUSE_NEVER_FITS:
         return
-    key = key or idle_index_key(pool)
     never: list[dict[str, Any]] = []
     for group in spec.groups:
         request = group_request_from_spec(group)

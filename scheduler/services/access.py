@@ -39,7 +39,7 @@ def _access_condition(user: Viewer) -> Q | None:
     """Which pools the user may see and use, as a condition on pools (None: all of them, for staff)."""
     if user.is_staff:
         return None
-    return _member_access(user.pk) if user.pk else _member_access(None)
+    return _member_access(user.pk or None)
 
 
 def _member_access(user_id: int | None) -> Q:
@@ -108,8 +108,11 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
     """The team a submission counts against. Named: the user must belong to it (staff may name any).
     Not named: the user's one team with a quota in this pool, else the user's one team, else none."""
     if team:
-        found = (Group.objects.filter(name=team).first() if user.is_staff
-                 else _TEAM_OF_MEMBER.first(user_id=user.pk, name=team) if user.pk else None)
+        found: Group | None = None
+        if user.is_staff:
+            found = Group.objects.filter(name=team).first()
+        elif user.pk:
+            found = _TEAM_OF_MEMBER.first(user_id=user.pk, name=team)
         if found is None:
             raise ValidationFailedError(
                 [{"path": "team", "message": f"you are not a member of team {team!r}"}],

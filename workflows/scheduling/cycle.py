@@ -44,7 +44,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, QuerySet, Sum, Value, When
 from django.utils import timezone
 
 from osmo.bulk import bulk_set
@@ -141,18 +141,23 @@ def _priority_rank() -> Case:
     )
 
 
+def _queued(pool_id: int) -> QuerySet[TaskGroup]:
+    """The pool's queued (SCHEDULING) gangs."""
+    return TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING)
+
+
 # The cycle's reads of its pool, compiled once per process (osmo.compiled): every cycle runs them.
 _POOL_LOCKED = CompiledQuery(
     lambda pool_id: Pool.objects.select_for_update(no_key=True).filter(pk=pool_id).order_by("pk")[:1], pool_id=int)
 _WAITING = CompiledQuery(
     lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.WAITING), pool_id=int)
 _FINGERPRINT = CompiledQuery(
-    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING)
+    lambda pool_id: _queued(pool_id)
     .values("status").annotate(n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk"))
     .values_list("n", "s", "q", "m").order_by(),
     pool_id=int)
 _QUEUE = CompiledQuery(
-    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING)
+    lambda pool_id: _queued(pool_id)
     .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
               keys_version=F("workflow__pool_keys_version"))
     .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
@@ -161,8 +166,7 @@ _QUEUE = CompiledQuery(
                  "keys_version", "workflow__team_id", "preemptions", "workflow__workflow_id"),
     pool_id=int)
 _TIMEOUT_CANDIDATES = CompiledQuery(
-    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING,
-                                             workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
+    lambda pool_id: _queued(pool_id).filter(workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
     .values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s")
     .order_by("pk"),
     pool_id=int)
