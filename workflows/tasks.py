@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from celery import shared_task
 from django.db import OperationalError
 
 from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
+
+if TYPE_CHECKING:
+    from scheduler.models import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +72,10 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
     from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
     from workflows.scheduling.pods import group_dispatch
 
+    pools: dict[int, Pool] = {}  # read once per message
     for group_id in group_ids:
         try:
-            outcome = group_dispatch(group_id=group_id)
+            outcome = group_dispatch(group_id=group_id, pools=pools)
         except (DispatchTransientError, OperationalError) as exc:
             logger.warning("dispatch.retry_alone", extra={"group_id": group_id, "reason": str(exc)})
             dispatch_handed_over()

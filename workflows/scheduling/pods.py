@@ -28,6 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Field, Q, QuerySet
 from django.utils import timezone
 
+from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
@@ -93,21 +94,44 @@ def _pod_request(
     )
 
 
-# What a pod sync reads of every active task: plain rows (a sync reads every active task of the pool,
-# most of them unchanged; model instances for the task and its node, workflow and group cost most of
-# its CPU).
-_SYNC_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id", "group__name",
-                 "name", "image", "command", "args", "environment", "gpu", "cpu_millis", "memory_bytes",
-                 "storage_bytes", "dispatched_at")
+# What a pod sync reads of every active task, and a dispatch of the tasks it creates pods for: plain
+# rows (a sync reads every active task of the pool, most of them unchanged; model instances for the
+# task and its node, workflow and group cost most of its CPU).
+_POD_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id", "group__name",
+                "name", "image", "command", "args", "environment", "gpu", "cpu_millis", "memory_bytes",
+                "storage_bytes", "dispatched_at")
 
 
-def _sync_pod_request(row: tuple, pool: Pool) -> PodRequest:
+def _row_pod_request(row: tuple, pool: Pool) -> PodRequest:
     (_pk, _status, _workflow, pod_name, node_name, workflow_id, group, task, image, command, args, environment, gpu,
      cpu_millis, memory_bytes, storage_bytes, dispatched_at) = row
     return _pod_request(pool, pod_name=pod_name, node_name=node_name or "", workflow_id=workflow_id, group=group,
                         task=task, image=image, command=command, args=args, environment=environment, gpu=gpu,
                         cpu_millis=cpu_millis, memory_bytes=memory_bytes, storage_bytes=storage_bytes,
                         dispatched_at=dispatched_at)
+
+
+# The reads of a dispatch and of a pod sync, compiled once per process (osmo.compiled): building these
+# queries with the ORM cost a 4-pod gang's dispatch two thirds of its CPU (docs/benchmarks.md).
+_DISPATCH_GANG = CompiledQuery(
+    lambda group_id: TaskGroup.objects.filter(pk=group_id).values_list(
+        "status", "name", "workflow_id", "workflow__workflow_id", "workflow__pool_id", "scheduling_since",
+        "workflow__submitted_at"),
+    group_id=int)
+_POOL = CompiledQuery(lambda pool_id: Pool.objects.filter(pk=pool_id).defer("cycle_state"), pool_id=int)
+_DISPATCH_TASKS = CompiledQuery(
+    lambda group_id: Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
+    .order_by("position").values_list(*_POD_COLUMNS),
+    group_id=int)
+_SYNC_ACTIVE = CompiledQuery(
+    lambda pool_id: Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
+    .order_by("pk").values_list(*_POD_COLUMNS),
+    pool_id=int)
+_SYNC_TIMED = CompiledQuery(
+    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.RUNNING,
+                                             workflow__exec_timeout_s__isnull=False, started_at__isnull=False)
+    .values_list("workflow_id", "started_at", "workflow__exec_timeout_s"),
+    pool_id=int)
 
 
 @dataclass(frozen=True)
@@ -120,10 +144,11 @@ class GangDispatch:
     refused: bool = False  # the backend refused a pod: the gang failed with FAILED_BACKEND_ERROR
 
 
-def group_dispatch(*, group_id: int) -> GangDispatch | None:
+def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
-    None when there was nothing to do (the gang is gone or no longer active).
+    None when there was nothing to do (the gang is gone or no longer active). ``pools``: pools read
+    by earlier gangs of the same message, by id (read and added when missing).
 
     The gang's pods are recorded as dispatched together once created (one UPDATE), and also when an
     error stops the run (so a retry does not create them again). A worker killed before that leaves
@@ -132,28 +157,33 @@ def group_dispatch(*, group_id: int) -> GangDispatch | None:
     failed while its pods were being created), the pods just made are deleted again, so a cancel
     racing a dispatch never leaves a pod running on capacity that was released.
     """
-    group = TaskGroup.objects.select_related("workflow__pool").filter(pk=group_id).first()
-    if group is None or group.status not in ACTIVE:
+    gang = _DISPATCH_GANG.first(group_id=group_id)
+    if gang is None or gang[0] not in ACTIVE:
         return None
-    pool = group.workflow.pool
+    _status, group_name, _workflow_pk, workflow_id, pool_id, scheduling_since, submitted_at = gang
+    pools = {} if pools is None else pools
+    pool = pools.get(pool_id)
+    if pool is None:
+        pool = _POOL.first(pool_id=pool_id)
+        if pool is None:  # deleted with its workflows since the gang was read
+            return None
+        pools[pool_id] = pool
     backend = backend_for(pool.backend)
-    tasks = list(group.tasks.filter(status__in=ACTIVE, dispatched_at__isnull=True).select_related("node")
-                 .order_by("position"))
-    for task in tasks:  # the gang and its workflow are read already: not joined again per task
-        task.group, task.workflow = group, group.workflow
-    created: list[Task] = []
+    tasks = _DISPATCH_TASKS.all(group_id=group_id)
+    created: list[tuple[int, str]] = []  # (task, pod name)
     refused = ""
     try:
-        for task in tasks:
+        for row in tasks:
+            request = _row_pod_request(row, pool)
             try:
-                backend.create_pod(pod_request(task, pool))
+                backend.create_pod(request)
             except DispatchPermanentError as exc:
-                logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": group.workflow.workflow_id,
-                                                       "group": group.name, "task": task.name, "pod": task.pod_name,
-                                                       "reason": str(exc)})
-                refused = f"pod {task.pod_name}: {exc}"
+                logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": workflow_id,
+                                                       "group": group_name, "task": request.task,
+                                                       "pod": request.pod_name, "reason": str(exc)})
+                refused = f"pod {request.pod_name}: {exc}"
                 break
-            created.append(task)
+            created.append((row[0], request.pod_name))
     finally:
         recorded_at = timezone.now()
         complete = _dispatch_record(created, recorded_at, pool=pool, backend=backend) if created else False
@@ -163,19 +193,19 @@ def group_dispatch(*, group_id: int) -> GangDispatch | None:
     if not complete or len(created) < len(tasks):
         return GangDispatch(pool=pool.name)
     # Every pod the gang was missing when this run began is recorded now, by this run.
-    return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (group.scheduling_since
-                                                                           or group.workflow.submitted_at))
+    return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (scheduling_since or submitted_at))
 
 
-def _dispatch_record(tasks: list[Task], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
-    """Record the pods of ``tasks`` as created, for the tasks still active and not recorded yet: one
-    UPDATE, written as SQL (the query builder cost more than the statement). A task no longer active
-    has its pod deleted again (NotFound is success). True when every pod was recorded by this call."""
+def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
+    """Record the pods (task id, pod name) as created, for the tasks still active and not recorded yet:
+    one UPDATE, written as SQL (the query builder cost more than the statement). A task no longer
+    active has its pod deleted again (NotFound is success). True when every pod was recorded by this
+    call."""
     meta = Task._meta
     quote = connection.ops.quote_name
     column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
                                                                                            "status")}
-    ids = [task.pk for task in tasks]
+    ids = [pk for pk, _pod_name in pods]
     sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s "
            f"WHERE {column['id']} IN ({', '.join(['%s'] * len(ids))}) "
            f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
@@ -186,9 +216,9 @@ def _dispatch_record(tasks: list[Task], at: datetime, *, pool: Pool, backend: Po
     # Some were not recorded: another run recorded them (the task is active), or the gang ended while
     # its pods were being created: take those back.
     ended = set(Task.objects.filter(pk__in=ids).exclude(status__in=ACTIVE).values_list("pk", flat=True))
-    for task in tasks:
-        if task.pk in ended:
-            backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
+    for pk, pod_name in pods:
+        if pk in ended:
+            backend.delete_pod(namespace=pool.pod_namespace, pod_name=pod_name)
     if ended:
         Task.objects.filter(pk__in=ended).update(pod_deleted_at=timezone.now())
     return False
@@ -253,15 +283,14 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     tasks that are still active.
     """
     counts = {"running": 0, "completed": 0, "failed": 0}
-    pool = Pool.objects.filter(pk=pool_id).first()
+    pool = _POOL.first(pool_id=pool_id)
     if pool is None:
         return counts
     now = now or timezone.now()
-    active = Task.objects.filter(workflow__pool=pool, status__in=ACTIVE, dispatched_at__isnull=False)
-    snapshot = list(active.order_by("pk").values_list(*_SYNC_COLUMNS))
+    snapshot = _SYNC_ACTIVE.all(pool_id=pool_id)
     # One listing of the pool's pods serves both the reconcile and the phases.
     listed, states = backend_for(pool.backend).pods_observe(
-        [_sync_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
+        [_row_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
         pool=pool.name, now=now)
     counts["deleted"] = pods_reconcile(pool, now=now, listed=listed)
     if not snapshot:
@@ -284,7 +313,8 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
         # that committed meanwhile is seen and never overwritten.
         workflows = workflows_lock({workflow_id for pk, _status, workflow_id, *_rest in snapshot if pk in moving}
                                    | overdue)
-        tasks = list(active.filter(pk__in=moving).select_related("group").order_by("pk"))
+        tasks = list(Task.objects.filter(pk__in=moving, status__in=ACTIVE, dispatched_at__isnull=False)
+                     .select_related("group").order_by("pk"))
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
@@ -343,12 +373,8 @@ def _exec_timeouts_due(pool: Pool, now: datetime, workflow_ids: set[int]) -> set
     """The workflows (of these) with a RUNNING gang past its exec timeout (one query, no lock)."""
     if not workflow_ids:
         return set()
-    running = TaskGroup.objects.filter(
-        workflow__pool=pool, status=TaskStatus.RUNNING, workflow__in=workflow_ids,
-        workflow__exec_timeout_s__isnull=False, started_at__isnull=False,
-    ).values_list("workflow_id", "started_at", "workflow__exec_timeout_s")
-    return {workflow_id for workflow_id, started_at, limit in running
-            if started_at is not None and limit is not None and now - started_at > timedelta(seconds=limit)}
+    return {workflow_id for workflow_id, started_at, limit in _SYNC_TIMED.all(pool_id=pool.pk)
+            if workflow_id in workflow_ids and now - started_at > timedelta(seconds=limit)}
 
 
 def _exec_timeouts_apply(
