@@ -1,9 +1,17 @@
-"""Writing different values to many rows in one statement: ``WITH v AS (VALUES ...) UPDATE t ... FROM v``.
+"""Writing many rows in one statement, for the hot paths (placement cycle, pod sync).
 
+:func:`bulk_set` writes different values to many rows: ``WITH v AS (VALUES ...) UPDATE t ... FROM v``.
 Django's ``bulk_update`` writes one ``CASE WHEN pk = ... THEN ...`` branch per row and field, and the
 database evaluates every branch for every row: with a thousand rows (a placement cycle placing a
-thousand gangs) that took seconds. A join against a VALUES list costs one lookup per row. Works on
-PostgreSQL and on SQLite 3.33+ (the embedded default).
+thousand gangs) that took seconds. A join against a VALUES list costs one lookup per row.
+
+:func:`bulk_insert` inserts new rows as ``bulk_create`` does, without its per-object and per-field
+steps (``pre_save`` and value preparation for every field of every object, the RETURNING of new
+keys): for the history rows a pod sync or a cycle writes, those cost more than the statement.
+
+Both work on PostgreSQL and on SQLite 3.33+ (the embedded default). On PostgreSQL, values of fields
+psycopg adapts as they are (integers, text, booleans, floats, aware datetimes, and keys to integer
+primary keys) skip Django's preparation, which only returns them unchanged there.
 """
 
 from __future__ import annotations
@@ -12,7 +20,57 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from django.db import connection
-from django.db.models import Field, Model
+from django.db.models import (
+    BooleanField,
+    CharField,
+    DateTimeField,
+    Field,
+    FloatField,
+    ForeignKey,
+    IntegerField,
+    Model,
+    TextField,
+)
+from django.utils import timezone
+
+# Fields whose get_db_prep_save returns the value unchanged on PostgreSQL (with psycopg 3).
+_AS_IS = (IntegerField, CharField, TextField, BooleanField, FloatField, DateTimeField)
+
+
+def _prepared_as_is(field: Field[Any, Any]) -> bool:
+    if connection.vendor != "postgresql":
+        return False
+    if isinstance(field, ForeignKey):
+        return _prepared_as_is(field.target_field)
+    return type(field).get_db_prep_save is Field.get_db_prep_save and isinstance(field, _AS_IS)
+
+
+def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int = 1000) -> None:
+    """INSERT the unsaved ``objects`` of ``model`` (auto-incremented primary key, not set), one statement
+    per batch. ``auto_now`` and ``auto_now_add`` fields get one time for the whole call; the objects'
+    primary keys stay unset."""
+    if not objects:
+        return
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    now = timezone.now()
+    for field in fields:
+        if isinstance(field, DateTimeField) and (field.auto_now or field.auto_now_add):
+            for obj in objects:
+                setattr(obj, field.attname, now)
+    plain = [(field.attname, _prepared_as_is(field), field) for field in fields]
+    table = connection.ops.quote_name(meta.db_table)
+    names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    with connection.cursor() as cursor:
+        for start in range(0, len(objects), batch_size):
+            batch = objects[start:start + batch_size]
+            params: list[Any] = []
+            for obj in batch:
+                for attname, as_is, field in plain:
+                    value = getattr(obj, attname)
+                    params.append(value if as_is else field.get_db_prep_save(value, connection))
+            cursor.execute(f"INSERT INTO {table} ({names}) VALUES {', '.join([row_sql] * len(batch))}", params)
 
 
 def bulk_set(model: type[Model], objects: Sequence[Model], fields: Sequence[str], *, batch_size: int = 1000) -> None:
@@ -31,14 +89,16 @@ def bulk_set(model: type[Model], objects: Sequence[Model], fields: Sequence[str]
     names = ", ".join(connection.ops.quote_name(c) for c in columns)
     sets = ", ".join(f"{connection.ops.quote_name(c)} = v.{connection.ops.quote_name(c)}" for c in columns[1:])
     where = f"{table}.{connection.ops.quote_name(pk.column)} = v.{connection.ops.quote_name(pk.column)}"
+    plain = [(field.attname, _prepared_as_is(field), field) for field in concrete]
     with connection.cursor() as cursor:
         for start in range(0, len(objects), batch_size):
             batch = objects[start:start + batch_size]
             params: list[Any] = []
             for obj in batch:
-                params.append(pk.get_db_prep_value(obj.pk, connection))
-                for field in concrete:
-                    params.append(field.get_db_prep_save(getattr(obj, field.attname), connection))
+                params.append(obj.pk)
+                for attname, as_is, field in plain:
+                    value = getattr(obj, attname)
+                    params.append(value if as_is else field.get_db_prep_save(value, connection))
             values = ", ".join([row_sql] * len(batch))
             sql = f"WITH v({names}) AS (VALUES {values}) UPDATE {table} SET {sets} FROM v WHERE {where}"
             cursor.execute(sql, params)

@@ -15,6 +15,11 @@ whose adapter converts the type) the query runs through the ORM every time, as w
 :meth:`CompiledQuery.compiled` says so (the tests pin which queries must compile on PostgreSQL).
 ``select_related`` and ``prefetch_related`` are not supported (refused when built).
 
+A parameter declared ``list`` (of ints) is given to ``__in`` as a list: on PostgreSQL the compiled SQL
+reads ``= ANY(%s)`` with the list as one array parameter, so one statement serves every length (and
+is prepared once); an empty list returns nothing without a query, as the ORM does. Elsewhere such a
+query runs through the ORM.
+
 Usage::
 
     _POOL_BY_NAME = CompiledQuery(lambda name: Pool.objects.filter(name=name), name=str)
@@ -44,13 +49,34 @@ _counter = itertools.count(1)
 def _stand_in(kind: type) -> Any:
     """A value of ``kind`` that no real call passes and no query contains by itself."""
     index = next(_counter)
+    if kind is list:
+        return [_stand_in(int)]
     if kind is int:
         return -7_306_942_000_000_000 - index * 7_919
     if kind is str:
         return f"osmo-compiled-{index}-{uuid.uuid4().hex}"
     if kind is datetime.datetime:
         return datetime.datetime(1901, 2, 3, 4, 5, 6, index % 1_000_000, tzinfo=datetime.UTC)
-    raise TypeError(f"a compiled query's parameter must be int, str or datetime, not {kind.__name__}")
+    raise TypeError(f"a compiled query's parameter must be int, str, datetime or list, not {kind.__name__}")
+
+
+def _any_arrays(sql: str, lists: list[str | None]) -> str | None:
+    """``sql`` with each ``IN (%s)`` whose placeholder is a list parameter's (``lists``: per placeholder,
+    the list parameter's name or None) written ``= ANY(%s)``; None if such a placeholder is not alone
+    in an ``IN (...)``."""
+    pieces = sql.split("%s")
+    if len(pieces) != len(lists) + 1 or "%%" in sql:
+        return None
+    out = [pieces[0]]
+    for index, name in enumerate(lists):
+        before, after = out[-1], pieces[index + 1]
+        if name is not None:
+            if not (before.endswith(" IN (") and after.startswith(")")):
+                return None
+            out[-1] = before[: -len(" IN (")] + " = ANY("
+        out.append("%s")
+        out.append(after)
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -90,6 +116,8 @@ class CompiledQuery:
     def all(self, using: str = DEFAULT_DB_ALIAS, **values: Any) -> list[Any]:
         if set(values) != set(self.parameters):
             raise TypeError(f"expected the parameters {sorted(self.parameters)}, got {sorted(values)}")
+        if any(kind is list and not values[name] for name, kind in self.parameters.items()):
+            return []  # ``__in`` an empty list: nothing, and no query (the ORM's answer too)
         plan = self._plan(using)
         if plan is None:
             return list(self.build(**values).using(using))
@@ -115,6 +143,17 @@ class CompiledQuery:
             raise TypeError("a compiled query cannot select_related or prefetch_related")
         compiler = query.get_compiler(using=using)
         sql, raw_params = compiler.as_sql()
+        lists = {name for name, kind in self.parameters.items() if kind is list}
+        if lists:
+            if connections[using].vendor != "postgresql":
+                self._refused(using, "list parameters need PostgreSQL")
+                return None
+            sql = _any_arrays(sql, [next((n for n in lists if value == stand_ins[n][0]), None)
+                                    for value in raw_params])
+            if sql is None:
+                self._refused(using, "a list parameter did not reach the SQL as IN (%s)")
+                return None
+            stand_ins = {n: (s[0] if n in lists else s) for n, s in stand_ins.items()}
         params: list[tuple[str | None, Any]] = []
         seen: set[str] = set()
         for value in raw_params:

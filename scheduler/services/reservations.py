@@ -19,12 +19,21 @@ def reservations_release(*, task_ids: Iterable[int]) -> int:
     ids = list(task_ids)
     if not ids:
         return 0
-    active = Reservation.objects.filter(task_id__in=ids, released_at__isnull=True)
-    pools = set(active.values_list("pool_id", flat=True).distinct())
-    released = active.update(released_at=timezone.now())
-    if released:
+    # One UPDATE ... RETURNING, written as SQL (PostgreSQL: the ids as one array parameter, so one
+    # statement serves any number of them); SQLite has RETURNING since 3.35.
+    table = Reservation._meta.db_table
+    params: list[object]
+    if connection.vendor == "postgresql":
+        where, params = "task_id = ANY(%s)", [ids]
+    else:
+        where, params = f"task_id IN ({', '.join(['%s'] * len(ids))})", [*ids]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET released_at = %s WHERE {where} AND released_at IS NULL RETURNING pool_id",
+                       [connection.ops.adapt_datetimefield_value(timezone.now()), *params])
+        pools = [pool_id for (pool_id,) in cursor.fetchall()]
+    if pools:
         pool_epochs_bump(pools)
-    return released
+    return len(pools)
 
 
 def reservations_drop(*, task_ids: Iterable[int]) -> int:

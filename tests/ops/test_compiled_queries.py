@@ -103,11 +103,37 @@ def test_a_parameter_the_orm_rewrites_runs_through_the_orm_every_time(user, capl
     assert like.all(part="zzz") == []
 
 
+def test_a_list_parameter_is_one_array_whatever_its_length(user):
+    # given: workflows, and a query of some of them by id (``__in`` a list) and a name
+    pool = make_pool("cq4")
+    make_node(pool, "n1", {}, gpu=4)
+    made = [workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"l{i}", 1, 1, key=None))[0]
+            for i in range(4)]
+    query = CompiledQuery(lambda ids, name: Workflow.objects.filter(pk__in=ids).exclude(name=name)
+                          .order_by("pk").values_list("name", flat=True), ids=list, name=str)
+    # then: compiled to one statement with an array parameter, answering as the ORM does at any length
+    assert query.compiled()
+    assert "= ANY(%s)" in query._plan("default").sql
+    for ids in ([made[0].pk], [w.pk for w in made], [made[3].pk, made[1].pk, 10**12]):
+        expected = list(Workflow.objects.filter(pk__in=ids).exclude(name="l1").order_by("pk")
+                        .values_list("name", flat=True))
+        assert query.all(ids=ids, name="l1") == expected
+    # an empty list: nothing, without a query
+    with CaptureQueriesContext(connection) as captured:
+        assert query.all(ids=[], name="l1") == []
+    assert len(captured) == 0
+    # a list that does not land in an IN (...) of its own is not compiled, and still answers
+    odd = CompiledQuery(lambda ids: Workflow.objects.filter(pk__in=ids + [made[0].pk]).values_list("pk", flat=True),
+                        ids=list)
+    assert not odd.compiled()
+    assert sorted(odd.all(ids=[made[1].pk])) == sorted([made[0].pk, made[1].pk])
+
+
 def test_a_call_must_give_exactly_the_declared_parameters():
     query = CompiledQuery(lambda pk: Workflow.objects.filter(pk=pk), pk=int)
     with pytest.raises(TypeError, match="expected the parameters"):
         query.all(pk=1, other=2)
-    with pytest.raises(TypeError, match="must be int, str or datetime"):
+    with pytest.raises(TypeError, match="must be int, str, datetime or list"):
         CompiledQuery(lambda flag: Workflow.objects.filter(pk=1), flag=bool).all(flag=True)
     with pytest.raises(TypeError, match="select_related"):
         CompiledQuery(lambda pk: Workflow.objects.select_related("pool").filter(pk=pk), pk=int).all(pk=1)

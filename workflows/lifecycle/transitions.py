@@ -15,7 +15,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from osmo.bulk import bulk_set
+from osmo.bulk import bulk_insert, bulk_set
+from osmo.compiled import CompiledQuery
 from scheduler.services.reservations import reservations_drop, reservations_release
 from workflows.choices import TASK_FAILED_STATUSES, TASK_TERMINAL_STATUSES, TaskStatus, WorkflowStatus
 from workflows.lifecycle import rules
@@ -29,6 +30,21 @@ class TaskChange:
     message: str = ""
     exit_code: int | None = None
 
+
+# The bulk paths' reads, compiled once per process (osmo.compiled; a list is one array parameter on
+# PostgreSQL): a pod sync and a placement cycle run them every time.
+_WORKFLOW_GROUP_STATUSES = CompiledQuery(
+    lambda ids: TaskGroup.objects.filter(workflow_id__in=ids).order_by("workflow_id", "position")
+    .values_list("workflow_id", "status"),
+    ids=list)
+_GANG_TASK_STATUSES = CompiledQuery(
+    lambda ids: Task.objects.filter(group_id__in=ids).order_by("group_id", "position")
+    .values_list("group_id", "status"),
+    ids=list)
+_WAITING_OF = CompiledQuery(
+    lambda ids: TaskGroup.objects.filter(workflow_id__in=ids, status=TaskStatus.WAITING)
+    .order_by("workflow_id", "position"),
+    ids=list)
 
 _TASK_STATUS_FIELDS = ["status", "updated_at", "started_at", "finished_at", "failure_message", "exit_code"]
 
@@ -63,7 +79,7 @@ def tasks_status_set(changes: Iterable[TaskChange]) -> list[Task]:
         changed.append(task)
     if changed:
         bulk_set(Task, changed, _TASK_STATUS_FIELDS)
-        StatusTransition.objects.bulk_create(transitions)
+        bulk_insert(StatusTransition, transitions)
     return changed
 
 
@@ -147,10 +163,7 @@ def workflows_status_refresh(workflows: Iterable[Workflow]) -> None:
     if not by_pk:
         return
     statuses: dict[int, list[str]] = {pk: [] for pk in by_pk}
-    for workflow_id, status in (
-        TaskGroup.objects.filter(workflow_id__in=by_pk).order_by("workflow_id", "position")
-        .values_list("workflow_id", "status")
-    ):
+    for workflow_id, status in _WORKFLOW_GROUP_STATUSES.all(ids=list(by_pk)):
         statuses[workflow_id].append(status)
     now = timezone.now()
     changed: list[Workflow] = []
@@ -172,7 +185,7 @@ def workflows_status_refresh(workflows: Iterable[Workflow]) -> None:
         changed.append(workflow)
     if changed:
         bulk_set(Workflow, changed, ["status", "updated_at", "started_at", "finished_at"])
-        StatusTransition.objects.bulk_create(transitions)
+        bulk_insert(StatusTransition, transitions)
 
 
 def group_fail(group: TaskGroup, status: str, *, message: str) -> list[int]:
@@ -230,8 +243,7 @@ def gangs_settle(groups: Iterable[TaskGroup]) -> list[int]:
     if not groups:
         return []
     statuses: dict[int, list[str]] = {group.pk: [] for group in groups}
-    for group_id, status in (Task.objects.filter(group_id__in=statuses).order_by("group_id", "position")
-                             .values_list("group_id", "status")):
+    for group_id, status in _GANG_TASK_STATUSES.all(ids=list(statuses)):
         statuses[group_id].append(status)
     now = timezone.now()
     stopped: list[int] = []
@@ -252,10 +264,9 @@ def gangs_settle(groups: Iterable[TaskGroup]) -> list[int]:
             moved.append(group)
     if moved:
         bulk_set(TaskGroup, moved, _GROUP_STATUS_FIELDS)
-        StatusTransition.objects.bulk_create(transitions)
+        bulk_insert(StatusTransition, transitions)
     if completed:
-        waiting_groups_promote(TaskGroup.objects.filter(workflow_id__in=completed, status=TaskStatus.WAITING)
-                               .order_by("workflow_id", "position"))
+        waiting_groups_promote(_WAITING_OF.all(ids=sorted(completed)))
     return stopped
 
 
@@ -272,7 +283,7 @@ def groups_promote(groups: Iterable[TaskGroup]) -> None:
     if not promoted:
         return
     bulk_set(TaskGroup, promoted, _GROUP_STATUS_FIELDS)
-    StatusTransition.objects.bulk_create(transitions)
+    bulk_insert(StatusTransition, transitions)
     tasks = Task.objects.filter(group__in=[g.pk for g in promoted], status=TaskStatus.WAITING).order_by("pk")
     tasks_status_set([TaskChange(task, TaskStatus.SCHEDULING) for task in tasks])
 
@@ -354,5 +365,5 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
     bulk_set(TaskGroup, groups, ["status", "scheduling_since", "preemptions", "placed_at", "dispatch_requested_at",
                                  "started_at", "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit",
                                  "idle_fit_epoch", "reason_code", "reason_digest", "updated_at"])
-    StatusTransition.objects.bulk_create(transitions)
+    bulk_insert(StatusTransition, transitions)
     return pods

@@ -47,7 +47,7 @@ from django.db import transaction
 from django.db.models import Case, Count, F, IntegerField, Max, QuerySet, Sum, Value, When
 from django.utils import timezone
 
-from osmo.bulk import bulk_set
+from osmo.bulk import bulk_insert, bulk_set
 from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.choices import PoolStatus
@@ -170,6 +170,14 @@ _TIMEOUT_CANDIDATES = CompiledQuery(
     .values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s")
     .order_by("pk"),
     pool_id=int)
+# What placing gangs reads of them (list parameters: PostgreSQL reads them as one array).
+_STILL_QUEUED = CompiledQuery(
+    lambda ids: TaskGroup.objects.filter(pk__in=ids, status=TaskStatus.SCHEDULING).values_list("pk", flat=True),
+    ids=list)
+_PLACED_TASKS = CompiledQuery(
+    lambda ids: Task.objects.filter(group_id__in=ids).order_by("group_id", "position")
+    .only("pk", "group_id", "name", "status", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
+    ids=list)
 
 
 def placement_cycle_run(
@@ -727,8 +735,7 @@ class _Walk:
         now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
         # Only gangs still queued are placed (a cancel may have committed since the queue was read);
         # the workflow locks above keep them so until this transaction ends.
-        still = set(TaskGroup.objects.filter(pk__in=[g.pk for g, _p, _r in self.decided],
-                                             status=TaskStatus.SCHEDULING).values_list("pk", flat=True))
+        still = set(_STILL_QUEUED.all(ids=[g.pk for g, _p, _r in self.decided]))
         kept = [(g, placement) for g, placement, _request in self.decided if g.pk in still]
         rows = [TaskGroup(pk=g.pk, status=TaskStatus.INITIALIZING, unschedulable_reason=None,
                           placement_report=report_to_json(placement), placed_at=now, dispatch_requested_at=now,
@@ -741,7 +748,7 @@ class _Walk:
         if not kept:
             return []
         tasks_of: dict[int, list[Task]] = {}
-        for task in Task.objects.filter(group_id__in=[g.pk for g, _p in kept]).order_by("group_id", "position"):
+        for task in _PLACED_TASKS.all(ids=[g.pk for g, _p in kept]):
             tasks_of.setdefault(task.group_id, []).append(task)
         tasks: list[Task] = []
         reservations: list[Reservation] = []
@@ -767,8 +774,8 @@ class _Walk:
                                                     from_status=previous, to_status=TaskStatus.INITIALIZING,
                                                     message=f"placed on {node_name}"))
         bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
-        Reservation.objects.bulk_create(reservations)
-        StatusTransition.objects.bulk_create(transitions)
+        bulk_insert(Reservation, reservations)
+        bulk_insert(StatusTransition, transitions)
         self.result.refresh |= {g.workflow_id for g, _p in kept}
         return [g.pk for g, _p in kept]
 
