@@ -4,6 +4,7 @@ grown (docs/design.md §8). A task's requests are held on its node from placemen
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -22,7 +23,7 @@ def reservations_release(*, task_ids: Iterable[int]) -> int:
     # One UPDATE ... RETURNING, written as SQL (PostgreSQL: the ids as one array parameter, so one
     # statement serves any number of them); SQLite has RETURNING since 3.35.
     table = Reservation._meta.db_table
-    params: list[object]
+    params: list[Any]
     if connection.vendor == "postgresql":
         where, params = "task_id = ANY(%s)", [ids]
     else:
