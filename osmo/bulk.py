@@ -45,10 +45,11 @@ def _prepared_as_is(field: Field[Any, Any]) -> bool:
     return type(field).get_db_prep_save is Field.get_db_prep_save and isinstance(field, _AS_IS)
 
 
-def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int = 1000) -> None:
+def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int = 1000, keys: bool = False) -> None:
     """INSERT the unsaved ``objects`` of ``model`` (auto-incremented primary key, not set), one statement
-    per batch. ``auto_now`` and ``auto_now_add`` fields get one time for the whole call; the objects'
-    primary keys stay unset."""
+    per batch. ``auto_now`` and ``auto_now_add`` fields get one time for the whole call. With ``keys``
+    the new primary keys are read back (``RETURNING``, in the order of the rows, as ``bulk_create``
+    relies on) and set on the objects, which then count as saved; otherwise they stay unset."""
     if not objects:
         return
     meta = model._meta
@@ -62,6 +63,7 @@ def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int
     table = connection.ops.quote_name(meta.db_table)
     names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    returning = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if keys and meta.pk is not None else ""
     with connection.cursor() as cursor:
         for start in range(0, len(objects), batch_size):
             batch = objects[start:start + batch_size]
@@ -70,7 +72,13 @@ def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int
                 for attname, as_is, field in plain:
                     value = getattr(obj, attname)
                     params.append(value if as_is else field.get_db_prep_save(value, connection))
-            cursor.execute(f"INSERT INTO {table} ({names}) VALUES {', '.join([row_sql] * len(batch))}", params)
+            cursor.execute(f"INSERT INTO {table} ({names}) VALUES {', '.join([row_sql] * len(batch))}{returning}",
+                           params)
+            if returning:
+                for obj, (pk,) in zip(batch, cursor.fetchall(), strict=True):
+                    obj.pk = pk
+                    obj._state.adding = False
+                    obj._state.db = connection.alias
 
 
 def bulk_set(model: type[Model], objects: Sequence[Model], fields: Sequence[str], *, batch_size: int = 1000) -> None:

@@ -18,6 +18,7 @@ from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from osmo.bulk import bulk_insert
 from osmo.compiled import CompiledQuery
 from osmo.types import User, Viewer
 from scheduler import jobs
@@ -322,7 +323,7 @@ def _workflow_create(
             signature=gang_signature(request),
         )
         groups.append(group)
-    TaskGroup.objects.bulk_create(groups)
+    bulk_insert(TaskGroup, groups, keys=True)
     position = 0
     for group, group_spec in zip(groups, spec.groups, strict=True):
         for task_spec in group_spec.tasks:
@@ -349,10 +350,10 @@ def _workflow_create(
                 )
             )
             position += 1
-    Task.objects.bulk_create(tasks)
+    bulk_insert(Task, tasks, keys=True)
     transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
     transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
-    StatusTransition.objects.bulk_create(transitions)
+    bulk_insert(StatusTransition, transitions, keys=True)
     if detail:
         _detail_attach(workflow, user=user, team=team, keys=keys, groups=groups, tasks=tasks,
                        transitions=transitions)
