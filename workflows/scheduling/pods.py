@@ -123,6 +123,9 @@ _DISPATCH_TASKS = CompiledQuery(
     lambda group_id: Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
     .order_by("position").values_list(*_POD_COLUMNS),
     group_id=int)
+# What moving a task's status never reads of it and its gang (JSON, decoded for nothing otherwise).
+_SYNC_UNREAD = ("command", "args", "environment", "nodes_excluded", "topology", "group__constraint_tree",
+                "group__task_requests", "group__placement_report", "group__unschedulable_reason")
 _SYNC_ACTIVE = CompiledQuery(
     lambda pool_id: Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
     .order_by("pk").values_list(*_POD_COLUMNS),
@@ -314,7 +317,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
         workflows = workflows_lock({workflow_id for pk, _status, workflow_id, *_rest in snapshot if pk in moving}
                                    | overdue)
         tasks = list(Task.objects.filter(pk__in=moving, status__in=ACTIVE, dispatched_at__isnull=False)
-                     .select_related("group").order_by("pk"))
+                     .select_related("group").defer(*_SYNC_UNREAD).order_by("pk"))
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
