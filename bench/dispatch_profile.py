@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 
-from bench.inprocess import django_production_setup
+from bench.inprocess import gangs_submit_and_place, worker_in_process
 
 
 def main() -> None:
@@ -33,27 +33,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds; the minimum is reported")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
-    django_production_setup("dispatch-profile")
-    from django.conf import settings
-    from django.contrib.auth.models import User
+    user, dispatch_names, sent = worker_in_process("dispatch-profile")
     from django.core.management import call_command
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    import osmo.metrics  # noqa: F401  (the workers import it: its signal handlers run around each task)
-    import workflows.tasks  # noqa: F401  (registers the tasks)
-    from bench.pipeline import spec_text
     from osmo.celery import app
-    from scheduler import jobs
     from scheduler.models import Pool
-    from workflows.scheduling.cycle import placement_cycle_run
-    from workflows.services import workflow_submit
-
-    call_command("migrate", "--no-input", verbosity=0)
-    user, _ = User.objects.get_or_create(username="bench")
-    dispatch_names = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"] == "dispatch"}
-    sent: list[tuple[str, dict]] = []
-    jobs._send = lambda name, countdown=None, **kwargs: sent.append((name, kwargs))  # no broker: run them here
 
     def one_round() -> tuple[float, float, int, int, int]:
         gangs = args.gangs_per_cycle * args.cycles
@@ -64,12 +50,9 @@ def main() -> None:
         cpu = queries = messages = placed = 0.0
         cycle_cpu = 0.0
         for cycle in range(args.cycles):
-            for index in range(args.gangs_per_cycle):
-                workflow_submit(user=user, pool_name=pool_name, spec=spec_text(f"{pool_name}c{cycle}x{index}", 4, 3.0))
             sent.clear()
-            started = time.process_time()
-            result = placement_cycle_run(pool_id=pool.pk)
-            cycle_cpu += time.process_time() - started
+            seconds, result = gangs_submit_and_place(user, pool, f"{pool_name}c{cycle}", args.gangs_per_cycle)
+            cycle_cpu += seconds
             placed += len(result.placed)
             work = [(name, kwargs) for name, kwargs in sent if name in dispatch_names]
             started = time.process_time()

@@ -25,7 +25,7 @@ import time
 import uuid
 from datetime import timedelta
 
-from bench.inprocess import django_production_setup
+from bench.inprocess import gangs_submit_and_place, worker_in_process
 
 STAGES = ("cycle", "dispatch", "sync_running", "sync_completed")
 
@@ -37,27 +37,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds; the minimum of each stage is reported")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
-    django_production_setup("worker-profile")
-    from django.conf import settings
-    from django.contrib.auth.models import User
+    user, dispatch_names, sent = worker_in_process("worker-profile")
     from django.core.management import call_command
     from django.utils import timezone
 
-    import osmo.metrics  # noqa: F401  (the workers import it: its signal handlers run around each task)
-    import workflows.tasks  # noqa: F401  (registers the tasks)
-    from bench.pipeline import spec_text
     from osmo.celery import app
-    from scheduler import jobs
     from scheduler.models import Pool
-    from workflows.scheduling.cycle import placement_cycle_run
     from workflows.scheduling.pods import pods_sync
-    from workflows.services import workflow_submit
-
-    call_command("migrate", "--no-input", verbosity=0)
-    user, _ = User.objects.get_or_create(username="bench")
-    dispatch_names = {name for name, route in settings.CELERY_TASK_ROUTES.items() if route["queue"] == "dispatch"}
-    sent: list[tuple[str, dict]] = []
-    jobs._send = lambda name, countdown=None, **kwargs: sent.append((name, kwargs))  # no broker: run them here
 
     def one_round() -> dict[str, float]:
         pool_name = f"w{uuid.uuid4().hex[:6]}"
@@ -66,12 +52,10 @@ def main() -> None:
         spent = dict.fromkeys(STAGES, 0.0)
         placed = 0
         for cycle in range(args.cycles):
-            for index in range(args.gangs_per_cycle):
-                workflow_submit(user=user, pool_name=pool_name, spec=spec_text(f"{pool_name}c{cycle}x{index}", 4, 3.0))
             sent.clear()
-            started = time.process_time()
-            placed += len(placement_cycle_run(pool_id=pool.pk).placed)
-            spent["cycle"] += time.process_time() - started
+            seconds, result = gangs_submit_and_place(user, pool, f"{pool_name}c{cycle}", args.gangs_per_cycle)
+            spent["cycle"] += seconds
+            placed += len(result.placed)
             work = [(name, kwargs) for name, kwargs in sent if name in dispatch_names]
             started = time.process_time()
             for name, kwargs in work:
