@@ -45,6 +45,15 @@ def _prepared_as_is(field: Field[Any, Any]) -> bool:
     return type(field).get_db_prep_save is Field.get_db_prep_save and isinstance(field, _AS_IS)
 
 
+def ids_match(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """SQL matching ``column`` (quoted by the caller) against ``ids``, and its parameters: ``= ANY(%s)``
+    with one array on PostgreSQL (one statement text for any number of ids, prepared once; what
+    :mod:`osmo.compiled` makes of ``__in``), ``IN (%s, ...)`` elsewhere."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(ids)]
+    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
 def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int = 1000, keys: bool = False) -> None:
     """INSERT the unsaved ``objects`` of ``model`` (auto-incremented primary key, not set), one statement
     per batch. ``auto_now`` and ``auto_now_add`` fields get one time for the whole call. With ``keys``

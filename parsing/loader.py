@@ -255,17 +255,17 @@ def _fast_eligible(text: str) -> bool:
             and len(_FAST_NESTING.findall(text)) <= FAST_MAX_NESTING_MARKS)
 
 
-_FastParser: Any = None
+_FastLoader: Any = None
 if yaml.__with_libyaml__:
     import yaml.cyaml
 
-    _FastParser = getattr(yaml.cyaml, "CParser")  # noqa: B009 (not exported in the type stubs)
-if _FastParser is not None:
-    class _FastLoader(_FastParser, _CoreConstructor, _CoreResolver):  # type: ignore[misc]
+    _CParser: Any = getattr(yaml.cyaml, "CParser")  # noqa: B009 (not exported in the type stubs)
+
+    class _FastLoader(_CParser, _CoreConstructor, _CoreResolver):  # type: ignore[misc, no-redef]
         """libyaml's parser and composer with the core resolver and the JSON-only constructor."""
 
         def __init__(self, stream: str) -> None:
-            _FastParser.__init__(self, stream)
+            _CParser.__init__(self, stream)
             _CoreConstructor.__init__(self)
             _CoreResolver.__init__(self)
 
@@ -280,7 +280,7 @@ def _fast_load(text: str) -> Any:
 
 
 def _load_text(text: str, limits: DocumentLimits, what: str) -> Any:
-    if _FastParser is not None and _fast_eligible(text):
+    if _FastLoader is not None and _fast_eligible(text):
         try:
             return _fast_load(text)
         except yaml.YAMLError:

@@ -4,11 +4,11 @@ grown (docs/design.md §8). A task's requests are held on its node from placemen
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
+from osmo.bulk import ids_match
 from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.models import PoolEpoch, Reservation
@@ -20,14 +20,10 @@ def reservations_release(*, task_ids: Iterable[int]) -> int:
     ids = list(task_ids)
     if not ids:
         return 0
-    # One UPDATE ... RETURNING, written as SQL (PostgreSQL: the ids as one array parameter, so one
-    # statement serves any number of them); SQLite has RETURNING since 3.35.
+    # One UPDATE ... RETURNING, written as SQL (the ORM's update returns no rows); SQLite has
+    # RETURNING since 3.35.
     table = Reservation._meta.db_table
-    params: list[Any]
-    if connection.vendor == "postgresql":
-        where, params = "task_id = ANY(%s)", [ids]
-    else:
-        where, params = f"task_id IN ({', '.join(['%s'] * len(ids))})", [*ids]
+    where, params = ids_match("task_id", ids)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET released_at = %s WHERE {where} AND released_at IS NULL RETURNING pool_id",
                        [connection.ops.adapt_datetimefield_value(timezone.now()), *params])

@@ -16,7 +16,7 @@ import yaml
 
 from parsing import loader
 
-pytestmark = pytest.mark.skipif(loader._FastParser is None, reason="PyYAML built without libyaml")
+pytestmark = pytest.mark.skipif(loader._FastLoader is None, reason="PyYAML built without libyaml")
 
 LIMITS = loader.DocumentLimits(max_bytes=10**6, max_aliases=100, max_depth=64, max_nodes=200_000)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

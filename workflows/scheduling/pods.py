@@ -28,6 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Field, Q, QuerySet
 from django.utils import timezone
 
+from osmo.bulk import ids_match
 from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
@@ -209,11 +210,11 @@ def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, b
     column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
                                                                                            "status")}
     ids = [pk for pk, _pod_name in pods]
+    match, params = ids_match(column["id"], ids)
     sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s "
-           f"WHERE {column['id']} IN ({', '.join(['%s'] * len(ids))}) "
-           f"AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
+           f"WHERE {match} AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), *ids, *ACTIVE])
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), *params, *ACTIVE])
         if cursor.rowcount == len(ids):
             return True
     # Some were not recorded: another run recorded them (the task is active), or the gang ended while

@@ -53,8 +53,9 @@ logger = logging.getLogger(__name__)
 
 Vec = tuple[int, int, int, int]
 
-# Read by every cycle that may preempt (most find no LOW gang running): compiled once per process
-# (osmo.compiled); building it with the ORM cost a cycle more than the rest of its preemption work.
+# Read by every cycle that may preempt (most find no LOW gang running; the holdings only when one
+# runs): compiled once per process (osmo.compiled); building the first with the ORM cost a cycle more
+# than the rest of its preemption work.
 _RUNNING_LOW = CompiledQuery(
     lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, workflow__priority=Priority.LOW,
                                              status__in=TASK_ACTIVE_STATUSES)
@@ -63,6 +64,11 @@ _RUNNING_LOW = CompiledQuery(
     .order_by("started_at", "placed_at", "pk")
     .values_list("pk", "workflow_id", "workflow__team_id", "started_at", "placed_at"),
     pool_id=int)
+_HOLDINGS = CompiledQuery(
+    lambda pool_id, ids: Reservation.objects.filter(pool=pool_id, released_at__isnull=True, task__group_id__in=ids)
+    .order_by("task__group_id", "node__name")
+    .values_list("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
+    pool_id=int, ids=list)
 
 
 def takes(request: GroupRequest, placement: Placement) -> list[tuple[str, Vec]]:
@@ -118,12 +124,8 @@ class Preemptions:
         if not groups:
             return {}
         holdings: dict[int, list[tuple[str, Vec]]] = {}
-        for group_id, node, gpu, cpu, memory, storage in (
-            Reservation.objects.filter(pool=self.pool, released_at__isnull=True,
-                                       task__group_id__in=[row[0] for row in groups])
-            .order_by("task__group_id", "node__name")
-            .values_list("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")
-        ):
+        for group_id, node, gpu, cpu, memory, storage in _HOLDINGS.all(pool_id=self.pool.pk,
+                                                                        ids=[row[0] for row in groups]):
             holdings.setdefault(group_id, []).append((node, (gpu, cpu, memory, storage)))
         running: dict[str, _Running] = {}
         for group_id, workflow_id, team_id, started_at, placed_at in groups:
