@@ -7,7 +7,8 @@ shapes; every tenth gang is small and fits (1-2 tasks of 1-2 GPUs in one gpu-cli
 need 16-18 nodes of one gpu-clique with 3-4 free GPUs each, which no clique has.
 
 Per depth and algorithm (``incremental``: this cycle; ``baseline``: the algorithm it replaced, a
-fresh aggregation per gang and every gang solved every cycle, run with the same time budget), one
+fresh aggregation per gang and every gang solved every cycle, run with the same time budget:
+``bench.cycle_baseline``), one
 JSON line per measurement: the first cycle, an idle cycle (nothing changed), the cycle after one
 running gang finishes; each with seconds, solver calls, queries, gangs placed, small gangs still
 unplaced, and peak RSS; ``vs_baseline`` is the ratio of seconds. Each algorithm runs in a
@@ -28,6 +29,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import django
@@ -44,15 +46,17 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.cycle_baseline import baseline_cycle_run  # noqa: E402
 from bench.queue import queue_mix  # noqa: E402
 from scheduler import jobs  # noqa: E402
 from scheduler.models import Node, Pool  # noqa: E402
-from scheduler.services.reservations import reservations_release  # noqa: E402
+from workflows.lifecycle.reservations import reservations_release  # noqa: E402
 from workflows.lifecycle.transitions import TaskChange, gang_settle, tasks_status_set  # noqa: E402
 from workflows.models import Task, TaskGroup, Workflow  # noqa: E402
-from workflows.scheduling.cycle import CycleOptions, placement_cycle_run  # noqa: E402
+from workflows.scheduling.cycle import CycleResult, placement_cycle_run  # noqa: E402
 from workflows.services import workflow_submit  # noqa: E402
 
+Runner = Callable[..., CycleResult]
 POOL = "big"  # one pool per depth: big1000, big10000
 SMALL = [(1, 1), (2, 1), (1, 2), (2, 2)]  # (tasks, gpus) that fit
 LARGE = [(tasks, gpu, cpu) for tasks in (16, 17, 18) for gpu in (3, 4) for cpu in (8, 16, 24)]  # 18 that never fit
@@ -103,16 +107,16 @@ def setup(depths: list[int]) -> dict[int, set[int]]:
     return small
 
 
-def measure(label: str, depth: int, algorithm: str, small: set[int], pool_id: int, options: CycleOptions) -> dict:
-    row = _measure(label, depth, algorithm, small, pool_id, options)
+def measure(label: str, depth: int, algorithm: str, small: set[int], pool_id: int, run: Runner) -> dict:
+    row = _measure(label, depth, algorithm, small, pool_id, run)
     print(json.dumps(row), file=sys.stderr)
     return row
 
 
-def _measure(label: str, depth: int, algorithm: str, small: set[int], pool_id: int, options: CycleOptions) -> dict:
+def _measure(label: str, depth: int, algorithm: str, small: set[int], pool_id: int, run: Runner) -> dict:
     with CaptureQueriesContext(connection) as queries:
         start = time.perf_counter()
-        result = placement_cycle_run(pool_id=pool_id, options=options)
+        result = run(pool_id=pool_id)
         seconds = time.perf_counter() - start
     unplaced = TaskGroup.objects.filter(pk__in=small, status="SCHEDULING").count()
     return {"measurement": label, "depth": depth, "algorithm": algorithm, "seconds": round(seconds, 3),
@@ -176,23 +180,23 @@ def _read(label: str, depth: int, pool: str, client: Client, url: str, before) -
             "queries": len(queries), "queued": Workflow.objects.filter(pool__name=pool, status="PENDING").count()}
 
 
-ALGORITHMS = {"incremental": CycleOptions(), "baseline": CycleOptions(incremental=False)}
+ALGORITHMS: dict[str, Runner] = {"incremental": placement_cycle_run, "baseline": baseline_cycle_run}
 
 
 def run_depth(depth: int, small: set[int], pool_id: int, check: bool, algorithms: list[str]) -> list[dict]:
     rows: list[dict] = []
     per_algorithm: dict[str, dict[str, dict]] = {}
     for algorithm in algorithms:
-        options = ALGORITHMS[algorithm]
+        run = ALGORITHMS[algorithm]
         with transaction.atomic():
             got = {
-                "first_cycle": measure("first_cycle", depth, algorithm, small, pool_id, options),
-                "idle_cycle": measure("idle_cycle", depth, algorithm, small, pool_id, options),
+                "first_cycle": measure("first_cycle", depth, algorithm, small, pool_id, run),
+                "idle_cycle": measure("idle_cycle", depth, algorithm, small, pool_id, run),
             }
             if algorithm == "incremental":
                 rows += reads(depth)
             finish_one(pool_id)
-            got["after_release"] = measure("after_release", depth, algorithm, small, pool_id, options)
+            got["after_release"] = measure("after_release", depth, algorithm, small, pool_id, run)
             per_algorithm[algorithm] = got
             transaction.set_rollback(True)
         print(f"depth {depth}: {algorithm} done", file=sys.stderr)
@@ -204,7 +208,7 @@ def run_depth(depth: int, small: set[int], pool_id: int, check: bool, algorithms
         budget = settings.OSMO_CYCLE_BUDGET_SECONDS
         with transaction.atomic():
             settings.OSMO_CYCLE_BUDGET_SECONDS = 10_000
-            baseline = placement_cycle_run(pool_id=pool_id, options=CycleOptions(incremental=False))
+            baseline = baseline_cycle_run(pool_id=pool_id)
             expected = decisions(pool_id)
             transaction.set_rollback(True)
         settings.OSMO_CYCLE_BUDGET_SECONDS = budget

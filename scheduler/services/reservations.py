@@ -1,45 +1,15 @@
-"""Capacity reservations and the pool epochs that tell the placement cycle when capacity may have
-grown (docs/design.md §8). A task's requests are held on its node from placement until it ends."""
+"""The pool epochs that tell the placement cycle when capacity may have grown (docs/design.md §8).
+Reservations themselves are written by the workflows' lifecycle only
+(:mod:`workflows.lifecycle.reservations`), which moves the epochs through :func:`pool_epochs_bump`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from django.db import connection
-from django.utils import timezone
 
-from osmo.bulk import ids_match
-from osmo.compiled import CompiledQuery
 from scheduler import jobs
-from scheduler.models import PoolEpoch, Reservation
-
-
-def reservations_release(*, task_ids: Iterable[int]) -> int:
-    """Release the active reservations of these tasks (idempotent) and move their pools' capacity
-    epoch on. Returns how many were released."""
-    ids = list(task_ids)
-    if not ids:
-        return 0
-    # One UPDATE ... RETURNING, written as SQL (the ORM's update returns no rows); SQLite has
-    # RETURNING since 3.35.
-    table = Reservation._meta.db_table
-    where, params = ids_match("task_id", ids)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET released_at = %s WHERE {where} AND released_at IS NULL RETURNING pool_id",
-                       [connection.ops.adapt_datetimefield_value(timezone.now()), *params])
-        pools = [pool_id for (pool_id,) in cursor.fetchall()]
-    if pools:
-        pool_epochs_bump(pools)
-    return len(pools)
-
-
-def reservations_drop(*, task_ids: Iterable[int]) -> int:
-    """Release these tasks' reservations (moving the epoch on) and delete them: a task queued again
-    (its gang was preempted) gets a new one when it is placed. Returns how many were active."""
-    ids = list(task_ids)
-    released = reservations_release(task_ids=ids)
-    Reservation.objects.filter(task_id__in=ids).delete()
-    return released
+from scheduler.models import PoolEpoch
 
 
 def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> None:
@@ -57,15 +27,10 @@ def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> Non
             cursor.execute(sql, [pool_id, 1 if inventory else 0])
 
 
-_EPOCHS = CompiledQuery(
-    lambda pool_id: PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch")
-    .order_by("pool_id")[:1], pool_id=int)
-
-
 def pool_epochs(pool_id: int) -> tuple[int, int]:
     """(capacity epoch, inventory epoch) of the pool; (0, 0) before anything moved them."""
-    row: tuple[int, int] | None = _EPOCHS.first(pool_id=pool_id)
-    return row if row is not None else (0, 0)
+    row = PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch").first()
+    return (row[0], row[1]) if row is not None else (0, 0)
 
 
 def pool_capacity_changed(pool_id: int) -> None:

@@ -6,9 +6,9 @@ import pytest
 
 from scheduler.models import Node, Reservation
 from scheduler.services.pools import node_delete
-from scheduler.services.reservations import reservations_release
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import gang_spec
+from workflows.lifecycle.reservations import reservations_release
 from workflows.models import Task
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.services import workflow_submit

@@ -293,7 +293,7 @@ def test_pool_page_lists_the_largest_holders_and_follows_releases(alice_client, 
     """Thousands of small gangs can hold a big pool: the page names the largest holders and counts the
     rest; a release shows on the next request although the tree is kept between requests."""
     from pages.viewmodels import pools as viewmodel
-    from scheduler.services.reservations import reservations_release
+    from workflows.lifecycle.reservations import reservations_release
 
     # given a page that lists one holder and names one per domain
     monkeypatch.setattr(viewmodel, "OCCUPANCY_ROWS", 1)

@@ -294,7 +294,7 @@ def test_added_unused_key_changes_nothing_for_queued_group(user, racks, settings
 
 def test_solver_error_fails_only_that_group(user, racks, monkeypatch):
     # given a solver that breaks on one gang
-    from workflows.scheduling import cycle as placement
+    from workflows.scheduling.cycle import walk as placement
 
     real_solve = placement.solve
 
@@ -377,7 +377,7 @@ def test_a_resumed_cycle_places_the_starving_gang_on_its_own_kept_machines(user,
     its own reservation, so it evicted LOW work elsewhere while its kept machines stood free."""
     from scheduler.models import Pool
     from tests.factories import make_pool
-    from workflows.scheduling.cycle import _queue_read
+    from workflows.scheduling.cycle import queue_read as _queue_read
 
     settings.OSMO_STARVATION_SECONDS = 60
     pool = make_pool("p6", keys=[("rack", "rack")], sim_task_seconds=1000)

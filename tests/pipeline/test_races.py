@@ -16,8 +16,8 @@ from scheduler.models import Reservation
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_reservations_match_tasks, gang_spec
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.scheduling import cycle, pods
-from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling import pods
+from workflows.scheduling.cycle import placement_cycle_run, read, run, walk
 from workflows.scheduling.pods import group_dispatch, pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -171,7 +171,7 @@ def test_soft_time_limit_is_not_a_solver_error(user, racks, no_broker, monkeypat
     def slow(*args, **kwargs):
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setattr(cycle, "solve", slow)
+    monkeypatch.setattr(walk, "solve", slow)
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("slow", 2, 4))
     with pytest.raises(SoftTimeLimitExceeded):
         placement_cycle_run(pool_id=racks.pk)
@@ -193,7 +193,7 @@ def test_cycle_budget_commits_what_it_placed(user, racks, no_broker, settings):
 @pytest.mark.django_db(transaction=True)
 def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks, no_broker, monkeypatch):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("dl", 2, 4))
-    real = cycle.workflows_status_refresh
+    real = run.workflows_status_refresh
     cancel: dict = {}
 
     def refresh(workflow_rows, **kwargs):
@@ -204,7 +204,7 @@ def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks
             time.sleep(0.5)
         return real(workflow_rows, **kwargs)
 
-    monkeypatch.setattr(cycle, "workflows_status_refresh", refresh)
+    monkeypatch.setattr(run, "workflows_status_refresh", refresh)
     placement_cycle_run(pool_id=racks.pk)
     cancel["thread"].join(10)
     assert "error" not in cancel["box"], cancel["box"]
@@ -294,7 +294,7 @@ def test_overlapping_cycles_of_one_pool_never_double_book(user, no_broker, monke
     for index in range(2):
         workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"w{index}", 1, 4, key=None))
     loaded, resume = threading.Event(), threading.Event()
-    real = cycle.snapshot_load_with_ids
+    real = read.snapshot_load_with_ids
 
     def slow_load(*args, **kwargs):
         result = real(*args, **kwargs)
@@ -303,7 +303,7 @@ def test_overlapping_cycles_of_one_pool_never_double_book(user, no_broker, monke
             resume.wait(10)
         return result
 
-    monkeypatch.setattr(cycle, "snapshot_load_with_ids", slow_load)
+    monkeypatch.setattr(read, "snapshot_load_with_ids", slow_load)
     results: dict = {}
 
     def run(name):

@@ -11,12 +11,12 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from bench.cycle_baseline import baseline_cycle_run
 from bench.queue import queue_copies
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import assert_never_overcommitted, assert_reservations_match_tasks, gang_spec
 from workflows.models import Task, TaskGroup, Workflow
-from workflows.scheduling import cycle
-from workflows.scheduling.cycle import CycleOptions, placement_cycle_run
+from workflows.scheduling.cycle import placement_cycle_run, walk
 from workflows.services import workflow_cancel, workflow_submit
 
 
@@ -121,7 +121,7 @@ def test_a_cycle_out_of_time_resumes_where_it_stopped(user, wide, no_broker, mon
         _queue(user, wide, f"never{extra}", 16 + extra, 4, 1, key=None)
     fits = _queue(user, wide, "fits", 1, 4, 1, key=None, after=timedelta(seconds=5))[0]
     clock = itertools.count()
-    monkeypatch.setattr(cycle, "_clock", lambda: next(clock))
+    monkeypatch.setattr(walk, "_clock", lambda: next(clock))
     settings.OSMO_CYCLE_BUDGET_SECONDS = 2.5
     # when cycles run one after the other
     results = [placement_cycle_run(pool_id=wide.pk) for _ in range(4)]
@@ -148,7 +148,7 @@ def test_decisions_equal_the_baseline_algorithms(user, wide, no_broker):
 
     # when the baseline algorithm runs (rolled back), then the incremental one
     with transaction.atomic():
-        baseline = placement_cycle_run(pool_id=wide.pk, options=CycleOptions(incremental=False))
+        baseline = baseline_cycle_run(pool_id=wide.pk)
         expected = decisions()
         transaction.set_rollback(True)
     result = placement_cycle_run(pool_id=wide.pk)

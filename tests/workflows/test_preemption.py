@@ -170,6 +170,7 @@ def test_a_preemptor_evicts_the_low_work_where_it_would_go_without_low_work(user
 def test_the_victim_search_leaves_machines_kept_for_a_starving_gang_alone(user, pool):
     from scheduler.placement import DomainIndex, Policy
     from scheduler.snapshot import snapshot_load_with_ids
+    from workflows.scheduling.cycle.read import running_low_read
     from workflows.scheduling.preemption import Preemptions
     from workflows.scheduling.requests import group_request_from_row
 
@@ -181,7 +182,8 @@ def test_the_victim_search_leaves_machines_kept_for_a_starving_gang_alone(user, 
 
     def search(kept: frozenset[str]) -> set[str]:
         index = DomainIndex(snapshot_load_with_ids(pool)[0])
-        placement = Preemptions(pool, None, Policy()).try_place(index, request, "", "high", kept)
+        preemptions = Preemptions(pool.name, None, Policy(), load=lambda: running_low_read(pool.pk))
+        placement = preemptions.try_place(index, request, "", "high", kept)
         assert placement is not None
         return {node for _task, node in placement.assignments}
 
@@ -266,7 +268,7 @@ def test_a_resumed_cycle_that_places_low_work_first_does_not_prove_a_high_gang_s
     # given a pool of two 4-GPU machines, a NORMAL gang on one and a HIGH gang of two machines waiting
     from scheduler.models import Pool
     from tests.factories import make_node, make_pool
-    from workflows.scheduling.cycle import _queue_read
+    from workflows.scheduling.cycle import queue_read as _queue_read
 
     small = make_pool("two", keys=[("rack", "rack")], sim_task_seconds=1000)
     for name in ("a1", "a2"):

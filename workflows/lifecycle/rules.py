@@ -1,8 +1,9 @@
 """The rules of the run-state machine (docs/design.md §6), as pure functions over status strings.
 
-Stdlib only: no Django, no database. :mod:`workflows.lifecycle.transitions` applies these rules to
+Stdlib only: no Django, no database. The rest of :mod:`workflows.lifecycle` applies these rules to
 rows; :mod:`workflows.choices` builds the Django choices from the vocabulary defined here, so each
-status is spelled once.
+status is spelled once. Every status change is an edge of one table (:data:`TASK_EDGES`,
+:data:`GANG_EDGES`, :data:`WORKFLOW_EDGES`): :func:`transition_needed` refuses the rest.
 
 Tasks and groups share one status vocabulary; a group (a gang) moves as one:
 - a task's status follows its pod (Pending -> INITIALIZING, Running -> RUNNING, Succeeded ->
@@ -55,9 +56,52 @@ QUEUED: frozenset[str] = frozenset({WAITING, SCHEDULING})
 WORKFLOW_TERMINAL: frozenset[str] = frozenset(WORKFLOW_STATUSES) - {PENDING, RUNNING}
 
 
+# -- the edges ---------------------------------------------------------------------------------------
+# Every status change the service makes, once (docs/design.md §6, "The edges"). A task and its gang
+# share one table: the gang moves as one, its tasks with it. A terminal status is final: a late report
+# against a terminal row (a pod's phase read before a cancel committed) is dropped, not an error. Any
+# other change not listed raises :class:`TransitionNotAllowedError`.
+_CANCEL = (FAILED_CANCELED,)
+_ENDS_OF_ACTIVE = (COMPLETED, FAILED, FAILED_BACKEND_ERROR, *_CANCEL)
+TASK_EDGES: frozenset[tuple[str, str]] = frozenset(
+    [(WAITING, to) for to in (SCHEDULING, FAILED_UPSTREAM, *_CANCEL)]  # promoted, upstream failed
+    + [(SCHEDULING, to) for to in (INITIALIZING, FAILED_QUEUE_TIMEOUT, FAILED_SERVER_ERROR, *_CANCEL)]  # placed
+    + [(INITIALIZING, to) for to in (RUNNING, *_ENDS_OF_ACTIVE, SCHEDULING)]  # SCHEDULING: preempted
+    + [(RUNNING, to) for to in (*_ENDS_OF_ACTIVE, SCHEDULING)]
+)
+#: A gang (task group) moves along the edges of its tasks.
+GANG_EDGES: frozenset[tuple[str, str]] = TASK_EDGES
+#: A workflow's status is derived from its groups' (:func:`workflow_status`): PENDING until a gang got
+#: capacity, back to PENDING when its only running gang was preempted, terminal once every group is.
+WORKFLOW_EDGES: frozenset[tuple[str, str]] = frozenset(
+    [(PENDING, to) for to in (RUNNING, *WORKFLOW_TERMINAL)] + [(RUNNING, to) for to in (PENDING, *WORKFLOW_TERMINAL)]
+)
+EDGES: dict[str, frozenset[tuple[str, str]]] = {"task": TASK_EDGES, "gang": GANG_EDGES, "workflow": WORKFLOW_EDGES}
+
+
+class TransitionNotAllowedError(Exception):
+    """A status change that is not an edge of the table (a bug in its caller, never user input)."""
+
+    def __init__(self, kind: str, current: str, new: str) -> None:
+        super().__init__(f"{kind} status {current or '(new)'} -> {new} is not an edge of the lifecycle")
+        self.kind, self.current, self.new = kind, current, new
+
+
+def transition_needed(kind: str, current: str, new: str) -> bool:
+    """Whether moving a ``kind`` ("task", "gang", "workflow") row from ``current`` to ``new`` is a
+    change to write: False when it is already there or its status is terminal (final); True for an
+    edge of the table; raises :class:`TransitionNotAllowedError` for anything else."""
+    if current == new or current in TERMINAL:
+        return False
+    if (current, new) not in EDGES[kind]:
+        raise TransitionNotAllowedError(kind, current, new)
+    return True
+
+
 def is_transition_allowed(current: str, new: str) -> bool:
-    """A status change is recorded only when it changes something and leaves a non-terminal status."""
-    return current != new and current not in TERMINAL
+    """Whether a task or gang in ``current`` moves to ``new``: a change, from a non-terminal status,
+    along an edge of the table (a pure question: never raises)."""
+    return current != new and current not in TERMINAL and (current, new) in TASK_EDGES
 
 
 # -- workflow ---------------------------------------------------------------------------------------

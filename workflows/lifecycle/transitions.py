@@ -1,6 +1,9 @@
-"""Every status write of tasks, groups and workflows (docs/design.md §6): the one owner of the state
-machine. The rules come from :mod:`workflows.lifecycle.rules`; this module applies them to rows and
-records each change as a :class:`~workflows.models.StatusTransition` with its time.
+"""Status writes of tasks, groups and workflows (docs/design.md §6). With
+:mod:`workflows.lifecycle.placing` (placing and preempting gangs) and
+:mod:`workflows.lifecycle.reservations`, the lifecycle package is the one writer of statuses and
+reservations. The rules and the edge table come from :mod:`workflows.lifecycle.rules` (a change off
+the table raises); this module applies them to rows and records each change as a
+:class:`~workflows.models.StatusTransition` with its time.
 
 Callers hold the locks of the shared order (pool advisory lock, pool row, workflow rows by primary
 key; see :mod:`workflows.scheduling.locks`) before calling anything here that changes a group.
@@ -16,10 +19,9 @@ from datetime import datetime
 from django.utils import timezone
 
 from osmo.bulk import bulk_insert, bulk_set
-from osmo.compiled import CompiledQuery
-from scheduler.services.reservations import reservations_drop, reservations_release
 from workflows.choices import TASK_FAILED_STATUSES, TASK_TERMINAL_STATUSES, TaskStatus, WorkflowStatus
 from workflows.lifecycle import rules
+from workflows.lifecycle.reservations import reservations_release
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 
 
@@ -30,21 +32,6 @@ class TaskChange:
     message: str = ""
     exit_code: int | None = None
 
-
-# The bulk paths' reads, compiled once per process (osmo.compiled; a list is one array parameter on
-# PostgreSQL): a pod sync and a placement cycle run them every time.
-_WORKFLOW_GROUP_STATUSES = CompiledQuery(
-    lambda ids: TaskGroup.objects.filter(workflow_id__in=ids).order_by("workflow_id", "position")
-    .values_list("workflow_id", "status"),
-    ids=list)
-_GANG_TASK_STATUSES = CompiledQuery(
-    lambda ids: Task.objects.filter(group_id__in=ids).order_by("group_id", "position")
-    .values_list("group_id", "status"),
-    ids=list)
-_WAITING_OF = CompiledQuery(
-    lambda ids: TaskGroup.objects.filter(workflow_id__in=ids, status=TaskStatus.WAITING)
-    .order_by("workflow_id", "position"),
-    ids=list)
 
 _TASK_STATUS_FIELDS = ["status", "updated_at", "started_at", "finished_at", "failure_message", "exit_code"]
 
@@ -60,7 +47,7 @@ def tasks_status_set(changes: Iterable[TaskChange]) -> list[Task]:
     transitions: list[StatusTransition] = []
     for change in changes:
         task, status = change.task, change.status
-        if not rules.is_transition_allowed(task.status, status):
+        if not rules.transition_needed("task", task.status, status):
             continue
         transitions.append(
             StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
@@ -96,8 +83,9 @@ def _group_move(group: TaskGroup, status: str, now: datetime, message: str = ""
                 ) -> tuple[StatusTransition, list[str]] | None:
     """Move ``group`` to ``status`` in memory, with the timestamps the move sets (the one rule for
     single and bulk writes). Returns its history row, unsaved, and the fields it set; None when the
-    move is not allowed (already there, or terminal)."""
-    if not rules.is_transition_allowed(group.status, status):
+    move changes nothing (already there, or terminal); raises
+    :class:`~workflows.lifecycle.rules.TransitionNotAllowedError` for a move off the edge table."""
+    if not rules.transition_needed("gang", group.status, status):
         return None
     transition = StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
                                   to_status=status, message=message)
@@ -134,7 +122,7 @@ def workflow_status_refresh(workflow: Workflow, *, message: str = "") -> bool:
     """Recompute the workflow status from its groups and record the change, if any."""
     statuses = list(workflow.groups.order_by("position").values_list("status", flat=True))
     status = WorkflowStatus(rules.workflow_status(statuses))
-    if status == workflow.status:
+    if not rules.transition_needed("workflow", workflow.status, status):
         return False
     now = timezone.now()
     previous = workflow.status
@@ -163,14 +151,15 @@ def workflows_status_refresh(workflows: Iterable[Workflow]) -> None:
     if not by_pk:
         return
     statuses: dict[int, list[str]] = {pk: [] for pk in by_pk}
-    for workflow_id, status in _WORKFLOW_GROUP_STATUSES.all(ids=list(by_pk)):
+    for workflow_id, status in (TaskGroup.objects.filter(workflow_id__in=list(by_pk))
+                                .order_by("workflow_id", "position").values_list("workflow_id", "status")):
         statuses[workflow_id].append(status)
     now = timezone.now()
     changed: list[Workflow] = []
     transitions: list[StatusTransition] = []
     for pk, workflow in sorted(by_pk.items()):
         status = WorkflowStatus(rules.workflow_status(statuses[pk]))
-        if status == workflow.status:
+        if not rules.transition_needed("workflow", workflow.status, status):
             continue
         if status in rules.WORKFLOW_TERMINAL and status != WorkflowStatus.COMPLETED:
             workflow_status_refresh(workflow)
@@ -243,7 +232,8 @@ def gangs_settle(groups: Iterable[TaskGroup]) -> list[int]:
     if not groups:
         return []
     statuses: dict[int, list[str]] = {group.pk: [] for group in groups}
-    for group_id, status in _GANG_TASK_STATUSES.all(ids=list(statuses)):
+    for group_id, status in (Task.objects.filter(group_id__in=list(statuses)).order_by("group_id", "position")
+                             .values_list("group_id", "status")):
         statuses[group_id].append(status)
     now = timezone.now()
     stopped: list[int] = []
@@ -266,7 +256,8 @@ def gangs_settle(groups: Iterable[TaskGroup]) -> list[int]:
         bulk_set(TaskGroup, moved, _GROUP_STATUS_FIELDS)
         bulk_insert(StatusTransition, transitions)
     if completed:
-        waiting_groups_promote(_WAITING_OF.all(ids=sorted(completed)))
+        waiting_groups_promote(TaskGroup.objects.filter(workflow_id__in=sorted(completed), status=TaskStatus.WAITING)
+                               .order_by("workflow_id", "position"))
     return stopped
 
 
@@ -320,50 +311,3 @@ def waiting_groups_promote(waiting_groups: Iterable[TaskGroup]) -> set[int]:
                 refresh.add(group.workflow_id)
     groups_promote(ready)
     return refresh
-
-
-def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
-    """Evict running gangs (docs/design.md §9): release every reservation of their tasks, put the gang
-    and all its tasks back to SCHEDULING (a gang restarts whole), count the preemption and record
-    "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id). The group keeps its
-    place in the queue (ordered by its workflow's submission time). Returns the names of the pods to
-    delete. The caller holds the workflows' locks and refreshes their status."""
-    groups = list(groups)
-    if not groups:
-        return []
-    now = timezone.now()
-    tasks = list(Task.objects.filter(group__in=groups).order_by("group_id", "position"))
-    pods = [t.pod_name for t in tasks if t.pod_name and t.pod_deleted_at is None]
-    reservations_drop(task_ids=[t.pk for t in tasks])
-    transitions: list[StatusTransition] = []
-    for task in tasks:
-        message = f"preempted by {by[task.group_id]}"
-        transitions.append(StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
-                                            from_status=task.status, to_status=TaskStatus.SCHEDULING,
-                                            message=message))
-        task.status = TaskStatus.SCHEDULING
-        task.node = None
-        task.pod_name = ""
-        task.dispatched_at = task.pod_deleted_at = task.started_at = task.finished_at = None
-        task.exit_code = None
-        task.failure_message = ""
-        task.updated_at = now
-    bulk_set(Task, tasks, ["status", "node", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
-                           "finished_at", "exit_code", "failure_message", "updated_at"])
-    for group in groups:
-        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
-                                            to_status=TaskStatus.SCHEDULING,
-                                            message=f"preempted by {by[group.pk]}"))
-        group.status = TaskStatus.SCHEDULING
-        group.scheduling_since = now
-        group.preemptions += 1
-        group.placed_at = group.dispatch_requested_at = group.started_at = None
-        group.placement_report = group.unschedulable_reason = None
-        group.proof_epoch = group.idle_fit = group.idle_fit_epoch = None
-        group.reason_code = group.reason_digest = ""
-        group.updated_at = now
-    bulk_set(TaskGroup, groups, ["status", "scheduling_since", "preemptions", "placed_at", "dispatch_requested_at",
-                                 "started_at", "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit",
-                                 "idle_fit_epoch", "reason_code", "reason_digest", "updated_at"])
-    bulk_insert(StatusTransition, transitions)
-    return pods

@@ -16,11 +16,14 @@ from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
 from workflows.models import TaskGroup
 
 
-class QueuedGang(Protocol):
+class QuotaGang(Protocol):
     """What the quota check reads of a queued gang."""
 
-    team_id: int | None
-    rank: int
+    @property
+    def team_id(self) -> int | None: ...
+
+    @property
+    def rank(self) -> int: ...
 
 
 LOW_RANK = PRIORITY_RANK[Priority.LOW]
@@ -49,7 +52,7 @@ class Quotas:
         )
         return cls(pool, quota, {row["task__workflow__team_id"]: int(row["gpu"] or 0) for row in rows})
 
-    def over(self, g: QueuedGang, request: GroupRequest) -> dict[str, Any] | None:
+    def over(self, g: QuotaGang, request: GroupRequest) -> dict[str, Any] | None:
         """The reason the gang waits when placing it would take its team past its quota, else None."""
         assert g.team_id is not None
         name, limit = self.quota[g.team_id]
@@ -65,7 +68,7 @@ class Quotas:
             f"{needed} more (HIGH and NORMAL work counts against the quota; LOW work may borrow idle GPUs)",
         }
 
-    def add(self, g: QueuedGang, request: GroupRequest) -> None:
+    def add(self, g: QuotaGang, request: GroupRequest) -> None:
         if g.team_id in self.quota and g.rank < LOW_RANK:
             self.used[g.team_id] = self.used.get(g.team_id, 0) + sum(task.resources.gpu for task in request.tasks)
 

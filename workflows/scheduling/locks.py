@@ -10,16 +10,10 @@ from collections.abc import Iterable
 
 from django.db import connection
 
-from osmo.compiled import CompiledQuery
 from workflows.models import Workflow
 
-# Locked by every cycle that places and every pod sync that moves a task: compiled once per process
-# (osmo.compiled), without the columns no writer of status reads (the spec's text and its JSON
-# fields load when read, in one query).
-_LOCK = CompiledQuery(
-    lambda ids: Workflow.objects.select_for_update().filter(pk__in=ids)
-    .defer("spec_text", "template_values", "labels", "pool_keys").order_by("pk"),
-    ids=list)
+# Neither the spec's text nor its JSON fields are read by a writer of status (they load when read).
+_UNREAD = ("spec_text", "template_values", "labels", "pool_keys")
 
 PLACEMENT_LOCK = zlib.crc32(b"osmo.placement") & 0x7FFFFFFF
 SYNC_LOCK = 0x05170001
@@ -39,4 +33,4 @@ def workflows_lock(workflow_ids: Iterable[int]) -> dict[int, Workflow]:
     ids = sorted(set(workflow_ids))
     if not ids:
         return {}
-    return {w.pk: w for w in _LOCK.all(ids=ids)}
+    return {w.pk: w for w in Workflow.objects.select_for_update().filter(pk__in=ids).defer(*_UNREAD).order_by("pk")}

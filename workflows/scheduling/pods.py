@@ -21,7 +21,7 @@ import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -29,14 +29,13 @@ from django.db.models import Field, Q, QuerySet
 from django.utils import timezone
 
 from osmo.bulk import ids_match
-from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
-from scheduler.services.reservations import reservations_release
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.lifecycle.reservations import reservations_release
 from workflows.lifecycle.rules import is_transition_allowed
 from workflows.lifecycle.transitions import (
     TaskChange,
@@ -103,39 +102,65 @@ _POD_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workfl
                 "storage_bytes", "dispatched_at")
 
 
-def _row_pod_request(row: tuple, pool: Pool) -> PodRequest:
-    (_pk, _status, _workflow, pod_name, node_name, workflow_id, group, task, image, command, args, environment, gpu,
-     cpu_millis, memory_bytes, storage_bytes, dispatched_at) = row
-    return _pod_request(pool, pod_name=pod_name, node_name=node_name or "", workflow_id=workflow_id, group=group,
-                        task=task, image=image, command=command, args=args, environment=environment, gpu=gpu,
-                        cpu_millis=cpu_millis, memory_bytes=memory_bytes, storage_bytes=storage_bytes,
-                        dispatched_at=dispatched_at)
+class PodRow(NamedTuple):
+    """A task as its pod is made or watched (the columns of ``_POD_COLUMNS``, in order)."""
+
+    pk: int
+    status: str
+    workflow_id: int
+    pod_name: str
+    node_name: str | None
+    workflow_label: str
+    group: str
+    task: str
+    image: str
+    command: list[str] | None
+    args: list[str] | None
+    environment: dict[str, object] | None
+    gpu: int
+    cpu_millis: int
+    memory_bytes: int
+    storage_bytes: int
+    dispatched_at: datetime | None
 
 
-# The reads of a dispatch and of a pod sync, compiled once per process (osmo.compiled): building these
-# queries with the ORM cost a 4-pod gang's dispatch two thirds of its CPU (docs/benchmarks.md).
-_DISPATCH_GANG = CompiledQuery(
-    lambda group_id: TaskGroup.objects.filter(pk=group_id).values_list(
-        "status", "name", "workflow_id", "workflow__workflow_id", "workflow__pool_id", "scheduling_since",
-        "workflow__submitted_at"),
-    group_id=int)
-_POOL = CompiledQuery(lambda pool_id: Pool.objects.filter(pk=pool_id).defer("cycle_state"), pool_id=int)
-_DISPATCH_TASKS = CompiledQuery(
-    lambda group_id: Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
-    .order_by("position").values_list(*_POD_COLUMNS),
-    group_id=int)
+def _pod_rows(tasks: QuerySet[Task]) -> list[PodRow]:
+    return [PodRow._make(row) for row in tasks.values_list(*_POD_COLUMNS)]
+
+
+def _row_pod_request(row: PodRow, pool: Pool) -> PodRequest:
+    return _pod_request(pool, pod_name=row.pod_name, node_name=row.node_name or "", workflow_id=row.workflow_label,
+                        group=row.group, task=row.task, image=row.image, command=row.command, args=row.args,
+                        environment=row.environment, gpu=row.gpu, cpu_millis=row.cpu_millis,
+                        memory_bytes=row.memory_bytes, storage_bytes=row.storage_bytes,
+                        dispatched_at=row.dispatched_at)
+
+
+class DispatchGang(NamedTuple):
+    """What a dispatch reads of the gang it creates pods for."""
+
+    status: str
+    name: str
+    workflow_label: str
+    pool_id: int
+    scheduling_since: datetime | None
+    submitted_at: datetime
+
+
+def _dispatch_gang(group_id: int) -> DispatchGang | None:
+    row = (TaskGroup.objects.filter(pk=group_id)
+           .values_list("status", "name", "workflow__workflow_id", "workflow__pool_id", "scheduling_since",
+                        "workflow__submitted_at").first())
+    return DispatchGang._make(row) if row is not None else None
+
+
+def _pool(pool_id: int) -> Pool | None:
+    return Pool.objects.filter(pk=pool_id).defer("cycle_state").first()
+
+
 # What moving a task's status never reads of it and its gang (JSON, decoded for nothing otherwise).
 _SYNC_UNREAD = ("command", "args", "environment", "nodes_excluded", "topology", "group__constraint_tree",
                 "group__task_requests", "group__placement_report", "group__unschedulable_reason")
-_SYNC_ACTIVE = CompiledQuery(
-    lambda pool_id: Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
-    .order_by("pk").values_list(*_POD_COLUMNS),
-    pool_id=int)
-_SYNC_TIMED = CompiledQuery(
-    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.RUNNING,
-                                             workflow__exec_timeout_s__isnull=False, started_at__isnull=False)
-    .values_list("workflow_id", "started_at", "workflow__exec_timeout_s"),
-    pool_id=int)
 
 
 @dataclass(frozen=True)
@@ -161,19 +186,19 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
     failed while its pods were being created), the pods just made are deleted again, so a cancel
     racing a dispatch never leaves a pod running on capacity that was released.
     """
-    gang = _DISPATCH_GANG.first(group_id=group_id)
-    if gang is None or gang[0] not in ACTIVE:
+    gang = _dispatch_gang(group_id)
+    if gang is None or gang.status not in ACTIVE:
         return None
-    _status, group_name, _workflow_pk, workflow_id, pool_id, scheduling_since, submitted_at = gang
     pools = {} if pools is None else pools
-    pool = pools.get(pool_id)
+    pool = pools.get(gang.pool_id)
     if pool is None:
-        pool = _POOL.first(pool_id=pool_id)
+        pool = _pool(gang.pool_id)
         if pool is None:  # deleted with its workflows since the gang was read
             return None
-        pools[pool_id] = pool
+        pools[gang.pool_id] = pool
     backend = backend_for(pool.backend)
-    tasks = _DISPATCH_TASKS.all(group_id=group_id)
+    tasks = _pod_rows(Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
+                      .order_by("position"))
     created: list[tuple[int, str]] = []  # (task, pod name)
     refused = ""
     try:
@@ -182,12 +207,12 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
             try:
                 backend.create_pod(request)
             except DispatchPermanentError as exc:
-                logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": workflow_id,
-                                                       "group": group_name, "task": request.task,
+                logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": gang.workflow_label,
+                                                       "group": gang.name, "task": request.task,
                                                        "pod": request.pod_name, "reason": str(exc)})
                 refused = f"pod {request.pod_name}: {exc}"
                 break
-            created.append((row[0], request.pod_name))
+            created.append((row.pk, request.pod_name))
     finally:
         recorded_at = timezone.now()
         complete = _dispatch_record(created, recorded_at, pool=pool, backend=backend) if created else False
@@ -197,7 +222,8 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
     if not complete or len(created) < len(tasks):
         return GangDispatch(pool=pool.name)
     # Every pod the gang was missing when this run began is recorded now, by this run.
-    return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (scheduling_since or submitted_at))
+    return GangDispatch(pool=pool.name,
+                        ready_to_dispatched=recorded_at - (gang.scheduling_since or gang.submitted_at))
 
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
@@ -233,6 +259,8 @@ def _group_backend_failure(group_id: int, message: str) -> None:
     group = TaskGroup.objects.get(pk=group_id)
     workflow = workflows_lock([group.workflow_id])[group.workflow_id]
     group.refresh_from_db()
+    if group.status in (TaskStatus.WAITING, TaskStatus.SCHEDULING):  # preempted meanwhile: its pods are gone
+        return
     group.workflow = workflow
     group_fail(group, TaskStatus.FAILED_BACKEND_ERROR, message=message)
     workflow_status_refresh(workflow)
@@ -287,11 +315,12 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     tasks that are still active.
     """
     counts = {"running": 0, "completed": 0, "failed": 0}
-    pool = _POOL.first(pool_id=pool_id)
+    pool = _pool(pool_id)
     if pool is None:
         return counts
     now = now or timezone.now()
-    snapshot = _SYNC_ACTIVE.all(pool_id=pool_id)
+    snapshot = _pod_rows(Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
+                         .order_by("pk"))
     # One listing of the pool's pods serves both the reconcile and the phases.
     listed, states = backend_for(pool.backend).pods_observe(
         [_row_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
@@ -303,9 +332,8 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     # and read again: a task's status only moves forward (and a re-placed task gets a new pod name),
     # so a change not allowed from the status read here is not allowed from the status read under the
     # lock either. Most tasks of a busy pool are unchanged at any one sync.
-    moving = {pk for pk, status, _workflow, pod_name, *_rest in snapshot
-              if _phase_moves(status, states.get(pod_name))}
-    overdue = _exec_timeouts_due(pool, now, {workflow_id for _pk, _status, workflow_id, *_rest in snapshot})
+    moving = {row.pk for row in snapshot if _phase_moves(row.status, states.get(row.pod_name))}
+    overdue = _exec_timeouts_due(pool, now, {row.workflow_id for row in snapshot})
     if not moving and not overdue:
         return counts
     released: list[int] = []
@@ -315,8 +343,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             return counts
         # The shared lock order (see placement_cycle_run): workflows by pk, then re-read, so a cancel
         # that committed meanwhile is seen and never overwritten.
-        workflows = workflows_lock({workflow_id for pk, _status, workflow_id, *_rest in snapshot if pk in moving}
-                                   | overdue)
+        workflows = workflows_lock({row.workflow_id for row in snapshot if row.pk in moving} | overdue)
         tasks = list(Task.objects.filter(pk__in=moving, status__in=ACTIVE, dispatched_at__isnull=False)
                      .select_related("group").defer(*_SYNC_UNREAD).order_by("pk"))
         for task in tasks:
@@ -377,8 +404,12 @@ def _exec_timeouts_due(pool: Pool, now: datetime, workflow_ids: set[int]) -> set
     """The workflows (of these) with a RUNNING gang past its exec timeout (one query, no lock)."""
     if not workflow_ids:
         return set()
-    return {workflow_id for workflow_id, started_at, limit in _SYNC_TIMED.all(pool_id=pool.pk)
-            if workflow_id in workflow_ids and now - started_at > timedelta(seconds=limit)}
+    timed = (TaskGroup.objects.filter(workflow__pool=pool.pk, status=TaskStatus.RUNNING,
+                                      workflow__exec_timeout_s__isnull=False, started_at__isnull=False)
+             .values_list("workflow_id", "started_at", "workflow__exec_timeout_s"))
+    return {workflow_id for workflow_id, started_at, limit in timed
+            if workflow_id in workflow_ids and started_at is not None and limit is not None
+            and now - started_at > timedelta(seconds=limit)}
 
 
 def _exec_timeouts_apply(

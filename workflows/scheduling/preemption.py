@@ -9,8 +9,9 @@ stands at each search: gangs placed earlier in the cycle count) plus its LOW gan
 exceed the team's quota in the pool; borrowed work is reclaimed first.
 
 Decisions are made in memory on the cycle's domain index (the victims' capacity is released there and
-the preemptor placed at once); :meth:`Preemptions.persist` writes them in the cycle's transaction:
-the victims go back to SCHEDULING (``groups_preempt``), their pods are deleted with the grace period
+the preemptor placed at once; no database here: the candidates come from the cycle's read step); the
+cycle's apply step writes them in the cycle's transaction: the victims go back to SCHEDULING
+(:func:`workflows.lifecycle.placing.groups_preempt`), their pods are deleted with the grace period
 ``OSMO_PREEMPTION_GRACE_SECONDS`` once committed, and the preemptor is placed like any other gang.
 Releasing the victims' capacity before their pods are gone is safe for the reason given in
 :mod:`workflows.scheduling.pods`: Kubernetes does not start the preemptor's pinned pods on GPUs that
@@ -34,42 +35,22 @@ searched again in the same cycle (candidates only shrink within it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Count, Q
 
-from osmo.compiled import CompiledQuery
-from scheduler import jobs
-from scheduler.models import Pool, Reservation
-from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Resources
+from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy
 from scheduler.preemption import Candidate, cordoned, victims_choose_near
-from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
-from workflows.lifecycle.transitions import groups_preempt
-from workflows.models import TaskGroup
 from workflows.scheduling.admission import Quotas
+
+if TYPE_CHECKING:
+    from workflows.scheduling.cycle.values import RunningGang
 
 logger = logging.getLogger(__name__)
 
 Vec = tuple[int, int, int, int]
-
-# Read by every cycle that may preempt (most find no LOW gang running; the holdings only when one
-# runs): compiled once per process (osmo.compiled); building the first with the ORM cost a cycle more
-# than the rest of its preemption work.
-_RUNNING_LOW = CompiledQuery(
-    lambda pool_id: TaskGroup.objects.filter(workflow__pool=pool_id, workflow__priority=Priority.LOW,
-                                             status__in=TASK_ACTIVE_STATUSES)
-    .annotate(finished=Count("tasks", filter=Q(tasks__status__in=TASK_TERMINAL_STATUSES)))
-    .filter(finished=0)
-    .order_by("started_at", "placed_at", "pk")
-    .values_list("pk", "workflow_id", "workflow__team_id", "started_at", "placed_at"),
-    pool_id=int)
-_HOLDINGS = CompiledQuery(
-    lambda pool_id, ids: Reservation.objects.filter(pool=pool_id, released_at__isnull=True, task__group_id__in=ids)
-    .order_by("task__group_id", "node__name")
-    .values_list("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
-    pool_id=int, ids=list)
-
 
 def takes(request: GroupRequest, placement: Placement) -> list[tuple[str, Vec]]:
     """What the placement takes from each machine, per task: (machine, resources)."""
@@ -93,52 +74,23 @@ def fits_on(index: DomainIndex, assignments: list[tuple[str, Vec]]) -> bool:
     return True
 
 
-@dataclass(slots=True)
-class _Running:
-    """A preemptible gang as the cycle sees it."""
-
-    group_id: int
-    workflow_id: int
-    team_id: int | None
-    candidate: Candidate  # ``borrowing`` is set by :meth:`Preemptions.candidates`, when searched
-
-    def holdings(self) -> list[tuple[str, Vec]]:
-        return [(node, res.as_tuple()) for node, res in self.candidate.holdings]
+def holdings_of(running: RunningGang) -> list[tuple[str, Vec]]:
+    """What a running gang holds, per machine entry: (machine, resources)."""
+    return [(node, res.as_tuple()) for node, res in running.candidate.holdings]
 
 
 @dataclass
 class Preemptions:
     """The pool's preemption candidates and the evictions this cycle decided."""
 
-    pool: Pool
+    pool_name: str
     quotas: Quotas | None
     policy: Policy
-    running: dict[str, _Running] | None = None
+    load: Callable[[], list[RunningGang]]  # the candidates, read when first needed
+    running: dict[str, RunningGang] | None = None
     hopeless: set[str] = field(default_factory=set)  # signatures not placeable even with every candidate gone
     evicted: dict[int, tuple[int, str]] = field(default_factory=dict)  # victim group -> (its workflow, preemptor)
     absent: DomainIndex | None = None  # the cycle's index with every candidate's holdings released
-
-    def _load(self) -> dict[str, _Running]:
-        """Running LOW gangs of the pool with what they hold (one query when none runs, two otherwise)."""
-        groups = _RUNNING_LOW.all(pool_id=self.pool.pk)
-        if not groups:
-            return {}
-        holdings: dict[int, list[tuple[str, Vec]]] = {}
-        for group_id, node, gpu, cpu, memory, storage in _HOLDINGS.all(pool_id=self.pool.pk,
-                                                                        ids=[row[0] for row in groups]):
-            holdings.setdefault(group_id, []).append((node, (gpu, cpu, memory, storage)))
-        running: dict[str, _Running] = {}
-        for group_id, workflow_id, team_id, started_at, placed_at in groups:
-            held = holdings.get(group_id)
-            if not held:
-                continue
-            since = started_at or placed_at
-            started = since.timestamp() if since is not None else 0.0
-            key = str(group_id)
-            running[key] = _Running(group_id, workflow_id, team_id, Candidate(
-                key=key, holdings=tuple((node, Resources(*vec)) for node, vec in held), borrowing=False,
-                started=started))
-        return running
 
     def candidates(self) -> dict[str, Candidate]:
         """The running LOW gangs as victim candidates, in start order, each marked whether it borrows:
@@ -161,7 +113,7 @@ class Preemptions:
         if signature and signature in self.hopeless:
             return False
         if self.running is None:
-            self.running = self._load()
+            self.running = {str(running.group_id): running for running in self.load()}
         return bool(self.running)
 
     def absent_view(self, index: DomainIndex) -> DomainIndex | None:
@@ -173,9 +125,9 @@ class Preemptions:
             return None
         if self.absent is None:
             assert self.running is not None
-            self.absent = DomainIndex(index.snapshot(self.pool.name))
+            self.absent = DomainIndex(index.snapshot(self.pool_name))
             for running in self.running.values():
-                self.absent.release(running.holdings())
+                self.absent.release(holdings_of(running))
         return self.absent
 
     def protected_placed(self, assignments: list[tuple[str, Vec]]) -> None:
@@ -203,7 +155,7 @@ class Preemptions:
         if not self.worth_trying(signature):
             return None
         assert self.running is not None
-        snapshot = cordoned(index.snapshot(self.pool.name), kept)
+        snapshot = cordoned(index.snapshot(self.pool_name), kept)
         choice, _region = victims_choose_near(snapshot, request, list(self.candidates().values()), there,
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                               max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
@@ -212,28 +164,17 @@ class Preemptions:
             return None
         victims = [self.running.pop(key) for key in choice.victims]
         for victim in victims:
-            index.release(victim.holdings())
+            index.release(holdings_of(victim))
             self.evicted[victim.group_id] = (victim.workflow_id, preemptor)
         placement = choice.placement
         assignments = takes(request, placement)
         index.place(assignments)
         self.protected_placed(assignments)
         logger.info("preemption.chosen", extra={
-            "pool": self.pool.name, "preemptor": preemptor, "victims": [v.group_id for v in victims],
+            "pool": self.pool_name, "preemptor": preemptor, "victims": [v.group_id for v in victims],
             "gpu_evicted": choice.gpu_evicted, "solves": choice.explored,
         })
         return placement
-
-    def persist(self) -> set[int]:
-        """Write the evictions (the caller holds the locks of every workflow involved): victims still
-        running go back to SCHEDULING; their pods are deleted once committed. Returns the workflows
-        whose status must be recomputed."""
-        if not self.evicted:
-            return set()
-        victims = list(TaskGroup.objects.filter(pk__in=list(self.evicted), status__in=TASK_ACTIVE_STATUSES))
-        pods = groups_preempt(victims, by={g.pk: self.evicted[g.pk][1] for g in victims})
-        jobs.pods_evict_request(self.pool.pk, pods)
-        return {g.workflow_id for g in victims}
 
     def hopeless_mark(self, signature: str) -> None:
         """Evicting every candidate is not enough for ``signature`` (it does not fit the view without

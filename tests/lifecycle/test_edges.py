@@ -1,0 +1,78 @@
+"""The lifecycle's edge table (docs/design.md §6, "The edges"): every allowed edge is a change to
+write, a terminal status is final, and anything else raises."""
+
+from __future__ import annotations
+
+import pytest
+
+from workflows.lifecycle import rules
+from workflows.lifecycle.rules import (
+    COMPLETED,
+    FAILED,
+    FAILED_CANCELED,
+    FAILED_QUEUE_TIMEOUT,
+    FAILED_SERVER_ERROR,
+    FAILED_UPSTREAM,
+    INITIALIZING,
+    PENDING,
+    RUNNING,
+    SCHEDULING,
+    WAITING,
+    TransitionNotAllowedError,
+)
+
+ALL_EDGES = [(kind, current, new) for kind, edges in rules.EDGES.items() for current, new in sorted(edges)]
+
+
+def test_the_table_is_what_the_service_does():
+    # then: the task and gang edges, spelled out (a change here is a change to docs/design.md §6)
+    assert sorted(rules.TASK_EDGES) == sorted([
+        (WAITING, SCHEDULING), (WAITING, FAILED_UPSTREAM), (WAITING, FAILED_CANCELED),
+        (SCHEDULING, INITIALIZING), (SCHEDULING, FAILED_QUEUE_TIMEOUT), (SCHEDULING, FAILED_SERVER_ERROR),
+        (SCHEDULING, FAILED_CANCELED),
+        *[(source, to) for source in (INITIALIZING, RUNNING)
+          for to in (COMPLETED, FAILED, rules.FAILED_BACKEND_ERROR, FAILED_CANCELED, SCHEDULING)],
+        (INITIALIZING, RUNNING),
+    ])
+    assert rules.GANG_EDGES == rules.TASK_EDGES
+    assert len(rules.WORKFLOW_EDGES) == 2 * len(rules.WORKFLOW_TERMINAL) + 2
+
+
+@pytest.mark.parametrize(("kind", "current", "new"), ALL_EDGES)
+def test_every_edge_of_the_table_is_a_change_to_write(kind, current, new):
+    assert rules.transition_needed(kind, current, new) is True
+
+
+@pytest.mark.parametrize(
+    ("kind", "current", "new"),
+    [
+        pytest.param("task", WAITING, RUNNING, id="_case_task_runs_unplaced"),
+        pytest.param("task", SCHEDULING, RUNNING, id="_case_task_skips_initializing"),
+        pytest.param("task", SCHEDULING, WAITING, id="_case_task_back_to_waiting"),
+        pytest.param("task", RUNNING, INITIALIZING, id="_case_task_backwards"),
+        pytest.param("gang", WAITING, INITIALIZING, id="_case_gang_placed_while_waiting"),
+        pytest.param("gang", SCHEDULING, COMPLETED, id="_case_gang_completes_unplaced"),
+        pytest.param("gang", RUNNING, FAILED_UPSTREAM, id="_case_running_gang_upstream"),
+        pytest.param("workflow", PENDING, WAITING, id="_case_workflow_waiting"),
+        pytest.param("workflow", RUNNING, SCHEDULING, id="_case_workflow_scheduling"),
+    ],
+)
+def test_a_change_off_the_table_raises_a_named_error(kind, current, new):
+    # when / then
+    with pytest.raises(TransitionNotAllowedError) as raised:
+        rules.transition_needed(kind, current, new)
+    assert (raised.value.kind, raised.value.current, raised.value.new) == (kind, current, new)
+    assert str(raised.value) == f"{kind} status {current} -> {new} is not an edge of the lifecycle"
+
+
+@pytest.mark.parametrize("kind", ["task", "gang", "workflow"])
+@pytest.mark.parametrize("terminal", sorted(rules.TERMINAL))
+def test_a_terminal_status_is_final_and_no_error(kind, terminal):
+    # then: a late report against a terminal row is dropped (never an edge, never raised)
+    assert all(rules.transition_needed(kind, terminal, new) is False for new in rules.TASK_STATUSES)
+    assert not any(current == terminal for current, _new in rules.EDGES[kind])
+
+
+@pytest.mark.parametrize(("kind", "status"), [("task", RUNNING), ("gang", SCHEDULING), ("workflow", PENDING)])
+def test_staying_put_is_no_change(kind, status):
+    assert rules.transition_needed(kind, status, status) is False

@@ -1,0 +1,101 @@
+"""The walk decides from values alone (docs/design.md §8: read, walk, apply): a queue and a pool built
+by hand, no database, and the frozen decision checked whole."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler.placement import ClusterSnapshot, NodeState, Policy, Resources
+from scheduler.placement.signature import gang_signature
+from tests.placement.builders import rack, tree
+from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk
+from workflows.scheduling.cycle.values import Decision, Verdict
+from workflows.scheduling.requests import group_request_from_row
+from workflows.spec import tree_to_json
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+NODES = {"a1": 10, "a2": 11, "b1": 20, "b2": 21}  # two racks of two 4-GPU machines, by id
+
+
+class InMemory:
+    """A :class:`~workflows.scheduling.cycle.values.GangSource` of values, recording what was read."""
+
+    def __init__(self, rows: Mapping[int, GangRow]) -> None:
+        self.rows, self.asked = rows, []
+
+    def gang_rows(self, pks: Sequence[int]) -> Mapping[int, GangRow]:
+        self.asked += list(pks)
+        return {pk: self.rows[pk] for pk in pks}
+
+    def pool_keys(self, workflow_id: int) -> list[list[str]]:
+        return [["rack", "rack"]]
+
+    def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
+        nodes = tuple(NodeState(name, (name[0],), Resources(gpu=4)) for name in NODES)
+        return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes), dict(NODES)
+
+    def idle_snapshot(self) -> ClusterSnapshot:
+        return self.snapshot()[0]
+
+    def running_low(self) -> list[RunningGang]:
+        return []
+
+
+def _gang(pk: int, tasks: int, *, same_rack: bool, proof: int | None = None, **extra) -> tuple[QueuedGang, GangRow]:
+    names = [f"t{i}" for i in range(tasks)]
+    constraint = tree(rack("g", tasks=names)) if same_rack else tree(tasks=names)
+    row = GangRow(tree_to_json(constraint), [[name, 4, 0, 0, 0, []] for name in names])
+    signature = gang_signature(group_request_from_row("g", row.constraint_tree, row.task_requests))
+    gang = QueuedGang(pk=pk, workflow_id=100 + pk, name="g", rank=1, order=[1, f"2026-11-26T11:00:0{pk}", pk, 0],
+                      scheduling_since=NOW - timedelta(seconds=5), proof_epoch=proof, signature=signature,
+                      reason_code="", reason_digest="", idle_fit=None, idle_fit_epoch=None, keys_version=1,
+                      workflow_label=f"w{pk}", **extra)
+    return gang, row
+
+
+def _input(gangs: list[QueuedGang]) -> CycleInput:
+    return CycleInput(pool_id=1, pool_name="p", keys_version=1, key_labels=(("rack", "rack"),), now=NOW,
+                      capacity_epoch=7, inventory_epoch=3, queue=tuple(gangs), starvation=timedelta(hours=1))
+
+
+def test_a_walk_of_values_places_what_fits_and_shares_one_verdict():
+    # given: a two-machine gang in one rack, two identical three-machine gangs in one rack (no rack has
+    # three machines), and a one-machine gang without a constraint, queued in this order
+    built = [_gang(1, 2, same_rack=True), _gang(2, 3, same_rack=True), _gang(3, 3, same_rack=True),
+             _gang(4, 1, same_rack=False)]
+    source = InMemory({gang.pk: row for gang, row in built})
+    # when the walk decides
+    decision = Walk(_input([gang for gang, _row in built]), source, Policy()).decide()
+    # then the first and the last are placed on distinct racks' machines, in queue order
+    assert [(p.gang.pk, p.placement.tasks) for p in decision.placements] == [
+        (1, {"t0": "a1", "t1": "a2"}), (4, {"t0": "b1"})]
+    assert decision.node_ids == NODES
+    # and the two identical gangs share one verdict (one solve), proven at the capacity epoch
+    verdict = decision.verdicts[0]
+    assert len(decision.verdicts) == 1
+    assert (verdict.group_ids, verdict.proof, verdict.code) == ((2, 3), 7, "no_domain")
+    assert (decision.solved, decision.shared, decision.proven) == (3, 1, 0)
+    assert (decision.unschedulable, decision.undecided, decision.failed, decision.evictions) == ((2, 3), (), (), ())
+    assert (decision.cursor, decision.resumed, decision.budget_exhausted, decision.retry) == (None, False, False, False)
+    assert dict(decision.proofs) == {built[1][0].signature: 7}
+    # and the decision is frozen
+    with pytest.raises(AttributeError):
+        decision.cursor = [1]  # type: ignore[misc]
+    assert isinstance(decision, Decision) and isinstance(verdict, Verdict)
+
+
+def test_a_gang_proven_at_this_epoch_is_neither_read_nor_solved():
+    # given a gang that cannot fit, proven unschedulable at the pool's capacity epoch, ahead of one that fits
+    proven, proven_row = _gang(1, 3, same_rack=True, proof=7)
+    fits, fits_row = _gang(2, 1, same_rack=False)
+    source = InMemory({1: proven_row, 2: fits_row})
+    # when the walk decides
+    decision = Walk(_input([proven, fits]), source, Policy()).decide()
+    # then the proven gang keeps its verdict without its row being read, and the other is placed
+    assert (decision.proven, decision.solved, decision.unschedulable) == (1, 1, (1,))
+    assert source.asked == [2]
+    assert [p.gang.pk for p in decision.placements] == [2]
+    assert decision.verdicts == ()

@@ -1,0 +1,145 @@
+"""The lifecycle's moves that take or give back capacity (docs/design.md §6, §9): placing gangs
+(SCHEDULING -> INITIALIZING, reservations created) and preempting them (INITIALIZING or RUNNING ->
+SCHEDULING, reservations dropped). Both check every move against the edge table
+(:data:`workflows.lifecycle.rules.TASK_EDGES`) and write in bulk: one UPDATE per table, one INSERT of
+history rows, one of reservations. The caller holds the workflows' locks (see
+:mod:`workflows.scheduling.locks`) and refreshes their status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from osmo.bulk import bulk_insert, bulk_set
+from scheduler.dispatch.naming import pod_name_for
+from scheduler.models import Reservation
+from scheduler.services.reservations import pool_epochs_bump
+from workflows.choices import TaskStatus
+from workflows.lifecycle import rules
+from workflows.lifecycle.reservations import reservations_create, reservations_drop
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+
+
+@dataclass(frozen=True, slots=True)
+class GangPlacement:
+    """A gang the placement cycle decided to place: on which machine each of its tasks goes."""
+
+    group_id: int
+    workflow_id: int
+    preemptions: int  # the gang's count so far: its pods get names of this attempt
+    report: list[dict[str, Any]]  # the placement report shown to users (``TaskGroup.placement_report``)
+    machines: Mapping[str, tuple[str, int]]  # task name -> (node name, node id)
+
+
+_PLACED_GROUP_FIELDS = ["status", "unschedulable_reason", "placement_report", "placed_at", "dispatch_requested_at",
+                        "updated_at", "proof_epoch", "reason_code", "reason_digest"]
+
+
+def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Mapping[int, Workflow]) -> list[int]:
+    """Reserve capacity and move each gang with its tasks to INITIALIZING, guarded by its status: a
+    gang cancelled since it was decided is skipped, and the pool's epoch moves on so that verdicts
+    made against the capacity it would have taken are revisited. ``workflows``: the gangs' workflows,
+    locked by the caller. Returns the ids of the gangs placed."""
+    if not placements:
+        return []
+    now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
+    rules.transition_needed("gang", TaskStatus.SCHEDULING, TaskStatus.INITIALIZING)
+    # Only gangs still queued are placed (a cancel may have committed since the queue was read); the
+    # workflow locks keep them so until the caller's transaction ends.
+    still = set(TaskGroup.objects.filter(pk__in=[p.group_id for p in placements], status=TaskStatus.SCHEDULING)
+                .values_list("pk", flat=True))
+    kept = [p for p in placements if p.group_id in still]
+    bulk_set(TaskGroup, [
+        TaskGroup(pk=p.group_id, status=TaskStatus.INITIALIZING, unschedulable_reason=None, placement_report=p.report,
+                  placed_at=now, dispatch_requested_at=now, updated_at=now, proof_epoch=None, reason_code="",
+                  reason_digest="") for p in kept
+    ], _PLACED_GROUP_FIELDS)
+    if len(kept) < len(placements):
+        pool_epochs_bump([pool_id])
+    if not kept:
+        return []
+    tasks_of: dict[int, list[Task]] = {}
+    for task in (Task.objects.filter(group_id__in=[p.group_id for p in kept]).order_by("group_id", "position")
+                 .only("pk", "group_id", "name", "status", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
+        tasks_of.setdefault(task.group_id, []).append(task)
+    tasks: list[Task] = []
+    reservations: list[Reservation] = []
+    transitions: list[StatusTransition] = []
+    for p in kept:
+        workflow_label = workflows[p.workflow_id].workflow_id
+        transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id,
+                                            from_status=TaskStatus.SCHEDULING, to_status=TaskStatus.INITIALIZING,
+                                            message="placed"))
+        for task in tasks_of.get(p.group_id, []):
+            rules.transition_needed("task", task.status, TaskStatus.INITIALIZING)
+            node_name, task.node_id = p.machines[task.name]
+            task.pod_name = pod_name_for(workflow_label, task.name, p.preemptions)
+            transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id, task=task,
+                                                from_status=task.status, to_status=TaskStatus.INITIALIZING,
+                                                message=f"placed on {node_name}"))
+            task.status = TaskStatus.INITIALIZING
+            task.updated_at = now
+            tasks.append(task)
+            reservations.append(Reservation(task=task, node_id=task.node_id, pool_id=pool_id, gpu=task.gpu,
+                                            cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes,
+                                            storage_bytes=task.storage_bytes))
+    bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
+    reservations_create(reservations)
+    bulk_insert(StatusTransition, transitions)
+    return [p.group_id for p in kept]
+
+
+_TASK_RESET_FIELDS = ["status", "node", "pod_name", "dispatched_at", "pod_deleted_at", "started_at", "finished_at",
+                      "exit_code", "failure_message", "updated_at"]
+_GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "placed_at", "dispatch_requested_at", "started_at",
+                       "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit", "idle_fit_epoch",
+                       "reason_code", "reason_digest", "updated_at"]
+
+
+def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
+    """Evict running gangs (docs/design.md §9): drop every reservation of their tasks, put the gang
+    and all its tasks back to SCHEDULING (a gang restarts whole), count the preemption and record
+    "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id). The group keeps its
+    place in the queue (ordered by its workflow's submission time). Returns the names of the pods to
+    delete. A member that ended meanwhile is no edge back to SCHEDULING: the move raises and the
+    caller's transaction (the whole cycle) rolls back, to be decided again on fresh rows."""
+    groups = list(groups)
+    if not groups:
+        return []
+    now = timezone.now()
+    tasks = list(Task.objects.filter(group__in=groups).order_by("group_id", "position"))
+    pods = [t.pod_name for t in tasks if t.pod_name and t.pod_deleted_at is None]
+    reservations_drop(task_ids=[t.pk for t in tasks])
+    transitions: list[StatusTransition] = []
+    for task in tasks:
+        rules.transition_needed("task", task.status, TaskStatus.SCHEDULING)
+        transitions.append(StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
+                                            from_status=task.status, to_status=TaskStatus.SCHEDULING,
+                                            message=f"preempted by {by[task.group_id]}"))
+        task.status = TaskStatus.SCHEDULING
+        task.node = None
+        task.pod_name = ""
+        task.dispatched_at = task.pod_deleted_at = task.started_at = task.finished_at = None
+        task.exit_code = None
+        task.failure_message = ""
+        task.updated_at = now
+    bulk_set(Task, tasks, _TASK_RESET_FIELDS)
+    for group in groups:
+        rules.transition_needed("gang", group.status, TaskStatus.SCHEDULING)
+        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
+                                            to_status=TaskStatus.SCHEDULING,
+                                            message=f"preempted by {by[group.pk]}"))
+        group.status = TaskStatus.SCHEDULING
+        group.scheduling_since = now
+        group.preemptions += 1
+        group.placed_at = group.dispatch_requested_at = group.started_at = None
+        group.placement_report = group.unschedulable_reason = None
+        group.proof_epoch = group.idle_fit = group.idle_fit_epoch = None
+        group.reason_code = group.reason_digest = ""
+        group.updated_at = now
+    bulk_set(TaskGroup, groups, _GROUP_RESET_FIELDS)
+    bulk_insert(StatusTransition, transitions)
+    return pods

@@ -1,0 +1,157 @@
+"""The read step of the placement cycle (docs/design.md §8): the pool's queue and what the walk needs
+of the pool, as named rows (:mod:`workflows.scheduling.cycle.values`), built here and nowhere else.
+Queries per cycle do not grow with the queue: one light read of the queue; gang rows fetched in
+batches, only for gangs that must be solved (:class:`DatabaseSource`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
+
+from scheduler.models import Pool, Reservation
+from scheduler.placement import ClusterSnapshot, Resources
+from scheduler.preemption import Candidate
+from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
+from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
+from workflows.models import TaskGroup, Workflow
+from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
+
+
+def _priority_rank() -> Case:
+    return Case(
+        *[When(workflow__priority=name, then=Value(rank)) for name, rank in PRIORITY_RANK.items()],
+        default=Value(9),
+        output_field=IntegerField(),
+    )
+
+
+def _queued(pool_id: int) -> QuerySet[TaskGroup]:
+    """The pool's queued (SCHEDULING) gangs."""
+    return TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.SCHEDULING)
+
+
+def pool_locked(pool_id: int) -> Pool | None:
+    """The pool row, locked against key changes for the cycle's transaction (None: deleted)."""
+    return Pool.objects.select_for_update(no_key=True).filter(pk=pool_id).order_by("pk").first()
+
+
+def waiting_groups(pool_id: int) -> list[TaskGroup]:
+    """The pool's WAITING groups (those whose upstream groups may have completed)."""
+    return list(TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.WAITING))
+
+
+def fingerprint(pks: Sequence[int]) -> list[int]:
+    """:func:`queue_fingerprint` of a known set of group ids."""
+    return [len(pks), sum(pks), sum(i * i for i in pks), max(pks, default=0)]
+
+
+def queue_fingerprint(pool_id: int) -> list[int]:
+    """Which gangs are queued, in one aggregate query: count, sum, sum of squares and maximum of
+    their ids (equal fingerprints mean an unchanged queue for any change that adds or removes gangs
+    short of a contrived collision of all four)."""
+    rows = list(_queued(pool_id).values("status")
+                .annotate(n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk"))
+                .values_list("n", "s", "q", "m").order_by())
+    return [int(value or 0) for value in (rows[0] if rows else (0, 0, 0, 0))]
+
+
+def queue_read(pool: Pool) -> list[QueuedGang]:
+    """The pool's SCHEDULING gangs in queue order: one query of small columns."""
+    rows = (_queued(pool.pk)
+            .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
+                      keys_version=F("workflow__pool_keys_version"), team_id=F("workflow__team_id"),
+                      workflow_label=F("workflow__workflow_id"))
+            .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
+            .values("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
+                    "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
+                    "keys_version", "team_id", "preemptions", "workflow_label"))
+    return [
+        QueuedGang(
+            pk=row["pk"], workflow_id=row["workflow_id"], name=row["name"], rank=row["rank"],
+            order=[row["rank"], row["submitted_at"].isoformat(), row["workflow_id"], row["position"]],
+            scheduling_since=row["scheduling_since"], proof_epoch=row["proof_epoch"], signature=row["signature"],
+            reason_code=row["reason_code"], reason_digest=row["reason_digest"], idle_fit=row["idle_fit"],
+            idle_fit_epoch=row["idle_fit_epoch"], keys_version=row["keys_version"], team_id=row["team_id"],
+            preemptions=row["preemptions"], workflow_label=row["workflow_label"],
+        )
+        for row in rows
+    ]
+
+
+class TimeoutCandidate(NamedTuple):
+    """A queued gang whose workflow has a queue timeout."""
+
+    pk: int
+    workflow_id: int
+    scheduling_since: datetime
+    queue_timeout_s: int
+
+
+def timeout_candidates(pool_id: int) -> list[TimeoutCandidate]:
+    """The queued gangs that may have waited past their workflow's queue timeout (one query)."""
+    rows = (_queued(pool_id).filter(workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
+            .order_by("pk").values_list("pk", "workflow_id", "scheduling_since", "workflow__queue_timeout_s"))
+    return [TimeoutCandidate._make(row) for row in rows]
+
+
+def running_low_read(pool_id: int) -> list[RunningGang]:
+    """Running LOW gangs of the pool none of whose tasks finished, in start order, with what they hold
+    (one query when none runs, two otherwise). A gang with a finished member is nearly done:
+    restarting it would run finished work again."""
+    groups = list(
+        TaskGroup.objects.filter(workflow__pool=pool_id, workflow__priority=Priority.LOW,
+                                 status__in=TASK_ACTIVE_STATUSES)
+        .annotate(finished=Count("tasks", filter=Q(tasks__status__in=TASK_TERMINAL_STATUSES)))
+        .filter(finished=0)
+        .order_by("started_at", "placed_at", "pk")
+        .values("pk", "workflow_id", "workflow__team_id", "started_at", "placed_at")
+    )
+    if not groups:
+        return []
+    holdings: dict[int, list[tuple[str, Resources]]] = {}
+    for held in (Reservation.objects.filter(pool=pool_id, released_at__isnull=True,
+                                            task__group_id__in=[g["pk"] for g in groups])
+                 .order_by("task__group_id", "node__name")
+                 .values("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
+        holdings.setdefault(held["task__group_id"], []).append(
+            (held["node__name"], Resources(held["gpu"], held["cpu_millis"], held["memory_bytes"],
+                                           held["storage_bytes"])))
+    running: list[RunningGang] = []
+    for g in groups:
+        held_here = holdings.get(g["pk"])
+        if not held_here:
+            continue
+        since = g["started_at"] or g["placed_at"]
+        running.append(RunningGang(g["pk"], g["workflow_id"], g["workflow__team_id"], Candidate(
+            key=str(g["pk"]), holdings=tuple(held_here), borrowing=False,
+            started=since.timestamp() if since is not None else 0.0)))
+    return running
+
+
+class DatabaseSource:
+    """What the walk reads on demand, from the database (see
+    :class:`~workflows.scheduling.cycle.values.GangSource`)."""
+
+    def __init__(self, pool: Pool, key_labels: list[tuple[str, str]]) -> None:
+        self.pool, self.key_labels = pool, key_labels
+
+    def gang_rows(self, pks: Sequence[int]) -> Mapping[int, GangRow]:
+        return {row["pk"]: GangRow(row["constraint_tree"], row["task_requests"] or [])
+                for row in TaskGroup.objects.filter(pk__in=list(pks)).values("pk", "constraint_tree",
+                                                                             "task_requests")}
+
+    def pool_keys(self, workflow_id: int) -> list[list[str]]:
+        keys: list[list[str]] = Workflow.objects.filter(pk=workflow_id).values_list("pool_keys", flat=True).get()
+        return keys or []
+
+    def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
+        return snapshot_load_with_ids(self.pool, key_labels=self.key_labels)
+
+    def idle_snapshot(self) -> ClusterSnapshot:
+        return snapshot_empty(self.pool, key_labels=self.key_labels)
+
+    def running_low(self) -> list[RunningGang]:
+        return running_low_read(self.pool.pk)

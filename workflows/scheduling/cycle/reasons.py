@@ -1,0 +1,96 @@
+"""The reasons the walk gives queued gangs besides the solver's (docs/design.md §6), and
+:class:`Reason`, a reason shared by the gangs given it. No database here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.placement import ReasonCode
+from scheduler.results import reason_digest
+
+BEHIND_STARVING: dict[str, Any] = {
+    "status": "waiting",
+    "code": ReasonCode.BEHIND_STARVING_GROUP.value,
+    "message": ("waiting: an older gang that does not fit yet goes first (the machines kept for it are not "
+                "available to this one)"),
+}
+
+
+class Reason:
+    """A verdict's reason (a few KB of JSON), shared by every gang given it in one walk: its digest and
+    its "not even on the idle pool" variant are made once (``json.dumps`` of a reason is ~10 us, and
+    a release makes every queued gang's reason be compared again)."""
+
+    __slots__ = ("body", "_digest", "_never_idle")
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self._digest: str | None = None
+        self._never_idle: Reason | None = None
+
+    @property
+    def code(self) -> str:
+        return str(self.body.get("code", ""))[:40]
+
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = reason_digest(self.body)
+        return self._digest
+
+    def never_idle(self) -> Reason:
+        """The verdict, saying the gang does not fit the idle pool either (one per shared verdict, so
+        that gangs sharing one still share its digest and its write)."""
+        if self._never_idle is None:
+            self._never_idle = Reason({
+                **self.body, "fits_empty_pool": False,
+                "message": f"{self.body.get('message', '')} (it does not fit even when the pool is idle)"})
+        return self._never_idle
+
+
+def keys_changed_reason(
+    constraint_tree: dict[str, Any], pool_keys: list[list[str]], pool_name: str, key_labels: list[tuple[str, str]]
+) -> dict[str, Any] | None:
+    """A queued group whose tree uses a key that was removed, relabelled, or keys whose order changed
+    since submission is not placed under the new semantics: it waits with this reason."""
+    keys = [key for key, _label in key_labels]
+    position = {key: index for index, key in enumerate(keys)}
+    label_now = dict(key_labels)
+    label_then = {key: label for key, label in pool_keys or []}
+    missing: set[str] = set()
+    relabelled: set[str] = set()
+    reordered = False
+
+    def walk(node: dict[str, Any], parent_index: int) -> None:
+        nonlocal reordered
+        key = node["key"]
+        if key not in position:
+            missing.add(key)
+        else:
+            if position[key] <= parent_index:
+                reordered = True
+            if key in label_then and label_then[key] != label_now[key]:
+                relabelled.add(key)
+        for child in node.get("children", []):
+            walk(child, position.get(key, parent_index))
+
+    for child in (constraint_tree or {}).get("children", []):
+        walk(child, -1)
+    if not (missing or relabelled or reordered):
+        return None
+    what = []
+    if missing:
+        what.append(f"removed key(s) {', '.join(sorted(missing))}")
+    if relabelled:
+        what.append(f"key(s) {', '.join(sorted(relabelled))} now read another node label")
+    if reordered:
+        what.append("a changed key order")
+    return {
+        "status": "unschedulable",
+        "code": ReasonCode.POOL_KEYS_CHANGED.value,
+        "missing_keys": sorted(missing),
+        "relabelled_keys": sorted(relabelled),
+        "reordered": reordered,
+        "pool_keys": keys,
+        "message": f"pool {pool_name} topology keys changed since submission ({'; '.join(what)}); this group's "
+        "constraint tree no longer means the same thing. Cancel and resubmit it.",
+    }

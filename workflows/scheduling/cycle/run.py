@@ -1,0 +1,222 @@
+"""One placement cycle of one pool: lock -> read -> walk -> apply -> dispatch (docs/design.md §6, §8).
+
+One cycle per pool at a time: on PostgreSQL a transaction-scoped advisory lock keyed by the pool
+(other pools proceed in parallel on other workers); on SQLite the IMMEDIATE transaction already
+serialises writers. Everything the cycle decides is written in that one transaction, so a worker
+killed mid-cycle leaves nothing half-done: the next cycle (the periodic tick at the latest) starts
+over from the database. Dispatch is enqueued on commit only.
+
+The three steps have one owner each: :mod:`~workflows.scheduling.cycle.read` reads the queue into
+values, :mod:`~workflows.scheduling.cycle.walk` decides (no writes), and
+:mod:`~workflows.scheduling.cycle.apply` writes the decision through the lifecycle. Before them,
+queued gangs past their queue timeout fail and WAITING groups whose upstream completed are queued.
+
+An idle cycle does not walk at all: when the queue's membership (a fingerprint of its group ids), the
+capacity epoch and the pool's keys are what the last complete walk left, and no queued gang has
+crossed the starvation threshold since, that walk's decisions still stand. A gang proven
+unschedulable records the pool's capacity epoch (:class:`~scheduler.models.PoolEpoch`) of its proof;
+it is not solved again until the epoch moves (capacity released, inventory or keys changed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler import jobs
+from scheduler.choices import PoolStatus
+from scheduler.models import Pool
+from scheduler.placement import Policy
+from scheduler.services.reservations import pool_epochs
+from scheduler.snapshot import pool_key_labels
+from workflows.choices import TaskStatus
+from workflows.lifecycle.transitions import (
+    group_fail,
+    waiting_groups_promote,
+    workflow_status_refresh,
+    workflows_status_refresh,
+)
+from workflows.models import TaskGroup
+from workflows.scheduling.admission import Quotas, not_online_record
+from workflows.scheduling.cycle.apply import decision_apply
+from workflows.scheduling.cycle.read import (
+    DatabaseSource,
+    fingerprint,
+    pool_locked,
+    queue_fingerprint,
+    queue_read,
+    timeout_candidates,
+    waiting_groups,
+)
+from workflows.scheduling.cycle.values import CycleInput, Decision
+from workflows.scheduling.cycle.walk import Walk
+from workflows.scheduling.locks import pool_lock_try, workflows_lock
+
+logger = logging.getLogger("workflows.scheduling.cycle")
+
+
+@dataclass
+class CycleResult:
+    pool: str = ""
+    locked: bool = True
+    budget_exhausted: bool = False
+    placed: list[int] = field(default_factory=list)
+    unschedulable: list[int] = field(default_factory=list)
+    undecided: list[int] = field(default_factory=list)
+    timed_out: list[int] = field(default_factory=list)
+    refresh: set[int] = field(default_factory=set)  # workflows whose status must be recomputed
+    solved: int = 0  # solver calls on the queue's gangs
+    preempted: int = 0  # running LOW gangs evicted for gangs placed by this cycle
+    proven: int = 0  # gangs skipped: proven unschedulable at the current capacity epoch
+    shared: int = 0  # gangs given the verdict of an identical gang in this cycle
+    resumed: bool = False  # started from the previous cycle's cursor
+    idle: bool = False  # nothing changed since the last complete walk: nothing to do
+
+
+@dataclass(frozen=True, slots=True)
+class CycleStart:
+    """The pool as a cycle found it once it holds the pool's lock (before reading the queue)."""
+
+    pool: Pool
+    now: datetime
+    capacity_epoch: int
+    inventory_epoch: int
+
+
+def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
+                on_locked: Callable[[], Any] | None = None) -> CycleStart | None:
+    """Lock the pool, fail gangs past their queue timeout and queue WAITING groups whose upstream
+    completed. None when there is nothing to walk (the lock is taken, the pool is gone or not ONLINE).
+    Lock order, shared with every other writer of a workflow's groups and tasks (cancel, pod sync,
+    backend failures): the pool's advisory lock, then the pool row (so its keys cannot change under
+    the cycle), then the Workflow rows it writes, in primary-key order."""
+    if not pool_lock_try(pool_id):
+        result.locked = False
+        return None
+    if on_locked is not None:
+        on_locked()
+    pool = pool_locked(pool_id)
+    if pool is None:
+        return None
+    result.pool = pool.name
+    if pool.status != PoolStatus.ONLINE:
+        not_online_record(pool)
+        return None
+    now = now or timezone.now()
+    # Read before the snapshot: a release committed after this read moves the epoch past it.
+    capacity_epoch, inventory_epoch = pool_epochs(pool.pk)
+    result.timed_out = _queue_timeouts_apply(pool, now)
+    waiting = waiting_groups(pool.pk)
+    if waiting:
+        workflows_lock(g.workflow_id for g in waiting)
+        result.refresh |= waiting_groups_promote(waiting)
+    return CycleStart(pool, now, capacity_epoch, inventory_epoch)
+
+
+def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None
+                     ) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
+    """The read step: the queue and the pool's facts as a value, the source of what is read on demand,
+    and the teams' quotas."""
+    pool = start.pool
+    key_labels = pool_key_labels(pool)
+    queue = queue_read(pool)
+    cycle = CycleInput(
+        pool_id=pool.pk, pool_name=pool.name, keys_version=pool.keys_version, key_labels=tuple(key_labels),
+        now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
+        queue=tuple(queue), cursor=cursor, proofs=dict(proofs or {}),
+        starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
+        budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
+    )
+    return cycle, DatabaseSource(pool, key_labels), Quotas.load(pool)
+
+
+def cycle_apply(result: CycleResult, start: CycleStart, decision: Decision) -> None:
+    """The apply step, and what the cycle reports of it."""
+    result.placed, refresh = decision_apply(decision, pool_id=start.pool.pk, inventory_epoch=start.inventory_epoch)
+    result.refresh |= refresh
+    result.preempted = len(decision.evictions)
+    result.unschedulable, result.undecided = list(decision.unschedulable), list(decision.undecided)
+    result.solved, result.proven, result.shared = decision.solved, decision.proven, decision.shared
+    result.resumed, result.budget_exhausted = decision.resumed, decision.budget_exhausted
+
+
+def cycle_end(result: CycleResult) -> None:
+    """Recompute the workflows the cycle moved and ask for the placed gangs' pods (on commit)."""
+    if result.refresh:
+        workflows_status_refresh(workflows_lock(result.refresh).values())
+    jobs.groups_dispatch_request(result.placed)
+
+
+def placement_cycle_run(
+    *, pool_id: int, now: datetime | None = None, policy: Policy | None = None,
+    on_locked: Callable[[], Any] | None = None,
+) -> CycleResult:
+    """Run one placement cycle for the pool. Returns what it did (``locked=False``: another cycle ran).
+    What it writes is guarded by the row's status (a gang cancelled meanwhile is not placed)."""
+    result = CycleResult()
+    with transaction.atomic():
+        start = cycle_begin(result, pool_id=pool_id, now=now, on_locked=on_locked)
+        if start is None:
+            return result
+        pool = start.pool
+        state = pool.cycle_state or {}
+        seen = {"fingerprint": queue_fingerprint(pool.pk), "epoch": start.capacity_epoch,
+                "keys_version": pool.keys_version}
+        wake = state.get("wake_at")
+        if (not state.get("cursor") and {k: state.get(k) for k in seen} == seen
+                and (wake is None or start.now < datetime.fromisoformat(wake))):
+            result.idle = True
+        else:
+            proofs = state.get("proofs") if state.get("proofs_epoch") == start.capacity_epoch else None
+            cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs)
+            decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
+                            quotas=quotas).decide()
+            cycle_apply(result, start, decision)
+            # What this walk leaves queued (rows committed by others meanwhile make the next
+            # fingerprint differ, which only costs that cycle a walk). An undecided gang is retried by
+            # the next cycle: no idle skip after one, nor after a verdict that is no proof.
+            gone = set(result.placed) | {g.pk for g in decision.failed}
+            Pool.objects.filter(pk=pool.pk).update(cycle_state={
+                "cursor": decision.cursor, "fingerprint": fingerprint([g.pk for g in cycle.queue if g.pk not in gone]),
+                "epoch": None if decision.undecided or decision.retry else start.capacity_epoch,
+                "keys_version": pool.keys_version, "wake_at": decision.wake_at, "proofs": dict(decision.proofs),
+                "proofs_epoch": start.capacity_epoch,
+            })
+        cycle_end(result)
+    if result.placed or result.unschedulable or result.timed_out or result.undecided:
+        logger.info(
+            "placement.cycle",
+            extra={"pool": result.pool, "placed": len(result.placed), "unschedulable": len(result.unschedulable),
+                   "undecided": len(result.undecided), "solved": result.solved, "proven": result.proven,
+                   "shared": result.shared, "preempted": result.preempted},
+        )
+    return result
+
+
+def _queue_timeouts_apply(pool: Pool, now: datetime) -> list[int]:
+    """Groups queued longer than their workflow's queue_timeout fail with FAILED_QUEUE_TIMEOUT
+    (one query to find them; only the expired ones are locked and written)."""
+    expired = [c for c in timeout_candidates(pool.pk)
+               if now - c.scheduling_since > timedelta(seconds=c.queue_timeout_s)]
+    if not expired:
+        return []
+    workflows = workflows_lock(c.workflow_id for c in expired)
+    done = []
+    for group in TaskGroup.objects.filter(pk__in=[c.pk for c in expired], status=TaskStatus.SCHEDULING
+                                          ).order_by("pk"):
+        group.workflow = workflows[group.workflow_id]
+        reason = (group.unschedulable_reason or {}).get("message", "")
+        message = f"queued longer than queue_timeout ({group.workflow.queue_timeout_s}s)"
+        if reason:
+            message = f"{message}; last reason: {reason}"
+        group_fail(group, TaskStatus.FAILED_QUEUE_TIMEOUT, message=message)
+        workflow_status_refresh(group.workflow)
+        done.append(group.pk)
+    return done

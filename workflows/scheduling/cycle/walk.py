@@ -1,0 +1,502 @@
+"""The walk: a pool's queue (:class:`~workflows.scheduling.cycle.values.CycleInput`) to a frozen
+:class:`~workflows.scheduling.cycle.values.Decision` (docs/design.md §6, §8, §9). No writes and no
+database of its own: what it reads on demand comes through a
+:class:`~workflows.scheduling.cycle.values.GangSource`, so a test drives it with values built by hand.
+
+Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. Backfill: a later
+gang that fits may go ahead of one that does not. Starvation guard: once the first gang that does
+not fit has waited longer than the starvation threshold and would fit the idle pool, machines are
+kept for it (those of its placement on the idle pool): gangs of equal or lower priority behind it are
+placed only elsewhere, so capacity freed there accumulates until it fits.
+
+What a walk costs is what changed, not what is queued:
+- the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
+  gangs are placed (capacity only shrinks within a cycle);
+- a gang proven unschedulable at the current capacity epoch is not solved again (its verdict
+  stands), and gangs with equal signatures share one verdict within the walk;
+- out of its time budget, the walk stops and records a cursor; the next one starts there.
+
+All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
+one :class:`WalkMemo`. The hooks marked "incremental" are the shortcuts the benchmark's baseline
+(``bench.cycle_baseline``) turns off to replay the algorithm this one replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from scheduler.placement import ClusterSnapshot, DomainIndex, GroupRequest, Placement, Policy, Unplaceable, solve
+from scheduler.results import result_to_json
+from workflows.scheduling.admission import LOW_RANK, Quotas
+from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, keys_changed_reason
+from workflows.scheduling.cycle.values import (
+    CycleInput,
+    Decision,
+    Eviction,
+    GangRow,
+    GangSource,
+    Placed,
+    QueuedGang,
+    Verdict,
+)
+from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
+from workflows.scheduling.requests import group_request_from_row
+
+logger = logging.getLogger(__name__)
+
+_clock = time.monotonic  # the walk's budget clock (a test drives it)
+#: How many queued gangs' constraint trees and task requests are read per query while walking.
+FETCH_BATCH = 500
+
+
+@dataclass(slots=True)
+class WalkMemo:
+    """What one walk remembers while it decides: rows and requests read, verdicts shared between
+    identical gangs, idle-pool fits, and the proofs it carries from the previous cycle and makes."""
+
+    rows: dict[int, GangRow] = field(default_factory=dict)  # group id -> its row, once fetched
+    requests: dict[int, GroupRequest] = field(default_factory=dict)
+    verdicts: dict[str, tuple[Reason, str]] = field(default_factory=dict)  # memo key -> (reason, status)
+    idle_fits: dict[str, bool] = field(default_factory=dict)  # signature -> fits the idle pool
+    # Signatures proven unschedulable at this capacity epoch (by an earlier walk: ``prior``, or this
+    # one too: ``proofs``): a gang of one is skipped even when its own row does not record the proof.
+    prior_proofs: dict[str, int] = field(default_factory=dict)
+    proofs: dict[str, int] = field(default_factory=dict)
+    absent_there: dict[int, frozenset[str]] = field(default_factory=dict)  # pk -> machines without LOW work
+    behind_starving: Reason = field(default_factory=lambda: Reason(dict(BEHIND_STARVING)))
+
+
+@dataclass(slots=True)
+class Hold:
+    """The starvation guard's hold: the machines kept for the starving gang and, while a gang behind
+    it is decided, the free capacity taken off them on the index."""
+
+    machines: tuple[str, ...] | None = None  # None: no placement on the idle pool, hold every such gang
+    blocked: list[tuple[str, Vec]] = field(default_factory=list)
+    active: bool = False
+
+
+class Walk:
+    """One walk over a pool's queue: :meth:`decide` returns what it decided."""
+
+    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy, *, quotas: Quotas | None = None
+                 ) -> None:
+        self.cycle, self.source, self.policy = cycle, source, policy
+        self.memo = WalkMemo(prior_proofs=dict(cycle.proofs), proofs=dict(cycle.proofs))
+        self.hold = Hold()
+        self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
+        self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low)
+                            if cycle.preemption else None)
+        self._index: DomainIndex | None = None
+        self._idle: DomainIndex | None = None
+        self.node_ids: dict[str, int] = {}
+        # What it decided, frozen by :meth:`decide`.
+        self.placed: list[Placed] = []
+        self.verdicts: dict[int, tuple[Reason, int | None]] = {}  # pk -> (reason, proof)
+        self.proofs_only: dict[int, int | None] = {}  # pk -> proof, for gangs whose reason did not change
+        self.idle_writes: dict[int, bool] = {}
+        self.failed: list[QueuedGang] = []
+        self.unschedulable: list[int] = []
+        self.undecided: list[int] = []
+        self.solved = self.proven = self.shared = 0
+        # LOW work this walk placed: a resumed walk may place it before protected gangs, and it is no
+        # eviction candidate until committed, so a protected gang found unschedulable after it is no
+        # proof; ``retry``: such a verdict was made, and the next cycle walks again.
+        self.low_placed = False
+        self.retry = False
+        # The starving gang's place in the queue: gangs of its priority and below *behind* it are held
+        # (in a resumed walk it comes last, and it is not held by its own hold).
+        self.starving_order: list[Any] | None = None
+
+    # -- lazily built state ---------------------------------------------------------------------------
+
+    @property
+    def index(self) -> DomainIndex:
+        if self._index is None:
+            snapshot, self.node_ids = self.source.snapshot()
+            self._index = DomainIndex(snapshot)
+        return self._index
+
+    def idle_index(self) -> DomainIndex:
+        if self._idle is None:
+            self._idle = DomainIndex(self.source.idle_snapshot())
+        return self._idle
+
+    def _fetch(self, upcoming: list[QueuedGang]) -> None:
+        """Read constraint trees and task requests of up to FETCH_BATCH upcoming gangs that may need
+        solving (not proven at this epoch, no verdict shared in this walk yet) at once."""
+        first, rest = upcoming[0], upcoming[1:]
+        rows = self.memo.rows
+        maybe = [g for g in rest if g.pk not in rows and g.proof_epoch != self.cycle.capacity_epoch
+                 and not (g.signature and g.signature in self.memo.verdicts)]
+        wanted = [g.pk for g in [first, *maybe] if g.pk not in rows][:FETCH_BATCH]
+        if wanted:
+            rows.update(self.source.gang_rows(wanted))
+
+    def request(self, g: QueuedGang, upcoming: list[QueuedGang]) -> GroupRequest:
+        request = self.memo.requests.get(g.pk)
+        if request is None:
+            if g.pk not in self.memo.rows:
+                self._fetch([g, *upcoming])
+            row = self.memo.rows[g.pk]
+            request = self.memo.requests[g.pk] = group_request_from_row(g.name, row.constraint_tree,
+                                                                        row.task_requests)
+        return request
+
+    # -- the incremental cycle's shortcuts (the baseline turns them off) --------------------------------
+
+    def _start_cursor(self) -> list[Any] | None:
+        """Incremental: resume where the previous walk ran out of time."""
+        return self.cycle.cursor
+
+    def _proofs_stand(self) -> bool:
+        """Incremental: a gang proven at this capacity epoch keeps its verdict without a solve."""
+        return True
+
+    def _verdict_shared(self, key: str) -> tuple[Reason, str] | None:
+        """Incremental: the verdict of an identical gang decided earlier in this walk."""
+        return self.memo.verdicts.get(key)
+
+    def _view(self, index: DomainIndex) -> DomainIndex | ClusterSnapshot:
+        """What the solver is given: the walk's index (incremental) or a fresh aggregation of it."""
+        return index
+
+    def _idle_fit_known(self, g: QueuedGang, known: bool, signature: str) -> bool | None:
+        """Incremental: whether the gang fits the idle pool, as stored on it or found for an identical
+        gang in this walk (None: to be solved)."""
+        return bool(g.idle_fit) if known else self.memo.idle_fits.get(signature) if signature else None
+
+    def _behind_starving_said(self, g: QueuedGang) -> bool:
+        """Incremental: the gang says already that it waits behind the starving gang."""
+        return g.reason_code == BEHIND_STARVING["code"]
+
+    def _reason_unchanged(self, g: QueuedGang, reason: Reason) -> bool:
+        """Incremental: the gang carries this reason already (it is not rewritten)."""
+        return bool(g.reason_digest) and g.reason_digest == reason.digest()
+
+    # -- the walk -----------------------------------------------------------------------------------
+
+    def decide(self) -> Decision:
+        """Walk the queue once (see the module docstring) and return what was decided."""
+        cycle = self.cycle
+        queue = list(cycle.queue)
+        start = 0
+        cursor = self._start_cursor() if queue else None
+        if cursor:
+            start = next((i for i, g in enumerate(queue) if g.order >= cursor), 0)
+        walk = queue[start:] + queue[:start]
+        starvation, now = cycle.starvation, cycle.now
+        starving = self._starving_before(queue[:start])
+        if starving is not None:
+            self.starving_order = starving.order
+            self._hold_for(starving, [])
+        deadline = _clock() + cycle.budget_seconds
+        new_cursor: list[Any] | None = None
+        budget_exhausted = False
+        crossings = [g.scheduling_since + starvation for g in queue
+                     if g.scheduling_since is not None and g.scheduling_since + starvation > now]
+        wake_at = min(crossings).isoformat() if crossings else None
+        for position, g in enumerate(walk):
+            if _clock() > deadline:
+                # Commit what was decided and let the next cycle carry on from here, rather than run
+                # into the task's time limit and roll everything back: big queues must not livelock.
+                budget_exhausted = True
+                new_cursor = g.order
+                break
+            self._step(g, walk[position + 1:position + FETCH_BATCH])
+        self._holding(False)
+        return self._decision(new_cursor, wake_at, resumed=start > 0, budget_exhausted=budget_exhausted)
+
+    def _step(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
+        """Decide one gang: keys changed, held behind the starving gang, over its quota, proven, placed
+        (on the index, or by evicting LOW work), or given a verdict."""
+        cycle, starving_order = self.cycle, self.starving_order
+        if g.keys_version != cycle.keys_version:
+            changed = keys_changed_reason(self._tree(g, upcoming), self.source.pool_keys(g.workflow_id),
+                                          cycle.pool_name, list(cycle.key_labels))
+            if changed is not None:
+                self._record(g, Reason(changed), None)
+                self.unschedulable.append(g.pk)
+                return
+        held = starving_order is not None and g.order > starving_order
+        if held and self.hold.machines is None:  # no machines to keep for the starving gang: hold everything
+            self._behind_starving(g)
+            return
+        self._holding(held)
+        if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
+            over = self.quotas.over(g, self.request(g, upcoming))
+            if over is not None:
+                self._record(g, Reason(over), cycle.capacity_epoch, shared=False)
+                self.unschedulable.append(g.pk)
+                return
+        waited = cycle.now - (g.scheduling_since or cycle.now)
+        check_idle = starving_order is None and waited > cycle.starvation
+        idle_known = g.idle_fit is not None and g.idle_fit_epoch == cycle.inventory_epoch
+        # A signature proven by an earlier cycle at this epoch covers a gang that already carries its
+        # reason (each was rewritten when that proof was made); a gang new since then is solved or
+        # given the shared verdict below, which records its reason.
+        proven = g.proof_epoch == cycle.capacity_epoch or (
+            bool(g.signature) and bool(g.reason_digest)
+            and self.memo.prior_proofs.get(g.signature) == cycle.capacity_epoch
+        )
+        if self._proofs_stand() and proven and (idle_known or not check_idle):
+            self.proven += 1
+            self.unschedulable.append(g.pk)
+            if check_idle and g.idle_fit:
+                self.starving_order = g.order
+                self._hold_for(g, upcoming)
+            return
+        verdict = self._decide(g, upcoming)
+        if verdict is None:  # placed, or failed by a solver error
+            return
+        reason, status = verdict
+        if status == "unschedulable" and g.rank < LOW_RANK and self._preempt(g, upcoming):
+            return
+        if held:  # it may fit once the starving gang is placed: solved again next cycle
+            self._behind_starving(g)
+            return
+        if check_idle:
+            if self._fits_idle(g, upcoming, idle_known):
+                self.starving_order = g.order
+                self._hold_for(g, upcoming)
+            else:
+                reason = reason.never_idle()
+        proof = cycle.capacity_epoch if status == "unschedulable" else None
+        if proof is not None and g.rank < LOW_RANK and self.low_placed:
+            proof, self.retry = None, True
+        self._record(g, reason, proof)
+        (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
+
+    def _starving_before(self, prefix: list[QueuedGang]) -> QueuedGang | None:
+        """The starvation guard over the part of the queue a resumed walk does not walk first: the
+        first gang there that did not fit last time, has waited long enough and fits the idle pool."""
+        cycle = self.cycle
+        for g in prefix:
+            waited = cycle.now - (g.scheduling_since or cycle.now)
+            if g.proof_epoch is not None and waited > cycle.starvation:
+                return g if g.idle_fit and g.idle_fit_epoch == cycle.inventory_epoch else None
+        return None
+
+    # -- the starvation guard's hold -----------------------------------------------------------------
+
+    def _hold_for(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
+        """Keep machines for a starving gang: those of its placement on the idle pool. Gangs of its
+        priority and below behind it are then placed only elsewhere, so that the work on those
+        machines drains and nothing of its rank or below takes their place, while the rest of the pool
+        keeps being backfilled (docs/design.md §6). None (hold every such gang) if it has no such
+        placement."""
+        outcome = solve(self.idle_index(), self.request(g, upcoming), self.policy)
+        self.hold.machines = tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None
+
+    def _holding(self, held: bool) -> None:
+        """Take the kept machines' free capacity off the index while a held gang is decided (its
+        verdicts and victim searches are memoised apart: :meth:`_memo_key`), give it back otherwise."""
+        hold = self.hold
+        if held == hold.active:
+            return
+        if held:
+            nodes = self.index.nodes
+            for name in hold.machines or ():
+                f = nodes[name].free
+                if f.gpu or f.cpu or f.memory or f.storage:
+                    hold.blocked.append((name, (f.gpu, f.cpu, f.memory, f.storage)))
+            self.index.place(hold.blocked)
+        else:
+            self.index.release(hold.blocked)
+            hold.blocked = []
+        hold.active = held
+
+    def _memo_key(self, g: QueuedGang) -> str:
+        """The gang's signature, told apart while the kept machines are held back (a verdict there is
+        not one on the whole pool)."""
+        held = self.hold.active and self.hold.machines
+        return f"{g.signature}|reserved" if g.signature and held else g.signature
+
+    def _behind_starving(self, g: QueuedGang) -> None:
+        if not self._behind_starving_said(g):
+            self._record(g, self.memo.behind_starving, None)
+        self.unschedulable.append(g.pk)
+
+    # -- deciding one gang ----------------------------------------------------------------------------
+
+    def _decide(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[Reason, str] | None:
+        """Solve the gang (or take the verdict of an identical one); None when it was placed."""
+        key = self._memo_key(g)
+        shared = self._verdict_shared(key) if key else None
+        if shared is not None:
+            self.shared += 1
+            return shared
+        request = self.request(g, upcoming)
+        index = self.index
+        try:
+            if self._absent_place(g, request):
+                return None
+            outcome = solve(self._view(index), request, self.policy)
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception:  # a solver bug on one gang must not block the pool's whole queue
+            logger.exception("placement.solver_error", extra={"pool": self.cycle.pool_name, "group": g.pk})
+            self._index = DomainIndex(index.snapshot(self.cycle.pool_name))  # the search may have left it half-way
+            if self.preemptions is not None:
+                self.preemptions.forget_absent()
+            self.failed.append(g)
+            return None
+        self.solved += 1
+        if isinstance(outcome, Placement):
+            self._take(g, request, outcome)
+            return None
+        assert isinstance(outcome, Unplaceable)
+        verdict = (Reason(result_to_json(outcome)), outcome.status)
+        if key:
+            self.memo.verdicts[key] = verdict
+        return verdict
+
+    def _take(self, g: QueuedGang, request: GroupRequest, placement: Placement) -> None:
+        """Place the gang on the walk's index (and, protected work, on the view without LOW work)."""
+        assignments = takes(request, placement)
+        self.index.place(assignments)
+        if g.rank < LOW_RANK and self.preemptions is not None:
+            self.preemptions.protected_placed(assignments)
+        self._placed(g, request, placement)
+
+    def _placed(self, g: QueuedGang, request: GroupRequest, placement: Placement) -> None:
+        """A gang placed on the index (by :meth:`_take`, or by a preemption): counted against its
+        team's quota and kept to be written."""
+        if self.quotas:
+            self.quotas.add(g, request)
+        self.placed.append(Placed(g, placement))
+        self.low_placed |= g.rank >= LOW_RANK
+
+    def _absent_place(self, g: QueuedGang, request: GroupRequest) -> bool:
+        """A HIGH or NORMAL gang while LOW gangs run: solve it on the view without LOW work and take
+        that placement when it is free on the real index too (docs/design.md §9: protected work packed
+        as if LOW work were not there). A gang that does not fit that view cannot be helped by
+        preemption in this cycle. True when it was placed."""
+        if g.rank >= LOW_RANK or self.preemptions is None:
+            return False
+        outcome = self._absent_solve(request)
+        if outcome is None:
+            return False
+        if isinstance(outcome, Placement):
+            if fits_on(self.index, takes(request, outcome)):
+                self._take(g, request, outcome)
+                return True
+            self.memo.absent_there[g.pk] = outcome.nodes
+        elif outcome.status == "unschedulable":
+            self.preemptions.hopeless_mark(self._memo_key(g))
+        return False
+
+    def _absent_solve(self, request: GroupRequest) -> Placement | Unplaceable | None:
+        """Solve on the view without LOW work (None: no LOW gang runs)."""
+        assert self.preemptions is not None
+        if self.preemptions.absent is None and self.hold.active:  # built on the whole pool, kept machines free
+            self._holding(False)
+            self.preemptions.absent_view(self.index)
+            self._holding(True)
+        absent = self.preemptions.absent_view(self.index)
+        if absent is None:
+            return None
+        self.solved += 1
+        return solve(self._view(absent), request, self.policy)
+
+    def _absent_region(self, g: QueuedGang, request: GroupRequest) -> frozenset[str] | None:
+        """The machines of the gang's placement on the view without LOW work, where its victims are
+        sought first: kept from :meth:`_absent_place`, or solved now for a gang that took an identical
+        gang's verdict instead of being solved."""
+        if g.pk in self.memo.absent_there:
+            return self.memo.absent_there.pop(g.pk)
+        outcome = self._absent_solve(request)
+        return outcome.nodes if isinstance(outcome, Placement) else None
+
+    def _preempt(self, g: QueuedGang, upcoming: list[QueuedGang]) -> bool:
+        """Place a HIGH or NORMAL gang (within its quota: checked before) by evicting LOW gangs
+        (:mod:`workflows.scheduling.preemption`). True when it was placed."""
+        if self.preemptions is None:
+            return False
+        signature = self._memo_key(g)
+        if not self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
+            return False
+        request = self.request(g, upcoming)
+        kept = frozenset(self.hold.machines or ()) if self.hold.active else frozenset()
+        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
+                                               there=self._absent_region(g, request))
+        if placement is None:
+            return False
+        if self.hold.active:  # victims' machines among the kept ones: hold back what they freed there too
+            self._holding(False)
+            self._holding(True)
+        self._placed(g, request, placement)
+        return True
+
+    def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
+        """Whether the gang fits the pool once everything of ours finished (stored on the gang per
+        inventory epoch, shared between identical gangs within the walk)."""
+        fits = self._idle_fit_known(g, known, g.signature)
+        if fits is not None and known:
+            return fits
+        if fits is None:
+            fits = isinstance(solve(self.idle_index(), self.request(g, upcoming), self.policy), Placement)
+            if g.signature:
+                self.memo.idle_fits[g.signature] = fits
+        self.idle_writes[g.pk] = fits
+        return fits
+
+    def _tree(self, g: QueuedGang, upcoming: list[QueuedGang]) -> dict[str, Any]:
+        if g.pk not in self.memo.rows:
+            self._fetch([g, *upcoming])
+        return self.memo.rows[g.pk].constraint_tree
+
+    def _record(self, g: QueuedGang, reason: Reason, proof: int | None, *, shared: bool = True) -> None:
+        # Reasons are a few KB of JSON and thousands of gangs share a handful: a gang whose reason did
+        # not change is not rewritten; its proof is recorded per signature in the pool's cycle state.
+        # A verdict of this gang alone (its team's quota) is never shared with its signature.
+        shared = shared and bool(g.signature)
+        if proof is not None and shared:
+            self.memo.proofs[g.signature] = proof
+        if self._reason_unchanged(g, reason):
+            if proof != g.proof_epoch and not (proof is not None and shared):
+                self.proofs_only[g.pk] = proof
+            return
+        self.verdicts[g.pk] = (reason, proof)
+
+    # -- the decision -----------------------------------------------------------------------------------
+
+    def _decision(self, cursor: list[Any] | None, wake_at: str | None, *, resumed: bool,
+                  budget_exhausted: bool) -> Decision:
+        # One write per distinct verdict: gangs that share one share its reason (grouped by content, so
+        # equal reasons made by separate solves are still written together).
+        by_reason: dict[tuple[str, int | None, str], tuple[Reason, list[int]]] = {}
+        for pk, (reason, proof) in self.verdicts.items():
+            by_reason.setdefault((reason.digest(), proof, reason.code), (reason, []))[1].append(pk)
+        by_proof: dict[int | None, list[int]] = {}
+        for pk, proof in self.proofs_only.items():
+            by_proof.setdefault(proof, []).append(pk)
+        evicted = self.preemptions.evicted if self.preemptions is not None else {}
+        return Decision(
+            placements=tuple(self.placed),
+            node_ids=dict(self.node_ids) if self.placed else {},
+            verdicts=tuple(Verdict(tuple(pks), reason.body, proof, code, digest)
+                           for (digest, proof, code), (reason, pks) in by_reason.items()),
+            proofs_only=tuple((proof, tuple(pks)) for proof, pks in by_proof.items()),
+            idle_fits=tuple((fits, pks) for fits in (True, False)
+                            if (pks := tuple(pk for pk, value in self.idle_writes.items() if value is fits))),
+            evictions=tuple(Eviction(group_id, workflow_id, preemptor)
+                            for group_id, (workflow_id, preemptor) in evicted.items()),
+            failed=tuple(self.failed),
+            unschedulable=tuple(self.unschedulable),
+            undecided=tuple(self.undecided),
+            cursor=cursor,
+            proofs=dict(self.memo.proofs),
+            wake_at=wake_at,
+            retry=self.retry,
+            solved=self.solved,
+            proven=self.proven,
+            shared=self.shared,
+            resumed=resumed,
+            budget_exhausted=budget_exhausted,
+        )
