@@ -51,7 +51,7 @@ from bench.queue import queue_mix  # noqa: E402
 from scheduler import jobs  # noqa: E402
 from scheduler.models import Node, Pool  # noqa: E402
 from workflows.lifecycle.reservations import reservations_release  # noqa: E402
-from workflows.lifecycle.transitions import TaskChange, gang_settle, tasks_status_set  # noqa: E402
+from workflows.lifecycle.transitions import TaskChange, gang_settle, group_fail, tasks_status_set  # noqa: E402
 from workflows.models import Task, TaskGroup, Workflow  # noqa: E402
 from workflows.scheduling.cycle import CycleResult, placement_cycle_run  # noqa: E402
 from workflows.services import workflow_submit  # noqa: E402
@@ -94,8 +94,9 @@ def setup(depths: list[int]) -> dict[int, set[int]]:
         order = [templates[("s", (i // 10) % len(SMALL))] if i % 10 == 5 else templates[("l", i % len(LARGE))]
                  for i in range(depth)]
         queue_mix(order, first=timezone.now() - timedelta(seconds=1))
-        # The templates themselves leave the queue: only the mix is queued.
-        TaskGroup.objects.filter(workflow__in=list(templates.values())).update(status="FAILED_CANCELED")
+        # The templates themselves leave the queue (cancelled, through the lifecycle): only the mix is queued.
+        for group in TaskGroup.objects.filter(workflow__in=list(templates.values())).select_related("workflow"):
+            group_fail(group, "FAILED_CANCELED", message="a template of the bench's queue")
         if connection.vendor == "postgresql":
             # As autovacuum would shortly after such a load: without statistics the planner takes the
             # queue's 10,000 rows for 48 and picks a nested loop that scans the status index per row.
