@@ -130,9 +130,8 @@ def finish_one(pool_id: int) -> None:
     """One running gang finishes, as a pod sync would record it: tasks COMPLETED, capacity released."""
     group = TaskGroup.objects.filter(workflow__pool_id=pool_id, status="INITIALIZING").order_by("pk").first()
     tasks = list(group.tasks.order_by("pk"))
-    tasks_status_set([TaskChange(task, "COMPLETED") for task in tasks])
+    tasks_status_set([TaskChange(task, "COMPLETED") for task in tasks])  # capacity released
     gang_settle(group)
-    reservations_release(task_ids=[t.pk for t in tasks])
 
 
 def decisions(pool_id: int) -> dict[str, str]:

@@ -87,3 +87,13 @@ def test_a_sync_with_nothing_moving_writes_nothing(user):
     assert (counts["running"], counts["completed"], counts["failed"]) == (0, 0, 0)
     sql = " ".join(q["sql"] for q in queries.captured_queries).upper()
     assert "FOR UPDATE" not in sql and "UPDATE " not in sql.replace("FOR UPDATE", "") and "INSERT" not in sql
+
+
+def test_a_sync_that_completes_gangs_costs_a_fixed_number_of_queries(user, django_assert_num_queries):
+    """The pod sync's reads on the ORM, pinned: two gangs complete, their capacity is released through
+    the lifecycle, the groups waiting on them are queued."""
+    # given two placed chains whose first gangs' pods succeeded
+    pool, _workflows = placed_chains(user, 2)
+    # when / then
+    with django_assert_num_queries(24):
+        assert pods_sync(pool_id=pool.pk)["completed"] == 4

@@ -19,7 +19,13 @@ from datetime import datetime
 from django.utils import timezone
 
 from osmo.bulk import bulk_insert, bulk_set
-from workflows.choices import TASK_FAILED_STATUSES, TASK_TERMINAL_STATUSES, TaskStatus, WorkflowStatus
+from workflows.choices import (
+    TASK_ACTIVE_STATUSES,
+    TASK_FAILED_STATUSES,
+    TASK_TERMINAL_STATUSES,
+    TaskStatus,
+    WorkflowStatus,
+)
 from workflows.lifecycle import rules
 from workflows.lifecycle.reservations import reservations_release
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
@@ -38,12 +44,15 @@ _TASK_STATUS_FIELDS = ["status", "updated_at", "started_at", "finished_at", "fai
 
 def tasks_status_set(changes: Iterable[TaskChange]) -> list[Task]:
     """Apply many task transitions in two queries (one bulk update, one bulk insert of their
-    history). A change to the current status or away from a terminal one is skipped. Returns the
-    tasks that changed. The update is :func:`~osmo.bulk.bulk_set` (a join against the values), not
-    ``bulk_update``, whose CASE branch per row and field cost a pod sync of a few hundred tasks most
-    of its CPU."""
+    history), and one more when tasks that held capacity ended: their reservations are released
+    (:func:`~workflows.lifecycle.reservations.reservations_release`, which moves the pool's capacity
+    epoch on). A change to the current status or away from a terminal one is skipped; one off the
+    edge table raises. Returns the tasks that changed. The update is :func:`~osmo.bulk.bulk_set` (a
+    join against the values), not ``bulk_update``, whose CASE branch per row and field cost a pod
+    sync of a few hundred tasks most of its CPU."""
     now = timezone.now()
     changed: list[Task] = []
+    ended: list[int] = []  # tasks that held capacity and ended
     transitions: list[StatusTransition] = []
     for change in changes:
         task, status = change.task, change.status
@@ -59,6 +68,8 @@ def tasks_status_set(changes: Iterable[TaskChange]) -> list[Task]:
             task.started_at = now
         if status in TASK_TERMINAL_STATUSES:
             task.finished_at = now
+            if transitions[-1].from_status in TASK_ACTIVE_STATUSES:
+                ended.append(task.pk)
         if change.message and status in TASK_FAILED_STATUSES:
             task.failure_message = change.message
         if change.exit_code is not None:
@@ -67,6 +78,7 @@ def tasks_status_set(changes: Iterable[TaskChange]) -> list[Task]:
     if changed:
         bulk_set(Task, changed, _TASK_STATUS_FIELDS)
         bulk_insert(StatusTransition, transitions)
+    reservations_release(task_ids=ended)
     return changed
 
 
@@ -178,11 +190,10 @@ def workflows_status_refresh(workflows: Iterable[Workflow]) -> None:
 
 
 def group_fail(group: TaskGroup, status: str, *, message: str) -> list[int]:
-    """Fail a group and its unfinished tasks, release their capacity, and fail downstream groups.
+    """Fail a group and its unfinished tasks (their capacity released), and fail downstream groups.
     Returns the ids of the tasks it failed (their pods, if any, must be deleted)."""
     tasks = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).order_by("pk"))
     tasks_status_set([TaskChange(task, status, message) for task in tasks])
-    reservations_release(task_ids=[t.pk for t in tasks])
     group_status_set(group, status, message=message)
     downstream_fail(group)
     return [t.pk for t in tasks]
@@ -202,8 +213,8 @@ def downstream_fail(group: TaskGroup) -> None:
 
 def gang_settle(group: TaskGroup) -> list[int]:
     """Derive the gang's status from its tasks; a failed member stops the rest, a completed gang
-    promotes the groups waiting on it. Returns the ids of the tasks it stopped (their capacity is
-    the caller's to release and their pods to delete)."""
+    promotes the groups waiting on it. Returns the ids of the tasks it stopped (their capacity
+    released; their pods are the caller's to delete)."""
     tasks = list(group.tasks.order_by("position"))
     verdict = rules.gang_verdict([t.status for t in tasks])
     if verdict.status is None:
@@ -211,8 +222,8 @@ def gang_settle(group: TaskGroup) -> list[int]:
     if verdict.failed_task is not None:
         first = tasks[verdict.failed_task]
         stopped = [tasks[i] for i in verdict.stop]
-        for task in stopped:
-            task_status_set(task, TaskStatus.FAILED, message=f"stopped: gang member {first.name} failed")
+        tasks_status_set([TaskChange(task, TaskStatus.FAILED, f"stopped: gang member {first.name} failed")
+                          for task in stopped])
         message = f"task {first.name} failed: {first.failure_message or first.status}"
         group_status_set(group, verdict.status, message=message)
         downstream_fail(group)

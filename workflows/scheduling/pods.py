@@ -35,7 +35,6 @@ from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, Po
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
-from workflows.lifecycle.reservations import reservations_release
 from workflows.lifecycle.rules import is_transition_allowed
 from workflows.lifecycle.transitions import (
     TaskChange,
@@ -382,7 +381,6 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
         stopped = gangs_settle(touched.values())
         released += stopped
         pods_to_delete += stopped
-        reservations_release(task_ids=released)
         workflows_status_refresh([workflows[workflow_id] for workflow_id in sorted({g.workflow_id
                                                                                    for g in touched.values()})])
         if released:
