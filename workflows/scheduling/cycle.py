@@ -52,10 +52,11 @@ from osmo.compiled import CompiledQuery
 from scheduler import jobs
 from scheduler.choices import PoolStatus
 from scheduler.dispatch.naming import pod_name_for
-from scheduler.models import Pool, Reservation
+from scheduler.models import Pool
 from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, ReasonCode, Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.results import reason_digest, report_to_json, result_to_json
+from scheduler.services.reservation_rows import ReservationFacts, reservations_insert
 from scheduler.services.reservations import pool_epochs, pool_epochs_bump
 from scheduler.snapshot import pool_key_labels, snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TaskStatus
@@ -751,7 +752,7 @@ class _Walk:
         for task in _PLACED_TASKS.all(ids=[g.pk for g, _p in kept]):
             tasks_of.setdefault(task.group_id, []).append(task)
         tasks: list[Task] = []
-        reservations: list[Reservation] = []
+        reservations: list[ReservationFacts] = []
         transitions: list[StatusTransition] = []
         for g, placement in kept:
             workflow_id = workflows[g.workflow_id].workflow_id
@@ -767,14 +768,15 @@ class _Walk:
                 task.status = TaskStatus.INITIALIZING
                 task.updated_at = now
                 tasks.append(task)
-                reservations.append(Reservation(task=task, node_id=task.node_id, pool=self.pool, gpu=task.gpu,
-                                                cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes,
-                                                storage_bytes=task.storage_bytes))
+                reservations.append(ReservationFacts(
+                    task_id=task.pk, pool_id=self.pool.pk, node_id=task.node_id, gpu=task.gpu,
+                    cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
+                    team_id=g.team_id, preemptible=g.rank >= LOW_RANK))
                 transitions.append(StatusTransition(workflow_id=g.workflow_id, group_id=g.pk, task=task,
                                                     from_status=previous, to_status=TaskStatus.INITIALIZING,
                                                     message=f"placed on {node_name}"))
         bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
-        bulk_insert(Reservation, reservations)
+        reservations_insert(reservations)
         bulk_insert(StatusTransition, transitions)
         self.result.refresh |= {g.workflow_id for g, _p in kept}
         return [g.pk for g, _p in kept]

@@ -37,7 +37,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from osmo.compiled import CompiledQuery
 from scheduler import jobs
@@ -46,7 +46,7 @@ from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, Re
 from scheduler.preemption import Candidate, cordoned, victims_choose_near
 from workflows.choices import TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority
 from workflows.lifecycle.transitions import groups_preempt
-from workflows.models import TaskGroup
+from workflows.models import Task, TaskGroup
 from workflows.scheduling.admission import Quotas
 
 logger = logging.getLogger(__name__)
@@ -65,9 +65,11 @@ _RUNNING_LOW = CompiledQuery(
     .values_list("pk", "workflow_id", "workflow__team_id", "started_at", "placed_at"),
     pool_id=int)
 _HOLDINGS = CompiledQuery(
-    lambda pool_id, ids: Reservation.objects.filter(pool=pool_id, released_at__isnull=True, task__group_id__in=ids)
-    .order_by("task__group_id", "node__name")
-    .values_list("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
+    lambda pool_id, ids: Reservation.objects.filter(
+        pool=pool_id, released_at__isnull=True, task_id__in=Task.objects.filter(group_id__in=ids).values("pk"))
+    .annotate(group_id=Subquery(Task.objects.filter(pk=OuterRef("task_id")).values("group_id")))
+    .order_by("group_id", "node__name")
+    .values_list("group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
     pool_id=int, ids=list)
 
 
