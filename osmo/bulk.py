@@ -47,8 +47,8 @@ def _prepared_as_is(field: Field[Any, Any]) -> bool:
 
 def ids_match(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
     """SQL matching ``column`` (quoted by the caller) against ``ids``, and its parameters: ``= ANY(%s)``
-    with one array on PostgreSQL (one statement text for any number of ids, prepared once; what
-    :mod:`osmo.compiled` makes of ``__in``), ``IN (%s, ...)`` elsewhere."""
+    with one array on PostgreSQL (one statement text for any number of ids, prepared once),
+    ``IN (%s, ...)`` elsewhere."""
     if connection.vendor == "postgresql":
         return f"{column} = ANY(%s)", [list(ids)]
     return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)

@@ -54,10 +54,10 @@ def _tick_on_worker_start(sender: object, **kwargs: object) -> None:
     from django.conf import settings
 
     if settings.OSMO_TICK_WITHOUT_BEAT:
-        app.send_task("scheduler.tick")
+        app.send_task("workflows.tick")
 
 
-TICK_WATCH = "scheduler.tick_watch"
+TICK_WATCH = "workflows.tick_watch"
 TICK_WATCH_INTERVALS = 3  # a watch every this many tick intervals; a tick older than that is overdue
 
 
@@ -68,7 +68,7 @@ class TickWatchdog(bootsteps.StartStopStep):
     it is due. If that worker is killed (SIGKILL, out of memory) while beat is gone too, the message
     comes back only after the broker's visibility timeout (an hour), and nothing syncs pods until a
     worker starts or a submission runs a cycle. So each worker's own timer (in its main process, which
-    lives as long as the worker) sends ``scheduler.tick_watch`` every three tick intervals; that task
+    lives as long as the worker) sends ``workflows.tick_watch`` every three tick intervals; that task
     runs a tick when none ran for that long, and the tick starts a new chain. While beat or the chain
     is alive, the watch finds a fresh tick and does nothing (one small message per worker every few
     seconds). The main process only sends: the check runs in a task, where database connections belong.

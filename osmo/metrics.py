@@ -145,9 +145,9 @@ def cycle_result_observe(result: Any, *, seconds: float) -> None:
 # ------------------------------------------------------------------------------------------------
 # Dispatch: Celery signals in the worker process that ran the task
 # ------------------------------------------------------------------------------------------------
-GROUP_DISPATCH = "scheduler.group_dispatch"
-GROUPS_DISPATCH = "scheduler.groups_dispatch"
-DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, "scheduler.pod_delete"})
+GROUP_DISPATCH = "workflows.group_dispatch"
+GROUPS_DISPATCH = "workflows.groups_dispatch"
+DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, "workflows.pod_delete"})
 _cpu_lock = threading.Lock()
 _cpu_started: dict[str, float] = {}  # task id -> thread CPU time when it started
 
@@ -185,8 +185,8 @@ def _on_task_failure(sender: Any = None, **_: Any) -> None:
 
 
 def dispatch_handed_over() -> None:
-    """A gang of a ``scheduler.groups_dispatch`` batch met a transient error and went on in its own
-    ``scheduler.group_dispatch`` message (which retries with backoff): a retry of the batch task."""
+    """A gang of a ``workflows.groups_dispatch`` batch met a transient error and went on in its own
+    ``workflows.group_dispatch`` message (which retries with backoff): a retry of the batch task."""
     DISPATCH_ERRORS.labels(task=GROUPS_DISPATCH, kind="retry").inc()
 
 

@@ -430,11 +430,12 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Reservation)
 class ReservationAdmin(admin.ModelAdmin):
-    list_display = ("task", "node", "pool", "gpu", "cpu_millis", "memory_bytes", "created_at", "released_at")
-    list_filter = ("pool", ("released_at", admin.EmptyFieldListFilter))
-    list_select_related = ("task", "node", "pool")
+    list_display = ("task_id", "node", "pool", "team", "preemptible", "gpu", "cpu_millis", "memory_bytes",
+                    "created_at", "released_at")
+    list_filter = ("pool", "preemptible", ("released_at", admin.EmptyFieldListFilter))
+    list_select_related = ("node", "pool", "team")
     search_fields = ("node__name",)
-    raw_id_fields = ("task", "node")
+    raw_id_fields = ("node",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

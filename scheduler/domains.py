@@ -19,14 +19,14 @@ over the label values, one over the active reservations), plus one when machines
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from django.db import connection
 from django.db.models import Q
 
+from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key, natural_sorted
 from scheduler.models import Pool, Reservation, TopologyKey
 from scheduler.selectors import (
@@ -237,32 +237,10 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     return (*nodes, *reservations)
 
 
-T = TypeVar("T")
-
-
-class PerPoolCache(Generic[T]):
-    """One value per pool, kept per process while its key (a state fingerprint) stays the same; at
-    most ``size`` pools (the oldest entry goes first). Safe across a server's threads."""
-
-    def __init__(self, size: int = 16) -> None:
-        self.size = size
-        self._entries: dict[int, tuple[tuple[Any, ...], T]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, pool_pk: int, key: tuple[Any, ...]) -> T | None:
-        with self._lock:
-            cached = self._entries.get(pool_pk)
-        return cached[1] if cached is not None and cached[0] == key else None
-
-    def put(self, pool_pk: int, key: tuple[Any, ...], value: T) -> None:
-        with self._lock:
-            if pool_pk not in self._entries and len(self._entries) >= self.size:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[pool_pk] = (key, value)
-
-
-_tree_cache: PerPoolCache[DomainTree] = PerPoolCache()
-_base_cache: PerPoolCache[DomainTree] = PerPoolCache()
+# Per pool, as of the pool's state fingerprint (and keys): the tree drawn, and its base without
+# reservations (the nodes' totals) as of the node rows' version.
+_tree_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree", size=16)
+_base_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree_base", size=16)
 
 
 def pool_domain_tree_cached(
@@ -287,7 +265,7 @@ def pool_domain_tree_cached(
         base = _base_cache.get(pool.pk, base_key)
         if base is None:
             base = pool_domain_tree(pool, keys=keys, reservations=False)
-            _base_cache.put(pool.pk, base_key, base)
+            _base_cache.put(pool.pk, base, base_key)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
         adjust: dict[DomainPath, tuple[int, int]] = {}
         for values, (reserved, less_free) in held.items():
@@ -299,7 +277,7 @@ def pool_domain_tree_cached(
                           unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False)
     else:
         tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
-    _tree_cache.put(pool.pk, key, tree)
+    _tree_cache.put(pool.pk, tree, key)
     return tree
 
 
@@ -317,6 +295,6 @@ def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]
 
 
 __all__ = [
-    "Domain", "DomainMachine", "DomainPath", "DomainTree", "PerPoolCache", "pool_domain_tree",
+    "Domain", "DomainMachine", "DomainPath", "DomainTree", "pool_domain_tree",
     "pool_domain_tree_cached", "pool_state_fingerprint",
 ]

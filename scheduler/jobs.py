@@ -6,8 +6,9 @@ yet), outside one it is sent at once; a broker failure is logged, never raised i
 because the periodic tick re-drives anything a lost message stranded.
 
 Tasks are sent by name (``send_task``); the names are the contract with the task modules
-(``workflows.tasks``, ``scheduler.tasks``) and ``CELERY_TASK_ROUTES`` in the settings maps each name
-to its queue. Sending by name keeps this module free of imports from the apps that implement them.
+(``workflows.tasks``, ``scheduler.tasks``), each name starting with the app whose module defines the
+task, and ``CELERY_TASK_ROUTES`` in the settings maps each name to its queue. Sending by name keeps
+this module free of imports from the apps that implement them.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from osmo.celery import app
 
 logger = logging.getLogger(__name__)
 
-PLACEMENT_CYCLE = "scheduler.placement_cycle_run"
-GROUP_DISPATCH = "scheduler.group_dispatch"
-GROUPS_DISPATCH = "scheduler.groups_dispatch"
-POD_DELETE = "scheduler.pod_delete"
-PODS_EVICT = "scheduler.pods_evict"
-PODS_SYNC = "scheduler.pods_sync"
-TICK = "scheduler.tick"
+PLACEMENT_CYCLE = "workflows.placement_cycle_run"
+GROUP_DISPATCH = "workflows.group_dispatch"
+GROUPS_DISPATCH = "workflows.groups_dispatch"
+POD_DELETE = "workflows.pod_delete"
+PODS_EVICT = "workflows.pods_evict"
+PODS_SYNC = "workflows.pods_sync"
+TICK = "workflows.tick"
 TICK_FOLLOWUP_TOKEN = "scheduler.tick-followup"
 
 _PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap

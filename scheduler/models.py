@@ -209,9 +209,21 @@ class Reservation(models.Model):
     """A task's requests held on its node from placement until the task ends (``released_at``).
     Rows are kept after release so that over-commitment can be checked at every recorded point, and
     outlive their node: deleting a machine (refused while it holds active reservations) leaves its
-    history with ``node`` empty."""
+    history with ``node`` empty.
 
-    task = models.OneToOneField("workflows.Task", on_delete=models.CASCADE, related_name="reservation")
+    The facts of the holder that the cluster side needs are copied here when the row is written
+    (:func:`scheduler.services.reservation_rows.reservations_insert`): its task's id, its team and
+    whether it is preemptible. The scheduler app never reads the workflows app's tables; the
+    workflows app joins its tasks to these rows by ``task_id`` (docs/architecture.md)."""
+
+    task_id = models.BigIntegerField(unique=True, help_text="The holding task (workflows' Task id).")
+    team = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="reservations",
+        help_text="The team whose quota this holds against, unless preemptible.",
+    )
+    preemptible = models.BooleanField(
+        default=False, help_text="LOW work: may be preempted, and counts against no quota (docs/design.md §9).",
+    )
     node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="reservations")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="reservations")
     gpu = models.PositiveIntegerField(default=0)

@@ -352,19 +352,16 @@ __all__ = [
 ]
 
 
-LOW_PRIORITY = "LOW"  # the only preemptible priority, which quotas do not limit (docs/design.md §9)
-
-
 def pool_quota_use(pool: Pool) -> list[dict[str, Any]]:
     """Per team with a quota or work holding GPUs in the pool, by team name: its quota (None: no
-    quota, the whole pool), the GPUs its HIGH and NORMAL work holds, and the GPUs its LOW work holds
-    (two queries). Work without a team is the row with ``team`` None."""
+    quota, the whole pool), the GPUs its HIGH and NORMAL work holds, and the GPUs its LOW
+    (preemptible) work holds (two queries). Work without a team is the row with ``team`` None."""
     return pools_quota_use([pool.pk])[pool.pk]
 
 
 def pools_quota_use(pool_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
-    """:func:`pool_quota_use` of many pools in two queries. Reads the reservations' tasks' workflows
-    through the foreign keys (``Reservation.task`` points into the workflows app)."""
+    """:func:`pool_quota_use` of many pools in two queries, from the reservations' own team and
+    preemptibility (copied there when they are written)."""
     ids = list(pool_ids)
     quotas: dict[int, dict[int, tuple[str, int]]] = {pk: {} for pk in ids}
     for q in TeamQuota.objects.filter(pool_id__in=ids).select_related("team"):
@@ -373,13 +370,12 @@ def pools_quota_use(pool_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
     rows = (
         Reservation.objects.filter(pool_id__in=ids, released_at__isnull=True)
         .order_by()
-        .values("pool_id", "task__workflow__team_id", "task__workflow__team__name", "task__workflow__priority")
+        .values("pool_id", "team_id", "team__name", "preemptible")
         .annotate(gpu=Sum("gpu"))
     )
     for row in rows:
-        entry = held[row["pool_id"]].setdefault(row["task__workflow__team_id"],
-                                                {"name": row["task__workflow__team__name"], "used": 0, "low": 0})
-        entry["low" if row["task__workflow__priority"] == LOW_PRIORITY else "used"] += row["gpu"] or 0
+        entry = held[row["pool_id"]].setdefault(row["team_id"], {"name": row["team__name"], "used": 0, "low": 0})
+        entry["low" if row["preemptible"] else "used"] += row["gpu"] or 0
     out: dict[int, list[dict[str, Any]]] = {}
     for pk in ids:
         result = []

@@ -11,29 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 
-from osmo.compiled import CompiledQuery
+from osmo.process_cache import ProcessCache
 from scheduler.models import Node, Pool, Reservation, TopologyKey
 from scheduler.placement import ClusterSnapshot, DomainIndex, NodeState, Resources
-
-# Read by every placement cycle, compiled once per process (osmo.compiled).
-_KEY_LABELS = CompiledQuery(
-    lambda pool_id: TopologyKey.objects.filter(pool=pool_id).order_by("position").values_list("key", "label"),
-    pool_id=int)
-_RESERVED_BY_NODE = CompiledQuery(
-    lambda pool_id: Reservation.objects.filter(pool=pool_id, released_at__isnull=True)
-    .order_by()
-    .values("node_id")
-    .annotate(g=Sum("gpu"), c=Sum("cpu_millis"), m=Sum("memory_bytes"), s=Sum("storage_bytes"))
-    .values_list("node_id", "g", "c", "m", "s"),
-    pool_id=int)
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
     """(key, label) pairs, coarsest first."""
-    labels: list[tuple[str, str]] = _KEY_LABELS.all(pool_id=pool.pk)
-    return labels
+    return list(TopologyKey.objects.filter(pool=pool.pk).order_by("position").values_list("key", "label"))
 
 
 def snapshot_load(pool: Pool, *, key_labels: list[tuple[str, str]] | None = None) -> ClusterSnapshot:
@@ -55,8 +42,12 @@ def snapshot_load_with_ids(
     # Reservations summed per node in one grouped query, then subtracted here: a correlated subquery
     # per node and resource (the selectors' form, fine for a page of nodes) costs 4 x 20,000 lookups.
     reserved = {
-        node_id: (gpu, cpu, memory, storage)
-        for node_id, gpu, cpu, memory, storage in _RESERVED_BY_NODE.all(pool_id=pool.pk)
+        row.node_id: row
+        for row in Reservation.objects.filter(pool=pool.pk, released_at__isnull=True)
+        .order_by()
+        .values("node_id")
+        .annotate(gpu=Sum("gpu"), cpu=Sum("cpu_millis"), memory=Sum("memory_bytes"), storage=Sum("storage_bytes"))
+        .values_list("node_id", "gpu", "cpu", "memory", "storage", named=True)
     }
     static = _nodes_static(pool, labels)
     nodes = []
@@ -65,12 +56,11 @@ def snapshot_load_with_ids(
         if held is None:
             nodes.append(idle)
             continue
-        rgpu, rcpu, rmem, rstorage = held
         free = idle.free
         nodes.append(NodeState(
             name=idle.name, labels=idle.labels, schedulable=idle.schedulable,
-            free=Resources(gpu=max(free.gpu - rgpu, 0), cpu=max(free.cpu - rcpu, 0),
-                           memory=max(free.memory - rmem, 0), storage=max(free.storage - rstorage, 0)),
+            free=Resources(gpu=max(free.gpu - held.gpu, 0), cpu=max(free.cpu - held.cpu, 0),
+                           memory=max(free.memory - held.memory, 0), storage=max(free.storage - held.storage, 0)),
         ))
     snapshot = ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=tuple(nodes))
     return snapshot, dict(static.node_ids)
@@ -84,9 +74,8 @@ class _NodesStatic:
     node_ids: dict[str, int]
 
 
-_STATIC_CACHE_SIZE = 8
-_static_cache: dict[int, _NodesStatic] = {}
-_static_cache_lock = threading.Lock()
+# The node rows of recent pools, each as of its rows' version and key labels (one entry per pool).
+_STATIC: ProcessCache[int, _NodesStatic] = ProcessCache("nodes_static", size=8)
 # The versions of a pool's node rows: every INSERT or UPDATE writes a new row version at a new place
 # (ctid) by some transaction (xmin), and the version it replaces stays where it was until vacuumed, so
 # the (ctid, xmin) pairs of the visible versions change with any write, including a second write by
@@ -111,52 +100,44 @@ def nodes_version(pool: Pool) -> tuple[int, int] | None:
 
 def _nodes_static(pool: Pool, labels: list[str]) -> _NodesStatic:
     fingerprint = nodes_version(pool)
+    version = (fingerprint, tuple(labels))
     if fingerprint is not None:
-        with _static_cache_lock:
-            cached = _static_cache.get(pool.pk)
-        if cached is not None and cached.fingerprint == fingerprint and cached.labels == tuple(labels):
+        cached = _STATIC.get(pool.pk, version)
+        if cached is not None:
             return cached
-    rows = pool.nodes.order_by("name").values_list(
-        "pk", "name", "labels", "schedulable", "gpu", "cpu_millis", "memory_bytes", "storage_bytes",
-        "used_gpu", "used_cpu_millis", "used_memory_bytes", "used_storage_bytes",
-    )
-    nodes = tuple(
-        (pk, NodeState(
-            name=name,
-            labels=tuple(_label_value(node_labels, label) for label in labels),
-            free=Resources(gpu=max(gpu - ugpu, 0), cpu=max(cpu - ucpu, 0), memory=max(memory - umem, 0),
-                           storage=max(storage - ustorage, 0)),
-            schedulable=schedulable,
-        ))
-        for pk, name, node_labels, schedulable, gpu, cpu, memory, storage, ugpu, ucpu, umem, ustorage in rows
-    )
+    nodes = tuple((row.pk, _idle_node(row, labels)) for row in _node_rows(pool, "pk"))
     static = _NodesStatic(fingerprint or (0, 0), tuple(labels), nodes, {node.name: pk for pk, node in nodes})
     if fingerprint is not None:
-        with _static_cache_lock:
-            if pool.pk not in _static_cache and len(_static_cache) >= _STATIC_CACHE_SIZE:
-                _static_cache.pop(next(iter(_static_cache)))
-            _static_cache[pool.pk] = static
+        _STATIC.put(pool.pk, static, version)
     return static
+
+
+_NODE_FIELDS = ("name", "labels", "schedulable", "gpu", "cpu_millis", "memory_bytes", "storage_bytes",
+                "used_gpu", "used_cpu_millis", "used_memory_bytes", "used_storage_bytes")
+
+
+def _node_rows(pool: Pool, *extra: str) -> QuerySet[Node, Any]:
+    """The pool's nodes by name, as named rows of what the solver needs (and ``extra`` fields)."""
+    return pool.nodes.order_by("name").values_list(*extra, *_NODE_FIELDS, named=True)
+
+
+def _idle_node(row: Any, labels: list[str]) -> NodeState:
+    """A node row (:func:`_node_rows`) as the solver sees it with only external usage subtracted."""
+    return NodeState(
+        name=row.name,
+        labels=tuple(_label_value(row.labels, label) for label in labels),
+        free=Resources(gpu=max(row.gpu - row.used_gpu, 0), cpu=max(row.cpu_millis - row.used_cpu_millis, 0),
+                       memory=max(row.memory_bytes - row.used_memory_bytes, 0),
+                       storage=max(row.storage_bytes - row.used_storage_bytes, 0)),
+        schedulable=row.schedulable,
+    )
 
 
 def snapshot_empty(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterSnapshot:
     """The pool as if nothing of ours ran on it: capacity minus external usage (one query). A gang
     that does not fit this never will on the current inventory."""
     labels = [label for _key, label in key_labels]
-    rows = pool.nodes.order_by("name").values_list(
-        "name", "labels", "schedulable", "gpu", "cpu_millis", "memory_bytes", "storage_bytes",
-        "used_gpu", "used_cpu_millis", "used_memory_bytes", "used_storage_bytes",
-    )
-    nodes = tuple(
-        NodeState(
-            name=name,
-            labels=tuple(_label_value(node_labels, label) for label in labels),
-            free=Resources(gpu=max(gpu - ugpu, 0), cpu=max(cpu - ucpu, 0), memory=max(memory - umem, 0),
-                           storage=max(storage - ustorage, 0)),
-            schedulable=schedulable,
-        )
-        for name, node_labels, schedulable, gpu, cpu, memory, storage, ugpu, ucpu, umem, ustorage in rows
-    )
+    nodes = tuple(_idle_node(row, labels) for row in _node_rows(pool))
     return ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=nodes)
 
 
@@ -166,9 +147,8 @@ def _label_value(labels: dict[str, Any] | None, label: str) -> str | None:
 
 
 # -- the idle pool, cached per process ---------------------------------------------------------------
-_IDLE_CACHE_SIZE = 8
-_idle_cache: dict[tuple[int, int, int], tuple[DomainIndex, threading.Lock]] = {}
-_idle_cache_lock = threading.Lock()
+# By pool, as of (inventory epoch, keys version): one entry per pool, a newer version replaces it.
+_IDLE: ProcessCache[int, tuple[DomainIndex, threading.Lock]] = ProcessCache("idle_index", size=8)
 
 
 def idle_index_key(pool: Pool) -> tuple[int, int, int]:
@@ -185,14 +165,10 @@ def idle_index(pool: Pool, key: tuple[int, int, int] | None = None) -> tuple[Dom
     (pool, inventory epoch, keys version) (:func:`idle_index_key`, read here unless given):
     inventory changes that can make more gangs fit move the inventory epoch on, so a cached index is
     never more pessimistic than the pool."""
-    key = key or idle_index_key(pool)
-    with _idle_cache_lock:
-        cached = _idle_cache.get(key)
+    pool_id, *version = key or idle_index_key(pool)
+    cached = _IDLE.get(pool_id, tuple(version))
     if cached is None:
         index = DomainIndex(snapshot_empty(pool, key_labels=pool_key_labels(pool)))
         cached = (index, threading.Lock())
-        with _idle_cache_lock:
-            for stale in [k for k in _idle_cache if k[0] == pool.pk or len(_idle_cache) >= _IDLE_CACHE_SIZE]:
-                del _idle_cache[stale]
-            _idle_cache[key] = cached
+        _IDLE.put(pool_id, cached, tuple(version))
     return cached

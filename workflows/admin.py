@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import transaction
 
 from osmo.errors import OsmoError
+from scheduler.services.reservations import reservations_drop
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.services import workflow_cancel
 
@@ -46,6 +48,16 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def delete_model(self, request, obj) -> None:
+        self.delete_queryset(request, Workflow.objects.filter(pk=obj.pk))
+
+    @transaction.atomic
+    def delete_queryset(self, request, queryset) -> None:
+        # Reservations name their task by id, without a foreign key to cascade: those of the deleted
+        # tasks are released (their capacity freed) and deleted first.
+        reservations_drop(task_ids=list(Task.objects.filter(workflow__in=queryset).values_list("pk", flat=True)))
+        super().delete_queryset(request, queryset)
 
     @admin.action(description="Cancel selected workflows")
     def cancel_workflows(self, request, queryset) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from osmo.types import Viewer
 from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
+from workflows.holders import held_by
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 
@@ -85,9 +86,9 @@ def pool_occupancy_by_workflow(*, pool: Pool, labels: Sequence[str]) -> QuerySet
         .annotate(**aliases)
         .values(
             *aliases,
-            workflow_id=F("task__workflow__workflow_id"),
-            owner_id=F("task__workflow__submitted_by_id"),
-            owner_username=F("task__workflow__submitted_by__username"),
+            workflow_id=held_by("workflow__workflow_id"),
+            owner_id=held_by("workflow__submitted_by_id"),
+            owner_username=held_by("workflow__submitted_by__username"),
         )
         .annotate(gpu_total=Sum("gpu"), task_count=Count("pk"))
     )
@@ -136,7 +137,7 @@ def group_waiting(group: TaskGroup) -> dict[str, Any] | None:
         )
         holders = (
             matches.order_by()
-            .values(workflow_key=F("task__workflow__workflow_id"))
+            .values(workflow_key=held_by("workflow__workflow_id"))
             .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
             .order_by("-gpu", "workflow_key")[:10]
         )

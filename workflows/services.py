@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from osmo.bulk import bulk_insert
-from osmo.compiled import CompiledQuery
+from osmo.process_cache import ProcessCache
 from osmo.types import User, Viewer
 from scheduler import jobs
 from scheduler.models import Node, Pool, TopologyKey
@@ -62,29 +62,16 @@ class ValidatedSubmission:
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
 
 
-# The reads of every submission, compiled once (osmo.compiled).
-_POOL_KEYS = CompiledQuery(lambda pool_id: TopologyKey.objects.filter(pool=pool_id).order_by("position"), pool_id=int)
-_NODE_SHAPES = CompiledQuery(
-    lambda pool_id: Node.objects.filter(pool=pool_id, schedulable=True)
-    .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
-    .distinct()
-    .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes"),
-    pool_id=int)
-# The highest number of a name (the (name, seq) unique constraint's index answers it).
-_LAST_SEQ = CompiledQuery(
-    lambda name: Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True)[:1], name=str)
-# Every submission asks, few are replays: the id fields only (the others load when read).
-_BY_IDEMPOTENCY_KEY = CompiledQuery(
-    lambda user_id, key: Workflow.objects.filter(submitted_by=user_id, idempotency_key=key)
-    .only("pk", "workflow_id", "idempotency_hash").order_by("pk")[:1],
-    user_id=int, key=str)
-
-
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
     """The pool facts a spec is validated against: its keys (read by the caller, in order) and its
     distinct node shapes (1 query)."""
     key_names = tuple(key.key for key in keys)
-    shapes = tuple(_NODE_SHAPES.all(pool_id=pool.pk))
+    shapes = tuple(
+        Node.objects.filter(pool=pool.pk, schedulable=True)
+        .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        .distinct()
+        .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+    )
     return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes)
 
 
@@ -92,19 +79,18 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
 # context. Every write to a pool's nodes or keys moves its inventory epoch on (docs/design.md §8), so
 # an entry is never stale; it saves every submission reading the keys and scanning the pool's nodes for
 # their distinct shapes (0.9 ms of PostgreSQL's CPU on 1,296 nodes, linear in the pool).
-_FACTS: dict[tuple[int, int, int], tuple[tuple[TopologyKey, ...], PoolContext]] = {}
-_FACTS_SIZE = 64
+# One entry per pool, as of (inventory epoch, keys version).
+_FACTS: ProcessCache[int, tuple[tuple[TopologyKey, ...], PoolContext]] = ProcessCache("pool_facts", size=64)
 
 
 def _pool_facts(pool: Pool, key: tuple[int, int, int]) -> tuple[tuple[TopologyKey, ...], PoolContext]:
     """The pool's keys and :func:`pool_context`, as of ``key`` (:func:`idle_index_key`)."""
-    facts = _FACTS.get(key)
+    pool_id, *version = key
+    facts = _FACTS.get(pool_id, tuple(version))
     if facts is None:
-        keys = tuple(_POOL_KEYS.all(pool_id=pool.pk))
+        keys = tuple(TopologyKey.objects.filter(pool=pool.pk).order_by("position"))
         facts = (keys, pool_context(pool, keys))
-        if len(_FACTS) >= _FACTS_SIZE:
-            _FACTS.clear()
-        _FACTS[key] = facts
+        _FACTS.put(pool_id, facts, tuple(version))
     return facts
 
 
@@ -151,8 +137,7 @@ def workflow_validate(
 # a gang is accepted without solving again while that index stands (the answer of a solve on one
 # index is deterministic). A refusal is solved again each time: its message names the gang's own
 # groups and tasks.
-_IDLE_ACCEPTED: set[tuple[int, int, int, str]] = set()
-_IDLE_ACCEPTED_SIZE = 4096
+_IDLE_ACCEPTED: ProcessCache[tuple[int, int, int, str], bool] = ProcessCache("idle_accepted", size=4096)
 
 
 def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int]) -> None:
@@ -165,7 +150,7 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
     for group in spec.groups:
         request = group_request_from_spec(group)
         accepted = (*key, gang_signature(request))
-        if accepted in _IDLE_ACCEPTED:
+        if _IDLE_ACCEPTED.get(accepted):
             continue
         index, lock = idle_index(pool, key)
         with lock:
@@ -175,9 +160,7 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
             never.append({"name": group.name, "code": placement["code"], "message": placement["message"],
                           "reason": placement["reason"]})
             continue
-        if len(_IDLE_ACCEPTED) >= _IDLE_ACCEPTED_SIZE:
-            _IDLE_ACCEPTED.clear()
-        _IDLE_ACCEPTED.add(accepted)
+        _IDLE_ACCEPTED.put(accepted, True)
     if never:
         raise WorkflowNeverFitsError(pool.name, never)
 
@@ -205,7 +188,8 @@ def _next_seq(name: str) -> int:
             cursor.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s)", [_NAME_LOCK_NAMESPACE, zlib.crc32(name.encode()) & 0x7FFFFFFF]
             )
-    return int(_LAST_SEQ.first(name=name) or 0) + 1
+    last = Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True).first()
+    return int(last or 0) + 1
 
 
 def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str,
@@ -224,7 +208,8 @@ def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow |
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
     hashes were kept (empty hash) match any request. The workflow comes with its id fields only (every
     submission asks, few are replays; the other fields load when read)."""
-    existing: Workflow | None = _BY_IDEMPOTENCY_KEY.first(user_id=user.pk, key=key)
+    existing = (Workflow.objects.filter(submitted_by=user.pk, idempotency_key=key)
+                .only("pk", "workflow_id", "idempotency_hash").order_by("pk").first())
     if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
         raise IdempotencyKeyReusedError(key, existing.workflow_id)
     return existing
@@ -240,15 +225,11 @@ def workflow_submit(
     team: str | None = None,
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
-    detail: bool = False,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
     Returns ``(workflow, created)``: with an ``idempotency_key`` this user already sent with the same
-    request (pool, priority, spec, template values), the earlier workflow and ``False``. With
-    ``detail``, a new workflow comes with its related rows, groups, tasks and history attached as
-    :func:`workflows.selectors.workflow_detail_queryset` reads them (for the API's answer; they are
-    the rows as written, not refreshed by later changes). ``values``
+    request (pool, priority, spec, template values), the earlier workflow and ``False``. ``values``
     and ``env`` fill the spec's template (docs/design.md §11); the rendered spec is stored. Raises
     ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
     stored when validation fails. Safe under concurrency: submissions of one name get distinct
@@ -265,7 +246,7 @@ def workflow_submit(
     try:
         with transaction.atomic():
             workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key,
-                                        request_hash=request_hash, team=chosen_team, detail=detail)
+                                        request_hash=request_hash, team=chosen_team)
     except IntegrityError:
         # The same key arrived twice at once (with names whose locks do not exclude each other): the
         # first one's row is committed by now, so it is found and returned (or refused as reused).
@@ -281,7 +262,7 @@ def workflow_submit(
 
 def _workflow_create(
     submission: ValidatedSubmission, *, user: User, priority: str, idempotency_key: str | None,
-    request_hash: str = "", team: Group | None = None, detail: bool = False,
+    request_hash: str = "", team: Group | None = None,
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
@@ -350,62 +331,11 @@ def _workflow_create(
                 )
             )
             position += 1
-    bulk_insert(Task, tasks, keys=True)
+    bulk_insert(Task, tasks)
     transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
     transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
-    bulk_insert(StatusTransition, transitions, keys=True)
-    if detail:
-        _detail_attach(workflow, user=user, team=team, keys=keys, groups=groups, tasks=tasks,
-                       transitions=transitions)
+    bulk_insert(StatusTransition, transitions)
     return workflow
-
-
-def _detail_attach(workflow: Workflow, *, user: User, team: Group | None, keys: list[TopologyKey],
-                   groups: list[TaskGroup], tasks: list[Task], transitions: list[StatusTransition]) -> None:
-    """Give the workflow just stored what :func:`workflows.selectors.workflow_detail_queryset` would
-    read back (related rows, prefetched groups, tasks, pool keys and history), so that the answer to
-    the submission is built without reading the rows again. JSON values are put in the order
-    PostgreSQL's jsonb gives them back, so the answer is the one a later GET gives, byte for byte."""
-    # jsonb gives objects back with its own key order; SQLite's JSON keeps the order written.
-    ordered = _jsonb_ordered if connection.vendor == "postgresql" else (lambda value: value)
-    workflow.submitted_by = user
-    workflow.team = team
-    workflow.labels = ordered(workflow.labels)
-    _prefetched(workflow.pool, topology_keys=keys)
-    tasks_of: dict[int, list[Task]] = {group.pk: [] for group in groups}
-    for task in tasks:
-        task.node = None
-        tasks_of[task.group_id].append(task)
-    for group in groups:
-        group.workflow = workflow
-        group.constraint_tree = ordered(group.constraint_tree)
-        _prefetched(group, tasks=sorted(tasks_of[group.pk], key=lambda t: t.position))
-    for transition in transitions:
-        transition.task = None
-    _prefetched(workflow, groups=sorted(groups, key=lambda g: g.position),
-                transitions=sorted(transitions, key=lambda t: (t.at, t.pk)))
-
-
-def _prefetched(instance: Any, **rows: list[Any]) -> None:
-    """Cache on ``instance`` what ``prefetch_related`` would for these relations: a queryset of the
-    relation holding these rows (``.all()`` answers them, anything else queries as usual)."""
-    cache = instance.__dict__.setdefault("_prefetched_objects_cache", {})
-    for name, values in rows.items():
-        cache.pop(name, None)
-        queryset = getattr(instance, name).all()
-        queryset._result_cache = list(values)
-        queryset._prefetch_done = True
-        cache[name] = queryset
-
-
-def _jsonb_ordered(value: Any) -> Any:
-    """``value`` with every object's keys in jsonb's order (shorter keys first, then by their bytes)."""
-    if isinstance(value, dict):
-        items = sorted(value.items(), key=lambda item: (len(item[0].encode()), item[0].encode()))
-        return {key: _jsonb_ordered(item) for key, item in items}
-    if isinstance(value, list | tuple):
-        return [_jsonb_ordered(item) for item in value]
-    return value
 
 
 @transaction.atomic

@@ -15,16 +15,15 @@ busy), are all cordoned, or really do not exist, and the reason is reworded acco
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum, TextField, Value
+from django.db.models import Count, Q, Sum, TextField, Value
 from django.db.models.functions import Concat
 
-from osmo.compiled import CompiledQuery
 from scheduler.models import Node, Reservation
 from scheduler.selectors import label_text
 from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
+from workflows.holders import held_by
 from workflows.models import TaskGroup, Workflow
 
 HOLDERS_LIMIT = 10
@@ -40,28 +39,19 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-# What is ahead in the queue: every queued gang of the pool per priority, and those of one priority
-# submitted before a given workflow (compiled once: every submission's answer asks).
-_QUEUE_COUNTS = CompiledQuery(
-    lambda pool_id, priority, submitted_at, workflow_id: TaskGroup.objects.filter(
-        workflow__pool_id=pool_id, status=TaskStatus.SCHEDULING).values("status").annotate(
-        **{f"all_{name}": Count("pk", filter=Q(workflow__priority=name)) for name in PRIORITY_RANK},
-        earlier=Count("pk", filter=Q(workflow__priority=priority) & (
-            Q(workflow__submitted_at__lt=submitted_at)
-            | Q(workflow__submitted_at=submitted_at, workflow_id__lt=workflow_id))),
-    ).values_list(*(f"all_{name}" for name in PRIORITY_RANK), "earlier").order_by(),
-    pool_id=int, priority=str, submitted_at=datetime, workflow_id=int)
-
-
 def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> dict[int, dict[str, int]]:
     """Per group (``groups``: the workflow's queued ones): the queued gangs of the pool ahead of it,
     per priority (one query). Ahead are all gangs of higher priorities, those of the same priority
     submitted earlier, and the workflow's own queued gangs of lower position."""
     rank = PRIORITY_RANK.get(Priority(workflow.priority), 9)
-    row = _QUEUE_COUNTS.first(pool_id=workflow.pool_id, priority=str(workflow.priority),
-                              submitted_at=workflow.submitted_at, workflow_id=workflow.pk)
-    *per_priority, earlier = row if row is not None else (0,) * (len(PRIORITY_RANK) + 1)
-    everything = dict(zip(PRIORITY_RANK, per_priority, strict=True))
+    counts = TaskGroup.objects.filter(workflow__pool_id=workflow.pool_id, status=TaskStatus.SCHEDULING).aggregate(
+        **{str(name): Count("pk", filter=Q(workflow__priority=name)) for name in PRIORITY_RANK},
+        earlier=Count("pk", filter=Q(workflow__priority=workflow.priority) & (
+            Q(workflow__submitted_at__lt=workflow.submitted_at)
+            | Q(workflow__submitted_at=workflow.submitted_at, workflow_id__lt=workflow.pk))),
+    )
+    everything = {name: counts[str(name)] for name in PRIORITY_RANK}
+    earlier = counts["earlier"]
     result = {}
     for group in groups:
         ahead = {str(name): (everything[name] if value < rank else 0) for name, value in PRIORITY_RANK.items()}
@@ -101,7 +91,7 @@ def _holders(workflow: Workflow, keys: list[tuple[str, str]], best: dict[int, li
         .annotate(**aliases)
         .filter(match)
         .order_by()
-        .values(*aliases, workflow_key=F("task__workflow__workflow_id"))
+        .values(*aliases, workflow_key=held_by("workflow__workflow_id"))
         .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
     )
     found = list(rows)

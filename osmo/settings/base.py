@@ -253,7 +253,7 @@ OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 # Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
 OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
 # The gangs a placement cycle placed are dispatched in messages of up to this many gangs each
-# (scheduler.groups_dispatch); 1 sends one message per gang.
+# (workflows.groups_dispatch); 1 sends one message per gang.
 OSMO_DISPATCH_BATCH_GANGS = env.int("OSMO_DISPATCH_BATCH_GANGS", default=16)
 # A placed gang whose pods were not created after this long is dispatched again...
 OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
@@ -273,19 +273,19 @@ OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
 # Which queue each task name goes to: the one routing table (scheduler.jobs sends tasks by name).
 CELERY_TASK_ROUTES = {
-    "scheduler.placement_cycle_run": {"queue": "scheduler"},
-    "scheduler.pods_sync": {"queue": "scheduler"},
-    "scheduler.tick": {"queue": "scheduler"},
-    "scheduler.tick_watch": {"queue": "scheduler"},
-    "scheduler.group_dispatch": {"queue": "dispatch"},
-    "scheduler.groups_dispatch": {"queue": "dispatch"},
-    "scheduler.pod_delete": {"queue": "dispatch"},
-    "scheduler.pods_evict": {"queue": "dispatch"},
+    "workflows.placement_cycle_run": {"queue": "scheduler"},
+    "workflows.pods_sync": {"queue": "scheduler"},
+    "workflows.tick": {"queue": "scheduler"},
+    "workflows.tick_watch": {"queue": "scheduler"},
+    "workflows.group_dispatch": {"queue": "dispatch"},
+    "workflows.groups_dispatch": {"queue": "dispatch"},
+    "workflows.pod_delete": {"queue": "dispatch"},
+    "workflows.pods_evict": {"queue": "dispatch"},
     "scheduler.worker_heartbeat": {"queue": "default"},
 }
 CELERY_BEAT_SCHEDULE = {
-    "scheduler-tick": {
-        "task": "scheduler.tick",
+    "workflows-tick": {
+        "task": "workflows.tick",
         "schedule": OSMO_PLACEMENT_TICK_SECONDS,
         "options": {"queue": "scheduler", "expires": OSMO_PLACEMENT_TICK_SECONDS * 1.5},
     },

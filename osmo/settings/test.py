@@ -13,7 +13,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 OSMO_PLACEMENT_TICK_SECONDS = float(os.environ.get("OSMO_PLACEMENT_TICK_SECONDS", "1.0"))
 OSMO_REDISPATCH_AFTER_SECONDS = 3
 CELERY_BEAT_SCHEDULE = {
-    "scheduler-tick": {"task": "scheduler.tick", "schedule": 1.0, "options": {"queue": "scheduler", "expires": 1.5}},
+    "workflows-tick": {"task": "workflows.tick", "schedule": 1.0, "options": {"queue": "scheduler", "expires": 1.5}},
 }
 # Throttle counters live in Redis for the whole run and most tests come from 127.0.0.1: generous
 # rates here; tests/ops/test_throttling.py sets small ones and uses its own client addresses.

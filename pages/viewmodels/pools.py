@@ -15,11 +15,12 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db import connection
 
+from osmo.process_cache import ProcessCache
 from osmo.types import Viewer
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
-from scheduler.domains import PerPoolCache, pool_domain_tree_cached, pool_state_fingerprint
+from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
     label_text,
@@ -140,7 +141,7 @@ def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer,
     )
 
 
-_occupancy_cache: PerPoolCache[list[dict[str, Any]]] = PerPoolCache()
+_occupancy_cache: ProcessCache[int, list[dict[str, Any]]] = ProcessCache("pool_occupancy", size=16)
 
 
 def _occupancy_rows(
@@ -155,7 +156,7 @@ def _occupancy_rows(
     rows = _occupancy_cache.get(pool.pk, key)
     if rows is None:
         rows = list(pool_occupancy_by_workflow(pool=pool, labels=labels))
-        _occupancy_cache.put(pool.pk, key, rows)
+        _occupancy_cache.put(pool.pk, rows, key)
     return rows
 
 
@@ -211,8 +212,9 @@ class PoolDetail:
     quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
 
 
-_node_order_cache: PerPoolCache[list[int]] = PerPoolCache()  # by the node rows' version
-_node_order_by_names: PerPoolCache[list[int]] = PerPoolCache()  # by the (id, name) pairs' fingerprint
+# By pool, as of the node rows' version; and as of the (id, name) pairs' fingerprint.
+_node_order_cache: ProcessCache[int, list[int]] = ProcessCache("node_order", size=16)
+_node_order_by_names: ProcessCache[int, list[int]] = ProcessCache("node_order_by_names", size=16)
 _NAMES_SQL = (
     "SELECT count(*), coalesce(sum(hashtextextended(id::text || ':' || name, 0)), 0) "
     f"FROM {Node._meta.db_table} WHERE pool_id = %s"
@@ -237,8 +239,8 @@ def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | 
             if ordered is None:
                 rows = Node.objects.filter(pool=pool).values_list("pk", "name")
                 ordered = [pk for pk, _name in natural_sorted(rows, key=lambda row: row[1])]
-                _node_order_by_names.put(pool.pk, names, ordered)
-            _node_order_cache.put(pool.pk, version, ordered)
+                _node_order_by_names.put(pool.pk, ordered, names)
+            _node_order_cache.put(pool.pk, ordered, version)
         return ordered
     names_rows = list(Node.objects.filter(pool=pool).values_list("pk", "name")[: NATURAL_NODE_ORDER_LIMIT + 1])
     if len(names_rows) > NATURAL_NODE_ORDER_LIMIT:

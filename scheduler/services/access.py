@@ -16,7 +16,6 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum, Value
 
-from osmo.compiled import CompiledQuery
 from osmo.errors import ConflictError, OsmoError, ValidationFailedError
 from osmo.types import Viewer
 from scheduler.choices import PoolStatus
@@ -49,22 +48,6 @@ def _member_access(user_id: int | None) -> Q:
     return Q(~Exists(granted) | Exists(mine))
 
 
-# The reads of every submission, compiled once (osmo.compiled): the pool with the user's access, and
-# the user's teams with whether each has a quota in the pool.
-_POOL_STAFF = CompiledQuery(
-    lambda name: Pool.objects.filter(name=name).annotate(accessible=Value(True)).order_by()[:1], name=str)
-_POOL_MEMBER = CompiledQuery(
-    lambda name, user_id: Pool.objects.filter(name=name).annotate(
-        accessible=ExpressionWrapper(_member_access(user_id), output_field=BooleanField())).order_by()[:1],
-    name=str, user_id=int)
-_TEAMS_OF_MEMBER = CompiledQuery(
-    lambda user_id, pool_id: Group.objects.filter(user=user_id).annotate(
-        has_quota=Exists(TeamQuota.objects.filter(pool=pool_id, team=OuterRef("pk")))).order_by("name"),
-    user_id=int, pool_id=int)
-_TEAM_OF_MEMBER = CompiledQuery(
-    lambda user_id, name: Group.objects.filter(user=user_id, name=name).order_by("pk")[:1], user_id=int, name=str)
-
-
 def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
     """The pools of ``pools`` the user may see and use (one query, whatever the number of grants)."""
     condition = _access_condition(user)
@@ -74,14 +57,11 @@ def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
 def pool_with_access(name: str, *, user: Viewer) -> Pool | None:
     """The pool named ``name`` (None if there is none) with ``accessible`` set: whether the user may
     see and use it. One query, where reading the pool and then :func:`pool_accessible` took two."""
+    pools = Pool.objects.filter(name=name).order_by()
     if user.is_staff:
-        pool: Pool | None = _POOL_STAFF.first(name=name)
-        return pool
-    if user.pk:
-        pool = _POOL_MEMBER.first(name=name, user_id=user.pk)
-        return pool
-    accessible = ExpressionWrapper(_member_access(None), output_field=BooleanField())
-    return Pool.objects.filter(name=name).annotate(accessible=accessible).order_by().first()
+        return pools.annotate(accessible=Value(True)).first()
+    accessible = ExpressionWrapper(_member_access(user.pk or None), output_field=BooleanField())
+    return pools.annotate(accessible=accessible).first()
 
 
 def pool_accessible(pool: Pool, *, user: Viewer) -> bool:
@@ -112,7 +92,7 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
         if user.is_staff:
             found = Group.objects.filter(name=team).first()
         elif user.pk:
-            found = _TEAM_OF_MEMBER.first(user_id=user.pk, name=team)
+            found = Group.objects.filter(user=user.pk, name=team).order_by("pk").first()
         if found is None:
             raise ValidationFailedError(
                 [{"path": "team", "message": f"you are not a member of team {team!r}"}],
@@ -123,7 +103,8 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
         return None
     # One query: the user's teams, each marked whether it has a quota in the pool (a user belongs to
     # a handful of teams).
-    mine: list[Group] = _TEAMS_OF_MEMBER.all(user_id=user.pk, pool_id=pool.pk)
+    mine = list(Group.objects.filter(user=user.pk).annotate(
+        has_quota=Exists(TeamQuota.objects.filter(pool=pool.pk, team=OuterRef("pk")))).order_by("name"))
     with_quota = [found for found in mine if getattr(found, "has_quota", False)]
     if len(with_quota) == 1:
         return with_quota[0]

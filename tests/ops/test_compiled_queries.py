@@ -42,8 +42,6 @@ def test_every_compiled_query_of_the_service_compiles_on_postgresql():
     # given: the service's compiled queries (those of a submission among them)
     queries = _compiled_queries()
     # when / then: each one's parameters reach its SQL as given, so none falls back to the ORM
-    assert {"workflows.services._LAST_SEQ", "scheduler.services.access._POOL_MEMBER",
-            "workflows.waiting._QUEUE_COUNTS"} <= set(queries)
     assert [name for name, query in queries.items() if not query.compiled()] == []
 
 
@@ -137,24 +135,3 @@ def test_a_call_must_give_exactly_the_declared_parameters():
         CompiledQuery(lambda flag: Workflow.objects.filter(pk=1), flag=bool).all(flag=True)
     with pytest.raises(TypeError, match="select_related"):
         CompiledQuery(lambda pk: Workflow.objects.select_related("pool").filter(pk=pk), pk=int).all(pk=1)
-
-
-def test_a_query_repeated_on_a_connection_is_prepared_there(user):
-    # given: the service's settings (DATABASE_PREPARED_STATEMENTS on by default)
-    from django.conf import settings
-
-    from workflows.services import _LAST_SEQ
-
-    assert settings.DATABASES["default"]["OPTIONS"]["server_side_binding"] is True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
-        before = cursor.fetchone()[0]
-    # when: one query runs more often than the threshold
-    for index in range(settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 1):
-        _LAST_SEQ.first(name=f"prepared-{index}")
-    # then: PostgreSQL holds it as a prepared statement of this connection
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements")
-        statements = [row[0] for row in cursor.fetchall()]
-    assert len(statements) > before
-    assert any('"workflows_workflow"."seq"' in statement for statement in statements)

@@ -191,13 +191,13 @@ def test_dispatch_errors_are_counted_by_kind(client, user, celery_worker_factory
         api.stop()
 
     # then one retry (of the batch) and one permanent error (of the gang's own task) are counted
-    def delta(kind: str, task: str = "scheduler.group_dispatch") -> float:
+    def delta(kind: str, task: str = "workflows.group_dispatch") -> float:
         labels = {"task": task, "kind": kind}
         return (value(scrape(client), "osmo_dispatch_errors_total", **labels) or 0) - (
             value(before, "osmo_dispatch_errors_total", **labels) or 0)
 
     wait_for(lambda: delta("permanent") == 1, timeout=10, message="permanent error counted")
-    batch = "scheduler.groups_dispatch"
+    batch = "workflows.groups_dispatch"
     assert (delta("retry", batch), delta("permanent", batch), delta("failed", batch)) == (1, 0, 0)
     assert (delta("retry"), delta("permanent"), delta("failed")) == (0, 1, 0)
     # (the pod list of the sync and the failure path's delete of the named pod may come too)
@@ -211,7 +211,7 @@ def test_the_grafana_dashboard_queries_only_exposed_metrics(client):
     heartbeat_record("placement_cycle", pool_id=pool.pk)
     cycle_observe(pool="dashboard", seconds=0.1, placed=1)
     SUBMIT_TO_DISPATCHED_SECONDS.labels(pool="dashboard").observe(0.2)
-    DISPATCH_ERRORS.labels(task="scheduler.pod_delete", kind="failed").inc()
+    DISPATCH_ERRORS.labels(task="workflows.pod_delete", kind="failed").inc()
     exposed = {name for name, _labels in scrape(client)}
     # when the dashboard's queries are read
     dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-osmo.json").read_text())

@@ -63,9 +63,10 @@ def assert_reservations_match_tasks(pool) -> None:
     from workflows.models import Task
 
     active = {"INITIALIZING", "RUNNING"}
-    for task in Task.objects.filter(workflow__pool=pool).select_related("reservation"):
-        reservation = getattr(task, "reservation", None)
-        holding = reservation is not None and reservation.released_at is None
+    tasks = Task.objects.filter(workflow__pool=pool)
+    released_at = dict(Reservation.objects.filter(task_id__in=tasks.values("pk")).values_list("task_id", "released_at"))
+    for task in tasks:
+        holding = task.pk in released_at and released_at[task.pk] is None
         assert holding == (task.status in active), f"{task}: {task.status}, reservation active={holding}"
 
 

@@ -1,4 +1,4 @@
-"""The gangs a placement cycle placed are dispatched in one ``scheduler.groups_dispatch`` message (per
+"""The gangs a placement cycle placed are dispatched in one ``workflows.groups_dispatch`` message (per
 ``OSMO_DISPATCH_BATCH_GANGS`` gangs): what it sends, and that a lost, redelivered or partly failed
 batch still dispatches every gang once (the tick's re-dispatch, idempotent pod creation)."""
 

@@ -196,7 +196,7 @@ def test_worker_killed_mid_cycle_loses_nothing_and_double_books_nothing(user, ce
     victim.kill()
     # then the killed transaction rolled back: no half-written placement survives
     for group in TaskGroup.objects.filter(workflow__in=workflows):
-        reserved = Reservation.objects.filter(task__group=group).count()
+        reserved = Reservation.objects.filter(task_id__in=group.tasks.values("pk")).count()
         assert reserved in (0, group.tasks.count()), f"{group} half placed"
     # and a fresh worker (beat keeps ticking) finishes everything
     celery_worker_factory("rescuer", concurrency=2)
@@ -258,12 +258,12 @@ def _tick_at():
 
 
 def _tick_holders() -> set[str]:
-    """Names of the live workers holding a pending ``scheduler.tick`` (a follow-up with a countdown)."""
+    """Names of the live workers holding a pending ``workflows.tick`` (a follow-up with a countdown)."""
     from osmo.celery import app
 
     scheduled = app.control.inspect(timeout=0.5).scheduled() or {}
     return {hostname.split("@", 1)[0] for hostname, entries in scheduled.items()
-            if any(entry["request"]["name"] == "scheduler.tick" for entry in entries)}
+            if any(entry["request"]["name"] == "workflows.tick" for entry in entries)}
 
 
 def test_ticks_resume_when_the_worker_holding_the_next_tick_is_killed(user, celery_worker_factory, worker_env):

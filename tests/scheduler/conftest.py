@@ -80,7 +80,7 @@ def reserve(db, django_user_model):
         group = TaskGroup.objects.create(workflow=workflow, name="g")
         task = Task.objects.create(workflow=workflow, group=group, name="t", gpu=gpu, node=node)
         return Reservation.objects.create(
-            task=task,
+            task_id=task.pk,
             node=node,
             pool=node.pool,
             gpu=gpu,

@@ -51,7 +51,7 @@ def test_reservations_are_read_every_time(django_user_model):
     group = TaskGroup.objects.create(workflow=workflow, name="g", position=0)
     task = Task.objects.create(workflow=workflow, group=group, name="t", position=0)
     # when a reservation appears, then is released
-    reservation = Reservation.objects.create(task=task, node=node, pool=pool, gpu=6)
+    reservation = Reservation.objects.create(task_id=task.pk, node=node, pool=pool, gpu=6)
     held = _free(snapshot_load_with_ids(pool)[0], "n1").gpu
     Reservation.objects.filter(pk=reservation.pk).update(released_at="2026-01-01T00:00:00Z")
     released = _free(snapshot_load_with_ids(pool)[0], "n1").gpu

@@ -188,3 +188,19 @@ def test_what_is_ahead_matches_the_queue_order_counted_one_gang_at_a_time(user):
             assert answer["position"] == len(before) + 1
             checked += 1
     assert checked == len(queued) >= 15
+
+
+def test_the_queue_position_is_one_query_whatever_the_queue(user, django_assert_num_queries):
+    # given a workflow behind three queued gangs, before any placement cycle
+    pool = make_pool("q", keys=[("rack", "rack")])
+    for n in range(4):
+        make_node(pool, f"n{n}", {"rack": "r1"}, gpu=4)
+    for name in ("a", "b", "c"):
+        workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(name, 1, 4))
+    last, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("d", 1, 4))
+    loaded = workflow_detail_queryset(user=user).get(pk=last.pk)
+    # when its place in the queue is read (no cycle ran: no failing domain to count, no holders)
+    with django_assert_num_queries(1):
+        answers = workflow_waiting(loaded)
+    # then one query counted what is ahead
+    assert [a["ahead"] for a in answers.values()] == [{"HIGH": 0, "NORMAL": 3, "LOW": 0}]

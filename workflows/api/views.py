@@ -163,12 +163,10 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             priority=values["priority"],
             idempotency_key=idempotency_key,
             team=values.get("team") or None,
-            detail=True,
             **template,
         )
-        if not created:  # an idempotent replay: the stored workflow as it is now
-            workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
-        # (a new workflow comes back from the service with what the answer needs: not read again)
+        # The stored workflow as a later GET reads it (for a replay: as it is now).
+        workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(
             WorkflowOutputSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )

@@ -44,13 +44,13 @@ class Quotas:
         if not quota:
             return None
         rows = (
-            Reservation.objects.filter(pool=pool, released_at__isnull=True, task__workflow__team_id__in=list(quota))
-            .exclude(task__workflow__priority=Priority.LOW)
+            Reservation.objects.filter(pool=pool, released_at__isnull=True, preemptible=False,
+                                       team_id__in=list(quota))
             .order_by()
-            .values("task__workflow__team_id")
+            .values("team_id")
             .annotate(gpu=Sum("gpu"))
         )
-        return cls(pool, quota, {row["task__workflow__team_id"]: int(row["gpu"] or 0) for row in rows})
+        return cls(pool, quota, {row["team_id"]: int(row["gpu"] or 0) for row in rows})
 
     def over(self, g: QuotaGang, request: GroupRequest) -> dict[str, Any] | None:
         """The reason the gang waits when placing it would take its team past its quota, else None."""

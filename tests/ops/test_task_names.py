@@ -1,0 +1,32 @@
+"""Celery task names say where the task is defined, and the routing and beat tables name real tasks."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from osmo.celery import app
+
+
+def _service_tasks() -> dict[str, str]:
+    """The service's registered tasks: name -> the module that defines it (Celery's and tests' left out)."""
+    app.loader.import_default_modules()
+    return {name: task.__module__ for name, task in app.tasks.items()
+            if task.__module__.split(".")[0] in {"osmo", "pages", "scheduler", "workflows"}}
+
+
+def test_every_task_name_starts_with_the_app_that_defines_it():
+    # given the registered tasks
+    tasks = _service_tasks()
+    # then each name's prefix is the app of its module (a placement task is not called scheduler.*)
+    assert {name: module for name, module in tasks.items() if name.split(".")[0] != module.split(".")[0]} == {}
+    assert tasks["workflows.placement_cycle_run"] == "workflows.tasks"
+    assert tasks["scheduler.worker_heartbeat"] == "scheduler.tasks"
+
+
+def test_routes_and_beat_name_registered_tasks():
+    # given the registered tasks
+    tasks = _service_tasks()
+    # then every routed name and every beat entry is one of them, and every task has a queue
+    assert set(settings.CELERY_TASK_ROUTES) - set(tasks) == set()
+    assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} - set(tasks) == set()
+    assert set(tasks) - set(settings.CELERY_TASK_ROUTES) == set()
