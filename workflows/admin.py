@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.db import transaction
 
 from osmo.errors import OsmoError
-from scheduler.services.reservations import reservations_drop
+from workflows.lifecycle.reservations import reservations_drop
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.services import workflow_cancel
 

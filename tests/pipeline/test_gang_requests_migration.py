@@ -12,7 +12,7 @@ from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup
 from workflows.services import workflow_submit
 
-migration = importlib.import_module("workflows.migrations.0008_h26a_gang_requests")
+migration = importlib.import_module("workflows.migrations.0008_gang_requests")
 
 
 @pytest.mark.django_db

@@ -60,7 +60,7 @@ def test_the_migration_fills_the_facts_of_existing_reservations(user):
     placement_cycle_run(pool_id=pool.pk)
     Reservation.objects.update(team=None, preemptible=False)
     # when the data migration runs
-    migration = importlib.import_module("workflows.migrations.0008_h26b_reservation_facts")
+    migration = importlib.import_module("workflows.migrations.0009_reservation_facts")
     migration.forwards(apps, None)
     # then the rows have their workflows' team and priority again
     rows = {Task.objects.get(pk=task_id).workflow_id: (team_id, preemptible)

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from osmo.bulk import bulk_insert, bulk_set
 from scheduler.dispatch.naming import pod_name_for
-from scheduler.models import Reservation
+from scheduler.services.reservation_rows import ReservationFacts
 from scheduler.services.reservations import pool_epochs_bump
-from workflows.choices import TaskStatus
+from workflows.choices import Priority, TaskStatus
 from workflows.lifecycle import rules
 from workflows.lifecycle.reservations import reservations_create, reservations_drop
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
@@ -66,10 +66,11 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
                  .only("pk", "group_id", "name", "status", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
         tasks_of.setdefault(task.group_id, []).append(task)
     tasks: list[Task] = []
-    reservations: list[Reservation] = []
+    reservations: list[ReservationFacts] = []
     transitions: list[StatusTransition] = []
     for p in kept:
-        workflow_label = workflows[p.workflow_id].workflow_id
+        workflow = workflows[p.workflow_id]
+        workflow_label = workflow.workflow_id
         transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id,
                                             from_status=TaskStatus.SCHEDULING, to_status=TaskStatus.INITIALIZING,
                                             message="placed"))
@@ -83,9 +84,10 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
             task.status = TaskStatus.INITIALIZING
             task.updated_at = now
             tasks.append(task)
-            reservations.append(Reservation(task=task, node_id=task.node_id, pool_id=pool_id, gpu=task.gpu,
-                                            cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes,
-                                            storage_bytes=task.storage_bytes))
+            reservations.append(ReservationFacts(
+                task_id=task.pk, pool_id=pool_id, node_id=task.node_id, gpu=task.gpu, cpu_millis=task.cpu_millis,
+                memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes, team_id=workflow.team_id,
+                preemptible=workflow.priority == Priority.LOW))
     bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
     reservations_create(reservations)
     bulk_insert(StatusTransition, transitions)

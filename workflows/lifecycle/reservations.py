@@ -12,15 +12,16 @@ from collections.abc import Iterable
 from django.db import connection
 from django.utils import timezone
 
-from osmo.bulk import bulk_insert, ids_match
+from osmo.bulk import ids_match
 from scheduler.models import Reservation
+from scheduler.services.reservation_rows import ReservationFacts, reservations_insert
 from scheduler.services.reservations import pool_epochs_bump
 
 
-def reservations_create(reservations: list[Reservation]) -> None:
-    """Hold placed tasks' requests on their nodes (one bulk insert)."""
-    if reservations:
-        bulk_insert(Reservation, reservations)
+def reservations_create(reservations: list[ReservationFacts]) -> None:
+    """Hold placed tasks' requests on their nodes, with the facts the cluster side keeps of their
+    holders (one bulk insert)."""
+    reservations_insert(reservations)
 
 
 def reservations_release(*, task_ids: Iterable[int]) -> int:

@@ -9,14 +9,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 
 from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
 from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
-from workflows.models import TaskGroup, Workflow
+from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
 
 
@@ -112,11 +112,15 @@ def running_low_read(pool_id: int) -> list[RunningGang]:
     if not groups:
         return []
     holdings: dict[int, list[tuple[str, Resources]]] = {}
+    # Reservations name their task by id only (the scheduler app keeps no relation into workflows):
+    # the gang of each comes from a subquery.
     for held in (Reservation.objects.filter(pool=pool_id, released_at__isnull=True,
-                                            task__group_id__in=[g["pk"] for g in groups])
-                 .order_by("task__group_id", "node__name")
-                 .values("task__group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
-        holdings.setdefault(held["task__group_id"], []).append(
+                                            task_id__in=Task.objects.filter(group_id__in=[g["pk"] for g in groups])
+                                            .values("pk"))
+                 .annotate(group_id=Subquery(Task.objects.filter(pk=OuterRef("task_id")).values("group_id")))
+                 .order_by("group_id", "node__name")
+                 .values("group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
+        holdings.setdefault(held["group_id"], []).append(
             (held["node__name"], Resources(held["gpu"], held["cpu_millis"], held["memory_bytes"],
                                            held["storage_bytes"])))
     running: list[RunningGang] = []

@@ -1,7 +1,7 @@
 """Reservations carry the facts of their holder that the cluster side needs (its task's id, team and
 preemptibility) instead of a foreign key into the workflows app. The column ``task_id`` stays as it
 is (its unique index too); only the foreign key constraint goes. The workflows app's migration
-``0008_h26b_reservation_facts`` fills team and preemptibility of existing rows."""
+``0009_reservation_facts`` fills team and preemptibility of existing rows."""
 
 import django.db.models.deletion
 from django.db import migrations, models

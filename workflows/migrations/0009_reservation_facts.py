@@ -1,4 +1,4 @@
-"""Fill the holder facts of existing reservations (scheduler ``0009_h26b_reservation_facts``) from
+"""Fill the holder facts of existing reservations (scheduler ``0009_reservation_facts``) from
 their tasks' workflows: the team, and whether the work is LOW (preemptible, outside quotas). Here,
 in the workflows app, because it reads the workflows app's tables."""
 
@@ -19,8 +19,8 @@ def forwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0009_h26b_reservation_facts'),
-        ('workflows', '0007_teams_and_preemption'),
+        ('scheduler', '0009_reservation_facts'),
+        ('workflows', '0008_gang_requests'),
     ]
 
     operations = [
