@@ -18,6 +18,7 @@ from scheduler.placement.types import (
     Resources,
     TaskRequest,
     Unplaceable,
+    Vec,
 )
 
 __all__ = [
@@ -33,5 +34,6 @@ __all__ = [
     "Resources",
     "TaskRequest",
     "Unplaceable",
+    "Vec",
     "solve",
 ]

@@ -3,23 +3,90 @@
 :func:`index_tree` flattens a :class:`~topology.tree.ConstraintTree` in pre-order (task
 indices instead of names, each node's key mapped to its level in the snapshot's key order);
 :func:`shapes_of` groups tasks into distinct request shapes; :func:`build_plan` turns one effective
-level per node into the :class:`~scheduler.placement.search.Plan` that
-:meth:`~scheduler.placement.search.GangSearch.search` walks. Pure and deterministic: every sort has a
+level per node into the :class:`Plan` (its :class:`Step` records) that the domain phase,
+:meth:`scheduler.placement.search.GangSearch.search`, walks. Pure and deterministic: every sort has a
 total key.
+
+Counts are (shape, count) pairs with count > 0 and resource totals (resource, amount) pairs with
+amount > 0; a step *claims* its bound tasks' counts on its domain and that domain's ancestors while
+the domain phase runs (a claim lives only inside one search; it is neither a hold nor a reservation,
+see the glossary in docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from scheduler.placement.index import Shape
-from scheduler.placement.search import Block, Plan, Step
-from scheduler.placement.types import GroupRequest
+from scheduler.placement.types import GroupRequest, Vec
 from topology.tree import TreeNode
 
 NO_LEVEL = -1
+
+#: (shape, count) pairs, count > 0.
+Counts = list[tuple[int, int]]
+#: (resource, amount) pairs, amount > 0.
+Totals = list[tuple[int, int]]
+
+
+@dataclass(slots=True)
+class Block:
+    """Identical child steps of one step: ``count`` copies of (level, need, need_tot)."""
+
+    level: int
+    need: Counts
+    need_tot: Totals
+    count: int
+
+
+class SpreadNeed(NamedTuple):
+    """A relaxed preferred node whose tasks are bound to a step: they go to the fewest domains of
+    ``level`` (its own level); ``per_shape`` and ``total`` are its whole subtree's tasks."""
+
+    level: int
+    per_shape: list[int]
+    total: Vec
+
+
+class Pull(NamedTuple):
+    """The nearest relaxed preferred node above a step: its own level and its whole subtree's tasks
+    per shape (the step prefers domains under one domain of that level that holds them)."""
+
+    level: int
+    per_shape: list[int]
+
+
+@dataclass(slots=True)
+class Step:
+    """One domain choice of the domain phase."""
+
+    node: int  # index into the tree index's nodes
+    level: int
+    ctx: int  # index of the context step, -1 for the pool
+    tasks: list[int] = field(default_factory=list)  # task indices bound to this step's domain
+    direct: Counts = field(default_factory=list)  # the counts the step claims (its bound tasks)
+    direct_tot: Vec = (0, 0, 0, 0)
+    need: Counts = field(default_factory=list)  # whole subtree, per shape
+    need_tot: Totals = field(default_factory=list)
+    twin: int = -1
+    blocks: list[Block] = field(default_factory=list)
+    sig: tuple[Any, ...] = ()
+    spread: list[SpreadNeed] = field(default_factory=list)  # relaxed preferred nodes bound here
+    under: tuple[int, ...] = ()  # relaxed preferred tree nodes strictly above this step's node
+    pull: Pull | None = None  # the nearest of them
+
+
+@dataclass(slots=True)
+class Plan:
+    steps: list[Step]
+    root_tasks: list[int]
+    root_direct: Counts
+    root_direct_tot: Vec
+    root_blocks: list[Block]
+    owner: list[int] = field(default_factory=list)  # per task index: its tree node (-1 = root)
+    spread: list[int] = field(default_factory=list)  # per tree node: own level if relaxed, else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +227,7 @@ def build_plan(
     for c in order(ti.top, NO_LEVEL):
         visit(c, -1, NO_LEVEL, root_tasks)
 
-    def counts(tasks: list[int]) -> tuple[list[tuple[int, int]], tuple[int, int, int, int]]:
+    def counts(tasks: list[int]) -> tuple[Counts, Vec]:
         per = [0] * nshapes
         tot = [0, 0, 0, 0]
         for t in tasks:
@@ -235,7 +302,7 @@ def build_plan(
                 per = [0] * nshapes
                 for t in ti.subtree[above[0]]:
                     per[task_shape[t]] += 1
-                step.pull = (spread[above[0]], per)
+                step.pull = Pull(spread[above[0]], per)
         for i in range(len(ti.nodes)):
             k = home[i]
             if spread[i] != NO_LEVEL and k >= 0 and spread[i] > steps[k].level:
@@ -244,5 +311,5 @@ def build_plan(
                 per = [0] * nshapes
                 for t in mine:
                     per[task_shape[t]] += 1
-                steps[k].spread.append((spread[i], per, counts(mine)[1]))
+                steps[k].spread.append(SpreadNeed(spread[i], per, counts(mine)[1]))
     return Plan(steps, root_tasks, root_direct, root_tot, root_blocks, owner, spread)
