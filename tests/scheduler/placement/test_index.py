@@ -12,7 +12,7 @@ from bench.instances import random_instance
 from scheduler.placement import ClusterSnapshot, Placement, solve
 from scheduler.placement.index import DomainIndex, Shape
 from scheduler.placement.plan import shapes_of
-from tests.placement.builders import cluster
+from tests.scheduler.placement.builders import cluster
 
 
 def _state(index: DomainIndex, shapes: list[Shape]) -> tuple:
