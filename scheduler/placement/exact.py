@@ -24,14 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from scheduler.placement import budget as verdicts
-from scheduler.placement.records import NO_SEAT, Seat, Slot
+from scheduler.placement.index import DomainIndex, Shape
+from scheduler.placement.records import NO_SEAT, ClassKey, Seat, Slot
 from scheduler.placement.types import Vec
-
-if TYPE_CHECKING:
-    from scheduler.placement.packing import Packer
 
 FEASIBLE = "feasible"
 INFEASIBLE = "infeasible"
@@ -111,6 +109,20 @@ def pack_exact(
     for k in range(len(types)):
         out.append([(machines[m].name, v) for m, var in per_type[k] if (v := int(solver.value(var))) > 0])
     return FEASIBLE, out
+
+
+class Packer(Protocol):
+    """What the adapter reads of the packing's state (:class:`scheduler.placement.packing.Packer`)."""
+
+    index: DomainIndex
+    shapes: list[Shape]
+    classes: list[dict[ClassKey, list[str]]]
+    level: list[int]
+    anc: list[tuple[int, ...]]
+
+    def fit(self, free: Vec, sp: str, s: int) -> int: ...
+
+    def spread_used(self, seq: list[Slot], found: list[Seat], bundle: int, lvl: int) -> tuple[int, int]: ...
 
 
 class ExactModel:

@@ -104,14 +104,14 @@ class TreeIndex:
     task_names: tuple[str, ...]
 
 
-def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
-    """Flatten ``group.tree``; raises ValueError when tree tasks and requests disagree."""
-    names = tuple(t.name for t in group.tasks)
+def index_tree(gang: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
+    """Flatten ``gang.tree``; raises ValueError when tree tasks and requests disagree."""
+    names = tuple(t.name for t in gang.tasks)
     pos = {name: i for i, name in enumerate(names)}
     if len(pos) != len(names):
-        raise ValueError(f"group {group.name!r}: duplicate task names")
-    if set(group.tree.all_tasks()) != set(names):
-        raise ValueError(f"group {group.name!r}: tree tasks and task requests differ")
+        raise ValueError(f"group {gang.name!r}: duplicate task names")
+    if set(gang.tree.all_tasks()) != set(names):
+        raise ValueError(f"group {gang.name!r}: tree tasks and task requests differ")
     nodes: list[TreeNode] = []
     parent: list[int] = []
     children: list[list[int]] = []
@@ -125,7 +125,7 @@ def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
             children[i].append(visit(child, i))
         return i
 
-    top = tuple(visit(child, -1) for child in group.tree.children)
+    top = tuple(visit(child, -1) for child in gang.tree.children)
     key_level = {key: i for i, key in enumerate(keys)}
     direct = tuple(tuple(pos[t] for t in node.tasks) for node in nodes)
     subtree: list[tuple[int, ...]] = [()] * len(nodes)
@@ -142,21 +142,21 @@ def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
         level=tuple(key_level.get(node.key) for node in nodes),
         direct=direct,
         subtree=tuple(subtree),
-        root_tasks=tuple(pos[t] for t in group.tree.tasks),
+        root_tasks=tuple(pos[t] for t in gang.tree.tasks),
         task_names=names,
     )
 
 
-def shapes_of(group: GroupRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
+def shapes_of(gang: GroupRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
     """Distinct task shapes (in first-seen order of tasks sorted by name) and each task's shape index.
     A shape's excluded names are those of ``machines`` (the pool's) that some task excludes."""
-    excluded_any = any(t.nodes_excluded for t in group.tasks)
-    names = {n for t in group.tasks for n in t.nodes_excluded if n in machines} if excluded_any else set()
+    excluded_any = any(t.nodes_excluded for t in gang.tasks)
+    names = {n for t in gang.tasks for n in t.nodes_excluded if n in machines} if excluded_any else set()
     shapes: list[Shape] = []
     index: dict[Shape, int] = {}
-    task_shape = [0] * len(group.tasks)
-    for i in sorted(range(len(group.tasks)), key=lambda i: group.tasks[i].name):
-        task = group.tasks[i]
+    task_shape = [0] * len(gang.tasks)
+    for i in sorted(range(len(gang.tasks)), key=lambda i: gang.tasks[i].name):
+        task = gang.tasks[i]
         shape = Shape(task.resources.as_tuple(), frozenset(task.nodes_excluded & names))
         s = index.get(shape)
         if s is None:

@@ -50,14 +50,14 @@ from scheduler.placement.types import (
 class _Context:
     """One solve call: the pool's index, the indexed tree and the search entry for a set of levels."""
 
-    def __init__(self, cluster: ClusterSnapshot | DomainIndex, group: GroupRequest, policy: Policy) -> None:
+    def __init__(self, cluster: ClusterSnapshot | DomainIndex, gang: GroupRequest, policy: Policy) -> None:
         index = cluster if isinstance(cluster, DomainIndex) else DomainIndex(cluster)
         self.keys = index.keys
-        self.group = group
+        self.gang = gang
         self.policy = policy
-        self.ti = index_tree(group, index.keys)
-        excluding = any(task.nodes_excluded for task in group.tasks)
-        self.shapes, self.task_shape = shapes_of(group, index.nodes if excluding else ())
+        self.ti = index_tree(gang, index.keys)
+        excluding = any(task.nodes_excluded for task in gang.tasks)
+        self.shapes, self.task_shape = shapes_of(gang, index.nodes if excluding else ())
         special = frozenset().union(*(shape.excluded for shape in self.shapes))
         if not special <= index.special:
             # Excluded machines get classes of their own: a one-off index for this gang.
@@ -100,9 +100,9 @@ class _Context:
 
 
 def solve(
-    cluster: ClusterSnapshot | DomainIndex, group: GroupRequest, policy: Policy | None = None
+    cluster: ClusterSnapshot | DomainIndex, gang: GroupRequest, policy: Policy | None = None
 ) -> Placement | Unplaceable:
-    """Place every task of ``group`` at once on ``cluster`` (all or nothing): a snapshot, or the
+    """Place every task of ``gang`` at once on ``cluster`` (all or nothing): a snapshot, or the
     :class:`DomainIndex` a placement cycle builds once and keeps current with
     :meth:`DomainIndex.place` (the result does not depend on which).
 
@@ -111,7 +111,7 @@ def solve(
     (proven), "undecided" when ``policy.max_steps`` ran out first. Raises ValueError only for
     malformed input (tree tasks and requests disagree)."""
     policy = policy or Policy()
-    ctx = _Context(cluster, group, policy)
+    ctx = _Context(cluster, gang, policy)
     ti = ctx.ti
     if not ti.task_names:
         return Placement(status="placed", assignments=(), report=_report(ctx, []))
