@@ -1,4 +1,5 @@
-"""Solver input and output types (docs/design.md §5). Pure: stdlib only, frozen values, ids are strings.
+"""Solver input and output types (docs/design.md §5). Pure: stdlib, the resource table and the tree
+types; frozen values, ids are strings.
 
 Units: ``gpu`` whole devices, ``cpu`` millicores, ``memory`` and ``storage`` bytes (the spec package's
 quantity parser produces these). ``NodeState.labels`` holds one value per topology key of the
