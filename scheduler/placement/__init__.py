@@ -4,9 +4,10 @@
 Modules, one job each (an import-linter contract keeps them in this order, each on the ones below):
 ``solver`` (:func:`solve`: strict attempt, verdict, preferred constraints relaxed), ``explain`` (why a
 gang is unschedulable), ``search`` (:class:`~scheduler.placement.search.GangSearch`: the domain phase),
-``packing`` (tasks onto machines), ``exact`` (the CP-SAT adapter), ``plan`` (a constraint tree as
-domain steps), ``index`` (the aggregated domain index), ``records`` (the named values they pass),
-``budget`` (the work budget and verdicts), ``types`` (inputs, outputs, :data:`Vec`).
+``packing`` (tasks onto machines), ``exact`` (the CP-SAT adapter), ``machines`` (the machine state a
+packing changes, the best-fit order), ``plan`` (a constraint tree as domain steps), ``index`` (the
+aggregated domain index), ``records`` (the named values they pass), ``budget`` (the work budget and
+verdicts), ``types`` (inputs, outputs, :data:`Vec`).
 
 Pure: the standard library, the resource table (:mod:`scheduler.resources`), the tree types
 (:mod:`topology`) and OR-Tools' CP-SAT, which ``exact`` imports on first use. Never import Django,

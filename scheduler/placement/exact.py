@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from scheduler.placement import budget as verdicts
-from scheduler.placement.index import DomainIndex, Shape
-from scheduler.placement.records import NO_SEAT, ClassKey, Seat, Slot
+from scheduler.placement.machines import Machines
+from scheduler.placement.records import NO_SEAT, Seat, Slot
 from scheduler.placement.types import Vec
 
 FEASIBLE = "feasible"
@@ -111,33 +110,19 @@ def pack_exact(
     return FEASIBLE, out
 
 
-class Packer(Protocol):
-    """What the adapter reads of the packing's state (:class:`scheduler.placement.packing.Packer`)."""
-
-    index: DomainIndex
-    shapes: list[Shape]
-    classes: list[dict[ClassKey, list[str]]]
-    level: list[int]
-    anc: list[tuple[int, ...]]
-
-    def fit(self, free: Vec, sp: str, s: int) -> int: ...
-
-    def spread_used(self, seq: list[Slot], found: list[Seat], bundle: int, lvl: int) -> tuple[int, int]: ...
-
-
 class ExactModel:
     """A component's packing as CP-SAT sees it: task *types* (shape, bound domain, whether the task is
     in the relaxed ``bundle``) with their positions in ``seq``, and every machine under the bound
     domains with how many tasks of each type it fits alone."""
 
-    def __init__(self, packer: Packer, seq: list[Slot], bundle: int | None = None) -> None:
+    def __init__(self, state: Machines, seq: list[Slot], bundle: int | None = None) -> None:
         self.seq = seq
-        self.shapes = packer.shapes
+        self.shapes = state.shapes
         self.positions: dict[tuple[int, int, bool], list[int]] = {}
         for p, slot in enumerate(seq):
             self.positions.setdefault((slot.shape, slot.domain, slot.bundle == bundle), []).append(p)
         self.order = sorted(self.positions)
-        end = packer.index.end
+        end = state.index.end
         self.machines: list[Machine] = []
         self.doms: list[int] = []  # per machine: its finest domain
         self.where: dict[str, int] = {}
@@ -148,8 +133,8 @@ class ExactModel:
                 continue  # nested in a domain already listed
             seen = end[top]
             for dom in range(top, end[top]):
-                for (free, sp), names in sorted(packer.classes[dom].items()):
-                    fits = tuple(packer.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d, _m in self.order)
+                for (free, sp), names in sorted(state.classes[dom].items()):
+                    fits = tuple(state.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d, _m in self.order)
                     if not any(fits):
                         continue
                     for name in sorted(names):
@@ -172,10 +157,10 @@ class ExactModel:
         return out
 
 
-def decide(packer: Packer, seq: list[Slot], budget: verdicts.Budget) -> list[Seat] | str:
+def decide(state: Machines, seq: list[Slot], budget: verdicts.Budget) -> list[Seat] | str:
     """Decide a component with CP-SAT: the result indexed by position in ``seq``,
     ``budget.INFEASIBLE`` (proven) or ``budget.UNDECIDED``. Costs one budget step per variable."""
-    model = ExactModel(packer, seq)
+    model = ExactModel(state, seq)
     if model.nvars > EXACT_MAX_VARS:
         return verdicts.UNDECIDED
     budget.spend(model.nvars)
@@ -188,18 +173,18 @@ def decide(packer: Packer, seq: list[Slot], budget: verdicts.Budget) -> list[Sea
 
 
 def spread_tighten(
-    packer: Packer, seq: list[Slot], found: list[Seat], spread: dict[int, int], budget: verdicts.Budget
+    state: Machines, seq: list[Slot], found: list[Seat], spread: dict[int, int], budget: verdicts.Budget
 ) -> list[Seat]:
     """Several shapes: the best-fit packing may spread a relaxed node over one domain too many (a
     larger task took the machine two smaller ones needed). CP-SAT minimises the domains it uses
     (:func:`pack_exact` with ``spread``); its packing replaces ``found`` only when it uses fewer
     (domains at the node's level, then coarser)."""
     ((bundle, lvl),) = spread.items()
-    have = packer.spread_used(seq, found, bundle, lvl)
+    have = state.spread_used(seq, found, bundle, lvl)
     if have[0] <= 1:
         return found
-    model = ExactModel(packer, seq, bundle)
-    level, anc = packer.level, packer.anc
+    model = ExactModel(state, seq, bundle)
+    level, anc = state.level, state.anc
     bound = min(d for _s, d, mine in model.order if mine)
     domains: list[tuple[object, ...]] = []
     for machine, dom in zip(model.machines, model.doms, strict=True):
@@ -215,4 +200,4 @@ def spread_tighten(
     if verdict != FEASIBLE:
         return found
     result = model.result(taken)
-    return result if packer.spread_used(seq, result, bundle, lvl) < have else found
+    return result if state.spread_used(seq, result, bundle, lvl) < have else found

@@ -44,8 +44,9 @@ class Seated(NamedTuple):
 
 
 class Move(NamedTuple):
-    """One machine taken by a task of ``shape`` (undone by :meth:`Packer.unplace`): the class the machine
-    left (``before``) and the one it joined (``after``; None when it fits no shape any more)."""
+    """One machine taken by a task of ``shape`` (undone by
+    :meth:`~scheduler.placement.machines.Machines.unplace`): the class the machine left (``before``) and
+    the one it joined (``after``; None when it fits no shape any more)."""
 
     domain: int
     before: ClassKey

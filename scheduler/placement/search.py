@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.placement import exact
+from scheduler.placement import exact, packing
 from scheduler.placement.budget import HOST_CHECK_STEPS, INFEASIBLE, UNDECIDED, Budget, GiveUp, OutOfBudget
 from scheduler.placement.index import UNBOUNDED_FIT, DomainIndex, Shape
-from scheduler.placement.packing import Packer, neg
+from scheduler.placement.machines import Machines, neg
 from scheduler.placement.plan import Block, Counts, Plan, SpreadNeed, Step, Totals
 from scheduler.placement.records import Seat, Seated, Slot
 from scheduler.placement.types import Vec
@@ -42,23 +42,23 @@ from scheduler.placement.types import Vec
 
 class GangSearch:
     """The search state of one gang over a :class:`DomainIndex` (see the module docstring): the
-    domain phase's claims here, the shapes' counts and the machine classes in its :class:`Packer`.
+    domain phase's claims here, the shapes' counts and the machine classes in its :class:`Machines`.
     All are the index's own arrays, not copies: every search changes them only through paired
     place/unplace and claim/unclaim steps and restores them before it returns (also when its budget
     runs out), so a gang costs no allocation proportional to the pool."""
 
     def __init__(self, index: DomainIndex, shapes: Sequence[Shape]) -> None:
-        self.packer = packer = Packer(index, shapes)
+        self.machines = machines = Machines(index, shapes)
         self.index = index
         self.keys = index.keys
-        self.shapes = packer.shapes
-        self.nshapes = packer.nshapes
+        self.shapes = machines.shapes
+        self.nshapes = machines.nshapes
         self.path = index.path
         self.level = index.level
         self.anc = index.anc
-        self.cap = packer.cap
-        self.tot = packer.tot
-        self.stats = packer.stats
+        self.cap = machines.cap
+        self.tot = machines.tot
+        self.stats = machines.stats
         self.claimed, self.claimed_tot = index.claims(self.nshapes)
         self._hosts: dict[tuple[int, tuple[tuple[int, int], ...]], bool] = {}
         self._components: dict[tuple[tuple[int, tuple[tuple[int, int], ...]], ...], bool] = {}
@@ -151,7 +151,7 @@ class GangSearch:
             i = 0
             while i >= 0:
                 if i == n:
-                    found, culprit = self.packer.pack(plan, chosen, task_shape, budget, packed)
+                    found, culprit = packing.pack(self.machines, plan, chosen, task_shape, budget, packed)
                     if found is not None:
                         return found
                     # Conflict-directed backjump: the unpackable component depends only on the choices
@@ -233,9 +233,9 @@ class GangSearch:
             for s, k in sorted(need, key=lambda sk: (neg(self.shapes[sk[0]].req), sk[0])):
                 seq.extend(Slot(len(seq) + j, s, d, 0) for j in range(k))
             try:
-                got = self.packer.pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
+                got = packing.pack_dfs(self.machines, seq, budget, HOST_CHECK_STEPS) is not None
             except GiveUp:
-                got = exact.decide(self.packer, seq, budget) != INFEASIBLE  # undecided: the full search decides
+                got = exact.decide(self.machines, seq, budget) != INFEASIBLE  # undecided: the full search decides
             self._hosts[key] = got
         return got
 
@@ -264,9 +264,9 @@ class GangSearch:
                 for s, k in sorted(step.direct, key=lambda sk: (neg(self.shapes[sk[0]].req), sk[0])):
                     seq.extend(Slot(len(seq) + j, s, e, g) for j in range(k))
             try:
-                got = self.packer.pack_dfs(seq, budget, HOST_CHECK_STEPS) is not None
+                got = packing.pack_dfs(self.machines, seq, budget, HOST_CHECK_STEPS) is not None
             except GiveUp:
-                got = exact.decide(self.packer, seq, budget) != INFEASIBLE
+                got = exact.decide(self.machines, seq, budget) != INFEASIBLE
             self._components[key] = got
         return got
 
