@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.placement.index import DomainIndex, Shape, fit_count
-from scheduler.placement.records import ClassKey, Move, Seat, Slot
+from scheduler.placement.records import ClassKey, Move, Seat, Slot, record
 from scheduler.placement.types import Vec
 
 #: One entry of :meth:`Machines.choices`: (rank, domain, machine class in that domain or None for the
@@ -237,7 +237,7 @@ class Machines:
                 bucket.append(name)
         else:
             nkey = None
-        return Move(d, key, nkey, name, s)
+        return record(Move, (d, key, nkey, name, s))
 
     def unplace(self, move: Move) -> None:
         """Undo :meth:`place` (moves are undone in reverse order)."""

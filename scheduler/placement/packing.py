@@ -22,7 +22,7 @@ from scheduler.placement import exact
 from scheduler.placement.budget import INFEASIBLE, PACK_DFS_STEPS, UNDECIDED, Budget, GiveUp, OutOfBudget
 from scheduler.placement.machines import Machines, Spread, neg
 from scheduler.placement.plan import Plan
-from scheduler.placement.records import NO_SEAT, ClassKey, Move, Seat, Seated, Slot
+from scheduler.placement.records import NO_SEAT, ClassKey, Component, Move, Seat, Slot, record
 
 
 class Bound(NamedTuple):
@@ -47,7 +47,7 @@ def pack(
     chosen: list[int],
     task_shape: Sequence[int],
     budget: Budget,
-    packed: dict[tuple[tuple[int, int], ...], list[Seated] | None],
+    packed: dict[tuple[tuple[int, int], ...], Component | None],
 ) -> Packed:
     """Put every task on a machine of its bound domain (``chosen[i]``: step ``i``'s domain).
 
@@ -83,14 +83,14 @@ def pack(
             got = packed[key] = _pack_component(machines, plan, comp, n, task_shape, budget)
         if got is None:
             return Packed(None, deepest if deepest < n else n - 1)
-        for t, name, dom in got:
-            result[t] = Seat(name, dom)
+        for t, seat in zip(got.tasks, got.seats, strict=True):
+            result[t] = seat
     return Packed(result, -1)
 
 
 def _pack_component(
     machines: Machines, plan: Plan, comp: list[Bound], n: int, task_shape: Sequence[int], budget: Budget
-) -> list[Seated] | None:
+) -> Component | None:
     # Finest bound domain first (the root's tasks last); a bundle is the tasks of one tree node in one
     # bound domain, so a relaxed node's tasks are packed into the fewest domains on their own.
     # A relaxed node's tasks come first in their bound domain and are spread over the fewest
@@ -121,7 +121,7 @@ def _pack_component(
             lvl = own_spread(t)
             if lvl > level[d]:
                 spread[bundle] = lvl
-            seq.append(Slot(t, task_shape[t], d, bundle))
+            seq.append(record(Slot, (t, task_shape[t], d, bundle)))
     # The domains of a relaxed node's constrained descendants count as used by its spread.
     pre: dict[int, dict[int, int]] = {}
     if spread:
@@ -156,7 +156,7 @@ def _pack_component(
         return None
     if spread and machines.nshapes > 1 and len(spread) == 1 and not pre:
         found = exact.spread_tighten(machines, seq, found, spread, budget)
-    return [Seated(seq[p].task, found[p].machine, found[p].domain) for p in range(len(seq))]
+    return Component([slot.task for slot in seq], found)
 
 
 def _spread_state(
@@ -203,7 +203,7 @@ def pack_greedy(
             move = machines.place(dom, key, s)
             machines.mark(sp, dom, 1)
             done.append(move)
-            result[p] = Seat(move.machine, dom)
+            result[p] = record(Seat, (move.machine, dom))
         return result
     finally:
         for move in reversed(done):
@@ -277,7 +277,7 @@ def pack_dfs(
                 machines.mark(spreads[p], dom, 1)
                 placed[p] = move
                 keys[p] = ckey
-                result[p] = Seat(move.machine, dom)
+                result[p] = record(Seat, (move.machine, dom))
                 moved = True
                 break
             if moved:

@@ -9,6 +9,11 @@ from typing import NamedTuple
 
 from scheduler.placement.types import Vec
 
+#: Builds a record without its NamedTuple constructor's Python-level call (which is
+#: ``tuple.__new__(cls, (fields...))`` itself): the packing makes one per task placed, so
+#: ``record(Seat, (machine, domain))`` there keeps the solver as fast as plain tuples did.
+record = tuple.__new__
+
 #: A machine class of the index: (free capacity, special name or ""); machines of one class in one
 #: domain are interchangeable (see :mod:`scheduler.placement.index`).
 ClassKey = tuple[Vec, str]
@@ -35,12 +40,11 @@ class Seat(NamedTuple):
 NO_SEAT = Seat("", -1)
 
 
-class Seated(NamedTuple):
-    """A task index with its :class:`Seat` (a packed component's result)."""
+class Component(NamedTuple):
+    """A packed component: its task indices and, position by position, where each one sits."""
 
-    task: int
-    machine: str
-    domain: int
+    tasks: list[int]
+    seats: list[Seat]
 
 
 class Move(NamedTuple):

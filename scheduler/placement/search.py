@@ -36,7 +36,7 @@ from scheduler.placement.budget import HOST_CHECK_STEPS, INFEASIBLE, UNDECIDED, 
 from scheduler.placement.index import UNBOUNDED_FIT, DomainIndex, Shape
 from scheduler.placement.machines import Machines, neg
 from scheduler.placement.plan import Block, Counts, Plan, SpreadNeed, Step, Totals
-from scheduler.placement.records import Seat, Seated, Slot
+from scheduler.placement.records import Component, Seat, Slot
 from scheduler.placement.types import Vec
 
 
@@ -143,7 +143,7 @@ class GangSearch:
         chosen = [-1] * n
         orders: list[list[int] | None] = [None] * n
         nxt = [0] * n
-        packed: dict[tuple[tuple[int, int], ...], list[Seated] | None] = {}
+        packed: dict[tuple[tuple[int, int], ...], Component | None] = {}
         root_ok = self.claim(0, plan.root_direct, plan.root_direct_tot, 1)
         try:
             if not root_ok or not self.fits(0, [], [], plan.root_blocks, budget):
