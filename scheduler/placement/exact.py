@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from scheduler.placement import budget as verdicts
 from scheduler.placement.machines import Machines
-from scheduler.placement.records import NO_SEAT, Seat, Slot
+from scheduler.placement.records import NO_SEAT, Seat, Slot, record
 from scheduler.placement.types import Vec
 
 FEASIBLE = "feasible"
@@ -153,7 +153,7 @@ class ExactModel:
             slots = iter(self.positions[key])
             for name, count in taken[k]:
                 for _ in range(count):
-                    out[next(slots)] = Seat(name, self.where[name])
+                    out[next(slots)] = record(Seat, (name, self.where[name]))
         return out
 
 

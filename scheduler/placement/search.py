@@ -36,7 +36,7 @@ from scheduler.placement.budget import HOST_CHECK_STEPS, INFEASIBLE, UNDECIDED, 
 from scheduler.placement.index import UNBOUNDED_FIT, DomainIndex, Shape
 from scheduler.placement.machines import Machines, neg
 from scheduler.placement.plan import Block, Counts, Plan, SpreadNeed, Step, Totals
-from scheduler.placement.records import Component, Seat, Slot
+from scheduler.placement.records import Component, Seat, Slot, record
 from scheduler.placement.types import Vec
 
 
@@ -231,7 +231,7 @@ class GangSearch:
         if got is None:
             seq: list[Slot] = []
             for s, k in sorted(need, key=lambda sk: (neg(self.shapes[sk[0]].req), sk[0])):
-                seq.extend(Slot(len(seq) + j, s, d, 0) for j in range(k))
+                seq.extend(record(Slot, (len(seq) + j, s, d, 0)) for j in range(k))
             try:
                 got = packing.pack_dfs(self.machines, seq, budget, HOST_CHECK_STEPS) is not None
             except GiveUp:
@@ -262,7 +262,7 @@ class GangSearch:
             level = self.level
             for g, (e, step) in enumerate(sorted(members, key=lambda m: (-level[m[0]], m[0]))):
                 for s, k in sorted(step.direct, key=lambda sk: (neg(self.shapes[sk[0]].req), sk[0])):
-                    seq.extend(Slot(len(seq) + j, s, e, g) for j in range(k))
+                    seq.extend(record(Slot, (len(seq) + j, s, e, g)) for j in range(k))
             try:
                 got = packing.pack_dfs(self.machines, seq, budget, HOST_CHECK_STEPS) is not None
             except GiveUp:
