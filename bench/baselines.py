@@ -20,8 +20,8 @@ the algorithms, not the data loading.
 from __future__ import annotations
 
 from scheduler.placement.index import DomainIndex
+from scheduler.placement.machines import Machines
 from scheduler.placement.plan import TreeIndex, index_tree, shapes_of
-from scheduler.placement.search import GangSearch
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, Placement, Unplaceable
 
 
@@ -29,7 +29,7 @@ def _fail(message: str) -> Unplaceable:
     return Unplaceable(status="unschedulable", reason={"code": "baseline"}, message=message)
 
 
-def _descend(pool: GangSearch, d: int, s: int, rem: int) -> tuple[int, tuple[tuple[int, int, int, int], str]] | None:
+def _descend(pool: Machines, d: int, s: int, rem: int) -> tuple[int, tuple[tuple[int, int, int, int], str]] | None:
     """Kueue's BestFit descent for one pod: the tightest machine directly in ``d``, else the tightest
     child that holds all ``rem`` remaining pods, else the largest child."""
     while True:
@@ -58,7 +58,7 @@ def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | 
     """Kueue TAS BestFit re-implementation (see the module docstring)."""
     ti = index_tree(group, snapshot.keys)
     shapes, task_shape = shapes_of(group, {n.name for n in snapshot.nodes})
-    pool = GangSearch(DomainIndex(snapshot), shapes)
+    pool = Machines(DomainIndex(snapshot), shapes)
     result: dict[int, str] = {}
 
     def counts(tasks: tuple[int, ...]) -> dict[int, int]:
@@ -78,8 +78,7 @@ def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | 
             if pick is None:
                 return False
             dom, key = pick
-            name, _nkey = pool._place(dom, key, task_shape[t])
-            result[t] = name
+            result[t] = pool.place(dom, key, task_shape[t]).machine
         return True
 
     def place(i: int, ctx: int) -> bool:

@@ -1,4 +1,4 @@
-"""Shared fixtures. Pure tests (tests/spec, tests/placement) need none of these and no database."""
+"""Shared fixtures. Pure tests (tests/spec, tests/scheduler/placement) need none of these and no database."""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """Constraint tree types (docs/design.md §4): built by the spec parser, consumed by the solver.
 
-A task group's tree is built by the workflow spec parser. Its root stands for the group; every other
-node is one (key, group) co-location constraint and is identified by the tuple of (key, group) pairs
-on its path from the root, so the same group name under two different ancestors is two different
-nodes. Tasks are leaves: a task with topology entries hangs off the deepest node of
+A spec group's tree is built by the workflow spec parser. Its root stands for the group (the gang
+being placed); every other node is one (key, topology group) co-location constraint and is
+identified by the tuple of (key, topology group) pairs on its path from the root, so the same
+topology group name under two different ancestors is two different nodes. A *topology group* is the
+name a spec's topology entry gives a constraint node, never a group of the spec (glossary in
+docs/architecture.md). Tasks are leaves: a task with topology entries hangs off the deepest node of
 its path, a task without entries hangs off the root (in the gang, unconstrained).
 
 Invariants (checked by tests):
@@ -22,7 +24,7 @@ REQUIRED: Literal["required"] = "required"
 PREFERRED: Literal["preferred"] = "preferred"
 RequirementType = Literal["required", "preferred"]
 
-#: Identity of a tree node: the (key, group) pairs from the root down to the node.
+#: Identity of a tree node: the (key, topology group) pairs from the root down to the node.
 NodePath = tuple[tuple[str, str], ...]
 
 
@@ -31,7 +33,7 @@ class TreeNode:
     """One co-location constraint: every task below it shares one domain of ``key``."""
 
     key: str
-    group: str
+    group: str  # the topology group's name (not a spec group)
     path: NodePath
     requirement: RequirementType
     children: tuple[TreeNode, ...] = ()
@@ -43,7 +45,7 @@ class TreeNode:
 
     @property
     def display_name(self) -> str:
-        """Group names joined by '/', for people only; never used as an identifier."""
+        """Topology group names joined by '/', for people only; never used as an identifier."""
         return "/".join(group for _key, group in self.path)
 
     def all_tasks(self) -> tuple[str, ...]:
@@ -62,9 +64,9 @@ class TreeNode:
 
 @dataclass(frozen=True, slots=True)
 class ConstraintTree:
-    """The constraint tree of one task group (a gang). The root itself carries no constraint."""
+    """The constraint tree of one spec group (a gang when placed). The root itself carries no constraint."""
 
-    group: str
+    group: str  # the spec group's name
     children: tuple[TreeNode, ...] = ()
     tasks: tuple[str, ...] = ()  # tasks without topology entries: in the gang, unconstrained
     keys: tuple[str, ...] = field(default=())  # the pool's key order the tree was built against

@@ -1,6 +1,7 @@
-"""Exact packing of one component's tasks on machines with OR-Tools CP-SAT (docs/design.md §5).
+"""The CP-SAT adapter: exact packing of one component's tasks on machines with OR-Tools CP-SAT
+(docs/design.md §5).
 
-Used only where the depth-first packing of :mod:`scheduler.placement.search` gives up: several task
+Used only where the depth-first packing of :mod:`scheduler.placement.packing` gives up: several task
 shapes and several resources make packing inside a domain a (small) bin-packing problem, which a
 depth-first search over machine classes can take exponentially long to decide. The model counts, per
 (task type, machine), how many tasks of the type the machine takes (tasks of one type are
@@ -11,7 +12,12 @@ interchangeable, so there is no task symmetry to break):
 - per type, the counts add up to ``count``; per machine and resource, the requests fit the free amount.
 
 Deterministic: one worker, a fixed seed and a *deterministic* time limit (CP-SAT's work units, not the
-wall clock), so equal inputs give equal answers on any machine. Pure: ortools is imported on first use.
+wall clock), so equal inputs give equal answers on any machine.
+
+:func:`pack_exact` is the model alone (requests and machines in, counts out); :func:`decide` and
+:func:`spread_tighten` translate a packing sequence of :mod:`scheduler.placement.packing` into it
+(:class:`ExactModel`) and its answer back, spending one budget step per variable. Pure: stdlib, and
+OR-Tools imported on first use.
 """
 
 from __future__ import annotations
@@ -19,11 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-Vec = tuple[int, int, int, int]
+from scheduler.placement import budget as verdicts
+from scheduler.placement.machines import Machines
+from scheduler.placement.records import NO_SEAT, Seat, Slot, record
+from scheduler.placement.types import Vec
 
 FEASIBLE = "feasible"
 INFEASIBLE = "infeasible"
 UNKNOWN = "unknown"
+
+EXACT_WORK = 2.0  # CP-SAT deterministic time limit of one exact packing (work units, not seconds)
+EXACT_MAX_VARS = 200_000  # larger components are left to the depth-first search
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +108,96 @@ def pack_exact(
     for k in range(len(types)):
         out.append([(machines[m].name, v) for m, var in per_type[k] if (v := int(solver.value(var))) > 0])
     return FEASIBLE, out
+
+
+class ExactModel:
+    """A component's packing as CP-SAT sees it: task *types* (shape, bound domain, whether the task is
+    in the relaxed ``bundle``) with their positions in ``seq``, and every machine under the bound
+    domains with how many tasks of each type it fits alone."""
+
+    def __init__(self, state: Machines, seq: list[Slot], bundle: int | None = None) -> None:
+        self.seq = seq
+        self.shapes = state.shapes
+        self.positions: dict[tuple[int, int, bool], list[int]] = {}
+        for p, slot in enumerate(seq):
+            self.positions.setdefault((slot.shape, slot.domain, slot.bundle == bundle), []).append(p)
+        self.order = sorted(self.positions)
+        end = state.index.end
+        self.machines: list[Machine] = []
+        self.doms: list[int] = []  # per machine: its finest domain
+        self.where: dict[str, int] = {}
+        self.nvars = 0
+        seen = -1
+        for top in sorted({d for _s, d, _m in self.order}):
+            if top < seen:
+                continue  # nested in a domain already listed
+            seen = end[top]
+            for dom in range(top, end[top]):
+                for (free, sp), names in sorted(state.classes[dom].items()):
+                    fits = tuple(state.fit(free, sp, s) if d <= dom < end[d] else 0 for s, d, _m in self.order)
+                    if not any(fits):
+                        continue
+                    for name in sorted(names):
+                        self.machines.append(Machine(name, free, fits))
+                        self.doms.append(dom)
+                        self.where[name] = dom
+                        self.nvars += sum(1 for n in fits if n)
+
+    def types(self) -> list[tuple[Vec, int]]:
+        return [(self.shapes[key[0]].req, len(self.positions[key])) for key in self.order]
+
+    def result(self, taken: list[list[tuple[str, int]]]) -> list[Seat]:
+        """CP-SAT's counts as a :class:`Seat` per position of ``seq``."""
+        out: list[Seat] = [NO_SEAT] * len(self.seq)
+        for k, key in enumerate(self.order):
+            slots = iter(self.positions[key])
+            for name, count in taken[k]:
+                for _ in range(count):
+                    out[next(slots)] = record(Seat, (name, self.where[name]))
+        return out
+
+
+def decide(state: Machines, seq: list[Slot], budget: verdicts.Budget) -> list[Seat] | str:
+    """Decide a component with CP-SAT: the result indexed by position in ``seq``,
+    ``budget.INFEASIBLE`` (proven) or ``budget.UNDECIDED``. Costs one budget step per variable."""
+    model = ExactModel(state, seq)
+    if model.nvars > EXACT_MAX_VARS:
+        return verdicts.UNDECIDED
+    budget.spend(model.nvars)
+    verdict, taken = pack_exact(model.types(), model.machines, EXACT_WORK)
+    if verdict == INFEASIBLE:
+        return verdicts.INFEASIBLE
+    if verdict != FEASIBLE:
+        return verdicts.UNDECIDED
+    return model.result(taken)
+
+
+def spread_tighten(
+    state: Machines, seq: list[Slot], found: list[Seat], spread: dict[int, int], budget: verdicts.Budget
+) -> list[Seat]:
+    """Several shapes: the best-fit packing may spread a relaxed node over one domain too many (a
+    larger task took the machine two smaller ones needed). CP-SAT minimises the domains it uses
+    (:func:`pack_exact` with ``spread``); its packing replaces ``found`` only when it uses fewer
+    (domains at the node's level, then coarser)."""
+    ((bundle, lvl),) = spread.items()
+    have = state.spread_used(seq, found, bundle, lvl)
+    if have[0] <= 1:
+        return found
+    model = ExactModel(state, seq, bundle)
+    level, anc = state.level, state.anc
+    bound = min(d for _s, d, mine in model.order if mine)
+    domains: list[tuple[object, ...]] = []
+    for machine, dom in zip(model.machines, model.doms, strict=True):
+        at = [a for a in anc[dom] if level[a] == lvl]
+        coarser = tuple(a for a in sorted(anc[dom], key=lambda a: -level[a]) if level[bound] < level[a] < lvl)
+        domains.append(((at[0] if at else ("machine", machine.name)), *coarser))
+    nvars = 2 * model.nvars  # a domain flag per relaxed count as well
+    if nvars > EXACT_MAX_VARS or nvars > budget.left:
+        return found
+    budget.spend(nvars)
+    verdict, taken = pack_exact(model.types(), model.machines, EXACT_WORK,
+                                spread=([key[2] for key in model.order], domains))
+    if verdict != FEASIBLE:
+        return found
+    result = model.result(taken)
+    return result if state.spread_used(seq, result, bundle, lvl) < have else found

@@ -12,7 +12,7 @@ bottom-up, and ``tot[d]``, the free capacity of the machines that fit some shape
 counts are exact; for several they are an upper bound. :class:`DomainIndex` builds the classes once
 per snapshot and each table on first use, and :meth:`DomainIndex.place` keeps both current when a
 gang is placed, so a placement cycle aggregates its pool once. The search over it is
-:mod:`scheduler.placement.search`.
+:mod:`scheduler.placement.search` (the domain phase) and :mod:`scheduler.placement.packing`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scheduler.placement.types import ClusterSnapshot, NodeState, Resources
+from scheduler.placement.types import ClusterSnapshot, NodeState, Resources, Vec
 
-Vec = tuple[int, int, int, int]
 UNBOUNDED_FIT = 1 << 40  # fit of a task that requests nothing
 
 
@@ -142,7 +141,7 @@ class DomainIndex:
             self.classes[self.dom_id[path]][(free, sp)] = names
         self._desc: dict[tuple[int, int], list[int]] = {}
         self._tables: dict[tuple[Shape, ...], Table] = {}
-        self._reservations: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
+        self._claims: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
 
     # -- per shape set -------------------------------------------------------------------------------
 
@@ -276,13 +275,13 @@ class DomainIndex:
         :meth:`place`, with the same guarantee (equal to a fresh build on the resulting snapshot)."""
         self.place([(name, (-req[0], -req[1], -req[2], -req[3])) for name, req in assignments])
 
-    def reservations(self, nshapes: int) -> tuple[list[list[int]], list[list[int]]]:
-        """Zeroed reservation arrays for a gang of ``nshapes`` shapes, shared between gangs (a search
-        releases everything it reserved before it returns)."""
-        arrays = self._reservations.get(nshapes)
+    def claims(self, nshapes: int) -> tuple[list[list[int]], list[list[int]]]:
+        """Zeroed arrays of the domain phase's claims (per domain: counts per shape, resource totals) for
+        a gang of ``nshapes`` shapes, shared between gangs (a search drops every claim before it returns)."""
+        arrays = self._claims.get(nshapes)
         if arrays is None:
             count = len(self.path)
-            arrays = self._reservations[nshapes] = (
+            arrays = self._claims[nshapes] = (
                 [[0] * nshapes for _ in range(count)], [[0, 0, 0, 0] for _ in range(count)]
             )
         return arrays

@@ -3,23 +3,90 @@
 :func:`index_tree` flattens a :class:`~topology.tree.ConstraintTree` in pre-order (task
 indices instead of names, each node's key mapped to its level in the snapshot's key order);
 :func:`shapes_of` groups tasks into distinct request shapes; :func:`build_plan` turns one effective
-level per node into the :class:`~scheduler.placement.search.Plan` that
-:meth:`~scheduler.placement.search.GangSearch.search` walks. Pure and deterministic: every sort has a
+level per node into the :class:`Plan` (its :class:`Step` records) that the domain phase,
+:meth:`scheduler.placement.search.GangSearch.search`, walks. Pure and deterministic: every sort has a
 total key.
+
+Counts are (shape, count) pairs with count > 0 and resource totals (resource, amount) pairs with
+amount > 0; a step *claims* its bound tasks' counts on its domain and that domain's ancestors while
+the domain phase runs (a claim lives only inside one search; it is neither a hold nor a reservation,
+see the glossary in docs/architecture.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from scheduler.placement.index import Shape
-from scheduler.placement.search import Block, Plan, Step
-from scheduler.placement.types import GroupRequest
+from scheduler.placement.types import GroupRequest, Vec
 from topology.tree import TreeNode
 
 NO_LEVEL = -1
+
+#: (shape, count) pairs, count > 0.
+Counts = list[tuple[int, int]]
+#: (resource, amount) pairs, amount > 0.
+Totals = list[tuple[int, int]]
+
+
+@dataclass(slots=True)
+class Block:
+    """Identical child steps of one step: ``count`` copies of (level, need, need_tot)."""
+
+    level: int
+    need: Counts
+    need_tot: Totals
+    count: int
+
+
+class SpreadNeed(NamedTuple):
+    """A relaxed preferred node whose tasks are bound to a step: they go to the fewest domains of
+    ``level`` (its own level); ``per_shape`` and ``total`` are its whole subtree's tasks."""
+
+    level: int
+    per_shape: list[int]
+    total: Vec
+
+
+class Pull(NamedTuple):
+    """The nearest relaxed preferred node above a step: its own level and its whole subtree's tasks
+    per shape (the step prefers domains under one domain of that level that holds them)."""
+
+    level: int
+    per_shape: list[int]
+
+
+@dataclass(slots=True)
+class Step:
+    """One domain choice of the domain phase."""
+
+    node: int  # index into the tree index's nodes
+    level: int
+    ctx: int  # index of the context step, -1 for the pool
+    tasks: list[int] = field(default_factory=list)  # task indices bound to this step's domain
+    direct: Counts = field(default_factory=list)  # the counts the step claims (its bound tasks)
+    direct_tot: Vec = (0, 0, 0, 0)
+    need: Counts = field(default_factory=list)  # whole subtree, per shape
+    need_tot: Totals = field(default_factory=list)
+    twin: int = -1
+    blocks: list[Block] = field(default_factory=list)
+    sig: tuple[Any, ...] = ()
+    spread: list[SpreadNeed] = field(default_factory=list)  # relaxed preferred nodes bound here
+    under: tuple[int, ...] = ()  # relaxed preferred tree nodes strictly above this step's node
+    pull: Pull | None = None  # the nearest of them
+
+
+@dataclass(slots=True)
+class Plan:
+    steps: list[Step]
+    root_tasks: list[int]
+    root_direct: Counts
+    root_direct_tot: Vec
+    root_blocks: list[Block]
+    owner: list[int] = field(default_factory=list)  # per task index: its tree node (-1 = root)
+    spread: list[int] = field(default_factory=list)  # per tree node: own level if relaxed, else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +104,14 @@ class TreeIndex:
     task_names: tuple[str, ...]
 
 
-def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
-    """Flatten ``group.tree``; raises ValueError when tree tasks and requests disagree."""
-    names = tuple(t.name for t in group.tasks)
+def index_tree(gang: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
+    """Flatten ``gang.tree``; raises ValueError when tree tasks and requests disagree."""
+    names = tuple(t.name for t in gang.tasks)
     pos = {name: i for i, name in enumerate(names)}
     if len(pos) != len(names):
-        raise ValueError(f"group {group.name!r}: duplicate task names")
-    if set(group.tree.all_tasks()) != set(names):
-        raise ValueError(f"group {group.name!r}: tree tasks and task requests differ")
+        raise ValueError(f"group {gang.name!r}: duplicate task names")
+    if set(gang.tree.all_tasks()) != set(names):
+        raise ValueError(f"group {gang.name!r}: tree tasks and task requests differ")
     nodes: list[TreeNode] = []
     parent: list[int] = []
     children: list[list[int]] = []
@@ -58,7 +125,7 @@ def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
             children[i].append(visit(child, i))
         return i
 
-    top = tuple(visit(child, -1) for child in group.tree.children)
+    top = tuple(visit(child, -1) for child in gang.tree.children)
     key_level = {key: i for i, key in enumerate(keys)}
     direct = tuple(tuple(pos[t] for t in node.tasks) for node in nodes)
     subtree: list[tuple[int, ...]] = [()] * len(nodes)
@@ -75,21 +142,21 @@ def index_tree(group: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
         level=tuple(key_level.get(node.key) for node in nodes),
         direct=direct,
         subtree=tuple(subtree),
-        root_tasks=tuple(pos[t] for t in group.tree.tasks),
+        root_tasks=tuple(pos[t] for t in gang.tree.tasks),
         task_names=names,
     )
 
 
-def shapes_of(group: GroupRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
+def shapes_of(gang: GroupRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
     """Distinct task shapes (in first-seen order of tasks sorted by name) and each task's shape index.
     A shape's excluded names are those of ``machines`` (the pool's) that some task excludes."""
-    excluded_any = any(t.nodes_excluded for t in group.tasks)
-    names = {n for t in group.tasks for n in t.nodes_excluded if n in machines} if excluded_any else set()
+    excluded_any = any(t.nodes_excluded for t in gang.tasks)
+    names = {n for t in gang.tasks for n in t.nodes_excluded if n in machines} if excluded_any else set()
     shapes: list[Shape] = []
     index: dict[Shape, int] = {}
-    task_shape = [0] * len(group.tasks)
-    for i in sorted(range(len(group.tasks)), key=lambda i: group.tasks[i].name):
-        task = group.tasks[i]
+    task_shape = [0] * len(gang.tasks)
+    for i in sorted(range(len(gang.tasks)), key=lambda i: gang.tasks[i].name):
+        task = gang.tasks[i]
         shape = Shape(task.resources.as_tuple(), frozenset(task.nodes_excluded & names))
         s = index.get(shape)
         if s is None:
@@ -160,7 +227,7 @@ def build_plan(
     for c in order(ti.top, NO_LEVEL):
         visit(c, -1, NO_LEVEL, root_tasks)
 
-    def counts(tasks: list[int]) -> tuple[list[tuple[int, int]], tuple[int, int, int, int]]:
+    def counts(tasks: list[int]) -> tuple[Counts, Vec]:
         per = [0] * nshapes
         tot = [0, 0, 0, 0]
         for t in tasks:
@@ -235,7 +302,7 @@ def build_plan(
                 per = [0] * nshapes
                 for t in ti.subtree[above[0]]:
                     per[task_shape[t]] += 1
-                step.pull = (spread[above[0]], per)
+                step.pull = Pull(spread[above[0]], per)
         for i in range(len(ti.nodes)):
             k = home[i]
             if spread[i] != NO_LEVEL and k >= 0 and spread[i] > steps[k].level:
@@ -244,5 +311,5 @@ def build_plan(
                 per = [0] * nshapes
                 for t in mine:
                     per[task_shape[t]] += 1
-                steps[k].spread.append((spread[i], per, counts(mine)[1]))
+                steps[k].spread.append(SpreadNeed(spread[i], per, counts(mine)[1]))
     return Plan(steps, root_tasks, root_direct, root_tot, root_blocks, owner, spread)

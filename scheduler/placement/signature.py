@@ -28,10 +28,10 @@ def _node(node: TreeNode, tasks: Mapping[str, TaskRequest]) -> list[object]:
     return [node.key, node.requirement, own, children]
 
 
-def gang_signature(group: GroupRequest) -> str:
+def gang_signature(gang: GroupRequest) -> str:
     """A hex digest equal for gangs that are the same placement problem up to names."""
-    tasks = {task.name: task for task in group.tasks}
-    root = group.tree
+    tasks = {task.name: task for task in gang.tasks}
+    root = gang.tree
     canonical = [
         sorted((_task(tasks[name]) for name in root.tasks), key=json.dumps),
         sorted((_node(child, tasks) for child in root.children), key=json.dumps),

@@ -30,10 +30,12 @@ import itertools
 import time
 from typing import Any
 
+from scheduler.placement.budget import INFEASIBLE, UNDECIDED, Budget
 from scheduler.placement.explain import explain
 from scheduler.placement.index import DomainIndex
 from scheduler.placement.plan import NO_LEVEL, build_plan, index_tree, shapes_of
-from scheduler.placement.search import INFEASIBLE, UNDECIDED, Budget, GangSearch
+from scheduler.placement.records import Seat
+from scheduler.placement.search import GangSearch
 from scheduler.placement.types import (
     ClusterSnapshot,
     ConstraintReport,
@@ -48,14 +50,14 @@ from scheduler.placement.types import (
 class _Context:
     """One solve call: the pool's index, the indexed tree and the search entry for a set of levels."""
 
-    def __init__(self, cluster: ClusterSnapshot | DomainIndex, group: GroupRequest, policy: Policy) -> None:
+    def __init__(self, cluster: ClusterSnapshot | DomainIndex, gang: GroupRequest, policy: Policy) -> None:
         index = cluster if isinstance(cluster, DomainIndex) else DomainIndex(cluster)
         self.keys = index.keys
-        self.group = group
+        self.gang = gang
         self.policy = policy
-        self.ti = index_tree(group, index.keys)
-        excluding = any(task.nodes_excluded for task in group.tasks)
-        self.shapes, self.task_shape = shapes_of(group, index.nodes if excluding else ())
+        self.ti = index_tree(gang, index.keys)
+        excluding = any(task.nodes_excluded for task in gang.tasks)
+        self.shapes, self.task_shape = shapes_of(gang, index.nodes if excluding else ())
         special = frozenset().union(*(shape.excluded for shape in self.shapes))
         if not special <= index.special:
             # Excluded machines get classes of their own: a one-off index for this gang.
@@ -70,7 +72,7 @@ class _Context:
     def steps_left(self) -> int:
         return self.policy.max_steps - self.steps_used
 
-    def run(self, eff: list[int], max_steps: int | None = None) -> list[tuple[str, int]] | str:
+    def run(self, eff: list[int], max_steps: int | None = None) -> list[Seat] | str:
         """One search with at most ``max_steps`` of what is left of the solve's budget."""
         steps = self.steps_left if max_steps is None else min(max_steps, self.steps_left)
         if steps <= 0 or self.timed_out:
@@ -83,7 +85,7 @@ class _Context:
             self.steps_used += budget.used
             self.timed_out = self.timed_out or budget.timed_out
 
-    def shared_level(self, found: list[tuple[str, int]], tasks: tuple[int, ...], upto: int) -> int:
+    def shared_level(self, found: list[Seat], tasks: tuple[int, ...], upto: int) -> int:
         """Finest level <= ``upto`` at which all ``tasks`` sit in one domain (NO_LEVEL if none)."""
         if not tasks:
             return upto
@@ -98,9 +100,9 @@ class _Context:
 
 
 def solve(
-    cluster: ClusterSnapshot | DomainIndex, group: GroupRequest, policy: Policy | None = None
+    cluster: ClusterSnapshot | DomainIndex, gang: GroupRequest, policy: Policy | None = None
 ) -> Placement | Unplaceable:
-    """Place every task of ``group`` at once on ``cluster`` (all or nothing): a snapshot, or the
+    """Place every task of ``gang`` at once on ``cluster`` (all or nothing): a snapshot, or the
     :class:`DomainIndex` a placement cycle builds once and keeps current with
     :meth:`DomainIndex.place` (the result does not depend on which).
 
@@ -109,7 +111,7 @@ def solve(
     (proven), "undecided" when ``policy.max_steps`` ran out first. Raises ValueError only for
     malformed input (tree tasks and requests disagree)."""
     policy = policy or Policy()
-    ctx = _Context(cluster, group, policy)
+    ctx = _Context(cluster, gang, policy)
     ti = ctx.ti
     if not ti.task_names:
         return Placement(status="placed", assignments=(), report=_report(ctx, []))
@@ -146,8 +148,8 @@ EXACT_VECTORS = 64  # a level whose classes allow at most this many count vector
 
 
 def _relax(
-    ctx: _Context, witness: list[tuple[str, int]], own: list[int], required_only: list[int]
-) -> list[tuple[str, int]]:
+    ctx: _Context, witness: list[Seat], own: list[int], required_only: list[int]
+) -> list[Seat]:
     """Meet the preferred objective of docs/design.md §5, given a placement ``witness`` that meets the
     required constraints (and keeping one at every moment, so a budget running out leaves a valid,
     partly relaxed placement).
@@ -189,7 +191,7 @@ def _relax(
     finest = max(own[i] for i in prefs)
     spare = [MAX_BRANCHES]
 
-    def score(found: list[tuple[str, int]]) -> tuple[int, ...]:
+    def score(found: list[Seat]) -> tuple[int, ...]:
         got = [(own[i], ctx.shared_level(found, ti.subtree[i], own[i])) for i in prefs]
         counts = tuple(sum(1 for _o, a in got if a >= lvl) for lvl in range(finest, -1, -1))
         return counts + (sum(1 for o, a in got if a == o),)
@@ -197,13 +199,13 @@ def _relax(
     def fixed_subtree(eff: list[int], i: int) -> tuple[Any, ...]:
         return (canon[i], tuple(sorted((eff[c], fixed_subtree(eff, c)) for c in ti.children[i])))
 
-    def trial(eff: list[int]) -> list[tuple[str, int]] | None:
+    def trial(eff: list[int]) -> list[Seat] | None:
         found = ctx.run(eff, trial_steps)
         return found if isinstance(found, list) else None
 
     def level(
-        lvl: int, eff: list[int], found: list[tuple[str, int]]
-    ) -> list[tuple[list[int], list[tuple[str, int]]]]:
+        lvl: int, eff: list[int], found: list[Seat]
+    ) -> list[tuple[list[int], list[Seat]]]:
         """The best choices at ``lvl``: (effective levels, witness) per tied count vector, best first."""
         cands = [i for i in prefs if own[i] >= lvl and eff[i] < lvl]
         if not cands:
@@ -217,7 +219,7 @@ def _relax(
                             chain[ms[0]], fixed_subtree(eff, ms[0]), ms[0]),
         )
 
-        def members(witness: list[tuple[str, int]]) -> tuple[list[list[int]], list[int]]:
+        def members(witness: list[Seat]) -> tuple[list[list[int]], list[int]]:
             """Per class: its members, the ones the witness keeps at ``lvl`` first; and their counts."""
             kept = {i for i in cands if ctx.shared_level(witness, ti.subtree[i], lvl) >= lvl}
             ordered = [sorted(ms, key=lambda i: (0 if i in kept else 1, i)) for ms in classes]
@@ -242,7 +244,7 @@ def _relax(
                 key=lambda v: (-sum(v), -sum(k * c for k, c in zip(v, met_class, strict=True)), tuple(-k for k in v)),
             )
             bad: list[tuple[int, ...]] = []
-            best: list[tuple[list[int], list[tuple[str, int]]]] = []
+            best: list[tuple[list[int], list[Seat]]] = []
             best_sum = -1
             base = tuple(have)
             # Upper bounds first: one more member of a class than the witness keeps, that class alone.
@@ -293,7 +295,7 @@ def _relax(
                 eff[i] = lvl
         return [(eff, found)]
 
-    def descend(lvl: int, eff: list[int], found: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    def descend(lvl: int, eff: list[int], found: list[Seat]) -> list[Seat]:
         while lvl >= 0:
             options = level(lvl, eff, found)
             if len(options) > 1:
@@ -325,13 +327,13 @@ def _canonical_sigs(ctx: _Context) -> list[tuple[Any, ...]]:
     return sigs
 
 
-def _placed(ctx: _Context, found: list[tuple[str, int]]) -> Placement:
+def _placed(ctx: _Context, found: list[Seat]) -> Placement:
     names = ctx.ti.task_names
     assignments = tuple(sorted((names[t], found[t][0]) for t in range(len(names))))
     return Placement(status="placed", assignments=assignments, report=_report(ctx, found))
 
 
-def _report(ctx: _Context, found: list[tuple[str, int]]) -> tuple[ConstraintReport, ...]:
+def _report(ctx: _Context, found: list[Seat]) -> tuple[ConstraintReport, ...]:
     ti, index = ctx.ti, ctx.index
     nkeys = len(ctx.keys)
     out: list[ConstraintReport] = []

@@ -1,4 +1,5 @@
-"""Solver input and output types (docs/design.md §5). Pure: stdlib only, frozen values, ids are strings.
+"""Solver input and output types (docs/design.md §5). Pure: stdlib, the resource table and the tree
+types; frozen values, ids are strings.
 
 Units: ``gpu`` whole devices, ``cpu`` millicores, ``memory`` and ``storage`` bytes (the spec package's
 quantity parser produces these). ``NodeState.labels`` holds one value per topology key of the
@@ -14,6 +15,10 @@ from typing import Any, Literal
 
 from scheduler.resources import RESOURCE_NAMES as RESOURCE_NAMES  # the order of every resource vector
 from topology.tree import ConstraintTree, NodePath
+
+#: A resource vector in :data:`RESOURCE_NAMES` order: (gpu, cpu millicores, memory bytes, storage bytes).
+#: The one definition: the index, the search, the CP-SAT adapter and preemption import it from here.
+Vec = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +71,7 @@ class GroupRequest:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """Search limits. ``max_steps`` bounds the work of one solve (steps of even cost, see
-    :class:`scheduler.placement.search.Budget`) and decides the result deterministically; ``max_seconds``
+    :class:`scheduler.placement.budget.Budget`) and decides the result deterministically; ``max_seconds``
     is a wall-clock ceiling for overloaded machines (``None``, the default: none, so equal inputs give
     equal outputs; the placement cycle sets ``OSMO_SOLVE_MAX_SECONDS``). Either one running out before a
     placement is found makes the result "undecided", never "unschedulable"; the ceiling reached while

@@ -17,10 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Placement, Policy, Resources, solve
+from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Placement, Policy, Resources, Vec, solve
 from scheduler.preemption.types import Candidate
 
-Vec = tuple[int, int, int, int]
 ZERO: Vec = (0, 0, 0, 0)
 
 

@@ -40,8 +40,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy
-from scheduler.preemption.feasibility import ZERO, BudgetSpent, Feasibility, Vec, add, held_per_node, usable_nodes, vec
+from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, Vec
+from scheduler.preemption.feasibility import ZERO, BudgetSpent, Feasibility, add, held_per_node, usable_nodes, vec
 from scheduler.preemption.types import Candidate, VictimChoice
 
 DEFAULT_MAX_SOLVES = 256  # enough to finish the exact search on <= 8 candidates (256 subsets)

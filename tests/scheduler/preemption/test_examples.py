@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bench.preemption_instances import released, small_instance
 from scheduler.placement import Placement, Resources, solve
 from scheduler.preemption import Candidate, victims_choose
-from tests.placement.builders import cluster, gang, names, rack, tree, zone
+from tests.scheduler.placement.builders import cluster, gang, names, rack, tree, zone
 
 
 def low(key: str, *holdings: tuple[str, int], borrowing: bool = False, started: float = 0.0) -> Candidate:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from scheduler.placement import Resources
 from scheduler.preemption import Candidate, regions_around, victims_choose, victims_choose_near
-from tests.placement.builders import cluster, gang, names, rack, tree
+from tests.scheduler.placement.builders import cluster, gang, names, rack, tree
 
 SNAPSHOT = cluster(("zone", "rack"), [("z1", "r1", 0), ("z1", "r1", 0), ("z1", "r2", 0), ("z1", "r2", 0)])
 PREEMPTOR = gang(tree(rack("job", tasks=names("t", 1))), gpu=4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.placement import GroupRequest, Placement, Policy, Resources, TaskRequest, Unplaceable, solve
-from tests.placement.builders import clique, cluster, consume, gang, names, rack, tree, zone
+from tests.scheduler.placement.builders import clique, cluster, consume, gang, names, rack, tree, zone
 
 
 def test_four_racks_of_two_gpus_cannot_hold_four_tasks_in_one_rack() -> None:

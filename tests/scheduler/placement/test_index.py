@@ -12,7 +12,7 @@ from bench.instances import random_instance
 from scheduler.placement import ClusterSnapshot, Placement, solve
 from scheduler.placement.index import DomainIndex, Shape
 from scheduler.placement.plan import shapes_of
-from tests.placement.builders import cluster
+from tests.scheduler.placement.builders import cluster
 
 
 def _state(index: DomainIndex, shapes: list[Shape]) -> tuple:
@@ -58,9 +58,9 @@ def test_index_updated_in_place_equals_a_rebuild(seed, gangs):
             # a gang placed earlier is evicted: its capacity comes back
             index.release(placed.pop(rng.randrange(len(placed))))
             current = index.snapshot(snapshot.pool)
-        # and the shared reservation arrays are back to zero
-        for res, res_tot in index._reservations.values():
-            assert not any(any(row) for row in res) and not any(any(row) for row in res_tot)
+        # and the domain phase's shared claim arrays are back to zero
+        for claimed, claimed_tot in index._claims.values():
+            assert not any(any(row) for row in claimed) and not any(any(row) for row in claimed_tot)
         # and every tracked table equals one built from scratch on the resulting snapshot
         for shapes_seen in tracked:
             assert _state(index, shapes_seen) == _fresh(current, shapes_seen)

@@ -8,7 +8,7 @@ import random
 from bench.instances import check, planted_instance
 from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, Unplaceable, solve
 from scheduler.placement.exact import Machine, pack_exact
-from tests.placement.builders import clique, cluster, gang, names, tree, zone
+from tests.scheduler.placement.builders import clique, cluster, gang, names, tree, zone
 
 
 def _trays_pool(bad: int = 60) -> ClusterSnapshot:

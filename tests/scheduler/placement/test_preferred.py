@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bench.instances import levels_met, random_instance, renamed_all
 from bench.preferred import agreement, conflicting, optimum, placement_objective, preferred_instance
 from scheduler.placement import Placement, Policy, solve
-from tests.placement.builders import cluster, gang, rack, tree, zone
+from tests.scheduler.placement.builders import cluster, gang, rack, tree, zone
 
 
 def test_the_solver_reaches_the_oracles_optimum_on_at_least_99_percent_of_conflicting_instances() -> None:

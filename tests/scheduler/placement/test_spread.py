@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bench.spread import fewest
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
-from tests.placement.builders import cluster, gang, names, node, rack, tree, zone
+from tests.scheduler.placement.builders import cluster, gang, names, node, rack, tree, zone
 from topology.tree import ConstraintTree
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bench.pools import NVL72_KEYS, nvl72_pool, tray_free
 from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Placement, Resources, TaskRequest, solve
-from tests.placement.builders import Spec, clique, names, node, rack, spine, tree, zone
+from tests.scheduler.placement.builders import Spec, clique, names, node, rack, spine, tree, zone
 
 TRAY = Resources(gpu=4)
 
