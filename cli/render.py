@@ -128,8 +128,8 @@ def domains_text(domains: Any) -> str:
 # ------------------------------------------------------------------------------------------------
 def _node_label(node: dict[str, Any]) -> str:
     label = f"{node.get('key', '?')}={node.get('group', '?')} ({node.get('requirement', 'required')})"
-    tasks = node.get("tasks") or []
-    return f"{label}: {', '.join(map(str, tasks))}" if tasks else label
+    tasks = sorted(map(str, node.get("tasks") or []), key=natural_key)  # trees stored before were in string order
+    return f"{label}: {', '.join(tasks)}" if tasks else label
 
 
 def tree_outline(tree: Any, *, name: str = "") -> list[str]:
@@ -139,7 +139,7 @@ def tree_outline(tree: Any, *, name: str = "") -> list[str]:
     lines = [str(tree.get("group") or name or DASH)]
     entries: list[Any] = []
     if tree.get("tasks"):
-        entries.append(f"(no topology): {', '.join(map(str, tree['tasks']))}")
+        entries.append(f"(no topology): {', '.join(sorted(map(str, tree['tasks']), key=natural_key))}")
     entries.extend(tree.get("children") or [])
 
     def emit(items: Sequence[Any], prefix: str) -> None:

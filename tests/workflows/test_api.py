@@ -505,3 +505,21 @@ def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool):
     # request's release (the pool's keys and node shapes were read by the first submission: they are
     # kept while the pool's inventory epoch stands)
     assert len(sql) == 16, "\n".join(sql)
+
+
+def test_dry_run_tree_lists_tasks_in_natural_order(user_client, pool):
+    """Replays a dry run whose constraint tree listed ``t1, t10, t11, t12, t2``: the tree's JSON and
+    its outline give the tasks in natural order (docs/design.md §4)."""
+    # given twelve one-GPU tasks that share a gpu-clique
+    tasks = "".join(f"    - {{name: t{i}, image: busybox, command: [true]{', lead: true' if i == 1 else ''}}}\n"
+                    for i in range(1, 13))
+    spec = (f"workflow:\n  name: twelve\n  groups:\n  - name: g\n    tasks:\n{tasks}"
+            "resources:\n  default: {gpu: 1, topology: [{key: gpu-clique}]}\n")
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec, "dry_run": True}, format="json")
+    # then
+    assert response.status_code == 200, response.json()
+    [group] = response.json()["groups"]
+    names = [f"t{i}" for i in range(1, 13)]
+    assert group["constraint_tree"]["children"][0]["tasks"] == names
+    assert group["constraint_outline"].splitlines()[-1] == f"└─ gpu-clique=default (required): {', '.join(names)}"
