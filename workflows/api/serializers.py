@@ -220,12 +220,23 @@ class DryRunOutputSerializer(serializers.Serializer):
     groups = DryRunGroupSerializer(many=True)
 
 
+class TaskLogEntryOutputSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    pod = serializers.CharField(allow_blank=True)
+    truncated = serializers.BooleanField(help_text="This task's log has more lines before those shown.")
+    error = serializers.CharField(allow_null=True, help_text="Why the task has no log here (no pod yet; the "
+                                                             "backend has none), else None.")
+
+
 class TaskLogOutputSerializer(serializers.Serializer):
     workflow = serializers.CharField()
-    task = serializers.CharField()
-    pod = serializers.CharField()
-    lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False))
-    truncated = serializers.BooleanField(help_text="The log has more lines before these (see `tail`).")
+    task = serializers.CharField(allow_null=True, help_text="The task read; None when every task's log is shown.")
+    pod = serializers.CharField(allow_null=True)
+    lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                  help_text="Prefixed `[task] ` when every task's log is shown.")
+    truncated = serializers.BooleanField(help_text="A log has more lines before these (see `tail`).")
+    tasks = TaskLogEntryOutputSerializer(many=True, help_text="The tasks read, in the order of `lines`.")
+    tasks_omitted = serializers.IntegerField(help_text="Tasks left out by the cap on tasks per answer.")
 
 
 class EventOutputSerializer(serializers.Serializer):
