@@ -227,6 +227,7 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
         else:
             lines.append(f"  Placement preview: {status}")
             lines.append(f"    {message or reason_message(placement.get('reason')) or 'cannot place now'}")
+            lines.extend(f"    {line}" for line in group.get("waiting_lines") or [])
             if upstream:
                 lines.append("    (previewed on today's capacity; it only starts after its upstream groups)")
     return lines

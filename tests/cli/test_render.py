@@ -64,3 +64,17 @@ def test_tree_outline_lists_tasks_in_natural_order():
     lines = render.tree_outline(tree)
     # then
     assert lines == ["g", "├─ (no topology): u1, u2, u10", "└─ rack=r (required): t1, t2, t10, t11"]
+
+
+def test_dry_run_lines_name_what_holds_the_capacity():
+    # given a dry run's answer whose group cannot be placed now
+    answer = {"workflow": "w", "pool": "p", "groups": [{
+        "name": "g", "constraint_outline": "g", "placement": {"status": "unschedulable", "message": "fits 0 of 4"},
+        "waiting_lines": ["No gpu-clique has room for any of these tasks now; the gpu-cliques are held by: hog-1 "
+                          "(64 GPUs, 8 tasks)."]}]}
+    # when
+    lines = render.dry_run_lines(answer, pool="p")
+    # then
+    assert lines[-3:] == ["  Placement preview: unschedulable", "    fits 0 of 4",
+                          "    No gpu-clique has room for any of these tasks now; the gpu-cliques are held by: "
+                          "hog-1 (64 GPUs, 8 tasks)."]

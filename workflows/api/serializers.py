@@ -207,6 +207,8 @@ class DryRunGroupSerializer(serializers.Serializer):
     constraint_tree = serializers.JSONField()
     constraint_outline = serializers.CharField()
     placement = PlacementPreviewSerializer()
+    waiting_lines = serializers.ListField(child=serializers.CharField(), help_text="When it cannot be placed now: "
+                                          "who holds the capacity it needs (as a queued group's `waiting.lines`).")
 
 
 class DryRunOutputSerializer(serializers.Serializer):
