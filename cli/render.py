@@ -247,11 +247,16 @@ def workflow_rows(items: list[dict[str, Any]], *, wide: bool = False) -> list[st
     return table(headers + (["STARTED", "FINISHED", "FAILURE"] if wide else []), rows)
 
 
+def node_text(task: dict[str, Any]) -> Any:
+    """The task's node: its name, ``"a1 (removed)"`` once the node was deleted."""
+    return f"{task['node']} (removed)" if task.get("node") and task.get("node_removed") else task.get("node")
+
+
 def task_rows(tasks: list[dict[str, Any]], indent: str = "") -> list[str]:
     rows = []
     for task in sorted(tasks, key=lambda t: natural_key(t.get("name"))):
         name = f"{task.get('name', '?')}{' (lead)' if task.get('lead') else ''}"
-        rows.append([name, task.get("status"), task.get("node"), domains_text(task.get("domains")),
+        rows.append([name, task.get("status"), node_text(task), domains_text(task.get("domains")),
                      span(task.get("started_at"), task.get("finished_at"), task.get("status"))])
     return table(["TASK", "STATUS", "NODE", "DOMAINS", "RAN"], rows, indent=indent)
 
@@ -315,7 +320,7 @@ def placement_lines(workflow: dict[str, Any]) -> list[str]:
     lines = []
     for group in workflow.get("groups") or []:
         tasks = sorted(group.get("tasks") or [], key=lambda t: natural_key(t.get("name")))
-        rows = [[t.get("name"), t.get("node"), domains_text(t.get("domains")), t.get("status")] for t in tasks]
+        rows = [[t.get("name"), node_text(t), domains_text(t.get("domains")), t.get("status")] for t in tasks]
         lines.append(f"Group {group.get('name', '?')}  {status_style(str(group.get('status', '?')))}")
         lines.extend(table(["TASK", "NODE", "DOMAINS", "STATUS"], rows, indent="  "))
         if group.get("failure_message"):

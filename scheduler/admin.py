@@ -430,10 +430,11 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Reservation)
 class ReservationAdmin(admin.ModelAdmin):
-    list_display = ("task", "node", "pool", "gpu", "cpu_millis", "memory_bytes", "created_at", "released_at")
+    list_display = ("task", "node", "node_name", "pool", "gpu", "cpu_millis", "memory_bytes", "created_at",
+                    "released_at")
     list_filter = ("pool", ("released_at", admin.EmptyFieldListFilter))
     list_select_related = ("task", "node", "pool")
-    search_fields = ("node__name",)
+    search_fields = ("node_name",)
     raw_id_fields = ("task", "node")
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -71,16 +71,20 @@ class TaskRequestsSerializer(serializers.Serializer):
 
 class TaskOutputSerializer(OutputModelSerializer):
     node = serializers.SerializerMethodField()
+    node_removed = serializers.BooleanField(read_only=True, help_text="The node it was placed on was deleted since "
+                                            "(`node` keeps its name).")
     domains = serializers.SerializerMethodField()
     requests = serializers.SerializerMethodField()
 
     class Meta:
         model = Task
-        fields = ["name", "lead", "status", "node", "domains", "pod_name", "requests", "exit_code",
+        fields = ["name", "lead", "status", "node", "node_removed", "domains", "pod_name", "requests", "exit_code",
                   "started_at", "finished_at", "failure_message"]
 
     def get_node(self, task: Task) -> str | None:
-        return task.node.name if task.node is not None else None
+        if task.node is not None:
+            return task.node.name
+        return task.node_name or None
 
     @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
     def get_domains(self, task: Task) -> dict[str, str]:

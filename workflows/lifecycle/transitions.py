@@ -343,12 +343,13 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
                                             message=message))
         task.status = TaskStatus.SCHEDULING
         task.node = None
+        task.node_name = ""
         task.pod_name = ""
         task.dispatched_at = task.pod_deleted_at = task.started_at = task.finished_at = None
         task.exit_code = None
         task.failure_message = ""
         task.updated_at = now
-    bulk_set(Task, tasks, ["status", "node", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
+    bulk_set(Task, tasks, ["status", "node", "node_name", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
                            "finished_at", "exit_code", "failure_message", "updated_at"])
     for group in groups:
         transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,

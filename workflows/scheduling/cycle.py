@@ -762,18 +762,20 @@ class _Walk:
             for task in tasks_of.get(g.pk, []):
                 node_name = assignments[task.name]
                 task.node_id = self.node_ids[node_name]
+                task.node_name = node_name  # kept when the node is deleted
                 task.pod_name = pod_name_for(workflow_id, task.name, g.preemptions)
                 previous = task.status
                 task.status = TaskStatus.INITIALIZING
                 task.updated_at = now
                 tasks.append(task)
-                reservations.append(Reservation(task=task, node_id=task.node_id, pool=self.pool, gpu=task.gpu,
+                reservations.append(Reservation(task=task, node_id=task.node_id, node_name=node_name, pool=self.pool,
+                                                gpu=task.gpu,
                                                 cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes,
                                                 storage_bytes=task.storage_bytes))
                 transitions.append(StatusTransition(workflow_id=g.workflow_id, group_id=g.pk, task=task,
                                                     from_status=previous, to_status=TaskStatus.INITIALIZING,
                                                     message=f"placed on {node_name}"))
-        bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
+        bulk_set(Task, tasks, ["node", "node_name", "pod_name", "status", "updated_at"])
         bulk_insert(Reservation, reservations)
         bulk_insert(StatusTransition, transitions)
         self.result.refresh |= {g.workflow_id for g, _p in kept}
