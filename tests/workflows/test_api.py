@@ -523,3 +523,16 @@ def test_dry_run_tree_lists_tasks_in_natural_order(user_client, pool):
     names = [f"t{i}" for i in range(1, 13)]
     assert group["constraint_tree"]["children"][0]["tasks"] == names
     assert group["constraint_outline"].splitlines()[-1] == f"└─ gpu-clique=default (required): {', '.join(names)}"
+
+
+def test_workflow_detail_lists_a_groups_tasks_in_natural_order(user_client, pool):
+    # given a group whose tasks are written t10, t2, t1
+    spec = ("workflow:\n  name: order\n  groups:\n  - name: g\n    tasks:\n"
+            + "".join(f"    - {{name: t{i}, image: busybox, command: [true]{', lead: true' if i == 10 else ''}}}\n"
+                      for i in (10, 2, 1))
+            + "resources:\n  default: {gpu: 1}\n")
+    created = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json").json()
+    # when
+    body = user_client.get(f"/api/workflows/{created['id']}/").json()
+    # then
+    assert [task["name"] for task in body["groups"][0]["tasks"]] == ["t1", "t2", "t10"]

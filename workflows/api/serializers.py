@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from osmo.api.serializers import OutputModelSerializer
+from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
@@ -144,7 +145,8 @@ class TaskGroupOutputSerializer(OutputModelSerializer):
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
-        return list(TaskOutputSerializer(group.tasks.all(), many=True, context=self.context).data)
+        tasks = natural_sorted(group.tasks.all(), key=lambda task: task.name)  # t2 before t10, as the CLI and page
+        return list(TaskOutputSerializer(tasks, many=True, context=self.context).data)
 
 
 class WorkflowSummaryOutputSerializer(OutputModelSerializer):
