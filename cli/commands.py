@@ -95,12 +95,13 @@ def _tree_tasks(tree: Any) -> int:
 @workflow_app.command("logs")
 def workflow_logs(
     workflow_id: str = typer.Argument(..., metavar="ID"),
-    task: str = typer.Option(None, "--task", help="Task name (may be left out when the workflow has one task)."),
-    tail: int = typer.Option(None, "--tail", min=1, help="Only the last N lines."),
+    task: str = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
+                                                  "prefixed [task])."),
+    tail: int = typer.Option(None, "--tail", min=1, help="Only the last N lines (of each task)."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
-    """A task's pod log."""
+    """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task)."""
     params: dict[str, Any] = {}
     if task:
         params["task"] = task
@@ -113,9 +114,19 @@ def workflow_logs(
         echo_json(answer)
         return
     echo_lines([str(line) for line in answer.get("lines") or []])
+    if answer.get("task") is not None:
+        if answer.get("truncated"):
+            typer.echo(f"(log of task {answer.get('task')}, pod {answer.get('pod')}, truncated: only the last lines "
+                       "are shown)", err=True)
+        return
+    for entry in answer.get("tasks") or []:
+        if isinstance(entry, dict) and entry.get("error"):
+            typer.echo(f"(task {entry.get('task')}: {entry['error']})", err=True)
     if answer.get("truncated"):
-        typer.echo(f"(log of task {answer.get('task')}, pod {answer.get('pod')}, truncated: only the last lines "
-                   "are shown)", err=True)
+        typer.echo("(truncated: only the last lines of each task are shown)", err=True)
+    if answer.get("tasks_omitted"):
+        typer.echo(f"({answer['tasks_omitted']} more tasks are not shown: the answer is capped; name one with "
+                   "--task)", err=True)
 
 
 @workflow_app.command("events")

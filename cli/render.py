@@ -128,8 +128,8 @@ def domains_text(domains: Any) -> str:
 # ------------------------------------------------------------------------------------------------
 def _node_label(node: dict[str, Any]) -> str:
     label = f"{node.get('key', '?')}={node.get('group', '?')} ({node.get('requirement', 'required')})"
-    tasks = node.get("tasks") or []
-    return f"{label}: {', '.join(map(str, tasks))}" if tasks else label
+    tasks = sorted(map(str, node.get("tasks") or []), key=natural_key)  # trees stored before were in string order
+    return f"{label}: {', '.join(tasks)}" if tasks else label
 
 
 def tree_outline(tree: Any, *, name: str = "") -> list[str]:
@@ -139,7 +139,7 @@ def tree_outline(tree: Any, *, name: str = "") -> list[str]:
     lines = [str(tree.get("group") or name or DASH)]
     entries: list[Any] = []
     if tree.get("tasks"):
-        entries.append(f"(no topology): {', '.join(map(str, tree['tasks']))}")
+        entries.append(f"(no topology): {', '.join(sorted(map(str, tree['tasks']), key=natural_key))}")
     entries.extend(tree.get("children") or [])
 
     def emit(items: Sequence[Any], prefix: str) -> None:
@@ -227,6 +227,7 @@ def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
         else:
             lines.append(f"  Placement preview: {status}")
             lines.append(f"    {message or reason_message(placement.get('reason')) or 'cannot place now'}")
+            lines.extend(f"    {line}" for line in group.get("waiting_lines") or [])
             if upstream:
                 lines.append("    (previewed on today's capacity; it only starts after its upstream groups)")
     return lines
@@ -246,11 +247,16 @@ def workflow_rows(items: list[dict[str, Any]], *, wide: bool = False) -> list[st
     return table(headers + (["STARTED", "FINISHED", "FAILURE"] if wide else []), rows)
 
 
+def node_text(task: dict[str, Any]) -> Any:
+    """The task's node: its name, ``"a1 (removed)"`` once the node was deleted."""
+    return f"{task['node']} (removed)" if task.get("node") and task.get("node_removed") else task.get("node")
+
+
 def task_rows(tasks: list[dict[str, Any]], indent: str = "") -> list[str]:
     rows = []
     for task in sorted(tasks, key=lambda t: natural_key(t.get("name"))):
         name = f"{task.get('name', '?')}{' (lead)' if task.get('lead') else ''}"
-        rows.append([name, task.get("status"), task.get("node"), domains_text(task.get("domains")),
+        rows.append([name, task.get("status"), node_text(task), domains_text(task.get("domains")),
                      span(task.get("started_at"), task.get("finished_at"), task.get("status"))])
     return table(["TASK", "STATUS", "NODE", "DOMAINS", "RAN"], rows, indent=indent)
 
@@ -314,7 +320,7 @@ def placement_lines(workflow: dict[str, Any]) -> list[str]:
     lines = []
     for group in workflow.get("groups") or []:
         tasks = sorted(group.get("tasks") or [], key=lambda t: natural_key(t.get("name")))
-        rows = [[t.get("name"), t.get("node"), domains_text(t.get("domains")), t.get("status")] for t in tasks]
+        rows = [[t.get("name"), node_text(t), domains_text(t.get("domains")), t.get("status")] for t in tasks]
         lines.append(f"Group {group.get('name', '?')}  {status_style(str(group.get('status', '?')))}")
         lines.extend(table(["TASK", "NODE", "DOMAINS", "STATUS"], rows, indent="  "))
         if group.get("failure_message"):

@@ -35,13 +35,23 @@ def record_extras(record: logging.LogRecord) -> dict[str, Any]:
             if key not in _STANDARD_ATTRIBUTES and not key.startswith("_")}
 
 
+def _plain_extras(record: logging.LogRecord) -> dict[str, Any]:
+    extras = record_extras(record)
+    if record.name.startswith("celery."):
+        extras.pop("data", None)  # Celery's copy of the task fields its message already says
+    elif record.name == "django.server":
+        for repeated in ("request", "server_time"):  # runserver's socket object and the time again
+            extras.pop(repeated, None)
+    return extras
+
+
 class PlainFormatter(logging.Formatter):
     """One text line per record: time, level, logger, message, then the extras as ``key=value``
     (values with spaces quoted), before any traceback."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         line = super().formatMessage(record)
-        extras = record_extras(record)
+        extras = _plain_extras(record)
         if not extras:
             return line
         pairs = " ".join(f"{key}={_plain(value)}" for key, value in sorted(extras.items()))
@@ -51,3 +61,34 @@ class PlainFormatter(logging.Formatter):
 def _plain(value: Any) -> str:
     text = str(value)
     return repr(text) if not text or any(char.isspace() for char in text) else text
+
+
+# Celery tasks that run every tick whether or not there is work: their lines say nothing new. What
+# they do that matters has lines of its own (``placement.cycle`` when a gang is placed or refused,
+# ``pod.reconciled``), and their failures are logged as errors, which are never lowered.
+ROUTINE_TASKS = frozenset({"scheduler.tick", "scheduler.tick_watch", "scheduler.placement_cycle_run",
+                           "scheduler.pods_sync", "scheduler.worker_heartbeat"})
+
+
+class CeleryRoutineFilter(logging.Filter):
+    """Lowers Celery's routine INFO lines to DEBUG (docs/operations.md, "Logs"): a task received
+    (its success or failure is the one line about it), a routine task succeeded, beat sending a
+    routine task. Lowered lines are dropped unless their logger is enabled for DEBUG
+    (``LOG_LEVEL=DEBUG``). Celery passes the task's fields as the record's ``data`` too; the
+    message already says them, so it is removed from the plain format's view (JSON keeps it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and self._routine(record):
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+    @staticmethod
+    def _routine(record: logging.LogRecord) -> bool:
+        if record.name == "celery.worker.strategy":
+            return True
+        data = getattr(record, "data", None)
+        name = data.get("name") if isinstance(data, dict) else None
+        if name is None and isinstance(record.args, tuple) and len(record.args) == 2:
+            name = record.args[1]  # celery.beat: "Sending due task %s (%s)", entry name, task name
+        return name in ROUTINE_TASKS

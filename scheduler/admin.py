@@ -430,11 +430,11 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Reservation)
 class ReservationAdmin(admin.ModelAdmin):
-    list_display = ("task_id", "node", "pool", "team", "preemptible", "gpu", "cpu_millis", "memory_bytes",
-                    "created_at", "released_at")
+    list_display = ("task_id", "node", "node_name", "pool", "team", "preemptible", "gpu", "cpu_millis",
+                    "memory_bytes", "created_at", "released_at")
     list_filter = ("pool", "preemptible", ("released_at", admin.EmptyFieldListFilter))
     list_select_related = ("node", "pool", "team")
-    search_fields = ("node__name",)
+    search_fields = ("node_name",)
     raw_id_fields = ("node",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -209,7 +209,7 @@ class Reservation(models.Model):
     """A task's requests held on its node from placement until the task ends (``released_at``).
     Rows are kept after release so that over-commitment can be checked at every recorded point, and
     outlive their node: deleting a machine (refused while it holds active reservations) leaves its
-    history with ``node`` empty.
+    history with ``node`` empty and the machine's name in ``node_name``.
 
     The facts of the holder that the cluster side needs are copied here when the row is written
     (:func:`scheduler.services.reservation_rows.reservations_insert`): its task's id, its team and
@@ -225,6 +225,8 @@ class Reservation(models.Model):
         default=False, help_text="LOW work: may be preempted, and counts against no quota (docs/design.md §9).",
     )
     node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="reservations")
+    node_name = models.CharField(max_length=253, blank=True, default="",
+                                 help_text="The node's name, kept when the node is deleted.")
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="reservations")
     gpu = models.PositiveIntegerField(default=0)
     cpu_millis = models.PositiveBigIntegerField(default=0)

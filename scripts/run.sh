@@ -39,13 +39,20 @@ cleanup() {
 }
 trap cleanup INT TERM HUP EXIT
 
+# A quiet console (docs/operations.md, "Logs"): no start-up banners (-q; runserver's goes to stdout,
+# its requests and errors are logged to stderr), routine Celery lines at DEBUG (osmo.logs). As root,
+# Celery's seven-line SecurityWarning is said in one line instead.
+if [ "$(id -u)" = 0 ]; then
+  echo "==> note: the worker runs as root (Celery advises against it outside a throwaway machine)"
+  export PYTHONWARNINGS="ignore:You're running the worker with superuser privileges"
+fi
 # Each process gets its own process group (setsid) so that stopping it also stops its children.
-setsid .venv/bin/celery -A osmo worker -Q scheduler,dispatch,default -c 2 -l INFO \
+setsid .venv/bin/celery -A osmo -q worker -Q scheduler,dispatch,default -c 2 -l INFO \
   --without-mingle --without-gossip -n "worker@%h" &
 pids+=($!)
-setsid .venv/bin/celery -A osmo beat -l INFO -s "${OSMO_DATA_DIR:-var}/celerybeat-schedule" &
+setsid .venv/bin/celery -A osmo -q beat -l INFO -s "${OSMO_DATA_DIR:-var}/celerybeat-schedule" &
 pids+=($!)
-setsid $PY manage.py runserver "$HOST:$PORT" --noreload &
+setsid $PY manage.py runserver "$HOST:$PORT" --noreload --skip-checks >/dev/null &
 pids+=($!)
 
 echo "==> serving on http://$HOST:$PORT/  (Ctrl-C to stop)"

@@ -154,6 +154,8 @@ class Task(RunState):
     nodes_excluded = models.JSONField(default=list, blank=True)
     topology = models.JSONField(default=list, blank=True)
     node = models.ForeignKey("scheduler.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
+    node_name = models.CharField(max_length=253, blank=True, default="",
+                                 help_text="The placed node's name, kept when the node is deleted.")
     pod_name = models.CharField(max_length=253, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
@@ -166,6 +168,18 @@ class Task(RunState):
 
     def __str__(self) -> str:
         return f"{self.workflow_id}/{self.name}"
+
+    @property
+    def node_removed(self) -> bool:
+        """It was placed on a node deleted since (whose name ``node_name`` keeps)."""
+        return self.node_id is None and bool(self.node_name)
+
+    @property
+    def node_shown(self) -> str:
+        """The node as people read it: its name, ``"a1 (removed)"`` once deleted, ``""`` before placement."""
+        if self.node_id is not None:
+            return self.node.name if self.node is not None else self.node_name
+        return f"{self.node_name} (removed)" if self.node_name else ""
 
 
 class StatusTransition(models.Model):

@@ -18,6 +18,7 @@ from workflows.scheduling.requests import group_request_from_spec
 from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline
 from workflows.spec.model import ScalarValue
+from workflows.waiting import preview_waiting_lines
 
 
 @dataclass
@@ -66,6 +67,7 @@ def workflow_dry_run(
                 "constraint_tree": tree_to_json(group.tree),
                 "constraint_outline": tree_to_outline(group.tree),
                 "placement": placement,
+                "waiting_lines": preview_waiting_lines(pool, placement),
             }
         )
     # Groups are previewed independently on the same snapshot: a downstream group only starts after

@@ -20,7 +20,7 @@ from typing import Any
 from django.db.models import Count, Q, Sum, TextField, Value
 from django.db.models.functions import Concat
 
-from scheduler.models import Node, Reservation
+from scheduler.models import Node, Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
 from workflows.holders import held_by
@@ -77,17 +77,21 @@ def _domain_counts(workflow: Workflow, keys: list[tuple[str, str]], levels: set[
     return {level: {"exist": counts[f"exist_{level}"], "schedulable": counts[f"open_{level}"]} for level in levels}
 
 
-def _holders(workflow: Workflow, keys: list[tuple[str, str]], best: dict[int, list[str]]) -> dict[int, list[dict]]:
-    """Per group: the workflows holding capacity in its best domain, most GPUs first (one query)."""
+def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
+             best: dict[int, list[str]]) -> dict[int, list[dict]]:
+    """Per group: the workflows holding capacity in its best domain (an empty path: anywhere in the
+    pool), most GPUs first (one query)."""
     if not best:
         return {}
-    depth = max(len(path) for path in best.values())
+    depth = max(len(path) for path in best.values())  # 0 when every path is empty: no alias, one row per workflow
     aliases = {f"domain_value_{i}": label_text(label, "node__labels") for i, (_key, label) in enumerate(keys[:depth])}
     match = Q()
-    for path in best.values():
-        match |= Q(**{f"domain_value_{i}": value for i, value in enumerate(path)})
+    if all(best.values()):  # an empty path (every domain) matches every reservation of the pool
+        for path in best.values():
+            match |= Q(**{f"domain_value_{i}": value for i, value in enumerate(path)})
     rows = (
-        Reservation.objects.filter(pool_id=workflow.pool_id, released_at__isnull=True)
+        Reservation.objects.filter(pool_id=workflow.pk if isinstance(workflow, Pool) else workflow.pool_id,
+                                   released_at__isnull=True)
         .annotate(**aliases)
         .filter(match)
         .order_by()
@@ -130,7 +134,9 @@ def workflow_waiting(workflow: Workflow) -> dict[int, dict[str, Any]]:
         path = (detail.get("best_domain") or {}).get("path")
         if key in level_of:
             levels[group.pk] = level_of[key]
-            if path:
+            if (detail.get("best_domain") or {}).get("fits") == 0:
+                best[group.pk] = []  # no domain has room for a task: every one comes as close, name all holders
+            elif path:
                 best[group.pk] = [str(value) for value in path]
     ahead = _ahead(workflow, groups)
     counts = _domain_counts(workflow, keys, set(levels.values()))
@@ -153,6 +159,25 @@ def workflow_waiting(workflow: Workflow) -> dict[int, dict[str, Any]]:
                                         code=(group.unschedulable_reason or {}).get("code"))
         answers[group.pk] = answer
     return answers
+
+
+def preview_waiting_lines(pool: Pool, placement: dict[str, Any]) -> list[str]:
+    """For a dry run's group that cannot be placed now: who holds the capacity it needs, in the
+    words of :func:`waiting_lines` (without the queue line; one query). Empty when it is placed, or
+    its reason names no domain of a topology key."""
+    detail = placement.get("reason") or {}
+    keys = [(key.key, key.label) for key in sorted(pool.topology_keys.all(), key=lambda k: k.position)]
+    fits = (detail.get("best_domain") or {}).get("fits")
+    path = [str(value) for value in (detail.get("best_domain") or {}).get("path") or []]
+    if fits == 0:
+        path = []  # no domain has room for a task: every one comes as close, name all holders
+    elif not path:
+        return []
+    if placement.get("status") != "unschedulable" or detail.get("key") not in dict(keys):
+        return []
+    answer = {"ahead": {}, "position": 1, "domain": {"key": detail["key"], "path": path},
+              "holders": _holders(pool, keys, {0: path})[0]}
+    return waiting_lines(answer, best_fits=fits, needed=detail.get("tasks_needed"))[1:]
 
 
 def reason_reworded(reason: dict[str, Any] | None, domains: dict[str, Any] | None) -> str:
@@ -195,7 +220,16 @@ def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any 
     if answer.get("reason"):
         lines.append(f"Why: {answer['reason']}")
     domain = answer.get("domain")
-    if domain:
+    if domain and not domain["path"] and answer.get("holders"):
+        held = ", ".join(f"{h['workflow']} ({_plural(h['gpu'], 'GPU')}, {_plural(h['tasks'], 'task')})"
+                         for h in answer["holders"])
+        lines.append(f"No {domain['key']} has room for any of these tasks now; the {domain['key']}s are held by: "
+                     f"{held}.")
+        lines.append("It can start when enough of these finish (or a gang ahead of it is placed elsewhere).")
+    elif domain and not domain["path"]:
+        lines.append(f"No {domain['key']} has room for any of these tasks now, and nothing of this service runs "
+                     "there (usage outside it, or cordoned nodes).")
+    elif domain:
         where = f"{domain['key']} {'/'.join(domain['path'])}"
         room = f" (fits {best_fits} of {needed} tasks)" if best_fits is not None and needed is not None else ""
         holders = answer.get("holders") or []

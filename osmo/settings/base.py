@@ -221,7 +221,7 @@ else:
     BROKER_DIR = DATA_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
         (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "osmofs://"  # kombu's filesystem transport, message files written whole: osmo.broker
+    CELERY_BROKER_URL = "osmofs://localhost//"  # kombu's filesystem transport, message files written whole: osmo.broker
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # Producers write into data_folder_out, consumers read data_folder_in: one shared folder.
         "data_folder_in": str(BROKER_DIR / "queue"),
@@ -352,6 +352,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"configured": logs.formatter_config(LOG_FORMAT)},
+    "filters": {"celery_routine": {"()": "osmo.logs.CeleryRoutineFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "configured"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
@@ -359,5 +360,10 @@ LOGGING = {
         # be written twice, once unformatted. Everything goes through the root handler instead.
         "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
         "django.db.backends": {"level": "WARNING"},
+        # Ticks and idle cycles at DEBUG; a placement, a dispatch, a failure stay at INFO or above.
+        "celery.worker.strategy": {"filters": ["celery_routine"]},
+        "celery.app.trace": {"filters": ["celery_routine"]},
+        "celery.beat": {"filters": ["celery_routine"]},
+        "axes": {"level": "WARNING" if LOG_LEVEL.upper() != "DEBUG" else "DEBUG"},  # its version, once per process
     },
 }

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from parsing.natural import natural_sorted
+
 MAX_LEAVES = 8  # per node; the rest become one "+N more" leaf
 ROW_HEIGHT = 84
 BOX_HEIGHT = 46
@@ -71,7 +73,7 @@ def _task_box(name: str, tasks: Mapping[str, Mapping[str, Any]]) -> _Box:
 
 
 def _leaves(names: Sequence[str], tasks: Mapping[str, Mapping[str, Any]]) -> list[_Box]:
-    names = list(names)
+    names = natural_sorted(map(str, names))  # trees stored before the builder kept natural order
     if len(names) <= MAX_LEAVES:
         return [_task_box(name, tasks) for name in names]
     shown = [_task_box(name, tasks) for name in names[: MAX_LEAVES - 1]]

@@ -128,7 +128,7 @@ def _group_rows(
                 group=group,
                 tasks=[TaskRow(task=task, domains=task_domains(task, key_pairs)) for task in tasks],
                 task_info={
-                    task.name: {"status": task.status, "node": task.node.name if task.node else "",
+                    task.name: {"status": task.status, "node": task.node_shown,
                                 "colour": status_colour(task.status)}
                     for task in tasks
                 },

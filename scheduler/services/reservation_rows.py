@@ -21,6 +21,7 @@ class ReservationFacts(NamedTuple):
     task_id: int
     pool_id: int
     node_id: int
+    node_name: str  # kept when the node is deleted
     gpu: int
     cpu_millis: int
     memory_bytes: int

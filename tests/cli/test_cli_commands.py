@@ -185,6 +185,64 @@ def test_logs_and_events_against_the_api_on_a_simulated_pool(osmo, user):
     assert "has no pod yet" in not_yet.stderr
 
 
+@db
+def test_logs_of_a_workflow_of_several_tasks_show_every_task_prefixed(osmo, user):
+    """Replays ``osmo workflow logs ID`` on a workflow of two tasks, which exited 2 with "name one
+    with task=<name>": every task's log comes, each line prefixed with its task; ``--task`` narrows."""
+    # given a two-task workflow on a simulated pool, dispatched 20 s ago (so finished)
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import make_node, make_pool
+    from tests.pipeline.helpers import gang_spec
+    from workflows.models import Task
+    from workflows.scheduling.cycle import placement_cycle_run
+    from workflows.services import workflow_submit
+
+    pool = make_pool("sim", keys=[("rack", "rack")], sim_task_seconds=10)
+    make_node(pool, "n1", {"rack": "r1"}, gpu=8)
+    workflow, _ = workflow_submit(user=user, pool_name="sim", spec=gang_spec("pair", 2, 4, key=None))
+    placement_cycle_run(pool_id=pool.pk)
+    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=20))
+    # when
+    both = osmo("workflow", "logs", workflow.workflow_id, "--tail", "2")
+    one = osmo("workflow", "logs", workflow.workflow_id, "--task", "t1", "--tail", "2")
+    # then
+    assert both.exit_code == 0, both.output
+    lines = both.stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["[t0]", "[t0]", "[t1]", "[t1]"]
+    assert lines[1].endswith("[osmo-sim] task t0 finished: exit code 0")
+    assert lines[3].endswith("[osmo-sim] task t1 finished: exit code 0")
+    assert "truncated: only the last lines of each task are shown" in both.stderr
+    assert one.exit_code == 0, one.output
+    assert one.stdout.splitlines()[-1].endswith("[osmo-sim] task t1 finished: exit code 0")
+    assert len(one.stdout.splitlines()) == 2 and not one.stdout.startswith("[t1]")
+
+
+def test_logs_of_every_task_say_which_have_none_and_what_was_left_out(tmp_path):
+    # given an answer for every task: t2 without a log, two tasks beyond the cap
+    answer = {"workflow": "w-1", "task": None, "pod": None, "lines": ["[t1] a", "[t10] b"], "truncated": False,
+              "tasks": [{"task": "t1", "pod": "p1", "truncated": False, "error": None},
+                        {"task": "t2", "pod": "", "truncated": False,
+                         "error": "Task t2 of workflow w-1 has no pod yet (it is SCHEDULING)."},
+                        {"task": "t10", "pod": "p10", "truncated": False, "error": None}],
+              "tasks_omitted": 2}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/w-1/logs/": (200, answer)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        shown = runner.invoke(app, ["workflow", "logs", "w-1"], env=env)
+        # then
+        assert shown.exit_code == 0, shown.output
+        assert shown.stdout == "[t1] a\n[t10] b\n"
+        assert shown.stderr.splitlines() == [
+            "(task t2: Task t2 of workflow w-1 has no pod yet (it is SCHEDULING).)",
+            "(2 more tasks are not shown: the answer is capped; name one with --task)",
+        ]
+        assert fake.requests[0]["query"] == ""
+
+
 def test_logs_and_events_against_the_endpoints_contract(tmp_path):
     # given
     logs = {"workflow": "w-1", "task": "t1", "pod": "osmo-w-1-t1", "lines": ["hello", "world"], "truncated": True}

@@ -52,3 +52,29 @@ def test_units_and_durations():
     assert render.fmt_cpu(500) == "0.5"
     assert render.fmt_duration(75) == "1m15s"
     assert render.reason_message({"status": "unschedulable", "message": "no room"}) == "unschedulable: no room"
+
+
+def test_tree_outline_lists_tasks_in_natural_order():
+    """A tree stored before its tasks were kept in natural order still reads ``t2`` before ``t10``."""
+    # given a tree as an older server stored it (plain string order)
+    tree = {"group": "g", "keys": ["rack"], "tasks": ["u1", "u10", "u2"],
+            "children": [{"key": "rack", "group": "r", "path": [["rack", "r"]], "requirement": "required",
+                          "tasks": ["t1", "t10", "t11", "t2"], "children": []}]}
+    # when
+    lines = render.tree_outline(tree)
+    # then
+    assert lines == ["g", "├─ (no topology): u1, u2, u10", "└─ rack=r (required): t1, t2, t10, t11"]
+
+
+def test_dry_run_lines_name_what_holds_the_capacity():
+    # given a dry run's answer whose group cannot be placed now
+    answer = {"workflow": "w", "pool": "p", "groups": [{
+        "name": "g", "constraint_outline": "g", "placement": {"status": "unschedulable", "message": "fits 0 of 4"},
+        "waiting_lines": ["No gpu-clique has room for any of these tasks now; the gpu-cliques are held by: hog-1 "
+                          "(64 GPUs, 8 tasks)."]}]}
+    # when
+    lines = render.dry_run_lines(answer, pool="p")
+    # then
+    assert lines[-3:] == ["  Placement preview: unschedulable", "    fits 0 of 4",
+                          "    No gpu-clique has room for any of these tasks now; the gpu-cliques are held by: "
+                          "hog-1 (64 GPUs, 8 tasks)."]

@@ -55,12 +55,13 @@ def test_logs_of_the_only_task_read_the_pods_tail(user, user_client, kube_api, k
     assert response.json() == {"workflow": workflow.workflow_id, "task": "t0", "pod": task.pod_name,
                                "lines": ["[rank0]: epoch 0 step 200 loss 1.9876 lr 3.0e-04 tokens/s 183377",
                                          "[rank0]: epoch 0 step 300 loss 1.8120 lr 3.0e-04 tokens/s 182950"],
-                               "truncated": True}
+                               "truncated": True,
+                               "tasks": [{"task": "t0", "pod": task.pod_name, "truncated": True, "error": None}],
+                               "tasks_omitted": 0}
     assert kube_api.requests[0].query == {"container": ["task"], "tailLines": ["3"]}
 
 
 @pytest.mark.parametrize(("query", "path", "words"), [
-    ("", "task", "has 2 tasks"),
     ("?task=nope", "task", "no task 'nope'"),
     ("?task=t1&tail=0", "tail", "from 1 to 10000"),
     ("?task=t1&tail=abc", "tail", "from 1 to 10000"),
@@ -75,6 +76,63 @@ def test_logs_bad_input_is_400_naming_the_parameter(user, user_client, kube_api,
     [error] = body["details"]["errors"]
     assert error["path"] == path and words in error["message"]
     assert kube_api.requests == []
+
+
+@pytest.fixture
+def wide_kube_pool(kube_pool):
+    """The kube pool with room for twelve 4-GPU tasks."""
+    kube_pool.nodes.update(gpu=24)
+    return kube_pool
+
+
+def test_logs_without_a_task_answer_every_tasks_log_each_line_prefixed(user, user_client, kube_api,
+                                                                       wide_kube_pool):
+    """Replays ``osmo workflow logs ID`` on a workflow of several tasks, which answered "name one
+    with task=<name>": without ``task`` every task's log comes, task after task in natural order, each
+    line prefixed with its task (kubectl's ``--prefix``), the last 100 lines of each by default."""
+    # given twelve dispatched tasks t0..t11, each pod with the 5-line log
+    workflow, tasks = dispatched(user, wide_kube_pool, tasks=12)
+    for task in tasks:
+        kube_api.reply_text("GET", f"{PODS}/{task.pod_name}/log", 200, "pod_log.txt")
+    # when
+    response = user_client.get(f"/api/workflows/{workflow.workflow_id}/logs/")
+    # then
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    order = [f"t{i}" for i in range(12)]
+    pods = {task.name: task.pod_name for task in tasks}
+    assert (body["workflow"], body["task"], body["pod"], body["truncated"], body["tasks_omitted"]) == (
+        workflow.workflow_id, None, None, False, 0)
+    assert body["tasks"] == [{"task": name, "pod": pods[name], "truncated": False, "error": None} for name in order]
+    assert len(body["lines"]) == 60
+    assert body["lines"][:2] == ["[t0] [rank0]: NCCL INFO Bootstrap : Using eth0:10.0.3.17<0>",
+                                 "[t0] [rank0]: NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.3.17<0>"]
+    assert [line.split()[0] for line in body["lines"][::5]] == [f"[{name}]" for name in order]
+    assert [request.path.split("/")[-2] for request in kube_api.requests] == [pods[name] for name in order]
+    assert {request.query["tailLines"][0] for request in kube_api.requests} == {"101"}
+
+
+def test_logs_without_a_task_name_those_without_a_log_and_cap_the_answer(user, user_client, kube_api,
+                                                                         wide_kube_pool, monkeypatch):
+    # given three tasks, t1 not dispatched yet, and an answer capped at two tasks
+    monkeypatch.setattr(observe, "LOG_TASKS_MAX", 2)
+    workflow, tasks = dispatched(user, wide_kube_pool, tasks=3)
+    Task.objects.filter(pk=tasks[1].pk).update(dispatched_at=None)
+    kube_api.reply_text("GET", f"{PODS}/{tasks[0].pod_name}/log", 200, "pod_log.txt")
+    # when all of it is asked for, 10000 lines each
+    response = user_client.get(f"/api/workflows/{workflow.workflow_id}/logs/?tail=10000")
+    # then t0's log comes, t1 says why it has none, t2 is left out and counted
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["tasks"] == [
+        {"task": "t0", "pod": tasks[0].pod_name, "truncated": False, "error": None},
+        {"task": "t1", "pod": tasks[1].pod_name, "truncated": False,
+         "error": f"Task t1 of workflow {workflow.workflow_id} has no pod yet (it is INITIALIZING)."},
+    ]
+    assert body["tasks_omitted"] == 1
+    assert len(body["lines"]) == 5 and {line.split()[0] for line in body["lines"]} == {"[t0]"}
+    # one backend call, its tail shared so the answer stays within 10000 lines
+    assert [request.query["tailLines"] for request in kube_api.requests] == [["5001"]]
 
 
 def test_logs_before_the_pod_exists_is_409_not_dispatched(user, user_client, kube_api, kube_pool):

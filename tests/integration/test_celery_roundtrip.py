@@ -45,7 +45,7 @@ def test_worker_roundtrip_on_embedded_default(tmp_path):
     env.update({"DJANGO_SETTINGS_MODULE": "osmo.settings.local", "OSMO_DATA_DIR": str(tmp_path / "data")})
     show = "from django.conf import settings as s; print(s.DATABASES['default']['ENGINE'], s.CELERY_BROKER_URL)"
     backend = _manage(env, "shell", "-v0", "-c", show)
-    assert backend.split() == ["django.db.backends.sqlite3", "osmofs://"]
+    assert backend.split() == ["django.db.backends.sqlite3", "osmofs://localhost//"]
     _manage(env, "migrate", "--no-input", "-v0")
     worker = WorkerProcess(env, tmp_path / "worker.log", name="embedded")
     token = uuid.uuid4().hex

@@ -78,3 +78,55 @@ def test_a_real_worker_logs_its_placement_cycle_as_json_with_the_pool(user, cele
     [record] = wait_for(cycle_records, timeout=10, message="the cycle's log line")
     assert (record["level"], record["message"], record["pool"], record["placed"], record["unschedulable"]) == (
         "INFO", "placement.cycle", "json-logs", 1, 0)
+
+
+CELERY_LINES = """
+import logging
+from celery.app import trace
+def task(name, **more):
+    return {"id": "0f0f", "name": name, "args": "()", "kwargs": "{}", "eta": None, "runtime": 0.01,
+            "return_value": "None", **more}
+for name in ("scheduler.tick", "scheduler.tick_watch", "scheduler.placement_cycle_run", "scheduler.pods_sync",
+             "scheduler.groups_dispatch"):
+    logging.getLogger("celery.worker.strategy").info(trace.LOG_RECEIVED, task(name), extra={"data": task(name)})
+    trace.info(trace.LOG_SUCCESS, task(name))
+failed = task("scheduler.tick", description="raised unexpected", exc="OperationalError('gone')")
+logging.getLogger("celery.app.trace").error(trace.LOG_FAILURE, failed, extra={"data": failed})
+logging.getLogger("celery.beat").info("Scheduler: Sending due task %s (%s)", "scheduler-tick", "scheduler.tick")
+logging.getLogger("django.server").info('"%s" %s %s', "GET /api/me/ HTTP/1.1", "200", "36",
+                                        extra={"request": object(), "server_time": "26/Nov/2026", "status_code": 200})
+"""
+
+
+def _celery_lines(tmp_path, level: str) -> list[str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "osmo.settings.test", "LOG_FORMAT": "plain", "LOG_LEVEL": level,
+           "OSMO_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "shell", "-v0", "-c", CELERY_LINES], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return [line.split(" ", 2)[2] for line in result.stderr.splitlines()
+            if (" celery." in line or " django.server " in line) and not line.startswith(" ")]
+
+
+def test_ticks_and_idle_cycles_log_at_debug_and_a_dispatch_or_failure_at_info_once(tmp_path):
+    """Replays ``make run``'s console: every second two INFO lines with the whole message body (a
+    tick received, a tick succeeded) buried the lines a user needs. Routine work (ticks, their
+    watch, idle placement cycles, pod syncs, beat sending them) logs at DEBUG, a task's receipt at
+    DEBUG too; a dispatch is one INFO line without the body, a failure stays an ERROR line; a
+    request line leaves out runserver's socket object."""
+    # when Celery's own lines are logged at the default level
+    lines = _celery_lines(tmp_path, "INFO")
+    # then
+    assert lines == [
+        "INFO celery.app.trace Task scheduler.groups_dispatch[0f0f] succeeded in 0.01s: None",
+        "ERROR celery.app.trace Task scheduler.tick[0f0f] raised unexpected: OperationalError('gone')",
+        'INFO django.server "GET /api/me/ HTTP/1.1" 200 36 status_code=200',
+    ]
+
+
+def test_with_log_level_debug_the_routine_lines_come_back_at_debug(tmp_path):
+    # when
+    lines = _celery_lines(tmp_path, "DEBUG")
+    # then every line is there, the routine ones and the receipts at DEBUG
+    assert [line.split(" ", 1)[0] for line in lines] == ["DEBUG"] * 9 + ["INFO", "ERROR", "DEBUG", "INFO"]
+    assert lines[-2] == "DEBUG celery.beat Scheduler: Sending due task scheduler-tick (scheduler.tick)"

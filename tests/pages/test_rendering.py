@@ -171,3 +171,16 @@ def test_favicon_is_a_static_svg_linked_from_every_page():
     assert found is not None
     assert ElementTree.parse(found).getroot().tag == "{http://www.w3.org/2000/svg}svg"
     assert """<link rel="icon" href="{% static 'osmo/favicon.svg' %}" type="image/svg+xml">""" in base
+
+
+def test_tree_svg_draws_leaves_in_natural_order():
+    """A tree stored in string order (``t1, t10, t11, t2``) is drawn ``t1, t2, t10, t11``."""
+    # given
+    tree = {"group": "g", "keys": ["rack"], "tasks": [], "children": [
+        {"key": "rack", "group": "r", "path": [["rack", "r"]], "requirement": "required", "display_name": "r",
+         "tasks": ["t1", "t10", "t11", "t2"], "children": []}]}
+    # when
+    svg = tree_svg(tree)
+    # then
+    drawn = sorted((svg.index(f">{name}<"), name) for name in ("t1", "t2", "t10", "t11"))
+    assert [name for _at, name in drawn] == ["t1", "t2", "t10", "t11"]

@@ -11,6 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from parsing.natural import natural_key, natural_sorted
 from workflows.spec import (
     ConstraintTree,
     PoolContext,
@@ -209,13 +210,18 @@ def trees_of(spec: WorkflowSpec) -> dict[str, ConstraintTree]:
     return {group.name: group.tree for group in spec.groups}
 
 
+def _natural_path(path: tuple[tuple[str, str], ...]) -> list[tuple[Any, Any]]:
+    return [(natural_key(key), natural_key(group)) for key, group in path]
+
+
 def assert_tree_invariants(tree: ConstraintTree, task_names: set[str]) -> None:
     assert sorted(tree.all_tasks()) == sorted(task_names)
-    assert list(tree.tasks) == sorted(tree.tasks)
-    assert list(tree.children) == sorted(tree.children, key=lambda node: node.path)
+    # natural order (docs/design.md §4): t9 before t10, a path compared part by part
+    assert list(tree.tasks) == natural_sorted(tree.tasks)
+    assert list(tree.children) == sorted(tree.children, key=lambda node: _natural_path(node.path))
     for node in tree.nodes():
-        assert list(node.tasks) == sorted(node.tasks)
-        assert list(node.children) == sorted(node.children, key=lambda child: child.path)
+        assert list(node.tasks) == natural_sorted(node.tasks)
+        assert list(node.children) == sorted(node.children, key=lambda child: _natural_path(child.path))
         keys = [key for key, _group in node.path]
         assert keys == sorted(keys, key=KEYS.index) and len(set(keys)) == len(keys)
         assert node.requirement == requirement_of(node.path)

@@ -192,3 +192,20 @@ def test_spec_package_imports_nothing_from_django_or_the_scheduler() -> None:
 
     # then
     assert result.stdout.strip() == ""
+
+
+def test_tree_lists_tasks_and_groups_in_natural_order() -> None:
+    """Replays a dry run that listed ``t1, t10, t11, t12, t2``: a person reads ``t2`` before ``t10``,
+    and ``rack-group-2`` before ``rack-group-10`` (docs/design.md §4)."""
+    # given twelve tasks in one gpu-clique, and twelve more each in its own rack group
+    clique = [(f"t{i}", entries(("gpu-clique", "c"))) for i in range(12, 0, -1)]
+    racks = [(f"r{i}", entries(("rack", f"rack-group-{i}"))) for i in (10, 2, 1)]
+
+    # when
+    tree = build_tree("g", [*clique, *racks], KEYS)
+
+    # then
+    assert [child.group for child in tree.children] == ["c", "rack-group-1", "rack-group-2", "rack-group-10"]
+    assert tree.children[0].tasks == tuple(f"t{i}" for i in range(1, 13))
+    assert tree_to_outline(tree).splitlines()[1] == (
+        "├─ gpu-clique=c (required): t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12")

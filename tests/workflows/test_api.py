@@ -502,3 +502,34 @@ def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool, dja
     # kept while the pool's inventory epoch stands)
     with django_assert_num_queries(21):
         submit("counted")
+
+
+def test_dry_run_tree_lists_tasks_in_natural_order(user_client, pool):
+    """Replays a dry run whose constraint tree listed ``t1, t10, t11, t12, t2``: the tree's JSON and
+    its outline give the tasks in natural order (docs/design.md §4)."""
+    # given twelve one-GPU tasks that share a gpu-clique
+    tasks = "".join(f"    - {{name: t{i}, image: busybox, command: [true]{', lead: true' if i == 1 else ''}}}\n"
+                    for i in range(1, 13))
+    spec = (f"workflow:\n  name: twelve\n  groups:\n  - name: g\n    tasks:\n{tasks}"
+            "resources:\n  default: {gpu: 1, topology: [{key: gpu-clique}]}\n")
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec, "dry_run": True}, format="json")
+    # then
+    assert response.status_code == 200, response.json()
+    [group] = response.json()["groups"]
+    names = [f"t{i}" for i in range(1, 13)]
+    assert group["constraint_tree"]["children"][0]["tasks"] == names
+    assert group["constraint_outline"].splitlines()[-1] == f"└─ gpu-clique=default (required): {', '.join(names)}"
+
+
+def test_workflow_detail_lists_a_groups_tasks_in_natural_order(user_client, pool):
+    # given a group whose tasks are written t10, t2, t1
+    spec = ("workflow:\n  name: order\n  groups:\n  - name: g\n    tasks:\n"
+            + "".join(f"    - {{name: t{i}, image: busybox, command: [true]{', lead: true' if i == 10 else ''}}}\n"
+                      for i in (10, 2, 1))
+            + "resources:\n  default: {gpu: 1}\n")
+    created = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": spec}, format="json").json()
+    # when
+    body = user_client.get(f"/api/workflows/{created['id']}/").json()
+    # then
+    assert [task["name"] for task in body["groups"][0]["tasks"]] == ["t1", "t2", "t10"]

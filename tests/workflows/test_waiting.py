@@ -73,7 +73,56 @@ def test_reason_says_racks_exist_but_are_busy(user):
     assert answer["lines"] == [
         "Queue: first in the pool's queue; nothing is ahead of it.",
         f"Why: {answer['reason']}",
-        "Best rack r1 (fits 0 of 2 tasks) is held by: left-1 (8 GPUs, 2 tasks).",
+        "No rack has room for any of these tasks now; the racks are held by: left-1 (8 GPUs, 2 tasks), "
+        "right-1 (8 GPUs, 2 tasks).",
+        "It can start when enough of these finish (or a gang ahead of it is placed elsewhere).",
+    ]
+
+
+def test_when_no_gpu_clique_has_room_the_holders_of_every_clique_are_named(user):
+    """The replayed report: a gang of 4 x 8 GPUs in one gpu-clique, on a pool whose two cliques are
+    held by running workflows, was told "the largest free gpu-clique fits 0 of 4 (the whole pool fits
+    0 of 4)" and at most one holder. Every clique comes as close (none fits a task), so the holders
+    of all of them are named, most GPUs first."""
+    # given two cliques of four 8-GPU nodes: "big" holds c1 and half of c2, "small" the rest of c2
+    pool = make_pool("cliques", keys=[("gpu-clique", "clique")])
+    for clique in ("c1", "c2"):
+        for n in range(1, 5):
+            make_node(pool, f"{clique}-n{n}", {"clique": clique}, gpu=8)
+    big, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("big", 6, 8, key=None))
+    small, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("small", 2, 8, key=None))
+    placement_cycle_run(pool_id=pool.pk)
+    blocked, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("blocked", 4, 8, key="gpu-clique"))
+    placement_cycle_run(pool_id=pool.pk)
+    # when
+    (answer,) = workflow_waiting(workflow_detail_queryset(user=user).get(pk=blocked.pk)).values()
+    # then
+    assert answer["domain"] == {"key": "gpu-clique", "path": []}
+    assert answer["holders"] == [{"workflow": "big-1", "gpu": 48, "tasks": 6},
+                                 {"workflow": "small-1", "gpu": 16, "tasks": 2}]
+    assert answer["lines"][2] == ("No gpu-clique has room for any of these tasks now; the gpu-cliques are held by: "
+                                  "big-1 (48 GPUs, 6 tasks), small-1 (16 GPUs, 2 tasks).")
+
+
+def test_dry_run_names_the_holders_when_no_gpu_clique_has_room(user, user_client):
+    """The same report for a dry run: its preview said "the largest free gpu-clique fits 0 of 4" and
+    named nobody; it names the workflows holding the cliques, as a queued gang's answer does."""
+    # given both cliques held whole by "hog"
+    pool = make_pool("cliques", keys=[("gpu-clique", "clique")])
+    for clique in ("c1", "c2"):
+        for n in range(1, 5):
+            make_node(pool, f"{clique}-n{n}", {"clique": clique}, gpu=8)
+    workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("hog", 8, 8, key=None))
+    placement_cycle_run(pool_id=pool.pk)
+    # when
+    response = user_client.post("/api/workflows/", {"pool": pool.name, "spec": gang_spec("blocked", 4, 8,
+                                                    key="gpu-clique"), "dry_run": True}, format="json")
+    # then
+    assert response.status_code == 200, response.json()
+    [group] = response.json()["groups"]
+    assert group["placement"]["status"] == "unschedulable"
+    assert group["waiting_lines"] == [
+        "No gpu-clique has room for any of these tasks now; the gpu-cliques are held by: hog-1 (64 GPUs, 8 tasks).",
         "It can start when enough of these finish (or a gang ahead of it is placed elsewhere).",
     ]
 

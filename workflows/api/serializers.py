@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from osmo.api.serializers import OutputModelSerializer
+from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
@@ -71,16 +72,20 @@ class TaskRequestsSerializer(serializers.Serializer):
 
 class TaskOutputSerializer(OutputModelSerializer):
     node = serializers.SerializerMethodField()
+    node_removed = serializers.BooleanField(read_only=True, help_text="The node it was placed on was deleted since "
+                                            "(`node` keeps its name).")
     domains = serializers.SerializerMethodField()
     requests = serializers.SerializerMethodField()
 
     class Meta:
         model = Task
-        fields = ["name", "lead", "status", "node", "domains", "pod_name", "requests", "exit_code",
+        fields = ["name", "lead", "status", "node", "node_removed", "domains", "pod_name", "requests", "exit_code",
                   "started_at", "finished_at", "failure_message"]
 
     def get_node(self, task: Task) -> str | None:
-        return task.node.name if task.node is not None else None
+        if task.node is not None:
+            return task.node.name
+        return task.node_name or None
 
     @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
     def get_domains(self, task: Task) -> dict[str, str]:
@@ -140,7 +145,8 @@ class TaskGroupOutputSerializer(OutputModelSerializer):
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
-        return list(TaskOutputSerializer(group.tasks.all(), many=True, context=self.context).data)
+        tasks = natural_sorted(group.tasks.all(), key=lambda task: task.name)  # t2 before t10, as the CLI and page
+        return list(TaskOutputSerializer(tasks, many=True, context=self.context).data)
 
 
 class WorkflowSummaryOutputSerializer(OutputModelSerializer):
@@ -207,6 +213,8 @@ class DryRunGroupSerializer(serializers.Serializer):
     constraint_tree = serializers.JSONField()
     constraint_outline = serializers.CharField()
     placement = PlacementPreviewSerializer()
+    waiting_lines = serializers.ListField(child=serializers.CharField(), help_text="When it cannot be placed now: "
+                                          "who holds the capacity it needs (as a queued group's `waiting.lines`).")
 
 
 class DryRunOutputSerializer(serializers.Serializer):
@@ -220,12 +228,23 @@ class DryRunOutputSerializer(serializers.Serializer):
     groups = DryRunGroupSerializer(many=True)
 
 
+class TaskLogEntryOutputSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    pod = serializers.CharField(allow_blank=True)
+    truncated = serializers.BooleanField(help_text="This task's log has more lines before those shown.")
+    error = serializers.CharField(allow_null=True, help_text="Why the task has no log here (no pod yet; the "
+                                                             "backend has none), else None.")
+
+
 class TaskLogOutputSerializer(serializers.Serializer):
     workflow = serializers.CharField()
-    task = serializers.CharField()
-    pod = serializers.CharField()
-    lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False))
-    truncated = serializers.BooleanField(help_text="The log has more lines before these (see `tail`).")
+    task = serializers.CharField(allow_null=True, help_text="The task read; None when every task's log is shown.")
+    pod = serializers.CharField(allow_null=True)
+    lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                  help_text="Prefixed `[task] ` when every task's log is shown.")
+    truncated = serializers.BooleanField(help_text="A log has more lines before these (see `tail`).")
+    tasks = TaskLogEntryOutputSerializer(many=True, help_text="The tasks read, in the order of `lines`.")
+    tasks_omitted = serializers.IntegerField(help_text="Tasks left out by the cap on tasks per answer.")
 
 
 class EventOutputSerializer(serializers.Serializer):

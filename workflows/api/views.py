@@ -195,16 +195,21 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     @extend_schema(
         request=None,
         parameters=[
-            OpenApiParameter("task", str, description="Task name (optional when the workflow has one task)"),
-            OpenApiParameter("tail", int, description=f"Last N lines, 1 to {observe.LOG_TAIL_MAX} "
-                                                      f"(default {observe.LOG_TAIL_DEFAULT})"),
+            OpenApiParameter("task", str, description="Only this task's log (default: every task's, each line "
+                                                      "prefixed `[task] `)"),
+            OpenApiParameter("tail", int, description=f"Last N lines of each task, 1 to {observe.LOG_TAIL_MAX} "
+                                                      f"(default {observe.LOG_TAIL_DEFAULT} for one task, "
+                                                      f"{observe.LOG_TAIL_ALL_DEFAULT} each for every task's)"),
         ],
         responses={200: TaskLogOutputSerializer, **ERRORS, 404: ErrorOutputSerializer,
                    409: OpenApiResponse(ErrorOutputSerializer, description="`not_dispatched`: the task has no pod "
                                         "yet; `log_unavailable`: the backend has no log for its pod."),
                    503: OpenApiResponse(ErrorOutputSerializer, description="`backend_unavailable`: the pool's "
                                         "backend cannot be reached.")},
-        description="The last lines of a task's pod log, read through the pool's backend.",
+        description="The last lines of a task's pod log, read through the pool's backend. Without `task`, in a "
+        f"workflow of several tasks: every task's log, task after task, each line prefixed `[task] `; at most "
+        f"{observe.LOG_TASKS_MAX} tasks (`tasks_omitted` counts the rest) and {observe.LOG_TAIL_MAX} lines in all; "
+        "a task without a log says why in its `tasks` entry.",
     )
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -77,6 +77,7 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
         for task in tasks_of.get(p.group_id, []):
             rules.transition_needed("task", task.status, TaskStatus.INITIALIZING)
             node_name, task.node_id = p.machines[task.name]
+            task.node_name = node_name  # kept when the node is deleted
             task.pod_name = pod_name_for(workflow_label, task.name, p.preemptions)
             transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id, task=task,
                                                 from_status=task.status, to_status=TaskStatus.INITIALIZING,
@@ -85,17 +86,17 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
             task.updated_at = now
             tasks.append(task)
             reservations.append(ReservationFacts(
-                task_id=task.pk, pool_id=pool_id, node_id=task.node_id, gpu=task.gpu, cpu_millis=task.cpu_millis,
-                memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes, team_id=workflow.team_id,
+                task_id=task.pk, pool_id=pool_id, node_id=task.node_id, node_name=node_name, gpu=task.gpu,
+                cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes, team_id=workflow.team_id,
                 preemptible=workflow.priority == Priority.LOW))
-    bulk_set(Task, tasks, ["node", "pod_name", "status", "updated_at"])
+    bulk_set(Task, tasks, ["node", "node_name", "pod_name", "status", "updated_at"])
     reservations_create(reservations)
     bulk_insert(StatusTransition, transitions)
     return [p.group_id for p in kept]
 
 
-_TASK_RESET_FIELDS = ["status", "node", "pod_name", "dispatched_at", "pod_deleted_at", "started_at", "finished_at",
-                      "exit_code", "failure_message", "updated_at"]
+_TASK_RESET_FIELDS = ["status", "node", "node_name", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
+                      "finished_at", "exit_code", "failure_message", "updated_at"]
 _GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "placed_at", "dispatch_requested_at", "started_at",
                        "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit", "idle_fit_epoch",
                        "reason_code", "reason_digest", "updated_at"]
@@ -123,6 +124,7 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
                                             message=f"preempted by {by[task.group_id]}"))
         task.status = TaskStatus.SCHEDULING
         task.node = None
+        task.node_name = ""
         task.pod_name = ""
         task.dispatched_at = task.pod_deleted_at = task.started_at = task.finished_at = None
         task.exit_code = None

@@ -16,13 +16,16 @@ from typing import Any
 from django.utils import timezone
 
 from osmo.errors import ValidationFailedError
+from parsing.natural import natural_key
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
 from workflows.errors import BackendUnavailableError, LogUnavailableError, TaskNotDispatchedError
 from workflows.models import StatusTransition, Task, Workflow
 from workflows.scheduling.pods import pod_request
 
 LOG_TAIL_DEFAULT = 1000
-LOG_TAIL_MAX = 10000
+LOG_TAIL_ALL_DEFAULT = 100  # per task, when every task's log is asked for
+LOG_TAIL_MAX = 10000  # lines in one answer
+LOG_TASKS_MAX = 50  # tasks in one answer for every task's log
 _NAMES_SHOWN = 20
 
 
@@ -35,10 +38,11 @@ class Event:
     message: str
 
 
-def log_tail_parse(raw: str | None) -> int:
-    """The ``tail`` query parameter: a whole number from 1 to LOG_TAIL_MAX (LOG_TAIL_DEFAULT when absent)."""
+def log_tail_parse(raw: str | None) -> int | None:
+    """The ``tail`` query parameter: a whole number from 1 to LOG_TAIL_MAX (None when absent: the
+    default depends on how many tasks are read, see :func:`task_log`)."""
     if raw is None or raw == "":
-        return LOG_TAIL_DEFAULT
+        return None
     try:
         tail = int(raw)
     except ValueError:
@@ -49,40 +53,76 @@ def log_tail_parse(raw: str | None) -> int:
     return tail
 
 
-def _task_pick(workflow: Workflow, name: str | None) -> Task:
-    tasks = list(workflow.tasks.select_related("node", "workflow", "group").order_by("group__position", "position"))
-    if name:
-        for task in tasks:
-            if task.name == name:
-                return task
-        known = ", ".join(t.name for t in tasks[:_NAMES_SHOWN]) + (", ..." if len(tasks) > _NAMES_SHOWN else "")
-        raise ValidationFailedError([{"path": "task", "message": f"workflow {workflow.workflow_id} has no task "
-                                                                 f"{name[:100]!r} (tasks: {known})."}])
-    if len(tasks) == 1:
-        return tasks[0]
-    raise ValidationFailedError([{"path": "task", "message": f"workflow {workflow.workflow_id} has {len(tasks)} "
-                                                             "tasks; name one with task=<name>."}])
+def _tasks_in_order(workflow: Workflow) -> list[Task]:
+    """The workflow's tasks, group after group, in natural order of names within a group (t2 before t10)."""
+    tasks = workflow.tasks.select_related("node", "workflow", "group")
+    return sorted(tasks, key=lambda task: (task.group.position, natural_key(task.name)))
 
 
-def task_log(workflow: Workflow, *, task_name: str | None, tail: int, now: datetime | None = None) -> dict[str, Any]:
-    """The last ``tail`` lines of a task's pod log: ``{"workflow", "task", "pod", "lines", "truncated"}``.
+def _task_pick(tasks: list[Task], workflow: Workflow, name: str) -> Task:
+    for task in tasks:
+        if task.name == name:
+            return task
+    known = ", ".join(t.name for t in tasks[:_NAMES_SHOWN]) + (", ..." if len(tasks) > _NAMES_SHOWN else "")
+    raise ValidationFailedError([{"path": "task", "message": f"workflow {workflow.workflow_id} has no task "
+                                                             f"{name[:100]!r} (tasks: {known})."}])
 
-    400 (naming ``task``) for an unknown task, or no task named in a workflow of several; 409
-    ``not_dispatched`` before its pod was created; 409 ``log_unavailable`` when the backend has no log
-    for it; 503 ``backend_unavailable`` when the backend cannot be reached."""
-    task = _task_pick(workflow, task_name)
+
+def _pod_log(workflow: Workflow, task: Task, *, tail: int, now: datetime) -> tuple[list[str], bool]:
+    """The task's last ``tail`` log lines and whether there are more; raises like :func:`task_log`."""
     if task.dispatched_at is None or not task.pod_name:
         raise TaskNotDispatchedError(workflow.workflow_id, task.name, task.status)
     pool = workflow.pool
     try:
         backend = backend_for(pool.backend)
-        log = backend.pod_log(pod_request(task, pool), tail=tail, now=now or timezone.now())
+        log = backend.pod_log(pod_request(task, pool), tail=tail, now=now)
     except DispatchTransientError as exc:
         raise BackendUnavailableError(pool.name, str(exc)) from exc
     except DispatchPermanentError as exc:
         raise LogUnavailableError(workflow.workflow_id, task.name, task.pod_name, str(exc)) from exc
-    return {"workflow": workflow.workflow_id, "task": task.name, "pod": task.pod_name, "lines": list(log.lines),
-            "truncated": log.truncated}
+    return list(log.lines), log.truncated
+
+
+def task_log(workflow: Workflow, *, task_name: str | None, tail: int | None,
+             now: datetime | None = None) -> dict[str, Any]:
+    """Pod logs: ``{"workflow", "task", "pod", "lines", "truncated", "tasks", "tasks_omitted"}``.
+
+    With ``task_name`` (or in a workflow of one task): the last ``tail`` lines of that task's log
+    (default LOG_TAIL_DEFAULT); 400 (naming ``task``) for an unknown task; 409 ``not_dispatched``
+    before its pod was created; 409 ``log_unavailable`` when the backend has no log for it.
+
+    Without it, in a workflow of several tasks: every task's log, task after task in
+    :func:`_tasks_in_order`, each line prefixed ``[task] `` (kubectl's ``--prefix``); ``task`` and
+    ``pod`` are None. The answer is capped: at most LOG_TASKS_MAX tasks (``tasks_omitted`` counts
+    the rest), each task's last ``tail`` lines (default LOG_TAIL_ALL_DEFAULT, as kubectl tails less
+    by default when it reads several pods), at most LOG_TAIL_MAX lines in all (each task's tail is
+    at most LOG_TAIL_MAX divided by the tasks shown). A task without a log does not fail the
+    answer: its entry in ``tasks`` says why in ``error``.
+
+    Either way, 503 ``backend_unavailable`` when the backend cannot be reached."""
+    now = now or timezone.now()
+    tasks = _tasks_in_order(workflow)
+    if task_name or len(tasks) == 1:
+        task = _task_pick(tasks, workflow, task_name) if task_name else tasks[0]
+        lines, truncated = _pod_log(workflow, task, tail=tail or LOG_TAIL_DEFAULT, now=now)
+        return {"workflow": workflow.workflow_id, "task": task.name, "pod": task.pod_name, "lines": lines,
+                "truncated": truncated, "tasks": [{"task": task.name, "pod": task.pod_name, "truncated": truncated,
+                                                   "error": None}], "tasks_omitted": 0}
+    shown = tasks[:LOG_TASKS_MAX]
+    each = min(tail or LOG_TAIL_ALL_DEFAULT, LOG_TAIL_MAX // max(len(shown), 1))
+    lines = []
+    entries = []
+    for task in shown:
+        try:
+            own, truncated = _pod_log(workflow, task, tail=each, now=now)
+        except (TaskNotDispatchedError, LogUnavailableError) as exc:
+            entries.append({"task": task.name, "pod": task.pod_name, "truncated": False, "error": exc.message})
+            continue
+        lines += [f"[{task.name}] {line}" for line in own]
+        entries.append({"task": task.name, "pod": task.pod_name, "truncated": truncated, "error": None})
+    return {"workflow": workflow.workflow_id, "task": None, "pod": None, "lines": lines,
+            "truncated": any(entry["truncated"] for entry in entries), "tasks": entries,
+            "tasks_omitted": len(tasks) - len(shown)}
 
 
 def _transition_event(transition: StatusTransition) -> Event:

@@ -9,8 +9,9 @@ Algorithm of :func:`build_tree`, per task group:
    into strings (``a-b`` + ``c`` and ``a`` + ``b-c`` cannot collide).
 3. Each node keeps its own key and requirement; no level is dropped, single-child chains included.
    A task hangs off the node of its full path; a task without entries hangs off the root.
-4. Children are sorted by path and tasks by name, so the tree depends only on the set of
-   (task, entries) pairs: it is invariant under permutation of tasks and of topology entries.
+4. Children are sorted by path and tasks by name, both in natural order (``t2`` before ``t10``,
+   :mod:`parsing.natural`), so the tree depends only on the set of (task, entries) pairs: it is
+   invariant under permutation of tasks and of topology entries.
 
 All tasks on one node must agree on its requirement; :func:`find_requirement_conflicts` lists the
 nodes where they do not (the parser reports them), and :func:`build_tree` refuses such input.
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from parsing.natural import NaturalKey, natural_key, natural_sorted
 from topology.tree import PREFERRED, REQUIRED, ConstraintTree, NodePath, RequirementType, TreeNode
 
 
@@ -119,6 +121,11 @@ def _collect(tasks: Iterable[TaskInput], pool_keys: Sequence[str]) -> _Collected
     return collected
 
 
+def _path_order(path: NodePath) -> tuple[tuple[NaturalKey, NaturalKey], ...]:
+    """Natural order of paths: ``rack-group-2`` before ``rack-group-10``."""
+    return tuple((natural_key(key), natural_key(group)) for key, group in path)
+
+
 def _required_first(item: tuple[str, tuple[str, ...]]) -> tuple[bool, str]:
     return (item[0] != REQUIRED, item[0])
 
@@ -128,13 +135,13 @@ def _conflicts(collected: _Collected) -> tuple[RequirementConflict, ...]:
         RequirementConflict(
             path=path,
             tasks_by_requirement=tuple(
-                sorted(((req, tuple(sorted(names))) for req, names in by_req.items()), key=_required_first)
+                sorted(((req, tuple(natural_sorted(names))) for req, names in by_req.items()), key=_required_first)
             ),
         )
         for path, by_req in collected.requirements.items()
         if len(by_req) > 1
     ]
-    return tuple(sorted(conflicts, key=lambda conflict: conflict.path))
+    return tuple(sorted(conflicts, key=lambda conflict: _path_order(conflict.path)))
 
 
 def find_requirement_conflicts(tasks: Iterable[TaskInput], pool_keys: Sequence[str]) -> tuple[RequirementConflict, ...]:
@@ -168,14 +175,14 @@ def build_tree(group_name: str, tasks: Iterable[TaskInput], pool_keys: Sequence[
             group=group,
             path=path,
             requirement=REQUIRED if requirement == REQUIRED else PREFERRED,
-            children=tuple(make(child) for child in sorted(children_of.get(path, ()))),
-            tasks=tuple(sorted(collected.node_tasks.get(path, ()))),
+            children=tuple(make(child) for child in sorted(children_of.get(path, ()), key=_path_order)),
+            tasks=tuple(natural_sorted(collected.node_tasks.get(path, ()))),
         )
 
     return ConstraintTree(
         group=group_name,
-        children=tuple(make(path) for path in sorted(children_of.get((), ()))),
-        tasks=tuple(sorted(collected.root_tasks)),
+        children=tuple(make(path) for path in sorted(children_of.get((), ()), key=_path_order)),
+        tasks=tuple(natural_sorted(collected.root_tasks)),
         keys=tuple(pool_keys),
     )
 
