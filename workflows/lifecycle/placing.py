@@ -87,8 +87,8 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
             tasks.append(task)
             reservations.append(ReservationFacts(
                 task_id=task.pk, pool_id=pool_id, node_id=task.node_id, node_name=node_name, gpu=task.gpu,
-                cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes, team_id=workflow.team_id,
-                preemptible=workflow.priority == Priority.LOW))
+                cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
+                team_id=workflow.team_id, preemptible=workflow.priority == Priority.LOW))
     bulk_set(Task, tasks, ["node", "node_name", "pod_name", "status", "updated_at"])
     reservations_create(reservations)
     bulk_insert(StatusTransition, transitions)
