@@ -59,11 +59,18 @@ class TaskFields(SpecWalker):
 
     # -- shared ---------------------------------------------------------------------------------
 
-    def container_path(self, value: object, path: str) -> str | None:
-        """An absolute, normalised path in the container, outside :data:`RESERVED_DIRS`."""
+    def container_path(self, value: object, path: str, *, relative: bool = False) -> str | None:
+        """An absolute (or, with ``relative``, a relative: to the task's working directory),
+        normalised path in the container, outside :data:`RESERVED_DIRS`."""
         text = self.string(value, path)
         if text is None:
             return None
+        if relative and not text.startswith("/"):
+            parts = text.split("/")
+            if ".." in parts or "." in parts or "//" in text or text.endswith("/"):
+                self.error(path, f"{text[:80]!r} must be a normalised path: no '.', '..', '//' or trailing '/'")
+                return None
+            return text
         if not text.startswith("/"):
             self.error(path, f"{text[:80]!r} must be an absolute path in the container (starting with /)")
             return None
@@ -137,25 +144,31 @@ class TaskFields(SpecWalker):
         for item_path, raw in self.items(value, path, "inputs like {task: <name>} or {url: <url>}"):
             body = self.mapping(raw, item_path, INPUT_FIELDS)
             if body is None:
+                draft.input_specs.append(InputSpec())
                 continue
             kinds = [kind for kind in INPUT_KINDS if kind in body]
+            # Every item keeps its index for {{input:<n>}}: a refused one holds an empty place (the
+            # spec is refused anyway), so the tokens after it are not reported as well.
+            placeholder = InputSpec()
             if len(kinds) != 1:
                 given = f"got {', '.join(kinds)}" if kinds else "got none"
                 self.error(item_path, f"an input needs exactly one of task, url ({given})")
+                draft.input_specs.append(placeholder)
                 continue
             regex = self.regex(body["regex"], join_path(item_path, "regex")) if "regex" in body else None
             if kinds[0] == "dataset":
                 self.error(join_path(item_path, "dataset"), f"dataset inputs are not supported: {NO_DATASETS}")
+                draft.input_specs.append(placeholder)
             elif kinds[0] == "task":
                 name = self.string(body["task"], join_path(item_path, "task"))
                 if name is not None:
                     draft.inputs.append((name, join_path(item_path, "task")))
-                    draft.input_specs.append(InputSpec(task=name, regex=regex))
+                draft.input_specs.append(InputSpec(task=name, regex=regex) if name is not None else placeholder)
             else:
                 url = self.url(body["url"], join_path(item_path, "url"))
                 if url is not None:
                     draft.texts.append((join_path(item_path, "url"), url))
-                    draft.input_specs.append(InputSpec(url=url, regex=regex))
+                draft.input_specs.append(InputSpec(url=url, regex=regex) if url is not None else placeholder)
 
     def task_outputs(self, value: object, path: str, draft: TaskDraft) -> tuple[OutputSpec, ...]:
         outputs = []
@@ -322,7 +335,7 @@ class TaskFields(SpecWalker):
                 self.error(join_path(item_path, key), "this field is required")
             if missing:
                 continue
-            source = self.container_path(fields["path"][1], join_path(item_path, fields["path"][0]))
+            source = self.container_path(fields["path"][1], join_path(item_path, fields["path"][0]), relative=True)
             url = self.url(fields["url"][1], join_path(item_path, fields["url"][0]))
             frequency: int | None = None
             try:
