@@ -184,3 +184,31 @@ def test_host_of_a_task_in_another_group_and_input_by_task_name_are_accepted():
 
     # then
     assert spec.groups[0].tasks[0].args == ("{{host:b}}", "{{input:b}}", "{{input:0}}")
+
+
+def test_a_host_token_built_in_a_loop_keeps_its_line_indented():
+    # given: OSMO's cookbook (DeepSpeed hostfile) builds {{host:worker_<n>}} with raw blocks on a line
+    text = """workflow:
+  name: hostfile
+  groups:
+  - name: g
+    tasks:
+    {% for n in range(2) %}
+    - name: worker_{{ n }}
+      lead: {{ n == 0 }}
+      image: busybox
+      command: [sh]
+      files:
+      - path: /tmp/hostfile
+        contents: |
+          {% for peer in range(2) %}
+          {% raw %}{{host:worker_{% endraw %}{{ peer }}{% raw %}}}{% endraw %} slots=8
+          {% endfor %}
+    {% endfor %}
+"""
+
+    # when
+    spec = parse_workflow(render_spec(text).text, pool=POOL)
+
+    # then
+    assert spec.groups[0].tasks[1].files[0].contents == "{{host:worker_0}} slots=8\n{{host:worker_1}} slots=8\n"

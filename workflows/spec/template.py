@@ -256,6 +256,16 @@ def _template_error(exc: BaseException) -> SpecInvalidError:
     return SpecInvalidError([SpecError(TEMPLATE_PATH, f"{where}{message}")])
 
 
+_INLINE_TAG = re.compile(r"(?m)^([ \t]+)\{%(?![-+])([^\n]*?)%\}(?=[ \t]*[^ \t\n])")
+
+
+def keep_inline_indentation(text: str) -> str:
+    """A block tag that starts an indented line and shares it with text keeps the indentation
+    (``{%+``): ``lstrip_blocks`` is meant for tags alone on their line, and stripping here would
+    move the text to column 0 (OSMO's cookbook writes ``{% raw %}{{host:...}}{% endraw %}`` so)."""
+    return _INLINE_TAG.sub(lambda match: f"{match.group(1)}{{%+{match.group(2)}%}}", text)
+
+
 def split_default_values(text: str) -> str | None:
     """The top-level ``default-values:`` block of ``text`` (its key line and the indented or
     comment lines after it), or None."""
@@ -356,7 +366,7 @@ def render_spec(
             raise SpecInvalidError(bad)
         merged.update(values)
         # OSMO's run-time tokens ({{output}}, {{host:master}} ...) pass through rendering unchanged
-        rendered = _render(protect_tokens(text), merged, limits)
+        rendered = _render(keep_inline_indentation(protect_tokens(text)), merged, limits)
     if env:
         if dump is None:
             raise ValueError("render_spec needs dump= to apply env")
