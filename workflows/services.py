@@ -49,7 +49,7 @@ from workflows.spec import (
 )
 from workflows.spec.model import ScalarValue
 from workflows.spec.template import is_template, render_spec
-from workflows.spec_pool import spec_pool_check, submission_pool
+from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +87,11 @@ _BY_IDEMPOTENCY_KEY = CompiledQuery(
 
 
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
-    """The pool facts a spec is validated against: its keys (read by the caller, in order) and its
-    distinct node shapes (1 query)."""
+    """The pool facts a spec is validated against: its keys (read by the caller, in order), its
+    distinct node shapes and its platforms (2 queries)."""
     key_names = tuple(key.key for key in keys)
     shapes = tuple(_NODE_SHAPES.all(pool_id=pool.pk))
-    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes)
+    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool))
 
 
 # The pool facts of recent submissions by (pool, inventory epoch, keys version): its keys and its

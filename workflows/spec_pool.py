@@ -1,12 +1,14 @@
 """Which pool a submission goes to: the request's, else the spec's ``workflow.pool`` (docs/spec.md,
-"workflow"). A request naming another pool than the spec's is refused, naming both."""
+"workflow"). A request naming another pool than the spec's is refused, naming both. And the pool's
+platforms, as the spec's resources are checked against them."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from scheduler.models import Pool, PoolPlatform
 from workflows.errors import PoolRequiredError
-from workflows.spec import SpecError, SpecInvalidError, SpecLimits, WorkflowSpec
+from workflows.spec import PlatformRule, SpecError, SpecInvalidError, SpecLimits, WorkflowSpec
 from workflows.spec.loader import load_document
 
 POOL_PATH = "workflow.pool"
@@ -35,6 +37,15 @@ def submission_pool(requested: str | None, source: str | dict[str, Any]) -> str:
     return chosen
 
 
+def pool_platforms(pool: Pool) -> tuple[PlatformRule, ...]:
+    """The pool's platforms as the spec checks them (docs/spec.md, "Resource")."""
+    return tuple(
+        PlatformRule(name=row.name, privileged=row.allow_privileged, host_network=row.allow_host_network,
+                     host_mounts=tuple(str(prefix) for prefix in row.host_mounts or ()))
+        for row in PoolPlatform.objects.filter(pool=pool.pk).order_by("name")
+    )
+
+
 def spec_pool_check(spec: WorkflowSpec, pool: str) -> None:
     """Refuse a spec whose ``workflow.pool`` is not ``pool`` (the one the request named)."""
     if spec.spec_pool is not None and spec.spec_pool != pool:
@@ -45,4 +56,4 @@ def spec_pool_check(spec: WorkflowSpec, pool: str) -> None:
         )])
 
 
-__all__ = ["POOL_PATH", "spec_pool_check", "submission_pool"]
+__all__ = ["POOL_PATH", "pool_platforms", "spec_pool_check", "submission_pool"]

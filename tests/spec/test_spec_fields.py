@@ -15,6 +15,7 @@ from workflows.spec import (
     FileSpec,
     InputSpec,
     OutputSpec,
+    PlatformRule,
     PoolContext,
     SpecInvalidError,
     VolumeMount,
@@ -234,3 +235,75 @@ def test_checkpoint_accepts_the_field_names_of_osmos_specification_page():
 
     # then
     assert task.checkpoints == (CheckpointSpec("/ckpt", "s3://b/c", 30),)
+
+
+PLATFORMS = PoolContext(name="robots", platforms=(
+    PlatformRule("dgx-a100"),
+    PlatformRule("jetson", privileged=True, host_network=True, host_mounts=("/dev/shm", "/opt/data/")),
+))
+
+
+def platform_spec(platform: str | None, **task_fields: Any) -> dict[str, Any]:
+    resource = {"cpu": 1, **({"platform": platform} if platform else {})}
+    task = {"name": "a", "image": "busybox", "command": ["sh"], **task_fields}
+    return {"workflow": {"name": "wf", "resources": {"default": resource}, "tasks": [task]}}
+
+
+def test_a_pools_platform_allows_what_it_says():
+    # given
+    source = platform_spec("jetson", privileged=True, hostNetwork=True,
+                           volumeMounts=["/dev/shm", "/opt/data/maps:/maps:ro"])
+
+    # when
+    task = parse_workflow(source, pool=PLATFORMS).groups[0].tasks[0]
+
+    # then
+    assert (task.resource_spec.platform, task.privileged, task.host_network) == ("jetson", True, True)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            platform_spec("ovx-a40"),
+            [("workflow.resources.default.platform",
+              "unknown platform 'ovx-a40'; pool 'robots' has platforms: dgx-a100, jetson")],
+            id="_case_unknown_platform",
+        ),
+        pytest.param(
+            platform_spec("dgx-a100", privileged=True, hostNetwork=True, volumeMounts=["/var/log"]),
+            [("workflow.tasks[0].hostNetwork", "platform 'dgx-a100' does not allow the host network"),
+             ("workflow.tasks[0].privileged", "platform 'dgx-a100' does not allow privileged containers"),
+             ("workflow.tasks[0].volumeMounts[0]", "platform 'dgx-a100' does not allow mounting host path "
+                                                   "'/var/log'")],
+            id="_case_not_allowed",
+        ),
+        pytest.param(
+            platform_spec("jetson", volumeMounts=["/opt/database"]),
+            [("workflow.tasks[0].volumeMounts[0]", "platform 'jetson' does not allow mounting host path "
+                                                   "'/opt/database' (allowed: /dev/shm, /opt/data/)")],
+            id="_case_mount_outside_prefixes",
+        ),
+        pytest.param(
+            platform_spec(None, privileged=True),
+            [("workflow.tasks[0].privileged", "a task without a platform does not allow privileged containers; "
+                                              "name a platform of pool 'robots' that allows it")],
+            id="_case_no_platform",
+        ),
+    ],
+)
+def test_a_pools_platforms_refuse_what_they_do_not_allow(source: dict[str, Any], expected: list[tuple[str, str]]):
+    # when
+    with pytest.raises(SpecInvalidError) as caught:
+        parse_workflow(source, pool=PLATFORMS)
+
+    # then
+    assert [(error.path, error.message) for error in caught.value.errors] == expected
+
+
+def test_without_platforms_in_the_pool_any_platform_and_host_access_are_stored():
+    # when
+    task = parse_workflow(platform_spec("anything", privileged=True), pool=POOL).groups[0].tasks[0]
+
+    # then
+    assert (task.resource_spec.platform, task.privileged) == ("anything", True)

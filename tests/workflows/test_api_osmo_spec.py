@@ -144,3 +144,75 @@ def test_bad_osmo_fields_are_refused_by_path_and_nothing_is_stored(user_client, 
     assert {"path": path, "message": message} in response.json()["details"]["errors"]
     assert Workflow.objects.count() == 0
     assert Task.objects.count() == 0
+
+
+def test_a_pools_platforms_are_checked_at_submission(user_client, pools):
+    from scheduler.models import PoolPlatform
+
+    # given
+    alpha, _beta = pools
+    PoolPlatform.objects.create(pool=alpha, name="dgx-a100")
+    PoolPlatform.objects.create(pool=alpha, name="jetson", allow_privileged=True)
+    spec = (SPEC.format(pool="alpha") + "    privileged: true\n"
+            "  resources:\n    default:\n      cpu: 1\n      platform: {platform}\n")
+
+    # when
+    unknown = user_client.post("/api/workflows/", {"spec": spec.format(platform="ovx-a40")}, format="json")
+    refused = user_client.post("/api/workflows/", {"spec": spec.format(platform="dgx-a100")}, format="json")
+    allowed = user_client.post("/api/workflows/", {"spec": spec.format(platform="jetson"), "dry_run": True},
+                               format="json")
+
+    # then
+    assert unknown.status_code == 400
+    assert unknown.json()["details"]["errors"] == [{
+        "path": "workflow.resources.default.platform",
+        "message": "unknown platform 'ovx-a40'; pool 'alpha' has platforms: dgx-a100, jetson"}]
+    assert refused.status_code == 400
+    assert refused.json()["details"]["errors"] == [{
+        "path": "workflow.tasks[0].privileged", "message": "platform 'dgx-a100' does not allow privileged containers"}]
+    assert allowed.status_code == 200, allowed.json()
+    assert Workflow.objects.count() == 0
+
+
+def admin_pool_form(pool) -> dict[str, str]:
+    """The pool's admin change form as posted, its inlines unchanged."""
+    keys = list(pool.topology_keys.order_by("position"))
+    data = {"name": pool.name, "description": pool.description, "backend": pool.backend,
+            "sim_task_seconds": str(pool.sim_task_seconds), "k8s_namespace": pool.k8s_namespace,
+            "k8s_node_selector": pool.k8s_node_selector, "status": pool.status,
+            "topology_keys-TOTAL_FORMS": str(len(keys)), "topology_keys-INITIAL_FORMS": str(len(keys))}
+    for inline in ("grants", "quotas", "platforms"):
+        data |= {f"{inline}-TOTAL_FORMS": "0", f"{inline}-INITIAL_FORMS": "0"}
+    for index, key in enumerate(keys):
+        data |= {f"topology_keys-{index}-id": str(key.pk), f"topology_keys-{index}-pool": str(pool.pk),
+                 f"topology_keys-{index}-position": str(key.position), f"topology_keys-{index}-key": key.key,
+                 f"topology_keys-{index}-label": key.label}
+    return data
+
+
+def test_a_platform_changed_in_the_admin_applies_to_the_next_submission(staff_user, user_client, pools):
+    from django.test import Client
+
+    from scheduler.models import PoolPlatform
+
+    admin = Client()
+    admin.force_login(staff_user)
+
+    # given: a submission validated (and its pool facts cached) before the pool had platforms
+    alpha, _beta = pools
+    spec = SPEC.format(pool="alpha") + "  resources:\n    default:\n      cpu: 1\n      platform: gpu-x\n"
+    assert user_client.post("/api/workflows/", {"spec": spec, "dry_run": True}, format="json").status_code == 200
+    form = admin_pool_form(alpha)
+    form.update({"platforms-TOTAL_FORMS": "1", "platforms-0-name": "gpu-y", "platforms-0-node_selector": "{}",
+                 "platforms-0-tolerations": "[]", "platforms-0-host_mounts": "[]"})
+
+    # when
+    saved = admin.post(f"/admin/scheduler/pool/{alpha.pk}/change/", form)
+    answer = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True}, format="json")
+
+    # then
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert list(PoolPlatform.objects.values_list("name", flat=True)) == ["gpu-y"]
+    assert answer.status_code == 400
+    assert answer.json()["details"]["errors"][0]["message"] == (
+        "unknown platform 'gpu-x'; pool 'alpha' has platforms: gpu-y")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from parsing.quantity import QuantityError, parse_duration
-from workflows.spec.drafts import GroupDraft, TaskDraft, listing
+from workflows.spec.drafts import GroupDraft, ResourceDraft, TaskDraft, listing
 from workflows.spec.errors import join_path
 from workflows.spec.model import (
     CheckpointSpec,
@@ -25,6 +25,7 @@ from workflows.spec.model import (
     FileSpec,
     InputSpec,
     OutputSpec,
+    PlatformRule,
     VolumeMount,
 )
 from workflows.spec.tokens import find_tokens, malformed_tokens
@@ -59,9 +60,10 @@ class TaskFields(SpecWalker):
 
     # -- shared ---------------------------------------------------------------------------------
 
-    def container_path(self, value: object, path: str, *, relative: bool = False) -> str | None:
+    def container_path(self, value: object, path: str, *, relative: bool = False, reserved: bool = True) -> str | None:
         """An absolute (or, with ``relative``, a relative: to the task's working directory),
-        normalised path in the container, outside :data:`RESERVED_DIRS`."""
+        normalised path in the container, outside :data:`RESERVED_DIRS` (unless not ``reserved``:
+        host mounts such as /dev/shm, which the pool's platforms decide on)."""
         text = self.string(value, path)
         if text is None:
             return None
@@ -78,7 +80,7 @@ class TaskFields(SpecWalker):
         if ".." in parts or "." in parts or "//" in text or (len(text) > 1 and text.endswith("/")):
             self.error(path, f"{text[:80]!r} must be a normalised path: no '.', '..', '//' or trailing '/'")
             return None
-        if text == "/" or any(text == top or text.startswith(top + "/") for top in RESERVED_DIRS):
+        if text == "/" or (reserved and any(text == top or text.startswith(top + "/") for top in RESERVED_DIRS)):
             self.error(path, f"{text[:80]!r} is not allowed: not / and nothing under {', '.join(RESERVED_DIRS)}")
             return None
         return posixpath.normpath(text)
@@ -363,8 +365,8 @@ class TaskFields(SpecWalker):
             if len(parts) > 3 or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
                 self.error(item_path, f"{text[:80]!r}: write <host path>[:<container path>[:ro]]")
                 continue
-            host = self.container_path(parts[0], item_path)
-            inside = self.container_path(parts[1], item_path) if len(parts) > 1 else host
+            host = self.container_path(parts[0], item_path, reserved=False)
+            inside = self.container_path(parts[1], item_path, reserved=False) if len(parts) > 1 else host
             if host is None or inside is None:
                 continue
             if inside in targets:
@@ -373,6 +375,46 @@ class TaskFields(SpecWalker):
             targets[inside] = item_path
             mounts.append(VolumeMount(host_path=host, container_path=inside, read_only=read_only))
         return tuple(mounts)
+
+    # -- platforms ------------------------------------------------------------------------------
+
+    def check_platforms(self, groups: list[GroupDraft], resolved: dict[str, ResourceDraft]) -> None:
+        """With platforms defined for the pool: each resource's platform is one of them, and a
+        task's ``privileged``, ``hostNetwork`` and ``volumeMounts`` are allowed by its platform."""
+        rules = {rule.name: rule for rule in self.pool.platforms}
+        if not rules:
+            return
+        known = listing(sorted(rules))
+        reported: set[str] = set()
+        for group in groups:
+            for task in group.tasks:
+                draft = resolved.get(task.name) if task.name is not None else None
+                if draft is None or draft.spec is None:
+                    continue
+                platform = draft.spec.platform
+                if platform is not None and platform not in rules:
+                    if draft.path not in reported:
+                        reported.add(draft.path)
+                        self.error(join_path(draft.path, "platform"),
+                                   f"unknown platform {platform!r}; pool {self.pool.name!r} has platforms: {known}")
+                    continue
+                rule = rules.get(platform) if platform is not None else None
+                self.check_platform_task(task, rule)
+
+    def check_platform_task(self, task: TaskDraft, rule: PlatformRule | None) -> None:
+        where = f"platform {rule.name!r}" if rule is not None else "a task without a platform"
+        hint = "" if rule is not None else f"; name a platform of pool {self.pool.name!r} that allows it"
+        if task.privileged and not (rule and rule.privileged):
+            self.error(join_path(task.path, "privileged"), f"{where} does not allow privileged containers{hint}")
+        if task.host_network and not (rule and rule.host_network):
+            self.error(join_path(task.path, "hostNetwork"), f"{where} does not allow the host network{hint}")
+        prefixes = rule.host_mounts if rule is not None else ()
+        for index, mount in enumerate(task.volume_mounts):
+            if not any(mount.host_path == prefix or mount.host_path.startswith(prefix.rstrip("/") + "/")
+                       for prefix in prefixes):
+                allowed = f" (allowed: {', '.join(prefixes)})" if prefixes else ""
+                self.error(join_path(join_path(task.path, "volumeMounts"), index),
+                           f"{where} does not allow mounting host path {mount.host_path!r}{allowed}{hint}")
 
     # -- tokens ---------------------------------------------------------------------------------
 

@@ -29,13 +29,26 @@ ScalarValue = str | int | float | bool | None
 
 
 @dataclass(frozen=True, slots=True)
+class PlatformRule:
+    """One platform an administrator defined for a pool (OSMO's platforms): what its tasks may ask
+    for beyond a plain container. ``host_mounts`` are the host path prefixes ``volumeMounts`` may use."""
+
+    name: str
+    privileged: bool = False
+    host_network: bool = False
+    host_mounts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PoolContext:
-    """What the spec is validated against: the pool's name, its topology keys (coarsest first) and
-    the distinct capacities of its nodes. An empty ``node_capacities`` skips the fit check."""
+    """What the spec is validated against: the pool's name, its topology keys (coarsest first),
+    the distinct capacities of its nodes and its platforms. An empty ``node_capacities`` skips the
+    fit check; an empty ``platforms`` accepts any platform name (stored, not checked)."""
 
     name: str
     keys: tuple[str, ...] = ()
     node_capacities: tuple[NodeCapacity, ...] = ()
+    platforms: tuple[PlatformRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,7 @@ class _Parser(TaskFields):
         self.check_key_sets(groups, resolved)
         self.check_requirements(groups, resolved)
         self.check_tokens(groups)
+        self.check_platforms(groups, resolved)
         self.errors.raise_if_any()
 
         assert name is not None
