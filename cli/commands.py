@@ -26,9 +26,10 @@ from cli.main import (
     app,
     echo_json,
     echo_lines,
-    pool_or_default,
     read_spec,
+    spec_to_send,
     spec_validate,
+    submission_pool,
     template_fields,
     wants_json,
     workflow_app,
@@ -57,17 +58,18 @@ def workflow_validate(
 
     Exit 0 when valid; 2 when invalid (every problem with its line) or when a gang can never fit the pool."""
     text, label = read_spec(file)
-    pool = pool_or_default(pool)
+    chosen_pool = submission_pool(pool, text)
     with api_client() as api:
-        answer = spec_validate(api, text=text, label=label, pool=pool,
-                               template=template_fields(set_values, set_strings, set_env))
+        answer = spec_validate(api, text=text, label=label, pool=chosen_pool,
+                               template=template_fields(set_values, set_strings, set_env),
+                               sent=spec_to_send(text, file, label))
     if wants_json(json_out, format_type):
         echo_json(answer)
         return
     groups = answer.get("groups") or []
     tasks = sum(len((g.get("constraint_tree") or {}).get("tasks") or []) + _tree_tasks(g.get("constraint_tree"))
                 for g in groups)
-    typer.echo(f"{label} is valid for pool {answer.get('pool', pool)}: workflow {answer.get('workflow')}, "
+    typer.echo(f"{label} is valid for pool {answer.get('pool', chosen_pool)}: workflow {answer.get('workflow')}, "
                f"{len(groups)} group(s), {tasks} task(s).")
     for group in groups:
         placement = group.get("placement") or {}

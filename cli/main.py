@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -35,6 +36,7 @@ from cli.config import (
     settings_load,
 )
 from cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError, NotLoggedInError
+from cli.localpath import inline_localpaths
 from cli.yamlpos import line_of
 from parsing.errors import errors_collapse
 
@@ -249,6 +251,34 @@ def read_spec(file: str) -> tuple[str, str]:
     return text, label
 
 
+def spec_to_send(text: str, file: str, label: str) -> str:
+    """The spec as sent: ``files[].localpath`` read relative to the spec file (stdin: the current
+    directory) and inlined as ``contents`` (:mod:`cli.localpath`)."""
+    base = Path.cwd() if file == "-" else Path(file).resolve().parent
+    return inline_localpaths(text, base, label)
+
+
+_SPEC_POOL = re.compile(r"(?m)^[ \t]+pool:[ \t]*[^\s#]")
+
+
+def submission_pool(pool: str | None, text: str) -> str | None:
+    """``--pool``, else ``OSMO_POOL``; else None when the spec names its pool (``workflow.pool``: the
+    service takes it), else the profile's default pool."""
+    chosen = pool or os.environ.get(ENV_POOL)
+    if chosen:
+        return chosen
+    if _SPEC_POOL.search(text):
+        return None
+    return pool_or_default(None)
+
+
+def warnings_print(answer: dict[str, Any], label: str) -> None:
+    """The service's warnings about the spec (a repeated key: the last value was kept), on stderr."""
+    for warning in answer.get("warnings") or []:
+        typer.echo(f"warning: {label}: {warning.get('path') or '(whole document)'}: {warning.get('message')}",
+                   err=True)
+
+
 def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
     """Add ``(file line N)`` to each spec error the YAML lets us locate; the same message at paths
     that differ only in list indices (30 tasks without ``command``) is said once, with the count."""
@@ -321,15 +351,19 @@ def pool_or_default(pool: str | None) -> str:
     return chosen
 
 
-def spec_validate(api: Api, *, text: str, label: str, pool: str, template: dict[str, Any]) -> dict[str, Any]:
-    """The dry-run answer for a spec, its errors located in the file."""
-    body = {"pool": pool, "spec": text, "dry_run": True, **template}
+def spec_validate(api: Api, *, text: str, label: str, pool: str | None, template: dict[str, Any],
+                  sent: str | None = None) -> dict[str, Any]:
+    """The dry-run answer for a spec (``sent``: the text as sent, default ``text``), its errors
+    located in the file, its warnings printed."""
+    body = {**({"pool": pool} if pool else {}), "spec": sent if sent is not None else text, "dry_run": True,
+            **template}
     try:
         _status, answer = api.post("/api/workflows/", json=body)
     except ApiError as exc:
         if exc.status == 400:
             raise annotate_spec_errors(exc, text, label) from None
         raise
+    warnings_print(answer, label)
     return dict(answer)
 
 
@@ -356,8 +390,9 @@ def workflow_submit(
     """Submit a workflow spec to a pool (or dry-run it)."""
     json_out = wants_json(json_out, format_type)
     text, label = read_spec(file)
-    pool = pool_or_default(pool)
-    body = {"pool": pool, "spec": text, "priority": priority.value, "dry_run": dry_run,
+    chosen_pool = submission_pool(pool, text)
+    body = {**({"pool": chosen_pool} if chosen_pool else {}), "spec": spec_to_send(text, file, label),
+            "priority": priority.value, "dry_run": dry_run,
             **template_fields(set_values, set_strings, set_env), **({"team": team} if team else {})}
     headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
     with api_client() as api:
@@ -367,18 +402,19 @@ def workflow_submit(
             if exc.status == 400:
                 raise annotate_spec_errors(exc, text, label) from None
             raise
+        warnings_print(answer, label)
         if dry_run:
             if json_out:
                 echo_json(answer)
             else:
-                echo_lines(render.dry_run_lines(answer, pool=pool))
+                echo_lines(render.dry_run_lines(answer, pool=str(answer.get("pool") or chosen_pool)))
             return
         workflow_id = str(answer.get("id"))
         if json_out and not wait:
             echo_json(answer)
             return
         again = " (already submitted with this key)" if status_code == 200 else ""
-        typer.echo(f"Submitted workflow {workflow_id} to pool {answer.get('pool', pool)} "
+        typer.echo(f"Submitted workflow {workflow_id} to pool {answer.get('pool', chosen_pool)} "
                    f"(priority {answer.get('priority', priority.value)}): {answer.get('status')}{again}",
                    err=json_out)
         if not wait:

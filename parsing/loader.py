@@ -139,7 +139,9 @@ class _CoreConstructor(SafeConstructor):
                 except TypeError:
                     continue  # unhashable key: reported by SafeConstructor below
                 if duplicate:
-                    raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    if not getattr(self, "keep_last_duplicate", False):
+                        raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    self.duplicate_seen = True  # the last value wins (PyYAML's mapping); located later
         return super().construct_mapping(node, deep=deep)
 
 
@@ -270,25 +272,74 @@ if yaml.__with_libyaml__:
             _CoreResolver.__init__(self)
 
 
-def _fast_load(text: str) -> Any:
+def _construct(loader: Any, duplicates: list[PathError] | None) -> Any:
+    """The loader's single document. With ``duplicates`` (a list), a key repeated in one mapping is
+    kept with its last value, as OSMO's loader does, and each repetition is added to the list with
+    its path and line; without, it is an error."""
+    loader.keep_last_duplicate = duplicates is not None
+    loader.duplicate_seen = False
+    node = loader.get_single_node()
+    if node is None:
+        return None
+    data = loader.construct_document(node)
+    if duplicates is not None and loader.duplicate_seen:
+        duplicates.extend(duplicate_keys(node))
+    return data
+
+
+def duplicate_keys(root: Node) -> list[PathError]:
+    """Every key of ``root``'s mappings that repeats an earlier key of its mapping, with its path
+    (the mapping's path + the key) and a message naming both lines."""
+    found: list[PathError] = []
+    stack: list[tuple[Node, str]] = [(root, "")]
+    seen_nodes: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:  # an alias: already walked
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, MappingNode):
+            first_line: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, ScalarNode) else None
+                if not isinstance(key, str):
+                    continue
+                line = key_node.start_mark.line + 1
+                if key in first_line:
+                    found.append(PathError(join_path(path, key), f"duplicate key {key!r} at line {line} (first at "
+                                           f"line {first_line[key]}): the last value is kept"))
+                else:
+                    first_line[key] = line
+                stack.append((value_node, join_path(path, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, join_path(path, index)) for index, item in enumerate(node.value))
+    return sorted(found)
+
+
+def _fast_load(text: str, duplicates: list[PathError] | None = None) -> Any:
     """The document by libyaml, or raises YAMLError (the caller then asks the pure-Python loader)."""
     loader = _FastLoader(text)
     try:
-        return loader.get_single_data()
+        return _construct(loader, duplicates)
     finally:
         loader.dispose()
 
 
-def _load_text(text: str, limits: DocumentLimits, what: str) -> Any:
+def _load_text(text: str, limits: DocumentLimits, what: str, duplicates: list[PathError] | None = None) -> Any:
     if _FastLoader is not None and _fast_eligible(text):
         try:
-            return _fast_load(text)
+            if duplicates is None:
+                return _fast_load(text)
+            found: list[PathError] = []  # kept only if libyaml reads the whole text
+            data = _fast_load(text, found)
+            duplicates.extend(found)
+            return data
         except yaml.YAMLError:
             pass  # the pure-Python loader below says what is wrong, in its words
     loader: DocumentLoader | None = None
     try:
         loader = DocumentLoader(text, limits)  # the reader rejects control characters right here
-        return loader.get_single_data()
+        return _construct(loader, duplicates)
     except yaml.YAMLError as exc:
         raise _invalid("", _yaml_message(exc)) from None
     except RecursionError:
@@ -348,13 +399,15 @@ def _check_plain(document: Any, limits: DocumentLimits, what: str) -> None:
 
 
 def load_document(
-    source: object, limits: DocumentLimits, *, what: str = "the document", shape: str = "a mapping"
+    source: object, limits: DocumentLimits, *, what: str = "the document", shape: str = "a mapping",
+    duplicates: list[PathError] | None = None,
 ) -> dict[str, Any]:
     """Load a document from YAML/JSON text (``str`` or UTF-8 ``bytes``) or a mapping, within ``limits``.
 
     Returns the top-level mapping (not yet validated against the document's schema). ``what`` names
     the document in messages ("the spec"); ``shape`` says what the top level must be ("a mapping with
-    a 'workflow' key").
+    a 'workflow' key"). A key repeated in a mapping is an error, unless ``duplicates`` is given: then
+    the last value is kept and a warning per repetition is added to it (see :func:`_construct`).
 
     Raises:
         DocumentInvalidError: unreadable, unsafe, too large, or not a mapping.
@@ -367,7 +420,7 @@ def load_document(
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise _invalid("", f"{what} is not valid UTF-8 (byte {exc.start})") from None
-        document = _load_text(text, limits, what)
+        document = _load_text(text, limits, what, duplicates)
     elif isinstance(source, str):
         try:
             size = len(source.encode("utf-8"))
@@ -375,7 +428,7 @@ def load_document(
             raise _invalid("", f"{what} contains invalid characters (lone surrogates)") from None
         if size > limits.max_bytes:
             raise _invalid("", f"{what} is larger than {limits.max_bytes} bytes")
-        document = _load_text(source, limits, what)
+        document = _load_text(source, limits, what, duplicates)
     elif isinstance(source, Mapping):
         document = source
     else:

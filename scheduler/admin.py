@@ -29,7 +29,16 @@ from scheduler import selectors
 from scheduler.domains import pool_domain_tree
 from scheduler.forms import NodeAdminForm
 from scheduler.inventory import KeySpec, topology_keys_validate
-from scheduler.models import Node, Pool, PoolGrant, Reservation, TeamQuota, TopologyKey, WorkerHeartbeat
+from scheduler.models import (
+    Node,
+    Pool,
+    PoolGrant,
+    PoolPlatform,
+    Reservation,
+    TeamQuota,
+    TopologyKey,
+    WorkerHeartbeat,
+)
 from scheduler.services import nodes_set_schedulable, pool_keys_set
 from scheduler.services.access import pool_status_set, quotas_lock, quotas_total_validate
 from scheduler.services.reservations import pool_capacity_changed, pool_epochs_bump
@@ -70,6 +79,14 @@ class TopologyKeyInlineFormSet(BaseInlineFormSet):
         # still reads these attributes.
         self.new_objects, self.changed_objects, self.deleted_objects = [], [], []
         return []
+
+
+class PoolPlatformInline(admin.TabularInline):
+    """The pool's platforms (docs/spec.md): what a spec's resources may name, and what they allow."""
+
+    model = PoolPlatform
+    extra = 0
+    fields = ("name", "node_selector", "tolerations", "allow_privileged", "allow_host_network", "host_mounts")
 
 
 class TopologyKeyInline(admin.TabularInline):
@@ -139,7 +156,7 @@ class PoolAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    inlines = [TopologyKeyInline, PoolGrantInline, TeamQuotaInline]
+    inlines = [TopologyKeyInline, PoolGrantInline, TeamQuotaInline, PoolPlatformInline]
     change_form_template = "admin/scheduler/pool/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Pool]:
@@ -208,6 +225,9 @@ class PoolAdmin(admin.ModelAdmin):
                     )
             else:
                 self.save_formset(request, form, formset, change=change)
+                if formset.model is PoolPlatform and formset.has_changed():
+                    # submissions validate against cached pool facts keyed by the inventory epoch
+                    pool_epochs_bump([form.instance.pk], inventory=True)
 
     def get_urls(self) -> list[Any]:
         custom = [

@@ -134,6 +134,33 @@ class PoolEpoch(models.Model):
         return f"{self.pool_id}: capacity {self.capacity_epoch}, inventory {self.inventory_epoch}"
 
 
+class PoolPlatform(models.Model):
+    """A platform of a pool, as OSMO's administrators define them: a named kind of its nodes and
+    what tasks on it may use beyond a plain container (docs/spec.md, "Resource"). A spec's
+    ``resources.<name>.platform`` must name one when the pool has any. ``node_selector`` and
+    ``tolerations`` are for the pod builder; placement does not filter nodes by platform yet."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="platforms")
+    name = models.CharField(max_length=63, validators=[pool_name_validator])
+    node_selector = models.JSONField(default=dict, blank=True,
+                                     help_text="Node labels (key: value) that select the platform's nodes.")
+    tolerations = models.JSONField(default=list, blank=True, help_text="Kubernetes tolerations for its pods.")
+    allow_privileged = models.BooleanField(default=False, help_text="Tasks may ask for privileged: true.")
+    allow_host_network = models.BooleanField(default=False, help_text="Tasks may ask for hostNetwork: true.")
+    host_mounts = models.JSONField(default=list, blank=True,
+                                   help_text="Host path prefixes that volumeMounts may use (a list of text).")
+
+    class Meta:
+        ordering = ["pool", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "name"], name="poolplatform_unique_name"),
+            models.CheckConstraint(condition=Q(name__regex=POOL_NAME_RE), name="poolplatform_name_format"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool.name}:{self.name}"
+
+
 class TopologyKey(models.Model):
     """One level of a pool's hierarchy (e.g. zone > spine > rack > gpu-clique), coarsest first."""
 

@@ -25,6 +25,17 @@ class PoolNotFoundError(OsmoError):
         super().__init__(message, details={"errors": [{"path": "pool", "message": message}]})
 
 
+class PoolRequiredError(OsmoError):
+    """Neither the request nor the spec (``workflow.pool``) names a pool."""
+
+    http_status = 400
+    code = "pool_required"
+
+    def __init__(self) -> None:
+        message = "No pool given: name one in the request (pool, --pool) or in the spec (workflow.pool)."
+        super().__init__(message, details={"errors": [{"path": "pool", "message": message}]})
+
+
 class WorkflowNotFoundError(NotFoundError):
     default_message = "Workflow not found."
 

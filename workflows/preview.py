@@ -36,7 +36,7 @@ def _waits(reason: dict[str, Any]) -> dict[str, Any]:
 
 
 def workflow_dry_run(
-    *, pool_name: str, spec: str | dict[str, Any], values: dict[str, ScalarValue] | None = None,
+    *, pool_name: str | None, spec: str | dict[str, Any], values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None, user: Viewer | None = None, priority: str = Priority.NORMAL,
     team: str | None = None,
 ) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def workflow_dry_run(
     # Groups are previewed independently on the same snapshot: a downstream group only starts after
     # its upstream groups finished and released their capacity.
     answer = {"valid": True, "workflow": submission.spec.name, "pool": pool.name, "pool_status": pool.status,
-              "team": chosen.name if chosen else None, "groups": groups}
+              "team": chosen.name if chosen else None, "groups": groups, "warnings": submission.warnings}
     if submission.template_values or env:
         answer["spec"] = submission.spec_text
         answer["template_values"] = submission.template_values

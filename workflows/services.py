@@ -49,6 +49,7 @@ from workflows.spec import (
 )
 from workflows.spec.model import ScalarValue
 from workflows.spec.template import is_template, render_spec
+from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +62,15 @@ class ValidatedSubmission:
     template_values: dict[str, Any]
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
 
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        """What was accepted but is worth saying (a repeated key), as ``[{"path", "message"}]``."""
+        return [warning.to_dict() for warning in self.spec.warnings]
+
 
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
-    """The pool facts a spec is validated against: its keys (read by the caller, in order) and its
-    distinct node shapes (1 query)."""
+    """The pool facts a spec is validated against: its keys (read by the caller, in order), its
+    distinct node shapes and its platforms (2 queries)."""
     key_names = tuple(key.key for key in keys)
     shapes = tuple(
         Node.objects.filter(pool=pool.pk, schedulable=True)
@@ -72,7 +78,7 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
         .distinct()
         .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
     )
-    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes)
+    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool))
 
 
 # The pool facts of recent submissions by (pool, inventory epoch, keys version): its keys and its
@@ -96,7 +102,7 @@ def _pool_facts(pool: Pool, key: tuple[int, int, int]) -> tuple[tuple[TopologyKe
 
 def workflow_validate(
     *,
-    pool_name: str,
+    pool_name: str | None,
     spec: str | dict[str, Any],
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
@@ -106,7 +112,13 @@ def workflow_validate(
     validate it against the pool, and check that every gang could be placed on the pool's whole
     inventory if nothing else ran. Raises ``PoolNotFoundError``, ``PoolForbiddenError`` and
     ``PoolUnavailableError`` (for ``user``: no access, maintenance), ``WorkflowSpecInvalidError``
-    (every problem, each with its path; template errors with their line) or ``WorkflowNeverFitsError``."""
+    (every problem, each with its path; template errors with their line) or ``WorkflowNeverFitsError``.
+    Without ``pool_name`` the spec's ``workflow.pool`` is used (:mod:`workflows.spec_pool`)."""
+    try:
+        source, template_values = render_submission(spec, values=values, env=env)
+    except SpecInvalidError as exc:
+        raise WorkflowSpecInvalidError(exc.to_list()) from exc
+    pool_name = submission_pool(pool_name, source)
     pool = pool_with_access(pool_name, user=user) if user is not None else Pool.objects.filter(name=pool_name).first()
     if pool is None:
         visible = pools_visible(Pool.objects.all(), user=user) if user is not None else Pool.objects.all()
@@ -114,16 +126,10 @@ def workflow_validate(
     if user is not None:
         pool_submit_check(pool, user=user)
     try:
-        source: str | dict[str, Any] = spec
-        template_values: dict[str, Any] = {}
-        if values or env or (isinstance(spec, str) and is_template(spec)):
-            rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
-                                   dump=_dump_yaml)
-            source = rendered.text
-            template_values = rendered.values
         facts_key = idle_index_key(pool)
         keys, context = _pool_facts(pool, facts_key)
         parsed = parse_workflow(source, pool=context)
+        spec_pool_check(parsed, pool.name)
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
     _never_fits_check(pool, parsed, facts_key)
@@ -165,6 +171,16 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
         raise WorkflowNeverFitsError(pool.name, never)
 
 
+def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None,
+                      env: dict[str, str] | None) -> tuple[str | dict[str, Any], dict[str, Any]]:
+    """The spec to parse (rendered when it is a template or values are given) and the values used."""
+    if values or env or (isinstance(spec, str) and is_template(spec)):
+        rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
+                               dump=_dump_yaml)
+        return rendered.text, rendered.values
+    return spec, {}
+
+
 def _dump_yaml(data: dict[str, Any]) -> str:
     import yaml
 
@@ -192,7 +208,7 @@ def _next_seq(name: str) -> int:
     return int(last or 0) + 1
 
 
-def _request_hash(*, pool_name: str, spec: str | dict[str, Any], priority: str,
+def _request_hash(*, pool_name: str | None, spec: str | dict[str, Any], priority: str,
                   values: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
     """What an ``Idempotency-Key`` stands for: the submission's pool, priority and spec (text as sent,
     or the JSON object with sorted keys), and its template values when it has some."""
@@ -218,13 +234,14 @@ def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow |
 def workflow_submit(
     *,
     user: User,
-    pool_name: str,
+    pool_name: str | None,
     spec: str | dict[str, Any],
     priority: str = Priority.NORMAL,
     idempotency_key: str | None = None,
     team: str | None = None,
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
+    warnings: list[dict[str, str]] | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
@@ -232,8 +249,10 @@ def workflow_submit(
     request (pool, priority, spec, template values), the earlier workflow and ``False``. ``values``
     and ``env`` fill the spec's template (docs/design.md §11); the rendered spec is stored. Raises
     ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
-    stored when validation fails. Safe under concurrency: submissions of one name get distinct
-    numbers (see :func:`_next_seq`), and racing retries with one key store one workflow.
+    stored when validation fails. ``warnings``, when given, receives what the spec's validation
+    accepted but says (a repeated key: :attr:`ValidatedSubmission.warnings`). Safe under concurrency:
+    submissions of one name get distinct numbers (see :func:`_next_seq`), and racing retries with one
+    key store one workflow.
     """
     request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority, values=values, env=env)
                     if idempotency_key else "")
@@ -242,6 +261,8 @@ def workflow_submit(
         if existing is not None:
             return existing, False
     submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user)
+    if warnings is not None:
+        warnings.extend(submission.warnings)
     chosen_team = team_for_submission(submission.pool, user=user, team=team)
     try:
         with transaction.atomic():

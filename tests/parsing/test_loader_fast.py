@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from parsing import loader
+from parsing.errors import DocumentInvalidError
 
 pytestmark = pytest.mark.skipif(loader._FastLoader is None, reason="PyYAML built without libyaml")
 
@@ -121,3 +122,15 @@ def test_eligible_text_is_parsed_by_libyaml(monkeypatch):
     with pytest.raises(loader.DocumentInvalidError):
         loader.load_document("a: !x 1\n", LIMITS)  # a tag: the pure loader, which refuses it
     assert calls == ["a: [1, 2]\nb: {c: d}\n"]
+
+
+def test_other_documents_still_refuse_a_repeated_key():
+    # given: only the spec's loader keeps repeated keys (OSMO compatibility); inventories refuse them
+    text = "a: 1\na: 2\n"
+
+    # when
+    with pytest.raises(DocumentInvalidError) as caught:
+        loader.load_document(text, LIMITS)
+
+    # then
+    assert [error.message for error in caught.value.errors] == ["invalid YAML: duplicate key 'a' at line 2, column 1"]

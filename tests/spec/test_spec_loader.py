@@ -174,11 +174,6 @@ def test_self_referencing_alias_is_rejected() -> None:
             id="_case_set",
         ),
         pytest.param(
-            "workflow:\n  name: a\n  name: b\n",
-            "invalid YAML: duplicate key 'name' at line 3, column 3",
-            id="_case_duplicate_key",
-        ),
-        pytest.param(
             "workflow: [",
             "invalid YAML: expected the node content, but found '<stream end>' at line 1, column 12",
             id="_case_syntax",
@@ -284,3 +279,48 @@ def test_unstorable_values_are_spec_errors(source, path, message):
     with pytest.raises(SpecInvalidError) as caught:
         parse_workflow(source, pool=PoolContext(name="p"))
     assert (path, message) in [(e.path, e.message) for e in caught.value.errors]
+
+
+def test_a_repeated_key_keeps_its_last_value_with_a_warning_naming_both_lines() -> None:
+    # given: OSMO's loader keeps the last value of a repeated key
+    source = (
+        "workflow:\n"
+        "  name: first\n"
+        "  name: wf\n"
+        "  tasks:\n"
+        "  - {name: a, image: busybox, command: [sleep, '1'], image: ubuntu}\n"
+    )
+
+    # when
+    spec = parse_workflow(source, pool=POOL)
+
+    # then
+    assert spec.name == "wf"
+    assert spec.groups[0].tasks[0].image == "ubuntu"
+    assert [(warning.path, warning.message) for warning in spec.warnings] == [
+        ("workflow.name", "duplicate key 'name' at line 3 (first at line 2): the last value is kept"),
+        ("workflow.tasks[0].image", "duplicate key 'image' at line 5 (first at line 5): the last value is kept"),
+    ]
+
+
+def test_a_repeated_key_is_found_by_the_pure_loader_too() -> None:
+    # given: a '|' block scalar keeps the text off libyaml's path
+    source = "workflow:\n  name: wf\n  tasks:\n  - name: a\n    image: busybox\n    command: [sh]\n" \
+             "    args:\n    - |\n      echo hi\n    name: b\n"
+
+    # when
+    spec = parse_workflow(source, pool=POOL)
+
+    # then
+    assert spec.groups[0].tasks[0].name == "b"
+    assert [(warning.path, warning.message) for warning in spec.warnings] == [
+        ("workflow.tasks[0].name", "duplicate key 'name' at line 10 (first at line 4): the last value is kept"),
+    ]
+
+
+def test_a_spec_without_repeated_keys_has_no_warnings() -> None:
+    # when
+    spec = parse_workflow(MINIMAL, pool=POOL)
+
+    # then
+    assert spec.warnings == ()

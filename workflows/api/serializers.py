@@ -33,7 +33,10 @@ PRIORITY_CHOICES_TEXT = ", ".join(Priority.values)
 
 
 class WorkflowSubmitInputSerializer(serializers.Serializer):
-    pool = serializers.CharField(max_length=63)
+    pool = serializers.CharField(
+        max_length=63, required=False, allow_blank=True,
+        help_text="The pool to run in (default: the spec's workflow.pool; naming another one is refused).",
+    )
     spec = SpecField()
     priority = serializers.ChoiceField(
         choices=Priority.choices, default=Priority.NORMAL,
@@ -53,6 +56,11 @@ class WorkflowSubmitInputSerializer(serializers.Serializer):
         child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, default=dict,
         help_text="Environment variables set on every task.",
     )
+
+
+class SpecWarningSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="Where in the (rendered) spec, as in error paths.")
+    message = serializers.CharField(help_text="What was accepted and how (names the line).")
 
 
 class WorkflowSpecOutputSerializer(serializers.Serializer):
@@ -200,6 +208,15 @@ class WorkflowOutputSerializer(OutputModelSerializer):
         return list(TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data)
 
 
+class WorkflowSubmitOutputSerializer(WorkflowOutputSerializer):
+    """The submitted workflow, and what its spec's validation accepted but says (a repeated key)."""
+
+    warnings = SpecWarningSerializer(many=True, read_only=True)
+
+    class Meta(WorkflowOutputSerializer.Meta):
+        fields = [*WorkflowOutputSerializer.Meta.fields, "warnings"]
+
+
 class PlacementPreviewSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["placed", "unschedulable", "undecided"])
     tasks = serializers.DictField(child=serializers.CharField())
@@ -226,6 +243,7 @@ class DryRunOutputSerializer(serializers.Serializer):
     team = serializers.CharField(allow_null=True, help_text="The team whose quota the workflow would count "
                                  "against (as for a submission).")
     groups = DryRunGroupSerializer(many=True)
+    warnings = SpecWarningSerializer(many=True, help_text="Accepted, but worth saying (a repeated key).")
 
 
 class TaskLogEntryOutputSerializer(serializers.Serializer):

@@ -24,6 +24,7 @@ from workflows.api.serializers import (
     WorkflowOutputSerializer,
     WorkflowSpecOutputSerializer,
     WorkflowSubmitInputSerializer,
+    WorkflowSubmitOutputSerializer,
     WorkflowSummaryOutputSerializer,
 )
 from workflows.errors import WorkflowNotFoundError, WorkflowSpecInvalidError
@@ -38,7 +39,7 @@ ERRORS = {
     401: OpenApiResponse(ErrorOutputSerializer, description="Not authenticated."),
 }
 QUERY_PARAMS = [
-    OpenApiParameter("pool", str, description="Pool name, for a raw YAML body"),
+    OpenApiParameter("pool", str, description="Pool name, for a raw YAML body (default: the spec's workflow.pool)"),
     OpenApiParameter("priority", str, enum=["LOW", "NORMAL", "HIGH"], description="For a raw YAML body"),
     OpenApiParameter("dry_run", bool, description="For a raw YAML body"),
     OpenApiParameter("set", str, many=True, description="NAME=VALUE template value (cast to int/float), raw YAML"),
@@ -138,7 +139,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     @extend_schema(
         request={"application/json": WorkflowSubmitInputSerializer, "application/yaml": OpenApiTypes.STR},
         parameters=[*QUERY_PARAMS, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses={201: WorkflowOutputSerializer, 200: DryRunOutputSerializer, **ERRORS,
+        responses={201: WorkflowSubmitOutputSerializer, 200: DryRunOutputSerializer, **ERRORS,
                    422: OpenApiResponse(ErrorOutputSerializer,
                                         description="Idempotency-Key already used with a different request.")},
         description="Submit a workflow (JSON body, or a raw YAML body with `?pool=`). With `dry_run` the spec is "
@@ -152,24 +153,25 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         idempotency_key = _idempotency_key(request)
         template = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
         if values["dry_run"]:
-            return Response(workflow_dry_run(pool_name=values["pool"], spec=values["spec"], user=signed_in(request),
-                                             priority=values["priority"], team=values.get("team") or None,
-                                             **template),
+            return Response(workflow_dry_run(pool_name=values.get("pool") or None, spec=values["spec"],
+                                             user=signed_in(request), priority=values["priority"],
+                                             team=values.get("team") or None, **template),
                             status=status.HTTP_200_OK)
+        warnings: list[dict[str, str]] = []
         workflow, created = services.workflow_submit(
             user=signed_in(request),
-            pool_name=values["pool"],
+            pool_name=values.get("pool") or None,
             spec=values["spec"],
             priority=values["priority"],
             idempotency_key=idempotency_key,
             team=values.get("team") or None,
+            warnings=warnings,
             **template,
         )
         # The stored workflow as a later GET reads it (for a replay: as it is now).
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
-        return Response(
-            WorkflowOutputSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        )
+        answer = {**WorkflowOutputSerializer(workflow).data, "warnings": warnings}
+        return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=None, responses={200: WorkflowSpecOutputSerializer, 401: ERRORS[401],
                                             404: ErrorOutputSerializer},

@@ -7,7 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workflows.spec.model import ResourceSpec, TopologyEntry
+from workflows.spec.model import (
+    CheckpointSpec,
+    CredentialSpec,
+    ExitAction,
+    FileSpec,
+    InputSpec,
+    OutputSpec,
+    ResourceSpec,
+    TopologyEntry,
+    VolumeMount,
+)
 
 DEFAULT_RESOURCE = "default"
 MAX_LISTED = 10
@@ -25,6 +35,16 @@ class TaskDraft:
     environment: tuple[tuple[str, str], ...] = ()
     resource: str = DEFAULT_RESOURCE
     inputs: list[tuple[str, str]] = field(default_factory=list)  # (task name, path)
+    input_specs: list[InputSpec] = field(default_factory=list)  # every input, in spec order
+    outputs: tuple[OutputSpec, ...] = ()
+    files: tuple[FileSpec, ...] = ()
+    credentials: tuple[CredentialSpec, ...] = ()
+    exit_actions: tuple[ExitAction, ...] = ()
+    checkpoints: tuple[CheckpointSpec, ...] = ()
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    privileged: bool = False
+    host_network: bool = False
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (path, text) that may hold tokens
 
 
 @dataclass(slots=True)
@@ -33,6 +53,8 @@ class GroupDraft:
     name: str | None
     tasks: list[TaskDraft] = field(default_factory=list)
     derived: bool = False  # a bare task's group, named after it
+    barrier: bool = True
+    ignore_nonlead_status: bool = True
 
 
 @dataclass(slots=True)

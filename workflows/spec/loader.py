@@ -13,7 +13,7 @@ from typing import Any
 from parsing.errors import DocumentInvalidError
 from parsing.loader import DocumentLimits
 from parsing.loader import load_document as _load_document
-from workflows.spec.errors import SpecInvalidError
+from workflows.spec.errors import SpecError, SpecInvalidError
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +29,18 @@ class SpecLimits(DocumentLimits):
     max_tasks: int = 1000
 
 
-def load_document(source: object, limits: SpecLimits) -> dict[str, Any]:
+def load_document(source: object, limits: SpecLimits, warnings: list[SpecError] | None = None) -> dict[str, Any]:
     """Load a spec from YAML/JSON text (``str`` or UTF-8 ``bytes``) or a mapping, within ``limits``.
 
-    Returns the top-level mapping (not yet validated against the spec schema).
+    Returns the top-level mapping (not yet validated against the spec schema). With ``warnings``, a
+    key repeated in a mapping keeps its last value, as OSMO's loader does, and is reported there
+    (path, both lines); without, it is an error.
 
     Raises:
         SpecInvalidError: unreadable, unsafe, too large, or not a mapping.
     """
     try:
-        return _load_document(source, limits, what="the spec", shape="a mapping with a 'workflow' key")
+        return _load_document(source, limits, what="the spec", shape="a mapping with a 'workflow' key",
+                              duplicates=warnings)
     except DocumentInvalidError as exc:
         raise SpecInvalidError(exc.errors) from None

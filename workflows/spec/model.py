@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from parsing.errors import PathError as SpecError
 from topology.tree import REQUIRED, ConstraintTree, RequirementType
 from workflows.spec.trees import tree_to_json
 
@@ -28,13 +29,26 @@ ScalarValue = str | int | float | bool | None
 
 
 @dataclass(frozen=True, slots=True)
+class PlatformRule:
+    """One platform an administrator defined for a pool (OSMO's platforms): what its tasks may ask
+    for beyond a plain container. ``host_mounts`` are the host path prefixes ``volumeMounts`` may use."""
+
+    name: str
+    privileged: bool = False
+    host_network: bool = False
+    host_mounts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PoolContext:
-    """What the spec is validated against: the pool's name, its topology keys (coarsest first) and
-    the distinct capacities of its nodes. An empty ``node_capacities`` skips the fit check."""
+    """What the spec is validated against: the pool's name, its topology keys (coarsest first),
+    the distinct capacities of its nodes and its platforms. An empty ``node_capacities`` skips the
+    fit check; an empty ``platforms`` accepts any platform name (stored, not checked)."""
 
     name: str
     keys: tuple[str, ...] = ()
     node_capacities: tuple[NodeCapacity, ...] = ()
+    platforms: tuple[PlatformRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +74,7 @@ class ResourceSpec:
     storage: int = 0  # bytes
     nodes_excluded: tuple[str, ...] = ()
     topology: tuple[TopologyEntry, ...] = ()
+    platform: str | None = None  # OSMO's platform name, stored as given (docs/spec.md)
 
     def requests(self) -> dict[str, int]:
         return {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory, "storage": self.storage}
@@ -77,7 +92,99 @@ class ResourceSpec:
             **self.requests(),
             "nodes_excluded": list(self.nodes_excluded),
             "topology": [entry.to_dict() for entry in self.topology],
+            "platform": self.platform,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpec:
+    """A file written into the task's container before it starts (``files[]``): ``contents`` at
+    ``path`` (absolute, normalised). ``localpath`` never reaches here: the CLI inlines it."""
+
+    path: str
+    contents: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "contents": self.contents}
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """One ``inputs[]`` item, in the task's order (``{{input:<n>}}`` indexes them): the output of an
+    upstream ``task``, or a ``url`` to download; ``regex`` filters the files taken."""
+
+    task: str | None = None
+    url: str | None = None
+    regex: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"task": self.task, "url": self.url, "regex": self.regex}
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """One ``outputs[]`` item: upload the task's output directory to ``url`` (files matching ``regex``)."""
+
+    url: str
+    regex: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"url": self.url, "regex": self.regex}
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialSpec:
+    """One ``credentials`` entry: the user's credential ``name`` given to the task either as
+    environment variables (``environment``: ``(VARIABLE, key of the credential)`` pairs, sorted) or
+    as files mounted at ``path``."""
+
+    name: str
+    environment: tuple[tuple[str, str], ...] = ()
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "environment": dict(self.environment), "path": self.path}
+
+
+@dataclass(frozen=True, slots=True)
+class ExitAction:
+    """``exitActions.<action>``: the exit codes (inclusive ranges, sorted, disjoint) for which the
+    task's outcome is ``action`` (``COMPLETE``, ``FAIL`` or ``RESCHEDULE``)."""
+
+    action: str
+    ranges: tuple[tuple[int, int], ...]
+
+    def matches(self, code: int) -> bool:
+        return any(low <= code <= high for low, high in self.ranges)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "codes": [[low, high] for low, high in self.ranges]}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSpec:
+    """One ``checkpoint[]`` item: upload ``path`` of the container to ``url`` every ``frequency_s``
+    seconds (and once more when the task ends), the files matching ``regex``."""
+
+    path: str
+    url: str
+    frequency_s: int
+    regex: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "url": self.url, "frequency_s": self.frequency_s, "regex": self.regex}
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeMount:
+    """One ``volumeMounts[]`` item (``<host path>[:<container path>[:ro]]``): a host directory."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host_path": self.host_path, "container_path": self.container_path, "read_only": self.read_only}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +201,19 @@ class TaskSpec:
     resource: str = "default"
     inputs: tuple[str, ...] = ()
     resource_spec: ResourceSpec = ResourceSpec(name="default")
+    input_specs: tuple[InputSpec, ...] = ()  # every input in spec order (``inputs`` names only the tasks)
+    outputs: tuple[OutputSpec, ...] = ()
+    files: tuple[FileSpec, ...] = ()
+    credentials: tuple[CredentialSpec, ...] = ()
+    exit_actions: tuple[ExitAction, ...] = ()
+    checkpoints: tuple[CheckpointSpec, ...] = ()
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    privileged: bool = False
+    host_network: bool = False
+
+    def exit_action(self, code: int) -> str | None:
+        """The action the spec gives for exit ``code``, or None (the service's default applies)."""
+        return next((action.action for action in self.exit_actions if action.matches(code)), None)
 
     @property
     def topology(self) -> tuple[TopologyEntry, ...]:
@@ -115,6 +235,16 @@ class TaskSpec:
             "requests": self.resource_spec.requests(),
             "nodes_excluded": list(self.resource_spec.nodes_excluded),
             "topology": [entry.to_dict() for entry in self.resource_spec.topology],
+            "platform": self.resource_spec.platform,
+            "input_specs": [item.to_dict() for item in self.input_specs],
+            "outputs": [item.to_dict() for item in self.outputs],
+            "files": [item.to_dict() for item in self.files],
+            "credentials": [item.to_dict() for item in self.credentials],
+            "exit_actions": [item.to_dict() for item in self.exit_actions],
+            "checkpoints": [item.to_dict() for item in self.checkpoints],
+            "volume_mounts": [item.to_dict() for item in self.volume_mounts],
+            "privileged": self.privileged,
+            "host_network": self.host_network,
         }
 
 
@@ -126,6 +256,8 @@ class GroupSpec:
     tasks: tuple[TaskSpec, ...]
     inputs: tuple[str, ...]
     tree: ConstraintTree
+    barrier: bool = True  # the tasks start together (OSMO's default)
+    ignore_nonlead_status: bool = True  # the lead's outcome is the group's (OSMO's default)
 
     @property
     def lead(self) -> TaskSpec:
@@ -135,6 +267,8 @@ class GroupSpec:
         return {
             "name": self.name,
             "inputs": list(self.inputs),
+            "barrier": self.barrier,
+            "ignore_nonlead_status": self.ignore_nonlead_status,
             "tasks": [task.to_dict() for task in self.tasks],
             "constraint_tree": tree_to_json(self.tree),
         }
@@ -151,9 +285,11 @@ class WorkflowSpec:
     queue_timeout_s: int | None = None
     exec_timeout_s: int | None = None
     labels: tuple[tuple[str, str], ...] = ()
-    default_values: tuple[tuple[str, ScalarValue], ...] = ()
+    default_values: tuple[tuple[str, Any], ...] = ()  # any YAML value (mappings, lists): not hashable then
     resources: tuple[ResourceSpec, ...] = ()
     pool: str = ""
+    spec_pool: str | None = None  # ``workflow.pool`` as written
+    warnings: tuple[SpecError, ...] = ()  # accepted, but worth saying (a repeated key), path + message
 
     def tasks(self) -> Iterator[TaskSpec]:
         for group in self.groups:
@@ -180,6 +316,7 @@ class WorkflowSpec:
             "name": self.name,
             "version": self.version,
             "pool": self.pool,
+            "spec_pool": self.spec_pool,
             "queue_timeout_s": self.queue_timeout_s,
             "exec_timeout_s": self.exec_timeout_s,
             "labels": dict(self.labels),

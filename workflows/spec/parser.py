@@ -22,149 +22,57 @@ without ``resources`` is a valid plain gang. Deterministic: the result depends o
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from parsing.quantity import QUANTITY_KINDS, QuantityError, format_quantity, parse_duration, parse_quantity
 from topology.tree import PREFERRED, REQUIRED, RequirementType
-from workflows.spec.checks import CrossChecks
 from workflows.spec.drafts import DEFAULT_RESOURCE, GroupDraft, ResourceDraft, TaskDraft
-from workflows.spec.errors import ErrorList, SpecInvalidError, join_path
+from workflows.spec.errors import ErrorList, SpecError, SpecInvalidError, join_path
+from workflows.spec.fields import TaskFields
 from workflows.spec.loader import SpecLimits, load_document
 from workflows.spec.model import (
     GroupSpec,
     PoolContext,
     ResourceSpec,
-    ScalarValue,
     TaskSpec,
     TopologyEntry,
     WorkflowSpec,
 )
 from workflows.spec.trees import build_tree
+from workflows.spec.walk import NAME_MAX_LENGTH, type_name
 
-NAME_PATTERN = re.compile(r"[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?")
-NAME_MAX_LENGTH = 63
 ENV_NAME_PATTERN = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 DEFAULT_GROUP = "default"
 SPEC_VERSION = 2
 
 TOP_FIELDS = ("workflow", "version", "default-values", "resources")
-WORKFLOW_FIELDS = ("name", "timeout", "labels", "groups", "tasks", "resources")
+WORKFLOW_FIELDS = ("name", "pool", "timeout", "labels", "groups", "tasks", "resources")
 TIMEOUT_FIELDS = ("queue_timeout", "exec_timeout")
-GROUP_FIELDS = ("name", "tasks")
-TASK_FIELDS = ("name", "lead", "image", "command", "args", "environment", "resource", "inputs")
+GROUP_FIELDS = ("name", "tasks", "barrier", "ignoreNonleadStatus")
+TASK_FIELDS = (
+    "name", "lead", "image", "command", "args", "environment", "resource", "inputs", "outputs", "files",
+    "credentials", "exitActions", "checkpoint", "volumeMounts", "privileged", "hostNetwork",
+)
 IMAGE_MAX_LENGTH = 512  # workflows.models.Task.image has the same length
-INPUT_FIELDS = ("task",)
-RESOURCE_FIELDS = ("gpu", "cpu", "memory", "storage", "nodesExcluded", "topology")
+RESOURCE_FIELDS = ("gpu", "cpu", "memory", "storage", "nodesExcluded", "topology", "platform")
+PLATFORM_PATTERN = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?")
+# Kubernetes label syntax: [prefix/]name, name and value <= 63 of [A-Za-z0-9-_.] with alphanumeric ends.
+LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?" + LABEL_NAME)
+LABEL_VALUE = re.compile(LABEL_NAME)
+LABEL_PREFIX_MAX = 253
+MAX_LABELS = 16
 TOPOLOGY_FIELDS = ("key", "group", "requirementType")
 
 
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-class _Parser(CrossChecks):
+class _Parser(TaskFields):
     def __init__(self, pool: PoolContext, limits: SpecLimits) -> None:
         self.pool = pool
         self.limits = limits
         self.errors = ErrorList()
+        self.warnings: list[SpecError] = []
         self.resources_path = "resources"
-
-    # -- generic helpers ------------------------------------------------------------------------
-
-    def mapping(
-        self, value: object, path: str, allowed: Sequence[str], required: Sequence[str] = ()
-    ) -> Mapping[str, Any] | None:
-        """``value`` as a mapping after reporting unknown and missing fields; None if not a mapping."""
-        if not isinstance(value, Mapping):
-            self.error(path, f"must be a mapping, got {_type_name(value)}")
-            return None
-        for key in value:
-            if key not in allowed:
-                self.error(
-                    join_path(path, key), f"unknown field {key!r}; expected one of: {', '.join(sorted(allowed))}"
-                )
-        for key in required:
-            if key not in value:
-                self.error(join_path(path, key), "this field is required")
-        return value
-
-    def string(self, value: object, path: str, *, non_empty: bool = True) -> str | None:
-        if not isinstance(value, str):
-            self.error(path, f"must be a string, got {_type_name(value)}")
-            return None
-        if non_empty and not value.strip():
-            self.error(path, "must not be empty")
-            return None
-        return value
-
-    def name(self, value: object, path: str, what: str) -> str | None:
-        text = self.string(value, path)
-        if text is None:
-            return None
-        if len(text) > NAME_MAX_LENGTH or not NAME_PATTERN.fullmatch(text):
-            self.error(
-                path,
-                f"invalid {what} {text[:80]!r}: use letters, digits, '-' and '_', start with a letter, "
-                f"end with a letter or digit, at most {NAME_MAX_LENGTH} characters",
-            )
-            return None
-        return text
-
-    def text_value(self, value: object, path: str) -> str | None:
-        """A scalar rendered as text (numbers as written, booleans as ``true``/``false``, null as '')."""
-        if value is None:
-            return ""
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, str | int | float):
-            return str(value)
-        self.error(path, f"must be a string, got {_type_name(value)}")
-        return None
-
-    def string_list(self, value: object, path: str, *, non_empty: bool) -> tuple[str, ...] | None:
-        if not isinstance(value, list | tuple):
-            self.error(path, f"must be a list of strings, got {_type_name(value)}")
-            return None
-        if non_empty and not value:
-            self.error(path, "must not be empty")
-            return None
-        items = [self.text_value(item, join_path(path, index)) for index, item in enumerate(value)]
-        if any(item is None for item in items):
-            return None
-        return tuple(item for item in items if item is not None)
-
-    def text_map(self, value: object, path: str, key_pattern: re.Pattern[str] | None) -> tuple[tuple[str, str], ...]:
-        if value is None:
-            return ()
-        if not isinstance(value, Mapping):
-            self.error(path, f"must be a mapping, got {_type_name(value)}")
-            return ()
-        pairs: list[tuple[str, str]] = []
-        for key, item in value.items():
-            item_path = join_path(path, key)
-            if key_pattern is not None and not key_pattern.fullmatch(key):
-                self.error(item_path, f"invalid name {key!r}")
-                continue
-            if not key:
-                self.error(item_path, "names must not be empty")
-                continue
-            text = self.text_value(item, item_path)
-            if text is not None:
-                pairs.append((key, text))
-        return tuple(sorted(pairs))
 
     # -- sections -------------------------------------------------------------------------------
 
@@ -183,7 +91,8 @@ class _Parser(CrossChecks):
             raise SpecInvalidError(self.errors.errors)
         name = self.name(body["name"], "workflow.name", "workflow name") if "name" in body else None
         queue_timeout, exec_timeout = self.timeouts(body.get("timeout"))
-        labels = self.text_map(body.get("labels"), "workflow.labels", None)
+        labels = self.labels(body.get("labels"))
+        spec_pool = self.spec_pool(body.get("pool"))
 
         resources = self.resources(document, body)
         groups = self.groups(body)
@@ -193,6 +102,8 @@ class _Parser(CrossChecks):
         group_inputs = self.check_inputs(groups)
         self.check_key_sets(groups, resolved)
         self.check_requirements(groups, resolved)
+        self.check_tokens(groups)
+        self.check_platforms(groups, resolved)
         self.errors.raise_if_any()
 
         assert name is not None
@@ -208,23 +119,44 @@ class _Parser(CrossChecks):
             default_values=default_values,
             resources=tuple(declared),
             pool=self.pool.name,
+            spec_pool=spec_pool,
+            warnings=tuple(sorted(set(self.warnings))),
         )
 
-    def default_values(self, value: object) -> tuple[tuple[str, ScalarValue], ...]:
+    def default_values(self, value: object) -> tuple[tuple[str, Any], ...]:
+        """Template values: names to any YAML value (OSMO allows mappings and lists)."""
         if value is None:
             return ()
         if not isinstance(value, Mapping):
-            self.error("default-values", f"must be a mapping, got {_type_name(value)}")
+            self.error("default-values", f"must be a mapping, got {type_name(value)}")
             return ()
-        pairs: list[tuple[str, ScalarValue]] = []
-        for key, item in value.items():
-            if item is not None and not isinstance(item, str | int | float | bool):
-                self.error(
-                    join_path("default-values", key), f"must be a string, number or boolean, got {_type_name(item)}"
-                )
-                continue
-            pairs.append((key, item))
-        return tuple(sorted(pairs, key=lambda pair: pair[0]))
+        return tuple(sorted(value.items(), key=lambda pair: pair[0]))
+
+    def labels(self, value: object) -> tuple[tuple[str, str], ...]:
+        """``workflow.labels``: Kubernetes label keys and non-empty values, at most :data:`MAX_LABELS`."""
+        pairs = self.text_map(value, "workflow.labels", None)
+        if len(pairs) > MAX_LABELS:
+            self.error("workflow.labels", f"{len(pairs)} labels; a workflow has at most {MAX_LABELS}")
+        kept = []
+        for key, text in pairs:
+            path = join_path("workflow.labels", key)
+            prefix = key.rpartition("/")[0]
+            if not LABEL_KEY.fullmatch(key) or len(prefix) > LABEL_PREFIX_MAX:
+                self.error(path, f"invalid label key {key[:80]!r}: Kubernetes label syntax, [prefix/]name with "
+                                 "a name of at most 63 letters, digits, '-', '_', '.', starting and ending "
+                                 "alphanumeric")
+            elif not LABEL_VALUE.fullmatch(text):
+                self.error(path, f"invalid label value {text[:80]!r}: not empty, at most 63 letters, digits, "
+                                 "'-', '_', '.', starting and ending alphanumeric")
+            else:
+                kept.append((key, text))
+        return tuple(kept)
+
+    def spec_pool(self, value: object) -> str | None:
+        """``workflow.pool``: the pool the spec asks for (the submission checks it names this one)."""
+        if value is None:
+            return None
+        return self.name(value, "workflow.pool", "pool name")
 
     def timeouts(self, value: object) -> tuple[int | None, int | None]:
         if value is None:
@@ -259,7 +191,7 @@ class _Parser(CrossChecks):
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            self.error(path, f"must be a mapping of resource names to requests, got {_type_name(value)}")
+            self.error(path, f"must be a mapping of resource names to requests, got {type_name(value)}")
             return {}
         drafts: dict[str, ResourceDraft] = {}
         for name, spec in value.items():
@@ -280,6 +212,11 @@ class _Parser(CrossChecks):
                     quantities[kind] = parse_quantity(body[kind], kind)
                 except QuantityError as exc:
                     self.error(join_path(path, kind), str(exc))
+        platform = None
+        if body.get("platform") is not None:
+            platform = self.string(body["platform"], join_path(path, "platform"))
+            if platform is not None and (len(platform) > NAME_MAX_LENGTH or not PLATFORM_PATTERN.fullmatch(platform)):
+                self.error(join_path(path, "platform"), f"invalid platform name {platform[:80]!r}")
         excluded: tuple[str, ...] = ()
         if body.get("nodesExcluded") is not None:
             names = self.string_list(body["nodesExcluded"], join_path(path, "nodesExcluded"), non_empty=False)
@@ -289,7 +226,7 @@ class _Parser(CrossChecks):
         valid_topology = topology if len(self.errors) == topology_before else None
         if len(self.errors) != before or not valid:
             return ResourceDraft(path=path, spec=None, topology=valid_topology)
-        spec = ResourceSpec(name=name, nodes_excluded=excluded, topology=topology, **quantities)
+        spec = ResourceSpec(name=name, nodes_excluded=excluded, topology=topology, platform=platform, **quantities)
         self.check_fit(spec, path)
         return ResourceDraft(path=path, spec=spec, topology=valid_topology)
 
@@ -297,7 +234,7 @@ class _Parser(CrossChecks):
         if value is None:
             return ()
         if not isinstance(value, list | tuple):
-            self.error(path, f"must be a list of topology entries, got {_type_name(value)}")
+            self.error(path, f"must be a list of topology entries, got {type_name(value)}")
             return ()
         pool_keys = self.pool.keys
         entries: list[TopologyEntry] = []
@@ -382,7 +319,7 @@ class _Parser(CrossChecks):
         path = f"workflow.{field_name}"
         items = body[field_name]
         if not isinstance(items, list | tuple) or not items:
-            self.error(path, f"must be a non-empty list, got {_type_name(items) if items else 'nothing'}")
+            self.error(path, f"must be a non-empty list, got {type_name(items) if items else 'nothing'}")
             return []
         total = len(items)
         if field_name == "groups":
@@ -404,7 +341,8 @@ class _Parser(CrossChecks):
         if body is None:
             return GroupDraft(path=path, name=None)
         name = self.name(body["name"], join_path(path, "name"), "group name") if "name" in body else None
-        draft = GroupDraft(path=path, name=name)
+        draft = GroupDraft(path=path, name=name, barrier=self.flag(body, "barrier", path, True),
+                           ignore_nonlead_status=self.flag(body, "ignoreNonleadStatus", path, True))
         if "tasks" in body:
             tasks_path = join_path(path, "tasks")
             items = body["tasks"]
@@ -425,7 +363,7 @@ class _Parser(CrossChecks):
             if isinstance(body["lead"], bool):
                 draft.lead = body["lead"]
             else:
-                self.error(join_path(path, "lead"), f"must be true or false, got {_type_name(body['lead'])}")
+                self.error(join_path(path, "lead"), f"must be true or false, got {type_name(body['lead'])}")
         if "image" in body:
             draft.image = self.string(body["image"], join_path(path, "image"))
             if draft.image is not None and len(draft.image) > IMAGE_MAX_LENGTH:
@@ -437,26 +375,11 @@ class _Parser(CrossChecks):
         draft.environment = self.text_map(body.get("environment"), join_path(path, "environment"), ENV_NAME_PATTERN)
         if body.get("resource") is not None:
             draft.resource = self.string(body["resource"], join_path(path, "resource")) or DEFAULT_RESOURCE
-        if body.get("inputs") is not None:
-            self.task_inputs(body["inputs"], join_path(path, "inputs"), draft)
+        self.task_fields(body, path, draft)
+        draft.texts += [(join_path(join_path(path, "command"), i), text) for i, text in enumerate(draft.command or ())]
+        draft.texts += [(join_path(join_path(path, "args"), i), text) for i, text in enumerate(draft.args)]
+        draft.texts += [(join_path(join_path(path, "environment"), key), text) for key, text in draft.environment]
         return draft
-
-    def task_inputs(self, value: object, path: str, draft: TaskDraft) -> None:
-        if not isinstance(value, list | tuple):
-            self.error(path, f"must be a list of inputs like {{task: <name>}}, got {_type_name(value)}")
-            return
-        for index, raw in enumerate(value):
-            item_path = join_path(path, index)
-            if isinstance(raw, Mapping) and set(raw) - set(INPUT_FIELDS):
-                kinds = ", ".join(sorted(set(raw) - set(INPUT_FIELDS)))
-                self.error(item_path, f"unsupported input ({kinds}); only inputs like {{task: <name>}} are supported")
-                continue
-            body = self.mapping(raw, item_path, INPUT_FIELDS, required=("task",))
-            if body is None or "task" not in body:
-                continue
-            name = self.string(body["task"], join_path(item_path, "task"))
-            if name is not None:
-                draft.inputs.append((name, join_path(item_path, "task")))
 
     # -- cross-checks ---------------------------------------------------------------------------
 
@@ -479,11 +402,21 @@ class _Parser(CrossChecks):
                     resource=task.resource,
                     inputs=tuple(dict.fromkeys(name for name, _path in task.inputs)),
                     resource_spec=spec,
+                    input_specs=tuple(task.input_specs),
+                    outputs=task.outputs,
+                    files=task.files,
+                    credentials=task.credentials,
+                    exit_actions=task.exit_actions,
+                    checkpoints=task.checkpoints,
+                    volume_mounts=task.volume_mounts,
+                    privileged=task.privileged,
+                    host_network=task.host_network,
                 )
             )
         assert group.name is not None
         tree = build_tree(group.name, tasks, self.pool.keys)
-        return GroupSpec(name=group.name, tasks=tuple(tasks), inputs=inputs, tree=tree)
+        return GroupSpec(name=group.name, tasks=tuple(tasks), inputs=inputs, tree=tree, barrier=group.barrier,
+                         ignore_nonlead_status=group.ignore_nonlead_status)
 
 
 def parse_workflow(source: object, *, pool: PoolContext, limits: SpecLimits | None = None) -> WorkflowSpec:
@@ -498,5 +431,8 @@ def parse_workflow(source: object, *, pool: PoolContext, limits: SpecLimits | No
         SpecInvalidError: with every problem found, each with its path; nothing else is raised.
     """
     limits = limits or SpecLimits()
-    document = load_document(source, limits)
-    return _Parser(pool, limits).parse(document)
+    warnings: list[SpecError] = []
+    document = load_document(source, limits, warnings)
+    parser = _Parser(pool, limits)
+    parser.warnings = warnings
+    return parser.parse(document)

@@ -3,10 +3,12 @@
 A spec is a template when its text has ``{{`` or ``{%`` or when values are given at submission.
 Algorithm of :func:`render_spec`:
 1. Take the top-level ``default-values:`` block out of the text line by line (the whole document
-   is not YAML before it is rendered) and load it alone; it must hold plain scalars.
+   is not YAML before it is rendered) and load it alone; its values may be any YAML value
+   (mappings and lists too, as in OSMO), but no template code.
 2. Merge: ``default-values``, then the submission's values (``--set``, ``--set-string``) on top.
-3. Render with :class:`SpecSandbox` (``jinja2.sandbox``) and ``StrictUndefined``: a name used but
-   never given is an error, not an empty string. Every error carries its template line.
+3. Protect OSMO's run-time tokens (:func:`workflows.spec.tokens.protect_tokens`), then render with
+   :class:`SpecSandbox` (``jinja2.sandbox``) and ``StrictUndefined``: a name used but never given is
+   an error, not an empty string. Every error carries its template line.
 4. Apply ``--set-env`` values to every task's ``environment`` (then the text is the YAML dump of the
    rendered document, comments dropped).
 
@@ -32,6 +34,7 @@ from jinja2.visitor import NodeTransformer
 from workflows.spec.errors import SpecError, SpecInvalidError, join_path
 from workflows.spec.loader import SpecLimits, load_document
 from workflows.spec.model import ScalarValue
+from workflows.spec.tokens import protect_tokens
 
 TEMPLATE_PATH = "template"
 VALUES_PATH = "default-values"
@@ -71,7 +74,7 @@ class RenderedSpec:
     the submission's); ``values`` and ``env`` are empty when the spec was not a template."""
 
     text: str
-    values: dict[str, ScalarValue] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -253,6 +256,16 @@ def _template_error(exc: BaseException) -> SpecInvalidError:
     return SpecInvalidError([SpecError(TEMPLATE_PATH, f"{where}{message}")])
 
 
+_INLINE_TAG = re.compile(r"(?m)^([ \t]+)\{%(?![-+])([^\n]*?)%\}(?=[ \t]*[^ \t\n])")
+
+
+def keep_inline_indentation(text: str) -> str:
+    """A block tag that starts an indented line and shares it with text keeps the indentation
+    (``{%+``): ``lstrip_blocks`` is meant for tags alone on their line, and stripping here would
+    move the text to column 0 (OSMO's cookbook writes ``{% raw %}{{host:...}}{% endraw %}`` so)."""
+    return _INLINE_TAG.sub(lambda match: f"{match.group(1)}{{%+{match.group(2)}%}}", text)
+
+
 def split_default_values(text: str) -> str | None:
     """The top-level ``default-values:`` block of ``text`` (its key line and the indented or
     comment lines after it), or None."""
@@ -268,8 +281,8 @@ def split_default_values(text: str) -> str | None:
     return None
 
 
-def default_values(text: str, limits: SpecLimits) -> dict[str, ScalarValue]:
-    """The spec's ``default-values`` as a mapping of scalars (errors under ``default-values``)."""
+def default_values(text: str, limits: SpecLimits) -> dict[str, Any]:
+    """The spec's ``default-values`` as a mapping of names to YAML values (errors under ``default-values``)."""
     block = split_default_values(text)
     if block is None:
         return {}
@@ -284,13 +297,18 @@ def default_values(text: str, limits: SpecLimits) -> dict[str, ScalarValue]:
     return dict(raw)
 
 
-def check_values(values: Mapping[str, Any], *, path: str, limits: TemplateLimits) -> list[SpecError]:
+def check_values(values: Mapping[str, Any], *, path: str, limits: TemplateLimits,
+                 scalars: bool = True) -> list[SpecError]:
+    """Value names (and, with ``scalars``, values: submitted ones are scalars; ``default-values``
+    may hold any YAML value, as in OSMO)."""
     errors = []
     for name, value in values.items():
         where = join_path(path, name)
         if not VALUE_NAME.fullmatch(name):
             errors.append(SpecError(where, f"invalid value name {name[:80]!r}: use letters, digits and '_', "
                                            "starting with a letter"))
+        elif not scalars:
+            continue
         elif value is not None and not isinstance(value, str | int | float | bool):
             errors.append(SpecError(where, "must be a string, number or boolean"))
         elif isinstance(value, str) and len(value) > limits.max_value_length:
@@ -339,15 +357,16 @@ def render_spec(
                for name in env if not ENV_NAME.fullmatch(name)]
     if errors:
         raise SpecInvalidError(errors)
-    merged: dict[str, ScalarValue] = {}
+    merged: dict[str, Any] = {}
     rendered = text
     if values or is_template(text):
         merged = default_values(text, spec_limits)
-        bad = check_values(merged, path=VALUES_PATH, limits=limits)
+        bad = check_values(merged, path=VALUES_PATH, limits=limits, scalars=False)
         if bad:
             raise SpecInvalidError(bad)
         merged.update(values)
-        rendered = _render(text, merged, limits)
+        # OSMO's run-time tokens ({{output}}, {{host:master}} ...) pass through rendering unchanged
+        rendered = _render(keep_inline_indentation(protect_tokens(text)), merged, limits)
     if env:
         if dump is None:
             raise ValueError("render_spec needs dump= to apply env")
@@ -355,7 +374,7 @@ def render_spec(
     return RenderedSpec(text=rendered, values=merged, env=env)
 
 
-def _render(text: str, values: Mapping[str, ScalarValue], limits: TemplateLimits) -> str:
+def _render(text: str, values: Mapping[str, Any], limits: TemplateLimits) -> str:
     sandbox = SpecSandbox(limits)
     try:
         tree = _Bounded().visit(sandbox.parse(text))

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "Hello from a local script: {{ these braces are not template code }}"

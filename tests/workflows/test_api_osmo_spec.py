@@ -1,0 +1,218 @@
+"""OSMO's spec at the API (docs/spec.md): the spec's pool, warnings for repeated keys, tokens and
+task fields refused by path with nothing stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import make_nvl72_pool
+from workflows.models import Task, Workflow
+
+pytestmark = pytest.mark.django_db
+
+SPEC = """workflow:
+  name: hello
+  pool: {pool}
+  tasks:
+  - name: train
+    image: busybox
+    command: [sh, /tmp/run.sh]
+    files:
+    - path: /tmp/run.sh
+      contents: echo {{{{workflow_id}}}} > {{{{output}}}}/id.txt
+"""
+
+
+@pytest.fixture
+def pools():
+    return (make_nvl72_pool("alpha", zones=1, spines=1, racks=1, nodes=1),
+            make_nvl72_pool("beta", zones=1, spines=1, racks=1, nodes=1))
+
+
+def test_the_spec_pool_is_used_when_the_request_names_none(user_client, pools):
+    # when
+    response = user_client.post("/api/workflows/", {"spec": SPEC.format(pool="beta")}, format="json")
+
+    # then
+    assert response.status_code == 201, response.json()
+    assert response.json()["pool"] == "beta"
+    assert response.json()["warnings"] == []
+    assert Workflow.objects.get().pool.name == "beta"
+
+
+def test_the_spec_pool_is_used_by_a_raw_yaml_dry_run(user_client, pools):
+    # when
+    response = user_client.post("/api/workflows/?dry_run=true", SPEC.format(pool="alpha"),
+                                content_type="application/yaml")
+
+    # then
+    assert response.status_code == 200, response.json()
+    assert (response.json()["pool"], response.json()["warnings"]) == ("alpha", [])
+    assert Workflow.objects.count() == 0
+
+
+def test_a_request_naming_another_pool_than_the_spec_is_refused_naming_both(user_client, pools):
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "alpha", "spec": SPEC.format(pool="beta")},
+                                format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [{
+        "path": "workflow.pool",
+        "message": "the spec asks for pool 'beta' but the request names pool 'alpha'; name one pool, or the same "
+                   "in both",
+    }]
+    assert Workflow.objects.count() == 0
+
+
+def test_no_pool_in_the_request_nor_the_spec_is_refused(user_client, pools):
+    # given
+    spec = SPEC.replace("  pool: {pool}\n", "").format()
+
+    # when
+    response = user_client.post("/api/workflows/", {"spec": spec}, format="json")
+
+    # then
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "pool_required"
+    assert body["details"]["errors"] == [{"path": "pool", "message": "No pool given: name one in the request "
+                                          "(pool, --pool) or in the spec (workflow.pool)."}]
+    assert Workflow.objects.count() == 0
+
+
+def test_a_repeated_key_is_accepted_with_a_warning_in_the_answer(user_client, pools):
+    # given
+    spec = SPEC.format(pool="alpha").replace("    image: busybox\n", "    image: ubuntu\n    image: busybox\n")
+
+    # when
+    dry = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True}, format="json")
+    submitted = user_client.post("/api/workflows/", {"spec": spec}, format="json")
+
+    # then
+    warning = {"path": "workflow.tasks[0].image",
+               "message": "duplicate key 'image' at line 7 (first at line 6): the last value is kept"}
+    assert dry.status_code == 200, dry.json()
+    assert dry.json()["warnings"] == [warning]
+    assert submitted.status_code == 201, submitted.json()
+    assert submitted.json()["warnings"] == [warning]
+    assert Task.objects.get().image == "busybox"
+
+
+@pytest.mark.parametrize(
+    ("replace", "path", "message"),
+    [
+        pytest.param(
+            ("contents: echo", "localpath: run.sh\n      x: echo"),
+            "workflow.tasks[0].files[0].localpath",
+            "localpath is read by the CLI (osmo workflow submit), relative to the spec file, and sent as contents; "
+            "the API takes files with contents only",
+            id="_case_localpath",
+        ),
+        pytest.param(
+            ("{{{{output}}}}", "{{{{host:nobody}}}}"),
+            "workflow.tasks[0].files[0].contents",
+            "{{host:nobody}} names no task of this workflow; tasks: train",
+            id="_case_unknown_host",
+        ),
+        pytest.param(
+            ("{{{{output}}}}", "{{{{input:0}}}}"),
+            "workflow.tasks[0].files[0].contents",
+            "{{input:0}} is out of range: task 'train' has 0 inputs (indexes start at 0)",
+            id="_case_input_out_of_range",
+        ),
+        pytest.param(
+            ("    files:", "    inputs:\n    - dataset: {{name: mnist}}\n    files:"),
+            "workflow.tasks[0].inputs[0].dataset",
+            "dataset inputs are not supported: this service stores no datasets; give the data's storage location "
+            "as url",
+            id="_case_dataset",
+        ),
+    ],
+)
+def test_bad_osmo_fields_are_refused_by_path_and_nothing_is_stored(user_client, pools, replace, path, message):
+    # given
+    spec = SPEC.replace(*replace).format(pool="alpha")
+
+    # when
+    response = user_client.post("/api/workflows/", {"spec": spec}, format="json")
+
+    # then
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == "spec_invalid"
+    assert {"path": path, "message": message} in response.json()["details"]["errors"]
+    assert Workflow.objects.count() == 0
+    assert Task.objects.count() == 0
+
+
+def test_a_pools_platforms_are_checked_at_submission(user_client, pools):
+    from scheduler.models import PoolPlatform
+
+    # given
+    alpha, _beta = pools
+    PoolPlatform.objects.create(pool=alpha, name="dgx-a100")
+    PoolPlatform.objects.create(pool=alpha, name="jetson", allow_privileged=True)
+    spec = (SPEC.format(pool="alpha") + "    privileged: true\n"
+            "  resources:\n    default:\n      cpu: 1\n      platform: {platform}\n")
+
+    # when
+    unknown = user_client.post("/api/workflows/", {"spec": spec.format(platform="ovx-a40")}, format="json")
+    refused = user_client.post("/api/workflows/", {"spec": spec.format(platform="dgx-a100")}, format="json")
+    allowed = user_client.post("/api/workflows/", {"spec": spec.format(platform="jetson"), "dry_run": True},
+                               format="json")
+
+    # then
+    assert unknown.status_code == 400
+    assert unknown.json()["details"]["errors"] == [{
+        "path": "workflow.resources.default.platform",
+        "message": "unknown platform 'ovx-a40'; pool 'alpha' has platforms: dgx-a100, jetson"}]
+    assert refused.status_code == 400
+    assert refused.json()["details"]["errors"] == [{
+        "path": "workflow.tasks[0].privileged", "message": "platform 'dgx-a100' does not allow privileged containers"}]
+    assert allowed.status_code == 200, allowed.json()
+    assert Workflow.objects.count() == 0
+
+
+def admin_pool_form(pool) -> dict[str, str]:
+    """The pool's admin change form as posted, its inlines unchanged."""
+    keys = list(pool.topology_keys.order_by("position"))
+    data = {"name": pool.name, "description": pool.description, "backend": pool.backend,
+            "sim_task_seconds": str(pool.sim_task_seconds), "k8s_namespace": pool.k8s_namespace,
+            "k8s_node_selector": pool.k8s_node_selector, "status": pool.status,
+            "topology_keys-TOTAL_FORMS": str(len(keys)), "topology_keys-INITIAL_FORMS": str(len(keys))}
+    for inline in ("grants", "quotas", "platforms"):
+        data |= {f"{inline}-TOTAL_FORMS": "0", f"{inline}-INITIAL_FORMS": "0"}
+    for index, key in enumerate(keys):
+        data |= {f"topology_keys-{index}-id": str(key.pk), f"topology_keys-{index}-pool": str(pool.pk),
+                 f"topology_keys-{index}-position": str(key.position), f"topology_keys-{index}-key": key.key,
+                 f"topology_keys-{index}-label": key.label}
+    return data
+
+
+def test_a_platform_changed_in_the_admin_applies_to_the_next_submission(staff_user, user_client, pools):
+    from django.test import Client
+
+    from scheduler.models import PoolPlatform
+
+    admin = Client()
+    admin.force_login(staff_user)
+
+    # given: a submission validated (and its pool facts cached) before the pool had platforms
+    alpha, _beta = pools
+    spec = SPEC.format(pool="alpha") + "  resources:\n    default:\n      cpu: 1\n      platform: gpu-x\n"
+    assert user_client.post("/api/workflows/", {"spec": spec, "dry_run": True}, format="json").status_code == 200
+    form = admin_pool_form(alpha)
+    form.update({"platforms-TOTAL_FORMS": "1", "platforms-0-name": "gpu-y", "platforms-0-node_selector": "{}",
+                 "platforms-0-tolerations": "[]", "platforms-0-host_mounts": "[]"})
+
+    # when
+    saved = admin.post(f"/admin/scheduler/pool/{alpha.pk}/change/", form)
+    answer = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True}, format="json")
+
+    # then
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert list(PoolPlatform.objects.values_list("name", flat=True)) == ["gpu-y"]
+    assert answer.status_code == 400
+    assert answer.json()["details"]["errors"][0]["message"] == (
+        "unknown platform 'gpu-x'; pool 'alpha' has platforms: gpu-y")
