@@ -66,3 +66,10 @@ OAUTH2_PROVIDER = {
     "DEVICE_FLOW_INTERVAL": 1,
     "PKCE_REQUIRED": False,
 }
+# Errors of the provider go to its log (tests/sso/conftest.py keeps it beside its database).
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR"}},
+}

@@ -8,7 +8,9 @@ import uuid
 import jwt
 from django.conf import settings
 from jwcrypto import jwk
+from oauth2_provider.models import get_device_grant_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.oauth2.rfc8628.grant_types.device_code import DeviceCodeGrant
 
 
 def _key() -> tuple[str, str]:
@@ -54,3 +56,18 @@ class GroupsValidator(OAuth2Validator):
         if groups:
             claims["groups"] = groups
         return claims
+
+    def validate_device_code(self, client_id, code, request, *args, **kwargs):
+        """oauthlib 4 asks the validator for the device code's state (django-oauth-toolkit 3.4.1's
+        token view has already checked it is authorized); the user and scopes come from the grant."""
+        model = get_device_grant_model()
+        grant = model.objects.filter(client_id=client_id, device_code=code).first()
+        if grant is None:
+            return None
+        statuses = {model.AUTHORIZED: DeviceCodeGrant.DEVICE_CODE_AUTHORIZED,
+                    model.AUTHORIZATION_PENDING: DeviceCodeGrant.DEVICE_CODE_PENDING,
+                    model.EXPIRED: DeviceCodeGrant.DEVICE_CODE_EXPIRED,
+                    model.DENIED: DeviceCodeGrant.DEVICE_CODE_DENIED}
+        request.user = grant.user
+        request.scopes = grant.scope.split()
+        return statuses.get(grant.status)
