@@ -363,7 +363,7 @@ LOGGING = {
 }
 
 # ------------------------------------------------------------------------------------------------
-# Single sign-on (OpenID Connect): osmo/sso, docs/deploy.md "Single sign-on", docs/design.md §12.
+# Single sign-on (OpenID Connect) and replicas: osmo/sso, osmo/beat.py, docs/deploy.md, docs/design.md §12.
 # Off while OSMO_OIDC_ISSUER is empty; local accounts and API tokens work either way.
 # ------------------------------------------------------------------------------------------------
 OSMO_OIDC_ISSUER = env.str("OSMO_OIDC_ISSUER", default="")
@@ -411,6 +411,8 @@ _template_options["context_processors"].append("osmo.sso.views.sso_context")
 _authentication: list[str] = REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]  # type: ignore[assignment]
 REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = ["osmo.sso.authentication.OIDCAccessTokenAuthentication",
                                                     *_authentication]
+# One beat at a time (osmo.beat): a second beat stands by until the first one's lock is released.
+CELERY_BEAT_SCHEDULER = "osmo.beat.LockedPersistentScheduler"
 # ------------------------------------------------------------------------------------------------
-# End of single sign-on
+# End of single sign-on and replicas
 # ------------------------------------------------------------------------------------------------
