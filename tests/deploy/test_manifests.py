@@ -153,3 +153,20 @@ def test_job_namespace_role_grants_exactly_the_verbs_docs_kubernetes_lists(tree)
     assert role["metadata"]["namespace"] == documented["metadata"]["namespace"] == "osmo-jobs"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "osmo-scheduler", "namespace": "osmo"}]
     assert objects[("Deployment", "osmo-worker")]["metadata"]["namespace"] == "osmo"
+
+
+def test_node_reading_cluster_role_grants_exactly_what_docs_kubernetes_says(tree):
+    # given: the prose of docs/kubernetes.md §3 ("a ClusterRole with `get` and `list` on `nodes`")
+    text = " ".join((ROOT / "docs" / "kubernetes.md").read_text().split())
+    match = re.search(r"ClusterRole with ((?:`\w+`(?:, | and )?)+) on `(\w+)`", text)
+    assert match is not None
+    verbs = re.findall(r"`(\w+)`", match.group(1))
+
+    # when
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+
+    # then
+    assert objects[("ClusterRole", "osmo-nodes-read")]["rules"] == [
+        {"apiGroups": [""], "resources": [match.group(2)], "verbs": verbs}]
+    assert objects[("ClusterRoleBinding", "osmo-nodes-read")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "osmo-scheduler", "namespace": "osmo"}]
