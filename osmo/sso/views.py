@@ -7,10 +7,15 @@ from urllib.parse import urlencode
 import requests
 from django.conf import settings
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
-from django.views.decorators.http import require_GET
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from osmo.sso import config
 
@@ -50,19 +55,33 @@ def sso_context(request: HttpRequest) -> dict:
     return {"sso": SimpleLazyObject(lambda: _SSOState(request))}
 
 
-@require_GET
-def sso_discovery(request: HttpRequest) -> HttpResponse:
-    """``GET /api/auth/sso/`` (anonymous): what ``osmo login --device`` needs."""
-    if not config.enabled():
-        return JsonResponse({"enabled": False})
-    return JsonResponse({
-        "enabled": True,
-        "issuer": settings.OSMO_OIDC_ISSUER,
-        "client_id": settings.OSMO_OIDC_CLI_CLIENT_ID or settings.OIDC_RP_CLIENT_ID,
-        "device_authorization_endpoint": settings.OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT,
-        "token_endpoint": settings.OIDC_OP_TOKEN_ENDPOINT,
-        "scope": settings.OIDC_RP_SCOPES,
-    })
+class SSODiscoveryOutputSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(help_text="Whether single sign-on is configured; the rest only when it is.")
+    issuer = serializers.CharField(required=False)
+    client_id = serializers.CharField(required=False, help_text="The public client of the device flow.")
+    device_authorization_endpoint = serializers.CharField(required=False, allow_blank=True)
+    token_endpoint = serializers.CharField(required=False)
+    scope = serializers.CharField(required=False)
+
+
+class SSODiscoveryView(APIView):
+    """``GET /api/auth/sso/`` (anonymous): where ``osmo login --device`` signs in."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: SSODiscoveryOutputSerializer}, summary="Single sign-on discovery (for the CLI)")
+    def get(self, request: Request) -> Response:
+        if not config.enabled():
+            return Response({"enabled": False})
+        return Response({
+            "enabled": True,
+            "issuer": settings.OSMO_OIDC_ISSUER,
+            "client_id": settings.OSMO_OIDC_CLI_CLIENT_ID or settings.OIDC_RP_CLIENT_ID,
+            "device_authorization_endpoint": settings.OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT,
+            "token_endpoint": settings.OIDC_OP_TOKEN_ENDPOINT,
+            "scope": settings.OIDC_RP_SCOPES,
+        })
 
 
 def provider_logout_url(request: HttpRequest) -> str:

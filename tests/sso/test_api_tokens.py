@@ -228,3 +228,12 @@ def test_sso_discovery_for_the_cli(client, sso, settings):
                   "device_authorization_endpoint": f"{sso.issuer}/device-authorization/",
                   "token_endpoint": f"{sso.issuer}/token/", "scope": "openid profile email groups"}
     assert off == {"enabled": False}
+
+
+def test_sso_discovery_refuses_other_methods_in_the_envelope(client, sso):
+    # when
+    response = client.post("/api/auth/sso/", {})
+
+    # then
+    assert response.status_code == 405
+    assert response.json()["code"] == "method_not_allowed"
