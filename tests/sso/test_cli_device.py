@@ -114,3 +114,20 @@ def test_device_login_without_single_sign_on_says_so(live_server, settings, cli_
     assert result.returncode == 2
     assert f"{live_server.url} has no single sign-on configured" in result.stderr
     assert not Path(cli_env["OSMO_CONFIG"]).exists()
+
+
+def test_refresh_refused_by_the_provider_asks_to_log_in_again(live_server, sso, cli_env):
+    # given: a saved single sign-on login whose refresh token the provider does not know
+    saved = {"url": live_server.url, "token": "a.b.c", "refresh_token": "unknown-refresh-token",
+             "token_endpoint": f"{sso.issuer}/token/", "client_id": "osmo-cli", "expires_at": "0"}
+    Path(cli_env["OSMO_CONFIG"]).write_text(json.dumps(saved))
+
+    # when
+    result = subprocess.run([str(OSMO_SCRIPT), "pool", "list"], env=cli_env, capture_output=True, text=True,
+                            timeout=60)
+
+    # then: told to log in again, the saved login left as it was
+    assert result.returncode == 1
+    assert "your single sign-on session has ended (the refresh token was refused); run osmo login --device again" \
+        in result.stderr
+    assert json.loads(Path(cli_env["OSMO_CONFIG"]).read_text()) == saved
