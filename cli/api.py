@@ -32,7 +32,8 @@ class Api:
     def __init__(self, url: str, token: str, *, timeout: float = READ_TIMEOUT) -> None:
         self.url = url
         headers = {
-            "Authorization": f"Token {token}",
+            # A JWT is the identity provider's access token (osmo login --device): a bearer token.
+            "Authorization": f"{'Bearer' if token.count('.') == 2 else 'Token'} {token}",
             "Accept": "application/json",
             "User-Agent": f"osmo-cli/{__version__}",
         }

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cli.device import refreshed
 from cli.errors import CliError, NotLoggedInError
 
 ENV_URL = "OSMO_URL"
 ENV_TOKEN = "OSMO_TOKEN"
 ENV_CONFIG = "OSMO_CONFIG"
 ENV_POOL = "OSMO_POOL"
+# What `osmo login --device` saves beside the token (cli.device); `osmo login --token` drops them.
+SSO_ENTRIES = ("refresh_token", "token_endpoint", "client_id", "expires_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,11 @@ def settings_load() -> Settings:
     """The server and token to use, or :class:`NotLoggedInError`."""
     path = config_path()
     stored = config_read(path)
+    if not os.environ.get(ENV_TOKEN):
+        renewed = refreshed(stored)  # a single sign-on token about to expire
+        if renewed:
+            stored = {**stored, **renewed}
+            config_write(stored, path)
     url = os.environ.get(ENV_URL) or stored.get("url")
     token = os.environ.get(ENV_TOKEN) or stored.get("token")
     if not url or not token:

@@ -28,6 +28,7 @@ from cli.config import (
     ENV_POOL,
     ENV_TOKEN,
     ENV_URL,
+    SSO_ENTRIES,
     config_delete,
     config_path,
     config_read,
@@ -35,6 +36,7 @@ from cli.config import (
     normalize_url,
     settings_load,
 )
+from cli.device import device_login
 from cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError, NotLoggedInError
 from cli.localpath import inline_localpaths
 from cli.yamlpos import line_of
@@ -142,12 +144,22 @@ def workflow_path(workflow_id: str) -> str:
 @app.command()
 def login(
     url: str = typer.Argument(..., help="The service, e.g. http://localhost:8000"),
-    token: str = typer.Option(..., "--token", prompt=True, hide_input=True,
-                              help="API token (python manage.py drf_create_token USER)."),
+    token: str | None = typer.Option(None, "--token", help="API token (python manage.py drf_create_token USER); "
+                                     "asked for when neither it nor --device is given."),
+    device: bool = typer.Option(False, "--device", help="Sign in through the organisation's identity provider "
+                                "(single sign-on): prints an address and a code to open in a browser, then waits."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the token against the server first."),
 ) -> None:
     """Store the server URL and token (mode 0600), after checking them with GET /api/me/ and /api/pools/."""
     url = normalize_url(url)
+    entries: dict[str, str] = {}
+    if device and token is not None:
+        raise CliError("give either --token or --device, not both", exit_code=EXIT_USAGE)
+    if device:
+        entries = device_login(url, echo=typer.echo)
+        token = entries["token"]
+    elif token is None:
+        token = typer.prompt("Token", hide_input=True)
     token = token.strip()
     if not token:
         raise CliError("the token is empty", exit_code=EXIT_USAGE)
@@ -161,11 +173,12 @@ def login(
             except NotLoggedInError as exc:
                 raise CliError(f"{url} rejected this token", hint="Ask an admin for a token "
                                "(python manage.py drf_create_token USER), then run osmo login again.") from exc
-    path = config_write({**config_read(), "url": url, "token": token})
+    kept = {key: value for key, value in config_read().items() if key not in SSO_ENTRIES}
+    path = config_write({**kept, "url": url, "token": token, **entries})
     if verify:
         names = ", ".join(str(p.get("name")) for p in pools) or "none yet"
         who = f" as {me.get('username')}{' (staff)' if me.get('is_staff') else ''}" if me.get("username") else ""
-        typer.echo(f"Logged in to {url}{who}: token accepted; pools visible: {names}.")
+        typer.echo(f"Logged in to {url}{who}: {'signed in' if device else 'token accepted'}; pools visible: {names}.")
     else:
         typer.echo(f"Saved {url} without checking the token.")
     typer.echo(f"Saved to {path} (mode 0600).")

@@ -8,6 +8,8 @@ services_install() {
   local need=()
   command -v redis-server >/dev/null || need+=(redis-server)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  # kubectl renders the Kustomize overlays of deploy/kubernetes/ (tests/deploy).
+  command -v kubectl >/dev/null || need+=(kubernetes-client)
   [ "${OSMO_NEED_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null && need+=(chromium)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then

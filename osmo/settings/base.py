@@ -367,3 +367,58 @@ LOGGING = {
         "axes": {"level": "WARNING" if LOG_LEVEL.upper() != "DEBUG" else "DEBUG"},  # its version, once per process
     },
 }
+
+# ------------------------------------------------------------------------------------------------
+# Single sign-on (OpenID Connect) and replicas: osmo/sso, osmo/beat.py, docs/deploy.md, docs/design.md §12.
+# Off while OSMO_OIDC_ISSUER is empty; local accounts and API tokens work either way.
+# ------------------------------------------------------------------------------------------------
+OSMO_OIDC_ISSUER = env.str("OSMO_OIDC_ISSUER", default="")
+OSMO_OIDC_PROVIDER_NAME = env.str("OSMO_OIDC_PROVIDER_NAME", default="single sign-on")
+# The confidential client of the browser flow (mozilla-django-oidc's OIDC_* settings).
+OIDC_RP_CLIENT_ID = env.str("OSMO_OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OSMO_OIDC_CLIENT_SECRET", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OSMO_OIDC_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OSMO_OIDC_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OSMO_OIDC_USERINFO_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OSMO_OIDC_JWKS_ENDPOINT", default="")
+OIDC_RP_SIGN_ALGO = env.str("OSMO_OIDC_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OSMO_OIDC_SCOPES", default="openid profile email groups")
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # the id_token_hint of the logout at the provider
+OIDC_TIMEOUT = env.int("OSMO_OIDC_TIMEOUT_SECONDS", default=5)
+# A browser session signed in through the provider is renewed (silently, prompt=none) this often.
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OSMO_OIDC_RENEW_SECONDS", default=900)
+OIDC_OP_LOGOUT_URL_METHOD = "osmo.sso.views.provider_logout_url"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+# Optional: the provider's end-session endpoint (logout there too) and device authorization endpoint
+# with the public client of `osmo login --device`.
+OSMO_OIDC_END_SESSION_ENDPOINT = env.str("OSMO_OIDC_END_SESSION_ENDPOINT", default="")
+OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT = env.str("OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT", default="")
+OSMO_OIDC_CLI_CLIENT_ID = env.str("OSMO_OIDC_CLI_CLIENT_ID", default="")
+# The `aud` an API access token must carry (one of); empty: the browser and CLI client ids.
+OSMO_OIDC_AUDIENCE = env.list("OSMO_OIDC_AUDIENCE", default=[])
+OSMO_OIDC_USERNAME_CLAIM = env.str("OSMO_OIDC_USERNAME_CLAIM", default="preferred_username")
+# The claim listing the user's groups; groups map to existing teams by name, or through
+# OSMO_OIDC_GROUP_TEAMS ("provider-group=team,other-group=team2"). Members of OSMO_OIDC_STAFF_GROUP are staff.
+OSMO_OIDC_GROUPS_CLAIM = env.str("OSMO_OIDC_GROUPS_CLAIM", default="groups")
+OSMO_OIDC_GROUP_TEAMS: dict[str, str] = env.dict("OSMO_OIDC_GROUP_TEAMS", default={})
+OSMO_OIDC_STAFF_GROUP = env.str("OSMO_OIDC_STAFF_GROUP", default="")
+# The provider's JWKS is fetched again after this long; while the provider is down the last one
+# stays in use for up to OSMO_OIDC_JWKS_STALE_SECONDS, so already issued tokens keep working.
+OSMO_OIDC_JWKS_REFRESH_SECONDS = env.int("OSMO_OIDC_JWKS_REFRESH_SECONDS", default=300)
+OSMO_OIDC_JWKS_STALE_SECONDS = env.int("OSMO_OIDC_JWKS_STALE_SECONDS", default=86400)
+AUTHENTICATION_BACKENDS += ["osmo.sso.backend.OIDCBackend"]
+MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+                  "osmo.sso.backend.OIDCSessionRefresh")
+MIDDLEWARE += ["osmo.sso.notice.NoticeMiddleware"]
+_template_options: dict[str, list[str]] = TEMPLATES[0]["OPTIONS"]  # type: ignore[assignment]
+_template_options["context_processors"].append("osmo.sso.views.sso_context")
+# First: a bearer JWT is the provider's; every other credential goes on to the local classes.
+_authentication: list[str] = REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]  # type: ignore[assignment]
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = ["osmo.sso.authentication.OIDCAccessTokenAuthentication",
+                                                    *_authentication]
+# One beat at a time (osmo.beat): a second beat stands by until the first one's lock is released.
+CELERY_BEAT_SCHEDULER = "osmo.beat.LockedPersistentScheduler"
+# ------------------------------------------------------------------------------------------------
+# End of single sign-on and replicas
+# ------------------------------------------------------------------------------------------------

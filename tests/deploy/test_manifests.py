@@ -1,0 +1,172 @@
+"""deploy/kubernetes/: every overlay renders with ``kubectl kustomize`` and every object passes
+``kubernetes-validate`` strict; what docs/kubernetes.md and docs/deploy.md promise is what renders."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.manifests import OVERLAYS, ROOT, RenderError, problems, render, tree_copy
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return tree_copy(tmp_path)
+
+
+def _by_kind_name(objects):
+    return {(obj["kind"], obj["metadata"]["name"]): obj for obj in objects}
+
+
+def test_overlays_are_the_two_documented():
+    assert OVERLAYS == ["production", "try"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_renders_and_every_object_validates_strictly(tree, overlay):
+    # when
+    objects = render(tree / "overlays" / overlay)
+
+    # then
+    assert problems(objects) == []
+    kinds = {(obj["kind"], obj["metadata"]["name"]) for obj in objects}
+    assert {
+        ("Namespace", "osmo"), ("Namespace", "osmo-jobs"), ("ServiceAccount", "osmo"),
+        ("ServiceAccount", "osmo-scheduler"), ("ConfigMap", "osmo-settings"), ("Job", "osmo-migrate"),
+        ("Deployment", "osmo-web"), ("Deployment", "osmo-worker"), ("Deployment", "osmo-beat"),
+        ("Service", "osmo-web"), ("Ingress", "osmo-web"), ("HorizontalPodAutoscaler", "osmo-web"),
+        ("HorizontalPodAutoscaler", "osmo-worker"), ("PodDisruptionBudget", "osmo-web"),
+        ("PodDisruptionBudget", "osmo-worker"), ("NetworkPolicy", "osmo-default-deny-ingress"),
+        ("NetworkPolicy", "osmo-web-http"), ("Role", "osmo-dispatch"), ("RoleBinding", "osmo-dispatch"),
+    } <= kinds
+    secrets = [name for kind, name in kinds if kind == "Secret" and name.startswith("osmo-secrets-")]
+    assert len(secrets) == 1
+
+
+def test_external_datastores_by_default_in_cluster_only_when_trying_it_out(tree):
+    # when
+    production = _by_kind_name(render(tree / "overlays" / "production"))
+    trying = _by_kind_name(render(tree / "overlays" / "try"))
+
+    # then
+    assert not any(kind in {"StatefulSet"} or "postgres" in name or "redis" in name for kind, name in production)
+    images = sorted(c["image"] for key in [("StatefulSet", "osmo-postgres"), ("Deployment", "osmo-redis")]
+                    for c in trying[key]["spec"]["template"]["spec"]["containers"])
+    assert images == ["postgres:17", "redis:7.4"]
+
+
+def test_overlay_with_its_secret_missing_fails_validation_naming_it(tree):
+    # given: the production overlay with its secretGenerator taken out
+    overlay = tree / "overlays" / "production"
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    del kustomization["secretGenerator"]
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+
+    # when
+    found = problems(render(overlay))
+
+    # then: every pod that reads it names it, nothing else is wrong
+    assert sorted(found) == [
+        f"{kind} osmo/{name}: Secret 'osmo-secrets' is used but not in the rendered output"
+        for kind, name in [("Deployment", "osmo-beat"), ("Deployment", "osmo-web"), ("Deployment", "osmo-worker"),
+                           ("Job", "osmo-migrate")]
+    ]
+
+
+def test_production_overlay_without_its_secrets_file_does_not_render(tree):
+    # given: an operator who did not write secrets.env
+    overlay = tree / "overlays" / "production"
+    (overlay / "secrets.env").unlink()
+
+    # then
+    with pytest.raises(RenderError, match="secrets.env"):
+        render(overlay)
+
+
+def test_strict_validation_rejects_a_misspelt_field(tree):
+    # given: a rendering with one misspelt field (guards against a validator that accepts anything)
+    objects = render(tree / "overlays" / "try")
+    web = _by_kind_name(objects)[("Deployment", "osmo-web")]
+    web["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesytem"] = True
+
+    # then
+    found = problems(objects)
+    assert len(found) == 1
+    assert found[0].startswith("Deployment osmo/osmo-web: ")
+    assert "readOnlyRootFilesytem" in found[0]
+
+
+def test_web_probes_security_and_single_beat(tree):
+    # when
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+    web = objects[("Deployment", "osmo-web")]["spec"]["template"]["spec"]
+    beat = objects[("Deployment", "osmo-beat")]
+
+    # then: the probes are the service's own endpoints
+    container = web["containers"][0]
+    assert container["command"] == ["gunicorn", "-c", "python:osmo.gunicorn_conf", "osmo.wsgi"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?checks=database,broker"
+    # and every pod of the service runs as a user with a read-only root filesystem, /tmp writable
+    for key in [("Deployment", "osmo-web"), ("Deployment", "osmo-worker"), ("Deployment", "osmo-beat"),
+                ("Job", "osmo-migrate")]:
+        pod = objects[key]["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for each in pod.get("initContainers", []) + pod["containers"]:
+            assert each["securityContext"]["readOnlyRootFilesystem"] is True, key
+            assert {m["mountPath"] for m in each["volumeMounts"]} == {"/data", "/tmp"}, key
+    # and beat is one, replaced (never two during a rollout)
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+    assert ("HorizontalPodAutoscaler", "osmo-beat") not in objects
+    assert {objects[("HorizontalPodAutoscaler", n)]["spec"]["scaleTargetRef"]["name"]
+            for n in ("osmo-web", "osmo-worker")} == {"osmo-web", "osmo-worker"}
+    # and only the workers get a Kubernetes API token
+    assert objects[("ServiceAccount", "osmo")]["automountServiceAccountToken"] is False
+    assert objects[("Deployment", "osmo-worker")]["spec"]["template"]["spec"]["serviceAccountName"] == "osmo-scheduler"
+
+
+def _documented_role() -> dict:
+    """The Role of docs/kubernetes.md §3 (its YAML example)."""
+    text = (ROOT / "docs" / "kubernetes.md").read_text()
+    for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+        for document in yaml.safe_load_all(block):
+            if document and document.get("kind") == "Role":
+                return document
+    raise AssertionError("docs/kubernetes.md shows no Role")
+
+
+def test_job_namespace_role_grants_exactly_the_verbs_docs_kubernetes_lists(tree):
+    # given
+    documented = _documented_role()
+
+    # when
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+    role = objects[("Role", "osmo-dispatch")]
+    binding = objects[("RoleBinding", "osmo-dispatch")]
+
+    # then
+    assert role["rules"] == documented["rules"]
+    assert role["metadata"]["namespace"] == documented["metadata"]["namespace"] == "osmo-jobs"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "osmo-scheduler", "namespace": "osmo"}]
+    assert objects[("Deployment", "osmo-worker")]["metadata"]["namespace"] == "osmo"
+
+
+def test_node_reading_cluster_role_grants_exactly_what_docs_kubernetes_says(tree):
+    # given: the prose of docs/kubernetes.md §3 ("a ClusterRole with `get` and `list` on `nodes`")
+    text = " ".join((ROOT / "docs" / "kubernetes.md").read_text().split())
+    match = re.search(r"ClusterRole with ((?:`\w+`(?:, | and )?)+) on `(\w+)`", text)
+    assert match is not None
+    verbs = re.findall(r"`(\w+)`", match.group(1))
+
+    # when
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+
+    # then
+    assert objects[("ClusterRole", "osmo-nodes-read")]["rules"] == [
+        {"apiGroups": [""], "resources": [match.group(2)], "verbs": verbs}]
+    assert objects[("ClusterRoleBinding", "osmo-nodes-read")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "osmo-scheduler", "namespace": "osmo"}]
