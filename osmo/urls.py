@@ -3,10 +3,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from osmo import health
+from ops import health
 
 urlpatterns = [
-    # Answered by osmo.health.ProbeMiddleware before these routes are reached; here for reverse().
+    # Answered by ops.health.ProbeMiddleware before these routes are reached; here for reverse().
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),

@@ -49,6 +49,7 @@ from workflows.spec import (
 )
 from workflows.spec.model import ScalarValue
 from workflows.spec.template import is_template, render_spec
+from workflows.templating import template_limits
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def workflow_validate(
         template_values: dict[str, Any] = {}
         if values or env or (isinstance(spec, str) and is_template(spec)):
             rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
-                                   dump=_dump_yaml)
+                                   dump=_dump_yaml, limits=template_limits())
             source = rendered.text
             template_values = rendered.values
         facts_key = idle_index_key(pool)
