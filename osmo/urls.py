@@ -20,5 +20,7 @@ urlpatterns = [
     path("", include("pages.urls")),
 ]
 
+handler400 = "osmo.api.views.bad_request"
+handler403 = "osmo.api.views.permission_denied"
 handler404 = "osmo.api.views.not_found"
 handler500 = "osmo.api.views.server_error"
