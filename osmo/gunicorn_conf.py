@@ -4,7 +4,8 @@ Used by the image, docker-compose.yml and the pipeline benchmark. Every value co
 environment (documented in docs/operations.md); gunicorn's own ``GUNICORN_CMD_ARGS`` and command-line
 flags still override them.
 
-Worker model: ``gthread`` (:class:`osmo.gunicorn_worker.EnvelopeThreadWorker`) (each worker process runs a few threads). A request spends much of its time
+Worker model: ``gthread`` (:class:`osmo.gunicorn_worker.EnvelopeThreadWorker`): each worker process
+runs a few threads. A request spends much of its time
 waiting on PostgreSQL and Redis, so threads keep the CPU busy without one process per concurrent
 request; processes give parallelism across cores despite the GIL.
 """

@@ -213,6 +213,11 @@ CELERY_TASK_QUEUES = [
     KombuQueue(name, Exchange(name, type="direct"), routing_key=name) for name in ("scheduler", "dispatch", "default")
 ]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers reconnect to a broker that went away for as long as it takes (Celery's default gives up after
+# 100 attempts), and survive a known crash of kombu's Redis transport on reconnection (osmo.worker_consumer).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CONSUMER = "osmo.worker_consumer:Consumer"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any]

@@ -42,7 +42,8 @@ def test_a_nul_in_the_idempotency_key_is_a_400_envelope(user_client):
                                 HTTP_IDEMPOTENCY_KEY="key\x00one")
     # then
     assert response.status_code == 400
-    assert response.json() == {"code": "bad_request", "message": "The Idempotency-Key header holds a control character.",
+    assert response.json() == {"code": "bad_request",
+                               "message": "The Idempotency-Key header holds a control character.",
                                "details": {"header": "Idempotency-Key"}}
     assert Workflow.objects.count() == 0
 
