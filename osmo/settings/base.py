@@ -53,8 +53,6 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz and /readyz answer before host validation and the request transaction.
     "ops.health.ProbeMiddleware",
-    # Then: an /api/ request with a control character in a header is refused with the envelope.
-    "osmo.api.middleware.ApiHeaderMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
     "whitenoise.middleware.WhiteNoiseMiddleware",

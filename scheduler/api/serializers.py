@@ -12,6 +12,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from osmo.api.serializers import StrictCharField
 from scheduler.choices import DispatchBackend, PoolStatus
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
@@ -188,8 +189,8 @@ class ImportReportOutputSerializer(serializers.Serializer):
 # Input
 # ------------------------------------------------------------------------------------------------
 class TopologyKeyInputSerializer(serializers.Serializer):
-    key = serializers.CharField(max_length=63, help_text="Key name, e.g. gpu-clique.")
-    label = serializers.CharField(  # type: ignore[assignment]  # the API field, not DRF's Field.label
+    key = StrictCharField(max_length=63, help_text="Key name, e.g. gpu-clique.")
+    label = StrictCharField(  # type: ignore[assignment]  # the API field, not DRF's Field.label
         max_length=253, help_text="Node label holding the value, e.g. nvidia.com/gpu-clique."
     )
 
@@ -249,7 +250,8 @@ class NodeInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=253)
     labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     capacity = ResourceQuantitiesInputSerializer()
-    allocated = ResourceQuantitiesInputSerializer(required=False, help_text="In use outside this service.")
+    allocated = ResourceQuantitiesInputSerializer(required=False, allow_null=True,
+                                                  help_text="In use outside this service (null: none).")
     schedulable = serializers.BooleanField(required=False, default=True)
 
     def to_internal_value(self, data: Any) -> Any:

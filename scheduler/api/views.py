@@ -13,6 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
@@ -45,6 +46,7 @@ ERROR_RESPONSES = {
 }
 READ_ERRORS = {code: ERROR_RESPONSES[code] for code in (401, 404)}
 BOOL_PARAM = {"true", "1", "yes", "on"}
+FALSE_PARAM = {"false", "0", "no", "off"}
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -58,7 +60,13 @@ class IsStaffOrReadOnly(BasePermission):
 
 
 def _flag(request: Request, name: str) -> bool:
-    return str(request.query_params.get(name, "")).lower() in BOOL_PARAM
+    """A boolean query parameter: absent is false; anything but true/false (1/0, yes/no, on/off) is a 400."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if raw.lower() not in BOOL_PARAM | FALSE_PARAM:
+        raise ValidationError({name: [f"must be true or false, not {raw[:40]!r}"]})
+    return raw.lower() in BOOL_PARAM
 
 
 def _key_specs(items: list[dict[str, str]] | None) -> list[pool_services.KeySpec] | None:

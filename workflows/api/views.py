@@ -198,8 +198,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         request=None,
         parameters=[
             OpenApiParameter("task", str, description="Task name (optional when the workflow has one task)"),
-            OpenApiParameter("tail", int, description=f"Last N lines, 1 to {observe.LOG_TAIL_MAX} "
-                                                      f"(default {observe.LOG_TAIL_DEFAULT})"),
+            OpenApiParameter("tail", {"type": "integer", "minimum": 1, "maximum": observe.LOG_TAIL_MAX},
+                             description=f"Last N lines, 1 to {observe.LOG_TAIL_MAX} "
+                                         f"(default {observe.LOG_TAIL_DEFAULT})"),
         ],
         responses={200: TaskLogOutputSerializer, **ERRORS, 404: ErrorOutputSerializer,
                    409: OpenApiResponse(ErrorOutputSerializer, description="`not_dispatched`: the task has no pod "
