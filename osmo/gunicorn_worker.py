@@ -14,9 +14,9 @@ import json
 from ssl import SSLError
 from typing import Any
 
-from gunicorn import util
-from gunicorn.http import errors
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn import util  # type: ignore[import-untyped]
+from gunicorn.http import errors  # type: ignore[import-untyped]
+from gunicorn.workers.gthread import ThreadWorker  # type: ignore[import-untyped]
 
 # (exception, HTTP status, reason, envelope code); first match wins.
 REFUSALS: tuple[tuple[type[BaseException], int, str, str], ...] = (

@@ -38,3 +38,12 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("not_text", kind=type(data).__name__)
         return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number, not a boolean: DRF's FloatField takes ``false`` as 0.0, which the schema does not allow."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)

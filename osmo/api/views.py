@@ -33,7 +33,7 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     if request.path.startswith("/api/"):
         message = str(exception) if exception is not None and str(exception) else "The request is malformed."
         return JsonResponse({"code": "bad_request", "message": message[:500], "details": {}}, status=400)
-    return defaults.bad_request(request, exception)
+    return defaults.bad_request(request, exception or Exception())
 
 
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -42,7 +42,7 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
         return JsonResponse({"code": "permission_denied",
                              "message": "You do not have permission to perform this action.", "details": {}},
                             status=403)
-    return defaults.permission_denied(request, exception)
+    return defaults.permission_denied(request, exception or Exception())
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -42,9 +42,10 @@ ERROR_RESPONSES = {
     401: OpenApiResponse(OpenApiTypes.OBJECT, description="Not authenticated."),
     403: OpenApiResponse(OpenApiTypes.OBJECT, description="Staff only."),
     404: OpenApiResponse(OpenApiTypes.OBJECT, description="No such pool or node."),
+    409: OpenApiResponse(OpenApiTypes.OBJECT, description="The name is taken, or the pool's state refuses it."),
     415: OpenApiResponse(OpenApiTypes.OBJECT, description="Unsupported Content-Type (send JSON)."),
 }
-READ_ERRORS = {code: ERROR_RESPONSES[code] for code in (401, 404)}
+READ_ERRORS = {code: ERROR_RESPONSES[code] for code in (400, 401, 404)}
 BOOL_PARAM = {"true", "1", "yes", "on"}
 FALSE_PARAM = {"false", "0", "no", "off"}
 

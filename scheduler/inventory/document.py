@@ -358,7 +358,9 @@ def parse_node_spec(item: Any, path: str, errors: ErrorList | None = None) -> No
         capacity = None
     else:
         capacity = _parse_resources(item["capacity"], join_path(path, "capacity"), found)
-    allocated = _parse_resources(item.get("allocated") or {}, join_path(path, "allocated"), found)
+    # Absent or null: nothing allocated; anything else must be a mapping (false or [] was taken as none).
+    raw_allocated = item.get("allocated")
+    allocated = _parse_resources({} if raw_allocated is None else raw_allocated, join_path(path, "allocated"), found)
     schedulable = item.get("schedulable", True)
     if not isinstance(schedulable, bool):
         found.add(join_path(path, "schedulable"), "must be true or false")
