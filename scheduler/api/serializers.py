@@ -259,7 +259,8 @@ class NodeInputSerializer(serializers.Serializer):
     ``capacity.gpu``, ``labels["topology.kubernetes.io/zone"]``."""
 
     name = serializers.CharField(max_length=253)
-    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, allow_null=True,
+                                   help_text="null: no labels.")
     capacity = ResourceQuantitiesInputSerializer()
     allocated = ResourceQuantitiesInputSerializer(required=False, allow_null=True,
                                                   help_text="In use outside this service (null: none).")
@@ -284,8 +285,8 @@ class PoolImportInputSerializer(serializers.Serializer):
     ``Content-Type: application/yaml``)."""
 
     pool = PoolSectionInputSerializer()
-    topology_keys = TopologyKeyInputSerializer(many=True, required=False)
-    nodes = NodeInputSerializer(many=True, required=False)
+    topology_keys = TopologyKeyInputSerializer(many=True, required=False, allow_null=True)
+    nodes = NodeInputSerializer(many=True, required=False, allow_null=True, help_text="null: no nodes.")
 
 
 class InventoryOutputSerializer(PoolImportInputSerializer):

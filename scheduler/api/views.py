@@ -310,6 +310,8 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
                 for part in ("capacity", "allocated"):
                     if isinstance(data.get(part), dict):
                         current[part] = {**current.get(part, {}), **data[part]}
+                    elif part in data:  # null clears allocated; anything else is the parser's to refuse
+                        current[part] = data[part]
                 current.update({key: value for key, value in data.items() if key not in ("capacity", "allocated")})
                 data = current
         spec = NodeInputSerializer().to_internal_value(data)

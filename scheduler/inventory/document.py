@@ -440,9 +440,12 @@ def parse_inventory(document: Any) -> Inventory:
         name, pool_fields = _parse_pool_fields(document["pool"], errors)
     keys: list[KeySpec] | None = None
     if "topology_keys" in document:
-        keys, key_errors = topology_keys_validate(document["topology_keys"] or [])
+        keys, key_errors = topology_keys_validate(
+            [] if document["topology_keys"] is None else document["topology_keys"])
         errors.errors.extend(PathError(item["path"], item["message"]) for item in key_errors)
-    nodes_value = document.get("nodes") or []
+    nodes_value = document.get("nodes")
+    if nodes_value is None:  # absent or null: no nodes; {} or "" is not a list (it was taken as one)
+        nodes_value = []
     nodes: list[NodeSpec] = []
     if not isinstance(nodes_value, list):
         errors.add("nodes", "must be a list of nodes")

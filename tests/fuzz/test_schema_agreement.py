@@ -71,3 +71,25 @@ def test_a_node_with_null_allocated_is_accepted_as_the_schema_says(staff_client,
     # then
     assert response.status_code == 201, response.content
     assert Node.objects.filter(pool=pool, name="a2").exists()
+
+
+@pytest.mark.parametrize(("url", "body", "path"), [
+    ("/api/pools/agree/nodes/", {"name": "a3", "capacity": {"gpu": 1}, "allocated": False}, "allocated"),
+    ("/api/pools/import/?dry_run=true", {"pool": {"name": "agree"}, "nodes": {}}, "nodes"),
+], ids=["allocated false", "nodes mapping"])
+def test_falsy_values_of_the_wrong_type_are_refused(staff_client, pool, url, body, path):
+    """schemathesis (ST201): `allocated: false` and `nodes: {}` were taken as absent."""
+    # when
+    response = staff_client.post(url, body, format="json")
+    # then
+    assert response.status_code == 400, response.content
+    assert [error["path"] for error in response.json()["details"]["errors"]] == [path]
+    assert Node.objects.filter(pool=pool).count() == 1
+
+
+def test_patching_allocated_with_a_list_is_refused(staff_client, pool):
+    # when
+    response = staff_client.patch("/api/pools/agree/nodes/a1/", {"allocated": [None, None]}, format="json")
+    # then
+    assert response.status_code == 400
+    assert [error["path"] for error in response.json()["details"]["errors"]] == ["allocated"]
