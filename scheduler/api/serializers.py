@@ -273,11 +273,12 @@ class NodeInputSerializer(serializers.Serializer):
 
 class PoolSectionInputSerializer(serializers.Serializer):
     name = StrictCharField()
-    description = StrictCharField(required=False, allow_blank=True)
+    description = StrictCharField(required=False, allow_blank=True, allow_null=True)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
     sim_task_seconds = StrictFloatField(required=False)
-    k8s_namespace = StrictCharField(required=False, allow_blank=True)
-    k8s_node_selector = StrictCharField(required=False, allow_blank=True)
+    k8s_namespace = StrictCharField(required=False, allow_blank=True, allow_null=True)
+    k8s_node_selector = StrictCharField(required=False, allow_blank=True, allow_null=True,
+                                        help_text="null: none (as for description and k8s_namespace).")
 
 
 class PoolImportInputSerializer(serializers.Serializer):
