@@ -29,6 +29,14 @@ class ValidationFailedError(OsmoError):
         super().__init__(message, details={"errors": errors})
 
 
+class NameTakenError(ValidationFailedError):
+    """A create or rename to a name another row has: 409, ``details.errors`` naming the field."""
+
+    http_status = 409
+    code = "conflict"
+    default_message = "The name is taken."
+
+
 class NotFoundError(OsmoError):
     http_status = 404
     code = "not_found"

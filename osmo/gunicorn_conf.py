@@ -4,7 +4,8 @@ Used by the image, docker-compose.yml and the pipeline benchmark. Every value co
 environment (documented in docs/operations.md); gunicorn's own ``GUNICORN_CMD_ARGS`` and command-line
 flags still override them.
 
-Worker model: ``gthread`` (each worker process runs a few threads). A request spends much of its time
+Worker model: ``gthread`` (:class:`osmo.gunicorn_worker.EnvelopeThreadWorker`): each worker process
+runs a few threads. A request spends much of its time
 waiting on PostgreSQL and Redis, so threads keep the CPU busy without one process per concurrent
 request; processes give parallelism across cores despite the GIL.
 """
@@ -17,13 +18,17 @@ from osmo.logs import formatter_config
 
 bind = os.environ.get("GUNICORN_BIND", f"0.0.0.0:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "gthread"
+# gunicorn's gthread worker, answering its own refusals with the API's JSON envelope (osmo.gunicorn_worker).
+worker_class = "osmo.gunicorn_worker.EnvelopeThreadWorker"
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))
 # A request slower than this is killed and logged (the API's slowest, a dry run on a big pool, is
 # well under it); a restarted worker finishes its requests within graceful_timeout.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
 graceful_timeout = 30
 keepalive = 5
+# The longest request line gunicorn accepts (its maximum; its default is 4,094): a template value of
+# 4,096 characters (docs/spec.md) fits in a query string (?set_string=name=...) with room to spare.
+limit_request_line = 8190
 # Recycle workers now and then so slow leaks cannot grow without bound; the jitter keeps them from
 # all restarting at once.
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))

@@ -3,10 +3,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from osmo import health
+from ops import health
 
 urlpatterns = [
-    # Answered by osmo.health.ProbeMiddleware before these routes are reached; here for reverse().
+    # Answered by ops.health.ProbeMiddleware before these routes are reached; here for reverse().
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),
@@ -22,5 +22,7 @@ urlpatterns = [
     path("", include("pages.urls")),
 ]
 
+handler400 = "osmo.api.views.bad_request"
+handler403 = "osmo.api.views.permission_denied"
 handler404 = "osmo.api.views.not_found"
 handler500 = "osmo.api.views.server_error"

@@ -50,6 +50,7 @@ from workflows.spec import (
 from workflows.spec.model import ScalarValue
 from workflows.spec.template import is_template, render_spec
 from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
+from workflows.templating import template_limits
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarVal
     """The spec to parse (rendered when it is a template or values are given) and the values used."""
     if values or env or (isinstance(spec, str) and is_template(spec)):
         rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
-                               dump=_dump_yaml)
+                               dump=_dump_yaml, limits=template_limits())
         return rendered.text, rendered.values
     return spec, {}
 

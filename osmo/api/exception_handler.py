@@ -75,6 +75,14 @@ def database_unavailable(exc: BaseException | None) -> bool:
     return sqlstate.startswith("08") or sqlstate in _UNAVAILABLE_SQLSTATES
 
 
+def _unique_violation(exc: DjangoValidationError) -> bool:
+    """True when every error of ``exc`` is a uniqueness check (codes ``unique``, ``unique_together``)."""
+    codes = [error.code for error in exc.error_list] if hasattr(exc, "error_list") else []
+    if hasattr(exc, "error_dict"):
+        codes = [error.code for errors in exc.error_dict.values() for error in errors]
+    return bool(codes) and all(code in ("unique", "unique_together") for code in codes)
+
+
 def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, OsmoError):
         domain = Response(envelope(exc.code, exc.message, exc.details), status=exc.http_status)
@@ -83,9 +91,12 @@ def osmo_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
         return domain
     if isinstance(exc, DjangoValidationError):
         errors = flatten_errors(as_serializer_error(exc))
+        # A name another row already has is a conflict with the current state, not malformed input.
+        taken = _unique_violation(exc)
         return Response(
-            envelope("validation_error", "The request is invalid.", {"errors": errors}),
-            status=status.HTTP_400_BAD_REQUEST,
+            envelope("conflict" if taken else "validation_error",
+                     "The name is taken." if taken else "The request is invalid.", {"errors": errors}),
+            status=status.HTTP_409_CONFLICT if taken else status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, RequestDataTooBig):
         # Django's limit (DATA_UPLOAD_MAX_MEMORY_SIZE), hit when DRF reads a JSON or form body.

@@ -26,3 +26,24 @@ class OutputModelSerializer(serializers.ModelSerializer):
             built = super().get_fields()
             cls._fields_built = built  # a race builds it twice, with the same result
         return copy.deepcopy(built)
+
+
+class StrictCharField(serializers.CharField):
+    """Text only: DRF's CharField turns a number into its text (``"label": 0`` was stored as ``"0"``),
+    which the OpenAPI schema (``type: string``) does not allow."""
+
+    default_error_messages = {"not_text": "Must be text, not {kind}."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_text", kind=type(data).__name__)
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number, not a boolean: DRF's FloatField takes ``false`` as 0.0, which the schema does not allow."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)

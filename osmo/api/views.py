@@ -27,6 +27,24 @@ class NulSafeLookupMixin:
             raise NotFound()
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler400``: Django's own refusals (a ``Host`` not in ``ALLOWED_HOSTS``, other
+    ``SuspiciousOperation``) -- the error envelope under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        message = str(exception) if exception is not None and str(exception) else "The request is malformed."
+        return JsonResponse({"code": "bad_request", "message": message[:500], "details": {}}, status=400)
+    return defaults.bad_request(request, exception or Exception())
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler403``: the error envelope under /api/, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "permission_denied",
+                             "message": "You do not have permission to perform this action.", "details": {}},
+                            status=403)
+    return defaults.permission_denied(request, exception or Exception())
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """404 for unknown URLs: the error envelope under /api/, Django's page elsewhere."""
     if request.path.startswith("/api/"):

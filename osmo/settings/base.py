@@ -47,11 +47,12 @@ INSTALLED_APPS = [
     "scheduler.apps.SchedulerConfig",
     "workflows.apps.WorkflowsConfig",
     "pages.apps.PagesConfig",
+    "ops.apps.OpsConfig",
 ]
 
 MIDDLEWARE = [
     # First: /healthz and /readyz answer before host validation and the request transaction.
-    "osmo.health.ProbeMiddleware",
+    "ops.health.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -210,6 +211,11 @@ CELERY_TASK_QUEUES = [
     KombuQueue(name, Exchange(name, type="direct"), routing_key=name) for name in ("scheduler", "dispatch", "default")
 ]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers reconnect to a broker that went away for as long as it takes (Celery's default gives up after
+# 100 attempts), and survive a known crash of kombu's Redis transport on reconnection (osmo.worker_consumer).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CONSUMER = "osmo.worker_consumer:Consumer"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any]
@@ -268,6 +274,12 @@ OSMO_PREEMPTION_ENABLED = env.bool("OSMO_PREEMPTION_ENABLED", default=True)
 OSMO_PREEMPTION_GRACE_SECONDS = env.int("OSMO_PREEMPTION_GRACE_SECONDS", default=30)
 OSMO_PREEMPTION_MAX_SOLVES = env.int("OSMO_PREEMPTION_MAX_SOLVES", default=64)
 OSMO_PREEMPTION_MAX_SECONDS = env.float("OSMO_PREEMPTION_MAX_SECONDS", default=5.0)
+# Spec templates render in a child process with these operating-system limits (docs/spec.md,
+# "Templates"): address space, CPU seconds and wall-clock seconds; past one, the submission is refused
+# with 400 naming it.
+OSMO_TEMPLATE_MAX_MEMORY_MB = env.int("OSMO_TEMPLATE_MAX_MEMORY_MB", default=256)
+OSMO_TEMPLATE_MAX_CPU_SECONDS = env.int("OSMO_TEMPLATE_MAX_CPU_SECONDS", default=5)
+OSMO_TEMPLATE_MAX_WALL_SECONDS = env.float("OSMO_TEMPLATE_MAX_WALL_SECONDS", default=10.0)
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
@@ -309,9 +321,13 @@ CELERY_IMPORTS = ["osmo.metrics"]
 
 # Throttle counters and other shared state: Redis when there is one (every web process sees the same
 # counts), else this process's memory (the embedded default runs one web process).
+# Short socket timeouts: with Redis down or hung, a throttle's cache call fails within a second and
+# the throttles fail open (osmo.api.throttling) instead of holding the request.
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "osmo.cache.RedisCache", "LOCATION": REDIS_URL,
-                          "KEY_PREFIX": "osmo-cache"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "osmo-cache",
+                          "OPTIONS": {"socket_connect_timeout": env.float("OSMO_CACHE_TIMEOUT_SECONDS", default=1.0),
+                                      "socket_timeout": env.float("OSMO_CACHE_TIMEOUT_SECONDS", default=1.0)}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Proxies in front of web whose X-Forwarded-For is trusted for the client address (0: use the peer

@@ -19,6 +19,17 @@ class CharCSVFilter(filters.BaseCSVFilter, filters.CharFilter):
     pass
 
 
+class StrictBooleanFilter(filters.BooleanFilter):
+    """``true`` or ``false``; any other value is a 400 naming the parameter (django-filter's own
+    BooleanFilter ignores it, so ``?schedulable=null`` listed every node)."""
+
+    def filter(self, qs: QuerySet[Node], value: bool | None) -> QuerySet[Node]:
+        raw = self.parent.data.get(self.field_name) if self.parent is not None else None
+        if raw not in (None, "") and value is None:
+            raise ValidationError({self.field_name: [f"must be true or false, not {str(raw)[:40]!r}"]})
+        return super().filter(qs, value)
+
+
 def _terms(values: list[str], name: str) -> list[tuple[str, str | None]]:
     terms = []
     for term in values:
@@ -43,7 +54,7 @@ def _filter_labels(queryset: QuerySet[Node], terms: list[tuple[str, str | None]]
 
 class NodeFilter(filters.FilterSet):
     search = filters.CharFilter(method="filter_search", help_text="Substring of the node name or of a label value.")
-    schedulable = filters.BooleanFilter(help_text="true: only schedulable nodes; false: only cordoned ones.")
+    schedulable = StrictBooleanFilter(help_text="true: only schedulable nodes; false: only cordoned ones.")
     label = CharCSVFilter(method="filter_label", help_text="label=value[,label2=value2]: all must match.")
     topology = CharCSVFilter(
         method="filter_topology", help_text="key=value[,key2=value2] with the pool's key names, e.g. zone=z1,rack=r01."

@@ -12,7 +12,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from osmo.api.serializers import StrictCharField, StrictFloatField
 from scheduler.choices import DispatchBackend, PoolStatus
+from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
@@ -187,9 +189,19 @@ class ImportReportOutputSerializer(serializers.Serializer):
 # ------------------------------------------------------------------------------------------------
 # Input
 # ------------------------------------------------------------------------------------------------
+@extend_schema_field({"type": "string", "maxLength": 63, "pattern": KEY_NAME_RE})
+class KeyNameField(StrictCharField):
+    """A topology key's name; the schema says what the inventory validator accepts."""
+
+
+@extend_schema_field({"type": "string", "maxLength": 253, "pattern": LABEL_KEY_RE})
+class LabelKeyField(StrictCharField):
+    """A Kubernetes label key; the schema says what the inventory validator accepts."""
+
+
 class TopologyKeyInputSerializer(serializers.Serializer):
-    key = serializers.CharField(max_length=63, help_text="Key name, e.g. gpu-clique.")
-    label = serializers.CharField(  # type: ignore[assignment]  # the API field, not DRF's Field.label
+    key = KeyNameField(max_length=63, help_text="Key name, e.g. gpu-clique.")
+    label = LabelKeyField(  # type: ignore[assignment]  # the API field, not DRF's Field.label
         max_length=253, help_text="Node label holding the value, e.g. nvidia.com/gpu-clique."
     )
 
@@ -198,13 +210,13 @@ class PoolInputSerializer(serializers.Serializer):
     """Create (POST), replace (PUT) or change (PATCH) a pool. ``topology_keys`` replaces the whole
     ordered list; any change to it bumps ``keys_version``."""
 
-    name = serializers.CharField(max_length=63)
-    description = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    name = StrictCharField(max_length=63)
+    description = StrictCharField(max_length=255, required=False, allow_blank=True)
     status = serializers.ChoiceField(choices=PoolStatus.choices, required=False)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
-    sim_task_seconds = serializers.FloatField(min_value=0, required=False)
-    k8s_namespace = serializers.CharField(max_length=63, required=False, allow_blank=True)
-    k8s_node_selector = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    sim_task_seconds = StrictFloatField(min_value=0, required=False)
+    k8s_namespace = StrictCharField(max_length=63, required=False, allow_blank=True)
+    k8s_node_selector = StrictCharField(max_length=255, required=False, allow_blank=True)
     topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
 
     def validate_topology_keys(self, items: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -247,9 +259,11 @@ class NodeInputSerializer(serializers.Serializer):
     ``capacity.gpu``, ``labels["topology.kubernetes.io/zone"]``."""
 
     name = serializers.CharField(max_length=253)
-    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, allow_null=True,
+                                   help_text="null: no labels.")
     capacity = ResourceQuantitiesInputSerializer()
-    allocated = ResourceQuantitiesInputSerializer(required=False, help_text="In use outside this service.")
+    allocated = ResourceQuantitiesInputSerializer(required=False, allow_null=True,
+                                                  help_text="In use outside this service (null: none).")
     schedulable = serializers.BooleanField(required=False, default=True)
 
     def to_internal_value(self, data: Any) -> Any:
@@ -258,12 +272,13 @@ class NodeInputSerializer(serializers.Serializer):
 
 
 class PoolSectionInputSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    description = serializers.CharField(required=False, allow_blank=True)
+    name = StrictCharField()
+    description = StrictCharField(required=False, allow_blank=True, allow_null=True)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
-    sim_task_seconds = serializers.FloatField(required=False)
-    k8s_namespace = serializers.CharField(required=False, allow_blank=True)
-    k8s_node_selector = serializers.CharField(required=False, allow_blank=True)
+    sim_task_seconds = StrictFloatField(required=False)
+    k8s_namespace = StrictCharField(required=False, allow_blank=True, allow_null=True)
+    k8s_node_selector = StrictCharField(required=False, allow_blank=True, allow_null=True,
+                                        help_text="null: none (as for description and k8s_namespace).")
 
 
 class PoolImportInputSerializer(serializers.Serializer):
@@ -271,8 +286,8 @@ class PoolImportInputSerializer(serializers.Serializer):
     ``Content-Type: application/yaml``)."""
 
     pool = PoolSectionInputSerializer()
-    topology_keys = TopologyKeyInputSerializer(many=True, required=False)
-    nodes = NodeInputSerializer(many=True, required=False)
+    topology_keys = TopologyKeyInputSerializer(many=True, required=False, allow_null=True)
+    nodes = NodeInputSerializer(many=True, required=False, allow_null=True, help_text="null: no nodes.")
 
 
 class InventoryOutputSerializer(PoolImportInputSerializer):

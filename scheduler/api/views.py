@@ -13,6 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
@@ -41,10 +42,12 @@ ERROR_RESPONSES = {
     401: OpenApiResponse(OpenApiTypes.OBJECT, description="Not authenticated."),
     403: OpenApiResponse(OpenApiTypes.OBJECT, description="Staff only."),
     404: OpenApiResponse(OpenApiTypes.OBJECT, description="No such pool or node."),
+    409: OpenApiResponse(OpenApiTypes.OBJECT, description="The name is taken, or the pool's state refuses it."),
     415: OpenApiResponse(OpenApiTypes.OBJECT, description="Unsupported Content-Type (send JSON)."),
 }
-READ_ERRORS = {code: ERROR_RESPONSES[code] for code in (401, 404)}
+READ_ERRORS = {code: ERROR_RESPONSES[code] for code in (400, 401, 404)}
 BOOL_PARAM = {"true", "1", "yes", "on"}
+FALSE_PARAM = {"false", "0", "no", "off"}
 
 
 class IsStaffOrReadOnly(BasePermission):
@@ -58,7 +61,13 @@ class IsStaffOrReadOnly(BasePermission):
 
 
 def _flag(request: Request, name: str) -> bool:
-    return str(request.query_params.get(name, "")).lower() in BOOL_PARAM
+    """A boolean query parameter: absent is false; anything but true/false (1/0, yes/no, on/off) is a 400."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if raw.lower() not in BOOL_PARAM | FALSE_PARAM:
+        raise ValidationError({name: [f"must be true or false, not {raw[:40]!r}"]})
+    return raw.lower() in BOOL_PARAM
 
 
 def _key_specs(items: list[dict[str, str]] | None) -> list[pool_services.KeySpec] | None:
@@ -301,6 +310,8 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
                 for part in ("capacity", "allocated"):
                     if isinstance(data.get(part), dict):
                         current[part] = {**current.get(part, {}), **data[part]}
+                    elif part in data:  # null clears allocated; anything else is the parser's to refuse
+                        current[part] = data[part]
                 current.update({key: value for key, value in data.items() if key not in ("capacity", "allocated")})
                 data = current
         spec = NodeInputSerializer().to_internal_value(data)

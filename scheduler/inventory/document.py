@@ -358,7 +358,9 @@ def parse_node_spec(item: Any, path: str, errors: ErrorList | None = None) -> No
         capacity = None
     else:
         capacity = _parse_resources(item["capacity"], join_path(path, "capacity"), found)
-    allocated = _parse_resources(item.get("allocated") or {}, join_path(path, "allocated"), found)
+    # Absent or null: nothing allocated; anything else must be a mapping (false or [] was taken as none).
+    raw_allocated = item.get("allocated")
+    allocated = _parse_resources({} if raw_allocated is None else raw_allocated, join_path(path, "allocated"), found)
     schedulable = item.get("schedulable", True)
     if not isinstance(schedulable, bool):
         found.add(join_path(path, "schedulable"), "must be true or false")
@@ -438,9 +440,12 @@ def parse_inventory(document: Any) -> Inventory:
         name, pool_fields = _parse_pool_fields(document["pool"], errors)
     keys: list[KeySpec] | None = None
     if "topology_keys" in document:
-        keys, key_errors = topology_keys_validate(document["topology_keys"] or [])
+        keys, key_errors = topology_keys_validate(
+            [] if document["topology_keys"] is None else document["topology_keys"])
         errors.errors.extend(PathError(item["path"], item["message"]) for item in key_errors)
-    nodes_value = document.get("nodes") or []
+    nodes_value = document.get("nodes")
+    if nodes_value is None:  # absent or null: no nodes; {} or "" is not a list (it was taken as one)
+        nodes_value = []
     nodes: list[NodeSpec] = []
     if not isinstance(nodes_value, list):
         errors.add("nodes", "must be a list of nodes")

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from osmo.errors import ConflictError, ValidationFailedError
+from osmo.errors import ConflictError, NameTakenError, ValidationFailedError
 from scheduler.inventory import (
     NODE_VALUE_FIELDS,
     POOL_FIELDS,
@@ -149,7 +149,7 @@ def _node_validate(node: Node) -> None:
     # Checked here so the error names the field; the (pool, name) constraint would report it under
     # "__all__".
     if Node.objects.filter(pool_id=node.pool_id, name=node.name).exclude(pk=node.pk).exists():
-        raise ValidationFailedError(
+        raise NameTakenError(
             [{"path": "name", "message": f"a node named {node.name!r} already exists in pool {node.pool.name!r}"}]
         )
     node.full_clean()

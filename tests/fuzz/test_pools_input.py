@@ -172,7 +172,8 @@ def test_duplicate_node_name_error_names_the_field(staff_client):
     body = {"name": "n1", "labels": {"rack": "r1"}, "capacity": {"gpu": 1}}
     assert staff_client.post("/api/pools/dup/nodes/", body, format="json").status_code == 201
     again = staff_client.post("/api/pools/dup/nodes/", body, format="json")
-    assert again.status_code == 400
+    # a name another node has is a conflict (409), as the OpenAPI schema documents
+    assert (again.status_code, again.json()["code"]) == (409, "conflict")
     assert again.json()["details"]["errors"] == [
         {"path": "name", "message": "a node named 'n1' already exists in pool 'dup'"}
     ]

@@ -97,3 +97,55 @@ def gunicorn_server(tmp_path) -> Iterator[Callable[[dict[str, str]], Server]]:
         except subprocess.TimeoutExpired:
             os.killpg(server.process.pid, signal.SIGKILL)
             server.process.wait(timeout=10)
+
+
+METRICS_TOKEN = "ops-tests-metrics-token"
+METRICS_AUTH = f"Bearer {METRICS_TOKEN}"
+
+
+@pytest.fixture
+def metrics_token(settings) -> str:
+    """``OSMO_METRICS_TOKEN`` set: requests with ``METRICS_AUTH`` see the probes' detail and the metrics."""
+    settings.OSMO_METRICS_TOKEN = METRICS_TOKEN
+    return METRICS_TOKEN
+
+
+class RedisProcess:
+    """A ``redis-server`` of its own on a free loopback port, stopped and started again by the test."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.directory = directory
+        self.process: subprocess.Popen | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", str(self.directory)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    pytest.fail("redis-server did not come up")
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_process(tmp_path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path)
+    server.start()
+    yield server
+    server.kill()

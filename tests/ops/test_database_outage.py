@@ -9,7 +9,7 @@ from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.authtoken.models import Token
 
-from tests.ops.conftest import free_port, production_env
+from tests.ops.conftest import METRICS_AUTH, METRICS_TOKEN, free_port, production_env
 
 ENVELOPE_503 = {
     "code": "database_unavailable",
@@ -24,6 +24,7 @@ def test_an_unreachable_database_answers_503_with_the_envelope(gunicorn_server, 
     # given the production server whose PostgreSQL does not answer (nothing listens on its port)
     env = production_env(worker_env, tmp_path / "data")
     env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:{free_port()}/osmo"
+    env["OSMO_METRICS_TOKEN"] = METRICS_TOKEN
     server = gunicorn_server(env)
     headers = {"Authorization": "Token 0123456789abcdef0123456789abcdef01234567"}
     with httpx.Client(base_url=server.base_url, timeout=30) as client:
@@ -36,8 +37,8 @@ def test_an_unreachable_database_answers_503_with_the_envelope(gunicorn_server, 
         }
         pages = {"dashboard": client.get("/"), "admin": client.get("/admin/login/")}
         healthz = client.get("/healthz")
-        readyz = client.get("/readyz")
-        metrics = client.get("/metrics")
+        readyz = client.get("/readyz", headers={"Authorization": METRICS_AUTH})
+        metrics = client.get("/metrics", headers={"Authorization": METRICS_AUTH})
 
     # then the API answers 503 with the envelope and Retry-After
     assert {name: response.status_code for name, response in api.items()} == dict.fromkeys(api, 503)

@@ -7,17 +7,18 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from scheduler.heartbeats import heartbeat_record
 from scheduler.models import WorkerHeartbeat
 from tests.conftest import wait_for
 from tests.factories import make_node, make_pool
-from tests.ops.conftest import free_port
+from tests.ops.conftest import METRICS_AUTH, free_port
 from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup
 from workflows.services import workflow_submit
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("metrics_token")]
 
 
 def _age(seconds: float) -> None:
@@ -51,7 +52,7 @@ def test_readyz_is_ready_with_database_broker_and_a_fresh_tick(client):
     # given a tick just recorded and no pool
     heartbeat_record("tick")
     # when
-    response = client.get("/readyz", HTTP_HOST="10.1.2.3:8000")
+    response = client.get("/readyz", HTTP_AUTHORIZATION=METRICS_AUTH, HTTP_HOST="10.1.2.3:8000")
     # then
     assert response.status_code == 200
     body = response.json()
@@ -69,7 +70,7 @@ def test_readyz_answers_503_when_the_tick_is_stale(client):
     heartbeat_record("tick")
     _age(45)
     # when
-    response = client.get("/readyz")
+    response = client.get("/readyz", HTTP_AUTHORIZATION=METRICS_AUTH)
     # then
     assert response.status_code == 503
     body = response.json()
@@ -82,7 +83,7 @@ def test_readyz_answers_503_when_the_tick_is_stale(client):
 
 def test_readyz_answers_503_before_the_first_tick(client):
     # when no tick was ever recorded
-    response = client.get("/readyz")
+    response = client.get("/readyz", HTTP_AUTHORIZATION=METRICS_AUTH)
     # then
     assert response.status_code == 503
     tick = response.json()["details"]["checks"]["scheduler"]["tick"]
@@ -93,7 +94,7 @@ def test_readyz_names_a_pool_whose_queue_waits_without_cycles(client, queued_poo
     # given a fresh tick, a gang queued for 2 minutes, and no placement cycle on its pool
     heartbeat_record("tick")
     # when
-    response = client.get("/readyz")
+    response = client.get("/readyz", HTTP_AUTHORIZATION=METRICS_AUTH)
     # then
     assert response.status_code == 503
     pool = response.json()["details"]["checks"]["scheduler"]["pools"]["racks"]
@@ -106,7 +107,7 @@ def test_readyz_is_ready_when_a_queued_pool_had_a_recent_cycle(client, queued_po
     heartbeat_record("tick")
     heartbeat_record("placement_cycle", pool_id=queued_pool.pk)
     # when
-    response = client.get("/readyz")
+    response = client.get("/readyz", HTTP_AUTHORIZATION=METRICS_AUTH)
     # then
     assert response.status_code == 200
     pool = response.json()["checks"]["scheduler"]["pools"]["racks"]
@@ -119,7 +120,7 @@ def test_readyz_answers_503_when_the_broker_is_unreachable(client):
     heartbeat_record("tick")
     with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):
         # when
-        response = client.get("/readyz?checks=database,broker")
+        response = client.get("/readyz?checks=database,broker", HTTP_AUTHORIZATION=METRICS_AUTH)
     # then
     assert response.status_code == 503
     checks = response.json()["details"]["checks"]
@@ -133,14 +134,14 @@ def test_readyz_runs_only_the_checks_asked_for(client):
     heartbeat_record("tick")
     _age(300)
     # when a web readiness probe asks for database and broker only
-    response = client.get("/readyz?checks=database,broker")
+    response = client.get("/readyz?checks=database,broker", HTTP_AUTHORIZATION=METRICS_AUTH)
     # then the scheduler is not consulted
     assert response.status_code == 200
     assert set(response.json()["checks"]) == {"database", "broker"}
 
 
 def test_readyz_refuses_an_unknown_check(client):
-    response = client.get("/readyz?checks=database,disk")
+    response = client.get("/readyz?checks=database,disk", HTTP_AUTHORIZATION=METRICS_AUTH)
     assert response.status_code == 400
     assert response.json() == {
         "code": "validation_error",
@@ -163,7 +164,7 @@ def test_a_real_worker_records_the_tick_and_the_cycle_heartbeats(client, celery_
     tokens = {"scheduler.tick", f"scheduler.placement_cycle:{queued_pool.pk}"}
     wait_for(lambda: set(WorkerHeartbeat.objects.filter(token__in=tokens).values_list("token", flat=True)) == tokens,
              timeout=60, message="tick and cycle heartbeats")
-    response = client.get("/readyz")
+    response = client.get("/readyz", HTTP_AUTHORIZATION=METRICS_AUTH)
     assert response.status_code == 200, response.json()
 
 
@@ -186,3 +187,32 @@ def test_the_tick_watch_runs_a_tick_only_when_the_last_one_is_overdue():
     WorkerHeartbeat.objects.all().delete()
     tick_watch_task()
     assert WorkerHeartbeat.objects.filter(token="scheduler.tick").exists()
+
+
+def test_anonymous_readyz_says_only_ready_or_not(client, queued_pool, user):
+    """Replays the attack run's finding: anonymous /readyz named pools (hidden from users without a grant)
+    with their queue lengths."""
+    # given a fresh tick: ready, then a pool whose queue waits without cycles: not ready
+    heartbeat_record("tick")
+    user_token = Token.objects.create(user=user)
+    ready = client.get("/readyz?checks=database,broker")
+    # when anonymous callers and a user without staff rights ask
+    anonymous = client.get("/readyz")
+    as_user = client.get("/readyz", HTTP_AUTHORIZATION=f"Token {user_token.key}")
+    # then they learn ready or not, nothing else
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    for response in (anonymous, as_user):
+        assert (response.status_code, response.json()) == (503, {"code": "not_ready", "message": "Not ready.",
+                                                                 "details": {}})
+    assert "racks" not in anonymous.content.decode()
+
+
+def test_a_staff_session_sees_the_readiness_detail(client, queued_pool, staff_user):
+    # given a staff user logged in, and a pool whose queue waits without cycles
+    heartbeat_record("tick")
+    client.force_login(staff_user)
+    # when
+    response = client.get("/readyz")
+    # then the detail names the pool
+    assert response.status_code == 503
+    assert response.json()["details"]["checks"]["scheduler"]["pools"]["racks"]["stale"] is True

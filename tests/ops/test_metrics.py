@@ -9,25 +9,27 @@ import time
 from pathlib import Path
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.authtoken.models import Token
 
 from osmo.metrics import DISPATCH_ERRORS, SUBMIT_TO_DISPATCHED_SECONDS, cycle_observe, cycle_result_observe
 from scheduler.heartbeats import heartbeat_record
 from tests.conftest import wait_for
 from tests.dispatch.fake_kube import FakeKubeApi
 from tests.factories import make_node, make_pool
+from tests.ops.conftest import METRICS_AUTH
 from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup, Workflow
 from workflows.scheduling.cycle import CycleResult, placement_cycle_run
 from workflows.services import workflow_submit
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("metrics_token")]
 
 
 def scrape(client) -> dict[tuple[str, frozenset], float]:
     """Every sample of /metrics by (name, labels)."""
-    response = client.get("/metrics")
+    response = client.get("/metrics", HTTP_AUTHORIZATION=METRICS_AUTH)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")
     return {
@@ -119,17 +121,44 @@ def test_a_cycle_result_is_split_by_the_reason_each_gang_stored(client, user):
         ("placed", "unschedulable", "undecided", "waiting", "queue_timeout"), 1)
 
 
-def test_metrics_token_is_required_when_set(client):
-    # given
+NOT_AUTHENTICATED = {"code": "not_authenticated", "message": "The metrics bearer token or a staff user is required.",
+                     "details": {}}
+
+
+def test_metrics_need_the_token_or_a_staff_user(client, user, staff_user):
+    """Replays the attack run's finding: anonymous /metrics named every pool with its queue and GPU use."""
+    # given the metrics token set, a user's and a staff user's API tokens, and a staff session
+    user_token = Token.objects.create(user=user)
+    staff_token = Token.objects.create(user=staff_user)
+    staff_session = Client()
+    staff_session.force_login(staff_user)
+    user_session = Client()
+    user_session.force_login(user)
     with override_settings(OSMO_METRICS_TOKEN="s3cret"):
         # when
         anonymous = client.get("/metrics")
         wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope")
+        as_user = client.get("/metrics", HTTP_AUTHORIZATION=f"Token {user_token.key}")
+        user_page = user_session.get("/metrics")
         right = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret")
-    # then
-    assert (anonymous.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
-    assert anonymous.json() == {"code": "not_authenticated", "message": "A valid metrics bearer token is required.",
-                                "details": {}}
+        as_staff = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {staff_token.key}")
+        staff_page = staff_session.get("/metrics")
+    # then only the token and staff get the scrape
+    assert [r.status_code for r in (anonymous, wrong, as_user, user_page)] == [401] * 4
+    assert [r.status_code for r in (right, as_staff, staff_page)] == [200] * 3
+    assert anonymous.json() == NOT_AUTHENTICATED
+    assert anonymous["WWW-Authenticate"] == "Bearer"
+    assert "osmo_queue_gangs" in right.content.decode()
+
+
+def test_metrics_without_a_token_configured_answer_staff_only(client):
+    # given no metrics token configured
+    with override_settings(OSMO_METRICS_TOKEN=""):
+        # when an anonymous scraper, and one sending an empty bearer, ask
+        anonymous = client.get("/metrics")
+        empty = client.get("/metrics", HTTP_AUTHORIZATION="Bearer ")
+    # then neither gets the scrape
+    assert (anonymous.status_code, empty.status_code) == (401, 401)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -14,6 +14,8 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
+from osmo.api.authentication import ThrottledTokenAuthentication
+
 pytestmark = pytest.mark.django_db
 
 
@@ -111,3 +113,35 @@ def test_the_lockout_ends_after_the_cool_off(client, user):
         response = _login(client, "/accounts/login/", "alice-password", "10.77.5.1")
     # then the right password works again
     assert response.status_code == 302
+
+
+def test_a_lockout_spares_the_tokens_already_used_from_that_address(api_client, user, other_user):
+    """Replays the attack run's finding: twenty bad tokens from one address locked that address's valid
+    tokens out for a minute."""
+    # given alice's token in use from an address, and bob's token never used from there
+    alice = Token.objects.create(user=user)
+    bob = Token.objects.create(user=other_user)
+    address = "10.77.6.1"
+    with rates(auth_failure="20/min"):
+        first = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {alice.key}", REMOTE_ADDR=address)
+        # when twenty wrong tokens come from the same address
+        wrong = [api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {i:040d}", REMOTE_ADDR=address)
+                 for i in range(21)]
+        again = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Bearer {alice.key}", REMOTE_ADDR=address)
+        new = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {bob.key}", REMOTE_ADDR=address)
+    # then the guesses are locked out, alice's token still works, a token new to the address waits
+    assert first.status_code == 200
+    assert [r.status_code for r in wrong] == [401] * 20 + [429]
+    assert again.status_code == 200
+    assert new.status_code == 429
+
+
+def test_token_authentication_reads_token_and_user_in_one_query(api_client, user, django_assert_num_queries):
+    # given a token
+    token = Token.objects.create(user=user)
+    # when its key is checked
+    with django_assert_num_queries(1):
+        authenticated_user, authenticated_token = ThrottledTokenAuthentication().authenticate_credentials(token.key)
+    # then the user and the token come from that one query
+    assert (authenticated_user, authenticated_token) == (user, token)
+    assert authenticated_token.user.username == "alice"

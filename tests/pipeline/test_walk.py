@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.placement import ClusterSnapshot, NodeState, Policy, Resources
 from scheduler.placement.signature import gang_signature
-from tests.placement.builders import rack, tree
+from tests.scheduler.placement.builders import rack, tree
 from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk
 from workflows.scheduling.cycle.values import Decision, Verdict
 from workflows.scheduling.requests import group_request_from_row

@@ -159,7 +159,6 @@ def test_staff_creates_pool_with_keys(staff_client):
     ("_case", "payload", "paths"),
     [
         ("_case_bad_name", {"name": "-bad-"}, ["name"]),
-        ("_case_duplicate_name", {"name": "small"}, ["name"]),
         ("_case_reserved_name", {"name": "import"}, ["name"]),
         ("_case_bad_key", {"name": "ok", "topology_keys": [{"key": "Bad", "label": "a/b"}]}, ["topology_keys[0].key"]),
         ("_case_key_missing_label", {"name": "ok", "topology_keys": [{"key": "zone"}]}, ["topology_keys[0].label"]),
@@ -175,6 +174,18 @@ def test_bad_pool_writes_are_400_with_paths(staff_client, small_pool, _case, pay
     body = response.json()
     assert body["code"] == "validation_error"
     assert [e["path"] for e in body["details"]["errors"]] == paths
+    assert Pool.objects.count() == 1
+
+
+def test_a_pool_name_taken_is_a_409_conflict_naming_the_field(staff_client, small_pool):
+    """schemathesis (ST202): a schema-valid name refused with 400; a name another pool has is a conflict."""
+    # when a pool is created with the name of an existing one
+    response = staff_client.post("/api/pools/", {"name": "small"}, format="json")
+    # then
+    assert response.status_code == 409, response.content
+    body = response.json()
+    assert body["code"] == "conflict"
+    assert [e["path"] for e in body["details"]["errors"]] == ["name"]
     assert Pool.objects.count() == 1
 
 
@@ -272,7 +283,7 @@ def test_staff_node_writes(staff_client, small_pool, reserve):
     assert patched.json()["capacity"]["cpu_millis"] == 32_000  # other resources kept
     assert bad.status_code == 400
     assert bad.json()["details"]["errors"][0]["path"] == "allocated.gpu"
-    assert duplicate.status_code == 400
+    assert duplicate.status_code == 409  # a name another node has: a conflict
     assert refused.status_code == 409
     assert deleted.status_code == 204
     assert sorted(Node.objects.filter(pool=small_pool).values_list("name", flat=True)) == [

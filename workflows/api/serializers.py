@@ -14,7 +14,8 @@ from workflows.selectors import task_domains
 from workflows.waiting import workflow_waiting
 
 
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": True}]})
+@extend_schema_field({"oneOf": [{"type": "string", "minLength": 1, "pattern": "\\S"},
+                               {"type": "object", "additionalProperties": True}]})
 class SpecField(serializers.Field):
     """The workflow spec: YAML (or JSON) text, or an already-parsed object."""
 

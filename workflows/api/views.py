@@ -199,9 +199,10 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         parameters=[
             OpenApiParameter("task", str, description="Only this task's log (default: every task's, each line "
                                                       "prefixed `[task] `)"),
-            OpenApiParameter("tail", int, description=f"Last N lines of each task, 1 to {observe.LOG_TAIL_MAX} "
-                                                      f"(default {observe.LOG_TAIL_DEFAULT} for one task, "
-                                                      f"{observe.LOG_TAIL_ALL_DEFAULT} each for every task's)"),
+            OpenApiParameter("tail", {"type": "integer", "minimum": 1, "maximum": observe.LOG_TAIL_MAX},
+                             description=f"Last N lines of each task, 1 to {observe.LOG_TAIL_MAX} "
+                                         f"(default {observe.LOG_TAIL_DEFAULT} for one task, "
+                                         f"{observe.LOG_TAIL_ALL_DEFAULT} each for every task's)"),
         ],
         responses={200: TaskLogOutputSerializer, **ERRORS, 404: ErrorOutputSerializer,
                    409: OpenApiResponse(ErrorOutputSerializer, description="`not_dispatched`: the task has no pod "

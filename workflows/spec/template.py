@@ -16,7 +16,9 @@ Bounds, so that a template cannot exhaust the service: loop iterations and calls
 share one step budget; ``range`` is capped; ``*``, ``**``, ``+``, ``%`` and ``~`` check the size of
 their result before computing it; filters are a safe subset (``join``, ``replace``, ``indent``
 checked), string methods a non-growing subset; recursive loops and ``namespace`` are not offered;
-the output is cut at ``max_output`` characters.
+the output is cut at ``max_output`` characters. With ``TemplateLimits.process`` set, the rendering
+runs in a child process bounded by the operating system as well (memory, CPU and wall-clock time:
+:mod:`workflows.spec.isolation`), so what these checks miss cannot exhaust the calling process.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 from workflows.spec.errors import SpecError, SpecInvalidError, join_path
+from workflows.spec.isolation import ProcessLimitError, ProcessLimits, run_isolated
 from workflows.spec.loader import SpecLimits, load_document
 from workflows.spec.model import ScalarValue
 from workflows.spec.tokens import protect_tokens
@@ -60,12 +63,14 @@ MAX_POWER_BITS = 4096
 @dataclass(frozen=True, slots=True)
 class TemplateLimits:
     """Bounds of one rendering: output characters, steps (loop iterations + calls), ``range`` length,
-    and the length of one submitted value."""
+    the length of one submitted value, and the operating-system limits of the process that renders
+    (None: render in the calling process)."""
 
     max_output: int = 1024 * 1024
     max_steps: int = 100_000
     max_range: int = 10_000
     max_value_length: int = 4096
+    process: ProcessLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +371,7 @@ def render_spec(
             raise SpecInvalidError(bad)
         merged.update(values)
         # OSMO's run-time tokens ({{output}}, {{host:master}} ...) pass through rendering unchanged
-        rendered = _render(keep_inline_indentation(protect_tokens(text)), merged, limits)
+        rendered = _render_bounded(keep_inline_indentation(protect_tokens(text)), merged, limits)
     if env:
         if dump is None:
             raise ValueError("render_spec needs dump= to apply env")
@@ -374,7 +379,32 @@ def render_spec(
     return RenderedSpec(text=rendered, values=merged, env=env)
 
 
-def _render(text: str, values: Mapping[str, Any], limits: TemplateLimits) -> str:
+def _render_bounded(text: str, values: dict[str, ScalarValue], limits: TemplateLimits) -> str:
+    """:func:`_render`, in a child process under ``limits.process`` when set."""
+    if limits.process is None:
+        try:
+            return _render(text, values, limits)
+        except MemoryError as exc:
+            raise _template_error(exc) from None
+    try:
+        kind, result = run_isolated(_render_outcome, (text, values, limits), limits.process)
+    except ProcessLimitError as exc:
+        raise SpecInvalidError([SpecError(TEMPLATE_PATH, f"the template's rendering {exc.message}")]) from None
+    if kind == "invalid":
+        raise SpecInvalidError([SpecError(path, message) for path, message in result])
+    return str(result)
+
+
+def _render_outcome(text: str, values: dict[str, ScalarValue], limits: TemplateLimits) -> tuple[str, Any]:
+    """:func:`_render` as a value that crosses a process boundary: ``("text", str)`` or ``("invalid",
+    [(path, message)])``."""
+    try:
+        return ("text", _render(text, values, limits))
+    except SpecInvalidError as exc:
+        return ("invalid", [(error.path, error.message) for error in exc.errors])
+
+
+def _render(text: str, values: Mapping[str, ScalarValue], limits: TemplateLimits) -> str:
     sandbox = SpecSandbox(limits)
     try:
         tree = _Bounded().visit(sandbox.parse(text))
@@ -386,8 +416,8 @@ def _render(text: str, values: Mapping[str, Any], limits: TemplateLimits) -> str
             if size > limits.max_output:
                 raise TemplateLimitError(f"the rendered spec is longer than {limits.max_output} characters")
             chunks.append(chunk)
-    except SpecInvalidError:
-        raise
+    except (SpecInvalidError, MemoryError):
+        raise  # MemoryError: past the process's memory limit (reported as such by workflows.spec.isolation)
     except Exception as exc:  # the template is the user's code: any failure is theirs to fix
         raise _template_error(exc) from None
     return "".join(chunks)

@@ -3,12 +3,14 @@
 - ``/healthz``: the process answers. Touches nothing else (no database, no broker), so a liveness
   probe never restarts a healthy web process because PostgreSQL is down.
 - ``/readyz``: the service can do its work. Checks the database, the broker and the scheduler's
-  heartbeats (last tick, last placement cycle per pool with queued gangs); 200 with the details,
-  or 503 with the error envelope whose ``details.checks`` says what failed. ``?checks=database,broker``
-  runs only those checks (e.g. a web readiness probe that should not depend on beat).
+  heartbeats (last tick, last placement cycle per pool with queued gangs); 200 ``{"status": "ready"}``
+  or 503 with the error envelope. Only the metrics token or a staff user (:func:`ops.access.privileged`)
+  gets the details (``checks``: what failed, per pool): pool names and queue lengths are not for
+  anonymous callers. ``?checks=database,broker`` runs only those checks (e.g. a web readiness probe
+  that should not depend on beat).
 
 :class:`ProbeMiddleware`, first in ``MIDDLEWARE``, answers these paths and Prometheus's
-``/metrics`` (:mod:`osmo.metrics`) before anything else runs: probes and scrapes arrive with the
+``/metrics`` (:mod:`ops.metrics`) before anything else runs: probes and scrapes arrive with the
 pod's IP as ``Host`` (not in ``ALLOWED_HOSTS``), and must not wait for the per-request transaction
 (``ATOMIC_REQUESTS``) or sessions. The same views are in the URLconf for ``reverse()``.
 """
@@ -29,6 +31,8 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
+
+from ops.access import privileged
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +166,14 @@ def readyz(request: HttpRequest) -> HttpResponse:
         )
     checks = {name: _RUNNERS[name]() for name in CHECKS if name in wanted}
     failed = [name for name, result in checks.items() if not result["ok"]]
+    if failed:
+        logger.warning("readyz.not_ready", extra={"failed": failed})
+    if not privileged(request):
+        if not failed:
+            return JsonResponse({"status": "ready"})
+        return JsonResponse({"code": "not_ready", "message": "Not ready.", "details": {}}, status=503)
     if not failed:
         return JsonResponse({"status": "ready", "checks": checks})
-    logger.warning("readyz.not_ready", extra={"failed": failed})
     return JsonResponse(
         {"code": "not_ready", "message": f"Not ready: {', '.join(failed)}.", "details": {"checks": checks}},
         status=503,
@@ -174,7 +183,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
 @never_cache
 @transaction.non_atomic_requests
 def metrics(request: HttpRequest) -> HttpResponse:
-    from osmo.metrics import metrics_view
+    from ops.metrics import metrics_view
 
     return metrics_view(request)
 
