@@ -75,8 +75,9 @@ def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, r
             failures = 0
             delay = retry_first_delay_s
             if answer.get("abort"):
+                reason = str(answer.get("reason") or "")
                 raise BarrierError(exitcodes.BARRIER_FAILED,
-                                   f"the group stopped before its barrier opened: {answer.get('reason', '')}".rstrip(": "))
+                                   f"the group stopped before its barrier opened: {reason}".rstrip(": "))
             arrived = int(str(answer.get("arrived", 0)))
             size = int(str(answer.get("size", spec.group_size)))
             if answer.get("open"):

@@ -87,9 +87,11 @@ class TaskPlan:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
 
     def __post_init__(self) -> None:
-        for name, entries in (("inputs", self.inputs), ("outputs", self.outputs), ("checkpoints", self.checkpoints)):
-            for index, entry in enumerate(entries):
-                _check_regex(f"{name}.{index}.regex", entry.regex)
+        regexes = [("inputs", i, entry.regex) for i, entry in enumerate(self.inputs)]
+        regexes += [("outputs", i, entry.regex) for i, entry in enumerate(self.outputs)]
+        regexes += [("checkpoints", i, entry.regex) for i, entry in enumerate(self.checkpoints)]
+        for name, index, regex in regexes:
+            _check_regex(f"{name}.{index}.regex", regex)
         if not self.command:
             raise PlanInvalidError("command", "must not be empty")
         if self.barrier is not None and self.barrier.group_size < 1:
@@ -225,9 +227,11 @@ def plan_from_osmo_task(
         command=tuple(sub(part) for part in task.get("command") or ()),
         args=tuple(sub(part) for part in task.get("args") or ()),
         env={str(k): sub(v) for k, v in dict(task.get("environment") or {}).items()},
-        files=tuple(FileSpec(path=str(f["path"]), contents=sub(f.get("contents", ""))) for f in task.get("files") or ()),
+        files=tuple(FileSpec(path=str(f["path"]), contents=sub(f.get("contents", "")))
+                    for f in task.get("files") or ()),
         inputs=tuple(inputs),
-        outputs=tuple(OutputSpec(url=sub(o["url"]), regex=str(o.get("regex") or "")) for o in task.get("outputs") or ()),
+        outputs=tuple(OutputSpec(url=sub(o["url"]), regex=str(o.get("regex") or ""))
+                      for o in task.get("outputs") or ()),
         artifact_url=artifact_url,
         barrier=barrier,
         checkpoints=checkpoints,

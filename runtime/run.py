@@ -103,11 +103,11 @@ def run(plan: TaskPlan, *, log: Callable[[str], None] = log_line) -> Result:
             barrier_wait(plan.barrier, deadline_s=plan.start_timeout_s, log=log)
         except BarrierError as exc:
             return Result(exc.code, str(exc))
-    for spec in plan.files:
-        path = substitute(spec.path, plan)
+    for file in plan.files:
+        path = substitute(file.path, plan)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(substitute(spec.contents, plan))
+            handle.write(substitute(file.contents, plan))
     argv = [substitute(part, plan) for part in (*plan.command, *plan.args)]
     env = {**os.environ, **{name: substitute(value, plan) for name, value in plan.env.items()}}
     checkpointers = [_Checkpointer(spec, plan, log) for spec in plan.checkpoints]
