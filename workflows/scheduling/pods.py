@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from osmo.bulk import ids_match
 from osmo.compiled import CompiledQuery
+from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
@@ -48,6 +49,7 @@ from workflows.lifecycle.transitions import (
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
+from workflows.scheduling.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
 
 logger = logging.getLogger(__name__)
 
@@ -174,11 +176,19 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
         pools[pool_id] = pool
     backend = backend_for(pool.backend)
     tasks = _DISPATCH_TASKS.all(group_id=group_id)
+    plans = _runtime_plans(tasks, pool, workflow_pk=_workflow_pk, workflow_id=workflow_id, group_id=group_id,
+                           group_name=group_name)
     created: list[tuple[int, str]] = []  # (task, pod name)
     refused = ""
     try:
         for row in tasks:
             request = _row_pod_request(row, pool)
+            plan = plans.get(row[0])
+            if isinstance(plan, PlanInvalidError):  # a stored spec the parser let through before
+                refused = f"pod {request.pod_name}: the task's runtime plan is invalid: {plan}"
+                break
+            if plan:
+                request = replace(request, runtime_plan=plan)
             try:
                 backend.create_pod(request)
             except DispatchPermanentError as exc:
@@ -198,6 +208,34 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
         return GangDispatch(pool=pool.name)
     # Every pod the gang was missing when this run began is recorded now, by this run.
     return GangDispatch(pool=pool.name, ready_to_dispatched=recorded_at - (scheduling_since or submitted_at))
+
+
+def _runtime_plans(tasks: list[tuple], pool: Pool, *, workflow_pk: int, workflow_id: str, group_id: int,
+                   group_name: str) -> dict[int, str | PlanInvalidError]:
+    """The runtime plan (JSON) of each task, by task id, when the pool's backend runs the runtime
+    (docs/runtime.md); none otherwise (no query)."""
+    if not runtime_backend(pool.backend) or not tasks:
+        return {}
+    names = list(Task.objects.filter(workflow=workflow_pk).values_list("name", "group_id"))
+    group_size = sum(1 for _name, group in names if group == group_id)
+    spec = spec_runtime_fields(Workflow.objects.filter(pk=workflow_pk).values_list("spec_text", flat=True).first()
+                               or "")
+    barrier = spec.barriers.get(group_name, False)
+    plans: dict[int, str | PlanInvalidError] = {}
+    for pk, _status, _workflow, pod_name, _node, _wid, _group, name, _image, command, args, environment, *_rest \
+            in tasks:
+        try:
+            plan = task_plan(pool_name=pool.name, backend=pool.backend, workflow_id=workflow_id, task_id=pk,
+                             task_name=name, pod_name=pod_name,
+                             fields=task_osmo_fields(spec.tasks.get(name), command=command, args=args,
+                                                     environment=environment),
+                             upstream_tasks={other: workflow_id for other, group in names if group != group_id},
+                             group_size=group_size, barrier=barrier, task_names=[other for other, _g in names])
+        except PlanInvalidError as exc:
+            plans[pk] = exc
+            continue
+        plans[pk] = plan.to_json()
+    return plans
 
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
