@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -39,6 +40,16 @@ class TaskTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="osmo-task"'
+
+
+class TaskTokenScheme(OpenApiAuthenticationExtension):
+    """The task token in the OpenAPI schema (a bearer token only the runtime holds)."""
+
+    target_class = "workflows.api.runtime.TaskTokenAuthentication"
+    name = "taskToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "The per-task token of a task's runtime."}
 
 
 class HasTaskToken(BasePermission):
