@@ -9,6 +9,7 @@ services_install() {
   command -v redis-server >/dev/null || need+=(redis-server)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   [ "${OSMO_NEED_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null && need+=(chromium)
+  command -v bwrap >/dev/null || need+=(bubblewrap)  # the local backend's sandbox (docs/runtime.md)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then
     echo "Missing ${need[*]}: install them (Debian packages) or run as root." >&2

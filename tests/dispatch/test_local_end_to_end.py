@@ -137,3 +137,37 @@ def test_cancel_stops_the_tasks_process(user, local_pool, celery_worker_factory,
     workflow.refresh_from_db()
     assert workflow.status == "FAILED_CANCELED"
     assert not folder.exists()
+
+
+def submit(user, spec: str) -> Workflow:
+    from workflows.errors import WorkflowSpecInvalidError
+
+    try:
+        return workflow_submit(user=user, pool_name="local", spec=spec)[0]
+    except WorkflowSpecInvalidError as exc:  # say which field, not only that it is invalid
+        pytest.fail(f"refused: {exc.details}")
+
+
+def test_the_osmo_tutorial_examples_complete_on_a_local_pool(user, local_pool, celery_worker_factory, celery_beat,
+                                                             user_client):
+    # given the tutorial examples under examples/osmo/ that use only command, args, environment and task inputs
+    celery_worker_factory("local", concurrency=2)
+    names = ("hello-world", "serial", "parallel")
+
+    # when
+    workflows = [submit(user, (ROOT / "examples" / "osmo" / f"{name}.yaml").read_text()) for name in names]
+    for workflow in workflows:
+        wait_for(lambda workflow=workflow: finished(workflow), timeout=240, message=f"{workflow.name} to finish")
+
+    # then every one completed, and the logs are the commands' own output
+    assert [w.status for w in workflows] == ["COMPLETED"] * 3, list(Task.objects.values_list("name", "failure_message"))
+
+    def log(workflow: Workflow, task: str) -> list[str]:
+        answer = user_client.get(f"/api/workflows/{workflow.workflow_id}/logs/?task={task}&tail=100")
+        assert answer.status_code == 200, answer.json()
+        return [line for line in answer.json()["lines"] if not line.startswith("[osmo]")]
+
+    hello, serial, parallel = workflows
+    assert log(hello, "hello") == ["Hello from OSMO on Linux"]
+    assert log(serial, "second") == ["step two read the answer 42"]
+    assert [log(parallel, name) for name in "abc"] == [["task a"], ["task b"], ["task c"]]
