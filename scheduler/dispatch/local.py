@@ -102,13 +102,19 @@ def _host_root() -> list[str]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie does not: where nothing reaps orphans, a supervisor that was
+    killed stays one)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _mtime(path: Path) -> datetime:
