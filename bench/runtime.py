@@ -66,48 +66,54 @@ def _best(run, repeat: int) -> float:
     return min(times)
 
 
+def _data_case(fs, work: Path, total_mib: int, label: str, count: int, repeat: int) -> list[tuple[str, float, float]]:
+    """One size and file count: direct and runtime upload, then download, best of ``repeat``."""
+    from runtime.storage import download, upload
+
+    src = work / f"src-{count}"
+    _make_files(src, total_mib << 20, count)
+    local = sorted(str(p) for p in src.iterdir())
+    names = [Path(p).name for p in local]
+    direct_prefix, runtime_url = f"bench-bucket/direct-{count}", f"s3://bench-bucket/runtime-{count}"
+
+    def direct_up() -> None:
+        fs.put(local, [f"{direct_prefix}/{name}" for name in names])
+
+    def direct_down() -> None:
+        dest = work / "direct-down"
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir()
+        fs.invalidate_cache()
+        fs.get([f"{direct_prefix}/{name}" for name in names], [str(dest / name) for name in names])
+
+    def runtime_up() -> None:
+        upload(str(src), runtime_url)
+
+    def runtime_down() -> None:
+        dest = work / "runtime-down"
+        shutil.rmtree(dest, ignore_errors=True)
+        download(runtime_url, str(dest), committed_only=True)
+
+    up_direct, up_runtime = _best(direct_up, repeat), _best(runtime_up, repeat)
+    down_direct, down_runtime = _best(direct_down, repeat), _best(runtime_down, repeat)
+    shutil.rmtree(src)
+    return [(f"upload {total_mib} MiB, {label}", up_direct, up_runtime),
+            (f"download {total_mib} MiB, {label}", down_direct, down_runtime)]
+
+
 def data_bench(total_mib: int, files: int, repeat: int, work: Path) -> list[tuple[str, float, float]]:
     import fsspec
-
-    from runtime.storage import download, upload
 
     port = _free_port()
     moto = _moto(port, work / "moto.log")
     os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret",
                        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_DEFAULT_REGION": "us-east-1"})
-    rows = []
+    rows: list[tuple[str, float, float]] = []
     try:
         fs = fsspec.filesystem("s3", skip_instance_cache=True)
         fs.mkdir("bench-bucket")
         for label, count in ((f"{files} files", files), ("1 file", 1)):
-            src = work / f"src-{count}"
-            _make_files(src, total_mib << 20, count)
-            local = sorted(str(p) for p in src.iterdir())
-            names = [Path(p).name for p in local]
-
-            def direct_up(prefix: str = f"bench-bucket/direct-{count}") -> None:
-                fs.put(local, [f"{prefix}/{name}" for name in names])
-
-            def direct_down(prefix: str = f"bench-bucket/direct-{count}") -> None:
-                dest = work / "direct-down"
-                shutil.rmtree(dest, ignore_errors=True)
-                dest.mkdir()
-                fs.invalidate_cache()
-                fs.get([f"{prefix}/{name}" for name in names], [str(dest / name) for name in names])
-
-            def runtime_up() -> None:
-                upload(str(src), f"s3://bench-bucket/runtime-{count}")
-
-            def runtime_down() -> None:
-                dest = work / "runtime-down"
-                shutil.rmtree(dest, ignore_errors=True)
-                download(f"s3://bench-bucket/runtime-{count}", str(dest), committed_only=True)
-
-            up_direct, up_runtime = _best(direct_up, repeat), _best(runtime_up, repeat)
-            down_direct, down_runtime = _best(direct_down, repeat), _best(runtime_down, repeat)
-            rows.append((f"upload {total_mib} MiB, {label}", up_direct, up_runtime))
-            rows.append((f"download {total_mib} MiB, {label}", down_direct, down_runtime))
-            shutil.rmtree(src)
+            rows += _data_case(fs, work, total_mib, label, count, repeat)
     finally:
         moto.terminate()
         moto.wait(timeout=30)
