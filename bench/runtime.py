@@ -113,7 +113,10 @@ def data_bench(total_mib: int, files: int, repeat: int, work: Path) -> list[tupl
         fs = fsspec.filesystem("s3", skip_instance_cache=True)
         fs.mkdir("bench-bucket")
         for label, count in ((f"{files} files", files), ("1 file", 1)):
-            rows += _data_case(fs, work, total_mib, label, count, repeat)
+            for row in _data_case(fs, work, total_mib, label, count, repeat):
+                case, direct, ours = row
+                print(f"{case:<34} {direct:>13.2f} {ours:>10.2f} {direct / ours:>6.2f}", flush=True)
+                rows.append(row)
     finally:
         moto.terminate()
         moto.wait(timeout=30)
@@ -149,8 +152,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="osmo-bench-runtime-"))
     try:
         print(f"{'case':<34} {'s3fs direct s':>13} {'runtime s':>10} {'ratio':>6}")
-        for case, direct, ours in data_bench(options.mib, options.files, options.repeat, work):
-            print(f"{case:<34} {direct:>13.2f} {ours:>10.2f} {direct / ours:>6.2f}")
+        data_bench(options.mib, options.files, options.repeat, work)
         direct, local = overhead_bench(max(options.repeat, 5), work)
         print(f"task `true`: direct {direct * 1000:.1f} ms, local backend (sandbox + runtime, create to "
               f"Succeeded) {local * 1000:.0f} ms, overhead {(local - direct) * 1000:.0f} ms")

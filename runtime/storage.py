@@ -37,10 +37,11 @@ class StorageError(Exception):
 
 
 def mask(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with the value of every credential-like environment variable replaced by ``****``."""
+    """``text`` with the value of every credential-like environment variable replaced by ``****``
+    (values of 8 characters and more: real keys are 20 and 40; shorter ones would mangle ordinary words)."""
     environ = os.environ if environ is None else environ
     secrets = sorted({value for name, value in environ.items()
-                      if value and len(value) >= 4 and any(part in name.upper() for part in _SECRET_NAME_PARTS)},
+                      if value and len(value) >= 8 and any(part in name.upper() for part in _SECRET_NAME_PARTS)},
                      key=len, reverse=True)
     for secret in secrets:
         text = text.replace(secret, "****")
