@@ -29,6 +29,19 @@ def request(name: str, *, plan: dict | None = None, command=(), group: str = "g"
                       runtime_plan=json.dumps(plan) if plan is not None else "")
 
 
+def running_in_group(pgid: int) -> list[int]:
+    """The processes of a process group that still run (zombies left for a reaper do not count)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
 def wait_done(backend: LocalBackend, pods: list[PodRequest], timeout: float = 60) -> dict[str, PodState]:
     deadline = time.monotonic() + timeout
     while True:
@@ -128,6 +141,9 @@ def test_delete_stops_a_running_task_and_removes_its_pod(local, tmp_path):
     while local.pod_states([pod], now=datetime.now(tz=UTC))["long"].phase != "Running" and time.monotonic() < deadline:
         time.sleep(0.05)
     pid = int((local.pod_dir("osmo", "long") / "pid").read_text())
+    while len(running_in_group(pid)) < 4 and time.monotonic() < deadline:  # supervisor, bwrap, runtime, command
+        time.sleep(0.05)
+    assert len(running_in_group(pid)) >= 4
 
     # when
     local.delete_pod(namespace="osmo", pod_name="long", grace_seconds=10)
@@ -135,7 +151,7 @@ def test_delete_stops_a_running_task_and_removes_its_pod(local, tmp_path):
     # then
     assert local.pod_states([pod], now=datetime.now(tz=UTC)) == {"long": PodState("Missing")}
     assert not local.pod_dir("osmo", "long").exists()
-    assert not Path(f"/proc/{pid}").exists()
+    assert running_in_group(pid) == []
     assert not (marker / "late.txt").exists()
     with pytest.raises(DispatchPermanentError):
         local.pod_log(pod, tail=10, now=datetime.now(tz=UTC))

@@ -15,6 +15,7 @@ from rest_framework.authtoken.models import Token
 
 from runtime.storage import committed_files
 from tests.conftest import wait_for
+from tests.dispatch.test_local import running_in_group
 from tests.factories import make_node, make_pool
 from workflows.models import Task, Workflow
 from workflows.services import workflow_cancel, workflow_submit
@@ -125,13 +126,13 @@ def test_cancel_stops_the_tasks_process(user, local_pool, celery_worker_factory,
     [task] = Task.objects.filter(workflow=workflow)
     folder = next((tmp_path / "pods").glob(f"*/{task.pod_name}"))
     pid = int((folder / "pid").read_text())
-    assert Path(f"/proc/{pid}").exists()
+    assert running_in_group(pid) != []
 
     # when
     workflow_cancel(workflow_id=workflow.workflow_id, user=user)
 
     # then its process and its folder are gone
-    wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=60, message="the task's process to stop")
+    wait_for(lambda: running_in_group(pid) == [], timeout=60, message="the task's processes to stop")
     wait_for(lambda: not any((tmp_path / "pods").glob(f"*/{task.pod_name}")), timeout=60,
              message="the pod folder to go")
     workflow.refresh_from_db()
