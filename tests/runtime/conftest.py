@@ -91,3 +91,47 @@ def run_runtime(plan: dict, workdir: Path, *, env: dict[str, str] | None = None,
                                env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout)
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     return Ran(completed.returncode, result, completed.stdout, completed.stderr)
+
+
+@dataclass(frozen=True)
+class DeniedS3:
+    """An S3 server that enforces IAM, a bucket with one object, and the keys of a user with no policy."""
+
+    endpoint: str
+    bucket: str
+    env: dict[str, str]
+    secret: str
+
+
+@pytest.fixture(scope="session")
+def denied_s3(tmp_path_factory):
+    """A second moto server that authenticates every request after the first four (the set-up: bucket,
+    object, user, access key), so the user's requests are refused as on a real account."""
+    import boto3
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto-iam") / "moto.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1",
+                                    "-p", str(port)], stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"})
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.05)
+    admin = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
+             "aws_secret_access_key": "x" * 40}
+    s3, iam = boto3.client("s3", **admin), boto3.client("iam", **admin)
+    s3.create_bucket(Bucket="denied-bucket")
+    s3.put_object(Bucket="denied-bucket", Key="data/x.txt", Body=b"x")
+    iam.create_user(UserName="no-policy")
+    key = iam.create_access_key(UserName="no-policy")["AccessKey"]
+    yield DeniedS3(endpoint, "denied-bucket", {"AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                                               "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+                                               "AWS_ENDPOINT_URL_S3": endpoint, "AWS_DEFAULT_REGION": "us-east-1"},
+                   key["SecretAccessKey"])
+    process.terminate()
+    process.wait(timeout=10)

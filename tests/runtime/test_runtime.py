@@ -326,3 +326,33 @@ def test_service_unreachable_is_retried_then_a_clear_failure(tmp_path):
                                  "URLError: [Errno 111] Connection refused")
     assert slept == [0.5, 1.0, 2.0]
     assert len(lines) == 4
+
+
+def test_a_denied_s3_input_fails_2010_with_the_storage_text_and_the_secret_masked(denied_s3, tmp_path):
+    # given a user without any policy on an S3 server that enforces IAM
+    marker = tmp_path / "ran"
+    task = plan(["touch", str(marker)], tmp_path, inputs=[{"url": f"s3://{denied_s3.bucket}/data"}])
+
+    # when
+    ran = run_runtime(task, tmp_path, env=denied_s3.env)
+
+    # then
+    assert ran.result["exit_code"] == 2010
+    assert ran.result["message"] == f"download of input 0 failed: s3://{denied_s3.bucket}/data: PermissionError: " \
+                                    "Forbidden"
+    assert not marker.exists()
+    assert denied_s3.secret not in ran.stdout + ran.stderr + json.dumps(ran.result)
+
+
+def test_an_output_bucket_denying_writes_fails_2012_and_keeps_the_command_code(denied_s3, tmp_path):
+    # given
+    task = plan(["sh", "-c", "echo r > {{output}}/r.txt; exit 5"], tmp_path,
+                outputs=[{"url": f"s3://{denied_s3.bucket}/results"}])
+
+    # when
+    ran = run_runtime(task, tmp_path, env=denied_s3.env)
+
+    # then
+    assert (ran.result["exit_code"], ran.result["command_exit_code"]) == (2012, 5)
+    assert ran.result["message"].startswith(f"upload failed: s3://{denied_s3.bucket}/results: PermissionError: ")
+    assert ran.result["message"].endswith("(the command exited with code 5)")
