@@ -4,6 +4,7 @@ from django.db import models
 class DispatchBackend(models.TextChoices):
     SIMULATED = "simulated", "Simulated (no process runs)"
     KUBERNETES = "kubernetes", "Kubernetes"
+    LOCAL = "local", "Local (sandboxed processes on this machine)"
 
 
 class PoolStatus(models.TextChoices):

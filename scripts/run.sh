@@ -15,6 +15,14 @@ if ! $PY -c "import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SO
   exit 1
 fi
 
+# The local pool's tasks (docs/runtime.md): their folders, and the address their runtime reaches the barrier at.
+DATA=${OSMO_DATA_DIR:-var}
+case "$DATA" in /*) ;; *) DATA="$PWD/$DATA" ;; esac
+export OSMO_LOCAL_DIR=${OSMO_LOCAL_DIR:-$DATA/local-pods}
+export OSMO_RUNTIME_SERVICE_URL=${OSMO_RUNTIME_SERVICE_URL:-http://$HOST:$PORT}
+command -v bwrap >/dev/null || echo "warning: bubblewrap (bwrap) is not installed: the local pool's tasks will fail" \
+  "(apt-get install bubblewrap)" >&2
+
 echo "==> migrating the database"
 $PY manage.py migrate --no-input -v0
 echo "==> loading the demo pools and the admin user"

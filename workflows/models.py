@@ -160,6 +160,9 @@ class Task(RunState):
     exit_code = models.IntegerField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     pod_deleted_at = models.DateTimeField(null=True, blank=True)
+    # The pod whose runtime arrived at the group's barrier (docs/runtime.md); a re-placed task has a new
+    # pod name, so an arrival of its earlier pod does not count.
+    barrier_pod = models.CharField(max_length=253, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["workflow", "position"]

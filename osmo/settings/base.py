@@ -283,6 +283,17 @@ OSMO_TEMPLATE_MAX_WALL_SECONDS = env.float("OSMO_TEMPLATE_MAX_WALL_SECONDS", def
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
+# The task runtime (docs/runtime.md). The artifact store carries `task` inputs between tasks: a URL per
+# pool (OSMO_ARTIFACT_STORES="pool-a=s3://bucket/osmo,pool-b=file:///data/artifacts"), else the default.
+OSMO_ARTIFACT_STORE = env.str("OSMO_ARTIFACT_STORE", default=(DATA_DIR / "artifacts").as_uri())
+OSMO_ARTIFACT_STORES = env.dict("OSMO_ARTIFACT_STORES", default={})
+# Where a task's runtime reaches the service (the barrier): the address the tasks can connect to.
+OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://127.0.0.1:8000")
+# Kubernetes pools run tasks through the runtime when this image (the Dockerfile's `runtime` target) is set.
+OSMO_RUNTIME_IMAGE = env.str("OSMO_RUNTIME_IMAGE", default="")
+# A task whose group's barrier has not opened this long after its runtime started fails (OSMO code 3005).
+OSMO_TASK_START_TIMEOUT_SECONDS = env.float("OSMO_TASK_START_TIMEOUT_SECONDS", default=600.0)
+
 # Which queue each task name goes to: the one routing table (scheduler.jobs sends tasks by name).
 CELERY_TASK_ROUTES = {
     "workflows.placement_cycle_run": {"queue": "scheduler"},

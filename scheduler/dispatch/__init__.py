@@ -24,7 +24,11 @@ _BACKEND_ENV = ("KUBECONFIG", "OSMO_K8S_CONTEXT", "OSMO_K8S_IN_CLUSTER", "OSMO_K
 def backend_for(name: str, **options) -> PodBackend:
     """The backend named by a pool's ``backend`` field, built once per process and options (a
     Kubernetes backend loads its kubeconfig and opens a connection pool; reuse them)."""
-    env = tuple(os.environ.get(var) for var in _BACKEND_ENV) if name == "kubernetes" else ()
+    env: tuple[str | None, ...] = ()
+    if name == "kubernetes":
+        env = tuple(os.environ.get(var) for var in _BACKEND_ENV)
+    elif name == "local":  # its pods live under OSMO_LOCAL_DIR
+        env = (os.environ.get("OSMO_LOCAL_DIR"),)
     cache_key = (name, tuple(sorted(options.items())), env)
     backend = _BACKENDS.get(cache_key)
     if backend is None:
@@ -32,6 +36,10 @@ def backend_for(name: str, **options) -> PodBackend:
             from scheduler.dispatch.kubernetes import KubernetesBackend
 
             backend = KubernetesBackend.from_settings(**options)
+        elif name == "local":
+            from scheduler.dispatch.local import LocalBackend
+
+            backend = LocalBackend(**options)
         else:
             from scheduler.dispatch.simulated import SimulatedBackend
 

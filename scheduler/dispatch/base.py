@@ -44,6 +44,9 @@ class PodRequest:
     storage_bytes: int = 0
     dispatched_at: datetime | None = None  # set once the pod was created (simulated backend uses it)
     sim_seconds: float = 10.0  # simulated backend: run time (from the pool, overridable per task)
+    # The task runtime's plan (``runtime.TaskPlan`` as JSON; docs/runtime.md): set, the backend runs the
+    # task through the runtime (local: always; Kubernetes: an init container copies it into the pod).
+    runtime_plan: str = ""
 
 
 @dataclass(frozen=True, slots=True)

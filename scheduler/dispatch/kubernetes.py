@@ -48,6 +48,7 @@ from scheduler.dispatch.base import (
     PodState,
 )
 from scheduler.dispatch.naming import kube_pod_name, label_value
+from scheduler.dispatch.runtime_wrap import RUNTIME_IMAGE_ENV, result_from_message, runtime_image, wrap_with_runtime
 
 # ------------------------------------------------------------------------------------------------
 # Labels and annotations (the lead and docs/kubernetes.md rely on these exact keys)
@@ -142,7 +143,7 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
     }
     if pod.gpu > 0:
         spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
-    return {
+    manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -153,6 +154,12 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
         },
         "spec": spec,
     }
+    if pod.runtime_plan:  # run through the task runtime (docs/runtime.md)
+        image = runtime_image()
+        if not image:
+            raise DispatchPermanentError(f"pod {pod.pod_name} has a runtime plan but {RUNTIME_IMAGE_ENV} is not set")
+        manifest = wrap_with_runtime(manifest, plan=pod.runtime_plan, image=image, container_name=CONTAINER_NAME)
+    return manifest
 
 
 # ------------------------------------------------------------------------------------------------
@@ -296,7 +303,12 @@ def _failed_state(pod: k8s_client.V1Pod) -> PodState:
         exit_code = terminated.exit_code
         if terminated.reason:
             parts.append(terminated.reason)
-        if terminated.message:
+        result = result_from_message(terminated.message) if terminated.message else None
+        if result is not None:  # the task runtime's result: OSMO's code and its message
+            exit_code, text = result
+            if text:
+                parts.append(text)
+        elif terminated.message:
             parts.append(terminated.message.strip())
     if pod.status and pod.status.reason and pod.status.reason not in parts:
         parts.append(pod.status.reason)

@@ -87,7 +87,7 @@ NODE_VALUE_FIELDS: tuple[str, ...] = (
 )
 POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "k8s_namespace", "k8s_node_selector")
 #: The values of ``scheduler.choices.DispatchBackend`` (a test keeps the two equal).
-POOL_BACKENDS: tuple[str, ...] = ("simulated", "kubernetes")
+POOL_BACKENDS: tuple[str, ...] = ("simulated", "kubernetes", "local")
 RESERVED_POOL_NAMES = frozenset({"import"})  # /api/pools/import/ is the import endpoint
 MAX_GPU = 2**31 - 1
 # Real hierarchies have a handful of levels. Each key is a GROUP BY column of the capacity summary:

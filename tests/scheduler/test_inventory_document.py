@@ -99,7 +99,7 @@ def test_every_problem_is_reported_in_document_order_with_its_path():
     # then
     assert message == "The pool inventory is invalid."
     assert errors == [
-        ("pool.backend", "must be one of: simulated, kubernetes"),
+        ("pool.backend", "must be one of: simulated, kubernetes, local"),
         (
             "topology_keys[2].key",
             "key 'Rack_2' is not valid: use lowercase letters, digits and inner hyphens, e.g. gpu-clique",

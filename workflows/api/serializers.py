@@ -10,6 +10,7 @@ from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.runtime import artifact_store, runtime_backend
 from workflows.selectors import task_domains
 from workflows.waiting import workflow_waiting
 
@@ -85,11 +86,18 @@ class TaskOutputSerializer(OutputModelSerializer):
                                             "(`node` keeps its name).")
     domains = serializers.SerializerMethodField()
     requests = serializers.SerializerMethodField()
+    outputs = serializers.SerializerMethodField(
+        help_text="Where the task's {{output}} goes: its artifact URL in the pool's artifact store (for "
+                  "downstream `task` inputs; docs/runtime.md). Empty on a backend without the task runtime.")
 
     class Meta:
         model = Task
         fields = ["name", "lead", "status", "node", "node_removed", "domains", "pod_name", "requests", "exit_code",
-                  "started_at", "finished_at", "failure_message"]
+                  "started_at", "finished_at", "failure_message", "outputs"]
+
+    def get_outputs(self, task: Task) -> list[str]:
+        store = self.context.get("outputs_store", "")
+        return [f"{store}/{task.name}"] if store else []
 
     def get_node(self, task: Task) -> str | None:
         if task.node is not None:
@@ -205,7 +213,10 @@ class WorkflowOutputSerializer(OutputModelSerializer):
     @extend_schema_field(TaskGroupOutputSerializer(many=True))
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
         keys = [(k.key, k.label) for k in workflow.pool.topology_keys.all()]
-        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow)}
+        outputs_store = (f"{artifact_store(workflow.pool.name)}/{workflow.workflow_id}"
+                         if runtime_backend(workflow.pool.backend) else "")
+        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow),
+                   "outputs_store": outputs_store}
         return list(TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data)
 
 

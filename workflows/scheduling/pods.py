@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
@@ -29,6 +29,7 @@ from django.db.models import Field, Q, QuerySet
 from django.utils import timezone
 
 from osmo.bulk import ids_match
+from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
@@ -46,6 +47,7 @@ from workflows.lifecycle.transitions import (
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
+from workflows.scheduling.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +142,7 @@ class DispatchGang(NamedTuple):
 
     status: str
     name: str
+    workflow_pk: int
     workflow_label: str
     pool_id: int
     scheduling_since: datetime | None
@@ -148,8 +151,8 @@ class DispatchGang(NamedTuple):
 
 def _dispatch_gang(group_id: int) -> DispatchGang | None:
     row = (TaskGroup.objects.filter(pk=group_id)
-           .values_list("status", "name", "workflow__workflow_id", "workflow__pool_id", "scheduling_since",
-                        "workflow__submitted_at").first())
+           .values_list("status", "name", "workflow_id", "workflow__workflow_id", "workflow__pool_id",
+                        "scheduling_since", "workflow__submitted_at").first())
     return DispatchGang._make(row) if row is not None else None
 
 
@@ -198,11 +201,19 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
     backend = backend_for(pool.backend)
     tasks = _pod_rows(Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
                       .order_by("position"))
+    plans = _runtime_plans(tasks, pool, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
+                           group_id=group_id, group_name=gang.name)
     created: list[tuple[int, str]] = []  # (task, pod name)
     refused = ""
     try:
         for row in tasks:
             request = _row_pod_request(row, pool)
+            plan = plans.get(row.pk)
+            if isinstance(plan, PlanInvalidError):  # a stored spec the parser let through before
+                refused = f"pod {request.pod_name}: the task's runtime plan is invalid: {plan}"
+                break
+            if plan:
+                request = replace(request, runtime_plan=plan)
             try:
                 backend.create_pod(request)
             except DispatchPermanentError as exc:
@@ -223,6 +234,34 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
     # Every pod the gang was missing when this run began is recorded now, by this run.
     return GangDispatch(pool=pool.name,
                         ready_to_dispatched=recorded_at - (gang.scheduling_since or gang.submitted_at))
+
+
+def _runtime_plans(tasks: list[PodRow], pool: Pool, *, workflow_pk: int, workflow_id: str, group_id: int,
+                   group_name: str) -> dict[int, str | PlanInvalidError]:
+    """The runtime plan (JSON) of each task, by task id, when the pool's backend runs the runtime
+    (docs/runtime.md); none otherwise (no query)."""
+    if not runtime_backend(pool.backend) or not tasks:
+        return {}
+    names = list(Task.objects.filter(workflow=workflow_pk).values_list("name", "group_id"))
+    group_size = sum(1 for _name, group in names if group == group_id)
+    spec = spec_runtime_fields(Workflow.objects.filter(pk=workflow_pk).values_list("spec_text", flat=True).first()
+                               or "")
+    barrier = spec.barriers.get(group_name, False)
+    plans: dict[int, str | PlanInvalidError] = {}
+    for row in tasks:
+        pk, name = row.pk, row.task
+        try:
+            plan = task_plan(pool_name=pool.name, backend=pool.backend, workflow_id=workflow_id, task_id=pk,
+                             task_name=name, pod_name=row.pod_name,
+                             fields=task_osmo_fields(spec.tasks.get(name), command=row.command, args=row.args,
+                                                     environment=row.environment),
+                             upstream_tasks={other: workflow_id for other, group in names if group != group_id},
+                             group_size=group_size, barrier=barrier, task_names=[other for other, _g in names])
+        except PlanInvalidError as exc:
+            plans[pk] = exc
+            continue
+        plans[pk] = plan.to_json()
+    return plans
 
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:

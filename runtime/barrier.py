@@ -1,0 +1,102 @@
+"""The group barrier, from the task's side: arrive, then wait until every task of the group arrived.
+
+One call is ``POST <barrier url>`` with ``Authorization: Bearer <task token>``; the service answers
+``{"arrived": n, "size": m, "open": bool, "abort": bool}`` (docs/runtime.md). The call is repeated
+every ``poll_s`` until the barrier opens. Connection failures and 5xx answers are retried with
+backoff; a service still unreachable after ``retries`` consecutive failures is a clear failure
+(2021), a token the service refuses (401/403) fails at once (2020), a group that stopped (a task
+failed or the workflow was cancelled, ``abort``) fails 2024, and a barrier that has not opened by the
+deadline fails with OSMO's start timeout (3005).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runtime import exitcodes
+from runtime.plan import BarrierSpec
+
+
+class BarrierError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierClock:
+    """Time and sleep, passed in so tests can drive the loop without waiting."""
+
+    now: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def _post(url: str, token: str, timeout: float) -> dict[str, object]:
+    request = urllib.request.Request(url, data=b"{}", method="POST", headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (the plan's own URL)
+        answer = json.loads(response.read().decode() or "{}")
+    if not isinstance(answer, dict):
+        raise ValueError("the barrier answer is not a JSON object")
+    return answer
+
+
+def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, retries: int = 5,
+                 retry_first_delay_s: float = 0.5, clock: BarrierClock | None = None,
+                 log: Callable[[str], None] = lambda _line: None) -> int:
+    """Arrive at the barrier and return once it is open (the number of tasks that arrived).
+    Raises :class:`BarrierError` with OSMO's code (see the module docstring)."""
+    clock = clock or BarrierClock()
+    deadline = clock.now() + deadline_s
+    failures = 0
+    delay = retry_first_delay_s
+    last_error = ""
+    announced = -1
+    while True:
+        try:
+            answer = _post(spec.url, spec.token, timeout=10.0)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise BarrierError(exitcodes.INVALID_TOKEN,
+                                   f"the service refused the task's token at {spec.url}: HTTP {exc.code}") from exc
+            if exc.code < 500 and exc.code not in (408, 429):
+                raise BarrierError(exitcodes.SERVICE_MESSAGE_FAILED,
+                                   f"the barrier at {spec.url} answered HTTP {exc.code}") from exc
+            last_error = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            last_error = f"{exc.__class__.__name__}: {reason}"
+        else:
+            failures = 0
+            delay = retry_first_delay_s
+            if answer.get("abort"):
+                reason = str(answer.get("reason") or "")
+                raise BarrierError(exitcodes.BARRIER_FAILED,
+                                   f"the group stopped before its barrier opened: {reason}".rstrip(": "))
+            arrived = int(str(answer.get("arrived", 0)))
+            size = int(str(answer.get("size", spec.group_size)))
+            if answer.get("open"):
+                log(f"barrier open: {arrived}/{size} tasks of the group arrived")
+                return arrived
+            if arrived != announced:
+                log(f"waiting at the barrier: {arrived}/{size} tasks of the group arrived")
+                announced = arrived
+            if clock.now() + poll_s > deadline:
+                raise BarrierError(exitcodes.START_TIMEOUT,
+                                   f"start timeout: the group's barrier did not fill within {deadline_s:g} s "
+                                   f"({arrived}/{size} tasks arrived)")
+            clock.sleep(poll_s)
+            continue
+        failures += 1
+        log(f"service unreachable at {spec.url} ({last_error}); attempt {failures} of {retries + 1}")
+        if failures > retries or clock.now() + delay > deadline:
+            raise BarrierError(exitcodes.SERVICE_TIMEOUT,
+                               f"the service at {spec.url} could not be reached after {failures} attempts: "
+                               f"{last_error}")
+        clock.sleep(delay)
+        delay *= 2

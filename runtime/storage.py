@@ -1,0 +1,164 @@
+"""Object storage through fsspec: downloads of inputs, uploads of outputs with a commit marker.
+
+Any URL fsspec knows works (``file://`` built in, ``s3://`` through s3fs; gcs/azure with their
+packages installed). Credentials come from the environment the way each library reads them
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_ENDPOINT_URL_S3`` for S3): the runtime never
+takes them as arguments, and every error text it reports has their values masked.
+
+**Commit.** An upload writes the files first, then ``.osmo-manifest.json`` (the list of files) last,
+after deleting the previous manifest. A reader that honours the manifest (``committed_only``: every
+upstream-task input) reads exactly the listed files and refuses a prefix without one, so a task
+killed during its upload never leaves a half output visible to downstream tasks: the files already
+written are not listed anywhere until the manifest is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+MANIFEST = ".osmo-manifest.json"
+#: Environment variables whose values are never shown (plus any name with these parts).
+_SECRET_NAME_PARTS = ("SECRET", "TOKEN", "PASSWORD", "ACCESS_KEY", "CREDENTIAL", "SESSION")
+
+
+class StorageError(Exception):
+    """A storage operation failed; ``str()`` is the storage library's text with credentials masked."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(mask(text))
+
+
+def mask(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` with the value of every credential-like environment variable replaced by ``****``
+    (values of 8 characters and more: real keys are 20 and 40; shorter ones would mangle ordinary words)."""
+    environ = os.environ if environ is None else environ
+    secrets = sorted({value for name, value in environ.items()
+                      if value and len(value) >= 8 and any(part in name.upper() for part in _SECRET_NAME_PARTS)},
+                     key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, "****")
+    return text
+
+
+def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    try:
+        fs, path = url_to_fs(url)
+    except (ValueError, ImportError) as exc:
+        raise StorageError(mask(f"{url}: {exc}")) from exc
+    fs.invalidate_cache()  # listings must be fresh: another task may just have committed
+    return fs, str(path).rstrip("/")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or exc.__class__.__name__
+    return mask(f"{exc.__class__.__name__}: {text}")
+
+
+def _selected(names: Iterable[str], regex: str) -> list[str]:
+    pattern = re.compile(regex) if regex else None
+    return sorted(name for name in names if pattern is None or pattern.search(name))
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    files: int
+    bytes: int
+
+
+def download(url: str, dest: str, *, regex: str = "", committed_only: bool = False) -> Transfer:
+    """Copy the object (or every object under the prefix) at ``url`` into the folder ``dest``, keeping
+    relative paths; ``regex`` keeps the relative paths it matches (``re.search``). With
+    ``committed_only`` only a committed upload is read: the files its manifest lists. Raises
+    :class:`StorageError` (missing, denied, not committed)."""
+    fs, root = _fs(url)
+    os.makedirs(dest, exist_ok=True)
+    try:
+        if committed_only:
+            try:
+                with fs.open(f"{root}/{MANIFEST}", "rb") as handle:
+                    listed = json.loads(handle.read().decode())["files"]
+            except FileNotFoundError as exc:
+                raise StorageError(f"{url}: no committed output there (no {MANIFEST}; the upstream task's upload "
+                                   f"did not finish): {_describe(exc)}") from exc
+            relative = [str(name) for name in listed]
+        else:
+            if not fs.exists(root):
+                raise StorageError(f"{url}: no such file or prefix")
+            if fs.isfile(root):
+                relative = [root.rsplit("/", 1)[-1]]
+                root = root.rsplit("/", 1)[0]
+            else:
+                relative = [path[len(root) + 1:] for path in fs.find(root)
+                            if path.rsplit("/", 1)[-1] != MANIFEST]
+                if not relative:
+                    fs.ls(root, detail=False)  # a folder find() walked silently (unreadable) raises here
+        chosen = _selected(relative, regex)
+        if not chosen:
+            return Transfer(0, 0)
+        local = [os.path.join(dest, *name.split("/")) for name in chosen]
+        for path in {os.path.dirname(p) for p in local}:
+            os.makedirs(path, exist_ok=True)
+        fs.get([f"{root}/{name}" for name in chosen], local)
+    except StorageError:
+        raise
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local))
+
+
+def upload(src: str, url: str, *, regex: str = "") -> Transfer:
+    """Copy every file under the folder ``src`` (``regex`` as for :func:`download`) to ``url`` and
+    commit it (see the module docstring). An empty or missing ``src`` commits an empty manifest.
+    Raises :class:`StorageError`."""
+    fs, root = _fs(url)
+    relative: list[str] = []
+    if os.path.isdir(src):
+        for folder, _dirs, names in os.walk(src):
+            for name in names:
+                relative.append(os.path.relpath(os.path.join(folder, name), src).replace(os.sep, "/"))
+    chosen = _selected(relative, regex)
+    manifest = f"{root}/{MANIFEST}"
+    try:
+        if fs.exists(manifest):
+            fs.rm(manifest)
+        if chosen:
+            local = [os.path.join(src, *name.split("/")) for name in chosen]
+            if "file" in _protocols(fs):
+                for name in chosen:
+                    fs.makedirs(f"{root}/{name}".rsplit("/", 1)[0], exist_ok=True)
+            fs.put(local, [f"{root}/{name}" for name in chosen])
+        else:
+            local = []
+            if "file" in _protocols(fs):
+                fs.makedirs(root, exist_ok=True)
+        body = json.dumps({"files": chosen}).encode()
+        with fs.open(manifest, "wb") as handle:
+            handle.write(body)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local))
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+def committed_files(url: str) -> list[str] | None:
+    """The files of the committed upload at ``url``, or None when nothing is committed there."""
+    fs, root = _fs(url)
+    try:
+        with fs.open(f"{root}/{MANIFEST}", "rb") as handle:
+            return [str(name) for name in json.loads(handle.read().decode())["files"]]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc

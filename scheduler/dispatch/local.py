@@ -1,0 +1,339 @@
+"""The ``local`` dispatch backend: every task is a real process on this machine, run by the task runtime
+inside a bubblewrap sandbox (docs/runtime.md, "Local backend").
+
+A pod is a folder ``<root>/<namespace>/<pod>/`` (``root``: ``OSMO_LOCAL_DIR``):
+
+* ``request.json``: the pod's identity (pool, workflow, group, task, node), for listings;
+* ``run/plan.json``: the runtime's plan; ``run/result.json``: its result (termination message);
+* ``sandbox/tmp`` and ``sandbox/osmo``: the task's own ``/tmp`` and ``/osmo`` (``{{output}}`` is
+  ``/osmo/output``, ``{{input:N}}`` ``/osmo/input/N``), so two tasks can both write ``/tmp/run.sh``;
+* ``log``: the runtime's and the command's stdout and stderr (the container log);
+* ``pid``: the supervisor's process id (a session and process group leader); ``exit``: the
+  sandbox's exit status, written by the supervisor once it ended.
+
+The supervisor is a ``/bin/sh`` script started with ``setsid -f``, so it outlives the worker process
+that created it and is nobody's child to reap. The sandbox sees the machine's folders read-only (each top-level one
+bound on a tmpfs root), its own ``/tmp``, ``/osmo``, ``/dev`` and ``/proc``, a private PID namespace that dies with the
+supervisor, and the host network (tasks of a group reach each other on the loopback). The folders of
+the plan's ``file://`` upload URLs are bound writable.
+
+Phases are read from the folder: no ``pid`` yet -> Pending; a live ``pid`` and no ``exit`` ->
+Running; ``exit`` -> Succeeded when the task's code (the result's, else the status) is 0, else Failed
+with that code and the result's message. Deleting a pod signals the process group (SIGTERM, then
+SIGKILL after the grace period) and removes the folder. Imports nothing from Django.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from scheduler.dispatch.base import (
+    DispatchPermanentError,
+    DispatchTransientError,
+    ListedPod,
+    PodEvent,
+    PodLog,
+    PodRequest,
+    PodState,
+)
+from scheduler.dispatch.naming import kube_pod_name
+
+LOCAL_DIR_ENV = "OSMO_LOCAL_DIR"
+SANDBOX_OUTPUT = "/osmo/output"
+SANDBOX_INPUT = "/osmo/input"
+SANDBOX_RUN = "/osmo/run"
+DEFAULT_GRACE_SECONDS = 5
+START_DEADLINE_SECONDS = 60.0  # a supervisor that has not written its pid by then never started
+
+
+def default_root() -> Path:
+    return Path(os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir()) / "osmo-local")
+
+
+def _runtime_path() -> str:
+    """The folder holding the ``runtime`` package (put on the sandbox's PYTHONPATH)."""
+    spec = find_spec("runtime")
+    if spec is None or not spec.submodule_search_locations:
+        raise DispatchPermanentError("the task runtime package (runtime) is not installed")
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+def _file_url_folders(plan: dict[str, Any]) -> list[str]:
+    """The local folders the plan uploads to (``file://`` outputs, artifact, checkpoints)."""
+    urls = [entry.get("url", "") for entry in plan.get("outputs") or ()]
+    urls += [entry.get("url", "") for entry in plan.get("checkpoints") or ()]
+    urls.append(plan.get("artifact_url") or "")
+    folders = []
+    for url in urls:
+        parsed = urlparse(url)
+        if parsed.scheme == "file" and parsed.path:
+            folders.append(parsed.path.rstrip("/") or "/")
+    return sorted(set(folders))
+
+
+_PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo"})
+
+
+def _host_root() -> list[str]:
+    """bwrap arguments showing the host's top-level folders read-only on the sandbox's own root (a
+    tmpfs, where ``/osmo`` and ``/tmp`` can be made: the host's ``/`` itself is read-only)."""
+    args: list[str] = []
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        if entry.name in _PRIVATE_TOP:
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), entry.path]
+        elif entry.is_dir():
+            args += ["--ro-bind", entry.path, entry.path]
+    return args
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie does not: where nothing reaps orphans, a supervisor that was
+    killed stays one)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _mtime(path: Path) -> datetime:
+    return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+
+
+class LocalBackend:
+    """Tasks as sandboxed processes on this machine (see the module docstring)."""
+
+    name = "local"
+
+    def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap") -> None:
+        import sys
+
+        self.root = Path(root) if root is not None else default_root()
+        self.python = python or sys.executable
+        self.bwrap = bwrap
+
+    # -- layout ---------------------------------------------------------------------------------
+    def pod_dir(self, namespace: str, pod_name: str) -> Path:
+        return self.root / kube_pod_name(namespace) / kube_pod_name(pod_name)
+
+    def _plan(self, pod: PodRequest) -> dict[str, Any]:
+        if pod.runtime_plan:
+            plan = json.loads(pod.runtime_plan)
+        else:
+            if not pod.command:
+                raise DispatchPermanentError(f"pod {pod.pod_name}: the local backend needs a command (it does not "
+                                             f"run the image {pod.image!r}'s entrypoint)")
+            plan = {"command": list(pod.command), "args": list(pod.args), "env": dict(pod.environment)}
+        plan["output_dir"] = SANDBOX_OUTPUT
+        plan["input_dir"] = SANDBOX_INPUT
+        return dict(plan)
+
+    def _supervisor(self, folder: Path, plan: dict[str, Any]) -> str:
+        sandbox = folder / "sandbox"
+        binds = []
+        for target in _file_url_folders(plan):
+            os.makedirs(target, exist_ok=True)
+            binds += ["--bind", target, target]
+        for entry in plan.get("inputs") or ():
+            parsed = urlparse(entry.get("url", ""))
+            if parsed.scheme == "file" and os.path.exists(parsed.path):
+                binds += ["--ro-bind", parsed.path, parsed.path]
+        argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc",
+                "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
+                "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
+                "--unshare-pid", "--die-with-parent", "--chdir", "/tmp",
+                "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", _runtime_path(),
+                "--setenv", "PYTHONUNBUFFERED", "1", "--setenv", "OSMO_RESULT_PATH", f"{SANDBOX_RUN}/result.json",
+                "--", self.python, "-m", "runtime", f"{SANDBOX_RUN}/plan.json"]
+        return "\n".join([
+            "#!/bin/sh",
+            "# The supervisor of one local pod (scheduler/dispatch/local.py): writes its pid, runs the sandbox,",
+            "# writes the sandbox's exit status.",
+            f"cd {shlex.quote(str(folder))} || exit 1",
+            "echo $$ > pid.tmp && mv pid.tmp pid",
+            f"{shlex.join(argv)} < /dev/null > log 2>&1",
+            "echo $? > exit.tmp && mv exit.tmp exit",
+            "",
+        ])
+
+    # -- PodBackend -----------------------------------------------------------------------------
+    def create_pod(self, pod: PodRequest) -> None:
+        folder = self.pod_dir(pod.namespace, pod.pod_name)
+        if folder.exists():  # AlreadyExists: the deterministic name says it is this task's pod
+            return
+        try:
+            plan = self._plan(pod)
+        except ValueError as exc:
+            raise DispatchPermanentError(f"pod {pod.pod_name}: the runtime plan is not JSON: {exc}") from exc
+        if shutil.which(self.bwrap) is None:
+            raise DispatchPermanentError(f"the local backend needs bubblewrap ({self.bwrap!r} is not on PATH)")
+        staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+            for part in ("run", "sandbox/tmp", "sandbox/osmo/output", "sandbox/osmo/input"):
+                (staging / part).mkdir(parents=True)
+            (staging / "sandbox" / "tmp").chmod(0o1777)
+            (staging / "run" / "plan.json").write_text(json.dumps(plan))
+            (staging / "request.json").write_text(json.dumps({
+                "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
+                "task": pod.task, "node": pod.node_name}))
+            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan))
+            try:
+                staging.rename(folder)
+            except OSError:
+                if folder.exists():  # another worker created it first
+                    shutil.rmtree(staging, ignore_errors=True)
+                    return
+                raise
+            subprocess.run(["setsid", "-f", "/bin/sh", str(folder / "supervisor.sh")], check=True,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise DispatchTransientError(f"local pod {pod.pod_name}: {exc.__class__.__name__}: {exc}") from exc
+
+    def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
+        self._remove(self.pod_dir(namespace, pod_name),
+                     DEFAULT_GRACE_SECONDS if grace_seconds is None else grace_seconds)
+
+    def _remove(self, folder: Path, grace_seconds: float) -> None:
+        if not folder.exists():
+            return
+        pid = self._pid(folder)
+        if pid is not None and not (folder / "exit").exists():
+            self._signal(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_seconds
+            while time.monotonic() < deadline and not (folder / "exit").exists() and _alive(pid):
+                time.sleep(0.05)
+            self._signal(pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    @staticmethod
+    def _signal(pid: int, signum: int) -> None:
+        try:
+            os.killpg(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def gang_finished_pods_delete(self, *, namespace: str, pool: str, workflow_id: str, group: str) -> None:
+        for folder, request in self._pods(namespace):
+            if (request.get("pool"), request.get("workflow_id"), request.get("group")) == (pool, workflow_id, group) \
+                    and (folder / "exit").exists():
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
+        listed = []
+        for folder, request in self._pods(namespace):
+            if request.get("pool") != pool:
+                continue
+            state = self._state(folder, now=datetime.now(tz=UTC))
+            phase = {"Missing": "Failed"}.get(state.phase, state.phase)
+            listed.append(ListedPod(name=str(request.get("pod_name")), phase=phase, node=request.get("node") or None))
+        return listed
+
+    def pods_observe(self, pods: Iterable[PodRequest], *, namespace: str, pool: str, now: datetime
+                     ) -> tuple[list[ListedPod], dict[str, PodState]]:
+        return self.pods_list(namespace=namespace, pool=pool), self.pod_states(pods, now=now)
+
+    def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
+        return {pod.pod_name: self._state(self.pod_dir(pod.namespace, pod.pod_name), now=now) for pod in pods}
+
+    def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
+        folder = self.pod_dir(pod.namespace, pod.pod_name)
+        if not folder.exists():
+            raise DispatchPermanentError(f"pod {pod.pod_name} does not exist on the local backend")
+        try:
+            text = (folder / "log").read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError as exc:
+            raise DispatchPermanentError(f'container "task" in pod {pod.pod_name} is waiting to start') from exc
+        lines = text.splitlines()
+        return PodLog(tuple(lines[-tail:]) if tail else (), truncated=len(lines) > tail)
+
+    def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
+        events: list[PodEvent] = []
+        for pod in pods:
+            folder = self.pod_dir(pod.namespace, pod.pod_name)
+            try:
+                events.append(PodEvent(_mtime(folder / "request.json"), pod.pod_name, "Scheduled",
+                                       f"Assigned {pod.pod_name} to local slot {pod.node_name}"))
+                if (folder / "pid").exists():
+                    events.append(PodEvent(_mtime(folder / "pid"), pod.pod_name, "Started",
+                                           "Started the task's sandbox (bubblewrap)"))
+                if (folder / "exit").exists():
+                    state = self._state(folder, now=now)
+                    reason = "Completed" if state.phase == "Succeeded" else "Error"
+                    events.append(PodEvent(_mtime(folder / "exit"), pod.pod_name, reason,
+                                           f"exited with code {state.exit_code}" + (
+                                               f": {state.message}" if state.message else "")))
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+        return events
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _pods(self, namespace: str) -> list[tuple[Path, dict[str, Any]]]:
+        base = self.root / kube_pod_name(namespace)
+        found = []
+        for folder in sorted(base.iterdir()) if base.is_dir() else ():
+            if folder.name.startswith("."):
+                continue
+            try:
+                found.append((folder, json.loads((folder / "request.json").read_text())))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    @staticmethod
+    def _pid(folder: Path) -> int | None:
+        try:
+            return int((folder / "pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _state(self, folder: Path, *, now: datetime) -> PodState:
+        if not folder.exists():
+            return PodState("Missing")
+        try:
+            status = int((folder / "exit").read_text().strip())
+        except FileNotFoundError:
+            pid = self._pid(folder)
+            if pid is None:
+                waited = (now - _mtime(folder / "request.json")).total_seconds()
+                if waited > START_DEADLINE_SECONDS:
+                    return PodState("Failed", None, f"the task's sandbox did not start within {waited:.0f} s",
+                                    live=True)
+                return PodState("Pending")
+            if _alive(pid):
+                return PodState("Running")
+            return PodState("Failed", None, "the task's process ended without an exit status (killed)")
+        except ValueError:
+            return PodState("Failed", None, "the task's exit status is unreadable")
+        code, message = status, ""
+        try:
+            result = json.loads((folder / "run" / "result.json").read_text())
+            code, message = int(result["exit_code"]), str(result.get("message") or "")
+        except (OSError, ValueError, KeyError, TypeError):
+            if status:
+                message = f"the sandbox exited with status {status} (no runtime result)"
+        if code == 0 and status == 0:
+            return PodState("Succeeded", 0)
+        return PodState("Failed", code or status, message)

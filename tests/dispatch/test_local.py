@@ -1,0 +1,193 @@
+"""The local backend with real bubblewrap processes: phases, logs, exit codes, cancel, its own /tmp."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from scheduler.dispatch import backend_for
+from scheduler.dispatch.base import DispatchPermanentError, PodRequest, PodState
+from scheduler.dispatch.local import LocalBackend
+
+
+@pytest.fixture
+def local(tmp_path):
+    backend = LocalBackend(tmp_path / "pods")
+    yield backend
+    for namespace in (tmp_path / "pods").glob("*"):  # stop anything a failed test left running
+        for folder in namespace.iterdir():
+            backend._remove(folder, 0)
+
+
+def request(name: str, *, plan: dict | None = None, command=(), group: str = "g", pool: str = "local") -> PodRequest:
+    return PodRequest(pod_name=name, namespace="osmo", node_name="slot-1", workflow_id="wf-1", group=group, task=name,
+                      pool=pool, image="ignored", command=tuple(command),
+                      runtime_plan=json.dumps(plan) if plan is not None else "")
+
+
+def running_in_group(pgid: int) -> list[int]:
+    """The processes of a process group that still run (zombies left for a reaper do not count)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def wait_done(backend: LocalBackend, pods: list[PodRequest], timeout: float = 60) -> dict[str, PodState]:
+    deadline = time.monotonic() + timeout
+    while True:
+        states = backend.pod_states(pods, now=datetime.now(tz=UTC))
+        if all(state.phase in ("Succeeded", "Failed") for state in states.values()) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.05)
+
+
+def test_a_task_runs_in_its_own_tmp_and_its_log_and_code_are_read_back(local):
+    # given two tasks that both write /tmp/run.sh with their own contents, then run it
+    pods = [request(name, plan={"command": ["sh", "-c", f"echo 'echo I am {name}' > /tmp/run.sh; sleep 0.2; "
+                                                        "sh /tmp/run.sh; ls /tmp"]})
+            for name in ("first", "second")]
+
+    # when
+    for pod in pods:
+        local.create_pod(pod)
+    states = wait_done(local, pods)
+
+    # then
+    assert states == {"first": PodState("Succeeded", 0), "second": PodState("Succeeded", 0)}
+    now = datetime.now(tz=UTC)
+    for pod in pods:
+        lines = local.pod_log(pod, tail=100, now=now).lines
+        assert [line for line in lines if not line.startswith("[osmo]")] == [f"I am {pod.task}", "run.sh"]
+    assert not Path("/tmp/run.sh").exists() or Path("/tmp/run.sh").read_text() not in ("echo I am first\n",
+                                                                                      "echo I am second\n")
+
+
+def test_the_exit_code_and_the_runtime_message_of_a_failed_task(local):
+    # given
+    pod = request("fails", command=["sh", "-c", "echo bad >&2; exit 42"])
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then
+    assert states == {"fails": PodState("Failed", 42, "the command exited with code 42")}
+    assert "bad" in local.pod_log(pod, tail=10, now=datetime.now(tz=UTC)).lines
+
+
+def test_a_runtime_failure_reports_the_osmo_code(local, tmp_path):
+    # given an input that does not exist
+    pod = request("no-input", plan={"command": ["true"], "inputs": [{"url": (tmp_path / "missing").as_uri()}]})
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then
+    missing = (tmp_path / "missing").as_uri()
+    assert states["no-input"] == PodState("Failed", 2010, f"download of input 0 failed: {missing}: no such file or "
+                                                          "prefix")
+
+
+def test_outputs_go_to_a_file_url_outside_the_sandbox(local, tmp_path):
+    # given
+    store = tmp_path / "store"
+    pod = request("writer", plan={"command": ["sh", "-c", "echo result > {{output}}/r.txt"],
+                                  "artifact_url": store.as_uri()})
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then
+    assert states["writer"] == PodState("Succeeded", 0)
+    assert (store / "r.txt").read_text() == "result\n"
+
+
+def test_create_is_idempotent_and_listing_shows_the_pools_pods(local):
+    # given
+    pod = request("once", command=["sh", "-c", "echo x >> /tmp/count; cat /tmp/count"])
+
+    # when
+    local.create_pod(pod)
+    local.create_pod(pod)
+    wait_done(local, [pod])
+
+    # then
+    assert [line for line in local.pod_log(pod, tail=10, now=datetime.now(tz=UTC)).lines
+            if not line.startswith("[osmo]")] == ["x"]
+    listed = local.pods_list(namespace="osmo", pool="local")
+    assert [(p.name, p.phase, p.node) for p in listed] == [("once", "Succeeded", "slot-1")]
+    assert local.pods_list(namespace="osmo", pool="other") == []
+
+
+def test_delete_stops_a_running_task_and_removes_its_pod(local, tmp_path):
+    # given a task that would run for a minute, and writes a marker afterwards
+    marker = tmp_path / "store"
+    pod = request("long", plan={"command": ["sh", "-c", "sleep 60; echo late > {{output}}/late.txt"],
+                                "artifact_url": marker.as_uri()})
+    local.create_pod(pod)
+    deadline = time.monotonic() + 30
+    while local.pod_states([pod], now=datetime.now(tz=UTC))["long"].phase != "Running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int((local.pod_dir("osmo", "long") / "pid").read_text())
+    while len(running_in_group(pid)) < 4 and time.monotonic() < deadline:  # supervisor, bwrap, runtime, command
+        time.sleep(0.05)
+    assert len(running_in_group(pid)) >= 4
+
+    # when
+    local.delete_pod(namespace="osmo", pod_name="long", grace_seconds=10)
+
+    # then
+    assert local.pod_states([pod], now=datetime.now(tz=UTC)) == {"long": PodState("Missing")}
+    assert not local.pod_dir("osmo", "long").exists()
+    assert running_in_group(pid) == []
+    assert not (marker / "late.txt").exists()
+    with pytest.raises(DispatchPermanentError):
+        local.pod_log(pod, tail=10, now=datetime.now(tz=UTC))
+    local.delete_pod(namespace="osmo", pod_name="long")  # gone: success
+
+
+def test_gang_finished_pods_delete_takes_only_finished_pods(local):
+    # given one finished and one running pod of the same gang
+    done = request("done", command=["true"])
+    running = request("running", command=["sleep", "60"])
+    local.create_pod(done)
+    local.create_pod(running)
+    wait_done(local, [done])
+
+    # when
+    local.gang_finished_pods_delete(namespace="osmo", pool="local", workflow_id="wf-1", group="g")
+
+    # then
+    assert not local.pod_dir("osmo", "done").exists()
+    assert local.pod_dir("osmo", "running").exists()
+
+
+def test_a_task_without_command_is_refused(local):
+    # when / then
+    with pytest.raises(DispatchPermanentError, match="the local backend needs a command"):
+        local.create_pod(request("nocmd"))
+    assert not local.pod_dir("osmo", "nocmd").exists()
+
+
+def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, monkeypatch):
+    # given
+    monkeypatch.setenv("OSMO_LOCAL_DIR", str(tmp_path / "here"))
+
+    # when
+    backend = backend_for("local")
+
+    # then
+    assert isinstance(backend, LocalBackend)
+    assert backend.root == tmp_path / "here"
