@@ -137,12 +137,12 @@ def test_list_watch_prints_a_row_when_a_status_changes(osmo, nvl72):
     def finish() -> None:
         from workflows.models import Workflow
 
-        time.sleep(0.5)
+        time.sleep(1.5)  # the CLI's first listing comes before (its start takes well under that, even loaded)
         Workflow.objects.update(status="RUNNING")
 
     driver = Driver(finish).start()
     # when
-    result = osmo("workflow", "list", "--watch", "--interval", "0.1", "--timeout", "2")
+    result = osmo("workflow", "list", "--watch", "--interval", "0.1", "--timeout", "5")
     driver.join()
     # then
     assert result.exit_code == 0, result.output

@@ -24,7 +24,7 @@ from tests.pipeline.helpers import assert_never_overcommitted, assert_reservatio
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
-SENT = "Sending due task scheduler-tick"
+SENT = "Sending due task workflows-tick"
 
 
 class Process:

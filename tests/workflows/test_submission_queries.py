@@ -34,7 +34,7 @@ def test_a_change_of_keys_makes_the_next_submission_read_the_pool_again(user, dj
     # when its keys change (the inventory epoch moves on) and the gang is submitted again
     pool_keys_set(pool=pool, keys=[{"key": key, "label": label} for key, label in keys[:-1]])
     pool.refresh_from_db()
-    # then the pool's keys and node shapes are read again, and the idle pool solved again
-    with django_assert_num_queries(15):
+    # then the pool's keys, node shapes and platforms are read again, and the idle pool solved again
+    with django_assert_num_queries(16):
         workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("again", 2, 4))
     assert Workflow.objects.get(workflow_id="again-1").pool_keys == [list(k) for k in keys[:-1]]
