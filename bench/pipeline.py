@@ -115,6 +115,7 @@ def main() -> None:
     import httpx
 
     data_dir = Path(tempfile.mkdtemp(prefix="osmo-bench-"))
+    metrics_token = secrets.token_urlsafe(24)  # /metrics needs it (or a staff user): docs/operations.md
     env = dict(
         os.environ,
         DJANGO_SETTINGS_MODULE="osmo.settings.production",
@@ -126,6 +127,7 @@ def main() -> None:
         GUNICORN_ACCESS_LOG="",
         # One user sends everything here; the default per-user rate (200/s) would throttle the run.
         OSMO_THROTTLE_USER="1000000/min",
+        OSMO_METRICS_TOKEN=metrics_token,
     )
     log = sys.stderr
     print("==> migrating and generating a 1,296-node NVL72 pool", file=log)
@@ -221,7 +223,8 @@ def main() -> None:
         paced = _dispatch_latencies("paced", args.paced_workflows - paced_failed)
         paced_cpu = cpu.per_request(before, cpu.read(), args.paced_workflows)
 
-        scheduler = _scheduler_metrics(httpx.get(f"{base}/metrics", timeout=30).text)
+        scheduler = _scheduler_metrics(httpx.get(f"{base}/metrics", timeout=30,
+                                                  headers={"Authorization": f"Bearer {metrics_token}"}).text)
 
         def ms(values: list[float], q: float) -> float:
             return round(percentile(values, q) * 1000, 1)
