@@ -10,7 +10,7 @@ Scanned: ``docs/*.md``, ``README.md`` and ``tests/README.md``. Checked, per line
     file's path). ``path:12`` and ``path::test_name`` (the test must be defined there) are accepted;
   - a *dotted name* whose first segment is a package of the repository: a module, an attribute of one
     (``scheduler.placement.solve``, call arguments ignored), a Django model (``scheduler.PoolEpoch``) or
-    a registered Celery task name (``scheduler.tick``);
+    a registered Celery task name (``workflows.tick``);
   - ``python -m module`` (or ``-m module``) inside a span: the module exists;
   - a link to another document: the file exists, and its ``#anchor`` is one of its headings;
 - inside fenced blocks: ``-m module`` and paths under a top-level directory of the repository.
@@ -264,15 +264,15 @@ def test_a_path_or_name_that_does_not_exist_is_reported_with_its_line():
 
 def test_models_celery_tasks_and_test_names_resolve_and_their_misspellings_do_not():
     # given references of each kind the resolver accepts besides modules and files
-    good = ["scheduler.PoolEpoch", "scheduler.tick",
+    good = ["scheduler.PoolEpoch", "workflows.tick",
             "tests/test_docs.py::test_every_path_and_name_a_doc_quotes_resolves"]
-    bad = ["scheduler.PoolEpochs", "scheduler.tock", "tests/test_docs.py::test_nothing"]
+    bad = ["scheduler.PoolEpochs", "workflows.tock", "tests/test_docs.py::test_nothing"]
     # when they are checked as inline spans
     checked = {ref: span_problems(ref, "docs/example.md") for ref in good + bad}
     # then the real ones resolve and the misspelt ones are reported
     assert {ref: problems for ref, problems in checked.items() if problems} == {
         "scheduler.PoolEpochs": [("scheduler.PoolEpochs", "no such module, attribute, model or Celery task")],
-        "scheduler.tock": [("scheduler.tock", "no such module, attribute, model or Celery task")],
+        "workflows.tock": [("workflows.tock", "no such module, attribute, model or Celery task")],
         "tests/test_docs.py::test_nothing": [
             ("tests/test_docs.py::test_nothing", "no test test_nothing in tests/test_docs.py")
         ],
