@@ -39,6 +39,7 @@ from scheduler.inventory.kubernetes import (
     node_list_page,
     pod_list_arguments,
     pod_requests,
+    sync_record_words,
 )
 from scheduler.inventory.render import inventory_document, inventory_dump, node_inventory_entry
 
@@ -65,6 +66,7 @@ __all__ = [
     "kubernetes_node_to_spec",
     "pod_list_arguments",
     "pod_requests",
+    "sync_record_words",
     "labels_validate",
     "load_inventory_text",
     "node_inventory_entry",

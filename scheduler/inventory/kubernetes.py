@@ -172,3 +172,17 @@ def foreign_usage(
         for kind, amount in pod_requests(pod).items():
             usage[node][kind] += amount
     return usage, counted
+
+
+def sync_record_words(record: Mapping[str, Any] | None) -> str:
+    """What a pool's last Kubernetes sync changed (``Pool.k8s_sync``), in words for the admin and the pool page."""
+    if not record:
+        return "never synced"
+    changes = [f"{record.get(key, 0)} {word}" for key, word in (
+        ("nodes_created", "created"), ("nodes_updated", "updated"), ("nodes_cordoned", "cordoned"))
+        if record.get(key)]
+    nodes = "nodes: " + (", ".join(changes) if changes else "no change")
+    skipped = f"; {record['nodes_skipped']} skipped" if record.get("nodes_skipped") else ""
+    pods = record.get("foreign_pods", 0)
+    return f"{nodes}{skipped}; {pods} other pod{'s' if pods != 1 else ''} on its nodes; " \
+        f"{record.get('requests', 0)} requests in {record.get('seconds', 0)} s"

@@ -340,3 +340,21 @@ def test_terminal_and_unbound_pods_hold_nothing():
     usage, counted = foreign_usage(pods, nodes=["n1"], managed_by_label="app.kubernetes.io/managed-by",
                                    managed_by="osmo")
     assert (usage, counted) == ({"n1": {"gpu": 0, "cpu": 0, "memory": 0, "storage": 0}}, 0)
+
+
+def test_the_admin_and_the_pool_page_show_the_last_sync(admin_client):
+    # given a Kubernetes pool synced once, and one never synced
+    pool = make_pool("shared", keys=[("rack", "rack")], backend="kubernetes")
+    make_pool("later", keys=[("rack", "rack")], backend="kubernetes")
+    with FakeApiServer(cluster(NODES, PODS)) as server:
+        follow(server, pool)
+    seconds = Pool.objects.get(pk=pool.pk).k8s_sync["seconds"]
+    words = f"nodes: 4 created; 3 other pods on its nodes; 4 requests in {seconds} s"
+    # when
+    page = admin_client.get("/pools/shared/").content.decode()
+    never = admin_client.get("/pools/later/").content.decode()
+    change = admin_client.get(f"/admin/scheduler/pool/{pool.pk}/change/").content.decode()
+    # then
+    assert "Kubernetes sync" in page and words in page
+    assert "never synced" in never
+    assert words in change
