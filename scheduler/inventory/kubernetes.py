@@ -159,24 +159,28 @@ def pod_requests(item: Mapping[str, Any]) -> dict[str, int]:
 
 
 def foreign_usage(
-    pods: Iterable[Mapping[str, Any]], *, nodes: Iterable[str], managed_by_label: str, managed_by: str
+    pods: Iterable[Mapping[str, Any]], *, nodes: Iterable[str], managed_by_label: str, managed_by: str,
+    sparse: bool = False,
 ) -> tuple[dict[str, dict[str, int]], int]:
     """Requests of the pods on ``nodes`` that this service did not create, summed per node (every node
-    of ``nodes`` present, zero when nothing else runs there), and how many such pods were counted.
-    Pods not yet bound (no ``spec.nodeName``) or in a terminal phase hold nothing and are skipped."""
-    usage = {name: {kind: 0 for _name, kind in K8S_RESOURCES} for name in nodes}
+    of ``nodes`` present, zero when nothing else runs there; with ``sparse`` only the nodes some such pod
+    is on, and ``nodes`` a set), and how many such pods were counted. Pods not yet bound (no
+    ``spec.nodeName``) or in a terminal phase hold nothing and are skipped."""
+    members = nodes if isinstance(nodes, (set, frozenset)) else set(nodes)
+    usage = {} if sparse else {name: {kind: 0 for _name, kind in K8S_RESOURCES} for name in members}
     counted = 0
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node not in usage:
+        if node not in members:
             continue
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
         if ((pod.get("metadata") or {}).get("labels") or {}).get(managed_by_label) == managed_by:
             continue
         counted += 1
+        total = usage.setdefault(node, {kind: 0 for _name, kind in K8S_RESOURCES})
         for kind, amount in pod_requests(pod).items():
-            usage[node][kind] += amount
+            total[kind] += amount
     return usage, counted
 
 

@@ -316,30 +316,39 @@ def pool_export(pool: Pool) -> dict[str, Any]:
 LIST_RESTARTS = 3
 
 
-def _list_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]]
-                ) -> tuple[list[Mapping[str, Any]], int]:
-    """Every item of a paginated Kubernetes list (``metadata.continue``), and the number of requests
-    made; on 410 Gone for a continued page, the listing restarts from its first page."""
+def _fold_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]],
+                fold: Callable[[list[Mapping[str, Any]]], None], restart: Callable[[], None]) -> int:
+    """Hand every page of a paginated Kubernetes list (``metadata.continue``) to ``fold``, one page in
+    memory at a time; on 410 Gone for a continued page, ``restart()`` (forget what was folded) and list
+    again from the first page. Returns the number of requests made."""
     from kubernetes.client.exceptions import ApiException
 
     requests = 0
     restarts = 0
     while True:
-        items: list[Mapping[str, Any]] = []
         token: str | None = None
         try:
             while True:
                 requests += 1
                 page = node_list_page(call(**arguments(token)).data)
-                items.extend(page.items)
+                fold(page.items)
                 token = page.continue_token
                 if not token:
-                    return items, requests
+                    return requests
         except ApiException as exc:
             if exc.status != 410 or token is None or restarts >= LIST_RESTARTS:
                 raise
             restarts += 1
+            restart()
             logger.info("kubernetes.list_restarted", extra={"requests": requests, "restarts": restarts})
+
+
+def _list_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]]
+                ) -> tuple[list[Mapping[str, Any]], int]:
+    """Every item of a paginated Kubernetes list (:func:`_fold_pages`), and the number of requests made."""
+    items: list[Mapping[str, Any]] = []
+    requests = _fold_pages(call, arguments, items.extend, items.clear)
+    return items, requests
 
 
 def kubernetes_nodes_list(
@@ -359,6 +368,36 @@ def kubernetes_pods_list(core_v1: Any, *, page_size: int = 500) -> tuple[list[Ma
                        lambda token: pod_list_arguments(page_size=page_size, continue_token=token))
 
 
+def kubernetes_foreign_usage(
+    core_v1: Any, *, nodes: Sequence[str], managed_by_label: str, managed_by: str, page_size: int = 500
+) -> tuple[dict[str, dict[str, int]], int, int]:
+    """The requests of the other pods on ``nodes`` summed per node (:func:`scheduler.inventory.foreign_usage`;
+    only nodes some such pod is on), page by page of one listing of every namespace's non-terminal pods
+    (one page in memory at a time). Returns the usage, the pods counted and the requests made."""
+    usage: dict[str, dict[str, int]] = {}
+    counted = 0
+    members = frozenset(nodes)
+
+    def fold(items: list[Mapping[str, Any]]) -> None:
+        nonlocal counted
+        page, page_counted = foreign_usage(items, nodes=members, managed_by_label=managed_by_label,
+                                           managed_by=managed_by, sparse=True)
+        counted += page_counted
+        for name, amounts in page.items():
+            total = usage.setdefault(name, dict.fromkeys(amounts, 0))
+            for kind, amount in amounts.items():
+                total[kind] += amount
+
+    def restart() -> None:
+        nonlocal counted
+        usage.clear()
+        counted = 0
+
+    requests = _fold_pages(core_v1.list_pod_for_all_namespaces,
+                           lambda token: pod_list_arguments(page_size=page_size, continue_token=token), fold, restart)
+    return usage, counted, requests
+
+
 def pool_follow_kubernetes(
     *, pool: Pool, core_v1: Any, managed_by_label: str, managed_by: str, tolerated_taints: Iterable[str] = (),
     page_size: int = 500,
@@ -370,9 +409,9 @@ def pool_follow_kubernetes(
     started = time.monotonic()
     nodes, node_requests = kubernetes_nodes_list(core_v1, label_selector=pool.k8s_node_selector or None,
                                                  page_size=page_size)
-    pods, pod_requests_made = kubernetes_pods_list(core_v1, page_size=page_size)
     names = [str((item.get("metadata") or {}).get("name")) for item in nodes]
-    usage, foreign = foreign_usage(pods, nodes=names, managed_by_label=managed_by_label, managed_by=managed_by)
+    usage, foreign, pod_requests_made = kubernetes_foreign_usage(
+        core_v1, nodes=names, managed_by_label=managed_by_label, managed_by=managed_by, page_size=page_size)
     report = pool_sync_from_kubernetes(pool=pool, items=nodes, tolerated_taints=tolerated_taints, usage=usage)
     report.foreign_pods = foreign
     report.requests = node_requests + pod_requests_made
