@@ -97,6 +97,25 @@ TASK_CPU_SECONDS = Counter(
 )
 TASK_RUNS = Counter("osmo_worker_tasks", "Celery task runs that finished (any state), by task name.", ["task"])
 
+K8S_SYNC_SECONDS = Histogram(
+    "osmo_k8s_sync_duration_seconds",
+    "Duration of periodic Kubernetes syncs of a pool (nodes and other pods listed, rows written).",
+    ["pool"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120),
+)
+K8S_SYNC_CHANGES = Counter(
+    "osmo_k8s_sync_changes",
+    "Node rows a Kubernetes sync changed, by kind: created; updated (labels, capacity, readiness, taints or "
+    "foreign usage); cordoned (no longer listed).",
+    ["pool", "kind"],
+)
+K8S_FOREIGN_PODS = Counter(
+    "osmo_k8s_sync_foreign_pods",
+    "Pods not created by this service found on a pool's nodes by Kubernetes syncs (counted per sync).",
+    ["pool"],
+)
+K8S_SYNC_ERRORS = Counter("osmo_k8s_sync_errors", "Kubernetes syncs of a pool that failed.", ["pool"])
+
 OUTCOMES = ("placed", "unschedulable", "undecided", "waiting", "queue_timeout")
 
 
@@ -109,6 +128,22 @@ def cycle_observe(*, pool: str, seconds: float, placed: int = 0, unschedulable: 
     for outcome, count in counts.items():
         if count:
             CYCLE_GANGS.labels(pool=pool, outcome=outcome).inc(count)
+
+
+def k8s_sync_observe(*, pool: str, seconds: float, created: int = 0, updated: int = 0, cordoned: int = 0,
+                     foreign_pods: int = 0) -> None:
+    """Record one Kubernetes sync of ``pool``: its duration, the node rows it changed, the foreign pods."""
+    K8S_SYNC_SECONDS.labels(pool=pool).observe(seconds)
+    for kind, count in (("created", created), ("updated", updated), ("cordoned", cordoned)):
+        if count:
+            K8S_SYNC_CHANGES.labels(pool=pool, kind=kind).inc(count)
+    if foreign_pods:
+        K8S_FOREIGN_PODS.labels(pool=pool).inc(foreign_pods)
+
+
+def k8s_sync_failed(*, pool: str) -> None:
+    """Record a Kubernetes sync of ``pool`` that failed (the cluster unreachable or refusing)."""
+    K8S_SYNC_ERRORS.labels(pool=pool).inc()
 
 
 def cycle_result_observe(result: Any, *, seconds: float) -> None:

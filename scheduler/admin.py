@@ -28,7 +28,7 @@ from osmo.errors import ValidationFailedError
 from scheduler import selectors
 from scheduler.domains import pool_domain_tree
 from scheduler.forms import NodeAdminForm
-from scheduler.inventory import KeySpec, topology_keys_validate
+from scheduler.inventory import KeySpec, sync_record_words, topology_keys_validate
 from scheduler.models import (
     Node,
     Pool,
@@ -142,7 +142,8 @@ class PoolAdmin(admin.ModelAdmin):
                     "hierarchy_link")
     list_filter = ("status",)
     search_fields = ("name", "description")
-    readonly_fields = ("keys_version", "hierarchy_link", "created_at", "updated_at")
+    readonly_fields = ("keys_version", "hierarchy_link", "k8s_synced_at", "k8s_sync_display", "created_at",
+                       "updated_at")
     fields = (
         "name",
         "description",
@@ -151,6 +152,8 @@ class PoolAdmin(admin.ModelAdmin):
         "sim_task_seconds",
         "k8s_namespace",
         "k8s_node_selector",
+        "k8s_synced_at",
+        "k8s_sync_display",
         "keys_version",
         "hierarchy_link",
         "created_at",
@@ -187,6 +190,10 @@ class PoolAdmin(admin.ModelAdmin):
     def gpu_display(self, pool: Pool) -> str:
         totals = self._pool_totals(pool)
         return f"{totals.free['gpu']} / {totals.capacity['gpu']}"
+
+    @admin.display(description="last Kubernetes sync changed")
+    def k8s_sync_display(self, pool: Pool) -> str:
+        return sync_record_words(pool.k8s_sync) if pool.backend == "kubernetes" else "-"
 
     @admin.display(description="hierarchy")
     def hierarchy_link(self, pool: Pool) -> str:

@@ -32,6 +32,7 @@ POD_DELETE = "workflows.pod_delete"
 PODS_EVICT = "workflows.pods_evict"
 PODS_SYNC = "workflows.pods_sync"
 TICK = "workflows.tick"
+KUBERNETES_SYNC = "workflows.kubernetes_sync"  # beat only (docs/kubernetes.md)
 TICK_FOLLOWUP_TOKEN = "scheduler.tick-followup"
 
 _PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap

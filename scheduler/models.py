@@ -45,6 +45,14 @@ class Pool(models.Model):
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
     )
+    k8s_synced_at = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="When the periodic Kubernetes sync last read this pool's nodes and other pods.",
+    )
+    k8s_sync = models.JSONField(
+        null=True, blank=True, editable=False,
+        help_text="What the last Kubernetes sync changed (nodes created/updated/cordoned, foreign pods counted).",
+    )
     keys_version = models.PositiveIntegerField(
         default=1, help_text="Bumped whenever the topology keys change; queued groups built on another version wait."
     )

@@ -141,13 +141,30 @@ def snapshot_empty(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterS
     return ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=nodes)
 
 
+def snapshot_capacity(pool: Pool, *, key_labels: list[tuple[str, str]]) -> ClusterSnapshot:
+    """The pool as if nothing at all ran on it, ours or anyone else's, and every node were schedulable
+    (cordons, taints and NotReady nodes come back): each node's capacity, one query. A gang that does not
+    fit this can never be placed on the pool's current machines (docs/design.md §11); external usage
+    (``used_*``) comes and goes, so it is not subtracted here."""
+    labels = [label for _key, label in key_labels]
+    nodes = tuple(
+        NodeState(name=row.name, labels=tuple(_label_value(row.labels, label) for label in labels),
+                  free=Resources(gpu=row.gpu, cpu=row.cpu_millis, memory=row.memory_bytes, storage=row.storage_bytes),
+                  schedulable=True)
+        for row in _node_rows(pool)
+    )
+    return ClusterSnapshot(pool=pool.name, keys=tuple(key for key, _label in key_labels), nodes=nodes)
+
+
 def _label_value(labels: dict[str, Any] | None, label: str) -> str | None:
     value = (labels or {}).get(label)
     return None if value in (None, "") else str(value)
 
 
-# -- the idle pool, cached per process ---------------------------------------------------------------
-# By pool, as of (inventory epoch, keys version): one entry per pool, a newer version replaces it.
+# -- the pool's capacity as a domain index, cached per process ----------------------------------------
+# By pool, as of (inventory epoch, keys version): one entry per pool, a newer version replaces it. The
+# index holds capacities only (:func:`snapshot_capacity`), so no usage, ours or external, is in it; the
+# inventory epoch moves on with every change of the pool's nodes, so an entry is never stale.
 _IDLE: ProcessCache[int, tuple[DomainIndex, threading.Lock]] = ProcessCache("idle_index", size=8)
 
 
@@ -160,15 +177,15 @@ def idle_index_key(pool: Pool) -> tuple[int, int, int]:
 
 
 def idle_index(pool: Pool, key: tuple[int, int, int] | None = None) -> tuple[DomainIndex, threading.Lock]:
-    """The pool as if nothing of ours ran on it (:func:`snapshot_empty`), aggregated, with the lock a
+    """The pool as if nothing at all ran on it (:func:`snapshot_capacity`), aggregated, with the lock a
     caller must hold while solving on it (a solve borrows the index's arrays). Cached per process by
     (pool, inventory epoch, keys version) (:func:`idle_index_key`, read here unless given):
     inventory changes that can make more gangs fit move the inventory epoch on, so a cached index is
-    never more pessimistic than the pool."""
+    never more pessimistic than the pool's machines."""
     pool_id, *version = key or idle_index_key(pool)
     cached = _IDLE.get(pool_id, tuple(version))
     if cached is None:
-        index = DomainIndex(snapshot_empty(pool, key_labels=pool_key_labels(pool)))
+        index = DomainIndex(snapshot_capacity(pool, key_labels=pool_key_labels(pool)))
         cached = (index, threading.Lock())
         _IDLE.put(pool_id, cached, tuple(version))
     return cached

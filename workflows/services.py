@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -148,7 +149,9 @@ _IDLE_ACCEPTED: ProcessCache[tuple[int, int, int, str], bool] = ProcessCache("id
 
 
 def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int]) -> None:
-    """Refuse gangs proven unplaceable on the idle pool (its capacity minus usage outside the service).
+    """Refuse gangs proven unplaceable on the pool's capacity as if nothing at all ran (ours or others';
+    cordoned and NotReady nodes included, since they come back: :func:`~scheduler.snapshot.snapshot_capacity`).
+    A gang that fits capacity but not today's usage is queued, not refused (docs/design.md §11).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
     ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow). ``key``: the pool's :func:`idle_index_key`."""
     if not settings.OSMO_REFUSE_NEVER_FITS:
@@ -164,12 +167,19 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
             outcome = solve(index, request)
         if isinstance(outcome, Unplaceable) and outcome.status == "unschedulable":
             placement = result_to_json(outcome)
-            never.append({"name": group.name, "code": placement["code"], "message": placement["message"],
+            never.append({"name": group.name, "code": placement["code"], "message": _ever_words(placement["message"]),
                           "reason": placement["reason"]})
             continue
         _IDLE_ACCEPTED.put(accepted, True)
     if never:
         raise WorkflowNeverFitsError(pool.name, never)
+
+
+def _ever_words(message: str) -> str:
+    """The solver's reason said of capacity: on the capacity index "free" room is what a domain could
+    ever hold ("the largest free rack fits 2 of 4" -> "the largest rack could ever hold 2 of 4")."""
+    return re.sub(r"the largest free (\S+) fits", r"the largest \1 could ever hold", message).replace(
+        "the whole pool fits", "the whole pool could ever hold")
 
 
 def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None,

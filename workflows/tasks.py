@@ -172,3 +172,35 @@ def tick_watch_task() -> None:
     if age is None or age > float(settings.OSMO_PLACEMENT_TICK_SECONDS) * TICK_WATCH_INTERVALS:
         logger.info("tick.watch_resumed", extra={"tick_age_seconds": age})
         tick_task()
+
+
+@shared_task(name=jobs.KUBERNETES_SYNC, ignore_result=True, soft_time_limit=240, time_limit=300)
+def kubernetes_sync() -> None:
+    """Follow every Kubernetes pool (beat, every ``OSMO_K8S_SYNC_SECONDS``; docs/kubernetes.md): its nodes'
+    capacity, labels, readiness and taints, and the requests of the other pods on them. A pool whose
+    sync fails is logged and counted and the others go on; the next run tries again. Here rather than in
+    ``scheduler.tasks`` because it records in :mod:`osmo.metrics`, which reads the workflows app."""
+    from django.conf import settings
+
+    from osmo.metrics import k8s_sync_failed, k8s_sync_observe
+    from scheduler.choices import DispatchBackend
+    from scheduler.dispatch import backend_for
+    from scheduler.dispatch.kubernetes import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.models import Pool
+    from scheduler.services import pool_follow_kubernetes
+
+    for pool in Pool.objects.filter(backend=DispatchBackend.KUBERNETES).order_by("name"):
+        started = time.monotonic()
+        try:
+            core_v1 = backend_for("kubernetes").core  # type: ignore[attr-defined]
+            report = pool_follow_kubernetes(
+                pool=pool, core_v1=core_v1, managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
+                tolerated_taints=settings.OSMO_K8S_TOLERATED_TAINTS, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE,
+            )
+        except Exception:  # the cluster unreachable or refusing: this pool waits for the next run
+            logger.exception("pool.k8s_sync_failed", extra={"pool": pool.name})
+            k8s_sync_failed(pool=pool.name)
+            continue
+        k8s_sync_observe(pool=pool.name, seconds=time.monotonic() - started, created=report.created,
+                         updated=report.updated, cordoned=report.marked_unschedulable,
+                         foreign_pods=report.foreign_pods)

@@ -305,7 +305,14 @@ CELERY_TASK_ROUTES = {
     "workflows.pod_delete": {"queue": "dispatch"},
     "workflows.pods_evict": {"queue": "dispatch"},
     "scheduler.worker_heartbeat": {"queue": "default"},
+    "workflows.kubernetes_sync": {"queue": "default"},
 }
+# Every Kubernetes pool's nodes and other pods are read this often (docs/kubernetes.md); 0 turns it off.
+OSMO_K8S_SYNC_SECONDS = env.float("OSMO_K8S_SYNC_SECONDS", default=30.0)
+# Items per list request of that sync (nodes, pods): requests per sync = ceil(nodes/n) + ceil(pods/n).
+OSMO_K8S_SYNC_PAGE_SIZE = env.int("OSMO_K8S_SYNC_PAGE_SIZE", default=500)
+# NoSchedule/NoExecute taint keys that do not make a node unschedulable for that sync (the pods tolerate them).
+OSMO_K8S_TOLERATED_TAINTS = env.list("OSMO_K8S_TOLERATED_TAINTS", default=[])
 CELERY_BEAT_SCHEDULE = {
     "workflows-tick": {
         "task": "workflows.tick",
@@ -313,6 +320,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"queue": "scheduler", "expires": OSMO_PLACEMENT_TICK_SECONDS * 1.5},
     },
 }
+if OSMO_K8S_SYNC_SECONDS > 0:
+    CELERY_BEAT_SCHEDULE["workflows-kubernetes-sync"] = {
+        "task": "workflows.kubernetes_sync",
+        "schedule": OSMO_K8S_SYNC_SECONDS,
+        "options": {"queue": "default", "expires": OSMO_K8S_SYNC_SECONDS},
+    }
 
 # ------------------------------------------------------------------------------------------------
 # Operations: probes, metrics, throttling and login lockout (docs/operations.md)

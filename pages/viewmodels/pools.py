@@ -21,6 +21,7 @@ from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
 from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
+from scheduler.inventory import sync_record_words
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
     label_text,
@@ -210,6 +211,7 @@ class PoolDetail:
     page: Page
     nodes: list[NodeRow]
     quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
+    k8s_sync: str | None = None  # Kubernetes pools: what the last periodic sync changed (docs/kubernetes.md)
 
 
 # By pool, as of the node rows' version; and as of the (id, name) pairs' fingerprint.
@@ -274,4 +276,5 @@ def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDeta
         page=page,
         nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases]) for node in nodes],
         quotas=pool_quota_use(pool),
+        k8s_sync=sync_record_words(pool.k8s_sync) if pool.backend == "kubernetes" else None,
     )

@@ -31,10 +31,15 @@ from scheduler.inventory.document import (
 )
 from scheduler.inventory.generate import GENERATED_KEYS, PoolShape, pool_generate_inventory
 from scheduler.inventory.kubernetes import (
+    NON_TERMINAL_PODS,
     NodePage,
+    foreign_usage,
     kubernetes_node_to_spec,
     node_list_arguments,
     node_list_page,
+    pod_list_arguments,
+    pod_requests,
+    sync_record_words,
 )
 from scheduler.inventory.render import inventory_document, inventory_dump, node_inventory_entry
 
@@ -56,7 +61,12 @@ __all__ = [
     "PoolShape",
     "inventory_document",
     "inventory_dump",
+    "NON_TERMINAL_PODS",
+    "foreign_usage",
     "kubernetes_node_to_spec",
+    "pod_list_arguments",
+    "pod_requests",
+    "sync_record_words",
     "labels_validate",
     "load_inventory_text",
     "node_inventory_entry",

@@ -10,9 +10,12 @@ from scheduler.services.inventory import (
     inventory_import_text,
     inventory_load_text,
     inventory_parse,
+    kubernetes_foreign_usage,
     kubernetes_nodes_list,
+    kubernetes_pods_list,
     node_spec_parse,
     pool_export,
+    pool_follow_kubernetes,
     pool_sync_from_kubernetes,
 )
 from scheduler.services.pools import (
@@ -38,7 +41,9 @@ __all__ = [
     "inventory_import_text",
     "inventory_load_text",
     "inventory_parse",
+    "kubernetes_foreign_usage",
     "kubernetes_nodes_list",
+    "kubernetes_pods_list",
     "node_cordon",
     "node_create",
     "node_delete",
@@ -52,6 +57,7 @@ __all__ = [
     "pool_export",
     "pool_generate_inventory",
     "pool_keys_set",
+    "pool_follow_kubernetes",
     "pool_sync_from_kubernetes",
     "pool_update",
 ]

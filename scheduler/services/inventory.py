@@ -14,8 +14,9 @@ and :func:`node_spec_parse` are its entry points for the API and the commands, r
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -29,6 +30,7 @@ from scheduler.inventory import (
     Inventory,
     InventoryInvalidError,
     NodeSpec,
+    foreign_usage,
     kubernetes_node_to_spec,
     load_inventory_text,
     node_inventory_entry,
@@ -36,6 +38,7 @@ from scheduler.inventory import (
     node_list_page,
     parse_inventory,
     parse_node_spec,
+    pod_list_arguments,
 )
 from scheduler.models import Node, Pool, Reservation
 from scheduler.services.pools import pool_create, pool_key_specs, pool_keys_set, pool_update
@@ -64,6 +67,15 @@ class ImportReport:
     kept_with_reservations: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     dry_run: bool = False
+    foreign_pods: int = 0  # the periodic Kubernetes sync: other pods counted on the pool's nodes
+    requests: int = 0  # ... Kubernetes API requests made
+    seconds: float = 0.0  # ... its wall time
+
+    def sync_record(self) -> dict[str, Any]:
+        """What the pool keeps of its last Kubernetes sync (``Pool.k8s_sync``; admin and pool page)."""
+        return {"nodes_created": self.created, "nodes_updated": self.updated, "nodes_unchanged": self.unchanged,
+                "nodes_cordoned": self.marked_unschedulable, "nodes_skipped": len(self.skipped),
+                "foreign_pods": self.foreign_pods, "requests": self.requests, "seconds": self.seconds}
 
     @property
     def changed(self) -> bool:
@@ -299,24 +311,113 @@ def pool_export(pool: Pool) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 # Kubernetes node sync
 # ------------------------------------------------------------------------------------------------
+# A stale ``continue`` token (the apiserver compacted the list's resource version) is answered 410 Gone;
+# the listing starts again from the first page, at most this many times.
+LIST_RESTARTS = 3
+
+
+def _fold_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]],
+                fold: Callable[[list[Mapping[str, Any]]], None], restart: Callable[[], None]) -> int:
+    """Hand every page of a paginated Kubernetes list (``metadata.continue``) to ``fold``, one page in
+    memory at a time; on 410 Gone for a continued page, ``restart()`` (forget what was folded) and list
+    again from the first page. Returns the number of requests made."""
+    from kubernetes.client.exceptions import ApiException
+
+    requests = 0
+    restarts = 0
+    while True:
+        token: str | None = None
+        try:
+            while True:
+                requests += 1
+                page = node_list_page(call(**arguments(token)).data)
+                fold(page.items)
+                token = page.continue_token
+                if not token:
+                    return requests
+        except ApiException as exc:
+            if exc.status != 410 or token is None or restarts >= LIST_RESTARTS:
+                raise
+            restarts += 1
+            restart()
+            logger.info("kubernetes.list_restarted", extra={"requests": requests, "restarts": restarts})
+
+
+def _list_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]]
+                ) -> tuple[list[Mapping[str, Any]], int]:
+    """Every item of a paginated Kubernetes list (:func:`_fold_pages`), and the number of requests made."""
+    items: list[Mapping[str, Any]] = []
+    requests = _fold_pages(call, arguments, items.extend, items.clear)
+    return items, requests
+
+
 def kubernetes_nodes_list(
     core_v1: Any, *, label_selector: str | None, page_size: int = 500
 ) -> tuple[list[Mapping[str, Any]], int]:
-    """All nodes matching ``label_selector``, following ``metadata.continue`` pages. Returns the raw
-    JSON items and the number of requests made. ``core_v1`` is a ``kubernetes.client.CoreV1Api``."""
-    items: list[Mapping[str, Any]] = []
-    token: str | None = None
-    requests = 0
-    while True:
-        response = core_v1.list_node(
-            **node_list_arguments(label_selector=label_selector, page_size=page_size, continue_token=token)
-        )
-        requests += 1
-        page = node_list_page(response.data)
-        items.extend(page.items)
-        token = page.continue_token
-        if not token:
-            return items, requests
+    """All nodes matching ``label_selector``, following ``metadata.continue`` pages (restarted on 410
+    Gone). Returns the raw JSON items and the number of requests made. ``core_v1`` is a
+    ``kubernetes.client.CoreV1Api``."""
+    return _list_pages(core_v1.list_node, lambda token: node_list_arguments(
+        label_selector=label_selector, page_size=page_size, continue_token=token))
+
+
+def kubernetes_pods_list(core_v1: Any, *, page_size: int = 500) -> tuple[list[Mapping[str, Any]], int]:
+    """Every non-terminal pod of every namespace (one paginated listing, ``ceil(pods / page_size)``
+    requests however many nodes the pools have), and the number of requests made."""
+    return _list_pages(core_v1.list_pod_for_all_namespaces,
+                       lambda token: pod_list_arguments(page_size=page_size, continue_token=token))
+
+
+def kubernetes_foreign_usage(
+    core_v1: Any, *, nodes: Sequence[str], managed_by_label: str, managed_by: str, page_size: int = 500
+) -> tuple[dict[str, dict[str, int]], int, int]:
+    """The requests of the other pods on ``nodes`` summed per node (:func:`scheduler.inventory.foreign_usage`;
+    only nodes some such pod is on), page by page of one listing of every namespace's non-terminal pods
+    (one page in memory at a time). Returns the usage, the pods counted and the requests made."""
+    usage: dict[str, dict[str, int]] = {}
+    counted = 0
+    members = frozenset(nodes)
+
+    def fold(items: list[Mapping[str, Any]]) -> None:
+        nonlocal counted
+        page, page_counted = foreign_usage(items, nodes=members, managed_by_label=managed_by_label,
+                                           managed_by=managed_by, sparse=True)
+        counted += page_counted
+        for name, amounts in page.items():
+            total = usage.setdefault(name, dict.fromkeys(amounts, 0))
+            for kind, amount in amounts.items():
+                total[kind] += amount
+
+    def restart() -> None:
+        nonlocal counted
+        usage.clear()
+        counted = 0
+
+    requests = _fold_pages(core_v1.list_pod_for_all_namespaces,
+                           lambda token: pod_list_arguments(page_size=page_size, continue_token=token), fold, restart)
+    return usage, counted, requests
+
+
+def pool_follow_kubernetes(
+    *, pool: Pool, core_v1: Any, managed_by_label: str, managed_by: str, tolerated_taints: Iterable[str] = (),
+    page_size: int = 500,
+) -> ImportReport:
+    """The periodic sync of a Kubernetes pool (docs/kubernetes.md, "What the cluster says"): its nodes
+    (``k8s_node_selector``; readiness and taints), and the requests of every other pod on them as the
+    nodes' external usage. Records on the pool when it ran and what changed (``k8s_synced_at``,
+    ``k8s_sync``). Raises the client's errors (the caller counts them)."""
+    started = time.monotonic()
+    nodes, node_requests = kubernetes_nodes_list(core_v1, label_selector=pool.k8s_node_selector or None,
+                                                 page_size=page_size)
+    names = [str((item.get("metadata") or {}).get("name")) for item in nodes]
+    usage, foreign, pod_requests_made = kubernetes_foreign_usage(
+        core_v1, nodes=names, managed_by_label=managed_by_label, managed_by=managed_by, page_size=page_size)
+    report = pool_sync_from_kubernetes(pool=pool, items=nodes, tolerated_taints=tolerated_taints, usage=usage)
+    report.foreign_pods = foreign
+    report.requests = node_requests + pod_requests_made
+    report.seconds = round(time.monotonic() - started, 3)
+    Pool.objects.filter(pk=pool.pk).update(k8s_synced_at=timezone.now(), k8s_sync=report.sync_record())
+    return report
 
 
 def pool_sync_from_kubernetes(
@@ -327,12 +428,14 @@ def pool_sync_from_kubernetes(
     dry_run: bool = False,
     tolerated_taints: Iterable[str] = (),
     progress: Progress | None = None,
+    usage: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ImportReport:
     """Upsert the pool's nodes from Kubernetes node objects (see
     :func:`scheduler.inventory.kubernetes_node_to_spec`).
 
-    Labels and capacity follow the cluster; external usage (``used_*``) is kept, clamped to the new
-    capacity. Nodes of the pool that the cluster no longer lists are cordoned (never deleted while
+    Labels and capacity follow the cluster; external usage (``used_*``) is ``usage`` (per node name and
+    resource kind, clamped to the capacity: :func:`pool_follow_kubernetes`), or, without it, kept,
+    clamped to the new capacity. Nodes of the pool that the cluster no longer lists are cordoned (never deleted while
     tasks hold reservations on them); with ``prune`` those without active reservations are deleted.
     """
     report = ImportReport(pool=pool.name)
@@ -344,6 +447,10 @@ def pool_sync_from_kubernetes(
             report.skipped.append({"path": f"items[{index}]", "message": reason or "duplicate node name"})
             continue
         position[spec.name] = index
+        if usage is not None:
+            held = usage.get(spec.name) or {}
+            spec = replace(spec, **{used: min(int(held.get(kind, 0)), getattr(spec, capacity))
+                                    for _name, kind, capacity, used in INVENTORY_RESOURCES})
         specs.append(spec)
     # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice.
     elsewhere = dict(Node.objects.filter(name__in=list(position)).exclude(pool=pool)
@@ -368,11 +475,12 @@ def pool_sync_from_kubernetes(
                 report=report,
                 missing="prune" if prune else "cordon",
                 progress=progress,
-                keep_used=True,
+                keep_used=usage is None,
             )
             report.keys_version = locked.keys_version
             _finish(report, dry_run)
-            pool_capacity_changed(locked.pk)
+            if report.changed:
+                pool_capacity_changed(locked.pk)
     except _DryRunRollback:
         pass
     logger.info("pool.synced_from_kubernetes", extra=report.as_dict())
