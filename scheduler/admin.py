@@ -149,6 +149,7 @@ class PoolAdmin(admin.ModelAdmin):
         "status",
         "backend",
         "sim_task_seconds",
+        "max_retries",
         "k8s_namespace",
         "k8s_node_selector",
         "keys_version",
