@@ -15,7 +15,8 @@ import typer
 from parsing.natural import natural_key  # the one natural order, shared with the pages
 
 TERMINAL_WORKFLOW = {"COMPLETED", "FAILED", "FAILED_CANCELED", "FAILED_BACKEND_ERROR", "FAILED_QUEUE_TIMEOUT",
-                     "FAILED_UPSTREAM", "FAILED_SERVER_ERROR"}
+                     "FAILED_UPSTREAM", "FAILED_SERVER_ERROR", "FAILED_PREEMPTED", "FAILED_EVICTED",
+                     "FAILED_IMAGE_PULL", "FAILED_START_ERROR", "FAILED_START_TIMEOUT", "FAILED_EXEC_TIMEOUT"}
 DASH = "-"
 
 
@@ -30,7 +31,7 @@ def status_style(status: str) -> str:
         return typer.style(status, fg="red", bold=True)
     if status in ("RUNNING", "INITIALIZING"):
         return typer.style(status, fg="blue")
-    if status == "SCHEDULING":
+    if status in ("SCHEDULING", "RESCHEDULED"):
         return typer.style(status, fg="yellow")
     return status
 

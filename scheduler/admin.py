@@ -150,6 +150,7 @@ class PoolAdmin(admin.ModelAdmin):
         "status",
         "backend",
         "sim_task_seconds",
+        "max_retries",
         "k8s_namespace",
         "k8s_node_selector",
         "k8s_synced_at",

@@ -41,6 +41,10 @@ class Pool(models.Model):
     sim_task_seconds = models.FloatField(
         default=10.0, help_text="Simulated backend: how long a task runs unless its spec says otherwise."
     )
+    max_retries = models.PositiveIntegerField(
+        default=3, help_text="How many times a gang may be rescheduled by its tasks' RESCHEDULE exit action before "
+        "the task fails (preemption does not count)."
+    )
     k8s_namespace = models.CharField(max_length=63, default="default", blank=True)
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."

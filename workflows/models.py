@@ -124,6 +124,9 @@ class TaskGroup(RunState):
                                    help_text="Whether the gang fits the idle pool (at idle_fit_epoch).")
     idle_fit_epoch = models.BigIntegerField(null=True, blank=True, editable=False)
     preemptions = models.PositiveIntegerField(default=0, help_text="How many times this gang was preempted.")
+    retries = models.PositiveIntegerField(
+        default=0, help_text="How many times an exit action rescheduled this gang (its retry id; the pool's "
+        "max_retries bounds it).")
 
     class Meta:
         ordering = ["workflow", "position"]

@@ -101,7 +101,8 @@ def pool_create(*, name: str, keys: Sequence[KeySpec] = (), **fields: Any) -> Po
     specs, errors = topology_keys_validate(list(keys))
     if errors:
         raise ValidationFailedError(errors, message="The topology keys are invalid.")
-    pool = Pool(name=name, **{key: value for key, value in fields.items() if key in (*POOL_FIELDS, "status")})
+    pool = Pool(name=name, **{key: value for key, value in fields.items()
+                              if key in (*POOL_FIELDS, "max_retries", "status")})
     _pool_validate(pool)
     pool.save()
     TopologyKey.objects.bulk_create(
@@ -115,7 +116,8 @@ def pool_update(*, pool: Pool, keys: Sequence[KeySpec] | None = None, **fields: 
     """Update a pool's fields (``name`` included) and, when given, its keys through :func:`pool_keys_set`."""
     pool = Pool.objects.select_for_update().get(pk=pool.pk)
     status = fields.pop("status", None)
-    changed = [key for key, value in fields.items() if key in ("name", *POOL_FIELDS) and getattr(pool, key) != value]
+    changed = [key for key, value in fields.items() if key in ("name", *POOL_FIELDS, "max_retries")
+               and getattr(pool, key) != value]
     for key in changed:
         setattr(pool, key, fields[key])
     if changed:

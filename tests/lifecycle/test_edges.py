@@ -31,8 +31,11 @@ def test_the_table_is_what_the_service_does():
         (SCHEDULING, INITIALIZING), (SCHEDULING, FAILED_QUEUE_TIMEOUT), (SCHEDULING, FAILED_SERVER_ERROR),
         (SCHEDULING, FAILED_CANCELED),
         *[(source, to) for source in (INITIALIZING, RUNNING)
-          for to in (COMPLETED, FAILED, rules.FAILED_BACKEND_ERROR, FAILED_CANCELED, SCHEDULING)],
+          for to in (COMPLETED, FAILED, rules.FAILED_BACKEND_ERROR, FAILED_CANCELED, rules.RESCHEDULED,
+                     rules.FAILED_EVICTED, rules.FAILED_IMAGE_PULL, rules.FAILED_START_ERROR,
+                     rules.FAILED_START_TIMEOUT, rules.FAILED_EXEC_TIMEOUT, rules.FAILED_PREEMPTED)],
         (INITIALIZING, RUNNING),
+        (rules.RESCHEDULED, SCHEDULING),
     ])
     assert rules.GANG_EDGES == rules.TASK_EDGES
     assert len(rules.WORKFLOW_EDGES) == 2 * len(rules.WORKFLOW_TERMINAL) + 2

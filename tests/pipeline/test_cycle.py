@@ -324,7 +324,7 @@ def test_exec_timeout_fails_a_running_gang(user, racks):
     TaskGroup.objects.filter(workflow=workflow).update(started_at=timezone.now() - timedelta(seconds=61))
     pods_sync(pool_id=racks.pk)
     workflow.refresh_from_db()
-    assert workflow.status == "FAILED"
+    assert workflow.status == "FAILED_EXEC_TIMEOUT"
     assert "exec_timeout (60s)" in workflow.failure_message
     assert Reservation.objects.filter(released_at__isnull=True).count() == 0
 

@@ -91,9 +91,10 @@ def test_a_sync_with_nothing_moving_writes_nothing(user):
 
 def test_a_sync_that_completes_gangs_costs_a_fixed_number_of_queries(user, django_assert_num_queries):
     """The pod sync's reads on the ORM, pinned: two gangs complete, their capacity is released through
-    the lifecycle, the groups waiting on them are queued."""
+    the lifecycle, the groups waiting on them are queued; the finished tasks' exit actions are read
+    from their workflows' specs in one query."""
     # given two placed chains whose first gangs' pods succeeded
     pool, _workflows = placed_chains(user, 2)
     # when / then
-    with django_assert_num_queries(24):
+    with django_assert_num_queries(25):
         assert pods_sync(pool_id=pool.pk)["completed"] == 4

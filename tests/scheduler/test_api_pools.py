@@ -317,3 +317,16 @@ def test_staff_import_of_a_yaml_alias_bomb_is_refused_and_stores_nothing(staff_c
     }
     assert not Pool.objects.filter(name="bomb").exists()
     assert Node.objects.count() == 0
+
+
+def test_a_pools_retry_limit_is_read_and_patched_and_a_negative_one_refused(staff_client, small_pool):
+    # given a pool with the default retry limit
+    assert staff_client.get("/api/pools/small/").json()["max_retries"] == 3
+    # when staff set it, then set it negative
+    patched = staff_client.patch("/api/pools/small/", {"max_retries": 1}, format="json")
+    refused = staff_client.patch("/api/pools/small/", {"max_retries": -1}, format="json")
+    # then the first is stored, the second is a 400 naming the field and changes nothing
+    assert (patched.status_code, patched.json()["max_retries"]) == (200, 1)
+    assert refused.status_code == 400
+    assert [e["path"] for e in refused.json()["details"]["errors"]] == ["max_retries"]
+    assert Pool.objects.get(name="small").max_retries == 1

@@ -29,7 +29,7 @@ class GangPlacement:
 
     group_id: int
     workflow_id: int
-    preemptions: int  # the gang's count so far: its pods get names of this attempt
+    preemptions: int  # the gang's count so far: its pods get names of this attempt (with its retries)
     report: list[dict[str, Any]]  # the placement report shown to users (``TaskGroup.placement_report``)
     machines: Mapping[str, tuple[str, int]]  # task name -> (node name, node id)
 
@@ -49,8 +49,9 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
     rules.transition_needed("gang", TaskStatus.SCHEDULING, TaskStatus.INITIALIZING)
     # Only gangs still queued are placed (a cancel may have committed since the queue was read); the
     # workflow locks keep them so until the caller's transaction ends.
-    still = set(TaskGroup.objects.filter(pk__in=[p.group_id for p in placements], status=TaskStatus.SCHEDULING)
-                .values_list("pk", flat=True))
+    # A gang's pods are named after its attempt: preemptions plus exit-action retries, both only grow.
+    still = dict(TaskGroup.objects.filter(pk__in=[p.group_id for p in placements], status=TaskStatus.SCHEDULING)
+                 .values_list("pk", "retries"))
     kept = [p for p in placements if p.group_id in still]
     bulk_set(TaskGroup, [
         TaskGroup(pk=p.group_id, status=TaskStatus.INITIALIZING, unschedulable_reason=None, placement_report=p.report,
@@ -78,7 +79,7 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
             rules.transition_needed("task", task.status, TaskStatus.INITIALIZING)
             node_name, task.node_id = p.machines[task.name]
             task.node_name = node_name  # kept when the node is deleted
-            task.pod_name = pod_name_for(workflow_label, task.name, p.preemptions)
+            task.pod_name = pod_name_for(workflow_label, task.name, p.preemptions + still[p.group_id])
             transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id, task=task,
                                                 from_status=task.status, to_status=TaskStatus.INITIALIZING,
                                                 message=f"placed on {node_name}"))
@@ -97,7 +98,8 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
 
 _TASK_RESET_FIELDS = ["status", "node", "node_name", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
                       "finished_at", "exit_code", "failure_message", "updated_at"]
-_GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "placed_at", "dispatch_requested_at", "started_at",
+_GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "retries", "placed_at", "dispatch_requested_at",
+                       "started_at",
                        "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit", "idle_fit_epoch",
                        "reason_code", "reason_digest", "updated_at"]
 
@@ -105,11 +107,25 @@ _GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "placed_at",
 def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
     """Evict running gangs (docs/design.md §9): drop every reservation of their tasks, put the gang
     and all its tasks back to SCHEDULING (a gang restarts whole), count the preemption and record
-    "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id). The group keeps its
-    place in the queue (ordered by its workflow's submission time). Returns the names of the pods to
-    delete. A member that ended meanwhile is no edge back to SCHEDULING: the move raises and the
-    caller's transaction (the whole cycle) rolls back, to be decided again on fresh rows."""
+    "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id), then a RESCHEDULED
+    row (OSMO's word for a gang sent back to the queue; preemption counts against no retry limit). The
+    group keeps its place in the queue (ordered by its workflow's submission time). Returns the names
+    of the pods to delete. A member that ended meanwhile is no edge back to SCHEDULING: the move
+    raises and the caller's transaction (the whole cycle) rolls back, to be decided again on fresh
+    rows."""
     groups = list(groups)
+    return _gangs_requeue(groups, {g.pk: f"preempted by {by[g.pk]}" for g in groups}, preempted=True)
+
+
+def groups_reschedule(groups: Iterable[TaskGroup], *, why: dict[int, str]) -> list[str]:
+    """Send gangs back to the queue because a task's exit action said RESCHEDULE (docs/design.md §6,
+    "Lead and exit actions"): like a preemption, but through RESCHEDULED (``why``: group id -> the
+    message, e.g. "task a: exit code 9: rescheduled (retry 1 of 3)"), counted in the gang's
+    ``retries`` (its retry id, bounded by the pool's ``max_retries``). Returns the pod names to delete."""
+    return _gangs_requeue(list(groups), why, preempted=False)
+
+
+def _gangs_requeue(groups: list[TaskGroup], messages: dict[int, str], *, preempted: bool) -> list[str]:
     if not groups:
         return []
     now = timezone.now()
@@ -118,10 +134,8 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
     reservations_drop(task_ids=[t.pk for t in tasks])
     transitions: list[StatusTransition] = []
     for task in tasks:
-        rules.transition_needed("task", task.status, TaskStatus.SCHEDULING)
-        transitions.append(StatusTransition(workflow_id=task.workflow_id, group_id=task.group_id, task=task,
-                                            from_status=task.status, to_status=TaskStatus.SCHEDULING,
-                                            message=f"preempted by {by[task.group_id]}"))
+        transitions += _requeue_rows(task.status, messages[task.group_id], preempted=preempted,
+                                     workflow_id=task.workflow_id, group_id=task.group_id, task=task)
         task.status = TaskStatus.SCHEDULING
         task.node = None
         task.node_name = ""
@@ -132,13 +146,14 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
         task.updated_at = now
     bulk_set(Task, tasks, _TASK_RESET_FIELDS)
     for group in groups:
-        rules.transition_needed("gang", group.status, TaskStatus.SCHEDULING)
-        transitions.append(StatusTransition(workflow_id=group.workflow_id, group=group, from_status=group.status,
-                                            to_status=TaskStatus.SCHEDULING,
-                                            message=f"preempted by {by[group.pk]}"))
+        transitions += _requeue_rows(group.status, messages[group.pk], preempted=preempted,
+                                     workflow_id=group.workflow_id, group_id=group.pk)
+        if preempted:
+            group.preemptions += 1
+        else:
+            group.retries += 1
         group.status = TaskStatus.SCHEDULING
         group.scheduling_since = now
-        group.preemptions += 1
         group.placed_at = group.dispatch_requested_at = group.started_at = None
         group.placement_report = group.unschedulable_reason = None
         group.proof_epoch = group.idle_fit = group.idle_fit_epoch = None
@@ -147,3 +162,18 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
     bulk_set(TaskGroup, groups, _GROUP_RESET_FIELDS)
     bulk_insert(StatusTransition, transitions)
     return pods
+
+
+def _requeue_rows(current: str, message: str, *, preempted: bool, workflow_id: int, group_id: int,
+                  task: Task | None = None) -> list[StatusTransition]:
+    """The history of a gang (or task) sent back to the queue: ``current`` -> RESCHEDULED with the
+    reason, RESCHEDULED -> SCHEDULING (a preemption's row keeps the reason, "preempted by ..."). Both
+    edges are checked against the table (a member that ended meanwhile raises)."""
+    rules.transition_needed("gang" if task is None else "task", current, TaskStatus.RESCHEDULED)
+    rules.transition_needed("gang" if task is None else "task", TaskStatus.RESCHEDULED, TaskStatus.SCHEDULING)
+    return [
+        StatusTransition(workflow_id=workflow_id, group_id=group_id, task=task, from_status=current,
+                         to_status=TaskStatus.RESCHEDULED, message=message),
+        StatusTransition(workflow_id=workflow_id, group_id=group_id, task=task, from_status=TaskStatus.RESCHEDULED,
+                         to_status=TaskStatus.SCHEDULING, message=message if preempted else "queued again"),
+    ]

@@ -6,10 +6,14 @@ status is spelled once. Every status change is an edge of one table (:data:`TASK
 :data:`GANG_EDGES`, :data:`WORKFLOW_EDGES`): :func:`transition_needed` refuses the rest.
 
 Tasks and groups share one status vocabulary; a group (a gang) moves as one:
-- a task's status follows its pod (Pending -> INITIALIZING, Running -> RUNNING, Succeeded ->
-  COMPLETED, Failed -> FAILED); terminal statuses are final;
-- the gang is COMPLETED once every task completed, RUNNING once any task runs or completed, and
-  fails as soon as one task failed, with that task's status (the others are stopped);
+- a task's status follows its pod (Pending -> INITIALIZING, Running -> RUNNING); its exit code is
+  settled by its exit action (:func:`exit_verdict`: 0 -> COMPLETED, anything else -> FAILED or the
+  infrastructure failure the code names, ``exitActions`` override, RESCHEDULE sends its gang back to
+  the queue through RESCHEDULED up to the pool's retry limit); terminal statuses are final;
+- a gang's outcome is its lead's (OSMO's ``ignoreNonleadStatus: true``, the default): it ends when
+  the lead ends, the members still going are stopped; with ``ignoreNonleadStatus: false`` it fails as
+  soon as one task failed, with that task's status, and completes once every task completed
+  (:func:`gang_verdict`); RUNNING once any task runs or completed;
 - a WAITING group becomes SCHEDULING once every upstream group COMPLETED, and FAILED_UPSTREAM once any
   upstream group (directly or through other groups) ended without completing;
 - the workflow is COMPLETED when every group completed; once every group is terminal, it takes the
@@ -34,22 +38,28 @@ FAILED_BACKEND_ERROR = "FAILED_BACKEND_ERROR"
 FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
 FAILED_UPSTREAM = "FAILED_UPSTREAM"
 FAILED_SERVER_ERROR = "FAILED_SERVER_ERROR"
+FAILED_PREEMPTED = "FAILED_PREEMPTED"
+FAILED_EVICTED = "FAILED_EVICTED"
+FAILED_IMAGE_PULL = "FAILED_IMAGE_PULL"
+FAILED_START_ERROR = "FAILED_START_ERROR"
+FAILED_START_TIMEOUT = "FAILED_START_TIMEOUT"
+FAILED_EXEC_TIMEOUT = "FAILED_EXEC_TIMEOUT"
+RESCHEDULED = "RESCHEDULED"  # a gang sent back to the queue (history only: the row moves on to SCHEDULING)
 PENDING = "PENDING"  # workflows only
 
 #: Every task/group status, in lifecycle order.
+#: Failures after OSMO's status reference that the service sets (its own and the infrastructure's).
+_FAILED_STATUSES: tuple[str, ...] = (
+    FAILED, FAILED_CANCELED, FAILED_BACKEND_ERROR, FAILED_QUEUE_TIMEOUT, FAILED_UPSTREAM, FAILED_SERVER_ERROR,
+    FAILED_PREEMPTED, FAILED_EVICTED, FAILED_IMAGE_PULL, FAILED_START_ERROR, FAILED_START_TIMEOUT,
+    FAILED_EXEC_TIMEOUT,
+)
 TASK_STATUSES: tuple[str, ...] = (
-    WAITING, SCHEDULING, INITIALIZING, RUNNING, COMPLETED, FAILED, FAILED_CANCELED, FAILED_BACKEND_ERROR,
-    FAILED_QUEUE_TIMEOUT, FAILED_UPSTREAM, FAILED_SERVER_ERROR,
+    WAITING, SCHEDULING, INITIALIZING, RUNNING, RESCHEDULED, COMPLETED, *_FAILED_STATUSES,
 )
-#: Every workflow status.
-WORKFLOW_STATUSES: tuple[str, ...] = (
-    PENDING, RUNNING, COMPLETED, FAILED, FAILED_CANCELED, FAILED_BACKEND_ERROR, FAILED_QUEUE_TIMEOUT,
-    FAILED_UPSTREAM, FAILED_SERVER_ERROR,
-)
-TERMINAL: frozenset[str] = frozenset(
-    {COMPLETED, FAILED, FAILED_CANCELED, FAILED_BACKEND_ERROR, FAILED_QUEUE_TIMEOUT, FAILED_UPSTREAM,
-     FAILED_SERVER_ERROR}
-)
+#: Every workflow status (a failed workflow takes its first failed group's status).
+WORKFLOW_STATUSES: tuple[str, ...] = (PENDING, RUNNING, COMPLETED, *_FAILED_STATUSES)
+TERMINAL: frozenset[str] = frozenset({COMPLETED, *_FAILED_STATUSES})
 FAILURES: frozenset[str] = TERMINAL - {COMPLETED}
 ACTIVE: frozenset[str] = frozenset({INITIALIZING, RUNNING})  # holding capacity
 QUEUED: frozenset[str] = frozenset({WAITING, SCHEDULING})
@@ -62,12 +72,18 @@ WORKFLOW_TERMINAL: frozenset[str] = frozenset(WORKFLOW_STATUSES) - {PENDING, RUN
 # against a terminal row (a pod's phase read before a cancel committed) is dropped, not an error. Any
 # other change not listed raises :class:`TransitionNotAllowedError`.
 _CANCEL = (FAILED_CANCELED,)
-_ENDS_OF_ACTIVE = (COMPLETED, FAILED, FAILED_BACKEND_ERROR, *_CANCEL)
+#: How a task that holds capacity ends: its exit (COMPLETED, FAILED or an infrastructure failure the
+#: exit code names), a backend or service verdict, a cancel.
+_ENDS_OF_ACTIVE = (COMPLETED, FAILED, FAILED_BACKEND_ERROR, FAILED_EVICTED, FAILED_IMAGE_PULL, FAILED_START_ERROR,
+                   FAILED_START_TIMEOUT, FAILED_EXEC_TIMEOUT, FAILED_PREEMPTED, *_CANCEL)
 TASK_EDGES: frozenset[tuple[str, str]] = frozenset(
     [(WAITING, to) for to in (SCHEDULING, FAILED_UPSTREAM, *_CANCEL)]  # promoted, upstream failed
     + [(SCHEDULING, to) for to in (INITIALIZING, FAILED_QUEUE_TIMEOUT, FAILED_SERVER_ERROR, *_CANCEL)]  # placed
-    + [(INITIALIZING, to) for to in (RUNNING, *_ENDS_OF_ACTIVE, SCHEDULING)]  # SCHEDULING: preempted
-    + [(RUNNING, to) for to in (*_ENDS_OF_ACTIVE, SCHEDULING)]
+    # RESCHEDULED: preempted, or an exit action sent the gang back; it is queued again at once, in the
+    # same transaction (the row's status is SCHEDULING, the history shows both moves)
+    + [(INITIALIZING, to) for to in (RUNNING, *_ENDS_OF_ACTIVE, RESCHEDULED)]
+    + [(RUNNING, to) for to in (*_ENDS_OF_ACTIVE, RESCHEDULED)]
+    + [(RESCHEDULED, SCHEDULING)]
 )
 #: A gang (task group) moves along the edges of its tasks.
 GANG_EDGES: frozenset[tuple[str, str]] = TASK_EDGES
@@ -132,8 +148,24 @@ class GangVerdict:
     stop: tuple[int, ...] = ()
 
 
-def gang_verdict(task_statuses: Sequence[str]) -> GangVerdict:
-    """Settle a gang from its tasks' statuses (in task order)."""
+def gang_verdict(task_statuses: Sequence[str], *, lead: int | None = None, ignore_nonlead: bool = True
+                 ) -> GangVerdict:
+    """Settle a gang from its tasks' statuses (in task order).
+
+    With a ``lead`` (its index) and ``ignore_nonlead`` (OSMO's ``ignoreNonleadStatus``, default true)
+    the lead decides: the gang ends when the lead ends, with the lead's outcome, and the members still
+    going are stopped; another member's failure does not end it. Otherwise (``ignoreNonleadStatus:
+    false``, or no lead known) any member's failure fails the gang, which completes once all did."""
+    if lead is not None and ignore_nonlead:
+        status = task_statuses[lead]
+        if status in TERMINAL:
+            stop = tuple(i for i, s in enumerate(task_statuses) if s not in TERMINAL)
+            if status == COMPLETED:
+                return GangVerdict(COMPLETED, stop=stop)
+            return GangVerdict(FAILED if status == FAILED_UPSTREAM else status, lead, stop)
+        if any(s in (RUNNING, COMPLETED) for s in task_statuses):
+            return GangVerdict(RUNNING)
+        return GangVerdict(None)
     failed = [i for i, s in enumerate(task_statuses) if s in FAILURES]
     if failed:
         first = failed[0]
@@ -145,6 +177,73 @@ def gang_verdict(task_statuses: Sequence[str]) -> GangVerdict:
     if any(s in (RUNNING, COMPLETED) for s in task_statuses):
         return GangVerdict(RUNNING)
     return GangVerdict(None)
+
+
+# -- a task's exit --------------------------------------------------------------------------------
+COMPLETE, FAIL, RESCHEDULE = "COMPLETE", "FAIL", "RESCHEDULE"  # OSMO's exit actions
+#: The runtime's OSMO exit code for a task that did not start in time (runtime/exitcodes.py).
+EXIT_START_TIMEOUT = 3005
+#: Exit codes that name an infrastructure failure, and the status a failing task takes for them.
+EXIT_STATUSES: Mapping[int, str] = {EXIT_START_TIMEOUT: FAILED_START_TIMEOUT}
+
+ExitActions = Sequence[tuple[str, Sequence[tuple[int, int]]]]
+
+
+def exit_action(code: int, actions: ExitActions = ()) -> str:
+    """The action for a task's exit ``code``: the spec's ``exitActions`` (action, inclusive code
+    ranges) when one names the code, else OSMO's default: 0 -> COMPLETE, anything else -> FAIL."""
+    for action, ranges in actions:
+        if any(low <= code <= high for low, high in ranges):
+            return action
+    return COMPLETE if code == 0 else FAIL
+
+
+@dataclass(frozen=True, slots=True)
+class ExitVerdict:
+    """What a task's exit means: its status (None: the gang is rescheduled) and the message."""
+
+    status: str | None
+    message: str
+
+
+def exit_verdict(code: int, actions: ExitActions = (), *, retries: int = 0, max_retries: int = 0,
+                 message: str = "") -> ExitVerdict:
+    """Apply the exit action for ``code``. RESCHEDULE sends the gang back to the queue while it was
+    rescheduled fewer than ``max_retries`` times (the pool's limit); past it the task fails, and the
+    message says the limit. A failure takes the status its code names (:data:`EXIT_STATUSES`)."""
+    action = exit_action(code, actions)
+    said = message or f"exit code {code}"
+    if action == COMPLETE:
+        return ExitVerdict(COMPLETED, "")
+    if action == RESCHEDULE:
+        if retries < max_retries:
+            return ExitVerdict(None, f"{said}: rescheduled (retry {retries + 1} of {max_retries})")
+        return ExitVerdict(FAILED, f"{said}: RESCHEDULE refused, the pool's limit of {max_retries} "
+                                   f"retries is reached")
+    return ExitVerdict(EXIT_STATUSES.get(code, FAILED), said)
+
+
+def exit_codes_parse(value: object) -> tuple[tuple[int, int], ...]:
+    """A validated spec's ``exitActions.<action>`` value (``3``, ``"1,2,10-20"`` or a list of those)
+    as inclusive ranges (the parser refused anything else at submission; what does not read is skipped)."""
+    parts = list(value) if isinstance(value, list | tuple) else [value]
+    ranges: list[tuple[int, int]] = []
+    for part in parts:
+        for item in str(part).split(","):
+            low, _, high = item.strip().partition("-")
+            try:
+                ranges.append((int(low), int(high or low)))
+            except ValueError:
+                continue
+    return tuple(ranges)
+
+
+def exit_actions_parse(raw: object) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
+    """A validated spec's ``exitActions`` mapping as (action, ranges) pairs; () for anything else."""
+    if not isinstance(raw, Mapping):
+        return ()
+    return tuple((str(action), exit_codes_parse(codes)) for action, codes in raw.items()
+                 if action in (COMPLETE, FAIL, RESCHEDULE))
 
 
 # -- DAG between groups ------------------------------------------------------------------------------

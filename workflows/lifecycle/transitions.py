@@ -28,6 +28,7 @@ from workflows.choices import (
 )
 from workflows.lifecycle import rules
 from workflows.lifecycle.reservations import reservations_release
+from workflows.lifecycle.specfacts import workflows_spec_facts
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 
 
@@ -211,52 +212,95 @@ def downstream_fail(group: TaskGroup) -> None:
         group_status_set(candidate, TaskStatus.FAILED_UPSTREAM, message=message)
 
 
-def gang_settle(group: TaskGroup) -> list[int]:
-    """Derive the gang's status from its tasks; a failed member stops the rest, a completed gang
-    promotes the groups waiting on it. Returns the ids of the tasks it stopped (their capacity
-    released; their pods are the caller's to delete)."""
+def _lead_of(leads: list[bool]) -> int | None:
+    return next((i for i, lead in enumerate(leads) if lead), None)
+
+
+def _verdict(statuses: list[str], leads: list[bool], ignore_nonlead: bool | None
+             ) -> rules.GangVerdict | None:
+    """The gang's verdict, or None when it depends on ``ignoreNonleadStatus`` and that is not known
+    yet (``ignore_nonlead`` None: the spec is read only when the answer matters)."""
+    lead = _lead_of(leads)
+    if ignore_nonlead is not None:
+        return rules.gang_verdict(statuses, lead=lead, ignore_nonlead=ignore_nonlead)
+    by_lead = rules.gang_verdict(statuses, lead=lead, ignore_nonlead=True)
+    return by_lead if by_lead == rules.gang_verdict(statuses, lead=lead, ignore_nonlead=False) else None
+
+
+def _ignore_nonlead(group: TaskGroup) -> bool:
+    facts = workflows_spec_facts([group.workflow_id]).get(group.workflow_id)
+    return facts.ignores_nonlead(group.name) if facts is not None else True
+
+
+def gang_settle(group: TaskGroup, *, ignore_nonlead: bool | None = None) -> list[int]:
+    """Derive the gang's status from its tasks (:func:`rules.gang_verdict`: the lead decides unless the
+    group sets ``ignoreNonleadStatus: false``); a gang that ended stops its members still going, a
+    completed gang promotes the groups waiting on it. Returns the ids of the tasks it stopped (their
+    capacity released; their pods are the caller's to delete)."""
     tasks = list(group.tasks.order_by("position"))
-    verdict = rules.gang_verdict([t.status for t in tasks])
+    statuses, leads = [t.status for t in tasks], [t.lead for t in tasks]
+    verdict = _verdict(statuses, leads, ignore_nonlead)
+    if verdict is None:
+        verdict = _verdict(statuses, leads, _ignore_nonlead(group))
+        assert verdict is not None
     if verdict.status is None:
         return []
+    stopped = [tasks[i] for i in verdict.stop]
     if verdict.failed_task is not None:
         first = tasks[verdict.failed_task]
-        stopped = [tasks[i] for i in verdict.stop]
         tasks_status_set([TaskChange(task, TaskStatus.FAILED, f"stopped: gang member {first.name} failed")
                           for task in stopped])
         message = f"task {first.name} failed: {first.failure_message or first.status}"
         group_status_set(group, verdict.status, message=message)
         downstream_fail(group)
         return [t.pk for t in stopped]
+    if stopped:  # the lead completed: the group's outcome is the lead's
+        lead = tasks[_lead_of(leads) or 0]
+        tasks_status_set([TaskChange(task, TaskStatus.FAILED_CANCELED, f"stopped: lead task {lead.name} completed")
+                          for task in stopped])
     group_status_set(group, verdict.status)
     if verdict.status == TaskStatus.COMPLETED:
         waiting_groups_promote(TaskGroup.objects.filter(workflow_id=group.workflow_id, status=TaskStatus.WAITING))
-    return []
+    return [t.pk for t in stopped]
 
 
 def gangs_settle(groups: Iterable[TaskGroup]) -> list[int]:
     """:func:`gang_settle` for many gangs (a pod sync's): their tasks are read in one query; the gangs
     that only move on (to RUNNING or COMPLETED) are written in one bulk update with one bulk insert of
     their transitions, and the groups waiting on the completed ones are promoted in one pass; a gang
-    with a failed member takes :func:`gang_settle` itself. Returns the ids of the tasks it stopped."""
+    that ended with members to stop takes :func:`gang_settle` itself. The specs are read (one query)
+    only for gangs whose verdict depends on ``ignoreNonleadStatus``. Returns the ids of the tasks it
+    stopped."""
     groups = list(groups)
     if not groups:
         return []
     statuses: dict[int, list[str]] = {group.pk: [] for group in groups}
-    for group_id, status in (Task.objects.filter(group_id__in=list(statuses)).order_by("group_id", "position")
-                             .values_list("group_id", "status")):
+    leads: dict[int, list[bool]] = {group.pk: [] for group in groups}
+    for group_id, status, lead in (Task.objects.filter(group_id__in=list(statuses)).order_by("group_id", "position")
+                                   .values_list("group_id", "status", "lead")):
         statuses[group_id].append(status)
+        leads[group_id].append(lead)
+    verdicts = {group.pk: _verdict(statuses[group.pk], leads[group.pk], None) for group in groups}
+    flags: dict[int, bool | None] = {group.pk: None for group in groups}  # None: the verdict does not depend on it
+    undecided = [group for group in groups if verdicts[group.pk] is None]
+    if undecided:
+        facts = workflows_spec_facts(group.workflow_id for group in undecided)
+        for group in undecided:
+            found = facts.get(group.workflow_id)
+            flags[group.pk] = found.ignores_nonlead(group.name) if found is not None else True
+            verdicts[group.pk] = _verdict(statuses[group.pk], leads[group.pk], flags[group.pk])
     now = timezone.now()
     stopped: list[int] = []
     moved: list[TaskGroup] = []
     transitions: list[StatusTransition] = []
     completed: set[int] = set()  # workflows with a completed gang: their waiting groups may start
     for group in groups:
-        verdict = rules.gang_verdict(statuses[group.pk])
+        verdict = verdicts[group.pk]
+        assert verdict is not None
         if verdict.status is None:
             continue
-        if verdict.failed_task is not None:
-            stopped += gang_settle(group)
+        if verdict.failed_task is not None or verdict.stop:
+            stopped += gang_settle(group, ignore_nonlead=flags[group.pk])
             continue
         if verdict.status == TaskStatus.COMPLETED:
             completed.add(group.workflow_id)

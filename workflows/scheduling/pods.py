@@ -36,6 +36,8 @@ from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, Po
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.lifecycle.exits import tasks_exit_settle
+from workflows.lifecycle.placing import groups_reschedule
 from workflows.lifecycle.rules import is_transition_allowed
 from workflows.lifecycle.transitions import (
     TaskChange,
@@ -387,18 +389,17 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
+        exits = tasks_exit_settle(tasks, {task.pk: states[task.pod_name] for task in tasks
+                                          if task.pod_name in states}, max_retries=pool.max_retries)
         for task in tasks:
             state = states.get(task.pod_name)
-            if state is None:
+            if state is None or task.group_id in exits.reschedule:
                 continue
             if state.phase == "Running":
                 changes.append(TaskChange(task, TaskStatus.RUNNING))
-            elif state.phase == "Succeeded":
-                changes.append(TaskChange(task, TaskStatus.COMPLETED, exit_code=state.exit_code))
-            elif state.phase == "Failed":
-                message = state.message or f"exit code {state.exit_code}"
-                changes.append(TaskChange(task, TaskStatus.FAILED, message=message, exit_code=state.exit_code))
-                if state.live:  # e.g. a pod that never left Pending must not start later
+            elif state.phase in ("Succeeded", "Failed"):
+                changes.append(exits.changes[task.pk])
+                if state.phase == "Failed" and state.live:  # e.g. a pod that never left Pending must not start later
                     pods_to_delete.append(task.pk)
                 # A pod that failed by itself is kept for its logs (OSMO_POD_RETENTION_FAILED_SECONDS).
             elif state.phase == "Missing":
@@ -406,6 +407,12 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                                           message="pod disappeared from the backend"))
         changed = tasks_status_set(changes)
         touched: dict[int, TaskGroup] = {}
+        if exits.reschedule:
+            rescheduled = [task.group for task in tasks if task.group_id in exits.reschedule]
+            unique = list({group.pk: group for group in rescheduled}.values())
+            jobs.pods_evict_request(pool_id, groups_reschedule(unique, why=exits.reschedule))
+            touched.update({group.pk: group for group in unique})
+            jobs.placement_cycle_request(pool_id)
         for task in changed:
             touched[task.group_id] = task.group
             if task.status == TaskStatus.RUNNING:
@@ -463,7 +470,7 @@ def _exec_timeouts_apply(
         limit = group.workflow.exec_timeout_s
         if limit is not None and group.started_at and now - group.started_at > timedelta(seconds=limit):
             ids = list(group.tasks.exclude(status__in=TASK_TERMINAL_STATUSES).values_list("pk", flat=True))
-            group_fail(group, TaskStatus.FAILED, message=f"ran longer than exec_timeout ({limit}s)")
+            group_fail(group, TaskStatus.FAILED_EXEC_TIMEOUT, message=f"ran longer than exec_timeout ({limit}s)")
             touched[group.pk] = group
             released += ids
             pods_to_delete += ids

@@ -1,0 +1,16 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('scheduler', '0012_local_backend'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='pool',
+            name='max_retries',
+            field=models.PositiveIntegerField(default=3, help_text="How many times a gang may be rescheduled by its tasks' RESCHEDULE exit action before the task fails (preemption does not count)."),
+        ),
+    ]
