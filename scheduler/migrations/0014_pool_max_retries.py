@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0012_local_backend'),
+        ('scheduler', '0013_pool_k8s_sync'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0012_w2life_group_retries'),
+        ('workflows', '0012_group_retries'),
     ]
 
     operations = [
