@@ -79,7 +79,7 @@ def workflow_pods(spec_text: str) -> WorkflowPods:
     workflow = document.get("workflow") if isinstance(document, dict) else None
     if not isinstance(workflow, dict):
         return WorkflowPods()
-    resources = workflow.get("resources")
+    resources = workflow.get("resources") or document.get("resources")  # OSMO allows either place
     resources = resources if isinstance(resources, dict) else {}
     groups = workflow.get("groups") or [{"name": t.get("name"), "tasks": [t]} for t in workflow.get("tasks") or ()
                                         if isinstance(t, dict)]
