@@ -103,13 +103,16 @@ def pool_platforms(pool: Pool) -> dict[str, PlatformPod]:
 
 
 def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labels: dict[str, Any],
-                    platforms: dict[str, PlatformPod]) -> PodRequest:
+                    platforms: dict[str, PlatformPod], hosts: dict[str, str] | None = None) -> PodRequest:
     """``request`` with its tokens resolved (docs/spec.md, "Tokens") and OSMO's pod fields set: the
     group's Service name and the task's host name (a group some ``{{host:...}}`` names), its files,
     the workflow's labels, the platform's node selector and tolerations, and ``privileged`` and
     ``hostNetwork`` where the platform allows them.
+    ``hosts``: the workflow's ``{{host:...}}`` values when the caller computed them for several tasks.
     Raises ``TokenUnresolvedError``."""
-    hosts = token_hosts(pool.backend, workflow_id=request.workflow_id, groups=pods.groups, namespace=request.namespace)
+    if hosts is None:
+        hosts = token_hosts(pool.backend, workflow_id=request.workflow_id, groups=pods.groups,
+                            namespace=request.namespace)
     fields = pods.tasks.get(request.task, TaskPodFields())
     resolved = resolve_task(token_context(request.task, pods, workflow_id=request.workflow_id, hosts=hosts),
                             command=request.command, args=request.args, environment=request.environment,
@@ -313,10 +316,13 @@ def _dispatch_requests(tasks: list[PodRow], pool: Pool, *, spec_text: str, label
     pods = workflow_pods(spec_text or "")
     platforms = pool_platforms(pool) if any(pods.tasks.get(row.task, TaskPodFields()).platform for row in tasks) else {}
     requests: dict[int, PodRequest] = {}
+    hosts = token_hosts(pool.backend, workflow_id=tasks[0].workflow_label, groups=pods.groups,
+                        namespace=pool.pod_namespace)
     for row in tasks:
         request = _row_pod_request(row, pool)
         try:
-            requests[row.pk] = pod_osmo_fields(request, pool, pods=pods, labels=labels, platforms=platforms)
+            requests[row.pk] = pod_osmo_fields(request, pool, pods=pods, labels=labels, platforms=platforms,
+                                               hosts=hosts)
         except TokenUnresolvedError as exc:
             return requests, f"pod {request.pod_name}: {exc}"
     return requests, ""
