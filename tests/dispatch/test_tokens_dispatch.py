@@ -5,6 +5,7 @@ torchrun-style two-node workflow whose ranks find the master at ``{{host:master}
 from __future__ import annotations
 
 import copy
+import json
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from scheduler.dispatch.simulated import SimulatedBackend
 from scheduler.models import PoolPlatform
 from tests.dispatch.fake_kube import fixture
 from tests.factories import make_node, make_pool
-from workflows.models import Task, TaskGroup
+from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.services import workflow_submit
@@ -157,3 +158,66 @@ def test_on_kubernetes_the_pods_args_files_service_and_platform_are_created(user
         ("PATCH", "00000000-0000-4000-8000-000000000001")]
     assert services[1].body["spec"]["clusterIP"] == "None"
     assert Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).count() == 2
+
+
+class Recorder:
+    """A backend that keeps the pods it is asked to create (what dispatch built)."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.created: list = []
+
+    def create_pod(self, pod) -> None:
+        self.created.append(pod)
+
+    def delete_pod(self, **kwargs) -> None:
+        return None
+
+
+@pytest.mark.parametrize("backend, host", [("local", "127.0.0.1"), ("kubernetes", None)])
+def test_the_runtime_plan_holds_the_texts_dispatch_resolved(user, monkeypatch, inline_jobs, settings, backend, host):
+    # given a placed torchrun-style gang on a pool whose tasks run through the runtime
+    settings.OSMO_RUNTIME_IMAGE = "registry.example/osmo-runtime:1"
+    pool = make_pool(backend, keys=[("rack", "rack")], backend=backend, k8s_namespace=NS)
+    for name in ("n1", "n2"):
+        make_node(pool, name, {"rack": "r1"}, gpu=4)
+    recorder = Recorder()
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    workflow, group = submitted(user, pool)
+    host = host or f"master.{group_service_name(workflow.workflow_id, 'training')}.{NS}.svc"
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then the plan's args carry the backend's host for the master, resolved in one place
+    plans = [json.loads(pod.runtime_plan) for pod in recorder.created]
+    assert [plan["args"][1] for plan in plans] == [f"--master_addr={host}"] * 2
+    assert [plan["env"]["CKPT"] for plan in plans] == ["/osmo/output/ckpt"] * 2
+    if backend == "local":  # the runtime writes the files; on Kubernetes the ConfigMap holds them
+        assert [plan["files"][0]["contents"] for plan in plans] == [
+            f"torchrun --node_rank {rank} --master_addr {host} --save-to /osmo/output/ckpt\n" for rank in (0, 1)]
+    else:
+        assert [plan["files"] for plan in plans] == [[], []]
+        assert [pod.files[0][0] for pod in recorder.created] == ["/opt/train/launch.sh"] * 2
+
+
+def test_a_stored_token_without_a_value_fails_the_gang_and_creates_no_pod(user, sim_pool, inline_jobs, monkeypatch):
+    # given a placed gang whose stored spec's files name an input the task does not have (stored
+    # before submission checked it)
+    workflow, group = submitted(user, sim_pool)
+    broken = torchrun_spec().replace("--save-to {{output}}/ckpt", "--save-to {{input:3}}")
+    assert broken != torchrun_spec()
+    Workflow.objects.filter(pk=workflow.pk).update(spec_text=broken)
+    recorder = Recorder()
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+
+    # when
+    result = pods.group_dispatch(group_id=group.pk)
+
+    # then
+    assert result is not None and result.refused
+    assert recorder.created == []
+    group.refresh_from_db()
+    assert group.status == "FAILED_BACKEND_ERROR"
+    assert "{{input:3}}: the task has 0 inputs" in group.tasks.get(name="master").failure_message
