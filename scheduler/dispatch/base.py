@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown", "Missing"]
 
@@ -47,6 +47,15 @@ class PodRequest:
     # The task runtime's plan (``runtime.TaskPlan`` as JSON; docs/runtime.md): set, the backend runs the
     # task through the runtime (local: always; Kubernetes: an init container copies it into the pod).
     runtime_plan: str = ""
+    # OSMO's pod fields (docs/kubernetes.md, "Objects per workflow"). Tokens are already resolved here.
+    hostname: str = ""  # the pod's host name (a DNS label), unique in its group
+    subdomain: str = ""  # the group's headless Service; set, the backend makes sure the Service exists
+    files: tuple[tuple[str, str], ...] = ()  # (path, contents) of the task's ``files`` (a ConfigMap)
+    labels: Mapping[str, str] = field(default_factory=dict)  # the workflow's ``labels``
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # the task's platform's node labels
+    tolerations: tuple[Mapping[str, Any], ...] = ()  # the task's platform's tolerations
+    privileged: bool = False  # allowed by the platform (checked at submission)
+    host_network: bool = False  # allowed by the platform (checked at submission)
 
 
 @dataclass(frozen=True, slots=True)

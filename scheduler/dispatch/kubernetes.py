@@ -108,15 +108,61 @@ def _resources(pod: PodRequest) -> dict[str, str]:
     return quantities
 
 
+FILES_VOLUME = "osmo-files"
+FILE_MODE = 0o755  # OSMO's files are mostly scripts the task runs
+
+
+def _labels(pod: PodRequest) -> dict[str, str]:
+    """The workflow's own labels (validated at submission), then the service's, which win."""
+    return {**{str(k): str(v) for k, v in pod.labels.items()},
+            LABEL_WORKFLOW: label_value(pod.workflow_id),
+            LABEL_GROUP: label_value(pod.group),
+            LABEL_TASK: label_value(pod.task),
+            LABEL_POOL: label_value(pod.pool),
+            LABEL_MANAGED_BY: MANAGED_BY}
+
+
+def _group_labels(pod: PodRequest) -> dict[str, str]:
+    """The labels every pod of the pod's group carries (the Service's selector)."""
+    labels = _labels(pod)
+    labels.pop(LABEL_TASK)
+    return labels
+
+
+def _owner(pod: PodRequest, uid: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "name": kube_pod_name(pod.pod_name), "uid": uid}
+
+
+def build_files_configmap(pod: PodRequest, *, owner_uid: str | None = None) -> dict[str, Any] | None:
+    """The ConfigMap holding the task's ``files`` (named as its pod, owned by it: the garbage collector
+    deletes it with the pod), or None for a task without files."""
+    if not pod.files:
+        return None
+    metadata: dict[str, Any] = {"name": kube_pod_name(pod.pod_name), "namespace": pod.namespace,
+                                "labels": _labels(pod)}
+    if owner_uid:
+        metadata["ownerReferences"] = [_owner(pod, owner_uid)]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+            "data": {f"file-{index}": contents for index, (_path, contents) in enumerate(pod.files)}}
+
+
+def build_service(pod: PodRequest, *, owner_uid: str | None = None) -> dict[str, Any] | None:
+    """The group's headless Service (``clusterIP: None``, selecting the group's pods), which gives each
+    pod with ``hostname``/``subdomain`` a DNS name; None for a pod without a subdomain. Owned by the
+    group's pods: the garbage collector deletes it once the last of them is gone."""
+    if not pod.subdomain:
+        return None
+    metadata: dict[str, Any] = {"name": pod.subdomain, "namespace": pod.namespace, "labels": _group_labels(pod),
+                                "annotations": {LABEL_WORKFLOW: str(pod.workflow_id), LABEL_GROUP: str(pod.group)}}
+    if owner_uid:
+        metadata["ownerReferences"] = [_owner(pod, owner_uid)]
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
+            "spec": {"clusterIP": "None", "selector": _group_labels(pod), "publishNotReadyAddresses": True}}
+
+
 def build_manifest(pod: PodRequest) -> dict[str, Any]:
     """The Pod manifest (a plain dict, JSON-ready) for one task. Pure: same request, same manifest."""
-    labels = {
-        LABEL_WORKFLOW: label_value(pod.workflow_id),
-        LABEL_GROUP: label_value(pod.group),
-        LABEL_TASK: label_value(pod.task),
-        LABEL_POOL: label_value(pod.pool),
-        LABEL_MANAGED_BY: MANAGED_BY,
-    }
+    labels = _labels(pod)
     annotations = {
         LABEL_WORKFLOW: str(pod.workflow_id),
         LABEL_GROUP: str(pod.group),
@@ -135,14 +181,32 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
     quantities = _resources(pod)
     if quantities:
         container["resources"] = {"requests": dict(quantities), "limits": dict(quantities)}
+    if pod.privileged:
+        container["securityContext"] = {"privileged": True}
+    if pod.files:
+        container["volumeMounts"] = [{"name": FILES_VOLUME, "mountPath": path, "subPath": f"file-{index}",
+                                      "readOnly": True} for index, (path, _contents) in enumerate(pod.files)]
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "nodeSelector": {NODE_SELECTOR_KEY: pod.node_name},
+        "nodeSelector": {**{str(k): str(v) for k, v in pod.node_selector.items()}, NODE_SELECTOR_KEY: pod.node_name},
         "automountServiceAccountToken": False,
         "containers": [container],
     }
+    tolerations = [dict(toleration) for toleration in pod.tolerations]
     if pod.gpu > 0:
-        spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+        tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if pod.hostname:
+        spec["hostname"] = pod.hostname
+    if pod.subdomain:
+        spec["subdomain"] = pod.subdomain
+    if pod.host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # the group's names still resolve
+    if pod.files:
+        spec["volumes"] = [{"name": FILES_VOLUME, "configMap": {"name": kube_pod_name(pod.pod_name),
+                                                                "defaultMode": FILE_MODE}}]
     manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -423,18 +487,84 @@ class KubernetesBackend:
 
     # -- PodBackend -----------------------------------------------------------------------------
     def create_pod(self, pod: PodRequest) -> None:
+        """Create the pod, then its files' ConfigMap and its group's Service, both owned by the pod (so
+        they go with it; the kubelet starts the container once the ConfigMap exists)."""
         manifest = build_manifest(pod)
+        name = manifest["metadata"]["name"]
+        action = f"create pod {pod.namespace}/{name}"
+        uid = ""
         try:
             # client 37 sends no Content-Type for this call by default; say it is JSON explicitly.
-            _with_auth_retries(lambda: self.core.create_namespaced_pod(
+            created = _with_auth_retries(lambda: self.core.create_namespaced_pod(
                 pod.namespace, manifest,  # type: ignore[arg-type]  # dicts are serialised as is
                 _headers={"Content-Type": "application/json"}, _request_timeout=self.request_timeout))
+            uid = str(created.metadata.uid or "") if created is not None and created.metadata else ""
         except ApiException as exc:
-            if exc.status == 409:  # AlreadyExists: the deterministic name says it is this task's pod
-                return
-            raise _translate(exc, f"create pod {pod.namespace}/{manifest['metadata']['name']}") from exc
+            if exc.status != 409:  # AlreadyExists: the deterministic name says it is this task's pod
+                raise _translate(exc, action) from exc
         except _CLIENT_ERRORS as exc:
-            raise _translate(exc, f"create pod {pod.namespace}/{manifest['metadata']['name']}") from exc
+            raise _translate(exc, action) from exc
+        if not pod.files and not pod.subdomain:
+            return
+        if not uid:  # created by an earlier attempt: its owned objects may be missing
+            uid = self._pod_uid(pod.namespace, name)
+        configmap = build_files_configmap(pod, owner_uid=uid)
+        if configmap is not None:
+            self._create_owned(self.core.create_namespaced_config_map, pod.namespace, configmap, None)
+        service = build_service(pod, owner_uid=uid)
+        if service is not None:
+            self._service_owner_add(pod, service, uid)
+
+    def _service_owner_add(self, pod: PodRequest, service: dict[str, Any], uid: str) -> None:
+        """Add the pod to the owners of its group's Service, creating the Service when it does not
+        exist: one PATCH for every pod but the group's first (a strategic merge keeps the other
+        owners, merged by uid)."""
+        owner = {"metadata": {"ownerReferences": [_owner(pod, uid)]}}
+        action = f"add pod {kube_pod_name(pod.pod_name)} to the owners of service {pod.namespace}/{pod.subdomain}"
+
+        def patch() -> Any:
+            return self.core.patch_namespaced_service(
+                pod.subdomain, pod.namespace, owner,
+                _headers={"Content-Type": "application/strategic-merge-patch+json"},
+                _request_timeout=self.request_timeout)
+
+        try:
+            _with_auth_retries(patch)
+            return
+        except ApiException as exc:
+            if exc.status != 404:
+                raise _translate(exc, action) from exc
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, action) from exc
+        self._create_owned(self.core.create_namespaced_service, pod.namespace, service, patch)
+
+    def _pod_uid(self, namespace: str, name: str) -> str:
+        try:
+            read = _with_auth_retries(lambda: self.core.read_namespaced_pod(name, namespace,
+                                                                            _request_timeout=self.request_timeout))
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, f"read pod {namespace}/{name}") from exc
+        return str(read.metadata.uid or "") if read.metadata else ""
+
+    def _create_owned(self, create: Any, namespace: str, body: dict[str, Any], on_exists: Any) -> None:
+        """Create an object the pod owns; when it exists already, ``on_exists()`` (e.g. add this pod to
+        the Service's owners; a strategic merge keeps the other owners, merged by uid)."""
+        action = f"create {body['kind']} {namespace}/{body['metadata']['name']}"
+        try:
+            _with_auth_retries(lambda: create(namespace, body, _headers={"Content-Type": "application/json"},
+                                              _request_timeout=self.request_timeout))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise _translate(exc, action) from exc
+            if on_exists is None:
+                return
+            try:
+                _with_auth_retries(on_exists)
+            except _CLIENT_ERRORS as patch_exc:
+                raise _translate(patch_exc, f"add owner to {body['kind']} {namespace}/{body['metadata']['name']}"
+                                 ) from patch_exc
+        except _CLIENT_ERRORS as exc:
+            raise _translate(exc, action) from exc
 
     def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
         name = kube_pod_name(pod_name)

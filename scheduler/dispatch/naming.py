@@ -56,3 +56,21 @@ def label_value(raw: str) -> str:
     base = base[: MAX_NAME - HASH_LENGTH - 1]
     base = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", base)
     return f"{base}-{_digest(raw)}" if base else _digest(raw)
+
+
+def group_service_name(workflow_id: str, group: str) -> str:
+    """The name of a group's headless Service: a DNS-1035 label (it starts with a letter), the same
+    for every task of the group, distinct for two groups."""
+    return _label_with_digest(f"osmo-{workflow_id}-{group}", f"{workflow_id}/{group}", fallback="osmo")
+
+
+def pod_hostname(task_name: str) -> str:
+    """A task's pod host name in its group's Service: the task name when it is a DNS-1123 label,
+    otherwise a sanitised form with a hash of the name."""
+    return kube_pod_name(task_name)
+
+
+def task_dns_name(*, hostname: str, subdomain: str, namespace: str) -> str:
+    """The DNS name a pod with ``hostname`` and ``subdomain`` has in ``namespace`` (with the headless
+    Service named ``subdomain``): what ``{{host:<task>}}`` resolves to on Kubernetes."""
+    return f"{hostname}.{subdomain}.{namespace}.svc"

@@ -33,8 +33,9 @@ from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
+from scheduler.dispatch.naming import group_service_name, pod_hostname
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
-from scheduler.models import Pool
+from scheduler.models import Pool, PoolPlatform
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.lifecycle.exits import tasks_exit_settle
 from workflows.lifecycle.placing import groups_reschedule
@@ -49,7 +50,16 @@ from workflows.lifecycle.transitions import (
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
+from workflows.scheduling.podspec import (
+    TaskPodFields,
+    WorkflowPods,
+    resolve_task,
+    token_context,
+    token_hosts,
+    workflow_pods,
+)
 from workflows.scheduling.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
+from workflows.spec import TokenUnresolvedError
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +67,69 @@ ACTIVE = (TaskStatus.INITIALIZING, TaskStatus.RUNNING)
 
 
 def pod_request(task: Task, pool: Pool) -> PodRequest:
-    return _pod_request(
+    """The pod of one task, for reading its log and events. On the simulated backend, whose log shows
+    the command, with the texts as dispatch rendered them (tokens resolved)."""
+    request = _pod_request(
         pool, pod_name=task.pod_name, node_name=task.node.name if task.node is not None else "",
         workflow_id=task.workflow.workflow_id, group=task.group.name, task=task.name, image=task.image,
         command=task.command, args=task.args, environment=task.environment, gpu=task.gpu,
         cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
         dispatched_at=task.dispatched_at,
+    )
+    if pool.backend != DispatchBackend.SIMULATED:
+        return request
+    try:
+        return pod_osmo_fields(request, pool, pods=workflow_pods(task.workflow.spec_text or ""),
+                               labels=task.workflow.labels or {}, platforms={})
+    except TokenUnresolvedError:
+        return request
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformPod:
+    """What a pool platform gives its tasks' pods."""
+
+    node_selector: dict[str, str]
+    tolerations: tuple[dict[str, Any], ...]
+    allow_privileged: bool
+    allow_host_network: bool
+
+
+def pool_platforms(pool: Pool) -> dict[str, PlatformPod]:
+    """The pool's platforms by name (one query)."""
+    return {name: PlatformPod({str(k): str(v) for k, v in (selector or {}).items()},
+                              tuple(dict(item) for item in tolerations or () if isinstance(item, dict)),
+                              privileged, host_network)
+            for name, selector, tolerations, privileged, host_network in PoolPlatform.objects.filter(pool=pool)
+            .values_list("name", "node_selector", "tolerations", "allow_privileged", "allow_host_network")}
+
+
+def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labels: dict[str, Any],
+                    platforms: dict[str, PlatformPod], hosts: dict[str, str] | None = None) -> PodRequest:
+    """``request`` with its tokens resolved (docs/spec.md, "Tokens") and OSMO's pod fields set: the
+    group's Service name and the task's host name (a group some ``{{host:...}}`` names), its files,
+    the workflow's labels, the platform's node selector and tolerations, and ``privileged`` and
+    ``hostNetwork`` where the platform allows them.
+    ``hosts``: the workflow's ``{{host:...}}`` values when the caller computed them for several tasks.
+    Raises ``TokenUnresolvedError``."""
+    if hosts is None:
+        hosts = token_hosts(pool.backend, workflow_id=request.workflow_id, groups=pods.groups,
+                            namespace=request.namespace)
+    fields = pods.tasks.get(request.task, TaskPodFields())
+    resolved = resolve_task(token_context(request.task, pods, workflow_id=request.workflow_id, hosts=hosts),
+                            command=request.command, args=request.args, environment=request.environment,
+                            files=fields.files)
+    platform = platforms.get(fields.platform) if fields.platform is not None else None
+    named = request.group in pods.host_groups
+    return replace(
+        request, command=resolved.command, args=resolved.args, environment=resolved.environment,
+        files=resolved.files, hostname=pod_hostname(request.task) if named else "",
+        subdomain=group_service_name(request.workflow_id, request.group) if named else "",
+        labels={str(k): str(v) for k, v in labels.items()},
+        node_selector=platform.node_selector if platform is not None else {},
+        tolerations=platform.tolerations if platform is not None else (),
+        privileged=fields.privileged and platform is not None and platform.allow_privileged,
+        host_network=fields.host_network and platform is not None and platform.allow_host_network,
     )
 
 
@@ -149,12 +216,15 @@ class DispatchGang(NamedTuple):
     pool_id: int
     scheduling_since: datetime | None
     submitted_at: datetime
+    spec_text: str  # the workflow's stored spec: its tasks' pod fields and tokens
+    labels: dict[str, Any] | None  # the workflow's labels, copied to its pods
 
 
 def _dispatch_gang(group_id: int) -> DispatchGang | None:
     row = (TaskGroup.objects.filter(pk=group_id)
            .values_list("status", "name", "workflow_id", "workflow__workflow_id", "workflow__pool_id",
-                        "scheduling_since", "workflow__submitted_at").first())
+                        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels")
+           .first())
     return DispatchGang._make(row) if row is not None else None
 
 
@@ -203,13 +273,13 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
     backend = backend_for(pool.backend)
     tasks = _pod_rows(Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
                       .order_by("position"))
-    plans = _runtime_plans(tasks, pool, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
-                           group_id=group_id, group_name=gang.name)
+    requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
+    plans = _runtime_plans(tasks, pool, requests, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
+                           group_id=group_id, group_name=gang.name) if not refused else {}
     created: list[tuple[int, str]] = []  # (task, pod name)
-    refused = ""
     try:
-        for row in tasks:
-            request = _row_pod_request(row, pool)
+        for row in tasks if not refused else ():
+            request = requests[row.pk]
             plan = plans.get(row.pk)
             if isinstance(plan, PlanInvalidError):  # a stored spec the parser let through before
                 refused = f"pod {request.pod_name}: the task's runtime plan is invalid: {plan}"
@@ -238,8 +308,30 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
                         ready_to_dispatched=recorded_at - (gang.scheduling_since or gang.submitted_at))
 
 
-def _runtime_plans(tasks: list[PodRow], pool: Pool, *, workflow_pk: int, workflow_id: str, group_id: int,
-                   group_name: str) -> dict[int, str | PlanInvalidError]:
+def _dispatch_requests(tasks: list[PodRow], pool: Pool, *, spec_text: str, labels: dict[str, Any]
+                       ) -> tuple[dict[int, PodRequest], str]:
+    """Each task's pod as dispatch creates it (:func:`pod_osmo_fields`), by task id, and why the gang
+    cannot be dispatched ("" when it can): a token the stored spec cannot resolve. No query but the
+    pool's platforms, when a task names one."""
+    if not tasks:
+        return {}, ""
+    pods = workflow_pods(spec_text or "")
+    platforms = pool_platforms(pool) if any(pods.tasks.get(row.task, TaskPodFields()).platform for row in tasks) else {}
+    requests: dict[int, PodRequest] = {}
+    hosts = token_hosts(pool.backend, workflow_id=tasks[0].workflow_label, groups=pods.groups,
+                        namespace=pool.pod_namespace)
+    for row in tasks:
+        request = _row_pod_request(row, pool)
+        try:
+            requests[row.pk] = pod_osmo_fields(request, pool, pods=pods, labels=labels, platforms=platforms,
+                                               hosts=hosts)
+        except TokenUnresolvedError as exc:
+            return requests, f"pod {request.pod_name}: {exc}"
+    return requests, ""
+
+
+def _runtime_plans(tasks: list[PodRow], pool: Pool, requests: dict[int, PodRequest], *, workflow_pk: int,
+                   workflow_id: str, group_id: int, group_name: str) -> dict[int, str | PlanInvalidError]:
     """The runtime plan (JSON) of each task, by task id, when the pool's backend runs the runtime
     (docs/runtime.md); none otherwise (no query)."""
     if not runtime_backend(pool.backend) or not tasks:
@@ -255,15 +347,26 @@ def _runtime_plans(tasks: list[PodRow], pool: Pool, *, workflow_pk: int, workflo
         try:
             plan = task_plan(pool_name=pool.name, backend=pool.backend, workflow_id=workflow_id, task_id=pk,
                              task_name=name, pod_name=row.pod_name,
-                             fields=task_osmo_fields(spec.tasks.get(name), command=row.command, args=row.args,
-                                                     environment=row.environment),
+                             fields=_plan_fields(spec.tasks.get(name), requests[pk], backend=pool.backend),
                              upstream_tasks={other: workflow_id for other, group in names if group != group_id},
-                             group_size=group_size, barrier=barrier, task_names=[other for other, _g in names])
+                             group_size=group_size, barrier=barrier)
         except PlanInvalidError as exc:
             plans[pk] = exc
             continue
         plans[pk] = plan.to_json()
     return plans
+
+
+def _plan_fields(raw: Any, request: PodRequest, *, backend: str) -> dict[str, Any]:
+    """The task's OSMO fields for its runtime plan, with the texts dispatch resolved. On Kubernetes
+    the files come from the pod's ConfigMap, not from the runtime."""
+    fields = task_osmo_fields(raw, command=list(request.command), args=list(request.args),
+                              environment=dict(request.environment))
+    if backend == DispatchBackend.KUBERNETES:
+        fields.pop("files", None)
+    else:
+        fields["files"] = [{"path": path, "contents": contents} for path, contents in request.files]
+    return fields
 
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:

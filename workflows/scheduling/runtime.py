@@ -107,19 +107,19 @@ def task_osmo_fields(raw: Mapping[str, Any] | None, *, command: list[str] | None
 
 def task_plan(*, pool_name: str, backend: str, workflow_id: str, task_id: int, task_name: str, pod_name: str,
               fields: Mapping[str, Any], upstream_tasks: Mapping[str, str] | None = None,
-              group_size: int = 1, barrier: bool = False, task_names: list[str] | None = None) -> TaskPlan:
+              group_size: int = 1, barrier: bool = False) -> TaskPlan:
     """One task's plan. ``upstream_tasks``: name of each task this one may read (``inputs: - task:``) ->
-    its workflow id (its artifact URL is derived). On the local backend every ``{{host:<task>}}`` is the
-    loopback (all tasks share this machine's network)."""
+    its workflow id (its artifact URL is derived). ``fields`` arrive with their tokens resolved by
+    dispatch (:mod:`workflows.scheduling.podspec`, the one place tokens are resolved); ``backend`` is
+    kept for the caller's symmetry."""
     artifact_for = {name: task_artifact_url(pool_name, upstream_workflow, name)
                     for name, upstream_workflow in (upstream_tasks or {}).items()}
-    hosts = {name: "127.0.0.1" for name in task_names or ()} if backend == DispatchBackend.LOCAL else {}
     spec = None
     if barrier:
         spec = BarrierSpec(url=settings.OSMO_RUNTIME_SERVICE_URL.rstrip("/") + BARRIER_PATH,
                            token=task_token(task_id, pod_name), group_size=group_size)
     return plan_from_osmo_task(fields, workflow_id=workflow_id, artifact_url_for=artifact_for,
-                               artifact_url=task_artifact_url(pool_name, workflow_id, task_name), hosts=hosts,
+                               artifact_url=task_artifact_url(pool_name, workflow_id, task_name),
                                barrier=spec, start_timeout_s=settings.OSMO_TASK_START_TIMEOUT_SECONDS)
 
 
