@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -16,6 +15,7 @@ from django.db import IntegrityError, transaction
 from credentials.crypto import Keyring
 from credentials.kinds import Kind, kind_of, name_problems, values_problems
 from credentials.models import Credential
+from credentials.secrets import CredentialRef, SecretPayload, docker_config, image_registry, registry_host
 from osmo.errors import NameTakenError, NotFoundError, ValidationFailedError
 from osmo.types import User
 
@@ -103,28 +103,6 @@ def credentials_missing(*, owner: User | None, names: Iterable[str]) -> set[str]
     return wanted - have
 
 
-@dataclass(frozen=True, slots=True)
-class CredentialRef:
-    """A task's use of a credential: ``environment`` ``(VARIABLE, key)`` pairs, or files at ``path``
-    (the spec's ``CredentialSpec``, restated so this app does not import the spec package)."""
-
-    name: str
-    environment: tuple[tuple[str, str], ...] = ()
-    path: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SecretPayload:
-    """What the dispatch puts in the task's Kubernetes Secret: ``env`` (variable -> value) and
-    ``files`` (absolute path -> contents: one file per key under each mount path)."""
-
-    env: dict[str, str]
-    files: dict[str, str]
-
-    def __repr__(self) -> str:  # never the values, wherever it is printed
-        return f"SecretPayload(env={sorted(self.env)}, files={sorted(self.files)})"
-
-
 class CredentialKeyMissingError(ValidationFailedError):
     code = "credential_key_missing"
     default_message = "A credential does not hold a key the task asks for."
@@ -156,6 +134,19 @@ def task_secret_payload(*, owner: User, refs: Iterable[CredentialRef]) -> Secret
     return SecretPayload(env=env, files=files)
 
 
+def registry_pull_config(*, owner: User, image: str) -> str | None:
+    """The ``.dockerconfigjson`` of ``owner``'s registry credential for ``image``'s registry, or None
+    (OSMO picks a user's registry credential up by the image's host, docs/kubernetes.md "Credentials").
+    Several for one host: the one named first."""
+    host = image_registry(image)
+    ring = keyring()
+    for row in Credential.objects.filter(owner=owner, kind=Kind.REGISTRY.value).order_by("name"):
+        values = ring.open(row.sealed, owner_id=owner.pk, name=row.name)
+        if registry_host(values["registry"]) == host:
+            return docker_config(host, values["username"], values["auth"])
+    return None
+
+
 def credentials_rotate() -> int:
     """Encrypt every stored credential again with the first key; the number of rows rewritten."""
     ring = keyring()
@@ -174,4 +165,4 @@ def describe(credential: Credential) -> dict[str, Any]:
 
 __all__ = ["CredentialKeyMissingError", "CredentialNotFoundError", "CredentialRef", "SecretPayload",
            "credential_delete", "credential_get", "credential_set", "credentials_missing", "credentials_rotate",
-           "keyring", "task_secret_payload"]
+           "keyring", "registry_pull_config", "task_secret_payload"]
