@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.urls import path
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from credentials import services
-from credentials.kinds import Kind
+from credentials.kinds import NAME, NAME_MAX, VALUE_MAX_BYTES, Kind
 from credentials.models import Credential
 from osmo.api.pagination import OsmoLimitOffsetPagination
 from osmo.errors import ValidationFailedError
@@ -32,13 +33,13 @@ class CredentialOutputSerializer(serializers.Serializer):
 class CredentialValuesInputSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=[kind.value for kind in Kind])
     values = serializers.DictField(
-        child=serializers.CharField(),
+        child=serializers.CharField(max_length=VALUE_MAX_BYTES),
         help_text="generic: any keys; registry: registry, username, auth; data: endpoint, access_key_id, "
                   "access_key, optional region.")
 
 
 class CredentialInputSerializer(CredentialValuesInputSerializer):
-    name = serializers.CharField(max_length=63)
+    name = serializers.RegexField(f"^{NAME.pattern}$", max_length=NAME_MAX)
 
 
 CredentialErrorSerializer = inline_serializer("CredentialError", fields={
@@ -56,16 +57,18 @@ def _body(request: Request) -> dict[str, Any]:
     return dict(request.data)
 
 
-class CredentialListView(APIView):
+class CredentialListView(generics.ListAPIView):
+    serializer_class = CredentialOutputSerializer
+    pagination_class = OsmoLimitOffsetPagination
+    filter_backends: list[type] = []
+
+    def get_queryset(self) -> QuerySet[Credential]:
+        return Credential.objects.filter(owner=signed_in(self.request)).order_by("name")
+
     @extend_schema(operation_id="credentials_list", responses={200: CredentialOutputSerializer(many=True), **ERRORS})
-    def get(self, request: Request) -> Response:
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Your credentials: name, kind, key names, when created and updated. Never the values."""
-        paginator = OsmoLimitOffsetPagination()
-        rows = Credential.objects.filter(owner=signed_in(request)).order_by("name")
-        page = paginator.paginate_queryset(rows, request, view=self)
-        items = [services.describe(row) for row in (page if page is not None else rows)]
-        data = CredentialOutputSerializer(items, many=True).data
-        return paginator.get_paginated_response(data) if page is not None else Response(data)
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(operation_id="credentials_create", request=CredentialInputSerializer,
                    responses={201: CredentialOutputSerializer, **ERRORS,

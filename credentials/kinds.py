@@ -98,5 +98,5 @@ def values_problems(kind: Kind, values: object, path: str = "values") -> list[Pr
     return problems
 
 
-__all__ = ["DATA_SCHEMES", "Kind", "NAME", "OPTIONAL", "REQUIRED", "TOTAL_MAX_BYTES", "VALUE_MAX_BYTES",
-           "kind_of", "name_problems", "values_problems"]
+__all__ = ["DATA_SCHEMES", "Kind", "MAX_KEYS", "NAME", "NAME_MAX", "OPTIONAL", "REQUIRED", "TOTAL_MAX_BYTES",
+           "VALUE_MAX_BYTES", "kind_of", "name_problems", "values_problems"]
