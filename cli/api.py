@@ -69,6 +69,14 @@ class Api:
         response = self._send(self._post_client, "POST", path, json=json, headers=headers)
         return response.status_code, self._decode(response, path, not_found=not_found)
 
+    def put(self, path: str, *, json: Any = None, not_found: str | None = None) -> tuple[int, Any]:
+        response = self._send(self._post_client, "PUT", path, json=json)
+        return response.status_code, self._decode(response, path, not_found=not_found)
+
+    def delete(self, path: str, *, not_found: str | None = None) -> tuple[int, Any]:
+        response = self._send(self._post_client, "DELETE", path)
+        return response.status_code, self._decode(response, path, not_found=not_found)
+
     def get_all(self, path: str, *, params: dict[str, Any] | None = None, not_found: str | None = None,
                 page_size: int = 500) -> Iterator[dict[str, Any]]:
         """Every item of a list endpoint, paginated (``{"results", "next"}``) or not (a plain list)."""

@@ -679,7 +679,8 @@ def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_o
     typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: {render.status_style(str(answer.get('status')))}")
 
 
-from cli import commands  # noqa: E402,F401  # registers validate, logs, events, spec, restart, profile
+# Register validate, logs, events, spec, restart, profile (commands) and credential set/list/delete.
+from cli import commands, credential  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("scheduler.api.urls")),
     path("api/", include("workflows.api.urls")),
+    path("api/", include("credentials.api")),
     path("", include("pages.urls")),
 ]
 

@@ -30,6 +30,7 @@ from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
 from scheduler.snapshot import idle_index, idle_index_key
 from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
+from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (
     IdempotencyKeyReusedError,
     PoolNotFoundError,
@@ -132,6 +133,8 @@ def workflow_validate(
         keys, context = _pool_facts(pool, facts_key)
         parsed = parse_workflow(source, pool=context)
         spec_pool_check(parsed, pool.name)
+        if user is not None:
+            spec_credentials_check(parsed, source, user)
     except SpecInvalidError as exc:
         raise WorkflowSpecInvalidError(exc.to_list()) from exc
     _never_fits_check(pool, parsed, facts_key)

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "scheduler.apps.SchedulerConfig",
     "workflows.apps.WorkflowsConfig",
+    "credentials.apps.CredentialsConfig",
     "pages.apps.PagesConfig",
     "ops.apps.OpsConfig",
 ]
@@ -293,6 +294,11 @@ OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://1
 OSMO_RUNTIME_IMAGE = env.str("OSMO_RUNTIME_IMAGE", default="")
 # A task whose group's barrier has not opened this long after its runtime started fails (OSMO code 3005).
 OSMO_TASK_START_TIMEOUT_SECONDS = env.float("OSMO_TASK_START_TIMEOUT_SECONDS", default=600.0)
+
+# The credential store's Fernet keys (docs/operations.md "Credentials"): comma-separated, the first
+# encrypts, every one decrypts (rotation: put the new key first, run `manage.py credentials_rotate`,
+# then drop the old one). Production requires it; the local and test settings derive one from SECRET_KEY.
+OSMO_CREDENTIALS_KEYS = env.list("OSMO_CREDENTIALS_KEYS", default=[])
 
 # Which queue each task name goes to: the one routing table (scheduler.jobs sends tasks by name).
 CELERY_TASK_ROUTES = {

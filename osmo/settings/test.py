@@ -3,9 +3,11 @@ sets DATABASE_URL and REDIS_URL to throwaway PostgreSQL and Redis servers)."""
 
 import os
 
+from credentials.crypto import derived_key
 from osmo.settings.base import *  # noqa: F403
 
 SECRET_KEY = "test-secret-key-not-for-production"
+OSMO_CREDENTIALS_KEYS = [derived_key(SECRET_KEY)]
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # A test may start its worker processes with a longer interval (OSMO_PLACEMENT_TICK_SECONDS in their

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli.localpath import inline_localpaths
+from credentials.services import credential_set
 from tests.factories import import_example_pool
 from workflows.models import Workflow
 from workflows.services import pool_context
@@ -36,8 +37,20 @@ def test_the_examples_cover_osmos_pages():
     assert len(EXAMPLES) == 23
 
 
+# The credentials the examples name, as their user would create them first (`osmo credential set`):
+# a spec naming a credential its submitter does not own is refused (docs/spec.md, "credentials").
+EXAMPLE_CREDENTIALS = {
+    "huggingface": ("generic", {"token": "hf_example"}),
+    "s3-writer": ("data", {"endpoint": "s3://example-bucket", "access_key_id": "AKIAEXAMPLE", "access_key": "sk"}),
+}
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_each_example_passes_a_dry_run_on_the_demo_pool(user_client, demo, name):
+def test_each_example_passes_a_dry_run_on_the_demo_pool(user_client, user, demo, name):
+    # given
+    for credential, (kind, values) in EXAMPLE_CREDENTIALS.items():
+        credential_set(owner=user, name=credential, kind=kind, values=values)
+
     # when
     response = user_client.post("/api/workflows/", {"pool": "demo", "spec": sent(name), "dry_run": True},
                                 format="json")

@@ -1,0 +1,115 @@
+"""``/api/credentials/``: the signed-in user's credentials (docs/api.md "Credentials"). Every query is
+filtered by the requesting user (staff included): another user's credential is a 404, and no answer
+ever holds a value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.urls import path
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from credentials import services
+from credentials.kinds import NAME, NAME_MAX, VALUE_MAX_BYTES, Kind
+from credentials.models import Credential
+from osmo.api.pagination import OsmoLimitOffsetPagination
+from osmo.errors import ValidationFailedError
+from osmo.types import signed_in
+
+
+class CredentialOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=[kind.value for kind in Kind])
+    keys = serializers.ListField(child=serializers.CharField(), help_text="The key names it holds (never values).")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class CredentialValuesInputSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=[kind.value for kind in Kind])
+    values = serializers.DictField(
+        child=serializers.CharField(max_length=VALUE_MAX_BYTES),
+        help_text="generic: any keys; registry: registry, username, auth; data: endpoint, access_key_id, "
+                  "access_key, optional region.")
+
+
+class CredentialInputSerializer(CredentialValuesInputSerializer):
+    name = serializers.RegexField(f"^{NAME.pattern}$", max_length=NAME_MAX)
+
+
+CredentialErrorSerializer = inline_serializer("CredentialError", fields={
+    "code": serializers.CharField(), "message": serializers.CharField(), "details": serializers.DictField()})
+ERRORS = {
+    400: OpenApiResponse(CredentialErrorSerializer, description="Invalid input; details.errors names each field."),
+    401: OpenApiResponse(CredentialErrorSerializer, description="Not authenticated."),
+}
+NOT_FOUND = {404: OpenApiResponse(CredentialErrorSerializer, description="You have no credential of that name.")}
+
+
+def _body(request: Request) -> dict[str, Any]:
+    if not isinstance(request.data, dict):
+        raise ValidationFailedError([{"path": "", "message": "the body must be a JSON object"}])
+    return dict(request.data)
+
+
+class CredentialListView(generics.ListAPIView):
+    serializer_class = CredentialOutputSerializer
+    pagination_class = OsmoLimitOffsetPagination
+    filter_backends: list[type] = []
+
+    def get_queryset(self) -> QuerySet[Credential]:
+        return Credential.objects.filter(owner=signed_in(self.request)).order_by("name")
+
+    @extend_schema(operation_id="credentials_list", responses={200: CredentialOutputSerializer(many=True), **ERRORS})
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Your credentials: name, kind, key names, when created and updated. Never the values."""
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(operation_id="credentials_create", request=CredentialInputSerializer,
+                   responses={201: CredentialOutputSerializer, **ERRORS,
+                              409: OpenApiResponse(CredentialErrorSerializer, description="The name is taken.")})
+    def post(self, request: Request) -> Response:
+        """Create a credential (409 when you have one of that name: PUT replaces)."""
+        body = _body(request)
+        credential, _ = services.credential_set(owner=signed_in(request), name=body.get("name"),
+                                                kind=body.get("kind"), values=body.get("values"), create_only=True)
+        return Response(CredentialOutputSerializer(services.describe(credential)).data, status=status.HTTP_201_CREATED)
+
+
+class CredentialDetailView(APIView):
+    @extend_schema(operation_id="credentials_retrieve", responses={200: CredentialOutputSerializer, **ERRORS,
+                                                                   **NOT_FOUND})
+    def get(self, request: Request, name: str) -> Response:
+        """One of your credentials, without its values."""
+        credential = services.credential_get(owner=signed_in(request), name=name)
+        return Response(CredentialOutputSerializer(services.describe(credential)).data)
+
+    @extend_schema(operation_id="credentials_set", request=CredentialValuesInputSerializer,
+                   responses={200: CredentialOutputSerializer, 201: CredentialOutputSerializer, **ERRORS})
+    def put(self, request: Request, name: str) -> Response:
+        """Create the credential ``name`` (201) or replace its kind and values (200)."""
+        body = _body(request)
+        if "name" in body and body["name"] != name:
+            raise ValidationFailedError([{"path": "name", "message": f"the body names {str(body['name'])[:80]!r} "
+                                                                     f"but the URL {name[:80]!r}"}])
+        credential, created = services.credential_set(owner=signed_in(request), name=name, kind=body.get("kind"),
+                                                      values=body.get("values"))
+        return Response(CredentialOutputSerializer(services.describe(credential)).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(operation_id="credentials_destroy", responses={204: None, 401: ERRORS[401], **NOT_FOUND})
+    def delete(self, request: Request, name: str) -> Response:
+        """Delete one of your credentials. Workflows already submitted that name it fail at dispatch."""
+        services.credential_delete(owner=signed_in(request), name=name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+urlpatterns = [
+    path("credentials/", CredentialListView.as_view(), name="credential-list"),
+    path("credentials/<str:name>/", CredentialDetailView.as_view(), name="credential-detail"),
+]

@@ -1,0 +1,26 @@
+from django.conf import settings
+from django.db import models
+
+from credentials.kinds import Kind
+
+
+class Credential(models.Model):
+    """One user's named secret. ``sealed`` is the Fernet token of the values (with owner and name,
+    :mod:`credentials.crypto`); ``keys`` are the value's key names, kept in clear so the list can say
+    what a credential holds without decrypting it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials")
+    name = models.CharField(max_length=63)
+    kind = models.CharField(max_length=16, choices=[(kind.value, kind.name.title()) for kind in Kind])
+    keys = models.JSONField(default=list)
+    sealed = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="credential_owner_name_unique")]
+
+    def __str__(self) -> str:
+        # Never the values: this is what logs and the admin print.
+        return f"{self.name} ({self.kind})"

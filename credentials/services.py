@@ -1,0 +1,168 @@
+"""Writes and reads of the credential store (docs/design.md §15). Values go in through
+:func:`credential_set` and come out only through :func:`task_secret_payload` (the dispatch); the API
+never answers them and the log lines name a credential, never its values."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from credentials.crypto import Keyring
+from credentials.kinds import Kind, kind_of, name_problems, values_problems
+from credentials.models import Credential
+from credentials.secrets import CredentialRef, SecretPayload, docker_config, image_registry, registry_host
+from osmo.errors import NameTakenError, NotFoundError, ValidationFailedError
+from osmo.types import User
+
+logger = logging.getLogger(__name__)
+
+
+@cache
+def _keyring(keys: tuple[str, ...]) -> Keyring:
+    return Keyring(keys)
+
+
+def keyring() -> Keyring:
+    """The keyring of ``settings.OSMO_CREDENTIALS_KEYS`` (rebuilt when the setting changes)."""
+    return _keyring(tuple(settings.OSMO_CREDENTIALS_KEYS))
+
+
+class CredentialNotFoundError(NotFoundError):
+    code = "credential_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"You have no credential named {name[:80]!r}.", details={"name": name[:80]})
+
+
+def _check(name: object, kind: object, values: object) -> tuple[str, Kind, dict[str, str]]:
+    problems = name_problems(name)
+    parsed, kind_problems = kind_of(kind)
+    problems += kind_problems
+    if parsed is not None:
+        problems += values_problems(parsed, values)
+    if problems:
+        raise ValidationFailedError([{"path": path, "message": message} for path, message in problems])
+    assert isinstance(name, str) and parsed is not None and isinstance(values, dict)
+    return name, parsed, values
+
+
+def credential_set(*, owner: User, name: object, kind: object, values: object,
+                   create_only: bool = False) -> tuple[Credential, bool]:
+    """Create or replace ``owner``'s credential ``name``; ``(credential, created)``. Raises
+    ``ValidationFailedError`` naming each bad field, ``NameTakenError`` for ``create_only`` and a taken name."""
+    name, parsed, clean = _check(name, kind, values)
+    sealed = keyring().seal(owner_id=owner.pk, name=name, values=clean)
+    fields = {"kind": parsed.value, "keys": sorted(clean), "sealed": sealed}
+    with transaction.atomic():
+        existing = Credential.objects.select_for_update().filter(owner=owner, name=name).first()
+        if existing is not None and create_only:
+            raise NameTakenError([{"path": "name", "message": f"you already have a credential named {name!r}; "
+                                                              "PUT /api/credentials/<name>/ replaces it"}])
+        if existing is None:
+            try:
+                with transaction.atomic():
+                    credential = Credential.objects.create(owner=owner, name=name, **fields)
+            except IntegrityError as exc:  # a concurrent create of the same name
+                raise NameTakenError([{"path": "name", "message": f"credential {name!r} was just created"}]) from exc
+            created = True
+        else:
+            for field, value in fields.items():
+                setattr(existing, field, value)
+            existing.save(update_fields=[*fields, "updated_at"])
+            credential, created = existing, False
+    logger.info("credential.set", extra={"user": owner.username, "credential": name, "kind": parsed.value,
+                                         "keys": sorted(clean), "new": created})
+    return credential, created
+
+
+def credential_delete(*, owner: User, name: str) -> None:
+    deleted, _ = Credential.objects.filter(owner=owner, name=name).delete()
+    if not deleted:
+        raise CredentialNotFoundError(name)
+    logger.info("credential.delete", extra={"user": owner.username, "credential": name})
+
+
+def credential_get(*, owner: User, name: str) -> Credential:
+    credential = Credential.objects.filter(owner=owner, name=name).first()
+    if credential is None:
+        raise CredentialNotFoundError(name)
+    return credential
+
+
+def credentials_missing(*, owner: User | None, names: Iterable[str]) -> set[str]:
+    """Which of ``names`` ``owner`` has no credential of (all of them for nobody); one query."""
+    wanted = set(names)
+    if not wanted or owner is None:
+        return wanted
+    have = set(Credential.objects.filter(owner=owner, name__in=wanted).values_list("name", flat=True))
+    return wanted - have
+
+
+class CredentialKeyMissingError(ValidationFailedError):
+    code = "credential_key_missing"
+    default_message = "A credential does not hold a key the task asks for."
+
+
+def task_secret_payload(*, owner: User, refs: Iterable[CredentialRef]) -> SecretPayload:
+    """The decrypted values a task's ``credentials`` give it (docs/kubernetes.md "Credentials"): one
+    query for every credential named. Raises ``CredentialNotFoundError`` (deleted since submission)
+    or ``CredentialKeyMissingError`` (a key the credential no longer holds)."""
+    refs = list(refs)
+    rows = {row.name: row for row in Credential.objects.filter(owner=owner, name__in={ref.name for ref in refs})}
+    env: dict[str, str] = {}
+    files: dict[str, str] = {}
+    ring = keyring()
+    for ref in refs:
+        row = rows.get(ref.name)
+        if row is None:
+            raise CredentialNotFoundError(ref.name)
+        values = ring.open(row.sealed, owner_id=owner.pk, name=row.name)
+        for variable, key in ref.environment:
+            if key not in values:
+                raise CredentialKeyMissingError([{"path": f"credentials.{ref.name}.{variable}",
+                                                  "message": f"credential {ref.name!r} has no key {key!r}; "
+                                                             f"its keys: {', '.join(sorted(values))}"}])
+            env[variable] = values[key]
+        if ref.path is not None:
+            for key, value in values.items():
+                files[f"{ref.path.rstrip('/')}/{key}"] = value
+    return SecretPayload(env=env, files=files)
+
+
+def registry_pull_config(*, owner: User, image: str) -> str | None:
+    """The ``.dockerconfigjson`` of ``owner``'s registry credential for ``image``'s registry, or None
+    (OSMO picks a user's registry credential up by the image's host, docs/kubernetes.md "Credentials").
+    Several for one host: the one named first."""
+    host = image_registry(image)
+    ring = keyring()
+    for row in Credential.objects.filter(owner=owner, kind=Kind.REGISTRY.value).order_by("name"):
+        values = ring.open(row.sealed, owner_id=owner.pk, name=row.name)
+        if registry_host(values["registry"]) == host:
+            return docker_config(host, values["username"], values["auth"])
+    return None
+
+
+def credentials_rotate() -> int:
+    """Encrypt every stored credential again with the first key; the number of rows rewritten."""
+    ring = keyring()
+    count = 0
+    for row in Credential.objects.only("pk", "sealed").iterator():
+        Credential.objects.filter(pk=row.pk).update(sealed=ring.rotate(row.sealed))
+        count += 1
+    return count
+
+
+def describe(credential: Credential) -> dict[str, Any]:
+    """What may be said of a credential: no values."""
+    return {"name": credential.name, "kind": credential.kind, "keys": list(credential.keys),
+            "created_at": credential.created_at, "updated_at": credential.updated_at}
+
+
+__all__ = ["CredentialKeyMissingError", "CredentialNotFoundError", "CredentialRef", "SecretPayload",
+           "credential_delete", "credential_get", "credential_set", "credentials_missing", "credentials_rotate",
+           "keyring", "registry_pull_config", "task_secret_payload"]
