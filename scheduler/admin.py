@@ -151,6 +151,7 @@ class PoolAdmin(admin.ModelAdmin):
         "sim_task_seconds",
         "k8s_namespace",
         "k8s_node_selector",
+        "min_runtime",
         "keys_version",
         "hierarchy_link",
         "created_at",
