@@ -41,7 +41,9 @@ for HIGH and NORMAL also the *in-quota* wait (``*_in_quota_*``): the time queued
 quota had room for the job, plus the grace period when it preempted (time its own team's quota held
 it back is the same with or without LOW work, so this is what LOW work and preemption can change);
 GPU utilisation over [0, last arrival] (``gpu_utilisation``, evicted work included), the share of
-that spent on work later evicted (``lost_share``), the utilisation by work not evicted
+that spent on work later evicted (``lost_share``) and that work itself (``lost_gpu_time``, GPU x time
+unit; ``shortest_evicted_run``: how long the youngest victim had run; ``--min-runtime M``: a LOW job
+that has run less than M is no candidate, the pool's ``min_runtime``), the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
 was not needed (the preemptor fits without it on the machines the victims were sought on), checked
 by solving.
@@ -111,7 +113,7 @@ def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement
 
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
-             starvation: float | None = 10.0) -> dict:
+             starvation: float | None = 10.0, min_runtime: float = 0.0) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -137,6 +139,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     horizon = max(jobs[j].job.arrival for j in active)
     evictions = gpus_evicted = unneeded = searches = 0
     search_ms: list[float] = []
+    evicted_runs: list[float] = []  # how long each evicted run had run
 
     def apply(j: int, placement: Placement, sign: int) -> None:
         reqs = {t.name: t.resources for t in jobs[j].job.group.tasks}
@@ -170,9 +173,11 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         if counts(j):
             use[jobs[j].team] -= jobs[j].job.gpus
 
-    def candidates() -> list[Candidate]:
-        # borrowing: per team, its HIGH/NORMAL use, then its LOW jobs in start order
-        low = sorted((start_of_run[j], j) for j in running if jobs[j].priority == "LOW")
+    def candidates(now: float) -> list[Candidate]:
+        # borrowing: per team, its HIGH/NORMAL use, then its LOW jobs in start order; a LOW job that
+        # has run less than ``min_runtime`` is no candidate (the pool's minimum runtime)
+        low = sorted((start_of_run[j], j) for j in running if jobs[j].priority == "LOW"
+                     and now - start_of_run[j] >= min_runtime)
         level = dict(use)
         out = []
         for began, j in low:
@@ -242,7 +247,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             snapshot = view(kept)
             there: frozenset[str] | None = None  # the machines of its placement as if LOW work were absent
             if absent and tj.priority != "LOW":
-                low = candidates()
+                low = candidates(now)
                 if low:
                     first = solve(released(snapshot, low), tj.job.group)
                     if isinstance(first, Placement):
@@ -254,7 +259,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             if isinstance(result, Placement):
                 start(q, result, now)
                 continue
-            cands = candidates() if chooser is not None and tj.priority != "LOW" else []
+            cands = candidates(now) if chooser is not None and tj.priority != "LOW" else []
             chosen: Sequence[str] | None = None
             region = snapshot
             if cands:
@@ -284,6 +289,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             for key in chosen_set:
                 v = int(key)
                 lost += jobs[v].job.gpus * max(0.0, min(now, horizon) - min(start_of_run[v], horizon))
+                evicted_runs.append(now - start_of_run[v])
                 gpus_evicted += jobs[v].job.gpus
                 evictions += 1
                 stop(v)
@@ -319,6 +325,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     row.update({
         "gpu_utilisation": round(busy / (total_gpus * horizon), 4),
         "lost_share": round(lost / busy, 4) if busy else 0.0,
+        "lost_gpu_time": round(lost, 1),  # GPU x time unit of evicted runs (GPU-minutes if the unit is a minute)
+        "shortest_evicted_run": round(min(evicted_runs), 2) if evicted_runs else None,
         "goodput": round((busy - lost) / (total_gpus * horizon), 4),
         "evictions": evictions, "gpus_evicted": gpus_evicted, "searches": searches, "unneeded": unneeded,
         "search_p50_ms": round(statistics.median(search_ms), 1) if search_ms else None,
@@ -364,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="eviction grace period in the trace's time unit (mean job 60: 0.5 is 30 s of an hour)")
     parser.add_argument("--starvation", type=float, default=10.0,
                         help="the starvation guard's wait in the trace's time unit (the service's 600 s); 0: off")
+    parser.add_argument("--min-runtime", type=float, default=0.0,
+                        help="the pool's minimum runtime in the trace's time unit: a LOW job that has run less "
+                        "is no preemption candidate (0: off)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -374,9 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies.split(","):
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
-            row = simulate(policy, jobs, base, args.grace, args.starvation or None)
+            row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime)
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
-                        "starvation": args.starvation,
+                        "starvation": args.starvation, "min_runtime": args.min_runtime,
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

@@ -66,3 +66,20 @@ def test_an_in_quota_wait_never_exceeds_the_wait():
     # before a stale event was counted twice: 4 jobs here)
     assert row["evictions"] > 0
     assert row["in_quota_beyond_wait"] == 0
+
+
+def test_a_minimum_runtime_keeps_young_low_jobs_from_being_evicted():
+    # given a 4-rack pool and a trace offered at twice its capacity, preempting with the service's search
+    base = nvl72_pool(1, 1, 4, occupancy=0.0, seed=5)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(120, 5, total, 2.0)
+    # when it runs without a minimum runtime, with one of 30 time units, and with one beyond the trace
+    free = simulate("borrow+search", jobs, base, starvation=None)
+    kept = simulate("borrow+search", jobs, base, starvation=None, min_runtime=30.0)
+    never = simulate("borrow+search", jobs, base, starvation=None, min_runtime=1e9)
+    # then without one a victim may have just started; with one, no victim had run less than it
+    assert free["evictions"] > 0 and free["shortest_evicted_run"] < 30.0
+    assert kept["shortest_evicted_run"] is None or kept["shortest_evicted_run"] >= 30.0
+    # and with one longer than any job nothing is evicted and no work is lost
+    assert (never["evictions"], never["lost_gpu_time"], never["shortest_evicted_run"]) == (0, 0.0, None)
+    assert free["lost_gpu_time"] > 0
