@@ -42,8 +42,11 @@ quota had room for the job, plus the grace period when it preempted (time its ow
 it back is the same with or without LOW work, so this is what LOW work and preemption can change);
 GPU utilisation over [0, last arrival] (``gpu_utilisation``, evicted work included), the share of
 that spent on work later evicted (``lost_share``) and that work itself (``lost_gpu_time``, GPU x time
-unit; ``shortest_evicted_run``: how long the youngest victim had run; ``--min-runtime M``: a LOW job
-that has run less than M is no candidate, the pool's ``min_runtime``), the utilisation by work not evicted
+unit; ``--fairshare H``: within a priority the team with fewer decayed GPU-time units, half-life H,
+goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait`` and their ratio
+``team_b_over_a_wait`` per team; ``shortest_evicted_run``: how long the youngest victim had run;
+``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``),
+the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
 was not needed (the preemptor fits without it on the machines the victims were sought on), checked
 by solving.
@@ -64,6 +67,7 @@ from dataclasses import dataclass
 from bench.pools import nvl72_pool
 from bench.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, trace
+from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
 from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
@@ -113,7 +117,7 @@ def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement
 
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
-             starvation: float | None = 10.0, min_runtime: float = 0.0) -> dict:
+             starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -140,6 +144,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     evictions = gpus_evicted = unneeded = searches = 0
     search_ms: list[float] = []
     evicted_runs: list[float] = []  # how long each evicted run had run
+    runs: dict[tuple[int, int], list] = {}  # (job, run) -> [team, gpus, start, end]: fair share's usage
 
     def apply(j: int, placement: Placement, sign: int) -> None:
         reqs = {t.name: t.resources for t in jobs[j].job.group.tasks}
@@ -163,11 +168,13 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         started.setdefault(j, now)
         start_of_run[j] = now
         run_id[j] = run_id.get(j, 0) + 1
+        runs[j, run_id[j]] = [jobs[j].team, jobs[j].job.gpus, now, None]
         running[j] = placement
         heapq.heappush(events, (now + jobs[j].job.duration, 0, j, run_id[j]))
 
     def stop(j: int) -> None:
         nonlocal used_gpus
+        runs[j, run_id[j]][3] = last_event
         apply(j, running.pop(j), -1)
         used_gpus -= jobs[j].job.gpus
         if counts(j):
@@ -213,10 +220,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     # HIGH/NORMAL time spent queued while their team's quota had room for them (what LOW work and
     # preemption can change; time held back by the team's own quota is the same with or without LOW work)
     in_quota: dict[int, float] = {}
+    last_event = 0.0
     admissible: list[int] = []
     since = 0.0
     while events:
         now, kind, j, run = heapq.heappop(events)
+        last_event = now
         for q in admissible:
             in_quota[q] = in_quota.get(q, 0.0) + (now - since)
         since = now  # before any skipped event (an evicted run's end), or its interval counts twice
@@ -231,7 +240,11 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         else:
             queue.append(j)
             queued_since[j] = now
-        queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
+        if fairshare > 0:  # within a priority, the team that used less recently first (scheduler.fairshare)
+            usage = usage_by_team(runs.values(), now, fairshare)
+            queue.sort(key=lambda q: (rank[jobs[q].priority], usage.get(jobs[q].team, 0.0), jobs[q].job.arrival))
+        else:
+            queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
         waiting: list[int] = []
         solves = 0  # the window bounds solver calls: a job its team's quota holds back costs none
         starving: int | None = None  # the starvation guard: the rank held back from here on
@@ -318,6 +331,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             held = sorted(in_quota.get(j, 0.0) for j in active if jobs[j].priority == priority)
             row[f"{priority.lower()}_in_quota_mean_wait"] = round(statistics.fmean(held), 2)
             row[f"{priority.lower()}_in_quota_p95_wait"] = round(held[int(0.95 * (len(held) - 1))], 2)
+    for team in ("a", "b"):
+        waits = [started[j] - jobs[j].job.arrival if j in started else max(0.0, end_time - jobs[j].job.arrival)
+                 for j in active if jobs[j].team == team]
+        row[f"team_{team}_mean_wait"] = round(statistics.fmean(waits), 2) if waits else None
+    if row["team_a_mean_wait"]:
+        row["team_b_over_a_wait"] = round(row["team_b_mean_wait"] / row["team_a_mean_wait"], 3)
     # a self-check: the in-quota wait is part of the wait (jobs never started: up to the end)
     row["in_quota_beyond_wait"] = sum(
         1 for j in in_quota
@@ -375,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-runtime", type=float, default=0.0,
                         help="the pool's minimum runtime in the trace's time unit: a LOW job that has run less "
                         "is no preemption candidate (0: off)")
+    parser.add_argument("--fairshare", type=float, default=0.0,
+                        help="fair share's half-life in the trace's time unit: within a priority, the team that "
+                        "used fewer decayed GPU-time units goes first (0: off, arrival order)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -385,9 +407,11 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies.split(","):
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
-            row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime)
+            row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime,
+                           args.fairshare)
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
                         "starvation": args.starvation, "min_runtime": args.min_runtime,
+                        "fairshare": args.fairshare,
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

@@ -83,3 +83,16 @@ def test_a_minimum_runtime_keeps_young_low_jobs_from_being_evicted():
     # and with one longer than any job nothing is evicted and no work is lost
     assert (never["evictions"], never["lost_gpu_time"], never["shortest_evicted_run"]) == (0, 0.0, None)
     assert free["lost_gpu_time"] > 0
+
+
+def test_fair_share_puts_the_lighter_team_first_within_a_priority():
+    # given a 4-rack pool, no quotas, and a trace where team a submits four times as much as team b
+    base = nvl72_pool(1, 1, 4, occupancy=0.0, seed=5)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(120, 5, total, 2.0, skew=0.8)
+    # when it runs in arrival order and with fair share (half-life 60)
+    plain = simulate("no-quota", jobs, base, starvation=None)
+    fair = simulate("no-quota", jobs, base, starvation=None, fairshare=60.0)
+    # then the lighter team waits less relative to the heavier one than in arrival order
+    assert fair["team_b_over_a_wait"] < plain["team_b_over_a_wait"]
+    assert plain["team_b_over_a_wait"] == round(plain["team_b_mean_wait"] / plain["team_a_mean_wait"], 3)
