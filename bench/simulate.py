@@ -1,5 +1,5 @@
-"""Trace simulation: ``python -m bench.simulate [--jobs N] [--seed S] [--json]``; with ``--teams``, the
-two-team trace with quotas, borrowing and preemption of :mod:`bench.simulate_teams`.
+"""Trace simulation: ``python -m bench.simulate [--jobs N] [--seed S | --seeds S,S] [--solvers ...]``; with
+``--teams``, the two-team trace with quotas, borrowing and preemption of :mod:`bench.simulate_teams`.
 
 A seeded stream of gangs arrives on an initially idle ~1,000-tray NVL72 pool (2 zones x 4 spines x 7
 racks x 18 trays x 4 GPUs = 1,008 trays). Job mix (sizes in tasks, one tray = 4 GPUs):
@@ -14,6 +14,10 @@ arrival order (first 64 jobs, backfill without reservations) and each job is off
 the current snapshot; a placement starts immediately. Metrics: GPU utilisation over [0, last
 arrival], mean queue wait (jobs still waiting at the end count until the end of the run), jobs never
 started, and the solver's per-call time. Progress goes to stderr.
+
+``ceiling`` drops the topology constraints (a gang fits when its tasks fit on any machines with room)
+under the same queue discipline; when it runs, a summary line gives each solver's utilisation and wait
+beside it and the fragmentation loss (ceiling less solver, in utilisation points).
 """
 
 from __future__ import annotations
@@ -30,11 +34,51 @@ from dataclasses import dataclass
 from bench.baselines import kueue_greedy, pod_affinity
 from bench.pools import nvl72_pool
 from scheduler.placement import Placement, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement.types import (
+    ClusterSnapshot,
+    GroupRequest,
+    NodeState,
+    Resources,
+    TaskRequest,
+    Unplaceable,
+)
 from topology.tree import ConstraintTree, TreeNode
 
-SOLVERS = {"solve": solve, "kueue-greedy": kueue_greedy, "pod-affinity": pod_affinity}
 WINDOW = 64
+
+
+def ceiling(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | Unplaceable:
+    """The topology constraints dropped: a gang fits when its tasks fit on any machines with room
+    (best fit, largest task first). Under the same queue discipline this is the ceiling every solver
+    that honours the constraints is measured against (its utilisation less a solver's: the
+    fragmentation loss)."""
+    need = sum(t.resources.gpu for t in group.tasks)
+    if need > sum(n.free.gpu for n in snapshot.nodes if n.schedulable):
+        return Unplaceable(status="unschedulable", reason={"code": "ceiling"}, message="not enough free GPUs")
+    free = {n.name: list(n.free.as_tuple()) for n in snapshot.nodes if n.schedulable and n.free.gpu > 0}
+    by_gpu: dict[int, list[str]] = {}
+    for name, f in free.items():
+        by_gpu.setdefault(f[0], []).append(name)
+    out: list[tuple[str, str]] = []
+    for task in sorted(group.tasks, key=lambda t: (-t.resources.gpu, t.name)):
+        r = task.resources.as_tuple()
+        chosen = None
+        for level in sorted(g for g in by_gpu if g >= r[0]):
+            chosen = next((m for m in by_gpu[level] if all(a >= b for a, b in zip(free[m], r, strict=True))), None)
+            if chosen is not None:
+                by_gpu[level].remove(chosen)
+                break
+        if chosen is None:
+            return Unplaceable(status="unschedulable", reason={"code": "ceiling"}, message="no machine has room")
+        f = free[chosen]
+        for i, v in enumerate(r):
+            f[i] -= v
+        by_gpu.setdefault(f[0], []).append(chosen)
+        out.append((task.name, chosen))
+    return Placement(status="placed", assignments=tuple(sorted(out)))
+
+
+SOLVERS = {"solve": solve, "kueue-greedy": kueue_greedy, "pod-affinity": pod_affinity, "ceiling": ceiling}
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,20 +225,49 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seeds", default=None, help="comma-separated trace seeds (overrides --seed); "
+                        "with more than one, a summary line averages them")
     parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument("--solvers", default=",".join(SOLVERS), help="comma-separated, of " + ", ".join(SOLVERS))
     parser.add_argument("--json", action="store_true", help="one JSON object per line (the default output)")
     args = parser.parse_args(argv)
-    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=args.seed)
-    total = sum(n.free.gpu for n in base.nodes)
-    jobs = trace(args.jobs, args.seed, total, args.load)
-    for solver in SOLVERS:
-        print(f"simulate: {solver} ...", file=sys.stderr)
-        row = simulate(solver, jobs, base)
-        row["load"] = args.load
-        print(json.dumps(row))
-        sys.stdout.flush()
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    rows = []
+    for seed in seeds:
+        base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=seed)
+        total = sum(n.free.gpu for n in base.nodes)
+        jobs = trace(args.jobs, seed, total, args.load)
+        for solver in args.solvers.split(","):
+            print(f"simulate: seed {seed}, {solver} ...", file=sys.stderr)
+            row = simulate(solver, jobs, base)
+            row.update({"load": args.load, "seed": seed})
+            rows.append(row)
+            print(json.dumps(row))
+            sys.stdout.flush()
+    if "ceiling" in args.solvers.split(","):
+        print(json.dumps(against_ceiling(rows)))
     return 0
 
+
+def against_ceiling(rows: list[dict]) -> dict:
+    """Each solver's mean utilisation and wait over the seeds beside the ceiling's (the topology
+    constraints dropped), and the fragmentation loss: the ceiling's utilisation less the solver's, in
+    points (per seed and on average)."""
+    seeds = sorted({r["seed"] for r in rows})
+    by = {(r["seed"], r["solver"]): r for r in rows}
+    out: dict = {"summary": "ceiling", "seeds": seeds, "load": rows[0]["load"]}
+    for solver in dict.fromkeys(r["solver"] for r in rows):
+        mine = [by[s, solver] for s in seeds if (s, solver) in by]
+        out[solver] = {
+            "gpu_utilisation": round(statistics.fmean(r["gpu_utilisation"] for r in mine), 4),
+            "mean_wait": round(statistics.fmean(r["mean_wait"] for r in mine), 2),
+        }
+        if solver != "ceiling":
+            loss = [100 * (by[s, "ceiling"]["gpu_utilisation"] - by[s, solver]["gpu_utilisation"])
+                    for s in seeds if (s, solver) in by and (s, "ceiling") in by]
+            out[solver]["loss_points"] = [round(x, 1) for x in loss]
+            out[solver]["loss_points_mean"] = round(statistics.fmean(loss), 1) if loss else None
+    return out
 
 if __name__ == "__main__":
     raise SystemExit(main())

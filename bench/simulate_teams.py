@@ -41,7 +41,12 @@ for HIGH and NORMAL also the *in-quota* wait (``*_in_quota_*``): the time queued
 quota had room for the job, plus the grace period when it preempted (time its own team's quota held
 it back is the same with or without LOW work, so this is what LOW work and preemption can change);
 GPU utilisation over [0, last arrival] (``gpu_utilisation``, evicted work included), the share of
-that spent on work later evicted (``lost_share``), the utilisation by work not evicted
+that spent on work later evicted (``lost_share``) and that work itself (``lost_gpu_time``, GPU x time
+unit; ``--fairshare H``: within a priority the team with fewer decayed GPU-time units, half-life H,
+goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait`` and their ratio
+``team_b_over_a_wait`` per team; ``shortest_evicted_run``: how long the youngest victim had run;
+``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``),
+the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
 was not needed (the preemptor fits without it on the machines the victims were sought on), checked
 by solving.
@@ -62,6 +67,7 @@ from dataclasses import dataclass
 from bench.pools import nvl72_pool
 from bench.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, trace
+from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
 from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
@@ -111,7 +117,7 @@ def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement
 
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
-             starvation: float | None = 10.0) -> dict:
+             starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -137,6 +143,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     horizon = max(jobs[j].job.arrival for j in active)
     evictions = gpus_evicted = unneeded = searches = 0
     search_ms: list[float] = []
+    evicted_runs: list[float] = []  # how long each evicted run had run
+    runs: dict[tuple[int, int], list] = {}  # (job, run) -> [team, gpus, start, end]: fair share's usage
 
     def apply(j: int, placement: Placement, sign: int) -> None:
         reqs = {t.name: t.resources for t in jobs[j].job.group.tasks}
@@ -160,19 +168,23 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         started.setdefault(j, now)
         start_of_run[j] = now
         run_id[j] = run_id.get(j, 0) + 1
+        runs[j, run_id[j]] = [jobs[j].team, jobs[j].job.gpus, now, None]
         running[j] = placement
         heapq.heappush(events, (now + jobs[j].job.duration, 0, j, run_id[j]))
 
     def stop(j: int) -> None:
         nonlocal used_gpus
+        runs[j, run_id[j]][3] = last_event
         apply(j, running.pop(j), -1)
         used_gpus -= jobs[j].job.gpus
         if counts(j):
             use[jobs[j].team] -= jobs[j].job.gpus
 
-    def candidates() -> list[Candidate]:
-        # borrowing: per team, its HIGH/NORMAL use, then its LOW jobs in start order
-        low = sorted((start_of_run[j], j) for j in running if jobs[j].priority == "LOW")
+    def candidates(now: float) -> list[Candidate]:
+        # borrowing: per team, its HIGH/NORMAL use, then its LOW jobs in start order; a LOW job that
+        # has run less than ``min_runtime`` is no candidate (the pool's minimum runtime)
+        low = sorted((start_of_run[j], j) for j in running if jobs[j].priority == "LOW"
+                     and now - start_of_run[j] >= min_runtime)
         level = dict(use)
         out = []
         for began, j in low:
@@ -208,10 +220,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     # HIGH/NORMAL time spent queued while their team's quota had room for them (what LOW work and
     # preemption can change; time held back by the team's own quota is the same with or without LOW work)
     in_quota: dict[int, float] = {}
+    last_event = 0.0
     admissible: list[int] = []
     since = 0.0
     while events:
         now, kind, j, run = heapq.heappop(events)
+        last_event = now
         for q in admissible:
             in_quota[q] = in_quota.get(q, 0.0) + (now - since)
         since = now  # before any skipped event (an evicted run's end), or its interval counts twice
@@ -226,7 +240,11 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         else:
             queue.append(j)
             queued_since[j] = now
-        queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
+        if fairshare > 0:  # within a priority, the team that used less recently first (scheduler.fairshare)
+            usage = usage_by_team(runs.values(), now, fairshare)
+            queue.sort(key=lambda q: (rank[jobs[q].priority], usage.get(jobs[q].team, 0.0), jobs[q].job.arrival))
+        else:
+            queue.sort(key=lambda q: (rank[jobs[q].priority], jobs[q].job.arrival))
         waiting: list[int] = []
         solves = 0  # the window bounds solver calls: a job its team's quota holds back costs none
         starving: int | None = None  # the starvation guard: the rank held back from here on
@@ -242,7 +260,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             snapshot = view(kept)
             there: frozenset[str] | None = None  # the machines of its placement as if LOW work were absent
             if absent and tj.priority != "LOW":
-                low = candidates()
+                low = candidates(now)
                 if low:
                     first = solve(released(snapshot, low), tj.job.group)
                     if isinstance(first, Placement):
@@ -254,7 +272,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             if isinstance(result, Placement):
                 start(q, result, now)
                 continue
-            cands = candidates() if chooser is not None and tj.priority != "LOW" else []
+            cands = candidates(now) if chooser is not None and tj.priority != "LOW" else []
             chosen: Sequence[str] | None = None
             region = snapshot
             if cands:
@@ -284,6 +302,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             for key in chosen_set:
                 v = int(key)
                 lost += jobs[v].job.gpus * max(0.0, min(now, horizon) - min(start_of_run[v], horizon))
+                evicted_runs.append(now - start_of_run[v])
                 gpus_evicted += jobs[v].job.gpus
                 evictions += 1
                 stop(v)
@@ -312,6 +331,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             held = sorted(in_quota.get(j, 0.0) for j in active if jobs[j].priority == priority)
             row[f"{priority.lower()}_in_quota_mean_wait"] = round(statistics.fmean(held), 2)
             row[f"{priority.lower()}_in_quota_p95_wait"] = round(held[int(0.95 * (len(held) - 1))], 2)
+    for team in ("a", "b"):
+        waits = [started[j] - jobs[j].job.arrival if j in started else max(0.0, end_time - jobs[j].job.arrival)
+                 for j in active if jobs[j].team == team]
+        row[f"team_{team}_mean_wait"] = round(statistics.fmean(waits), 2) if waits else None
+    if row["team_a_mean_wait"]:
+        row["team_b_over_a_wait"] = round(row["team_b_mean_wait"] / row["team_a_mean_wait"], 3)
     # a self-check: the in-quota wait is part of the wait (jobs never started: up to the end)
     row["in_quota_beyond_wait"] = sum(
         1 for j in in_quota
@@ -319,6 +344,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     row.update({
         "gpu_utilisation": round(busy / (total_gpus * horizon), 4),
         "lost_share": round(lost / busy, 4) if busy else 0.0,
+        "lost_gpu_time": round(lost, 1),  # GPU x time unit of evicted runs (GPU-minutes if the unit is a minute)
+        "shortest_evicted_run": round(min(evicted_runs), 2) if evicted_runs else None,
         "goodput": round((busy - lost) / (total_gpus * horizon), 4),
         "evictions": evictions, "gpus_evicted": gpus_evicted, "searches": searches, "unneeded": unneeded,
         "search_p50_ms": round(statistics.median(search_ms), 1) if search_ms else None,
@@ -364,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="eviction grace period in the trace's time unit (mean job 60: 0.5 is 30 s of an hour)")
     parser.add_argument("--starvation", type=float, default=10.0,
                         help="the starvation guard's wait in the trace's time unit (the service's 600 s); 0: off")
+    parser.add_argument("--min-runtime", type=float, default=0.0,
+                        help="the pool's minimum runtime in the trace's time unit: a LOW job that has run less "
+                        "is no preemption candidate (0: off)")
+    parser.add_argument("--fairshare", type=float, default=0.0,
+                        help="fair share's half-life in the trace's time unit: within a priority, the team that "
+                        "used fewer decayed GPU-time units goes first (0: off, arrival order)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -374,9 +407,11 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies.split(","):
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
-            row = simulate(policy, jobs, base, args.grace, args.starvation or None)
+            row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime,
+                           args.fairshare)
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
-                        "starvation": args.starvation,
+                        "starvation": args.starvation, "min_runtime": args.min_runtime,
+                        "fairshare": args.fairshare,
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

@@ -153,6 +153,7 @@ class PoolAdmin(admin.ModelAdmin):
         "max_retries",
         "k8s_namespace",
         "k8s_node_selector",
+        "min_runtime",
         "k8s_synced_at",
         "k8s_sync_display",
         "keys_version",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -13,6 +13,8 @@ from scheduler.choices import DispatchBackend, PoolStatus
 KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
 POOL_NAME_RE = r"^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$"
+#: The longest minimum runtime a pool may set (a week; the inventory document keeps the same bound).
+MAX_MIN_RUNTIME = 7 * 24 * 3600
 pool_name_validator = RegexValidator(POOL_NAME_RE, "Use letters, digits, '.', '_' and inner hyphens.")
 # A Kubernetes label key: optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
 LABEL_KEY_RE = (
@@ -46,6 +48,10 @@ class Pool(models.Model):
         "the task fails (preemption does not count)."
     )
     k8s_namespace = models.CharField(max_length=63, default="default", blank=True)
+    min_runtime = models.PositiveIntegerField(
+        default=0, validators=[MaxValueValidator(MAX_MIN_RUNTIME)],
+        help_text="Seconds a running LOW gang runs before it may be preempted (0: at once; docs/design.md §9).",
+    )
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
     )
@@ -73,6 +79,7 @@ class Pool(models.Model):
             models.CheckConstraint(condition=Q(sim_task_seconds__gte=0), name="pool_sim_seconds_gte_0"),
             models.CheckConstraint(condition=Q(name__regex=POOL_NAME_RE), name="pool_name_format"),
             models.CheckConstraint(condition=Q(keys_version__gte=1), name="pool_keys_version_gte_1"),
+            models.CheckConstraint(condition=Q(min_runtime__lte=MAX_MIN_RUNTIME), name="pool_min_runtime_bounded"),
         ]
 
     def __str__(self) -> str:

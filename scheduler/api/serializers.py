@@ -15,9 +15,19 @@ from rest_framework import serializers
 from osmo.api.serializers import StrictCharField, StrictFloatField
 from scheduler.choices import DispatchBackend, PoolStatus
 from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE
-from scheduler.models import Node, Pool, TopologyKey
+from scheduler.models import MAX_MIN_RUNTIME, Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A whole number, not a boolean or text: DRF's IntegerField takes ``"12"`` and ``12.0``, which the
+    schema (``type: integer``) does not allow."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -87,6 +97,7 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "max_retries",
             "k8s_namespace",
             "k8s_node_selector",
+            "min_runtime",
             "keys_version",
             "topology_keys",
             "totals",
@@ -220,6 +231,9 @@ class PoolInputSerializer(serializers.Serializer):
                                            help_text="How many times a gang may be rescheduled by an exit action.")
     k8s_namespace = StrictCharField(max_length=63, required=False, allow_blank=True)
     k8s_node_selector = StrictCharField(max_length=255, required=False, allow_blank=True)
+    min_runtime = StrictIntegerField(
+        min_value=0, max_value=MAX_MIN_RUNTIME, required=False,
+        help_text="Seconds a running LOW gang runs before it may be preempted (0: at once).")
     topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
 
     def validate_topology_keys(self, items: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -282,6 +296,7 @@ class PoolSectionInputSerializer(serializers.Serializer):
     k8s_namespace = StrictCharField(required=False, allow_blank=True, allow_null=True)
     k8s_node_selector = StrictCharField(required=False, allow_blank=True, allow_null=True,
                                         help_text="null: none (as for description and k8s_namespace).")
+    min_runtime = StrictIntegerField(required=False)
 
 
 class PoolImportInputSerializer(serializers.Serializer):

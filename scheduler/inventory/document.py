@@ -85,7 +85,10 @@ NODE_VALUE_FIELDS: tuple[str, ...] = (
     "used_storage_bytes",
     "schedulable",
 )
-POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "k8s_namespace", "k8s_node_selector")
+POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "k8s_namespace", "k8s_node_selector",
+                                "min_runtime")
+#: The longest ``min_runtime`` (seconds): a week (``scheduler.models.MAX_MIN_RUNTIME``, a test keeps the two equal).
+MAX_MIN_RUNTIME = 7 * 24 * 3600
 #: The values of ``scheduler.choices.DispatchBackend`` (a test keeps the two equal).
 POOL_BACKENDS: tuple[str, ...] = ("simulated", "kubernetes", "local")
 RESERVED_POOL_NAMES = frozenset({"import"})  # /api/pools/import/ is the import endpoint
@@ -421,6 +424,12 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
             errors.add("pool.sim_task_seconds", "must be a non-negative number of seconds")
         else:
             fields_out["sim_task_seconds"] = float(seconds)
+    if "min_runtime" in value:
+        seconds = value["min_runtime"]
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 <= seconds <= MAX_MIN_RUNTIME:
+            errors.add("pool.min_runtime", f"must be a whole number of seconds from 0 to {MAX_MIN_RUNTIME}")
+        else:
+            fields_out["min_runtime"] = seconds
     return name, fields_out
 
 

@@ -27,6 +27,12 @@ placement's machines first (the LOW work in its way), then in the domains around
 first, then on the whole pool (:func:`scheduler.preemption.victims_choose_near`: borrowed work is
 reclaimed first whatever the packing; fewer GPUs alone do not move the gang away).
 
+A pool's minimum runtime (``Pool.min_runtime``) keeps a LOW gang that has run less than it out of the
+candidates (:attr:`Preemptions.protected`) until it has: it is neither evicted nor released on the
+view without LOW work. When a gang finds no victims while such gangs run, :meth:`Preemptions.wait_for`
+says when the protected gangs in its way become preemptible (the walk puts it in the gang's waiting
+reason, proves nothing, and wakes the pool then).
+
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` solver calls and
 ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every candidate is not enough is not
 searched again in the same cycle (candidates only shrink within it).
@@ -41,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy
+from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, solve
 from scheduler.preemption import Candidate, cordoned, victims_choose_near
 from workflows.scheduling.admission import Quotas
 
@@ -91,6 +97,8 @@ class Preemptions:
     hopeless: set[str] = field(default_factory=set)  # signatures not placeable even with every candidate gone
     evicted: dict[int, tuple[int, str]] = field(default_factory=dict)  # victim group -> (its workflow, preemptor)
     absent: DomainIndex | None = None  # the cycle's index with every candidate's holdings released
+    now: float = 0.0  # the cycle's time (epoch seconds): gangs preemptible only after it are protected
+    protected: list[RunningGang] = field(default_factory=list)  # running LOW gangs within the minimum runtime
 
     def candidates(self) -> dict[str, Candidate]:
         """The running LOW gangs as victim candidates, in start order, each marked whether it borrows:
@@ -113,7 +121,12 @@ class Preemptions:
         if signature and signature in self.hopeless:
             return False
         if self.running is None:
-            self.running = {str(running.group_id): running for running in self.load()}
+            self.running = {}
+            for running in self.load():
+                if running.preemptible_at > self.now:
+                    self.protected.append(running)
+                else:
+                    self.running[str(running.group_id)] = running
         return bool(self.running)
 
     def absent_view(self, index: DomainIndex) -> DomainIndex | None:
@@ -181,6 +194,34 @@ class Preemptions:
         LOW work): no search for it in this cycle."""
         if signature:
             self.hopeless.add(signature)
+
+    def wait_for(self, index: DomainIndex, request: GroupRequest, kept: frozenset[str] = frozenset()
+                 ) -> tuple[float, list[str]] | None:
+        """When the gang could preempt its way in, were it not for the minimum runtime: it is solved
+        on ``index`` (machines in ``kept`` out) with every candidate's and every protected gang's
+        holdings released; the protected gangs on that placement's machines are those in its way. The
+        latest of their preemptible times, and the finest domains (labels of the pool's last key)
+        they hold there. None: no protected gang runs, it does not fit even then, or none is in the way."""
+        if not self.protected:
+            return None
+        view = DomainIndex(cordoned(index.snapshot(self.pool_name), kept))
+        for running in [*(self.running or {}).values(), *self.protected]:
+            view.release(holdings_of(running))
+        outcome = solve(view, request, self.policy)
+        if not isinstance(outcome, Placement):
+            return None
+        used = outcome.nodes
+        nodes = index.nodes
+        blockers = [r for r in self.protected if any(node in used for node, _res in r.candidate.holdings)]
+        if not blockers:
+            return None
+        where = sorted({next((label for label in reversed(nodes[node].labels) if label), node)
+                        for r in blockers for node, _res in r.candidate.holdings if node in used})
+        return max(r.preemptible_at for r in blockers), where
+
+    def protected_until(self) -> float | None:
+        """The earliest time a protected gang becomes preemptible (None: none is protected)."""
+        return min((r.preemptible_at for r in self.protected), default=None)
 
     def workflow_ids(self) -> set[int]:
         return {workflow_id for workflow_id, _by in self.evicted.values()}

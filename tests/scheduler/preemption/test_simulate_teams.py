@@ -66,3 +66,33 @@ def test_an_in_quota_wait_never_exceeds_the_wait():
     # before a stale event was counted twice: 4 jobs here)
     assert row["evictions"] > 0
     assert row["in_quota_beyond_wait"] == 0
+
+
+def test_a_minimum_runtime_keeps_young_low_jobs_from_being_evicted():
+    # given a 4-rack pool and a trace offered at twice its capacity, preempting with the service's search
+    base = nvl72_pool(1, 1, 4, occupancy=0.0, seed=5)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(120, 5, total, 2.0)
+    # when it runs without a minimum runtime, with one of 30 time units, and with one beyond the trace
+    free = simulate("borrow+search", jobs, base, starvation=None)
+    kept = simulate("borrow+search", jobs, base, starvation=None, min_runtime=30.0)
+    never = simulate("borrow+search", jobs, base, starvation=None, min_runtime=1e9)
+    # then without one a victim may have just started; with one, no victim had run less than it
+    assert free["evictions"] > 0 and free["shortest_evicted_run"] < 30.0
+    assert kept["shortest_evicted_run"] is None or kept["shortest_evicted_run"] >= 30.0
+    # and with one longer than any job nothing is evicted and no work is lost
+    assert (never["evictions"], never["lost_gpu_time"], never["shortest_evicted_run"]) == (0, 0.0, None)
+    assert free["lost_gpu_time"] > 0
+
+
+def test_fair_share_puts_the_lighter_team_first_within_a_priority():
+    # given a 4-rack pool, no quotas, and a trace where team a submits four times as much as team b
+    base = nvl72_pool(1, 1, 4, occupancy=0.0, seed=5)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(120, 5, total, 2.0, skew=0.8)
+    # when it runs in arrival order and with fair share (half-life 60)
+    plain = simulate("no-quota", jobs, base, starvation=None)
+    fair = simulate("no-quota", jobs, base, starvation=None, fairshare=60.0)
+    # then the lighter team waits less relative to the heavier one than in arrival order
+    assert fair["team_b_over_a_wait"] < plain["team_b_over_a_wait"]
+    assert plain["team_b_over_a_wait"] == round(plain["team_b_mean_wait"] / plain["team_a_mean_wait"], 3)

@@ -97,10 +97,11 @@ def timeout_candidates(pool_id: int) -> list[TimeoutCandidate]:
     return [TimeoutCandidate._make(row) for row in rows]
 
 
-def running_low_read(pool_id: int) -> list[RunningGang]:
+def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     """Running LOW gangs of the pool none of whose tasks finished, in start order, with what they hold
     (one query when none runs, two otherwise). A gang with a finished member is nearly done:
-    restarting it would run finished work again."""
+    restarting it would run finished work again. Each says when it may be preempted: its start plus
+    the pool's ``min_runtime`` seconds (docs/design.md §9)."""
     groups = list(
         TaskGroup.objects.filter(workflow__pool=pool_id, workflow__priority=Priority.LOW,
                                  status__in=TASK_ACTIVE_STATUSES)
@@ -129,9 +130,10 @@ def running_low_read(pool_id: int) -> list[RunningGang]:
         if not held_here:
             continue
         since = g["started_at"] or g["placed_at"]
+        began = since.timestamp() if since is not None else 0.0
         running.append(RunningGang(g["pk"], g["workflow_id"], g["workflow__team_id"], Candidate(
-            key=str(g["pk"]), holdings=tuple(held_here), borrowing=False,
-            started=since.timestamp() if since is not None else 0.0)))
+            key=str(g["pk"]), holdings=tuple(held_here), borrowing=False, started=began),
+            preemptible_at=began + min_runtime if min_runtime > 0 else 0.0))
     return running
 
 
@@ -158,4 +160,4 @@ class DatabaseSource:
         return snapshot_empty(self.pool, key_labels=self.key_labels)
 
     def running_low(self) -> list[RunningGang]:
-        return running_low_read(self.pool.pk)
+        return running_low_read(self.pool.pk, self.pool.min_runtime)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.placement import ReasonCode
@@ -36,6 +37,17 @@ class Reason:
         if self._digest is None:
             self._digest = reason_digest(self.body)
         return self._digest
+
+    def preemptible_at(self, when: float, where: list[str]) -> Reason:
+        """The verdict, saying when the LOW gangs in the gang's way become preemptible (they have run
+        less than the pool's minimum runtime; docs/design.md §9)."""
+        at = datetime.fromtimestamp(when, tz=UTC)
+        them = "a LOW gang" if len(where) == 1 else "LOW gangs"
+        verb = "becomes" if len(where) == 1 else "become"
+        return Reason({
+            **self.body, "preemptible_at": at.isoformat(),
+            "message": (f"{self.body.get('message', '')}; {them} on {', '.join(where)} {verb} preemptible at "
+                        f"{at:%H:%M} UTC (the pool's minimum runtime)")})
 
     def never_idle(self) -> Reason:
         """The verdict, saying the gang does not fit the idle pool either (one per shared verdict, so

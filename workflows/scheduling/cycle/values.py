@@ -52,6 +52,7 @@ class RunningGang:
     workflow_id: int
     team_id: int | None
     candidate: Candidate  # ``borrowing`` is set when searched (quotas as they stand then)
+    preemptible_at: float = 0.0  # epoch seconds: its start plus the pool's minimum runtime
 
 
 class GangSource(Protocol):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -90,8 +91,11 @@ class Walk:
         self.memo = WalkMemo(prior_proofs=dict(cycle.proofs), proofs=dict(cycle.proofs))
         self.hold = Hold()
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
-        self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low)
+        self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low,
+                                        now=cycle.now.timestamp())
                             if cycle.preemption else None)
+        # Gangs that would preempt but for the pool's minimum runtime: (when, domains in the way).
+        self.runtime_waits: dict[int, tuple[float, list[str]]] = {}
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
@@ -210,6 +214,10 @@ class Walk:
                 break
             self._step(g, walk[position + 1:position + FETCH_BATCH])
         self._holding(False)
+        until = self.preemptions.protected_until() if self.preemptions is not None else None
+        if until is not None:  # a LOW gang's minimum runtime ends: the queue is walked again then
+            at = datetime.fromtimestamp(until, tz=now.tzinfo or UTC)
+            wake_at = min(datetime.fromisoformat(wake_at), at).isoformat() if wake_at else at.isoformat()
         return self._decision(new_cursor, wake_at, resumed=start > 0, budget_exhausted=budget_exhausted)
 
     def _step(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
@@ -257,6 +265,9 @@ class Walk:
         reason, status = verdict
         if status == "unschedulable" and g.rank < LOW_RANK and self._preempt(g, upcoming):
             return
+        waiting_runtime = self.runtime_waits.get(g.pk)
+        if waiting_runtime is not None:
+            reason = reason.preemptible_at(*waiting_runtime)
         if held:  # it may fit once the starving gang is placed: solved again next cycle
             self._behind_starving(g)
             return
@@ -269,6 +280,8 @@ class Walk:
         proof = cycle.capacity_epoch if status == "unschedulable" else None
         if proof is not None and g.rank < LOW_RANK and self.low_placed:
             proof, self.retry = None, True
+        if proof is not None and g.rank < LOW_RANK and self.preemptions is not None and self.preemptions.protected:
+            proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
         (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
 
@@ -419,13 +432,17 @@ class Walk:
         if self.preemptions is None:
             return False
         signature = self._memo_key(g)
-        if not self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
-            return False
-        request = self.request(g, upcoming)
         kept = frozenset(self.hold.machines or ()) if self.hold.active else frozenset()
-        placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
-                                               there=self._absent_region(g, request))
+        placement = None
+        if self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
+            request = self.request(g, upcoming)
+            placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
+                                                   there=self._absent_region(g, request))
         if placement is None:
+            if self.preemptions.protected:  # LOW gangs within the pool's minimum runtime: when may it?
+                wait = self.preemptions.wait_for(self.index, self.request(g, upcoming), kept)
+                if wait is not None:
+                    self.runtime_waits[g.pk] = wait
             return False
         if self.hold.active:  # victims' machines among the kept ones: hold back what they freed there too
             self._holding(False)

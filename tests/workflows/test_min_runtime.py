@@ -1,0 +1,112 @@
+"""A pool's minimum runtime (docs/design.md §9): a running LOW gang that has run less than it is no
+preemption victim until it has, and the gang that would preempt it is told when it can; on PostgreSQL.
+Time is driven by the gangs' ``started_at`` rows and the cycle's ``now``, never by sleeping."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler.models import Pool
+from tests.factories import make_nvl72_pool
+from tests.pipeline.helpers import gang_spec
+from workflows.choices import TaskStatus
+from workflows.models import TaskGroup, Workflow
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.services import workflow_submit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pool():
+    # 2 zones x 1 spine x 2 racks x 4 nodes of 4 GPUs: 64 GPUs, four 16-GPU racks; ten minutes
+    return make_nvl72_pool("shared", zones=2, spines=1, racks=2, nodes=4, min_runtime=600)
+
+
+def submit(user, name: str, tasks: int, priority: str, *, key: str | None = None) -> Workflow:
+    workflow, _ = workflow_submit(user=user, pool_name="shared", spec=gang_spec(name, tasks, 4, key=key),
+                                  priority=priority)
+    return workflow
+
+
+def group_of(workflow: Workflow) -> TaskGroup:
+    return TaskGroup.objects.get(workflow=workflow)
+
+
+def fill_with_low(user, pool: Pool, started: datetime) -> list[Workflow]:
+    """Four LOW gangs of a rack each (the pool full), all started at ``started``."""
+    lows = [submit(user, f"low{i}", 4, "LOW", key="rack") for i in range(4)]
+    placement_cycle_run(pool_id=pool.pk)
+    assert {group_of(w).status for w in lows} == {TaskStatus.INITIALIZING}
+    TaskGroup.objects.filter(workflow__in=lows).update(started_at=started)
+    return lows
+
+
+def test_a_low_gang_within_the_minimum_runtime_is_kept_and_the_preemptor_told_when(user, pool):
+    # given the pool full of LOW gangs that started a minute ago (the minimum runtime is ten minutes)
+    now = timezone.now().replace(microsecond=0)
+    lows = fill_with_low(user, pool, now - timedelta(seconds=60))
+    # when a HIGH gang of one rack arrives
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    result = placement_cycle_run(pool_id=pool.pk, now=now)
+    # then nothing is evicted: it waits, and its reason says when a LOW gang becomes preemptible, where
+    assert result.preempted == 0
+    assert group_of(high).status == TaskStatus.SCHEDULING
+    assert {group_of(w).status for w in lows} == {TaskStatus.INITIALIZING}
+    assert {group_of(w).preemptions for w in lows} == {0}
+    at = now + timedelta(seconds=540)
+    reason = group_of(high).unschedulable_reason
+    assert reason["preemptible_at"] == at.astimezone(UTC).isoformat()
+    racks = {f"z{z}-s1-r{r}" for z in (1, 2) for r in (1, 2)}
+    said = [f"; a LOW gang on {rack} becomes preemptible at {at.astimezone(UTC):%H:%M} UTC "
+            "(the pool's minimum runtime)" for rack in racks]
+    assert any(reason["message"].endswith(s) for s in said), reason["message"]
+    # and it is no proof: the pool wakes when that gang's minimum runtime ends
+    assert group_of(high).proof_epoch is None
+    assert datetime.fromisoformat(Pool.objects.get(pk=pool.pk).cycle_state["wake_at"]) == at
+    # and a cycle a second before then (nothing changed) still evicts nothing
+    assert placement_cycle_run(pool_id=pool.pk, now=at - timedelta(seconds=1)).preempted == 0
+    assert group_of(high).status == TaskStatus.SCHEDULING
+
+
+def test_once_the_minimum_runtime_is_over_the_low_gang_is_preempted(user, pool):
+    # given the same HIGH gang waiting behind LOW gangs that started a minute ago
+    now = timezone.now().replace(microsecond=0)
+    lows = fill_with_low(user, pool, now - timedelta(seconds=60))
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    assert placement_cycle_run(pool_id=pool.pk, now=now).preempted == 0
+    # when the cycle runs at the time its reason gave
+    result = placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=540))
+    # then one LOW gang is evicted for it
+    assert result.preempted == 1
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    assert sorted(group_of(w).preemptions for w in lows) == [0, 0, 0, 1]
+
+
+def test_a_low_gang_that_ran_longer_than_the_minimum_runtime_is_preempted_at_once(user, pool):
+    # given the pool full of LOW gangs that started eleven minutes ago
+    now = timezone.now().replace(microsecond=0)
+    lows = fill_with_low(user, pool, now - timedelta(seconds=660))
+    # when a HIGH gang of one rack arrives
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    result = placement_cycle_run(pool_id=pool.pk, now=now)
+    # then it preempts one of them in the same cycle
+    assert result.preempted == 1
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    assert sorted(group_of(w).preemptions for w in lows) == [0, 0, 0, 1]
+
+
+def test_only_the_gangs_within_the_minimum_runtime_are_kept(user, pool):
+    # given four LOW gangs, one started eleven minutes ago and three a minute ago
+    now = timezone.now().replace(microsecond=0)
+    lows = fill_with_low(user, pool, now - timedelta(seconds=60))
+    TaskGroup.objects.filter(workflow=lows[2]).update(started_at=now - timedelta(seconds=660))
+    # when a HIGH gang of one rack arrives
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    placement_cycle_run(pool_id=pool.pk, now=now)
+    # then the old one is the victim
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    assert [group_of(w).preemptions for w in lows] == [0, 0, 1, 0]
