@@ -178,7 +178,8 @@ def admin_pool_form(pool) -> dict[str, str]:
     """The pool's admin change form as posted, its inlines unchanged."""
     keys = list(pool.topology_keys.order_by("position"))
     data = {"name": pool.name, "description": pool.description, "backend": pool.backend,
-            "sim_task_seconds": str(pool.sim_task_seconds), "k8s_namespace": pool.k8s_namespace,
+            "sim_task_seconds": str(pool.sim_task_seconds), "min_runtime": str(pool.min_runtime),
+            "max_retries": str(pool.max_retries), "k8s_namespace": pool.k8s_namespace,
             "k8s_node_selector": pool.k8s_node_selector, "status": pool.status,
             "topology_keys-TOTAL_FORMS": str(len(keys)), "topology_keys-INITIAL_FORMS": str(len(keys))}
     for inline in ("grants", "quotas", "platforms"):
