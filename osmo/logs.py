@@ -66,8 +66,10 @@ def _plain(value: Any) -> str:
 # Celery tasks that run every tick whether or not there is work: their lines say nothing new. What
 # they do that matters has lines of its own (``placement.cycle`` when a gang is placed or refused,
 # ``pod.reconciled``), and their failures are logged as errors, which are never lowered.
-ROUTINE_TASKS = frozenset({"scheduler.tick", "scheduler.tick_watch", "scheduler.placement_cycle_run",
-                           "scheduler.pods_sync", "scheduler.worker_heartbeat"})
+# Their names are checked against the registered tasks (tests/ops/test_task_names.py): a renamed task
+# would otherwise come back to the console every second.
+ROUTINE_TASKS = frozenset({"workflows.tick", "workflows.tick_watch", "workflows.placement_cycle_run",
+                           "workflows.pods_sync", "workflows.kubernetes_sync", "scheduler.worker_heartbeat"})
 
 
 class CeleryRoutineFilter(logging.Filter):

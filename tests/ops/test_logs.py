@@ -86,13 +86,13 @@ from celery.app import trace
 def task(name, **more):
     return {"id": "0f0f", "name": name, "args": "()", "kwargs": "{}", "eta": None, "runtime": 0.01,
             "return_value": "None", **more}
-for name in ("scheduler.tick", "scheduler.tick_watch", "scheduler.placement_cycle_run", "scheduler.pods_sync",
-             "scheduler.groups_dispatch"):
+for name in ("workflows.tick", "workflows.tick_watch", "workflows.placement_cycle_run", "workflows.pods_sync",
+             "workflows.groups_dispatch"):
     logging.getLogger("celery.worker.strategy").info(trace.LOG_RECEIVED, task(name), extra={"data": task(name)})
     trace.info(trace.LOG_SUCCESS, task(name))
-failed = task("scheduler.tick", description="raised unexpected", exc="OperationalError('gone')")
+failed = task("workflows.tick", description="raised unexpected", exc="OperationalError('gone')")
 logging.getLogger("celery.app.trace").error(trace.LOG_FAILURE, failed, extra={"data": failed})
-logging.getLogger("celery.beat").info("Scheduler: Sending due task %s (%s)", "scheduler-tick", "scheduler.tick")
+logging.getLogger("celery.beat").info("Scheduler: Sending due task %s (%s)", "workflows-tick", "workflows.tick")
 logging.getLogger("django.server").info('"%s" %s %s', "GET /api/me/ HTTP/1.1", "200", "36",
                                         extra={"request": object(), "server_time": "26/Nov/2026", "status_code": 200})
 """
@@ -118,8 +118,8 @@ def test_ticks_and_idle_cycles_log_at_debug_and_a_dispatch_or_failure_at_info_on
     lines = _celery_lines(tmp_path, "INFO")
     # then
     assert lines == [
-        "INFO celery.app.trace Task scheduler.groups_dispatch[0f0f] succeeded in 0.01s: None",
-        "ERROR celery.app.trace Task scheduler.tick[0f0f] raised unexpected: OperationalError('gone')",
+        "INFO celery.app.trace Task workflows.groups_dispatch[0f0f] succeeded in 0.01s: None",
+        "ERROR celery.app.trace Task workflows.tick[0f0f] raised unexpected: OperationalError('gone')",
         'INFO django.server "GET /api/me/ HTTP/1.1" 200 36 status_code=200',
     ]
 
@@ -129,4 +129,4 @@ def test_with_log_level_debug_the_routine_lines_come_back_at_debug(tmp_path):
     lines = _celery_lines(tmp_path, "DEBUG")
     # then every line is there, the routine ones and the receipts at DEBUG
     assert [line.split(" ", 1)[0] for line in lines] == ["DEBUG"] * 9 + ["INFO", "ERROR", "DEBUG", "INFO"]
-    assert lines[-2] == "DEBUG celery.beat Scheduler: Sending due task scheduler-tick (scheduler.tick)"
+    assert lines[-2] == "DEBUG celery.beat Scheduler: Sending due task workflows-tick (workflows.tick)"
