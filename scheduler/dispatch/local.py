@@ -31,6 +31,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -159,6 +160,11 @@ class LocalBackend:
             parsed = urlparse(entry.get("url", ""))
             if parsed.scheme == "file" and os.path.exists(parsed.path):
                 binds += ["--ro-bind", parsed.path, parsed.path]
+        # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
+        # there, its virtualenv) is bound back read-only, or the runtime cannot start.
+        for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
+            if Path(host_path).is_relative_to("/tmp"):
+                binds += ["--ro-bind", host_path, host_path]
         argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc",
                 "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
                 "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
