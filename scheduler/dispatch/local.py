@@ -153,6 +153,11 @@ class LocalBackend:
     def _supervisor(self, folder: Path, plan: dict[str, Any]) -> str:
         sandbox = folder / "sandbox"
         binds = []
+        # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
+        # there, its virtualenv) is bound back read-only, or the runtime cannot start.
+        for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
+            if Path(host_path).is_relative_to("/tmp"):
+                binds += ["--ro-bind", host_path, host_path]
         for target in _file_url_folders(plan):
             os.makedirs(target, exist_ok=True)
             binds += ["--bind", target, target]
@@ -160,11 +165,6 @@ class LocalBackend:
             parsed = urlparse(entry.get("url", ""))
             if parsed.scheme == "file" and os.path.exists(parsed.path):
                 binds += ["--ro-bind", parsed.path, parsed.path]
-        # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
-        # there, its virtualenv) is bound back read-only, or the runtime cannot start.
-        for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
-            if Path(host_path).is_relative_to("/tmp"):
-                binds += ["--ro-bind", host_path, host_path]
         argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc",
                 "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
                 "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
