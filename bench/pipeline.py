@@ -35,6 +35,7 @@ workflows were dispatched.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import resource
@@ -128,6 +129,8 @@ def main() -> None:
         # One user sends everything here; the default per-user rate (200/s) would throttle the run.
         OSMO_THROTTLE_USER="1000000/min",
         OSMO_METRICS_TOKEN=metrics_token,
+        # Production settings refuse to start without the credential store's key (docs/operations.md).
+        OSMO_CREDENTIALS_KEYS=base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
     )
     log = sys.stderr
     print("==> migrating and generating a 1,296-node NVL72 pool", file=log)

@@ -110,6 +110,8 @@ def main() -> None:
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(args.profile)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+        if os.environ.get("OSMO_PROFILE_OUT"):  # the raw stats, for pstats' callers/callees views
+            profiler.dump_stats(os.environ["OSMO_PROFILE_OUT"])
     result = {"benchmark": "submit_profile", "tasks": args.tasks, "submissions": args.submissions,
               "cpu_ms_per_submission": round(min(per_round), 2),
               "cpu_ms_rounds": [round(value, 2) for value in per_round],
