@@ -19,6 +19,11 @@ from workflows.spec.parser import IMAGE_MAX_LENGTH
 class Workflow(models.Model):
     """A submitted spec. ``workflow_id`` is ``<name>-<n>``, n counting up per name."""
 
+    # Filled by workflows.selectors.workflow_detail_queryset (its prefetches) or by the submission that
+    # created the rows: the groups by position, and the history by time (not fields).
+    groups_in_order: list[TaskGroup]
+    history_in_order: list[StatusTransition]
+
     workflow_id = models.CharField(max_length=100, unique=True)
     name = models.CharField(max_length=80, db_index=True)
     seq = models.PositiveIntegerField()
@@ -95,6 +100,9 @@ class RunState(models.Model):
 
 class TaskGroup(RunState):
     """A gang: all its tasks are placed and started together. Carries its constraint tree."""
+
+    # Filled like Workflow.groups_in_order: the group's tasks by position (not a field).
+    tasks_in_order: list[Task]
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="groups")
     name = models.CharField(max_length=128)

@@ -259,14 +259,15 @@ def workflow_submit(
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
-    Returns ``(workflow, created)``: with an ``idempotency_key`` this user already sent with the same
-    request (pool, priority, spec, template values), the earlier workflow and ``False``. ``values``
-    and ``env`` fill the spec's template (docs/design.md §11); the rendered spec is stored. Raises
-    ``IdempotencyKeyReusedError`` (422) when the key was used for a different request. Nothing is
-    stored when validation fails. ``warnings``, when given, receives what the spec's validation
-    accepted but says (a repeated key: :attr:`ValidatedSubmission.warnings`). Safe under concurrency:
-    submissions of one name get distinct numbers (see :func:`_next_seq`), and racing retries with one
-    key store one workflow.
+    Returns ``(workflow, created)``; a new workflow carries its groups, tasks and history as
+    :func:`workflows.selectors.workflow_detail_queryset` reads them. With an ``idempotency_key`` this
+    user already sent with the same request (pool, priority, spec, template values), the earlier
+    workflow and ``False``. ``values`` and ``env`` fill the spec's template (docs/design.md §11); the
+    rendered spec is stored. Raises ``IdempotencyKeyReusedError`` (422) when the key was used for a
+    different request. Nothing is stored when validation fails. ``warnings``, when given, receives what
+    the spec's validation accepted but says (a repeated key: :attr:`ValidatedSubmission.warnings`). Safe
+    under concurrency: submissions of one name get distinct numbers (see :func:`_next_seq`), and racing
+    retries with one key store one workflow.
     """
     request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority, values=values, env=env)
                     if idempotency_key else "")
@@ -370,6 +371,11 @@ def _workflow_create(
     transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
     transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
     bulk_insert(StatusTransition, transitions)
+    # What the answer reads, as workflows.selectors.workflow_detail_queryset would: the rows just written.
+    for group in groups:
+        group.tasks_in_order = [task for task in tasks if task.group is group]
+    workflow.groups_in_order = groups
+    workflow.history_in_order = transitions
     return workflow
 
 

@@ -112,18 +112,20 @@ def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
     return result
 
 
-def workflow_waiting(workflow: Workflow) -> dict[int, dict[str, Any]]:
+def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = None) -> dict[int, dict[str, Any]]:
     """Why each SCHEDULING group of ``workflow`` waits, by group pk (see the module docstring).
 
     ``workflow`` comes from :func:`workflows.selectors.workflow_detail_queryset` (groups and pool keys
-    prefetched). Each answer: ``position``, ``ahead`` ({"HIGH", "NORMAL", "LOW"}), ``domain``
-    ({"key", "path"} of the failing constraint's best domain, or None), ``holders`` ([{"workflow",
-    "gpu", "tasks"}], at most 10), ``domains`` ({"key", "exist", "schedulable"} or None), ``reason``
-    (the reason reworded against the inventory) and ``lines`` (the sentences to show)."""
-    groups = [group for group in workflow.groups.all() if group.status == TaskStatus.SCHEDULING]
+    prefetched; ``keys``, the pool's (key, label) pairs coarsest first, when the caller has read them).
+    Each answer: ``position``, ``ahead`` ({"HIGH", "NORMAL", "LOW"}), ``domain`` ({"key", "path"} of the
+    failing constraint's best domain, or None), ``holders`` ([{"workflow", "gpu", "tasks"}], at most
+    10), ``domains`` ({"key", "exist", "schedulable"} or None), ``reason`` (the reason reworded against
+    the inventory) and ``lines`` (the sentences to show)."""
+    groups = [group for group in workflow.groups_in_order if group.status == TaskStatus.SCHEDULING]
     if not groups:
         return {}
-    keys = [(key.key, key.label) for key in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
+    if keys is None:
+        keys = [(key.key, key.label) for key in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
     level_of = {key: index for index, (key, _label) in enumerate(keys)}
     details = {group.pk: ((group.unschedulable_reason or {}).get("reason") or {}) for group in groups}
     best: dict[int, list[str]] = {}

@@ -5,7 +5,27 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
+from django.db import models
 from rest_framework import serializers
+
+
+def keys_sorted(value: Any) -> Any:
+    """``value`` with every object's keys in sorted order, at every depth."""
+    if isinstance(value, dict):
+        return {key: keys_sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [keys_sorted(item) for item in value]
+    return value
+
+
+class SortedJSONField(serializers.JSONField):
+    """A JSON value answered with its objects' keys sorted: the same bytes whether the value was just
+    written (a submission's answer, built from the rows it wrote) or read back from PostgreSQL (whose
+    jsonb keeps keys in an order of its own)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return keys_sorted(super().to_representation(value))
+
 
 
 class OutputModelSerializer(serializers.ModelSerializer):
@@ -18,6 +38,8 @@ class OutputModelSerializer(serializers.ModelSerializer):
     """
 
     _fields_built: ClassVar[dict[str, Any] | None] = None  # per class: read through cls.__dict__
+    serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping,
+                                models.JSONField: SortedJSONField}
 
     def get_fields(self) -> dict[str, Any]:
         cls = type(self)

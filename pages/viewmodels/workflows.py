@@ -121,7 +121,7 @@ def _group_rows(
 ) -> list[GroupRow]:
     rows = []
     for group in groups:
-        tasks = natural_sorted(group.tasks.all(), key=lambda task: task.name)  # shard2 before shard10
+        tasks = natural_sorted(group.tasks_in_order, key=lambda task: task.name)  # shard2 before shard10
         report = group.placement_report or []
         rows.append(
             GroupRow(
@@ -146,7 +146,7 @@ def _group_rows(
 def workflow_detail_build(workflow: Workflow, *, user: Viewer) -> WorkflowDetail:
     """The workflow page of a workflow from :func:`workflows.selectors.workflow_detail_queryset`."""
     keys = pool_keys(workflow.pool)
-    groups = list(workflow.groups.all())
+    groups = workflow.groups_in_order
     rows = _group_rows(groups, [(key.key, key.label) for key in keys], workflow_waiting(workflow))
     transitions = list(workflow_transitions(workflow)[:HISTORY_LIMIT])
     return WorkflowDetail(
@@ -171,7 +171,7 @@ def workflow_placement_map(
     task_paths: list[DomainKey] = []
     placed = 0
     for group in groups:
-        for task in group.tasks.all():
+        for task in group.tasks_in_order:
             if task.node is None:
                 continue
             placed += 1

@@ -5,7 +5,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from osmo.api.serializers import OutputModelSerializer
+from osmo.api.serializers import OutputModelSerializer, SortedJSONField
 from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
 from workflows.choices import Priority
@@ -145,9 +145,9 @@ class WaitingOutputSerializer(serializers.Serializer):
 
 class TaskGroupOutputSerializer(OutputModelSerializer):
     tasks = serializers.SerializerMethodField()
-    constraint_tree = serializers.JSONField()
-    unschedulable_reason = serializers.JSONField(allow_null=True)
-    placement_report = serializers.JSONField(allow_null=True)
+    constraint_tree = SortedJSONField()
+    unschedulable_reason = SortedJSONField(allow_null=True)
+    placement_report = SortedJSONField(allow_null=True)
     waiting = serializers.SerializerMethodField()
 
     class Meta:
@@ -162,7 +162,7 @@ class TaskGroupOutputSerializer(OutputModelSerializer):
 
     @extend_schema_field(TaskOutputSerializer(many=True))
     def get_tasks(self, group: TaskGroup) -> list[dict[str, Any]]:
-        tasks = natural_sorted(group.tasks.all(), key=lambda task: task.name)  # t2 before t10, as the CLI and page
+        tasks = natural_sorted(group.tasks_in_order, key=lambda task: task.name)  # t2 before t10, as the CLI and page
         return list(TaskOutputSerializer(tasks, many=True, context=self.context).data)
 
 
@@ -200,7 +200,7 @@ class WorkflowOutputSerializer(OutputModelSerializer):
     submitted_by = serializers.CharField(source="submitted_by.username")
     team = serializers.SerializerMethodField(help_text="The team whose quota it counts against (None: none).")
     groups = serializers.SerializerMethodField()
-    history = StatusTransitionOutputSerializer(source="transitions", many=True, read_only=True)
+    history = StatusTransitionOutputSerializer(source="history_in_order", many=True, read_only=True)
 
     class Meta:
         model = Workflow
@@ -212,12 +212,12 @@ class WorkflowOutputSerializer(OutputModelSerializer):
 
     @extend_schema_field(TaskGroupOutputSerializer(many=True))
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
-        keys = [(k.key, k.label) for k in workflow.pool.topology_keys.all()]
+        keys = [(k.key, k.label) for k in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
         outputs_store = (f"{artifact_store(workflow.pool.name)}/{workflow.workflow_id}"
                          if runtime_backend(workflow.pool.backend) else "")
-        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow),
+        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow, keys),
                    "outputs_store": outputs_store}
-        return list(TaskGroupOutputSerializer(workflow.groups.all(), many=True, context=context).data)
+        return list(TaskGroupOutputSerializer(workflow.groups_in_order, many=True, context=context).data)
 
 
 class WorkflowSubmitOutputSerializer(WorkflowOutputSerializer):

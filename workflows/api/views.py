@@ -168,8 +168,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             warnings=warnings,
             **template,
         )
-        # The stored workflow as a later GET reads it (for a replay: as it is now).
-        workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        if not created:  # an idempotent replay: the stored workflow as it is now
+            workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        # (a new one carries the rows it was written with: workflows.selectors.workflow_detail_queryset)
         answer = {**WorkflowOutputSerializer(workflow).data, "warnings": warnings}
         return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
