@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q, Sum, TextField, Value
 from django.db.models.functions import Concat
 
@@ -44,14 +45,20 @@ def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> dict[int, dict[str, i
     per priority (one query). Ahead are all gangs of higher priorities, those of the same priority
     submitted earlier, and the workflow's own queued gangs of lower position."""
     rank = PRIORITY_RANK.get(Priority(workflow.priority), 9)
-    counts = TaskGroup.objects.filter(workflow__pool_id=workflow.pool_id, status=TaskStatus.SCHEDULING).aggregate(
-        **{str(name): Count("pk", filter=Q(workflow__priority=name)) for name in PRIORITY_RANK},
-        earlier=Count("pk", filter=Q(workflow__priority=workflow.priority) & (
-            Q(workflow__submitted_at__lt=workflow.submitted_at)
-            | Q(workflow__submitted_at=workflow.submitted_at, workflow_id__lt=workflow.pk))),
+    # Written out: every submission's answer asks it (the ORM built this aggregate anew each time).
+    query = (
+        "SELECT w.priority, COUNT(*), COUNT(*) FILTER (WHERE w.priority = %s AND (w.submitted_at < %s"
+        " OR (w.submitted_at = %s AND g.workflow_id < %s)))"
+        f" FROM {TaskGroup._meta.db_table} g JOIN {Workflow._meta.db_table} w ON w.id = g.workflow_id"
+        " WHERE w.pool_id = %s AND g.status = %s GROUP BY w.priority"
     )
-    everything = {name: counts[str(name)] for name in PRIORITY_RANK}
-    earlier = counts["earlier"]
+    with connection.cursor() as cursor:
+        cursor.execute(query, [workflow.priority, workflow.submitted_at, workflow.submitted_at, workflow.pk,
+                               workflow.pool_id, TaskStatus.SCHEDULING])
+        rows = cursor.fetchall()
+    everything = {name: 0 for name in PRIORITY_RANK}
+    everything.update({priority: count for priority, count, _earlier in rows if priority in everything})
+    earlier = sum(row[2] for row in rows)
     result = {}
     for group in groups:
         ahead = {str(name): (everything[name] if value < rank else 0) for name, value in PRIORITY_RANK.items()}
