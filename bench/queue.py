@@ -5,8 +5,17 @@ submissions are: same groups, tasks, stored requests and signatures, one submiss
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Model
 
 from workflows.models import Task, TaskGroup, Workflow
+
+
+def _copied(row: Model, skip: set[str]) -> dict[str, Any]:
+    """The values of ``row``'s columns, by attribute name, but those in ``skip``."""
+    return {field.attname: getattr(row, field.attname) for field in row._meta.concrete_fields
+            if field.attname not in skip}
 
 
 def queue_copies(template: Workflow, copies: int, *, first: datetime, step: timedelta = timedelta(milliseconds=1),
@@ -17,19 +26,18 @@ def queue_copies(template: Workflow, copies: int, *, first: datetime, step: time
     base = (Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
     groups = list(template.groups.order_by("position"))
     tasks = list(template.tasks.order_by("position"))
-    skip = {"id", "workflow_id", "seq", "name", "submitted_at", "idempotency_key", "_state"}
-    fields = {k: v for k, v in template.__dict__.items() if k not in skip}
+    fields = _copied(template, {"id", "workflow_id", "seq", "name", "submitted_at", "idempotency_key"})
     workflows = Workflow.objects.bulk_create(
         [Workflow(**fields, name=name, seq=base + i, workflow_id=f"{name}-{base + i}", submitted_at=first + step * i)
          for i in range(copies)]
     )
-    group_fields = [{k: v for k, v in g.__dict__.items() if k not in ("id", "workflow_id", "_state")} for g in groups]
+    group_fields = [_copied(g, {"id", "workflow_id"}) for g in groups]
     new_groups = TaskGroup.objects.bulk_create(
         [TaskGroup(**values, workflow=w) for w in workflows for values in group_fields], batch_size=2000
     )
     group_of = {(g.workflow_id, g.name): g for g in new_groups}
     task_fields = [
-        ({k: v for k, v in t.__dict__.items() if k not in ("id", "workflow_id", "group_id", "_state")},
+        (_copied(t, {"id", "workflow_id", "group_id"}),
          next(g.name for g in groups if g.pk == t.group_id))
         for t in tasks
     ]
@@ -48,7 +56,7 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
     tasks_of = {t.pk: list(t.tasks.order_by("position")) for t in {t.pk: t for t in templates}.values()}
     seqs: dict[str, int] = {}
     rows = []
-    skip = {"id", "workflow_id", "seq", "submitted_at", "idempotency_key", "_state"}
+    skip = {"id", "workflow_id", "seq", "submitted_at", "idempotency_key"}
     for i, template in enumerate(templates):
         seq = seqs.get(template.name)
         if seq is None:
@@ -56,13 +64,13 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
             seq = latest.first() or 0
         seq += 1
         seqs[template.name] = seq
-        fields = {k: v for k, v in template.__dict__.items() if k not in skip}
+        fields = _copied(template, skip)
         rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}", submitted_at=first + step * i))
     workflows = Workflow.objects.bulk_create(rows, batch_size=2000)
     new_groups = []
     for template, workflow in zip(templates, workflows, strict=True):
         for g in groups_of[template.pk]:
-            values = {k: v for k, v in g.__dict__.items() if k not in ("id", "workflow_id", "_state")}
+            values = _copied(g, {"id", "workflow_id"})
             new_groups.append(TaskGroup(**values, workflow=workflow))
     TaskGroup.objects.bulk_create(new_groups, batch_size=2000)
     group_of = {(g.workflow_id, g.name): g for g in new_groups}
@@ -70,6 +78,6 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
     new_tasks = []
     for template, workflow in zip(templates, workflows, strict=True):
         for t in tasks_of[template.pk]:
-            values = {k: v for k, v in t.__dict__.items() if k not in ("id", "workflow_id", "group_id", "_state")}
+            values = _copied(t, {"id", "workflow_id", "group_id"})
             new_tasks.append(Task(**values, workflow=workflow, group=group_of[(workflow.pk, names[t.group_id])]))
     Task.objects.bulk_create(new_tasks, batch_size=5000)

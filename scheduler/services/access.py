@@ -112,9 +112,13 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
     if not user.pk:
         return None
     # One query: the user's teams, each marked whether it has a quota in the pool (a user belongs to
-    # a handful of teams).
-    mine = list(Group.objects.filter(user=user.pk).annotate(
-        has_quota=Exists(TeamQuota.objects.filter(pool=pool.pk, team=OuterRef("pk")))).order_by("name"))
+    # a handful of teams). Every submission asks it: written out, as pool_with_access's.
+    query = (
+        f"SELECT g.*, EXISTS (SELECT 1 FROM {TeamQuota._meta.db_table} q WHERE q.pool_id = %s AND q.team_id = g.id)"
+        f" AS has_quota FROM {Group._meta.db_table} g JOIN {Group.user_set.through._meta.db_table} m"
+        " ON m.group_id = g.id WHERE m.user_id = %s ORDER BY g.name"
+    )
+    mine = list(Group.objects.raw(query, [pool.pk, user.pk]))
     with_quota = [found for found in mine if getattr(found, "has_quota", False)]
     if len(with_quota) == 1:
         return with_quota[0]
