@@ -328,7 +328,7 @@ class Walk:
         """The gang's signature, told apart while the kept machines are held back (a verdict there is
         not one on the whole pool)."""
         held = self.hold.active and self.hold.machines
-        return f"{g.signature}|reserved" if g.signature and held else g.signature
+        return f"{g.signature}|held" if g.signature and held else g.signature
 
     def _behind_starving(self, g: QueuedGang) -> None:
         if not self._behind_starving_said(g):
