@@ -211,14 +211,16 @@ def test_pod_states_lists_by_label_following_continue_tokens(kube_api, kube_back
         "train-1-trainers-worker-2": PodState(
             "Pending", None,
             "Unschedulable: 0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. "
-            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."),
+            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+            cause="unschedulable", since=CREATED),
         "train-1-trainers-worker-3": PodState("Succeeded", 0, ""),
         "train-1-trainers-worker-4": PodState("Failed", 137, "OOMKilled"),
         "train-1-trainers-worker-5": PodState(
             "Failed", 137,
             "ContainerStatusUnknown: The container could not be located when the pod was terminated: Evicted: "
             "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi. "
-            "Container task was using 120Gi, request is 100Gi, has larger consumption of ephemeral-storage."),
+            "Container task was using 120Gi, request is 100Gi, has larger consumption of ephemeral-storage.",
+            cause="evicted"),
         "train-1-trainers-worker-6": PodState("Missing"),
     }
 
@@ -233,10 +235,10 @@ def test_pending_past_the_timeout_fails_with_a_clear_message(kube_api, kube_back
         "Failed", None,
         "pod stayed Pending for 601 s; no kubelet started it (reason: ImagePullBackOff: Back-off pulling image "
         '"nvcr.io/nvidia/pytorch:99.99-py3": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
-        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)', live=True)
-    assert states["train-1-trainers-worker-2"].phase == "Failed"
-    assert states["train-1-trainers-worker-2"].message.startswith(
-        "pod stayed Pending for 601 s; no kubelet started it (reason: Unschedulable: 0/4 nodes are available")
+        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)', live=True, cause="image_pull")
+    # a pod the cluster refuses to schedule is left to the unschedulable rule (docs/kubernetes.md §10)
+    assert (states["train-1-trainers-worker-2"].phase, states["train-1-trainers-worker-2"].cause) == (
+        "Pending", "unschedulable")
     assert states["train-1-trainers-worker-0"] == PodState("Running")
     assert states["train-1-trainers-worker-3"] == PodState("Succeeded", 0, "")
 
@@ -279,7 +281,7 @@ def test_pending_timeout_comes_from_the_environment(kube_api, monkeypatch):
     assert states["train-1-trainers-worker-6"] == PodState(
         "Failed", None,
         'pod stayed Pending for 61 s; no kubelet started it (reason: CreateContainerConfigError: secret "hf-token" '
-        "not found)", live=True)
+        "not found)", live=True, cause="start_error")
 
 
 def test_naive_now_is_taken_as_utc(kube_api, kube_backend):

@@ -349,7 +349,7 @@ def test_one_sync_with_5000_pods_makes_a_constant_number_of_paginated_list_calls
     # when one sync runs
     counts = pods_sync(pool_id=kube_pool.pk, now=now)
     # then one paginated listing of 10 pages (500 per page), never a call per pod
-    assert counts == {"running": 0, "completed": 0, "failed": 0, "deleted": 0}
+    assert counts == {"running": 0, "completed": 0, "failed": 0, "requeued": 0, "rescheduled": 0, "deleted": 0}
     assert {(r.method, r.path) for r in kube_api.requests} == {("GET", PODS)}
     assert len(kube_api.requests) == 10
     assert [r.query.get("continue") for r in kube_api.requests[:10]] == [None, *([f"token-{i}"] for i in range(1, 10))]
