@@ -52,22 +52,20 @@ def tasks_cluster_settle(tasks: Sequence[Task], *, refused: Mapping[int, str], l
             continue
         if task.pk in lost:
             cause, said = lost[task.pk]
-            verdict = rules.lost_verdict(cause, retries=group.retries, max_retries=max_retries,
-                                         message=f"task {task.name}: {said}")
+            verdict = rules.lost_verdict(cause, retries=group.retries, max_retries=max_retries, message=said)
             failure = rules.LOST_STATUSES[cause]
         else:
             cause, said = rules.CAUSE_UNSCHEDULABLE, refused[task.pk]
-            verdict = rules.refused_verdict(requeues=group.requeues, max_requeues=max_requeues,
-                                            message=f"task {task.name}: {said}")
+            verdict = rules.refused_verdict(requeues=group.requeues, max_requeues=max_requeues, message=said)
             failure = rules.REFUSED_STATUS
         settled.causes[group.pk] = cause
         if verdict.status is None and not _others_hold(task):
-            verdict = rules.ExitVerdict(failure, f"task {task.name}: {said}: not queued again, another task of "
-                                                 "its gang already ended")
+            verdict = rules.ExitVerdict(failure, f"{said}: not queued again, another task of its gang already ended")
+        message = f"task {task.name}: {verdict.message}"
         if verdict.status is None:
-            (settled.reschedule if cause != rules.CAUSE_UNSCHEDULABLE else settled.requeue)[group.pk] = verdict.message
+            (settled.reschedule if cause != rules.CAUSE_UNSCHEDULABLE else settled.requeue)[group.pk] = message
             continue
-        settled.changes[task.pk] = TaskChange(task, TaskStatus(verdict.status), verdict.message)
+        settled.changes[task.pk] = TaskChange(task, TaskStatus(verdict.status), message)
     return settled
 
 
