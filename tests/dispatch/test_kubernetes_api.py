@@ -545,3 +545,44 @@ def test_pod_events_unreachable_is_transient(kube_api, kube_backend):
     kube_api.reply("GET", EVENTS, 503, "status_service_unavailable.json")
     with pytest.raises(DispatchTransientError, match=f"list events in {NS}: HTTP 503"):
         kube_backend.pod_events([worker(0)], now=DISPATCHED)
+
+
+# ------------------------------------------------------------------------------------------------
+# pod_states: the cluster's causes (docs/kubernetes.md §10)
+# ------------------------------------------------------------------------------------------------
+def _disrupted(i: int, phase: str, reason: str, message: str, terminated: dict | None = None) -> dict:
+    item = load_fixture("pod_list_page1.json")["items"][0]  # a recorded Running pod, reshaped
+    item["metadata"]["name"] = f"train-1-trainers-worker-{i}"
+    item["status"]["phase"] = phase
+    item["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                                     "lastTransitionTime": "2025-06-01T12:10:00Z", "reason": reason,
+                                     "message": message}]
+    if terminated is not None:
+        item["status"]["containerStatuses"][0]["state"] = {"terminated": terminated}
+    return item
+
+
+def test_a_disruption_target_says_the_infrastructure_took_the_pod_unless_it_had_finished(kube_api, kube_backend):
+    # given a pod drained while running (still terminating), one killed by it (exit 143), one that finished first
+    body = load_fixture("pod_list_empty.json")
+    body["items"] = [
+        _disrupted(0, "Running", "EvictionByEvictionAPI", "Eviction API: evicting"),
+        _disrupted(1, "Failed", "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint",
+                   {"exitCode": 143, "reason": "Error"}),
+        _disrupted(2, "Succeeded", "EvictionByEvictionAPI", "Eviction API: evicting",
+                   {"exitCode": 0, "reason": "Completed"}),
+    ]
+    kube_api.reply("GET", PODS, 200, body)
+    # when
+    states = kube_backend.pod_states([worker(i) for i in range(3)], now=DISPATCHED + timedelta(seconds=700))
+    # then
+    node = body["items"][0]["spec"]["nodeName"]
+    assert states == {
+        "train-1-trainers-worker-0": PodState(
+            "Failed", None, f"disrupted on node {node}: EvictionByEvictionAPI: Eviction API: evicting", live=True,
+            cause="disrupted"),
+        "train-1-trainers-worker-1": PodState(
+            "Failed", 143, f"disrupted on node {node}: DeletionByTaintManager: Taint manager: deleting due to "
+            "NoExecute taint", cause="disrupted"),
+        "train-1-trainers-worker-2": PodState("Succeeded", 0, ""),
+    }
