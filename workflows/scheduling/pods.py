@@ -526,7 +526,9 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                                           message="pod disappeared from the backend"))
         changed = tasks_status_set(changes)
         touched: dict[int, TaskGroup] = {}
-        reschedule = {**exits.reschedule, **cluster.reschedule}
+        # One way back per gang: the cluster's verdict wins over a member's RESCHEDULE exit action.
+        reschedule = {**{pk: why for pk, why in exits.reschedule.items() if pk not in cluster.requeue},
+                      **cluster.reschedule}
         for send, why in ((groups_reschedule, reschedule), (groups_requeue_refused, cluster.requeue)):
             if not why:
                 continue
