@@ -28,6 +28,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from celery.signals import task_failure, task_postrun, task_prerun, task_retry
@@ -115,6 +116,18 @@ K8S_FOREIGN_PODS = Counter(
     ["pool"],
 )
 K8S_SYNC_ERRORS = Counter("osmo_k8s_sync_errors", "Kubernetes syncs of a pool that failed.", ["pool"])
+K8S_REQUEUES = Counter(
+    "osmo_k8s_requeues",
+    "Gangs whose pod the cluster refused to schedule for OSMO_K8S_UNSCHEDULABLE_SECONDS, by outcome: requeued "
+    "(queued again), failed (past OSMO_K8S_UNSCHEDULABLE_REQUEUES).",
+    ["pool", "outcome"],
+)
+K8S_RESCHEDULES = Counter(
+    "osmo_k8s_reschedules",
+    "Gangs that lost a pod to the infrastructure, by cause (disrupted, evicted, node_lost) and outcome: rescheduled, "
+    "failed (past the pool's max_retries).",
+    ["pool", "cause", "outcome"],
+)
 
 OUTCOMES = ("placed", "unschedulable", "undecided", "waiting", "queue_timeout")
 
@@ -144,6 +157,20 @@ def k8s_sync_observe(*, pool: str, seconds: float, created: int = 0, updated: in
 def k8s_sync_failed(*, pool: str) -> None:
     """Record a Kubernetes sync of ``pool`` that failed (the cluster unreachable or refusing)."""
     K8S_SYNC_ERRORS.labels(pool=pool).inc()
+
+
+def cluster_verdicts_observe(*, pool: str, requeued: int = 0, requeue_failed: int = 0,
+                             rescheduled: Mapping[str, int] | None = None,
+                             reschedule_failed: Mapping[str, int] | None = None) -> None:
+    """Record what a pod sync of ``pool`` did about pods the cluster refused (requeued, failed) and pods
+    it lost (rescheduled, failed; by cause)."""
+    for outcome, count in (("requeued", requeued), ("failed", requeue_failed)):
+        if count:
+            K8S_REQUEUES.labels(pool=pool, outcome=outcome).inc(count)
+    for outcome, by_cause in (("rescheduled", rescheduled or {}), ("failed", reschedule_failed or {})):
+        for cause, count in by_cause.items():
+            if count:
+                K8S_RESCHEDULES.labels(pool=pool, cause=cause, outcome=outcome).inc(count)
 
 
 def cycle_result_observe(result: Any, *, seconds: float) -> None:

@@ -44,8 +44,8 @@ class Pool(models.Model):
         default=10.0, help_text="Simulated backend: how long a task runs unless its spec says otherwise."
     )
     max_retries = models.PositiveIntegerField(
-        default=3, help_text="How many times a gang may be rescheduled by its tasks' RESCHEDULE exit action before "
-        "the task fails (preemption does not count)."
+        default=3, help_text="How many times a gang may be rescheduled (its tasks' RESCHEDULE exit action, a pod "
+        "lost to the infrastructure) before the task fails (preemption does not count)."
     )
     k8s_namespace = models.CharField(max_length=63, default="default", blank=True)
     min_runtime = models.PositiveIntegerField(

@@ -66,6 +66,8 @@ WAIT_ENDS = {
                                       "again.",
     ReasonCode.QUOTA_EXCEEDED.value: "It stays queued and is placed once its team's HIGH and NORMAL work in "
                                      "the pool leaves room in the quota (or the quota grows).",
+    ReasonCode.CLUSTER_REFUSED.value: "The cluster refused to schedule its pods: it is placed again once its "
+                                      "nodes were read anew (a bounded number of times, then it fails).",
 }
 
 TASK_TERMINAL_STATUSES = frozenset(TaskStatus(s) for s in rules.TERMINAL)

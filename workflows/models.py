@@ -133,8 +133,11 @@ class TaskGroup(RunState):
     idle_fit_epoch = models.BigIntegerField(null=True, blank=True, editable=False)
     preemptions = models.PositiveIntegerField(default=0, help_text="How many times this gang was preempted.")
     retries = models.PositiveIntegerField(
-        default=0, help_text="How many times an exit action rescheduled this gang (its retry id; the pool's "
-        "max_retries bounds it).")
+        default=0, help_text="How many times this gang was rescheduled by an exit action or because the "
+        "infrastructure lost one of its pods (its retry id; the pool's max_retries bounds it).")
+    requeues = models.PositiveIntegerField(
+        default=0, help_text="How many times the cluster refused to schedule this gang's pods and it was queued "
+        "again (OSMO_K8S_UNSCHEDULABLE_REQUEUES bounds it).")
 
     class Meta:
         ordering = ["workflow", "position"]

@@ -116,7 +116,7 @@ def pods_sync_task(*, pool_id: int) -> None:
     from workflows.scheduling.pods import pods_sync
 
     try:
-        pods_sync(pool_id=pool_id)
+        counts = pods_sync(pool_id=pool_id)
     except DispatchTransientError as exc:
         failed = _sync_failures(pool_id, failed=True)
         extra = {"pool_id": pool_id, "attempt": failed, "reason": str(exc)}
@@ -128,6 +128,26 @@ def pods_sync_task(*, pool_id: int) -> None:
     failed = _sync_failures(pool_id, failed=False)
     if failed:
         logger.info("pods_sync.backend_reachable_again", extra={"pool_id": pool_id, "failed_syncs": failed})
+    _cluster_observe(pool_id, counts or {})
+
+
+def _cluster_observe(pool_id: int, counts: dict[str, int]) -> None:
+    """The metrics of the gangs a pod sync requeued or rescheduled because of the cluster (the pool's name
+    is read only when there are some)."""
+    from osmo.metrics import cluster_verdicts_observe
+    from scheduler.models import Pool
+
+    lost = {key: count for key, count in counts.items() if key.startswith("lost.") and count}
+    if not (counts.get("requeued") or counts.get("requeue_failed") or lost):
+        return
+    name = Pool.objects.filter(pk=pool_id).values_list("name", flat=True).first() or str(pool_id)
+    by_outcome: dict[str, dict[str, int]] = {"rescheduled": {}, "failed": {}}
+    for key, count in lost.items():
+        _lost, cause, outcome = key.split(".")
+        by_outcome[outcome][cause] = count
+    cluster_verdicts_observe(pool=name, requeued=counts.get("requeued", 0),
+                             requeue_failed=counts.get("requeue_failed", 0),
+                             rescheduled=by_outcome["rescheduled"], reschedule_failed=by_outcome["failed"])
 
 
 def _sync_failures(pool_id: int, *, failed: bool) -> int:

@@ -319,6 +319,11 @@ OSMO_K8S_SYNC_SECONDS = env.float("OSMO_K8S_SYNC_SECONDS", default=30.0)
 OSMO_K8S_SYNC_PAGE_SIZE = env.int("OSMO_K8S_SYNC_PAGE_SIZE", default=500)
 # NoSchedule/NoExecute taint keys that do not make a node unschedulable for that sync (the pods tolerate them).
 OSMO_K8S_TOLERATED_TAINTS = env.list("OSMO_K8S_TOLERATED_TAINTS", default=[])
+# A placed pod the cluster keeps refusing to schedule (PodScheduled=False, Unschedulable) this long sends its
+# gang back to the queue (docs/kubernetes.md §10), at most OSMO_K8S_UNSCHEDULABLE_REQUEUES times per gang;
+# the next refusal fails it (FAILED_BACKEND_ERROR, quoting the cluster).
+OSMO_K8S_UNSCHEDULABLE_SECONDS = env.float("OSMO_K8S_UNSCHEDULABLE_SECONDS", default=60.0)
+OSMO_K8S_UNSCHEDULABLE_REQUEUES = env.int("OSMO_K8S_UNSCHEDULABLE_REQUEUES", default=3)
 CELERY_BEAT_SCHEDULE = {
     "workflows-tick": {
         "task": "workflows.tick",

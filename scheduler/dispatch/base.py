@@ -58,12 +58,26 @@ class PodRequest:
     host_network: bool = False  # allowed by the platform (checked at submission)
 
 
+# Why a pod is not running, when the cluster says so (``PodState.cause``; docs/kubernetes.md §10). The
+# service settles these before a task's exit actions: they are the infrastructure's doing, not the task's.
+CAUSE_UNSCHEDULABLE = "unschedulable"  # Pending: the cluster's scheduler refuses to bind it (its node is full)
+CAUSE_DISRUPTED = "disrupted"  # the pod carries the DisruptionTarget condition (node lost, drain, taint)
+CAUSE_EVICTED = "evicted"  # the kubelet evicted it (status.reason Evicted: node pressure)
+CAUSE_NODE_LOST = "node_lost"  # gone from the cluster together with its node (NotReady or deleted)
+CAUSE_IMAGE_PULL = "image_pull"  # its image could not be pulled within the pending timeout
+CAUSE_START_ERROR = "start_error"  # its container could not be created or started
+POD_CAUSES = (CAUSE_UNSCHEDULABLE, CAUSE_DISRUPTED, CAUSE_EVICTED, CAUSE_NODE_LOST, CAUSE_IMAGE_PULL,
+              CAUSE_START_ERROR)
+
+
 @dataclass(frozen=True, slots=True)
 class PodState:
     phase: PodPhase
     exit_code: int | None = None
     message: str = ""
     live: bool = False  # "Failed" by the service's verdict while the pod itself may still start: delete it now
+    cause: str = ""  # one of POD_CAUSES when the cluster said why (empty: the pod's own doing, or unknown)
+    since: datetime | None = None  # CAUSE_UNSCHEDULABLE: when the cluster first refused it
 
 
 @dataclass(frozen=True, slots=True)

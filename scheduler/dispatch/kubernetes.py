@@ -14,9 +14,10 @@ deleting one that is gone (404 NotFound) are success. API errors are split for C
 * permanent (:class:`DispatchPermanentError`, the task fails): any other 4xx (400, 404 on create,
   422, ...), carrying the API's own message.
 
-Phases are read back by listing the pool's pods by label (paginated). The backend does not assume a
-kubelet exists: a pod still Pending ``pending_timeout_s`` after it was dispatched is reported as
-Failed with a message saying why (waiting reason, unschedulable condition).
+Phases are read back by listing the pool's pods by label (paginated) and mapped by
+:mod:`scheduler.dispatch.k8s_status`. The backend does not assume a kubelet exists: a pod still Pending
+``pending_timeout_s`` after it was dispatched is reported as Failed with a message saying why (its
+waiting reason); a pod the cluster refuses to schedule is reported with the cluster's words instead.
 
 This module imports nothing from Django: it is configured by arguments and environment variables.
 """
@@ -29,7 +30,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s_client
@@ -47,8 +48,9 @@ from scheduler.dispatch.base import (
     PodRequest,
     PodState,
 )
+from scheduler.dispatch.k8s_status import CONTAINER_NAME, aware, container_events, pod_state
 from scheduler.dispatch.naming import kube_pod_name, label_value
-from scheduler.dispatch.runtime_wrap import RUNTIME_IMAGE_ENV, result_from_message, runtime_image, wrap_with_runtime
+from scheduler.dispatch.runtime_wrap import RUNTIME_IMAGE_ENV, runtime_image, wrap_with_runtime
 
 # ------------------------------------------------------------------------------------------------
 # Labels and annotations (the lead and docs/kubernetes.md rely on these exact keys)
@@ -62,7 +64,6 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "osmo"
 NODE_SELECTOR_KEY = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
-CONTAINER_NAME = "task"
 
 DEFAULT_PENDING_TIMEOUT_S = 600.0
 DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every API call
@@ -72,12 +73,6 @@ LIST_PAGE_SIZE = 500
 EVENTS_PER_POD_MAX = 8
 # A collection delete by labels also says "finished pods only", so it can never take a live pod.
 FINISHED_FIELD_SELECTOR = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
-
-# Waiting reasons worth surfacing while a pod is Pending (the pod will not start by itself).
-NOTABLE_WAITING_REASONS = frozenset({
-    "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
-    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
-})
 
 def pool_selector(pool: str) -> str:
     """The label selector listing the pods this service created for ``pool``."""
@@ -323,117 +318,6 @@ class _ContinueExpired(Exception):
 
 
 # ------------------------------------------------------------------------------------------------
-# Phase mapping
-# ------------------------------------------------------------------------------------------------
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _task_container_status(pod: k8s_client.V1Pod):
-    statuses = (pod.status.container_statuses if pod.status else None) or []
-    for status in statuses:
-        if status.name == CONTAINER_NAME:
-            return status
-    return statuses[0] if statuses else None
-
-
-def _pending_reason(pod: k8s_client.V1Pod) -> str:
-    """Why a Pending pod is not running yet: a container waiting reason, or the scheduler's condition."""
-    status = pod.status
-    for container in [*((status.init_container_statuses if status else None) or []),
-                      *((status.container_statuses if status else None) or [])]:
-        waiting = container.state.waiting if container.state else None
-        if waiting and waiting.reason and (waiting.reason in NOTABLE_WAITING_REASONS or waiting.message):
-            return f"{waiting.reason}: {waiting.message}" if waiting.message else waiting.reason
-    for container in (status.container_statuses if status else None) or []:
-        waiting = container.state.waiting if container.state else None
-        if waiting and waiting.reason:
-            return waiting.reason
-    for condition in (status.conditions if status else None) or []:
-        if condition.type == "PodScheduled" and condition.status == "False" and condition.reason:
-            return f"{condition.reason}: {condition.message}" if condition.message else condition.reason
-    return ""
-
-
-def _failed_state(pod: k8s_client.V1Pod) -> PodState:
-    container = _task_container_status(pod)
-    terminated = None
-    if container is not None:
-        terminated = (container.state.terminated if container.state else None) or (
-            container.last_state.terminated if container.last_state else None)
-    parts: list[str] = []
-    exit_code = None
-    if terminated is not None:
-        exit_code = terminated.exit_code
-        if terminated.reason:
-            parts.append(terminated.reason)
-        result = result_from_message(terminated.message) if terminated.message else None
-        if result is not None:  # the task runtime's result: OSMO's code and its message
-            exit_code, text = result
-            if text:
-                parts.append(text)
-        elif terminated.message:
-            parts.append(terminated.message.strip())
-    if pod.status and pod.status.reason and pod.status.reason not in parts:
-        parts.append(pod.status.reason)
-    if pod.status and pod.status.message and pod.status.message not in parts:
-        parts.append(pod.status.message.strip())
-    return PodState("Failed", exit_code, ": ".join(parts))
-
-
-def _container_events(pod: k8s_client.V1Pod, pod_name: str, *, now: datetime) -> list[PodEvent]:
-    """The reasons the pod's containers are waiting or terminated, and the pod's own (Evicted), as
-    events: a terminated container at its finish time, a waiting one (ImagePullBackOff, ...) now."""
-    status = pod.status
-    events: list[PodEvent] = []
-    for container in [*((status.init_container_statuses if status else None) or []),
-                      *((status.container_statuses if status else None) or [])]:
-        state = container.state
-        terminated = state.terminated if state else None
-        waiting = state.waiting if state else None
-        if terminated is not None and terminated.reason:
-            text = f"container {container.name} exited with code {terminated.exit_code}"
-            if terminated.message:
-                text = f"{text}: {terminated.message.strip()}"
-            moment = terminated.finished_at or terminated.started_at or now
-            events.append(PodEvent(_aware(moment), pod_name, terminated.reason, text))
-        elif waiting is not None and waiting.reason in NOTABLE_WAITING_REASONS:
-            text = f"container {container.name} is waiting"
-            if waiting.message:
-                text = f"{text}: {waiting.message.strip()}"
-            events.append(PodEvent(_aware(now), pod_name, waiting.reason, text))
-    if status is not None and status.reason:
-        finished = [c.state.terminated.finished_at for c in status.container_statuses or []
-                    if c.state and c.state.terminated and c.state.terminated.finished_at]
-        events.append(PodEvent(_aware(max(finished) if finished else now), pod_name, status.reason,
-                               (status.message or "").strip()))
-    return events
-
-
-def pod_state(pod: k8s_client.V1Pod, *, dispatched_at: datetime | None, now: datetime,
-              pending_timeout_s: float) -> PodState:
-    """Map one listed pod to a :class:`PodState` (see the module docstring for the Pending rule)."""
-    phase = (pod.status.phase if pod.status else None) or "Pending"
-    if phase == "Succeeded":
-        return PodState("Succeeded", 0, "")
-    if phase == "Failed":
-        return _failed_state(pod)
-    if phase == "Running":
-        return PodState("Running")
-    if phase == "Pending":
-        reason = _pending_reason(pod)
-        started = dispatched_at or (pod.metadata.creation_timestamp if pod.metadata else None)
-        if started is not None:
-            waited = (_aware(now) - _aware(started)).total_seconds()
-            if waited > pending_timeout_s:
-                because = f" (reason: {reason})" if reason else ""
-                return PodState("Failed", None,
-                                f"pod stayed Pending for {int(waited)} s; no kubelet started it{because}", live=True)
-        return PodState("Pending", None, reason)
-    return PodState("Unknown", None, (pod.status.reason or "") if pod.status else "")
-
-
-# ------------------------------------------------------------------------------------------------
 # The backend
 # ------------------------------------------------------------------------------------------------
 def _env_flag(name: str) -> bool:
@@ -665,14 +549,14 @@ class KubernetesBackend:
                     message = (event.message or "").strip()
                     if (event.count or 1) > 1:
                         message = f"{message} (x{event.count})"
-                    events.append(PodEvent(_aware(moment), request.pod_name, event.reason or event.type or "",
+                    events.append(PodEvent(aware(moment), request.pod_name, event.reason or event.type or "",
                                            message))
             for pool, workflow_id in sorted({(request.pool, request.workflow_id) for request in by_name.values()}):
                 selector = workflow_selector(pool=pool, workflow_id=workflow_id)
                 for listed in self._list_pods(namespace, selector, patient=False):
                     request = by_name.get(listed.metadata.name or "") if listed.metadata else None
                     if request is not None:
-                        events.extend(_container_events(listed, request.pod_name, now=now))
+                        events.extend(container_events(listed, request.pod_name, now=now))
         return events
 
     # -- helpers --------------------------------------------------------------------------------

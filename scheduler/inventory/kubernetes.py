@@ -68,8 +68,7 @@ def kubernetes_node_to_spec(
         taint.get("effect") in UNSCHEDULABLE_TAINT_EFFECTS and taint.get("key") not in tolerated
         for taint in (spec.get("taints") or [])
     )
-    conditions = (item.get("status") or {}).get("conditions") or []
-    ready = all(c.get("status") == "True" for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready")
+    ready = node_ready(item)
     return (
         NodeSpec(
             name=name,
@@ -122,6 +121,21 @@ def pod_list_arguments(*, page_size: int, continue_token: str | None) -> dict[st
     if continue_token:
         arguments["_continue"] = continue_token
     return arguments
+
+
+def node_pod_list_arguments(*, node: str, page_size: int, continue_token: str | None) -> dict[str, Any]:
+    """:func:`pod_list_arguments` narrowed to the pods bound to one node (``spec.nodeName``): what
+    re-reading one node's external usage lists."""
+    arguments = pod_list_arguments(page_size=page_size, continue_token=continue_token)
+    arguments["field_selector"] = f"spec.nodeName={node},{NON_TERMINAL_PODS}"
+    return arguments
+
+
+def node_ready(item: Mapping[str, Any]) -> bool:
+    """Whether a ``/api/v1/nodes`` item's ``Ready`` condition is ``True`` (a node reporting no
+    conditions counts as ready, as in :func:`kubernetes_node_to_spec`)."""
+    conditions = (item.get("status") or {}).get("conditions") or []
+    return all(c.get("status") == "True" for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready")
 
 
 @functools.lru_cache(maxsize=4096)

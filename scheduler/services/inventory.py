@@ -13,6 +13,8 @@ and :func:`node_spec_parse` are its entry points for the API and the commands, r
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +38,8 @@ from scheduler.inventory import (
     node_inventory_entry,
     node_list_arguments,
     node_list_page,
+    node_pod_list_arguments,
+    node_ready,
     parse_inventory,
     parse_node_spec,
     pod_list_arguments,
@@ -418,6 +422,58 @@ def pool_follow_kubernetes(
     report.seconds = round(time.monotonic() - started, 3)
     Pool.objects.filter(pk=pool.pk).update(k8s_synced_at=timezone.now(), k8s_sync=report.sync_record())
     return report
+
+
+NODE_READY, NODE_NOT_READY, NODE_GONE = "ready", "not_ready", "gone"
+
+
+def _node_pod_arguments(token: str | None, *, node: str, page_size: int) -> dict[str, Any]:
+    return node_pod_list_arguments(node=node, page_size=page_size, continue_token=token)
+
+
+def nodes_follow_kubernetes(
+    *, pool: Pool, core_v1: Any, names: Iterable[str], managed_by_label: str, managed_by: str,
+    tolerated_taints: Iterable[str] = (), page_size: int = 500,
+) -> dict[str, str]:
+    """Read a few of the pool's nodes again, now (docs/kubernetes.md §10: a pod the cluster refused or
+    lost): each node object (readiness, cordon, taints) and the other pods bound to it (one
+    ``spec.nodeName`` field-selected listing each), and write the node's row: schedulable or not, and
+    its external usage. A node the API no longer has (404) is cordoned, as the periodic sync does.
+    Moves the pool's epochs on when a row changed. Returns each node's state: :data:`NODE_READY`,
+    :data:`NODE_NOT_READY` or :data:`NODE_GONE`. Raises the client's errors but 404."""
+    from kubernetes.client.exceptions import ApiException
+
+    states: dict[str, str] = {}
+    changed = False
+    for name in sorted(set(names)):
+        row = Node.objects.filter(pool=pool, name=name).first()
+        try:
+            item = json.loads(core_v1.read_node(name, _preload_content=False).data)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            states[name] = NODE_GONE
+            if row is not None and row.schedulable:
+                Node.objects.filter(pk=row.pk).update(schedulable=False, updated_at=timezone.now())
+                changed = True
+            continue
+        states[name] = NODE_READY if node_ready(item) else NODE_NOT_READY
+        spec, _reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints)
+        if row is None or spec is None:
+            continue
+        pods, _requests = _list_pages(core_v1.list_pod_for_all_namespaces, functools.partial(
+            _node_pod_arguments, node=name, page_size=page_size))
+        usage, _counted = foreign_usage(pods, nodes=[name], managed_by_label=managed_by_label, managed_by=managed_by)
+        values = {"schedulable": spec.schedulable}
+        for _name, kind, capacity, used in INVENTORY_RESOURCES:
+            values[used] = min(int(usage[name].get(kind, 0)), getattr(row, capacity))
+        if any(getattr(row, field) != value for field, value in values.items()):
+            Node.objects.filter(pk=row.pk).update(**values, updated_at=timezone.now())
+            changed = True
+    logger.info("pool.nodes_followed", extra={"pool": pool.name, "nodes": states, "changed": changed})
+    if changed:
+        pool_capacity_changed(pool.pk)
+    return states
 
 
 def pool_sync_from_kubernetes(

@@ -7,6 +7,7 @@ from kubernetes import client as k8s_client
 
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from tests.dispatch.fake_kube import FakeKubeApi
+from tests.dispatch.kube_pool import kube_pool  # noqa: F401  (a fixture: the database tests' Kubernetes pool)
 
 
 @pytest.fixture

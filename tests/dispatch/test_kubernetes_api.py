@@ -211,14 +211,16 @@ def test_pod_states_lists_by_label_following_continue_tokens(kube_api, kube_back
         "train-1-trainers-worker-2": PodState(
             "Pending", None,
             "Unschedulable: 0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. "
-            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."),
+            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
+            cause="unschedulable", since=CREATED),
         "train-1-trainers-worker-3": PodState("Succeeded", 0, ""),
         "train-1-trainers-worker-4": PodState("Failed", 137, "OOMKilled"),
         "train-1-trainers-worker-5": PodState(
             "Failed", 137,
             "ContainerStatusUnknown: The container could not be located when the pod was terminated: Evicted: "
             "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi. "
-            "Container task was using 120Gi, request is 100Gi, has larger consumption of ephemeral-storage."),
+            "Container task was using 120Gi, request is 100Gi, has larger consumption of ephemeral-storage.",
+            cause="evicted"),
         "train-1-trainers-worker-6": PodState("Missing"),
     }
 
@@ -233,10 +235,10 @@ def test_pending_past_the_timeout_fails_with_a_clear_message(kube_api, kube_back
         "Failed", None,
         "pod stayed Pending for 601 s; no kubelet started it (reason: ImagePullBackOff: Back-off pulling image "
         '"nvcr.io/nvidia/pytorch:99.99-py3": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
-        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)', live=True)
-    assert states["train-1-trainers-worker-2"].phase == "Failed"
-    assert states["train-1-trainers-worker-2"].message.startswith(
-        "pod stayed Pending for 601 s; no kubelet started it (reason: Unschedulable: 0/4 nodes are available")
+        'unpack image "nvcr.io/nvidia/pytorch:99.99-py3": not found)', live=True, cause="image_pull")
+    # a pod the cluster refuses to schedule is left to the unschedulable rule (docs/kubernetes.md §10)
+    assert (states["train-1-trainers-worker-2"].phase, states["train-1-trainers-worker-2"].cause) == (
+        "Pending", "unschedulable")
     assert states["train-1-trainers-worker-0"] == PodState("Running")
     assert states["train-1-trainers-worker-3"] == PodState("Succeeded", 0, "")
 
@@ -279,7 +281,7 @@ def test_pending_timeout_comes_from_the_environment(kube_api, monkeypatch):
     assert states["train-1-trainers-worker-6"] == PodState(
         "Failed", None,
         'pod stayed Pending for 61 s; no kubelet started it (reason: CreateContainerConfigError: secret "hf-token" '
-        "not found)", live=True)
+        "not found)", live=True, cause="start_error")
 
 
 def test_naive_now_is_taken_as_utc(kube_api, kube_backend):
@@ -543,3 +545,44 @@ def test_pod_events_unreachable_is_transient(kube_api, kube_backend):
     kube_api.reply("GET", EVENTS, 503, "status_service_unavailable.json")
     with pytest.raises(DispatchTransientError, match=f"list events in {NS}: HTTP 503"):
         kube_backend.pod_events([worker(0)], now=DISPATCHED)
+
+
+# ------------------------------------------------------------------------------------------------
+# pod_states: the cluster's causes (docs/kubernetes.md §10)
+# ------------------------------------------------------------------------------------------------
+def _disrupted(i: int, phase: str, reason: str, message: str, terminated: dict | None = None) -> dict:
+    item = load_fixture("pod_list_page1.json")["items"][0]  # a recorded Running pod, reshaped
+    item["metadata"]["name"] = f"train-1-trainers-worker-{i}"
+    item["status"]["phase"] = phase
+    item["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                                     "lastTransitionTime": "2025-06-01T12:10:00Z", "reason": reason,
+                                     "message": message}]
+    if terminated is not None:
+        item["status"]["containerStatuses"][0]["state"] = {"terminated": terminated}
+    return item
+
+
+def test_a_disruption_target_says_the_infrastructure_took_the_pod_unless_it_had_finished(kube_api, kube_backend):
+    # given a pod drained while running (still terminating), one killed by it (exit 143), one that finished first
+    body = load_fixture("pod_list_empty.json")
+    body["items"] = [
+        _disrupted(0, "Running", "EvictionByEvictionAPI", "Eviction API: evicting"),
+        _disrupted(1, "Failed", "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint",
+                   {"exitCode": 143, "reason": "Error"}),
+        _disrupted(2, "Succeeded", "EvictionByEvictionAPI", "Eviction API: evicting",
+                   {"exitCode": 0, "reason": "Completed"}),
+    ]
+    kube_api.reply("GET", PODS, 200, body)
+    # when
+    states = kube_backend.pod_states([worker(i) for i in range(3)], now=DISPATCHED + timedelta(seconds=700))
+    # then
+    node = body["items"][0]["spec"]["nodeName"]
+    assert states == {
+        "train-1-trainers-worker-0": PodState(
+            "Failed", None, f"disrupted on node {node}: EvictionByEvictionAPI: Eviction API: evicting", live=True,
+            cause="disrupted"),
+        "train-1-trainers-worker-1": PodState(
+            "Failed", 143, f"disrupted on node {node}: DeletionByTaintManager: Taint manager: deleting due to "
+            "NoExecute taint", cause="disrupted"),
+        "train-1-trainers-worker-2": PodState("Succeeded", 0, ""),
+    }

@@ -14,7 +14,8 @@ from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.models import Reservation
-from tests.factories import make_node, make_pool
+from tests.dispatch.kube_pool import PODS, placed, pod_item, pod_list
+from tests.factories import make_node
 from tests.pipeline.helpers import gang_spec
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import pods
@@ -23,50 +24,6 @@ from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db
-NS = "osmo-jobs"
-PODS = f"/api/v1/namespaces/{NS}/pods"
-
-
-@pytest.fixture
-def kube_pool(kube_api, monkeypatch):
-    """A Kubernetes pool of two 4-GPU nodes; the backend talks to the fake API server; jobs the
-    service enqueues run inline (as a worker would, at once)."""
-    pool = make_pool("kube", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace=NS)
-    for name in ("n1", "n2"):
-        make_node(pool, name, {"rack": "r1"}, gpu=4)
-    configuration = k8s_client.Configuration()
-    configuration.host = kube_api.url
-    backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
-    sent: list[str] = []
-
-    def send(name, countdown=None, **kwargs):
-        sent.append(name)
-        if name == jobs.POD_DELETE:
-            pods.pod_delete(**kwargs)
-
-    monkeypatch.setattr(jobs, "_send", send)
-    return pool
-
-
-def pod_item(name: str, phase: str, node: str = "n1") -> dict:
-    return {"metadata": {"name": name, "namespace": NS, "labels": {"app.kubernetes.io/managed-by": "osmo"}},
-            "spec": {"nodeName": node, "nodeSelector": {"kubernetes.io/hostname": node},
-                     "containers": [{"name": "task", "image": "busybox"}]},
-            "status": {"phase": phase}}
-
-
-def pod_list(*items: dict) -> dict:
-    return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": list(items)}
-
-
-def placed(user, pool, name: str = "orphan", tasks: int = 1) -> tuple:
-    workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(name, tasks, 4, key=None))
-    placement_cycle_run(pool_id=pool.pk)
-    task = Task.objects.get(workflow=workflow, name="t0")
-    return workflow, task
-
-
 def test_a_pod_created_but_not_recorded_is_deleted_by_cancel_and_by_the_sync(user, kube_api, kube_pool,
                                                                             django_capture_on_commit_callbacks):
     """Replays the fault run (4 of 4 tries): the worker is killed after create_pod returned and before
@@ -349,7 +306,7 @@ def test_one_sync_with_5000_pods_makes_a_constant_number_of_paginated_list_calls
     # when one sync runs
     counts = pods_sync(pool_id=kube_pool.pk, now=now)
     # then one paginated listing of 10 pages (500 per page), never a call per pod
-    assert counts == {"running": 0, "completed": 0, "failed": 0, "deleted": 0}
+    assert counts == {"running": 0, "completed": 0, "failed": 0, "requeued": 0, "rescheduled": 0, "deleted": 0}
     assert {(r.method, r.path) for r in kube_api.requests} == {("GET", PODS)}
     assert len(kube_api.requests) == 10
     assert [r.query.get("continue") for r in kube_api.requests[:10]] == [None, *([f"token-{i}"] for i in range(1, 10))]

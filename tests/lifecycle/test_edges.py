@@ -79,3 +79,64 @@ def test_a_terminal_status_is_final_and_no_error(kind, terminal):
 @pytest.mark.parametrize(("kind", "status"), [("task", RUNNING), ("gang", SCHEDULING), ("workflow", PENDING)])
 def test_staying_put_is_no_change(kind, status):
     assert rules.transition_needed(kind, status, status) is False
+
+
+# -- when the cluster is the cause (docs/design.md §6): every move its rules make is an edge -----------
+CLUSTER_MOVES = [
+    # (the rule, what a task holding capacity moves to)
+    *[(f"lost:{cause}:failed", status) for cause, status in sorted(rules.LOST_STATUSES.items())],
+    *[(f"start:{cause}", status) for cause, status in sorted(rules.START_FAILURE_STATUSES.items())],
+    ("refused:failed", rules.REFUSED_STATUS),
+    ("lost:rescheduled", rules.RESCHEDULED),
+    ("refused:requeued", rules.RESCHEDULED),
+]
+
+
+@pytest.mark.parametrize("kind", ["task", "gang"])
+@pytest.mark.parametrize("source", [INITIALIZING, RUNNING])
+@pytest.mark.parametrize(("rule", "target"), CLUSTER_MOVES, ids=[rule for rule, _target in CLUSTER_MOVES])
+def test_every_move_of_the_cluster_rules_is_an_edge(kind, source, rule, target):
+    assert rules.transition_needed(kind, source, target) is True
+
+
+def test_the_cluster_rules_statuses_are_these():
+    # then: a change here is a change to docs/kubernetes.md §10 and docs/design.md §6
+    assert dict(rules.LOST_STATUSES) == {"disrupted": rules.FAILED_EVICTED, "evicted": rules.FAILED_EVICTED,
+                                         "node_lost": rules.FAILED_BACKEND_ERROR}
+    assert dict(rules.START_FAILURE_STATUSES) == {"image_pull": rules.FAILED_IMAGE_PULL,
+                                                  "start_error": rules.FAILED_START_ERROR}
+    assert rules.REFUSED_STATUS == rules.FAILED_BACKEND_ERROR
+    # and a requeued or rescheduled gang is queued again through the one RESCHEDULED -> SCHEDULING edge
+    assert rules.transition_needed("gang", rules.RESCHEDULED, SCHEDULING) is True
+
+
+def test_the_cluster_causes_are_the_backends_words():
+    # given the causes the dispatch backends name (the pure rules spell them again, importing no app code)
+    from scheduler.dispatch import base
+
+    # then
+    assert {rules.CAUSE_UNSCHEDULABLE, rules.CAUSE_DISRUPTED, rules.CAUSE_EVICTED, rules.CAUSE_NODE_LOST,
+            rules.CAUSE_IMAGE_PULL, rules.CAUSE_START_ERROR} == set(base.POD_CAUSES)
+
+
+@pytest.mark.parametrize(("retries", "expected"), [
+    (0, rules.ExitVerdict(None, "pod p: evicted: rescheduled (retry 1 of 2)")),
+    (1, rules.ExitVerdict(None, "pod p: evicted: rescheduled (retry 2 of 2)")),
+    (2, rules.ExitVerdict(rules.FAILED_EVICTED,
+                          "pod p: evicted: not rescheduled, the pool's limit of 2 retries is reached")),
+])
+def test_a_lost_task_is_rescheduled_up_to_the_pools_limit(retries, expected):
+    assert rules.lost_verdict("evicted", retries=retries, max_retries=2, message="pod p: evicted") == expected
+
+
+def test_a_task_lost_with_its_node_past_the_limit_is_a_backend_error():
+    verdict = rules.lost_verdict("node_lost", retries=3, max_retries=3, message="node n1 was deleted")
+    assert verdict.status == rules.FAILED_BACKEND_ERROR
+
+
+@pytest.mark.parametrize(("requeues", "expected"), [
+    (0, rules.ExitVerdict(None, "the cluster refused to schedule it: 0/2 nodes (queued again, 1 of 1)")),
+    (1, rules.ExitVerdict(rules.FAILED_BACKEND_ERROR, "the cluster refused to schedule it 2 times: 0/2 nodes")),
+])
+def test_a_refused_gang_is_requeued_a_bounded_number_of_times(requeues, expected):
+    assert rules.refused_verdict(requeues=requeues, max_requeues=1, message="0/2 nodes") == expected

@@ -25,9 +25,11 @@ class ExitsSettled:
 
 def tasks_exit_settle(tasks: Sequence[Task], states: Mapping[int, PodState], *, max_retries: int) -> ExitsSettled:
     """The change each finished task (pod phase Succeeded or Failed, ``states`` by task id) takes, and
-    the gangs to reschedule. ``tasks`` carry their group. The specs of the workflows with a finished
-    task are read in one query. A gang is rescheduled only while every other member still holds its
-    place (a member that ended cannot be restarted): otherwise the task fails and says why."""
+    the gangs to reschedule. A pod that never ran (its image not pulled, its container not started:
+    :data:`rules.START_FAILURE_STATUSES`) fails with that status, whatever the exit actions. ``tasks``
+    carry their group. The specs of the workflows with a finished task are read in one query. A gang
+    is rescheduled only while every other member still holds its place (a member that ended cannot be
+    restarted): otherwise the task fails and says why."""
     finished = [t for t in tasks if t.pk in states and states[t.pk].phase in ("Succeeded", "Failed")]
     if not finished:
         return ExitsSettled()
@@ -36,6 +38,10 @@ def tasks_exit_settle(tasks: Sequence[Task], states: Mapping[int, PodState], *, 
     for task in finished:
         state = states[task.pk]
         code = state.exit_code if state.exit_code is not None else (0 if state.phase == "Succeeded" else None)
+        if state.phase == "Failed" and state.cause in rules.START_FAILURE_STATUSES:  # it never ran: no action applies
+            settled.changes[task.pk] = TaskChange(task, TaskStatus(rules.START_FAILURE_STATUSES[state.cause]),
+                                                  state.message or state.cause, code)
+            continue
         if code is None:  # failed without an exit code (e.g. never started): no action applies
             settled.changes[task.pk] = TaskChange(task, TaskStatus.FAILED, state.message or "failed")
             continue

@@ -15,12 +15,15 @@ from django.utils import timezone
 
 from osmo.bulk import bulk_insert, bulk_set
 from scheduler.dispatch.naming import pod_name_for
+from scheduler.placement.types import ReasonCode
 from scheduler.services.reservation_rows import ReservationFacts
 from scheduler.services.reservations import pool_epochs_bump
 from workflows.choices import Priority, TaskStatus
 from workflows.lifecycle import rules
 from workflows.lifecycle.reservations import reservations_create, reservations_drop
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+
+REFUSED_CODE = ReasonCode.CLUSTER_REFUSED.value  # the waiting reason of a gang the cluster refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +52,9 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
     rules.transition_needed("gang", TaskStatus.SCHEDULING, TaskStatus.INITIALIZING)
     # Only gangs still queued are placed (a cancel may have committed since the queue was read); the
     # workflow locks keep them so until the caller's transaction ends.
-    # A gang's pods are named after its attempt: preemptions plus exit-action retries, both only grow.
-    still = dict(TaskGroup.objects.filter(pk__in=[p.group_id for p in placements], status=TaskStatus.SCHEDULING)
-                 .values_list("pk", "retries"))
+    # A gang's pods are named after its attempt: preemptions plus retries plus requeues, all only grow.
+    still = {pk: retries + requeues for pk, retries, requeues in TaskGroup.objects.filter(
+        pk__in=[p.group_id for p in placements], status=TaskStatus.SCHEDULING).values_list("pk", "retries", "requeues")}
     kept = [p for p in placements if p.group_id in still]
     bulk_set(TaskGroup, [
         TaskGroup(pk=p.group_id, status=TaskStatus.INITIALIZING, unschedulable_reason=None, placement_report=p.report,
@@ -98,7 +101,8 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
 
 _TASK_RESET_FIELDS = ["status", "node", "node_name", "pod_name", "dispatched_at", "pod_deleted_at", "started_at",
                       "finished_at", "exit_code", "failure_message", "updated_at"]
-_GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "retries", "placed_at", "dispatch_requested_at",
+_GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "retries", "requeues", "placed_at",
+                       "dispatch_requested_at",
                        "started_at",
                        "placement_report", "unschedulable_reason", "proof_epoch", "idle_fit", "idle_fit_epoch",
                        "reason_code", "reason_digest", "updated_at"]
@@ -114,18 +118,34 @@ def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[s
     raises and the caller's transaction (the whole cycle) rolls back, to be decided again on fresh
     rows."""
     groups = list(groups)
-    return _gangs_requeue(groups, {g.pk: f"preempted by {by[g.pk]}" for g in groups}, preempted=True)
+    return _gangs_requeue(groups, {g.pk: f"preempted by {by[g.pk]}" for g in groups}, counter="preemptions")
 
 
 def groups_reschedule(groups: Iterable[TaskGroup], *, why: dict[int, str]) -> list[str]:
     """Send gangs back to the queue because a task's exit action said RESCHEDULE (docs/design.md §6,
-    "Lead and exit actions"): like a preemption, but through RESCHEDULED (``why``: group id -> the
-    message, e.g. "task a: exit code 9: rescheduled (retry 1 of 3)"), counted in the gang's
-    ``retries`` (its retry id, bounded by the pool's ``max_retries``). Returns the pod names to delete."""
-    return _gangs_requeue(list(groups), why, preempted=False)
+    "Lead and exit actions") or the infrastructure lost one of their pods ("When the cluster is the
+    cause"): like a preemption, but through RESCHEDULED (``why``: group id -> the message, e.g. "task a:
+    exit code 9: rescheduled (retry 1 of 3)"), counted in the gang's ``retries`` (its retry id, bounded
+    by the pool's ``max_retries``). Returns the pod names to delete."""
+    return _gangs_requeue(list(groups), why, counter="retries")
 
 
-def _gangs_requeue(groups: list[TaskGroup], messages: dict[int, str], *, preempted: bool) -> list[str]:
+def groups_requeue_refused(groups: Iterable[TaskGroup], *, why: dict[int, str]) -> list[str]:
+    """Send gangs back to the queue because the cluster refused to schedule one of their pods
+    (docs/design.md §6, "When the cluster is the cause"): through RESCHEDULED with the cluster's words
+    (``why``: group id -> the message), counted in the gang's ``requeues``; until the next placement
+    its waiting reason quotes the cluster (code ``cluster_refused``). Returns the pod names to delete."""
+    groups = list(groups)
+    pods = _gangs_requeue(groups, why, counter="requeues")
+    for group in groups:
+        group.unschedulable_reason = {"status": "waiting", "code": REFUSED_CODE, "message": why[group.pk]}
+        group.reason_code = REFUSED_CODE
+    bulk_set(TaskGroup, groups, ["unschedulable_reason", "reason_code"])
+    return pods
+
+
+def _gangs_requeue(groups: list[TaskGroup], messages: dict[int, str], *, counter: str) -> list[str]:
+    preempted = counter == "preemptions"
     if not groups:
         return []
     now = timezone.now()
@@ -148,10 +168,7 @@ def _gangs_requeue(groups: list[TaskGroup], messages: dict[int, str], *, preempt
     for group in groups:
         transitions += _requeue_rows(group.status, messages[group.pk], preempted=preempted,
                                      workflow_id=group.workflow_id, group_id=group.pk)
-        if preempted:
-            group.preemptions += 1
-        else:
-            group.retries += 1
+        setattr(group, counter, getattr(group, counter) + 1)
         group.status = TaskStatus.SCHEDULING
         group.scheduling_since = now
         group.placed_at = group.dispatch_requested_at = group.started_at = None

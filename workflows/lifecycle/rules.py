@@ -223,6 +223,44 @@ def exit_verdict(code: int, actions: ExitActions = (), *, retries: int = 0, max_
     return ExitVerdict(EXIT_STATUSES.get(code, FAILED), said)
 
 
+# -- what the cluster did ------------------------------------------------------------------------------
+# The causes a backend names (``scheduler.dispatch.base.CAUSE_*``; spelled again here, this module imports
+# no app code) and what each does to a task (docs/design.md §6, "When the cluster is the cause").
+CAUSE_UNSCHEDULABLE, CAUSE_DISRUPTED, CAUSE_EVICTED, CAUSE_NODE_LOST = (
+    "unschedulable", "disrupted", "evicted", "node_lost")
+CAUSE_IMAGE_PULL, CAUSE_START_ERROR = "image_pull", "start_error"
+#: A task lost to the infrastructure is rescheduled with its gang while the pool's retry limit allows;
+#: past it, it fails with this status.
+LOST_STATUSES: Mapping[str, str] = {CAUSE_DISRUPTED: FAILED_EVICTED, CAUSE_EVICTED: FAILED_EVICTED,
+                                    CAUSE_NODE_LOST: FAILED_BACKEND_ERROR}
+#: A pod that never ran for a reason of its own (its image, its container's creation) fails with this
+#: status, whatever its exit actions say (the task never ran).
+START_FAILURE_STATUSES: Mapping[str, str] = {CAUSE_IMAGE_PULL: FAILED_IMAGE_PULL,
+                                             CAUSE_START_ERROR: FAILED_START_ERROR}
+#: A gang whose pods the cluster kept refusing to schedule fails with this status past the requeue limit.
+REFUSED_STATUS = FAILED_BACKEND_ERROR
+
+
+def lost_verdict(cause: str, *, retries: int, max_retries: int, message: str) -> ExitVerdict:
+    """A task lost to the infrastructure (``cause`` a key of :data:`LOST_STATUSES`): its gang is
+    rescheduled (status None) while it was rescheduled fewer than ``max_retries`` times, else the task
+    fails with the cause's status; the message quotes the cluster."""
+    if retries < max_retries:
+        return ExitVerdict(None, f"{message}: rescheduled (retry {retries + 1} of {max_retries})")
+    return ExitVerdict(LOST_STATUSES[cause], f"{message}: not rescheduled, the pool's limit of {max_retries} "
+                                             f"retries is reached")
+
+
+def refused_verdict(*, requeues: int, max_requeues: int, message: str) -> ExitVerdict:
+    """A gang whose pod the cluster refused to schedule: queued again (status None) while it was
+    requeued fewer than ``max_requeues`` times, else :data:`REFUSED_STATUS`; the message quotes the
+    cluster."""
+    if requeues < max_requeues:
+        return ExitVerdict(None, f"the cluster refused to schedule it: {message} (queued again, "
+                                 f"{requeues + 1} of {max_requeues})")
+    return ExitVerdict(REFUSED_STATUS, f"the cluster refused to schedule it {requeues + 1} times: {message}")
+
+
 def exit_codes_parse(value: object) -> tuple[tuple[int, int], ...]:
     """A validated spec's ``exitActions.<action>`` value (``3``, ``"1,2,10-20"`` or a list of those)
     as inclusive ranges (the parser refused anything else at submission; what does not read is skipped)."""

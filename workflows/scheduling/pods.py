@@ -33,12 +33,14 @@ from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodBackend, PodRequest, PodState, backend_for
+from scheduler.dispatch.base import CAUSE_UNSCHEDULABLE
 from scheduler.dispatch.naming import group_service_name, pod_hostname
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool, PoolPlatform
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
+from workflows.lifecycle.cluster import ClusterSettled, tasks_cluster_settle
 from workflows.lifecycle.exits import tasks_exit_settle
-from workflows.lifecycle.placing import groups_reschedule
+from workflows.lifecycle.placing import groups_requeue_refused, groups_reschedule
 from workflows.lifecycle.rules import is_transition_allowed
 from workflows.lifecycle.transitions import (
     TaskChange,
@@ -49,6 +51,7 @@ from workflows.lifecycle.transitions import (
     workflows_status_refresh,
 )
 from workflows.models import Task, TaskGroup, Workflow
+from workflows.scheduling.cluster import cluster_read
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
 from workflows.scheduling.podspec import (
     TaskPodFields,
@@ -457,7 +460,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     transaction is held across it); the phases are then applied under the pool's sync lock to the
     tasks that are still active.
     """
-    counts = {"running": 0, "completed": 0, "failed": 0}
+    counts = {"running": 0, "completed": 0, "failed": 0, "requeued": 0, "rescheduled": 0}
     pool = _pool(pool_id)
     if pool is None:
         return counts
@@ -465,17 +468,20 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     snapshot = _pod_rows(Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
                          .order_by("pk"))
     # One listing of the pool's pods serves both the reconcile and the phases.
-    listed, states = backend_for(pool.backend).pods_observe(
+    backend = backend_for(pool.backend)
+    listed, states = backend.pods_observe(
         [_row_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
         pool=pool.name, now=now)
     counts["deleted"] = pods_reconcile(pool, now=now, listed=listed)
     if not snapshot:
         return counts
+    said = cluster_read(pool, backend, snapshot, states, now=now)  # what the cluster did (its nodes re-read)
     # Only tasks whose phase moves them on, and workflows with a gang past its exec timeout, are locked
     # and read again: a task's status only moves forward (and a re-placed task gets a new pod name),
     # so a change not allowed from the status read here is not allowed from the status read under the
     # lock either. Most tasks of a busy pool are unchanged at any one sync.
-    moving = {row.pk for row in snapshot if _phase_moves(row.status, states.get(row.pod_name))}
+    moving = {row.pk for row in snapshot if _phase_moves(row.status, states.get(row.pod_name))} - said.deferred
+    moving |= said.tasks
     overdue = _exec_timeouts_due(pool, now, {row.workflow_id for row in snapshot})
     if not moving and not overdue:
         return counts
@@ -492,13 +498,23 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
         for task in tasks:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
-        exits = tasks_exit_settle(tasks, {task.pk: states[task.pod_name] for task in tasks
-                                          if task.pod_name in states}, max_retries=pool.max_retries)
+        cluster = tasks_cluster_settle(tasks, refused=said.refused, lost=said.lost, max_retries=pool.max_retries,
+                                       max_requeues=settings.OSMO_K8S_UNSCHEDULABLE_REQUEUES)
+        exits = tasks_exit_settle([task for task in tasks if task.pk not in said.tasks],
+                                  {task.pk: states[task.pod_name] for task in tasks if task.pod_name in states},
+                                  max_retries=pool.max_retries)
+        back = cluster.groups | set(exits.reschedule)  # gangs sent back to the queue
         for task in tasks:
             state = states.get(task.pod_name)
-            if state is None or task.group_id in exits.reschedule:
+            if state is None or task.group_id in back:
                 continue
-            if state.phase == "Running":
+            if task.pk in cluster.changes:
+                changes.append(cluster.changes[task.pk])
+                if state.live or task.pk in said.refused:  # still Pending or terminating: it must not start
+                    pods_to_delete.append(task.pk)
+            elif task.pk in said.tasks:
+                continue
+            elif state.phase == "Running":
                 changes.append(TaskChange(task, TaskStatus.RUNNING))
             elif state.phase in ("Succeeded", "Failed"):
                 changes.append(exits.changes[task.pk])
@@ -510,12 +526,18 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                                           message="pod disappeared from the backend"))
         changed = tasks_status_set(changes)
         touched: dict[int, TaskGroup] = {}
-        if exits.reschedule:
-            rescheduled = [task.group for task in tasks if task.group_id in exits.reschedule]
-            unique = list({group.pk: group for group in rescheduled}.values())
-            jobs.pods_evict_request(pool_id, groups_reschedule(unique, why=exits.reschedule))
+        # One way back per gang: the cluster's verdict wins over a member's RESCHEDULE exit action.
+        reschedule = {**{pk: why for pk, why in exits.reschedule.items() if pk not in cluster.requeue},
+                      **cluster.reschedule}
+        for send, why in ((groups_reschedule, reschedule), (groups_requeue_refused, cluster.requeue)):
+            if not why:
+                continue
+            unique = list({task.group_id: task.group for task in tasks if task.group_id in why}.values())
+            jobs.pods_evict_request(pool_id, send(unique, why=why))
             touched.update({group.pk: group for group in unique})
             jobs.placement_cycle_request(pool_id)
+        counts["rescheduled"] = len(reschedule)
+        counts.update(_cluster_report(pool, tasks, cluster))
         for task in changed:
             touched[task.group_id] = task.group
             if task.status == TaskStatus.RUNNING:
@@ -534,6 +556,29 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                                                                                    for g in touched.values()})])
         if released:
             _after_release(pool_id, pods_to_delete)
+    return counts
+
+
+def _cluster_report(pool: Pool, tasks: list[Task], cluster: ClusterSettled) -> dict[str, int]:
+    """One event per gang the cluster sent back or failed (``gang.requeued``, ``gang.rescheduled``,
+    ``gang.cluster_failed``) with its cause and the cluster's words; and their counts for the metrics:
+    ``requeued``, ``requeue_failed``, ``lost.<cause>.rescheduled``, ``lost.<cause>.failed``."""
+    groups = {task.group_id: task.group for task in tasks}
+    failed = {change.task.group_id: change.message for change in cluster.changes.values()}
+    counts: dict[str, int] = {"requeued": len(cluster.requeue)}
+    for event, whys in (("gang.requeued", cluster.requeue), ("gang.rescheduled", cluster.reschedule),
+                        ("gang.cluster_failed", failed)):
+        for group_id, why in sorted(whys.items()):
+            group, cause = groups[group_id], cluster.causes[group_id]
+            logger.info(event, extra={"pool": pool.name, "workflow": group.workflow.workflow_id, "group": group.name,
+                                      "cause": cause, "reason": why})
+            if event == "gang.rescheduled":
+                key = f"lost.{cause}.rescheduled"
+            elif event == "gang.cluster_failed":
+                key = "requeue_failed" if cause == CAUSE_UNSCHEDULABLE else f"lost.{cause}.failed"
+            else:
+                continue
+            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
