@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from workflows.models import Task, TaskGroup, Workflow
+from workflows.models import Task, TaskGroup, Workflow, workflow_global_id
 
 
 def queue_copies(template: Workflow, copies: int, *, first: datetime, step: timedelta = timedelta(milliseconds=1),
@@ -17,10 +17,12 @@ def queue_copies(template: Workflow, copies: int, *, first: datetime, step: time
     base = (Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
     groups = list(template.groups.order_by("position"))
     tasks = list(template.tasks.order_by("position"))
-    skip = {"id", "workflow_id", "seq", "name", "submitted_at", "idempotency_key", "_state"}
+    skip = {"id", "workflow_id", "global_id", "seq", "name", "submitted_at", "idempotency_key", "_state"}
     fields = {k: v for k, v in template.__dict__.items() if k not in skip}
     workflows = Workflow.objects.bulk_create(
-        [Workflow(**fields, name=name, seq=base + i, workflow_id=f"{name}-{base + i}", submitted_at=first + step * i)
+        [Workflow(**fields, name=name, seq=base + i, workflow_id=f"{name}-{base + i}",
+                  global_id=workflow_global_id(f"{name}-{base + i}", template.submitted_by_id),
+                  submitted_at=first + step * i)
          for i in range(copies)]
     )
     group_fields = [{k: v for k, v in g.__dict__.items() if k not in ("id", "workflow_id", "_state")} for g in groups]
@@ -48,7 +50,7 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
     tasks_of = {t.pk: list(t.tasks.order_by("position")) for t in {t.pk: t for t in templates}.values()}
     seqs: dict[str, int] = {}
     rows = []
-    skip = {"id", "workflow_id", "seq", "submitted_at", "idempotency_key", "_state"}
+    skip = {"id", "workflow_id", "global_id", "seq", "submitted_at", "idempotency_key", "_state"}
     for i, template in enumerate(templates):
         seq = seqs.get(template.name)
         if seq is None:
@@ -57,7 +59,9 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
         seq += 1
         seqs[template.name] = seq
         fields = {k: v for k, v in template.__dict__.items() if k not in skip}
-        rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}", submitted_at=first + step * i))
+        rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}",
+                             global_id=workflow_global_id(f"{template.name}-{seq}", template.submitted_by_id),
+                             submitted_at=first + step * i))
     workflows = Workflow.objects.bulk_create(rows, batch_size=2000)
     new_groups = []
     for template, workflow in zip(templates, workflows, strict=True):

@@ -64,7 +64,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         cancelled = 0
         for workflow in queryset.order_by("pk"):
             try:
-                workflow_cancel(workflow_id=workflow.workflow_id, user=request.user)
+                workflow_cancel(workflow_pk=workflow.pk, user=request.user)
                 cancelled += 1
             except OsmoError as exc:
                 self.message_user(request, exc.message, level=messages.WARNING)

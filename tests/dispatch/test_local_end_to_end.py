@@ -129,7 +129,7 @@ def test_cancel_stops_the_tasks_process(user, local_pool, celery_worker_factory,
     assert running_in_group(pid) != []
 
     # when
-    workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    workflow_cancel(workflow_pk=workflow.pk, user=user)
 
     # then its process and its folder are gone
     wait_for(lambda: running_in_group(pid) == [], timeout=60, message="the task's processes to stop")

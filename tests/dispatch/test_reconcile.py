@@ -80,7 +80,7 @@ def test_a_pod_created_but_not_recorded_is_deleted_by_cancel_and_by_the_sync(use
     # when the user cancels: the cancel deletes the pod of every task with a pod name
     kube_api.reply("DELETE", f"{PODS}/{task.pod_name}", 200, "pod_deleted.json")
     with django_capture_on_commit_callbacks(execute=True):
-        workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+        workflow_cancel(workflow_pk=workflow.pk, user=user)
     # then the pod was deleted and recorded so, and the capacity is free
     assert [(r.method, r.path) for r in kube_api.requests][-1] == ("DELETE", f"{PODS}/{task.pod_name}")
     assert Task.objects.get(pk=task.pk).pod_deleted_at is not None

@@ -27,7 +27,7 @@ from workflows.api.serializers import (
     WorkflowSubmitOutputSerializer,
     WorkflowSummaryOutputSerializer,
 )
-from workflows.errors import WorkflowNotFoundError, WorkflowSpecInvalidError
+from workflows.errors import WorkflowSpecInvalidError
 from workflows.models import Workflow
 from workflows.preview import workflow_dry_run
 from workflows.scheduling import observe
@@ -131,10 +131,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         return WorkflowSummaryOutputSerializer if self.action == "list" else WorkflowOutputSerializer
 
     def get_object(self) -> Workflow:
-        workflow = self.get_queryset().filter(workflow_id=self.kwargs["id"]).first()
-        if workflow is None:
-            raise WorkflowNotFoundError(f"Workflow {self.kwargs['id']!r} not found.")
-        return workflow
+        # Ids count per owner (docs/design.md §7, "Workflow ids"): ``?user=`` picks the owner's.
+        return selectors.workflow_by_id(self.get_queryset(), self.kwargs["id"], viewer=self.request.user,
+                                        owner=self.request.query_params.get("user") or None)
 
     @extend_schema(
         request={"application/json": WorkflowSubmitInputSerializer, "application/yaml": OpenApiTypes.STR},
@@ -189,7 +188,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workflow = self.get_object()
-        services.workflow_cancel(workflow_id=workflow.workflow_id, user=signed_in(request))
+        services.workflow_cancel(workflow_pk=workflow.pk, user=signed_in(request))
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(WorkflowOutputSerializer(workflow).data)
 
