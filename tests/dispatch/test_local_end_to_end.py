@@ -105,7 +105,7 @@ def test_a_two_group_workflow_runs_for_real_on_a_local_pool(user, local_pool, ce
     # and the producer's output was committed where the workflow detail says
     [producer_url] = [t["outputs"][0] for g in osmo_json(live_server, user, workflow)["groups"] for t in g["tasks"]
                       if t["name"] == "producer"]
-    assert producer_url == f"{(tmp_path / 'artifacts').as_uri()}/{workflow.workflow_id}/producer"
+    assert producer_url == f"{(tmp_path / 'artifacts').as_uri()}/{workflow.global_id}/producer"
     assert committed_files(producer_url) == ["msg.txt"]
 
 

@@ -269,7 +269,7 @@ def test_a_finished_72_pod_gang_past_retention_costs_one_delete_collection_call(
     assert [(r.method, r.path) for r in kube_api.requests] == [("GET", PODS), ("DELETE", PODS)]
     delete = kube_api.requests[1]
     assert delete.query["labelSelector"] == [
-        f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=kube,osmo.nvidia.com/workflow={workflow.workflow_id},"
+        f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=kube,osmo.nvidia.com/workflow={workflow.global_id},"
         "osmo.nvidia.com/group=g"]
     assert delete.query["fieldSelector"] == ["status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"]
     assert Task.objects.filter(workflow=workflow, pod_deleted_at__isnull=True).count() == 0

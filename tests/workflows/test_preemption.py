@@ -70,7 +70,7 @@ def test_a_high_gang_evicts_the_fewest_low_gangs_and_they_are_queued_again(user,
     for workflow in victims:
         assert group_of(workflow).status == TaskStatus.INITIALIZING
         names = set(Task.objects.filter(workflow=workflow).values_list("name", "pod_name"))
-        assert names == {(t, pod_name_for(workflow.workflow_id, t, 1)) for t in ("t0", "t1")}
+        assert names == {(t, pod_name_for(workflow.global_id, t, 1)) for t in ("t0", "t1")}
         assert all("-r1-" in pod for _t, pod in names)
     assert_no_node_overbooked(pool)
 

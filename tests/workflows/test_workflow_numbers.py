@@ -163,3 +163,29 @@ def test_the_migration_keeps_existing_ids_and_names_them_globally_by_their_id():
     rows = set(new.get_model("workflows", "Workflow").objects.values_list("workflow_id", "global_id",
                                                                           "submitted_by__username"))
     assert rows == {("w-1", "w-1", "a"), ("w-2", "w-2", "b")}
+
+
+def test_the_pages_link_to_another_owners_workflow_by_naming_its_owner(client, user, other_user, staff_user, pool):
+    # given: alice's and bob's alicewf-1, and a staff viewer
+    _submit(_client(user))
+    _submit(_client(other_user))
+    client.force_login(staff_user)
+    # when
+    listing = client.get("/workflows/").content.decode()
+    bobs = client.get("/workflows/alicewf-1/?user=bob")
+    plain = client.get("/workflows/alicewf-1/")
+    cancel = client.post("/workflows/alicewf-1/cancel/?user=bob")
+    # then: each link names its owner, the owner's page opens, the bare id of two owners names none
+    assert '<a href="/workflows/alicewf-1/?user=alice">alicewf-1</a>' in listing
+    assert '<a href="/workflows/alicewf-1/?user=bob">alicewf-1</a>' in listing
+    assert bobs.status_code == 200
+    assert 'action="/workflows/alicewf-1/cancel/?user=bob"' in bobs.content.decode()
+    assert 'data-live="/workflows/alicewf-1/?user=bob&amp;partial=1"' in bobs.content.decode()
+    assert plain.status_code == 404
+    assert (cancel.status_code, cancel["Location"]) == (302, "/workflows/alicewf-1/?user=bob")
+    assert dict(Workflow.objects.values_list("submitted_by__username", "status")) == {
+        "alice": "PENDING", "bob": "FAILED_CANCELED"}
+    # and the owner's own links stay as they were
+    client.force_login(user)
+    assert '<a href="/workflows/alicewf-1/">alicewf-1</a>' in client.get("/workflows/").content.decode()
+
