@@ -39,7 +39,7 @@ def test_cycle_places_gang_reserves_and_enqueues_dispatch(user, racks, django_ca
     tasks = list(Task.objects.filter(workflow=workflow).select_related("node").order_by("name"))
     assert {t.node.labels["rack"] for t in tasks} == {"r1"} or {t.node.labels["rack"] for t in tasks} == {"r2"}
     assert len({t.node.name for t in tasks}) == 2
-    assert all(t.status == "INITIALIZING" and t.pod_name.startswith("job-1-t") for t in tasks)
+    assert all(t.status == "INITIALIZING" and t.pod_name.startswith(f"{workflow.global_id}-t") for t in tasks)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 2
     assert_required_constraints_hold(group)
     workflow.refresh_from_db()
