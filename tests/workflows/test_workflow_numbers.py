@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -189,3 +191,19 @@ def test_the_pages_link_to_another_owners_workflow_by_naming_its_owner(client, u
     client.force_login(user)
     assert '<a href="/workflows/alicewf-1/">alicewf-1</a>' in client.get("/workflows/").content.decode()
 
+
+
+def test_the_pool_page_lists_two_owners_workflows_of_one_id_apart(client, user, other_user, staff_user, pool):
+    # given: alice's and bob's alicewf-1, both holding capacity
+    from workflows.scheduling.cycle import placement_cycle_run
+
+    _submit(_client(user))
+    _submit(_client(other_user))
+    placement_cycle_run(pool_id=pool.pk)
+    client.force_login(staff_user)
+    # when
+    page = client.get("/pools/nvl72/").content.decode()
+    # then: one row each, linked by owner
+    row = r'<tr data-workflow="alicewf-1">\s*<td><a href="([^"]+)">alicewf-1</a></td>\s*<td>(\w+)</td>'
+    rows = re.findall(row, page)
+    assert sorted(rows) == [("/workflows/alicewf-1/?user=alice", "alice"), ("/workflows/alicewf-1/?user=bob", "bob")]
