@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Model
 
-from workflows.models import Task, TaskGroup, Workflow
+from workflows.models import Task, TaskGroup, Workflow, workflow_global_id
 
 
 def _copied(row: Model, skip: set[str]) -> dict[str, Any]:
@@ -26,9 +26,11 @@ def queue_copies(template: Workflow, copies: int, *, first: datetime, step: time
     base = (Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
     groups = list(template.groups.order_by("position"))
     tasks = list(template.tasks.order_by("position"))
-    fields = _copied(template, {"id", "workflow_id", "seq", "name", "submitted_at", "idempotency_key"})
+    fields = _copied(template, {"id", "workflow_id", "global_id", "seq", "name", "submitted_at", "idempotency_key"})
     workflows = Workflow.objects.bulk_create(
-        [Workflow(**fields, name=name, seq=base + i, workflow_id=f"{name}-{base + i}", submitted_at=first + step * i)
+        [Workflow(**fields, name=name, seq=base + i, workflow_id=f"{name}-{base + i}",
+                  global_id=workflow_global_id(f"{name}-{base + i}", template.submitted_by_id),
+                  submitted_at=first + step * i)
          for i in range(copies)]
     )
     group_fields = [_copied(g, {"id", "workflow_id"}) for g in groups]
@@ -56,7 +58,7 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
     tasks_of = {t.pk: list(t.tasks.order_by("position")) for t in {t.pk: t for t in templates}.values()}
     seqs: dict[str, int] = {}
     rows = []
-    skip = {"id", "workflow_id", "seq", "submitted_at", "idempotency_key"}
+    skip = {"id", "workflow_id", "global_id", "seq", "submitted_at", "idempotency_key"}
     for i, template in enumerate(templates):
         seq = seqs.get(template.name)
         if seq is None:
@@ -65,7 +67,9 @@ def queue_mix(templates: list[Workflow], *, first: datetime, step: timedelta = t
         seq += 1
         seqs[template.name] = seq
         fields = _copied(template, skip)
-        rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}", submitted_at=first + step * i))
+        rows.append(Workflow(**fields, seq=seq, workflow_id=f"{template.name}-{seq}",
+                             global_id=workflow_global_id(f"{template.name}-{seq}", template.submitted_by_id),
+                             submitted_at=first + step * i))
     workflows = Workflow.objects.bulk_create(rows, batch_size=2000)
     new_groups = []
     for template, workflow in zip(templates, workflows, strict=True):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import httpx
 
@@ -91,6 +91,9 @@ class Api:
             offset += len(items)
 
     def _send(self, client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if kwargs.get("params") and "?" in path:  # httpx's params replace the path's query: merge them
+            path, _, query = path.partition("?")
+            kwargs["params"] = {**dict(parse_qsl(query)), **kwargs["params"]}
         try:
             return client.request(method, path, **kwargs)
         except httpx.ConnectError as exc:

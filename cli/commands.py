@@ -110,7 +110,7 @@ def workflow_logs(
     if tail:
         params["tail"] = tail
     with api_client() as api:
-        answer = api.get(f"{workflow_path(workflow_id)}logs/", params=params,
+        answer = api.get(workflow_path(workflow_id, "logs/"), params=params,
                          not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type):
         echo_json(answer)
@@ -140,7 +140,7 @@ def workflow_events(
 ) -> None:
     """What happened to a workflow: the service's transitions and the backend's pod events, in time order."""
     with api_client() as api:
-        answer = api.get(f"{workflow_path(workflow_id)}events/", not_found=f"workflow {workflow_id} not found")
+        answer = api.get(workflow_path(workflow_id, "events/"), not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
@@ -165,7 +165,7 @@ def workflow_spec(
 ) -> None:
     """The spec a workflow runs (as rendered from its template), ready to edit and submit again."""
     with api_client() as api:
-        answer = api.get(f"{workflow_path(workflow_id)}spec/", not_found=f"workflow {workflow_id} not found")
+        answer = api.get(workflow_path(workflow_id, "spec/"), not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type):
         echo_json(answer)
         return
@@ -186,7 +186,7 @@ def workflow_restart(
 ) -> None:
     """Submit a workflow's stored spec again, as a new workflow (same pool and priority unless told)."""
     with api_client() as api:
-        stored = api.get(f"{workflow_path(workflow_id)}spec/", not_found=f"workflow {workflow_id} not found")
+        stored = api.get(workflow_path(workflow_id, "spec/"), not_found=f"workflow {workflow_id} not found")
         body = {"pool": pool or stored.get("pool"), "spec": stored.get("spec"), "priority": stored.get("priority")}
         _status, answer = api.post("/api/workflows/", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
     if wants_json(json_out, format_type):

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import typer
 from typer.core import TyperGroup
@@ -140,8 +141,14 @@ def api_client() -> Api:
     return Api(settings.url, settings.token)
 
 
-def workflow_path(workflow_id: str) -> str:
-    return f"/api/workflows/{q(workflow_id)}/"
+def workflow_path(workflow_id: str, action: str = "") -> str:
+    """The API path of a workflow (and of its ``action``, e.g. ``"logs/"``). Ids count per owner
+    (docs/design.md §7, "Workflow ids"): ``OWNER/ID`` names another user's workflow (``?user=``), for
+    staff whose view holds several workflows with one id."""
+    owner, slash, bare = workflow_id.partition("/")
+    if not slash:
+        return f"/api/workflows/{q(workflow_id)}/{action}"
+    return f"/api/workflows/{q(bare)}/{action}?{urlencode({'user': owner})}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -671,7 +678,7 @@ def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_o
                     format_type: FormatType = FORMAT_OPTION) -> None:
     """Cancel a workflow: its unfinished groups become FAILED_CANCELED and their capacity is freed."""
     with api_client() as api:
-        _status, answer = api.post(f"{workflow_path(workflow_id)}cancel/",
+        _status, answer = api.post(workflow_path(workflow_id, "cancel/"),
                                    not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type):
         echo_json(answer)

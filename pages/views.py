@@ -16,12 +16,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from osmo.errors import OsmoError
 from osmo.types import signed_in
 from pages.forms import WorkflowFilterForm, WorkflowSubmitForm
+from pages.links import workflow_url
 from pages.viewmodels.dashboard import dashboard_build
 from pages.viewmodels.pools import pool_detail_build, pool_rows
 from pages.viewmodels.submit import dry_run_build, spec_error_rows, submit_example_text, submit_examples
@@ -29,9 +30,15 @@ from pages.viewmodels.workflows import workflow_detail_build, workflow_page_list
 from scheduler.selectors import pool_get, pool_names
 from scheduler.selectors import pool_list as scheduler_pool_list
 from scheduler.services.access import pool_accessible, pools_visible
-from workflows.errors import PoolNotFoundError, WorkflowNotCancellableError, WorkflowSpecInvalidError
+from workflows.errors import (
+    PoolNotFoundError,
+    WorkflowAmbiguousError,
+    WorkflowNotCancellableError,
+    WorkflowNotFoundError,
+    WorkflowSpecInvalidError,
+)
 from workflows.models import Workflow
-from workflows.selectors import workflow_detail_queryset
+from workflows.selectors import workflow_by_id, workflow_detail_queryset
 from workflows.services import workflow_cancel as workflow_cancel_service
 from workflows.services import workflow_submit
 
@@ -99,7 +106,14 @@ def workflow_list(request: HttpRequest) -> HttpResponse:
 
 
 def _visible_workflow(request: HttpRequest, workflow_id: str) -> Workflow:
-    return get_object_or_404(workflow_detail_queryset(user=request.user), workflow_id=workflow_id)
+    """The workflow the page names: ``?user=`` picks the owner's when several visible workflows share
+    the id (docs/design.md §7, "Workflow ids"); an id that stays ambiguous answers 404 here, the page
+    links always name the owner when it is not the viewer."""
+    try:
+        return workflow_by_id(workflow_detail_queryset(user=request.user), workflow_id, viewer=request.user,
+                              owner=request.GET.get("user") or None)
+    except (WorkflowNotFoundError, WorkflowAmbiguousError) as exc:
+        raise Http404(str(exc)) from exc
 
 
 @login_required
@@ -116,12 +130,13 @@ def workflow_cancel(request: HttpRequest, workflow_id: str) -> HttpResponse:
     if not workflow_user_may_cancel(workflow, request.user):
         raise Http404("Workflow not found.")
     try:
-        workflow_cancel_service(workflow_id=workflow.workflow_id, user=signed_in(request))
+        workflow_cancel_service(workflow_pk=workflow.pk, user=signed_in(request))
     except WorkflowNotCancellableError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Workflow {workflow.workflow_id} was cancelled.")
-    return redirect("workflow-detail", workflow_id=workflow.workflow_id)
+    return redirect(workflow_url(workflow.workflow_id, workflow.submitted_by.get_username(),
+                                 viewer=request.user.get_username()))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ class TaskInline(admin.TabularInline):
 class WorkflowAdmin(admin.ModelAdmin):
     list_display = ["workflow_id", "pool", "status", "priority", "submitted_by", "submitted_at", "finished_at"]
     list_filter = ["status", "priority", "pool"]
-    search_fields = ["workflow_id", "name", "submitted_by__username"]
+    search_fields = ["workflow_id", "global_id", "name", "submitted_by__username"]  # global_id: from a pod label
     list_select_related = ["pool", "submitted_by"]
     date_hierarchy = "submitted_at"
     inlines = [TaskGroupInline]
@@ -64,7 +64,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         cancelled = 0
         for workflow in queryset.order_by("pk"):
             try:
-                workflow_cancel(workflow_id=workflow.workflow_id, user=request.user)
+                workflow_cancel(workflow_pk=workflow.pk, user=request.user)
                 cancelled += 1
             except OsmoError as exc:
                 self.message_user(request, exc.message, level=messages.WARNING)

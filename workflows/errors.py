@@ -40,6 +40,19 @@ class WorkflowNotFoundError(NotFoundError):
     default_message = "Workflow not found."
 
 
+class WorkflowAmbiguousError(ConflictError):
+    """Several workflows the caller may see (none of them the caller's own) have the id asked for:
+    ids count per owner (docs/design.md §7, "Workflow ids"). ``?user=<owner>`` picks one."""
+
+    code = "workflow_ambiguous"
+
+    def __init__(self, workflow_id: str, owners: list[str]) -> None:
+        message = (f"Several workflows you can see have the id {workflow_id!r} (owners: {', '.join(owners)}): "
+                   "name the owner with ?user=<owner> (osmo CLI: <owner>/<id>).")
+        super().__init__(message, details={"workflow": workflow_id, "owners": owners,
+                                           "errors": [{"path": "user", "message": message}]})
+
+
 class WorkflowNotCancellableError(ConflictError):
     code = "not_cancellable"
 

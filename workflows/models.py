@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -16,15 +18,30 @@ from workflows.choices import (
 from workflows.spec.parser import IMAGE_MAX_LENGTH
 
 
+def workflow_global_id(workflow_id: str, owner_pk: int) -> str:
+    """The name a new workflow carries outside the database (docs/design.md §7, "Workflow ids"):
+    unique across users, since ``workflow_id`` is unique only among its owner's workflows. Pod,
+    Service and ConfigMap names, pod labels, artifact and sandbox folders are built from it (see
+    :attr:`Workflow.global_id`), never from ``workflow_id``. ``<workflow_id>-u<owner pk>``: distinct
+    for two owners, and never equal to an id of the earlier form ``<name>-<n>`` (which ends in digits
+    after its last dash), which workflows stored before keep as theirs."""
+    return f"{workflow_id}-u{owner_pk}"
+
+
 class Workflow(models.Model):
-    """A submitted spec. ``workflow_id`` is ``<name>-<n>``, n counting up per name."""
+    """A submitted spec. ``workflow_id`` is ``<name>-<n>``, n counting up per owner and name: unique
+    among its owner's workflows only, so that it says nothing about other users' workflows."""
 
     # Filled by workflows.selectors.workflow_detail_queryset (its prefetches) or by the submission that
     # created the rows: the groups by position, and the history by time (not fields).
     groups_in_order: list[TaskGroup]
     history_in_order: list[StatusTransition]
 
-    workflow_id = models.CharField(max_length=100, unique=True)
+    workflow_id = models.CharField(max_length=100, db_index=True)
+    global_id = models.CharField(
+        max_length=120, unique=True,
+        help_text="Unique across users: what pod names, labels and artifact folders are built from.",
+    )
     name = models.CharField(max_length=80, db_index=True)
     seq = models.PositiveIntegerField()
     pool = models.ForeignKey("scheduler.Pool", on_delete=models.PROTECT, related_name="workflows")
@@ -61,7 +78,8 @@ class Workflow(models.Model):
     class Meta:
         ordering = ["-submitted_at", "-pk"]
         constraints = [
-            models.UniqueConstraint(fields=["name", "seq"], name="workflow_unique_name_seq"),
+            models.UniqueConstraint(fields=["submitted_by", "name", "seq"], name="workflow_unique_owner_name_seq"),
+            models.UniqueConstraint(fields=["submitted_by", "workflow_id"], name="workflow_unique_owner_id"),
             models.UniqueConstraint(
                 fields=["submitted_by", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
@@ -72,6 +90,11 @@ class Workflow(models.Model):
 
     def __str__(self) -> str:
         return self.workflow_id
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.global_id:
+            self.global_id = workflow_global_id(self.workflow_id, self.submitted_by_id)
+        super().save(*args, **kwargs)
 
     @property
     def is_terminal(self) -> bool:

@@ -5,12 +5,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    Case,
+    Count,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from osmo.types import Viewer
 from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
+from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
@@ -59,6 +72,37 @@ def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
         )
         .order_by("-submitted_at", "-pk")
     )
+
+
+# How many owners an ambiguous id's refusal names at most.
+AMBIGUOUS_OWNERS_SHOWN = 20
+
+
+def workflow_by_id(queryset: QuerySet[Workflow], workflow_id: str, *, viewer: Viewer,
+                   owner: str | None = None) -> Workflow:
+    """The workflow of ``queryset`` (what ``viewer`` may see) with the id ``workflow_id``. Ids count
+    per owner (docs/design.md §7, "Workflow ids"), so several visible workflows (staff see all) may
+    share one: ``owner`` (a username, the ``?user=`` parameter) picks among them; without it the
+    viewer's own comes first, and otherwise the id must be the only one of its kind. One query when
+    it resolves, as a lookup by a unique column was. Raises ``WorkflowNotFoundError`` and
+    ``WorkflowAmbiguousError`` (409, naming the owners)."""
+    if "\x00" in workflow_id or (owner is not None and "\x00" in owner):
+        raise WorkflowNotFoundError(f"Workflow {workflow_id!r} not found.")
+    matches = queryset.filter(workflow_id=workflow_id)
+    if owner:
+        found = matches.filter(submitted_by__username=owner).first()
+        if found is None:
+            raise WorkflowNotFoundError(f"Workflow {workflow_id!r} of user {owner!r} not found.")
+        return found
+    mine = Case(When(submitted_by_id=viewer.pk, then=Value(0)), default=Value(1), output_field=IntegerField())
+    candidates = list(matches.annotate(not_mine=mine).order_by("not_mine", "pk")[:2])
+    if not candidates:
+        raise WorkflowNotFoundError(f"Workflow {workflow_id!r} not found.")
+    if len(candidates) == 1 or candidates[0].submitted_by_id == viewer.pk:
+        return candidates[0]
+    owners = list(matches.order_by("submitted_by__username")
+                  .values_list("submitted_by__username", flat=True)[:AMBIGUOUS_OWNERS_SHOWN])
+    raise WorkflowAmbiguousError(workflow_id, owners)
 
 
 def workflow_transitions(workflow: Workflow) -> QuerySet[StatusTransition]:
@@ -141,9 +185,9 @@ def group_waiting(group: TaskGroup) -> dict[str, Any] | None:
         )
         holders = (
             matches.order_by()
-            .values(workflow_key=held_by("workflow__workflow_id"))
+            .values(workflow_key=held_by("workflow__workflow_id"), workflow_global=held_by("workflow__global_id"))
             .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
-            .order_by("-gpu", "workflow_key")[:10]
+            .order_by("-gpu", "workflow_key", "workflow_global")[:10]
         )
         result["domain"] = {"key": key, "path": list(best)}
         result["holders"] = [{"workflow": row["workflow_key"], "gpu": row["gpu"], "tasks": row["tasks"]}

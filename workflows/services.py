@@ -39,7 +39,7 @@ from workflows.errors import (
     WorkflowSpecInvalidError,
 )
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
-from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
 from workflows.scheduling.pods import tasks_with_pods
 from workflows.scheduling.requests import group_request_from_spec, task_requests_to_json
 from workflows.spec import (
@@ -201,24 +201,29 @@ def _dump_yaml(data: dict[str, Any]) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-# Numbers of one workflow name are handed out one submission at a time: a transaction-scoped advisory
-# lock keyed by the name (PostgreSQL). Without it, concurrent submissions of a name read the same
-# MAX(seq) and all but one fail on the unique constraint; retrying does not help while the winners'
-# request transactions are still open, because their rows stay invisible until they commit.
+# Numbers of one owner's workflow name are handed out one submission at a time: a transaction-scoped
+# advisory lock keyed by the owner and the name (PostgreSQL). Without it, concurrent submissions read
+# the same MAX(seq) and all but one fail on the unique constraint; retrying does not help while the
+# winners' request transactions are still open, because their rows stay invisible until they commit.
+# Numbers count per owner (docs/design.md §7, "Workflow ids"): another user's workflows of the same
+# name neither take numbers nor wait for this lock (a key collision of the hash only serialises more).
 _NAME_LOCK_NAMESPACE = zlib.crc32(b"osmo.workflow_name") & 0x7FFFFFFF
 
 
-def _next_seq(name: str) -> int:
-    """The next ``n`` of ``<name>-<n>``. Must run in the transaction that inserts the workflow: on
-    PostgreSQL it first takes the name's lock, held until that transaction ends, so the number read
-    here cannot be taken by another submission in between (and a competitor that held the lock has
-    committed, so its row is counted). SQLite's IMMEDIATE transactions serialise writers already."""
+def _next_seq(owner_pk: int, name: str) -> int:
+    """The next ``n`` of ``<name>-<n>`` among ``owner_pk``'s workflows. Must run in the transaction
+    that inserts the workflow: on PostgreSQL it first takes the (owner, name) lock, held until that
+    transaction ends, so the number read here cannot be taken by another submission in between (and
+    a competitor that held the lock has committed, so its row is counted). SQLite's IMMEDIATE
+    transactions serialise writers already."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)", [_NAME_LOCK_NAMESPACE, zlib.crc32(name.encode()) & 0x7FFFFFFF]
+                "SELECT pg_advisory_xact_lock(%s, %s)",
+                [_NAME_LOCK_NAMESPACE, zlib.crc32(f"{owner_pk}/{name}".encode()) & 0x7FFFFFFF],
             )
-    last = Workflow.objects.filter(name=name).order_by("-seq").values_list("seq", flat=True).first()
+    last = (Workflow.objects.filter(submitted_by=owner_pk, name=name).order_by("-seq")
+            .values_list("seq", flat=True).first())
     return int(last or 0) + 1
 
 
@@ -268,8 +273,8 @@ def workflow_submit(
     rendered spec is stored. Raises ``IdempotencyKeyReusedError`` (422) when the key was used for a
     different request. Nothing is stored when validation fails. ``warnings``, when given, receives what
     the spec's validation accepted but says (a repeated key: :attr:`ValidatedSubmission.warnings`). Safe
-    under concurrency: submissions of one name get distinct numbers (see :func:`_next_seq`), and racing
-    retries with one key store one workflow.
+    under concurrency: submissions of one owner's name get distinct numbers (see :func:`_next_seq`), and
+    racing retries with one key store one workflow.
     """
     request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority, values=values, env=env)
                     if idempotency_key else "")
@@ -294,7 +299,7 @@ def workflow_submit(
                 return existing, False
         raise
     jobs.placement_cycle_request(workflow.pool_id)
-    logger.info("workflow.submitted", extra={"workflow": workflow.workflow_id, "pool": submission.pool.name})
+    logger.info("workflow.submitted", extra={"workflow": workflow.global_id, "pool": submission.pool.name})
     return workflow, True
 
 
@@ -304,10 +309,12 @@ def _workflow_create(
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
-    seq = _next_seq(spec.name)
+    seq = _next_seq(user.pk, spec.name)
     keys = list(submission.keys)
+    workflow_id = f"{spec.name}-{seq}"
     workflow = Workflow.objects.create(
-        workflow_id=f"{spec.name}-{seq}",
+        workflow_id=workflow_id,
+        global_id=workflow_global_id(workflow_id, user.pk),
         name=spec.name,
         seq=seq,
         pool=submission.pool,
@@ -382,10 +389,12 @@ def _workflow_create(
 
 
 @transaction.atomic
-def workflow_cancel(*, workflow_id: str, user: User) -> Workflow:
+def workflow_cancel(*, workflow_pk: int, user: User) -> Workflow:
     """Cancel every unfinished group: FAILED_CANCELED, capacity released, pods deleted, and a
-    placement cycle requested so that waiting work can use the freed capacity."""
-    workflow = Workflow.objects.select_for_update().get(workflow_id=workflow_id)
+    placement cycle requested so that waiting work can use the freed capacity. ``workflow_pk``: the
+    workflow's primary key (its ``workflow_id`` is unique only per owner; callers resolve it with
+    :func:`workflows.selectors.workflow_by_id`)."""
+    workflow = Workflow.objects.select_for_update().get(pk=workflow_pk)
     if not workflow.can_cancel():
         raise WorkflowNotCancellableError(workflow.workflow_id, workflow.status)
     message = f"canceled by {user.get_username()}"

@@ -102,7 +102,8 @@ def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
         .annotate(**aliases)
         .filter(match)
         .order_by()
-        .values(*aliases, workflow_key=held_by("workflow__workflow_id"))
+        # Per workflow by its global id: ids count per owner (docs/design.md §7, "Workflow ids").
+        .values(*aliases, workflow_key=held_by("workflow__global_id"), workflow_shown=held_by("workflow__workflow_id"))
         .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
     )
     found = list(rows)
@@ -111,7 +112,8 @@ def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
         totals: dict[str, dict[str, Any]] = {}
         for row in found:
             if all(row[f"domain_value_{i}"] == value for i, value in enumerate(path)):
-                entry = totals.setdefault(row["workflow_key"], {"workflow": row["workflow_key"], "gpu": 0, "tasks": 0})
+                entry = totals.setdefault(row["workflow_key"],
+                                          {"workflow": row["workflow_shown"], "gpu": 0, "tasks": 0})
                 entry["gpu"] += row["gpu"] or 0
                 entry["tasks"] += row["tasks"]
         ranked = sorted(totals.values(), key=lambda e: (-e["gpu"], e["workflow"]))

@@ -8,7 +8,6 @@ directly: ``{% domain_boxes box mode %}``.
 from __future__ import annotations
 
 from django import template
-from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -77,7 +76,7 @@ def _box(box: DomainBox, mode: str, out: list[str]) -> None:
         out.append('\n<div class="occupants">')
         for occ in box.occupants:
             wid = escape(occ.workflow_id)
-            shown = f'<a href="{escape(reverse("workflow-detail", args=[occ.workflow_id]))}">{wid}</a>' \
+            shown = f'<a href="{escape(occ.url)}">{wid}</a>' \
                 if occ.visible else wid
             out.append(f'<span class="occ" data-occupant="{wid}" title="{occ.tasks} task{_s(occ.tasks)} of '
                        f'{escape(occ.username)}">{shown} · {occ.gpu} GPU</span>')

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
+from pages import links
 from pages.templatetags.tree_svg import tree_svg
 from pages.viewmodels.common import percent as _percent
 from pages.viewmodels.common import status_colour
@@ -21,6 +22,14 @@ from workflows.choices import WAIT_ENDS
 
 register = template.Library()
 register.filter("status_colour", status_colour)
+
+
+@register.simple_tag(takes_context=True)
+def workflow_url(context: template.Context, workflow: Any, view: str = "workflow-detail") -> str:
+    """The link to ``workflow``'s page as the request's user follows it (:func:`pages.links.workflow_url`)."""
+    request = context.get("request")
+    viewer = request.user.get_username() if request is not None else ""
+    return links.workflow_url(workflow.workflow_id, workflow.submitted_by.get_username(), viewer=viewer, view=view)
 
 
 @register.simple_tag

@@ -56,6 +56,7 @@ class Occupant:
     gpu: int
     tasks: int
     visible: bool = False
+    url: str = ""  # its page, when visible
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from django.db import connection
 
 from osmo.process_cache import ProcessCache
 from osmo.types import Viewer
+from pages.links import workflow_url
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
@@ -104,6 +105,7 @@ class WorkflowOccupancy:
     workflow_id: str
     username: str
     visible: bool  # the viewer may open it
+    url: str = ""  # its page, when visible (naming its owner when that is not the viewer)
     gpu: int = 0
     tasks: int = 0
     domains: list[OccupiedDomain] = field(default_factory=list)
@@ -166,16 +168,19 @@ def _pool_occupancy(
     fingerprint: tuple[Any, ...] | None,
 ) -> list[WorkflowOccupancy]:
     rows = _occupancy_rows(pool, keys, fingerprint)
-    per_workflow: dict[str, WorkflowOccupancy] = {}
+    # Keyed by id and owner: ids count per owner (docs/design.md §7, "Workflow ids").
+    per_workflow: dict[tuple[str, int], WorkflowOccupancy] = {}
+    viewer = user.get_username()
     for row in rows:
         workflow_id = row["workflow_id"]
         path = tuple(row[f"domain_value_{index}"] for index in range(len(keys)))
         gpu = row["gpu_total"] or 0
-        entry = per_workflow.get(workflow_id)
+        entry = per_workflow.get((workflow_id, row["owner_id"]))
         if entry is None:
             visible = bool(user.is_staff or row["owner_id"] == user.pk)
-            entry = per_workflow[workflow_id] = WorkflowOccupancy(
-                workflow_id=workflow_id, username=row["owner_username"], visible=visible
+            url = workflow_url(workflow_id, row["owner_username"], viewer=viewer) if visible else ""
+            entry = per_workflow[(workflow_id, row["owner_id"])] = WorkflowOccupancy(
+                workflow_id=workflow_id, username=row["owner_username"], visible=visible, url=url
             )
         entry.gpu += gpu
         entry.tasks += row["task_count"]
@@ -184,9 +189,9 @@ def _pool_occupancy(
         if box is not None:
             box.occupants.append(
                 Occupant(workflow_id=workflow_id, username=entry.username, gpu=gpu, tasks=row["task_count"],
-                         visible=entry.visible)
+                         visible=entry.visible, url=entry.url)
             )
-    result = sorted(per_workflow.values(), key=lambda entry: (-entry.gpu, entry.workflow_id))
+    result = sorted(per_workflow.values(), key=lambda entry: (-entry.gpu, entry.workflow_id, entry.username))
     for entry in result:
         entry.domains.sort(key=lambda domain: natural_key(domain.path))
     for box in boxes.values():

@@ -30,6 +30,9 @@ class PodRequest:
     pod_name: str
     namespace: str
     node_name: str
+    # The workflow's global id (unique across users; ``workflow_id`` as users see it is unique per
+    # owner only, docs/design.md §7, "Workflow ids"): labels, selectors, Service names and local
+    # folders are built from it.
     workflow_id: str
     group: str
     task: str
@@ -47,6 +50,7 @@ class PodRequest:
     # The task runtime's plan (``runtime.TaskPlan`` as JSON; docs/runtime.md): set, the backend runs the
     # task through the runtime (local: always; Kubernetes: an init container copies it into the pod).
     runtime_plan: str = ""
+    workflow_label: str = ""  # the workflow's id as its owner sees it (``{{workflow_id}}``, the simulated log)
     # OSMO's pod fields (docs/kubernetes.md, "Objects per workflow"). Tokens are already resolved here.
     hostname: str = ""  # the pod's host name (a DNS label), unique in its group
     subdomain: str = ""  # the group's headless Service; set, the backend makes sure the Service exists

@@ -86,7 +86,8 @@ class SimulatedBackend:
             return (pod.dispatched_at + timedelta(seconds=offset)).isoformat().replace("+00:00", "Z")
 
         command = shlex.join([*pod.command, *pod.args]) or "(image entrypoint)"
-        lines = [f"{stamp(started)} [osmo-sim] task {pod.task} of {pod.workflow_id} started on {pod.node_name} "
+        shown = pod.workflow_label or pod.workflow_id
+        lines = [f"{stamp(started)} [osmo-sim] task {pod.task} of {shown} started on {pod.node_name} "
                  f"({pod.gpu} GPU): {pod.image} {command}"]
         for step in range(1, SIM_PROGRESS_LINES + 1):
             offset = started + run * step / (SIM_PROGRESS_LINES + 1)

@@ -105,7 +105,7 @@ def test_a_two_group_workflow_runs_for_real_on_a_local_pool(user, local_pool, ce
     # and the producer's output was committed where the workflow detail says
     [producer_url] = [t["outputs"][0] for g in osmo_json(live_server, user, workflow)["groups"] for t in g["tasks"]
                       if t["name"] == "producer"]
-    assert producer_url == f"{(tmp_path / 'artifacts').as_uri()}/{workflow.workflow_id}/producer"
+    assert producer_url == f"{(tmp_path / 'artifacts').as_uri()}/{workflow.global_id}/producer"
     assert committed_files(producer_url) == ["msg.txt"]
 
 
@@ -129,7 +129,7 @@ def test_cancel_stops_the_tasks_process(user, local_pool, celery_worker_factory,
     assert running_in_group(pid) != []
 
     # when
-    workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    workflow_cancel(workflow_pk=workflow.pk, user=user)
 
     # then its process and its folder are gone
     wait_for(lambda: running_in_group(pid) == [], timeout=60, message="the task's processes to stop")

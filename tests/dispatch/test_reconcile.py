@@ -37,7 +37,7 @@ def test_a_pod_created_but_not_recorded_is_deleted_by_cancel_and_by_the_sync(use
     # when the user cancels: the cancel deletes the pod of every task with a pod name
     kube_api.reply("DELETE", f"{PODS}/{task.pod_name}", 200, "pod_deleted.json")
     with django_capture_on_commit_callbacks(execute=True):
-        workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+        workflow_cancel(workflow_pk=workflow.pk, user=user)
     # then the pod was deleted and recorded so, and the capacity is free
     assert [(r.method, r.path) for r in kube_api.requests][-1] == ("DELETE", f"{PODS}/{task.pod_name}")
     assert Task.objects.get(pk=task.pk).pod_deleted_at is not None
@@ -226,7 +226,7 @@ def test_a_finished_72_pod_gang_past_retention_costs_one_delete_collection_call(
     assert [(r.method, r.path) for r in kube_api.requests] == [("GET", PODS), ("DELETE", PODS)]
     delete = kube_api.requests[1]
     assert delete.query["labelSelector"] == [
-        f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=kube,osmo.nvidia.com/workflow={workflow.workflow_id},"
+        f"app.kubernetes.io/managed-by=osmo,osmo.nvidia.com/pool=kube,osmo.nvidia.com/workflow={workflow.global_id},"
         "osmo.nvidia.com/group=g"]
     assert delete.query["fieldSelector"] == ["status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"]
     assert Task.objects.filter(workflow=workflow, pod_deleted_at__isnull=True).count() == 0

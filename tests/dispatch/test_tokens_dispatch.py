@@ -88,7 +88,7 @@ def test_on_the_simulated_backend_the_rendered_args_hold_the_masters_dns_name(us
     pods.group_dispatch(group_id=group.pk)
 
     # then every rank's rendered args name the master by its DNS name in the group's Service
-    master = f"master.{group_service_name(workflow.workflow_id, 'training')}.{NS}.svc"
+    master = f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
     tasks = list(Task.objects.filter(workflow=workflow).select_related("workflow", "group", "node").order_by("name"))
     requests = [pods.pod_request(task, sim_pool) for task in tasks]
     assert [r.args for r in requests] == [
@@ -119,7 +119,7 @@ def kube_pool(kube_api, monkeypatch, inline_jobs):
 def test_on_kubernetes_the_pods_args_files_service_and_platform_are_created(user, kube_api, kube_pool):
     # given a placed torchrun-style gang on a Kubernetes pool, the API answering in its shapes
     workflow, group = submitted(user, kube_pool)
-    service = group_service_name(workflow.workflow_id, "training")
+    service = group_service_name(workflow.global_id, "training")
     master = f"master.{service}.{NS}.svc"
     names = dict(Task.objects.filter(workflow=workflow).values_list("name", "pod_name"))
     for index, task in enumerate(("master", "worker-1")):
@@ -185,7 +185,7 @@ def test_the_runtime_plan_holds_the_texts_dispatch_resolved(user, monkeypatch, i
     recorder = Recorder()
     monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
     workflow, group = submitted(user, pool)
-    host = host or f"master.{group_service_name(workflow.workflow_id, 'training')}.{NS}.svc"
+    host = host or f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
 
     # when
     pods.group_dispatch(group_id=group.pk)

@@ -39,7 +39,7 @@ def test_cycle_places_gang_reserves_and_enqueues_dispatch(user, racks, django_ca
     tasks = list(Task.objects.filter(workflow=workflow).select_related("node").order_by("name"))
     assert {t.node.labels["rack"] for t in tasks} == {"r1"} or {t.node.labels["rack"] for t in tasks} == {"r2"}
     assert len({t.node.name for t in tasks}) == 2
-    assert all(t.status == "INITIALIZING" and t.pod_name.startswith("job-1-t") for t in tasks)
+    assert all(t.status == "INITIALIZING" and t.pod_name.startswith(f"{workflow.global_id}-t") for t in tasks)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 2
     assert_required_constraints_hold(group)
     workflow.refresh_from_db()
@@ -62,7 +62,7 @@ def test_group_that_cannot_fit_waits_with_reason_then_is_placed_after_cancel(use
     assert group.unschedulable_reason["status"] == "unschedulable"
     assert "0 of 2" in group.unschedulable_reason["message"]
     # and is placed once the first workflow is cancelled
-    workflow_cancel(workflow_id=first.workflow_id, user=user)
+    workflow_cancel(workflow_pk=first.pk, user=user)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 2
     placement_cycle_run(pool_id=racks.pk)
     group.refresh_from_db()
@@ -174,7 +174,7 @@ def test_priority_then_age_order(user, racks):
         placement_cycle_run(pool_id=racks.pk)
         placed = Workflow.objects.get(groups__status="INITIALIZING")
         order.append(placed.name)
-        workflow_cancel(workflow_id=placed.workflow_id, user=user)
+        workflow_cancel(workflow_pk=placed.pk, user=user)
     # then priority first, then age within a priority
     assert order == ["high", "older", "newer", "low"]
     assert {low.pk, older.pk, newer.pk, high.pk} == set(Workflow.objects.values_list("pk", flat=True))
@@ -223,7 +223,7 @@ def test_a_starving_gang_keeps_its_machines_and_backfill_goes_on_elsewhere(user,
     assert group.status == "SCHEDULING" and group.unschedulable_reason["code"] == "behind_starving_group"
     # and once the two gangs on a1 and a2 end, the big gang gets its machines
     for name in ("two", "four"):
-        workflow_cancel(workflow_id=Workflow.objects.get(name=name).workflow_id, user=user)
+        workflow_cancel(workflow_pk=Workflow.objects.get(name=name).pk, user=user)
     placement_cycle_run(pool_id=racks.pk)
     assert TaskGroup.objects.get(workflow=big).status == "INITIALIZING"
     assert set(Task.objects.filter(workflow=big).values_list("node__name", flat=True)) == {"a1", "a2", "b1"}
@@ -257,7 +257,7 @@ def test_cancel_releases_reservations(user, racks):
     workflow = submit(user, racks, gang_spec("gone", 2, 4))
     placement_cycle_run(pool_id=racks.pk)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 2
-    workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    workflow_cancel(workflow_pk=workflow.pk, user=user)
     assert Reservation.objects.filter(released_at__isnull=True).count() == 0
     assert set(Task.objects.values_list("status", flat=True)) == {"FAILED_CANCELED"}
 
@@ -403,7 +403,7 @@ def test_a_resumed_cycle_places_the_starving_gang_on_its_own_kept_machines(user,
     assert group.status == "SCHEDULING" and group.idle_fit and group.proof_epoch is not None
     # when the machines kept for it and one more free up, and the next cycle resumes behind it
     for workflow in (x, z):
-        workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+        workflow_cancel(workflow_pk=workflow.pk, user=user)
     pool.refresh_from_db()
     cursor = next(q.order for q in _queue_read(pool) if q.pk == TaskGroup.objects.get(workflow=tail).pk)
     Pool.objects.filter(pk=pool.pk).update(cycle_state={**(pool.cycle_state or {}), "cursor": cursor})

@@ -154,7 +154,7 @@ def test_a_gang_cancelled_before_its_batch_runs_gets_no_pod(user, racks, no_brok
                                                            django_capture_on_commit_callbacks):
     placed = place(user, racks, 2, django_capture_on_commit_callbacks)
     cancelled = TaskGroup.objects.select_related("workflow").get(pk=placed[0]).workflow
-    workflow_cancel(workflow_id=cancelled.workflow_id, user=user)
+    workflow_cancel(workflow_pk=cancelled.pk, user=user)
     # when the batch runs
     worker_tasks.groups_dispatch_task.run(group_ids=placed)
     # then only the other gang's pod exists

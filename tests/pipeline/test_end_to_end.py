@@ -109,7 +109,7 @@ def test_submission_and_cancel_trigger_placement_without_the_tick(user, celery_w
     waiting = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("next", 1, 4, 0.5))[0]
     wait_for(lambda: TaskGroup.objects.get(workflow=waiting).unschedulable_reason, timeout=20, message="a reason")
     # when the hog is cancelled
-    workflow_cancel(workflow_id=hog.workflow_id, user=user)
+    workflow_cancel(workflow_pk=hog.pk, user=user)
     # then the waiting gang is placed and dispatched by the cancellation's own trigger
     wait_for(lambda: Task.objects.filter(workflow=waiting, status="INITIALIZING", dispatched_at__isnull=False)
              .exists(), timeout=20, message="next placed after the cancel")

@@ -51,7 +51,7 @@ def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, mon
     def racing(changes):
         if not cancel:  # the user cancels while the sync is between its read and its write
             cancel["thread"], cancel["box"] = in_thread(
-                lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
+                lambda: workflow_cancel(workflow_pk=workflow.pk, user=user))
             time.sleep(0.5)
         return real(changes)
 
@@ -88,7 +88,7 @@ def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
 
         def create_pod(self, pod):
             if not events:
-                thread, box = in_thread(lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
+                thread, box = in_thread(lambda: workflow_cancel(workflow_pk=workflow.pk, user=user))
                 thread.join(10)
                 assert "error" not in box, box
             events.append(("create", pod.pod_name))
@@ -140,7 +140,7 @@ resources:
 def test_cancel_keeps_failed_upstream_of_downstream_groups(user, racks, no_broker):
     text = CHAIN_SPEC
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=text)
-    workflow_cancel(workflow_id=workflow.workflow_id, user=user)
+    workflow_cancel(workflow_pk=workflow.pk, user=user)
     second = TaskGroup.objects.get(workflow=workflow, name="second")
     assert second.status == Task.objects.get(workflow=workflow, name="b").status == "FAILED_UPSTREAM"
     assert list(StatusTransition.objects.filter(group=second, task=None).values_list("to_status", flat=True)) == [
@@ -200,7 +200,7 @@ def test_cancel_racing_a_placement_cycle_neither_deadlocks_nor_fails(user, racks
         # the cycle has written the group and its tasks; the user cancels right now
         if not cancel:
             cancel["thread"], cancel["box"] = in_thread(
-                lambda: workflow_cancel(workflow_id=workflow.workflow_id, user=user))
+                lambda: workflow_cancel(workflow_pk=workflow.pk, user=user))
             time.sleep(0.5)
         return real(workflow_rows, **kwargs)
 
@@ -270,7 +270,7 @@ def test_tick_resends_unconfirmed_pod_deletes(user, racks, no_broker, monkeypatc
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("gone", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
-    workflow_cancel(workflow_id=workflow.workflow_id, user=user)  # its delete message is lost (no broker)
+    workflow_cancel(workflow_pk=workflow.pk, user=user)  # its delete message is lost (no broker)
     task = Task.objects.get(workflow=workflow)
     Task.objects.filter(pk=task.pk).update(finished_at=timezone.now() - timedelta(seconds=60))
     no_broker.clear()

@@ -106,7 +106,7 @@ def test_a_proven_gang_is_not_solved_again_until_capacity_is_released(user, wide
     # then only the newcomer is solved; the waiter's proof stands
     assert (joined.solved, joined.proven, joined.placed) == (1, 1, [])
     # when the holder is cancelled (its capacity released)
-    workflow_cancel(workflow_id=holder.workflow_id, user=user)
+    workflow_cancel(workflow_pk=holder.pk, user=user)
     after = placement_cycle_run(pool_id=wide.pk)
     # then both are solved once more and placed
     assert (after.solved, after.placed) == (2, [TaskGroup.objects.get(workflow=w).pk for w in (waiter, another)])

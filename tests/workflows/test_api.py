@@ -262,7 +262,8 @@ def test_users_see_only_their_own_and_staff_see_all(api_client, user, other_user
     api_client.force_authenticate(user)
     mine = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
     api_client.force_authenticate(other_user)
-    theirs = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    theirs = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE.replace("name: hello", "name: other")},
+                             format="json").json()["id"]
     # alice lists only hers and cannot read or cancel bob's
     api_client.force_authenticate(user)
     assert [w["id"] for w in api_client.get("/api/workflows/").json()["results"]] == [mine]

@@ -65,12 +65,12 @@ def test_a_high_gang_evicts_the_fewest_low_gangs_and_they_are_queued_again(user,
         assert Workflow.objects.get(pk=workflow.pk).status == "PENDING"
     assert_no_node_overbooked(pool)
     # and once the HIGH gang ends, the victims are placed again, under new pod names
-    workflow_cancel(workflow_id=high.workflow_id, user=user)
+    workflow_cancel(workflow_pk=high.pk, user=user)
     placement_cycle_run(pool_id=pool.pk)
     for workflow in victims:
         assert group_of(workflow).status == TaskStatus.INITIALIZING
         names = set(Task.objects.filter(workflow=workflow).values_list("name", "pod_name"))
-        assert names == {(t, pod_name_for(workflow.workflow_id, t, 1)) for t in ("t0", "t1")}
+        assert names == {(t, pod_name_for(workflow.global_id, t, 1)) for t in ("t0", "t1")}
         assert all("-r1-" in pod for _t, pod in names)
     assert_no_node_overbooked(pool)
 
@@ -133,7 +133,7 @@ def test_protected_work_is_packed_as_if_low_work_were_not_there(user, pool):
     # then it goes where it would go were the LOW gang not there, beside the first: nothing evicted
     assert racks_of(second) == {"z1-s1-r1"} and result.preempted == 0
     # so that once the LOW gang is gone, its rack is whole again for a four-node gang
-    workflow_cancel(workflow_id=low.workflow_id, user=user)
+    workflow_cancel(workflow_pk=low.pk, user=user)
     high = submit(user, "high", 4, "HIGH", key="rack")
     placement_cycle_run(pool_id=pool.pk)
     assert racks_of(high) == {"z1-s1-r2"}
@@ -285,7 +285,7 @@ def test_a_resumed_cycle_that_places_low_work_first_does_not_prove_a_high_gang_s
     assert group_of(high).status == TaskStatus.SCHEDULING
     # when the NORMAL gang ends, a LOW gang arrives, and a cycle resumes from a cursor at the LOW gang
     # (as after a cycle that ran out of its budget there): the LOW gang is walked before the HIGH one
-    workflow_cancel(workflow_id=normal.workflow_id, user=user)
+    workflow_cancel(workflow_pk=normal.pk, user=user)
     low = submit_small("low", 1, "LOW")
     small.refresh_from_db()
     cursor = next(g.order for g in _queue_read(small) if g.pk == group_of(low).pk)

@@ -146,7 +146,7 @@ def test_the_workflow_detail_lists_each_tasks_output_url(user, user_client, sett
     assert response.status_code == 200
     tasks = response.json()["groups"][0]["tasks"]
     assert [(t["name"], t["outputs"]) for t in tasks] == [
-        ("t0", [f"s3://bucket/osmo/{workflow.workflow_id}/t0"]), ("t1", [f"s3://bucket/osmo/{workflow.workflow_id}/t1"])]
+        ("t0", [f"s3://bucket/osmo/{workflow.global_id}/t0"]), ("t1", [f"s3://bucket/osmo/{workflow.global_id}/t1"])]
 
 
 @pytest.mark.django_db

@@ -27,7 +27,7 @@ from workflows.api.serializers import (
     WorkflowSubmitOutputSerializer,
     WorkflowSummaryOutputSerializer,
 )
-from workflows.errors import WorkflowNotFoundError, WorkflowSpecInvalidError
+from workflows.errors import WorkflowSpecInvalidError
 from workflows.models import Workflow
 from workflows.preview import workflow_dry_run
 from workflows.scheduling import observe
@@ -38,6 +38,11 @@ ERRORS = {
     400: OpenApiResponse(ErrorOutputSerializer, description="Invalid input; details.errors lists paths."),
     401: OpenApiResponse(ErrorOutputSerializer, description="Not authenticated."),
 }
+# Ids count per owner (docs/design.md §7, "Workflow ids"): every lookup by id takes ``?user=``.
+OWNER_PARAM = OpenApiParameter("user", str, description="The workflow's owner (a username): picks among several "
+                                                        "visible workflows with the id (staff)")
+AMBIGUOUS = OpenApiResponse(ErrorOutputSerializer, description="`workflow_ambiguous`: several visible workflows "
+                                                               "have the id; name the owner with `?user=`.")
 QUERY_PARAMS = [
     OpenApiParameter("pool", str, description="Pool name, for a raw YAML body (default: the spec's workflow.pool)"),
     OpenApiParameter("priority", str, enum=["LOW", "NORMAL", "HIGH"], description="For a raw YAML body"),
@@ -108,8 +113,10 @@ def _idempotency_key(request: Request) -> str | None:
 
 @extend_schema_view(
     list=extend_schema(responses={200: WorkflowSummaryOutputSerializer(many=True), **ERRORS}),
-    retrieve=extend_schema(responses={200: WorkflowOutputSerializer, 401: ERRORS[401],
-                                      404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow.")}),
+    retrieve=extend_schema(parameters=[OWNER_PARAM],
+                           responses={200: WorkflowOutputSerializer, 401: ERRORS[401],
+                                      404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow."),
+                                      409: AMBIGUOUS}),
 )
 class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Submit, list, inspect and cancel workflows. Users see their own; staff see all."""
@@ -131,10 +138,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         return WorkflowSummaryOutputSerializer if self.action == "list" else WorkflowOutputSerializer
 
     def get_object(self) -> Workflow:
-        workflow = self.get_queryset().filter(workflow_id=self.kwargs["id"]).first()
-        if workflow is None:
-            raise WorkflowNotFoundError(f"Workflow {self.kwargs['id']!r} not found.")
-        return workflow
+        # Ids count per owner (docs/design.md §7, "Workflow ids"): ``?user=`` picks the owner's.
+        return selectors.workflow_by_id(self.get_queryset(), self.kwargs["id"], viewer=self.request.user,
+                                        owner=self.request.query_params.get("user") or None)
 
     @extend_schema(
         request={"application/json": WorkflowSubmitInputSerializer, "application/yaml": OpenApiTypes.STR},
@@ -174,8 +180,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         answer = {**WorkflowOutputSerializer(workflow).data, "warnings": warnings}
         return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    @extend_schema(request=None, responses={200: WorkflowSpecOutputSerializer, 401: ERRORS[401],
-                                            404: ErrorOutputSerializer},
+    @extend_schema(request=None, parameters=[OWNER_PARAM],
+                   responses={200: WorkflowSpecOutputSerializer, 401: ERRORS[401], 404: ErrorOutputSerializer,
+                              409: AMBIGUOUS},
                    description="The spec as stored (rendered from its template) and the template values.")
     @action(detail=True, methods=["get"])
     def spec(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -185,12 +192,14 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             "spec": workflow.spec_text, "template_values": workflow.template_values or {},
         }).data)
 
-    @extend_schema(request=None, responses={200: WorkflowOutputSerializer, 401: ERRORS[401],
-                                            404: ErrorOutputSerializer, 409: ErrorOutputSerializer})
+    @extend_schema(request=None, parameters=[OWNER_PARAM],
+                   responses={200: WorkflowOutputSerializer, 401: ERRORS[401], 404: ErrorOutputSerializer,
+                              409: OpenApiResponse(ErrorOutputSerializer, description="`not_cancellable`, or "
+                                                   "`workflow_ambiguous`: name the owner with `?user=`.")})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workflow = self.get_object()
-        services.workflow_cancel(workflow_id=workflow.workflow_id, user=signed_in(request))
+        services.workflow_cancel(workflow_pk=workflow.pk, user=signed_in(request))
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(WorkflowOutputSerializer(workflow).data)
 
@@ -198,6 +207,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     @extend_schema(
         request=None,
         parameters=[
+            OWNER_PARAM,
             OpenApiParameter("task", str, description="Only this task's log (default: every task's, each line "
                                                       "prefixed `[task] `)"),
             OpenApiParameter("tail", {"type": "integer", "minimum": 1, "maximum": observe.LOG_TAIL_MAX},
@@ -206,7 +216,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
                                          f"{observe.LOG_TAIL_ALL_DEFAULT} each for every task's)"),
         ],
         responses={200: TaskLogOutputSerializer, **ERRORS, 404: ErrorOutputSerializer,
-                   409: OpenApiResponse(ErrorOutputSerializer, description="`not_dispatched`: the task has no pod "
+                   409: OpenApiResponse(ErrorOutputSerializer, description="`workflow_ambiguous`: name the owner "
+                                        "with `?user=`; `not_dispatched`: the task has no pod "
                                         "yet; `log_unavailable`: the backend has no log for its pod."),
                    503: OpenApiResponse(ErrorOutputSerializer, description="`backend_unavailable`: the pool's "
                                         "backend cannot be reached.")},
@@ -223,7 +234,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         return Response(TaskLogOutputSerializer(answer).data)
 
     @extend_schema(
-        request=None, responses={200: WorkflowEventsOutputSerializer, 401: ERRORS[401], 404: ErrorOutputSerializer},
+        request=None, parameters=[OWNER_PARAM],
+        responses={200: WorkflowEventsOutputSerializer, 401: ERRORS[401], 404: ErrorOutputSerializer, 409: AMBIGUOUS},
         description="What happened to the workflow, oldest first: the service's status transitions and the "
         "backend's pod events. When the backend cannot be reached, the service's events are still answered and "
         "`backend_error` says why the backend's are missing.",

@@ -74,7 +74,7 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
     transitions: list[StatusTransition] = []
     for p in kept:
         workflow = workflows[p.workflow_id]
-        workflow_label = workflow.workflow_id
+        global_id = workflow.global_id  # pod names are unique across users (docs/design.md §7, "Workflow ids")
         transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id,
                                             from_status=TaskStatus.SCHEDULING, to_status=TaskStatus.INITIALIZING,
                                             message="placed"))
@@ -82,7 +82,7 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
             rules.transition_needed("task", task.status, TaskStatus.INITIALIZING)
             node_name, task.node_id = p.machines[task.name]
             task.node_name = node_name  # kept when the node is deleted
-            task.pod_name = pod_name_for(workflow_label, task.name, p.preemptions + still[p.group_id])
+            task.pod_name = pod_name_for(global_id, task.name, p.preemptions + still[p.group_id])
             transitions.append(StatusTransition(workflow_id=p.workflow_id, group_id=p.group_id, task=task,
                                                 from_status=task.status, to_status=TaskStatus.INITIALIZING,
                                                 message=f"placed on {node_name}"))

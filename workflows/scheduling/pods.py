@@ -74,7 +74,8 @@ def pod_request(task: Task, pool: Pool) -> PodRequest:
     the command, with the texts as dispatch rendered them (tokens resolved)."""
     request = _pod_request(
         pool, pod_name=task.pod_name, node_name=task.node.name if task.node is not None else "",
-        workflow_id=task.workflow.workflow_id, group=task.group.name, task=task.name, image=task.image,
+        workflow_id=task.workflow.global_id, workflow_label=task.workflow.workflow_id, group=task.group.name,
+        task=task.name, image=task.image,
         command=task.command, args=task.args, environment=task.environment, gpu=task.gpu,
         cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
         dispatched_at=task.dispatched_at,
@@ -116,10 +117,11 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
     ``hosts``: the workflow's ``{{host:...}}`` values when the caller computed them for several tasks.
     Raises ``TokenUnresolvedError``."""
     if hosts is None:
-        hosts = token_hosts(pool.backend, workflow_id=request.workflow_id, groups=pods.groups,
+        hosts = token_hosts(pool.backend, global_id=request.workflow_id, groups=pods.groups,
                             namespace=request.namespace)
     fields = pods.tasks.get(request.task, TaskPodFields())
-    resolved = resolve_task(token_context(request.task, pods, workflow_id=request.workflow_id, hosts=hosts),
+    shown_id = request.workflow_label or request.workflow_id
+    resolved = resolve_task(token_context(request.task, pods, workflow_id=shown_id, hosts=hosts),
                             command=request.command, args=request.args, environment=request.environment,
                             files=fields.files)
     platform = platforms.get(fields.platform) if fields.platform is not None else None
@@ -137,10 +139,11 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
 
 
 def _pod_request(
-    pool: Pool, *, pod_name: str, node_name: str, workflow_id: str, group: str, task: str, image: str,
-    command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None, gpu: int,
+    pool: Pool, *, pod_name: str, node_name: str, workflow_id: str, workflow_label: str, group: str, task: str,
+    image: str, command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None, gpu: int,
     cpu_millis: int, memory_bytes: int, storage_bytes: int, dispatched_at: datetime | None,
 ) -> PodRequest:
+    """``workflow_id``: the workflow's global id; ``workflow_label``: its id as its owner sees it."""
     env = {str(k): str(v) for k, v in (environment or {}).items()}
     try:
         sim_seconds = float(env.get(SIM_SECONDS_ENV, pool.sim_task_seconds))
@@ -151,6 +154,7 @@ def _pod_request(
         namespace=pool.pod_namespace,
         node_name=node_name,
         workflow_id=workflow_id,
+        workflow_label=workflow_label,
         group=group,
         task=task,
         pool=pool.name,
@@ -170,9 +174,9 @@ def _pod_request(
 # What a pod sync reads of every active task, and a dispatch of the tasks it creates pods for: plain
 # rows (a sync reads every active task of the pool, most of them unchanged; model instances for the
 # task and its node, workflow and group cost most of its CPU).
-_POD_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id", "group__name",
-                "name", "image", "command", "args", "environment", "gpu", "cpu_millis", "memory_bytes",
-                "storage_bytes", "dispatched_at")
+_POD_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id",
+                "workflow__global_id", "group__name", "name", "image", "command", "args", "environment", "gpu",
+                "cpu_millis", "memory_bytes", "storage_bytes", "dispatched_at")
 
 
 class PodRow(NamedTuple):
@@ -183,7 +187,8 @@ class PodRow(NamedTuple):
     workflow_id: int
     pod_name: str
     node_name: str | None
-    workflow_label: str
+    workflow_label: str  # the id as its owner sees it
+    workflow_global: str  # unique across users: what names outside the database are built from
     group: str
     task: str
     image: str
@@ -202,10 +207,10 @@ def _pod_rows(tasks: QuerySet[Task]) -> list[PodRow]:
 
 
 def _row_pod_request(row: PodRow, pool: Pool) -> PodRequest:
-    return _pod_request(pool, pod_name=row.pod_name, node_name=row.node_name or "", workflow_id=row.workflow_label,
-                        group=row.group, task=row.task, image=row.image, command=row.command, args=row.args,
-                        environment=row.environment, gpu=row.gpu, cpu_millis=row.cpu_millis,
-                        memory_bytes=row.memory_bytes, storage_bytes=row.storage_bytes,
+    return _pod_request(pool, pod_name=row.pod_name, node_name=row.node_name or "", workflow_id=row.workflow_global,
+                        workflow_label=row.workflow_label, group=row.group, task=row.task, image=row.image,
+                        command=row.command, args=row.args, environment=row.environment, gpu=row.gpu,
+                        cpu_millis=row.cpu_millis, memory_bytes=row.memory_bytes, storage_bytes=row.storage_bytes,
                         dispatched_at=row.dispatched_at)
 
 
@@ -216,6 +221,7 @@ class DispatchGang(NamedTuple):
     name: str
     workflow_pk: int
     workflow_label: str
+    workflow_global: str
     pool_id: int
     scheduling_since: datetime | None
     submitted_at: datetime
@@ -225,7 +231,8 @@ class DispatchGang(NamedTuple):
 
 def _dispatch_gang(group_id: int) -> DispatchGang | None:
     row = (TaskGroup.objects.filter(pk=group_id)
-           .values_list("status", "name", "workflow_id", "workflow__workflow_id", "workflow__pool_id",
+           .values_list("status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id",
+                        "workflow__pool_id",
                         "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels")
            .first())
     return DispatchGang._make(row) if row is not None else None
@@ -278,7 +285,8 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
                       .order_by("position"))
     requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
     plans = _runtime_plans(tasks, pool, requests, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
-                           group_id=group_id, group_name=gang.name) if not refused else {}
+                           global_id=gang.workflow_global, group_id=group_id,
+                           group_name=gang.name) if not refused else {}
     created: list[tuple[int, str]] = []  # (task, pod name)
     try:
         for row in tasks if not refused else ():
@@ -321,7 +329,7 @@ def _dispatch_requests(tasks: list[PodRow], pool: Pool, *, spec_text: str, label
     pods = workflow_pods(spec_text or "")
     platforms = pool_platforms(pool) if any(pods.tasks.get(row.task, TaskPodFields()).platform for row in tasks) else {}
     requests: dict[int, PodRequest] = {}
-    hosts = token_hosts(pool.backend, workflow_id=tasks[0].workflow_label, groups=pods.groups,
+    hosts = token_hosts(pool.backend, global_id=tasks[0].workflow_global, groups=pods.groups,
                         namespace=pool.pod_namespace)
     for row in tasks:
         request = _row_pod_request(row, pool)
@@ -334,7 +342,8 @@ def _dispatch_requests(tasks: list[PodRow], pool: Pool, *, spec_text: str, label
 
 
 def _runtime_plans(tasks: list[PodRow], pool: Pool, requests: dict[int, PodRequest], *, workflow_pk: int,
-                   workflow_id: str, group_id: int, group_name: str) -> dict[int, str | PlanInvalidError]:
+                   workflow_id: str, global_id: str, group_id: int, group_name: str
+                   ) -> dict[int, str | PlanInvalidError]:
     """The runtime plan (JSON) of each task, by task id, when the pool's backend runs the runtime
     (docs/runtime.md); none otherwise (no query)."""
     if not runtime_backend(pool.backend) or not tasks:
@@ -348,10 +357,10 @@ def _runtime_plans(tasks: list[PodRow], pool: Pool, requests: dict[int, PodReque
     for row in tasks:
         pk, name = row.pk, row.task
         try:
-            plan = task_plan(pool_name=pool.name, backend=pool.backend, workflow_id=workflow_id, task_id=pk,
-                             task_name=name, pod_name=row.pod_name,
+            plan = task_plan(pool_name=pool.name, backend=pool.backend, workflow_id=workflow_id,
+                             global_id=global_id, task_id=pk, task_name=name, pod_name=row.pod_name,
                              fields=_plan_fields(spec.tasks.get(name), requests[pk], backend=pool.backend),
-                             upstream_tasks={other: workflow_id for other, group in names if group != group_id},
+                             upstream_tasks={other: global_id for other, group in names if group != group_id},
                              group_size=group_size, barrier=barrier)
         except PlanInvalidError as exc:
             plans[pk] = exc
@@ -410,7 +419,7 @@ def _group_backend_failure(group_id: int, message: str) -> None:
     group.workflow = workflow
     group_fail(group, TaskStatus.FAILED_BACKEND_ERROR, message=message)
     workflow_status_refresh(workflow)
-    logger.warning("group.backend_failed", extra={"workflow": workflow.workflow_id, "group": group.name,
+    logger.warning("group.backend_failed", extra={"workflow": workflow.global_id, "group": group.name,
                                                   "pool_id": workflow.pool_id, "reason": message})
     # Every task that has a pod name may have a pod, recorded or not (a worker killed between the
     # create call and recording it): delete them all (NotFound is success).
@@ -643,7 +652,7 @@ def pods_reconcile(pool: Pool, *, now: datetime, listed: list[ListedPod] | None 
         name: (status, node, finished_at, (workflow_id, group))
         for name, status, node, finished_at, workflow_id, group in Task.objects.filter(
             workflow__pool=pool, pod_name__in=[pod.name for pod in listed]
-        ).values_list("pod_name", "status", "node__name", "finished_at", "workflow__workflow_id", "group__name")
+        ).values_list("pod_name", "status", "node__name", "finished_at", "workflow__global_id", "group__name")
     }
     keep = {"Succeeded": timedelta(seconds=settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS),
             "Failed": timedelta(seconds=settings.OSMO_POD_RETENTION_FAILED_SECONDS)}

@@ -96,11 +96,11 @@ def workflow_pods(spec_text: str) -> WorkflowPods:
     return WorkflowPods(tasks, group_of, frozenset(group_of[name] for name in named if name in group_of))
 
 
-def token_hosts(backend: str, *, workflow_id: str, groups: Mapping[str, str], namespace: str) -> dict[str, str]:
+def token_hosts(backend: str, *, global_id: str, groups: Mapping[str, str], namespace: str) -> dict[str, str]:
     """``{{host:<task>}}`` of every task (task name -> group name in ``groups``) on ``backend``."""
     if backend == DispatchBackend.LOCAL:
         return {task: LOCAL_HOST for task in groups}
-    return {task: task_dns_name(hostname=pod_hostname(task), subdomain=group_service_name(workflow_id, group),
+    return {task: task_dns_name(hostname=pod_hostname(task), subdomain=group_service_name(global_id, group),
                                 namespace=namespace)
             for task, group in groups.items()}
 

@@ -42,9 +42,10 @@ def artifact_store(pool_name: str) -> str:
     return str(stores.get(pool_name) or settings.OSMO_ARTIFACT_STORE).rstrip("/")
 
 
-def task_artifact_url(pool_name: str, workflow_id: str, task_name: str) -> str:
-    """Where a task's ``{{output}}`` is committed for downstream ``task`` inputs."""
-    return f"{artifact_store(pool_name)}/{workflow_id}/{task_name}"
+def task_artifact_url(pool_name: str, global_id: str, task_name: str) -> str:
+    """Where a task's ``{{output}}`` is committed for downstream ``task`` inputs: under the workflow's
+    global id, unique across users (docs/design.md §7, "Workflow ids")."""
+    return f"{artifact_store(pool_name)}/{global_id}/{task_name}"
 
 
 def task_token(task_id: int, pod_name: str) -> str:
@@ -107,11 +108,13 @@ def task_osmo_fields(raw: Mapping[str, Any] | None, *, command: list[str] | None
 
 def task_plan(*, pool_name: str, backend: str, workflow_id: str, task_id: int, task_name: str, pod_name: str,
               fields: Mapping[str, Any], upstream_tasks: Mapping[str, str] | None = None,
-              group_size: int = 1, barrier: bool = False) -> TaskPlan:
-    """One task's plan. ``upstream_tasks``: name of each task this one may read (``inputs: - task:``) ->
-    its workflow id (its artifact URL is derived). ``fields`` arrive with their tokens resolved by
-    dispatch (:mod:`workflows.scheduling.podspec`, the one place tokens are resolved); ``backend`` is
-    kept for the caller's symmetry."""
+              group_size: int = 1, barrier: bool = False, global_id: str | None = None) -> TaskPlan:
+    """One task's plan. ``workflow_id``: the id its owner sees (``{{workflow_id}}``); ``global_id``:
+    the one artifact URLs are built from (default ``workflow_id``). ``upstream_tasks``: name of each
+    task this one may read (``inputs: - task:``) -> its workflow's global id (its artifact URL is
+    derived). ``fields`` arrive with their tokens resolved by dispatch
+    (:mod:`workflows.scheduling.podspec`, the one place tokens are resolved); ``backend`` is kept for
+    the caller's symmetry."""
     artifact_for = {name: task_artifact_url(pool_name, upstream_workflow, name)
                     for name, upstream_workflow in (upstream_tasks or {}).items()}
     spec = None
@@ -119,7 +122,7 @@ def task_plan(*, pool_name: str, backend: str, workflow_id: str, task_id: int, t
         spec = BarrierSpec(url=settings.OSMO_RUNTIME_SERVICE_URL.rstrip("/") + BARRIER_PATH,
                            token=task_token(task_id, pod_name), group_size=group_size)
     return plan_from_osmo_task(fields, workflow_id=workflow_id, artifact_url_for=artifact_for,
-                               artifact_url=task_artifact_url(pool_name, workflow_id, task_name),
+                               artifact_url=task_artifact_url(pool_name, global_id or workflow_id, task_name),
                                barrier=spec, start_timeout_s=settings.OSMO_TASK_START_TIMEOUT_SECONDS)
 
 
