@@ -125,6 +125,10 @@ def data_bench(total_mib: int, files: int, repeat: int, work: Path) -> list[tupl
     moto = _moto(port, work / "moto.log")
     os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret",
                        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_DEFAULT_REGION": "us-east-1"})
+    # moto completes a 1 GiB multipart upload (joining its parts) slower than s3fs's 15 s read timeout on
+    # a loaded machine; the retry then finds the upload gone (HTTP 500). Both sides get a longer timeout
+    # through fsspec's configuration, which the runtime's filesystem reads as well (so does FSSPEC_S3).
+    fsspec.config.conf.setdefault("s3", {})["config_kwargs"] = {"read_timeout": 300}
     rows: list[tuple[str, float, float]] = []
     try:
         fs = fsspec.filesystem("s3", skip_instance_cache=True)
