@@ -12,6 +12,7 @@ services_install() {
   command -v kubectl >/dev/null || need+=(kubernetes-client)
   [ "${OSMO_NEED_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null && need+=(chromium)
   command -v bwrap >/dev/null || need+=(bubblewrap)  # the local backend's sandbox (docs/runtime.md)
+  command -v nc >/dev/null || need+=(netcat-openbsd)  # the local group-communication tutorial's nc
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then
     echo "Missing ${need[*]}: install them (Debian packages) or run as root." >&2
