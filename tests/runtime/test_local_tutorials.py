@@ -63,7 +63,7 @@ def test_group_communication_client_reaches_the_server_over_the_loopback(user, c
     assert command_lines(live_server, user, workflow, "client")[0] == f"Client: calling the server at 127.0.0.1:{port}"
     assert command_lines(live_server, user, workflow, "client")[-1] == "Client: received hello"
     # and the client's {{output}} was committed to its artifact URL
-    reply_url = f"{(tmp_path / 'artifacts').as_uri()}/{workflow.workflow_id}/client"
+    reply_url = f"{(tmp_path / 'artifacts').as_uri()}/{workflow.global_id}/client"
     assert committed_files(reply_url) == ["reply.txt"]
     assert Path(reply_url.removeprefix("file://"), "reply.txt").read_text() == "hello\n"
 
