@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from celery import shared_task
 from django.db import OperationalError
 
 from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
-
-if TYPE_CHECKING:
-    from scheduler.models import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +66,15 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
     unexpected error on one gang (logged with its traceback). What a batch stopped by its time limit
     or a lost worker, or such an error, leaves undispatched, the tick re-dispatches."""
     from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
-    from workflows.scheduling.pods import group_dispatch
+    from workflows.scheduling.pods import dispatch_batch_read, group_dispatch
 
-    pools: dict[int, Pool] = {}  # read once per message
+    try:
+        batch = dispatch_batch_read(group_ids)  # every gang's rows and pool, read once per message
+    except OperationalError:  # each gang reads its own below; one that fails too goes on alone, retrying
+        batch = None
     for group_id in group_ids:
         try:
-            outcome = group_dispatch(group_id=group_id, pools=pools)
+            outcome = group_dispatch(group_id=group_id, batch=batch)
         except (DispatchTransientError, OperationalError) as exc:
             logger.warning("dispatch.retry_alone", extra={"group_id": group_id, "reason": str(exc)})
             dispatch_handed_over()
