@@ -1,17 +1,22 @@
 """Writing many rows in one statement, for the hot paths (placement cycle, pod sync).
 
-:func:`bulk_set` writes different values to many rows: ``WITH v AS (VALUES ...) UPDATE t ... FROM v``.
+:func:`bulk_set` writes different values to many rows: ``UPDATE t ... FROM (the rows' values) v``.
 Django's ``bulk_update`` writes one ``CASE WHEN pk = ... THEN ...`` branch per row and field, and the
 database evaluates every branch for every row: with a thousand rows (a placement cycle placing a
-thousand gangs) that took seconds. A join against a VALUES list costs one lookup per row.
+thousand gangs) that took seconds. A join against the values costs one lookup per row.
 
 :func:`bulk_insert` inserts new rows as ``bulk_create`` does, without its per-object and per-field
 steps (``pre_save`` and value preparation for every field of every object, the RETURNING of new
 keys): for the history rows a pod sync or a cycle writes, those cost more than the statement.
 
-Both work on PostgreSQL and on SQLite 3.33+ (the embedded default). On PostgreSQL, values of fields
-psycopg adapts as they are (integers, text, booleans, floats, aware datetimes, and keys to integer
-primary keys) skip Django's preparation, which only returns them unchanged there.
+Both work on PostgreSQL and on SQLite 3.33+ (the embedded default). On PostgreSQL the values travel
+as one array per column, unpacked by ``unnest`` (as Django's own ``bulk_create`` does there since
+5.2): the statement's text is the same whatever the number of rows, so psycopg converts it once per
+process and prepares it on the server like any repeated query, instead of parsing a new text with a
+placeholder per value on every call (a ``VALUES`` list: most of the client's CPU for a few hundred
+rows). Elsewhere a ``VALUES`` list. On PostgreSQL, values of fields psycopg adapts as they are
+(integers, text, booleans, floats, aware datetimes, and keys to integer primary keys) skip Django's
+preparation, which only returns them unchanged there.
 """
 
 from __future__ import annotations
@@ -54,6 +59,31 @@ def ids_match(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
     return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
 
 
+def _unnest(fields: Sequence[Field[Any, Any]]) -> str | None:
+    """``unnest(%s::type[], ...)`` of these fields' columns on PostgreSQL; None elsewhere, or when a
+    field's type is not one of the backend's own (an array or a custom type may not travel as an
+    element of an array), as Django's ``bulk_create`` decides."""
+    if connection.vendor != "postgresql":
+        return None
+    types = []
+    for field in fields:
+        target = field.target_field if isinstance(field, ForeignKey) else field
+        if target.get_internal_type() not in connection.data_types:
+            return None
+        types.append(cast(str, field.db_type(connection)).split("(")[0])  # varchar[], not varchar(32)[]
+    return "unnest(" + ", ".join(f"%s::{db_type}[]" for db_type in types) + ")"
+
+
+def _columns(objects: Sequence[Model], plain: Sequence[tuple[str, bool, Field[Any, Any]]]) -> list[list[Any]]:
+    """One list of prepared values per field (``plain``: attribute name, whether the value goes as it
+    is, the field), in the order of ``objects``."""
+    columns: list[list[Any]] = []
+    for attname, as_is, field in plain:
+        values = [getattr(obj, attname) for obj in objects]
+        columns.append(values if as_is else [field.get_db_prep_save(value, connection) for value in values])
+    return columns
+
+
 def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int = 1000, keys: bool = False) -> None:
     """INSERT the unsaved ``objects`` of ``model`` (auto-incremented primary key, not set), one statement
     per batch. ``auto_now`` and ``auto_now_add`` fields get one time for the whole call. With ``keys``
@@ -72,17 +102,18 @@ def bulk_insert(model: type[Model], objects: Sequence[Model], *, batch_size: int
     table = connection.ops.quote_name(meta.db_table)
     names = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    unnest = _unnest(fields)
     returning = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if keys and meta.pk is not None else ""
     with connection.cursor() as cursor:
         for start in range(0, len(objects), batch_size):
             batch = objects[start:start + batch_size]
-            params: list[Any] = []
-            for obj in batch:
-                for attname, as_is, field in plain:
-                    value = getattr(obj, attname)
-                    params.append(value if as_is else field.get_db_prep_save(value, connection))
-            cursor.execute(f"INSERT INTO {table} ({names}) VALUES {', '.join([row_sql] * len(batch))}{returning}",
-                           params)
+            columns = _columns(batch, plain)
+            if unnest is not None:
+                cursor.execute(f"INSERT INTO {table} ({names}) SELECT * FROM {unnest}{returning}", columns)
+            else:
+                params = [value for row in zip(*columns, strict=True) for value in row]
+                cursor.execute(f"INSERT INTO {table} ({names}) VALUES {', '.join([row_sql] * len(batch))}{returning}",
+                               params)
             if returning:
                 for obj, (pk,) in zip(batch, cursor.fetchall(), strict=True):
                     obj.pk = pk
@@ -98,24 +129,24 @@ def bulk_set(model: type[Model], objects: Sequence[Model], fields: Sequence[str]
     concrete = [cast("Field[Any, Any]", meta.get_field(name)) for name in fields]
     pk = meta.pk
     assert pk is not None
-    postgres = connection.vendor == "postgresql"
     columns = [pk.column] + [f.column for f in concrete]
-    casts = [f"::{f.db_type(connection)}" if postgres else "" for f in [pk, *concrete]]
-    row_sql = "(" + ", ".join(f"%s{cast}" for cast in casts) + ")"
     table = connection.ops.quote_name(meta.db_table)
     names = ", ".join(connection.ops.quote_name(c) for c in columns)
     sets = ", ".join(f"{connection.ops.quote_name(c)} = v.{connection.ops.quote_name(c)}" for c in columns[1:])
     where = f"{table}.{connection.ops.quote_name(pk.column)} = v.{connection.ops.quote_name(pk.column)}"
-    plain = [(field.attname, _prepared_as_is(field), field) for field in concrete]
+    plain = [(pk.attname, True, pk)] + [(field.attname, _prepared_as_is(field), field) for field in concrete]
+    unnest = _unnest([pk, *concrete])
+    # Without arrays: a VALUES list whose first row carries the columns' types (SQLite needs none).
+    casts = [f"::{f.db_type(connection)}" if connection.vendor == "postgresql" else "" for f in [pk, *concrete]]
+    row_sql = "(" + ", ".join(f"%s{cast}" for cast in casts) + ")"
     with connection.cursor() as cursor:
         for start in range(0, len(objects), batch_size):
             batch = objects[start:start + batch_size]
-            params: list[Any] = []
-            for obj in batch:
-                params.append(obj.pk)
-                for attname, as_is, field in plain:
-                    value = getattr(obj, attname)
-                    params.append(value if as_is else field.get_db_prep_save(value, connection))
-            values = ", ".join([row_sql] * len(batch))
-            sql = f"WITH v({names}) AS (VALUES {values}) UPDATE {table} SET {sets} FROM v WHERE {where}"
-            cursor.execute(sql, params)
+            values = _columns(batch, plain)
+            if unnest is not None:
+                cursor.execute(f"UPDATE {table} SET {sets} FROM {unnest} AS v({names}) WHERE {where}", values)
+                continue
+            params = [value for row in zip(*values, strict=True) for value in row]
+            rows = ", ".join([row_sql] * len(batch))
+            cursor.execute(f"WITH v({names}) AS (VALUES {rows}) UPDATE {table} SET {sets} FROM v WHERE {where}",
+                           params)
