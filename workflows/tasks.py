@@ -178,17 +178,22 @@ def kubernetes_sync() -> None:
     """Follow every Kubernetes pool (beat, every ``OSMO_K8S_SYNC_SECONDS``; docs/kubernetes.md): its nodes'
     capacity, labels, readiness and taints, and the requests of the other pods on them. A pool whose
     sync fails is logged and counted and the others go on; the next run tries again. Here rather than in
-    ``scheduler.tasks`` because it records in :mod:`osmo.metrics`, which reads the workflows app."""
+    ``scheduler.tasks`` because it records in :mod:`osmo.metrics`, which reads the workflows app.
+    Without a Kubernetes pool it is one query: the Kubernetes client is not even loaded."""
+    from scheduler.choices import DispatchBackend
+    from scheduler.models import Pool
+
+    pools = list(Pool.objects.filter(backend=DispatchBackend.KUBERNETES).order_by("name"))
+    if not pools:
+        return
     from django.conf import settings
 
     from osmo.metrics import k8s_sync_failed, k8s_sync_observe
-    from scheduler.choices import DispatchBackend
     from scheduler.dispatch import backend_for
     from scheduler.dispatch.kubernetes import LABEL_MANAGED_BY, MANAGED_BY
-    from scheduler.models import Pool
     from scheduler.services import pool_follow_kubernetes
 
-    for pool in Pool.objects.filter(backend=DispatchBackend.KUBERNETES).order_by("name"):
+    for pool in pools:
         started = time.monotonic()
         try:
             core_v1 = backend_for("kubernetes").core  # type: ignore[attr-defined]
