@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 
 from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
@@ -99,9 +99,14 @@ def timeout_candidates(pool_id: int) -> list[TimeoutCandidate]:
 
 def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     """Running LOW gangs of the pool none of whose tasks finished, in start order, with what they hold
-    (one query when none runs, two otherwise). A gang with a finished member is nearly done:
-    restarting it would run finished work again. Each says when it may be preempted: its start plus
-    the pool's ``min_runtime`` seconds (docs/design.md §9)."""
+    (one query when no LOW work holds capacity in the pool, the common case; three otherwise). A gang
+    with a finished member is nearly done: restarting it would run finished work again. Each says
+    when it may be preempted: its start plus the pool's ``min_runtime`` seconds (docs/design.md §9)."""
+    # What LOW work holds: reservations carry whether their work is preemptible (copied at placement).
+    held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True, preemptible=True)
+                .values("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+    if not held:
+        return []
     groups = list(
         TaskGroup.objects.filter(workflow__pool=pool_id, workflow__priority=Priority.LOW,
                                  status__in=TASK_ACTIVE_STATUSES)
@@ -112,18 +117,16 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     )
     if not groups:
         return []
+    # Reservations name their task by id only (the scheduler app keeps no relation into workflows).
+    group_of = dict(Task.objects.filter(pk__in=[row["task_id"] for row in held], group_id__in=[g["pk"] for g in groups])
+                    .values_list("pk", "group_id"))
     holdings: dict[int, list[tuple[str, Resources]]] = {}
-    # Reservations name their task by id only (the scheduler app keeps no relation into workflows):
-    # the gang of each comes from a subquery.
-    for held in (Reservation.objects.filter(pool=pool_id, released_at__isnull=True,
-                                            task_id__in=Task.objects.filter(group_id__in=[g["pk"] for g in groups])
-                                            .values("pk"))
-                 .annotate(group_id=Subquery(Task.objects.filter(pk=OuterRef("task_id")).values("group_id")))
-                 .order_by("group_id", "node__name")
-                 .values("group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
-        holdings.setdefault(held["group_id"], []).append(
-            (held["node__name"], Resources(held["gpu"], held["cpu_millis"], held["memory_bytes"],
-                                           held["storage_bytes"])))
+    # By node name, as the database orders them (a deleted node's, None, last).
+    for row in sorted(held, key=lambda row: (row["node__name"] is None, row["node__name"] or "")):
+        if row["task_id"] in group_of:
+            holdings.setdefault(group_of[row["task_id"]], []).append(
+                (row["node__name"], Resources(row["gpu"], row["cpu_millis"], row["memory_bytes"],
+                                              row["storage_bytes"])))
     running: list[RunningGang] = []
     for g in groups:
         held_here = holdings.get(g["pk"])
