@@ -6,10 +6,10 @@ batches, only for gangs that must be solved (:class:`DatabaseSource`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
 
 from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
@@ -56,6 +56,38 @@ def queue_fingerprint(pool_id: int) -> list[int]:
                 .annotate(n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk"))
                 .values_list("n", "s", "q", "m").order_by())
     return [int(value or 0) for value in (rows[0] if rows else (0, 0, 0, 0))]
+
+
+class QueueFacts(NamedTuple):
+    """What one aggregate read says of the pool's SCHEDULING and WAITING groups (:func:`queue_facts`)."""
+
+    fingerprint: list[int]  # :func:`queue_fingerprint`
+    waiting: int  # how many groups are WAITING
+    # Of the queued gangs whose workflow has a queue timeout: the earliest queued since, and the
+    # shortest timeout. No gang is past its timeout unless ``now - since > timeout`` (each gang's wait
+    # is at most now - the earliest, and its timeout at least the shortest).
+    since: datetime | None
+    timeout_s: int | None
+
+    def timeouts_maybe_due(self, now: datetime) -> bool:
+        return self.since is not None and self.timeout_s is not None and now - self.since > timedelta(
+            seconds=self.timeout_s)
+
+
+def queue_facts(pool_id: int) -> QueueFacts:
+    """The queue's fingerprint, whether any group waits, and whether a queued gang may be past its
+    queue timeout, in one query: a cycle that finds no WAITING group and no gang that may have timed
+    out reads neither."""
+    queued = Q(status=TaskStatus.SCHEDULING)
+    timed = Q(status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
+    row = (TaskGroup.objects.filter(workflow__pool=pool_id, status__in=(TaskStatus.SCHEDULING, TaskStatus.WAITING))
+           .aggregate(n=Count("pk", filter=queued), s=Sum("pk", filter=queued),
+                      q=Sum(F("pk") * F("pk"), filter=queued), m=Max("pk", filter=queued),
+                      waiting=Count("pk", filter=Q(status=TaskStatus.WAITING)),
+                      since=Min("scheduling_since", filter=timed), timeout_s=Min("workflow__queue_timeout_s",
+                                                                                  filter=timed)))
+    return QueueFacts([int(row[key] or 0) for key in ("n", "s", "q", "m")], int(row["waiting"] or 0), row["since"],
+                      row["timeout_s"])
 
 
 def queue_read(pool: Pool) -> list[QueuedGang]:

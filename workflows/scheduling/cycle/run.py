@@ -50,6 +50,7 @@ from workflows.scheduling.cycle.read import (
     DatabaseSource,
     fingerprint,
     pool_locked,
+    queue_facts,
     queue_fingerprint,
     queue_read,
     timeout_candidates,
@@ -88,6 +89,7 @@ class CycleStart:
     now: datetime
     capacity_epoch: int
     inventory_epoch: int
+    fingerprint: list[int]  # which gangs are queued once timeouts and promotions are written
 
 
 def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
@@ -112,12 +114,14 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
     now = now or timezone.now()
     # Read before the snapshot: a release committed after this read moves the epoch past it.
     capacity_epoch, inventory_epoch = pool_epochs(pool.pk)
-    result.timed_out = _queue_timeouts_apply(pool, now)
-    waiting = waiting_groups(pool.pk)
+    facts = queue_facts(pool.pk)  # what is queued and waiting: the reads below only when they may find something
+    result.timed_out = _queue_timeouts_apply(pool, now) if facts.timeouts_maybe_due(now) else []
+    waiting = waiting_groups(pool.pk) if facts.waiting else []
     if waiting:
         workflows_lock(g.workflow_id for g in waiting)
         result.refresh |= waiting_groups_promote(waiting)
-    return CycleStart(pool, now, capacity_epoch, inventory_epoch)
+    fingerprint = queue_fingerprint(pool.pk) if result.timed_out or waiting else facts.fingerprint
+    return CycleStart(pool, now, capacity_epoch, inventory_epoch, fingerprint)
 
 
 def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None
@@ -174,7 +178,7 @@ def placement_cycle_run(
             return result
         pool = start.pool
         state = pool.cycle_state or {}
-        seen = {"fingerprint": queue_fingerprint(pool.pk), "epoch": start.capacity_epoch,
+        seen = {"fingerprint": start.fingerprint, "epoch": start.capacity_epoch,
                 "keys_version": pool.keys_version}
         wake = state.get("wake_at")
         if (not state.get("cursor") and {k: state.get(k) for k in seen} == seen
