@@ -54,6 +54,5 @@ def baseline_cycle_run(*, pool_id: int, policy: Policy | None = None) -> CycleRe
         cycle, source, quotas = cycle_input_read(start, cursor=None, proofs=None)
         decision = BaselineWalk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
                                 quotas=quotas).decide()
-        cycle_apply(result, start, decision)
-        cycle_end(result)
+        cycle_end(result, cycle_apply(result, start, decision))
     return result

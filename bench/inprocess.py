@@ -50,14 +50,26 @@ def worker_in_process(name: str) -> tuple[Any, set[str], list[tuple[str, dict[st
 def gangs_submit_and_place(user: Any, pool: Any, prefix: str, count: int) -> tuple[float, Any]:
     """Submit ``count`` workflows of the pipeline's shape (the service, not HTTP; not timed), then run
     one placement cycle of ``pool``: (its CPU seconds, its result)."""
-    import time
+    gangs_submit(user, pool, prefix, count)
+    return cycle_run(pool)
 
+
+def gangs_submit(user: Any, pool: Any, prefix: str, count: int, *, seconds: float = 3.0) -> None:
+    """Submit ``count`` workflows of the pipeline's shape (the service, not HTTP) to ``pool``, their
+    simulated tasks running ``seconds``."""
     from bench.pipeline import spec_text
-    from workflows.scheduling.cycle import placement_cycle_run
     from workflows.services import workflow_submit
 
     for index in range(count):
-        workflow_submit(user=user, pool_name=pool.name, spec=spec_text(f"{prefix}x{index}", 4, 3.0))
+        workflow_submit(user=user, pool_name=pool.name, spec=spec_text(f"{prefix}x{index}", 4, seconds))
+
+
+def cycle_run(pool: Any) -> tuple[float, Any]:
+    """One placement cycle of ``pool``: (its CPU seconds, its result)."""
+    import time
+
+    from workflows.scheduling.cycle import placement_cycle_run
+
     started = time.process_time()
     result = placement_cycle_run(pool_id=pool.pk)
     return time.process_time() - started, result

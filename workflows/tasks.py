@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from celery import shared_task
 from django.db import OperationalError
 
 from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
-
-if TYPE_CHECKING:
-    from scheduler.models import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +66,15 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
     unexpected error on one gang (logged with its traceback). What a batch stopped by its time limit
     or a lost worker, or such an error, leaves undispatched, the tick re-dispatches."""
     from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
-    from workflows.scheduling.pods import group_dispatch
+    from workflows.scheduling.pods import dispatch_batch_read, group_dispatch
 
-    pools: dict[int, Pool] = {}  # read once per message
+    try:
+        batch = dispatch_batch_read(group_ids)  # every gang's rows and pool, read once per message
+    except OperationalError:  # each gang reads its own below; one that fails too goes on alone, retrying
+        batch = None
     for group_id in group_ids:
         try:
-            outcome = group_dispatch(group_id=group_id, pools=pools)
+            outcome = group_dispatch(group_id=group_id, batch=batch)
         except (DispatchTransientError, OperationalError) as exc:
             logger.warning("dispatch.retry_alone", extra={"group_id": group_id, "reason": str(exc)})
             dispatch_handed_over()
@@ -199,17 +198,22 @@ def kubernetes_sync() -> None:
     """Follow every Kubernetes pool (beat, every ``OSMO_K8S_SYNC_SECONDS``; docs/kubernetes.md): its nodes'
     capacity, labels, readiness and taints, and the requests of the other pods on them. A pool whose
     sync fails is logged and counted and the others go on; the next run tries again. Here rather than in
-    ``scheduler.tasks`` because it records in :mod:`osmo.metrics`, which reads the workflows app."""
+    ``scheduler.tasks`` because it records in :mod:`osmo.metrics`, which reads the workflows app.
+    Without a Kubernetes pool it is one query: the Kubernetes client is not even loaded."""
+    from scheduler.choices import DispatchBackend
+    from scheduler.models import Pool
+
+    pools = list(Pool.objects.filter(backend=DispatchBackend.KUBERNETES).order_by("name"))
+    if not pools:
+        return
     from django.conf import settings
 
     from osmo.metrics import k8s_sync_failed, k8s_sync_observe
-    from scheduler.choices import DispatchBackend
     from scheduler.dispatch import backend_for
     from scheduler.dispatch.kubernetes import LABEL_MANAGED_BY, MANAGED_BY
-    from scheduler.models import Pool
     from scheduler.services import pool_follow_kubernetes
 
-    for pool in Pool.objects.filter(backend=DispatchBackend.KUBERNETES).order_by("name"):
+    for pool in pools:
         started = time.monotonic()
         try:
             core_v1 = backend_for("kubernetes").core  # type: ignore[attr-defined]

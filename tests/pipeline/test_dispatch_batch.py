@@ -137,10 +137,10 @@ def test_an_unexpected_error_on_one_gang_leaves_the_rest_of_the_batch_dispatched
     placed = place(user, racks, 3, django_capture_on_commit_callbacks)
     dispatch = pods.group_dispatch
 
-    def failing_first(*, group_id: int, pools=None):
+    def failing_first(*, group_id: int, batch=None):
         if group_id == placed[0]:
             raise RuntimeError("a bug")
-        return dispatch(group_id=group_id, pools=pools)
+        return dispatch(group_id=group_id, batch=batch)
 
     monkeypatch.setattr(pods, "group_dispatch", failing_first)
     # when the batch meets an unexpected error on its first gang
@@ -162,10 +162,10 @@ def test_a_gang_cancelled_before_its_batch_runs_gets_no_pod(user, racks, no_brok
     assert not Task.objects.filter(workflow=cancelled, dispatched_at__isnull=False).exists()
 
 
-def test_a_batch_reads_its_pool_once_and_each_gang_in_a_fixed_number_of_queries(
+def test_a_batch_reads_its_gangs_once_and_records_each_gang_in_one_query(
         user, racks, no_broker, recorder, django_capture_on_commit_callbacks):
-    """Each gang: its row, its tasks, one UPDATE recording its pods; the pool once per message, however
-    many gangs and pods (a query per pod, or the pool read per gang, would show here)."""
+    """Once per message: the gangs, their tasks and their pool; each gang: one UPDATE recording its
+    pods, however many pods (a query per pod, or the gangs read one by one, would show here)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -178,7 +178,7 @@ def test_a_batch_reads_its_pool_once_and_each_gang_in_a_fixed_number_of_queries(
         worker_tasks.groups_dispatch_task.run(group_ids=placed[:1])
     with CaptureQueriesContext(connection) as batch:
         worker_tasks.groups_dispatch_task.run(group_ids=placed[1:])
-    assert len(single) == 1 + 3
-    assert len(batch) == 1 + 3 * 3
+    assert len(single) == 3 + 1
+    assert len(batch) == 3 + 3 * 1
     assert len(recorder.created) == 8
     assert not Task.objects.filter(dispatched_at__isnull=True).exists()

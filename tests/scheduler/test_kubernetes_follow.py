@@ -6,6 +6,7 @@ the requests of every pod this service did not create as the nodes' external usa
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -291,6 +292,22 @@ def test_the_beat_task_syncs_every_kubernetes_pool(tmp_path, monkeypatch, settin
     k8s.refresh_from_db()
     simulated.refresh_from_db()
     assert k8s.k8s_sync["foreign_pods"] == 3
+    assert simulated.k8s_synced_at is None
+
+
+def test_the_beat_task_without_a_kubernetes_pool_is_one_query_and_loads_no_client(monkeypatch,
+                                                                                  django_assert_num_queries):
+    # given only a simulated pool, in a process that has not loaded the Kubernetes backend
+    from workflows.tasks import kubernetes_sync
+
+    simulated = make_pool("sim", keys=[("rack", "rack")])
+    monkeypatch.delitem(sys.modules, "scheduler.dispatch.kubernetes", raising=False)
+    # when the beat's run comes
+    with django_assert_num_queries(1):
+        kubernetes_sync()
+    # then it read the pools and stopped: no client loaded, the simulated pool untouched
+    assert "scheduler.dispatch.kubernetes" not in sys.modules
+    simulated.refresh_from_db()
     assert simulated.k8s_synced_at is None
 
 

@@ -1,8 +1,9 @@
 """The lifecycle's moves that take or give back capacity (docs/design.md §6, §9): placing gangs
 (SCHEDULING -> INITIALIZING, reservations created) and preempting them (INITIALIZING or RUNNING ->
 SCHEDULING, reservations dropped). Both check every move against the edge table
-(:data:`workflows.lifecycle.rules.TASK_EDGES`) and write in bulk: one UPDATE per table, one INSERT of
-history rows, one of reservations. The caller holds the workflows' locks (see
+(:data:`workflows.lifecycle.rules.TASK_EDGES`) and write in bulk: one UPDATE per table (placing: the
+gangs' guarded by their status, returning those it moved), one INSERT of history rows, one of
+reservations. The caller holds the workflows' locks (see
 :mod:`workflows.scheduling.locks`) and refreshes their status."""
 
 from __future__ import annotations
@@ -50,17 +51,17 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
         return []
     now = timezone.now()  # not the cycle's start: a long cycle must not look like a stale dispatch
     rules.transition_needed("gang", TaskStatus.SCHEDULING, TaskStatus.INITIALIZING)
-    # Only gangs still queued are placed (a cancel may have committed since the queue was read); the
-    # workflow locks keep them so until the caller's transaction ends.
-    # A gang's pods are named after its attempt: preemptions plus retries plus requeues, all only grow.
-    still = {pk: retries + requeues for pk, retries, requeues in TaskGroup.objects.filter(
-        pk__in=[p.group_id for p in placements], status=TaskStatus.SCHEDULING).values_list("pk", "retries", "requeues")}
-    kept = [p for p in placements if p.group_id in still]
-    bulk_set(TaskGroup, [
+    # Only gangs still queued are placed (a cancel may have committed since the queue was read): one
+    # UPDATE guarded by the status returns the gangs it moved; the workflow locks keep them so until
+    # the caller's transaction ends. A gang's pods are named after its attempt: preemptions plus
+    # exit-action retries plus cluster requeues (returned with it), all only grow.
+    moved = bulk_set(TaskGroup, [
         TaskGroup(pk=p.group_id, status=TaskStatus.INITIALIZING, unschedulable_reason=None, placement_report=p.report,
                   placed_at=now, dispatch_requested_at=now, updated_at=now, proof_epoch=None, reason_code="",
-                  reason_digest="") for p in kept
-    ], _PLACED_GROUP_FIELDS)
+                  reason_digest="") for p in placements
+    ], _PLACED_GROUP_FIELDS, only_if={"status": TaskStatus.SCHEDULING}, returning=("id", "retries", "requeues"))
+    still = {row.id: row.retries + row.requeues for row in moved}
+    kept = [p for p in placements if p.group_id in still]
     if len(kept) < len(placements):
         pool_epochs_bump([pool_id])
     if not kept:

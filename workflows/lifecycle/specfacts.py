@@ -1,7 +1,9 @@
 """What the lifecycle reads of a workflow's stored spec (docs/design.md §6, "Lead and exit
 actions"): each group's ``ignoreNonleadStatus`` and each task's ``exitActions``. The stored text was
 validated at submission, so it is read plainly (YAML, no pool context); a text that does not read
-gives OSMO's defaults (the lead decides; 0 completes, anything else fails)."""
+gives OSMO's defaults (the lead decides; 0 completes, anything else fails). So does a text that
+spells neither key, which is not parsed at all (a pod sync settles every finished task of the pool:
+parsing each workflow's spec cost it more than the rest of the sync)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,17 @@ class SpecFacts:
         return self.exit_actions.get(task, ())
 
 
+# The keys the facts come from. A YAML (or JSON) key is spelled out in the text unless a double-quoted
+# scalar escapes one of its characters, which takes a backslash.
+_FACT_KEYS = ("ignoreNonleadStatus", "exitActions")
+
+
 def spec_facts(spec_text: str) -> SpecFacts:
+    spec_text = spec_text or ""
+    if "\\" not in spec_text and not any(key in spec_text for key in _FACT_KEYS):
+        return SpecFacts()  # OSMO's defaults, as the parse below would find them
     try:
-        document: Any = yaml.safe_load(spec_text or "") or {}
+        document: Any = yaml.safe_load(spec_text) or {}
     except yaml.YAMLError:
         return SpecFacts()
     workflow = document.get("workflow") if isinstance(document, dict) else None

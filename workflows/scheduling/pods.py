@@ -174,7 +174,7 @@ def _pod_request(
 # What a pod sync reads of every active task, and a dispatch of the tasks it creates pods for: plain
 # rows (a sync reads every active task of the pool, most of them unchanged; model instances for the
 # task and its node, workflow and group cost most of its CPU).
-_POD_COLUMNS = ("pk", "status", "workflow_id", "pod_name", "node__name", "workflow__workflow_id",
+_POD_COLUMNS = ("pk", "status", "workflow_id", "group_id", "pod_name", "node__name", "workflow__workflow_id",
                 "workflow__global_id", "group__name", "name", "image", "command", "args", "environment", "gpu",
                 "cpu_millis", "memory_bytes", "storage_bytes", "dispatched_at")
 
@@ -185,6 +185,7 @@ class PodRow(NamedTuple):
     pk: int
     status: str
     workflow_id: int
+    group_id: int
     pod_name: str
     node_name: str | None
     workflow_label: str  # the id as its owner sees it
@@ -217,6 +218,7 @@ def _row_pod_request(row: PodRow, pool: Pool) -> PodRequest:
 class DispatchGang(NamedTuple):
     """What a dispatch reads of the gang it creates pods for."""
 
+    pk: int
     status: str
     name: str
     workflow_pk: int
@@ -229,13 +231,32 @@ class DispatchGang(NamedTuple):
     labels: dict[str, Any] | None  # the workflow's labels, copied to its pods
 
 
-def _dispatch_gang(group_id: int) -> DispatchGang | None:
-    row = (TaskGroup.objects.filter(pk=group_id)
-           .values_list("status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id",
-                        "workflow__pool_id",
-                        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels")
-           .first())
-    return DispatchGang._make(row) if row is not None else None
+@dataclass(frozen=True, slots=True)
+class DispatchBatch:
+    """What one dispatch message reads of its gangs before creating any pod, in three queries however
+    many gangs it carries: the gangs (absent: deleted), the tasks of each still without a recorded
+    pod (by gang, in position order), and their pools."""
+
+    gangs: dict[int, DispatchGang]
+    tasks: dict[int, list[PodRow]]
+    pools: dict[int, Pool]
+
+
+def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
+    """Read what dispatching these gangs needs (see :class:`DispatchBatch`)."""
+    rows = TaskGroup.objects.filter(pk__in=group_ids).order_by().values_list(
+        "pk", "status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id", "workflow__pool_id",
+        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels")
+    gangs = {gang.pk: gang for gang in map(DispatchGang._make, rows)}
+    active = [pk for pk, gang in gangs.items() if gang.status in ACTIVE]
+    tasks: dict[int, list[PodRow]] = {pk: [] for pk in active}
+    if active:
+        for row in _pod_rows(Task.objects.filter(group__in=active, status__in=ACTIVE, dispatched_at__isnull=True)
+                             .order_by("group_id", "position")):
+            tasks[row.group_id].append(row)
+    pool_ids = {gangs[pk].pool_id for pk in active}
+    pools = {pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).defer("cycle_state")} if pool_ids else {}
+    return DispatchBatch(gangs, tasks, pools)
 
 
 def _pool(pool_id: int) -> Pool | None:
@@ -257,32 +278,31 @@ class GangDispatch:
     refused: bool = False  # the backend refused a pod: the gang failed with FAILED_BACKEND_ERROR
 
 
-def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> GangDispatch | None:
+def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
-    None when there was nothing to do (the gang is gone or no longer active). ``pools``: pools read
-    by earlier gangs of the same message, by id (read and added when missing).
+    None when there was nothing to do (the gang is gone or no longer active). ``batch``: what the
+    message this gang came in read of all its gangs before the first pod was created
+    (:func:`dispatch_batch_read`); read here for this gang alone when not given.
 
     The gang's pods are recorded as dispatched together once created (one UPDATE), and also when an
     error stops the run (so a retry does not create them again). A worker killed before that leaves
     them unrecorded: the tick dispatches the gang again and AlreadyExists counts as success. A pod
     is recorded only while its task is still active; if the task ended (the gang was cancelled or
-    failed while its pods were being created), the pods just made are deleted again, so a cancel
-    racing a dispatch never leaves a pod running on capacity that was released.
+    failed since it was read, while the pods of this gang or of the batch's earlier gangs were being
+    created), the pods just made are deleted again, so a cancel racing a dispatch never leaves a pod
+    running on capacity that was released.
     """
-    gang = _dispatch_gang(group_id)
+    if batch is None or group_id not in batch.gangs:  # (not in its batch: deleted since, or another batch's)
+        batch = dispatch_batch_read([group_id])
+    gang = batch.gangs.get(group_id)
     if gang is None or gang.status not in ACTIVE:
         return None
-    pools = {} if pools is None else pools
-    pool = pools.get(gang.pool_id)
-    if pool is None:
-        pool = _pool(gang.pool_id)
-        if pool is None:  # deleted with its workflows since the gang was read
-            return None
-        pools[gang.pool_id] = pool
+    pool = batch.pools.get(gang.pool_id)
+    if pool is None:  # deleted with its workflows since the gang was read
+        return None
     backend = backend_for(pool.backend)
-    tasks = _pod_rows(Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
-                      .order_by("position"))
+    tasks = batch.tasks[group_id]
     requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
     plans = _runtime_plans(tasks, pool, requests, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
                            global_id=gang.workflow_global, group_id=group_id,

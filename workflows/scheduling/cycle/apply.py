@@ -15,22 +15,23 @@ from scheduler.results import report_to_json
 from workflows.choices import TASK_ACTIVE_STATUSES, TaskStatus
 from workflows.lifecycle.placing import GangPlacement, gangs_place, groups_preempt
 from workflows.lifecycle.transitions import group_fail
-from workflows.models import TaskGroup
+from workflows.models import TaskGroup, Workflow
 from workflows.scheduling.cycle.values import Decision
 from workflows.scheduling.locks import workflows_lock
 
 SOLVER_ERROR_MESSAGE = "internal error while placing this group; the operators' logs have the details"
 
 
-def decision_apply(decision: Decision, *, pool_id: int, inventory_epoch: int) -> tuple[list[int], set[int]]:
-    """Write the decision. Returns the gangs placed (those still queued when written) and the
-    workflows whose status must be recomputed. Every workflow written is locked first, at once, in
-    primary-key order."""
+def decision_apply(decision: Decision, *, pool_id: int, inventory_epoch: int
+                   ) -> tuple[list[int], set[int], dict[int, Workflow]]:
+    """Write the decision. Returns the gangs placed (those still queued when written), the workflows
+    whose status must be recomputed, and the rows of the workflows it locked, by id: every workflow
+    written is locked first, at once, in primary-key order (the caller recomputes their status on
+    these rows, which nothing here writes, without reading them again)."""
     refresh: set[int] = set()
     placing = {p.gang.workflow_id for p in decision.placements}
-    if decision.failed or decision.evictions:
-        workflows_lock({g.workflow_id for g in decision.failed} | {e.workflow_id for e in decision.evictions}
-                       | placing)
+    workflows = workflows_lock({g.workflow_id for g in decision.failed} | {e.workflow_id for e in decision.evictions}
+                               | placing)
     if decision.failed:
         for group in TaskGroup.objects.filter(pk__in=[g.pk for g in decision.failed]).select_related("workflow"):
             group_fail(group, TaskStatus.FAILED_SERVER_ERROR, message=SOLVER_ERROR_MESSAGE)
@@ -42,7 +43,6 @@ def decision_apply(decision: Decision, *, pool_id: int, inventory_epoch: int) ->
         refresh |= {g.workflow_id for g in victims}
     placed: list[int] = []
     if decision.placements:
-        workflows = workflows_lock(placing)
         node_ids = decision.node_ids
         placed = gangs_place(pool_id=pool_id, workflows=workflows, placements=[
             GangPlacement(group_id=p.gang.pk, workflow_id=p.gang.workflow_id, preemptions=p.gang.preemptions,
@@ -52,7 +52,7 @@ def decision_apply(decision: Decision, *, pool_id: int, inventory_epoch: int) ->
         ])
         refresh |= {p.gang.workflow_id for p in decision.placements if p.gang.pk in set(placed)}
     _verdicts_write(decision, inventory_epoch)
-    return placed, refresh
+    return placed, refresh, workflows
 
 
 def _verdicts_write(decision: Decision, inventory_epoch: int) -> None:

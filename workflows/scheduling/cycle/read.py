@@ -6,10 +6,10 @@ batches, only for gangs that must be solved (:class:`DatabaseSource`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
 
 from scheduler.models import Pool, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
@@ -58,6 +58,38 @@ def queue_fingerprint(pool_id: int) -> list[int]:
     return [int(value or 0) for value in (rows[0] if rows else (0, 0, 0, 0))]
 
 
+class QueueFacts(NamedTuple):
+    """What one aggregate read says of the pool's SCHEDULING and WAITING groups (:func:`queue_facts`)."""
+
+    fingerprint: list[int]  # :func:`queue_fingerprint`
+    waiting: int  # how many groups are WAITING
+    # Of the queued gangs whose workflow has a queue timeout: the earliest queued since, and the
+    # shortest timeout. No gang is past its timeout unless ``now - since > timeout`` (each gang's wait
+    # is at most now - the earliest, and its timeout at least the shortest).
+    since: datetime | None
+    timeout_s: int | None
+
+    def timeouts_maybe_due(self, now: datetime) -> bool:
+        return self.since is not None and self.timeout_s is not None and now - self.since > timedelta(
+            seconds=self.timeout_s)
+
+
+def queue_facts(pool_id: int) -> QueueFacts:
+    """The queue's fingerprint, whether any group waits, and whether a queued gang may be past its
+    queue timeout, in one query: a cycle that finds no WAITING group and no gang that may have timed
+    out reads neither."""
+    queued = Q(status=TaskStatus.SCHEDULING)
+    timed = Q(status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
+    row = (TaskGroup.objects.filter(workflow__pool=pool_id, status__in=(TaskStatus.SCHEDULING, TaskStatus.WAITING))
+           .aggregate(n=Count("pk", filter=queued), s=Sum("pk", filter=queued),
+                      q=Sum(F("pk") * F("pk"), filter=queued), m=Max("pk", filter=queued),
+                      waiting=Count("pk", filter=Q(status=TaskStatus.WAITING)),
+                      since=Min("scheduling_since", filter=timed), timeout_s=Min("workflow__queue_timeout_s",
+                                                                                  filter=timed)))
+    return QueueFacts([int(row[key] or 0) for key in ("n", "s", "q", "m")], int(row["waiting"] or 0), row["since"],
+                      row["timeout_s"])
+
+
 def queue_read(pool: Pool) -> list[QueuedGang]:
     """The pool's SCHEDULING gangs in queue order: one query of small columns."""
     rows = (_queued(pool.pk)
@@ -99,9 +131,14 @@ def timeout_candidates(pool_id: int) -> list[TimeoutCandidate]:
 
 def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     """Running LOW gangs of the pool none of whose tasks finished, in start order, with what they hold
-    (one query when none runs, two otherwise). A gang with a finished member is nearly done:
-    restarting it would run finished work again. Each says when it may be preempted: its start plus
-    the pool's ``min_runtime`` seconds (docs/design.md §9)."""
+    (one query when no LOW work holds capacity in the pool, the common case; three otherwise). A gang
+    with a finished member is nearly done: restarting it would run finished work again. Each says
+    when it may be preempted: its start plus the pool's ``min_runtime`` seconds (docs/design.md §9)."""
+    # What LOW work holds: reservations carry whether their work is preemptible (copied at placement).
+    held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True, preemptible=True)
+                .values("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+    if not held:
+        return []
     groups = list(
         TaskGroup.objects.filter(workflow__pool=pool_id, workflow__priority=Priority.LOW,
                                  status__in=TASK_ACTIVE_STATUSES)
@@ -112,18 +149,16 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     )
     if not groups:
         return []
+    # Reservations name their task by id only (the scheduler app keeps no relation into workflows).
+    group_of = dict(Task.objects.filter(pk__in=[row["task_id"] for row in held], group_id__in=[g["pk"] for g in groups])
+                    .values_list("pk", "group_id"))
     holdings: dict[int, list[tuple[str, Resources]]] = {}
-    # Reservations name their task by id only (the scheduler app keeps no relation into workflows):
-    # the gang of each comes from a subquery.
-    for held in (Reservation.objects.filter(pool=pool_id, released_at__isnull=True,
-                                            task_id__in=Task.objects.filter(group_id__in=[g["pk"] for g in groups])
-                                            .values("pk"))
-                 .annotate(group_id=Subquery(Task.objects.filter(pk=OuterRef("task_id")).values("group_id")))
-                 .order_by("group_id", "node__name")
-                 .values("group_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
-        holdings.setdefault(held["group_id"], []).append(
-            (held["node__name"], Resources(held["gpu"], held["cpu_millis"], held["memory_bytes"],
-                                           held["storage_bytes"])))
+    # By node name, as the database orders them (a deleted node's, None, last).
+    for row in sorted(held, key=lambda row: (row["node__name"] is None, row["node__name"] or "")):
+        if row["task_id"] in group_of:
+            holdings.setdefault(group_of[row["task_id"]], []).append(
+                (row["node__name"], Resources(row["gpu"], row["cpu_millis"], row["memory_bytes"],
+                                              row["storage_bytes"])))
     running: list[RunningGang] = []
     for g in groups:
         held_here = holdings.get(g["pk"])

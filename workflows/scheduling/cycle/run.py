@@ -21,7 +21,7 @@ it is not solved again until the epoch moves (capacity released, inventory or ke
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,13 +43,14 @@ from workflows.lifecycle.transitions import (
     workflow_status_refresh,
     workflows_status_refresh,
 )
-from workflows.models import TaskGroup
+from workflows.models import TaskGroup, Workflow
 from workflows.scheduling.admission import Quotas, not_online_record
 from workflows.scheduling.cycle.apply import decision_apply
 from workflows.scheduling.cycle.read import (
     DatabaseSource,
     fingerprint,
     pool_locked,
+    queue_facts,
     queue_fingerprint,
     queue_read,
     timeout_candidates,
@@ -88,6 +89,7 @@ class CycleStart:
     now: datetime
     capacity_epoch: int
     inventory_epoch: int
+    fingerprint: list[int]  # which gangs are queued once timeouts and promotions are written
 
 
 def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
@@ -112,12 +114,14 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
     now = now or timezone.now()
     # Read before the snapshot: a release committed after this read moves the epoch past it.
     capacity_epoch, inventory_epoch = pool_epochs(pool.pk)
-    result.timed_out = _queue_timeouts_apply(pool, now)
-    waiting = waiting_groups(pool.pk)
+    facts = queue_facts(pool.pk)  # what is queued and waiting: the reads below only when they may find something
+    result.timed_out = _queue_timeouts_apply(pool, now) if facts.timeouts_maybe_due(now) else []
+    waiting = waiting_groups(pool.pk) if facts.waiting else []
     if waiting:
         workflows_lock(g.workflow_id for g in waiting)
         result.refresh |= waiting_groups_promote(waiting)
-    return CycleStart(pool, now, capacity_epoch, inventory_epoch)
+    fingerprint = queue_fingerprint(pool.pk) if result.timed_out or waiting else facts.fingerprint
+    return CycleStart(pool, now, capacity_epoch, inventory_epoch, fingerprint)
 
 
 def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None
@@ -137,20 +141,26 @@ def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dic
     return cycle, DatabaseSource(pool, key_labels), Quotas.load(pool)
 
 
-def cycle_apply(result: CycleResult, start: CycleStart, decision: Decision) -> None:
-    """The apply step, and what the cycle reports of it."""
-    result.placed, refresh = decision_apply(decision, pool_id=start.pool.pk, inventory_epoch=start.inventory_epoch)
+def cycle_apply(result: CycleResult, start: CycleStart, decision: Decision) -> dict[int, Workflow]:
+    """The apply step, and what the cycle reports of it. Returns the workflow rows it locked, by id."""
+    result.placed, refresh, locked = decision_apply(decision, pool_id=start.pool.pk,
+                                                    inventory_epoch=start.inventory_epoch)
     result.refresh |= refresh
     result.preempted = len(decision.evictions)
     result.unschedulable, result.undecided = list(decision.unschedulable), list(decision.undecided)
     result.solved, result.proven, result.shared = decision.solved, decision.proven, decision.shared
     result.resumed, result.budget_exhausted = decision.resumed, decision.budget_exhausted
+    return locked
 
 
-def cycle_end(result: CycleResult) -> None:
-    """Recompute the workflows the cycle moved and ask for the placed gangs' pods (on commit)."""
+def cycle_end(result: CycleResult, locked: Mapping[int, Workflow] | None = None) -> None:
+    """Recompute the workflows the cycle moved and ask for the placed gangs' pods (on commit).
+    ``locked``: workflow rows the apply step locked (and wrote nothing to), by id; the others are
+    locked and read here."""
     if result.refresh:
-        workflows_status_refresh(workflows_lock(result.refresh).values())
+        workflows = {pk: row for pk, row in (locked or {}).items() if pk in result.refresh}
+        workflows.update(workflows_lock(result.refresh - workflows.keys()))
+        workflows_status_refresh(workflows.values())
     jobs.groups_dispatch_request(result.placed)
 
 
@@ -161,13 +171,14 @@ def placement_cycle_run(
     """Run one placement cycle for the pool. Returns what it did (``locked=False``: another cycle ran).
     What it writes is guarded by the row's status (a gang cancelled meanwhile is not placed)."""
     result = CycleResult()
+    locked: dict[int, Workflow] = {}
     with transaction.atomic():
         start = cycle_begin(result, pool_id=pool_id, now=now, on_locked=on_locked)
         if start is None:
             return result
         pool = start.pool
         state = pool.cycle_state or {}
-        seen = {"fingerprint": queue_fingerprint(pool.pk), "epoch": start.capacity_epoch,
+        seen = {"fingerprint": start.fingerprint, "epoch": start.capacity_epoch,
                 "keys_version": pool.keys_version}
         wake = state.get("wake_at")
         if (not state.get("cursor") and {k: state.get(k) for k in seen} == seen
@@ -178,7 +189,7 @@ def placement_cycle_run(
             cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs)
             decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
                             quotas=quotas).decide()
-            cycle_apply(result, start, decision)
+            locked = cycle_apply(result, start, decision)
             # What this walk leaves queued (rows committed by others meanwhile make the next
             # fingerprint differ, which only costs that cycle a walk). An undecided gang is retried by
             # the next cycle: no idle skip after one, nor after a verdict that is no proof.
@@ -189,7 +200,7 @@ def placement_cycle_run(
                 "keys_version": pool.keys_version, "wake_at": decision.wake_at, "proofs": dict(decision.proofs),
                 "proofs_epoch": start.capacity_epoch,
             })
-        cycle_end(result)
+        cycle_end(result, locked)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:
         logger.info(
             "placement.cycle",
