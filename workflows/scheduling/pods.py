@@ -50,9 +50,11 @@ from workflows.lifecycle.transitions import (
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
+from workflows.scheduling.pod_credentials import requests_credentials
 from workflows.scheduling.podspec import (
     TaskPodFields,
     WorkflowPods,
+    mount_allowed,
     resolve_task,
     token_context,
     token_hosts,
@@ -93,15 +95,17 @@ class PlatformPod:
     tolerations: tuple[dict[str, Any], ...]
     allow_privileged: bool
     allow_host_network: bool
+    host_mounts: tuple[str, ...] = ()  # the host path prefixes ``volumeMounts`` may use
 
 
 def pool_platforms(pool: Pool) -> dict[str, PlatformPod]:
     """The pool's platforms by name (one query)."""
     return {name: PlatformPod({str(k): str(v) for k, v in (selector or {}).items()},
                               tuple(dict(item) for item in tolerations or () if isinstance(item, dict)),
-                              privileged, host_network)
-            for name, selector, tolerations, privileged, host_network in PoolPlatform.objects.filter(pool=pool)
-            .values_list("name", "node_selector", "tolerations", "allow_privileged", "allow_host_network")}
+                              privileged, host_network, tuple(str(prefix) for prefix in mounts or ()))
+            for name, selector, tolerations, privileged, host_network, mounts in PoolPlatform.objects.filter(pool=pool)
+            .values_list("name", "node_selector", "tolerations", "allow_privileged", "allow_host_network",
+                         "host_mounts")}
 
 
 def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labels: dict[str, Any],
@@ -109,7 +113,7 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
     """``request`` with its tokens resolved (docs/spec.md, "Tokens") and OSMO's pod fields set: the
     group's Service name and the task's host name (a group some ``{{host:...}}`` names), its files,
     the workflow's labels, the platform's node selector and tolerations, and ``privileged`` and
-    ``hostNetwork`` where the platform allows them.
+    ``hostNetwork`` and ``volumeMounts`` where the platform allows them.
     ``hosts``: the workflow's ``{{host:...}}`` values when the caller computed them for several tasks.
     Raises ``TokenUnresolvedError``."""
     if hosts is None:
@@ -130,6 +134,8 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
         tolerations=platform.tolerations if platform is not None else (),
         privileged=fields.privileged and platform is not None and platform.allow_privileged,
         host_network=fields.host_network and platform is not None and platform.allow_host_network,
+        host_mounts=tuple(mount for mount in fields.volume_mounts
+                          if platform is not None and mount_allowed(mount[0], platform.host_mounts)),
     )
 
 
@@ -218,12 +224,14 @@ class DispatchGang(NamedTuple):
     submitted_at: datetime
     spec_text: str  # the workflow's stored spec: its tasks' pod fields and tokens
     labels: dict[str, Any] | None  # the workflow's labels, copied to its pods
+    submitted_by: int  # whose credentials the tasks' ``credentials`` name
 
 
 def _dispatch_gang(group_id: int) -> DispatchGang | None:
     row = (TaskGroup.objects.filter(pk=group_id)
            .values_list("status", "name", "workflow_id", "workflow__workflow_id", "workflow__pool_id",
-                        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels")
+                        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels",
+                        "workflow__submitted_by_id")
            .first())
     return DispatchGang._make(row) if row is not None else None
 
@@ -274,6 +282,9 @@ def group_dispatch(*, group_id: int, pools: dict[int, Pool] | None = None) -> Ga
     tasks = _pod_rows(Task.objects.filter(group=group_id, status__in=ACTIVE, dispatched_at__isnull=True)
                       .order_by("position"))
     requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
+    if not refused:
+        refused = requests_credentials(requests, workflow_pods(gang.spec_text or ""), backend=pool.backend,
+                                       owner_id=gang.submitted_by)
     plans = _runtime_plans(tasks, pool, requests, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
                            group_id=group_id, group_name=gang.name) if not refused else {}
     created: list[tuple[int, str]] = []  # (task, pod name)
