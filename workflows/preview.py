@@ -8,12 +8,14 @@ from typing import Any
 
 from osmo.types import Viewer
 from scheduler.choices import PoolStatus
-from scheduler.placement import solve
+from scheduler.placement import Unplaceable, solve
 from scheduler.results import result_to_json
 from scheduler.services.access import team_for_submission
 from scheduler.snapshot import snapshot_load
 from workflows.choices import PRIORITY_RANK, Priority
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_reason
+from workflows.scheduling.cycle.read import platform_exclusions
+from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
 from workflows.scheduling.requests import group_request_from_spec
 from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline
@@ -50,16 +52,20 @@ def workflow_dry_run(
     gang = _Previewed(chosen.pk if chosen else None, PRIORITY_RANK[Priority(priority)])
     quotas = Quotas.load(pool) if gang.rank < LOW_RANK and gang.team_id is not None else None
     snapshot = snapshot_load(pool) if pool.status == PoolStatus.ONLINE else None
+    platforms = platform_exclusions(pool.pk) if snapshot is not None else {}
     groups = []
     for group in submission.spec.groups:
-        request = group_request_from_spec(group)
+        request = request_on_platforms(group_request_from_spec(group), platforms)
         over = quotas.over(gang, request) if quotas and gang.team_id in quotas.quota else None
         if snapshot is None:
             placement = _waits(not_online_reason(pool))
         elif over is not None:
             placement = _waits(over)
         else:
-            placement = result_to_json(solve(snapshot, request))
+            outcome = solve(snapshot, request)
+            placement = result_to_json(outcome)
+            if isinstance(outcome, Unplaceable):
+                placement = with_platform_note(placement, platform_note(request, platforms))
         groups.append(
             {
                 "name": group.name,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from credentials.secrets import SecretPayload
+
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown", "Missing"]
 
 
@@ -60,6 +62,10 @@ class PodRequest:
     tolerations: tuple[Mapping[str, Any], ...] = ()  # the task's platform's tolerations
     privileged: bool = False  # allowed by the platform (checked at submission)
     host_network: bool = False  # allowed by the platform (checked at submission)
+    # ``volumeMounts`` the platform allows: (host path, container path, read only), as hostPath volumes.
+    host_mounts: tuple[tuple[str, str, bool], ...] = ()
+    # The decrypted values of the task's ``credentials`` (a Secret on Kubernetes); never in a repr.
+    credentials: SecretPayload = field(default_factory=SecretPayload, repr=False)
 
 
 # Why a pod is not running, when the cluster says so (``PodState.cause``; docs/kubernetes.md §10). The

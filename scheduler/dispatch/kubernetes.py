@@ -48,6 +48,7 @@ from scheduler.dispatch.base import (
     PodRequest,
     PodState,
 )
+from scheduler.dispatch.k8s_objects import container_env, credentials_objects, host_mount_objects
 from scheduler.dispatch.k8s_status import CONTAINER_NAME, aware, container_events, pod_state
 from scheduler.dispatch.naming import kube_pod_name, label_value
 from scheduler.dispatch.runtime_wrap import RUNTIME_IMAGE_ENV, runtime_image, wrap_with_runtime
@@ -170,17 +171,21 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
         container["command"] = [str(part) for part in pod.command]
     if pod.args:
         container["args"] = [str(part) for part in pod.args]
-    if pod.environment:
-        container["env"] = [{"name": str(name), "value": str(value)}
-                            for name, value in sorted(pod.environment.items(), key=lambda item: str(item[0]))]
+    secret = credentials_objects(pod, labels=labels)
+    env = container_env(pod, secret)
+    if env:
+        container["env"] = env
     quantities = _resources(pod)
     if quantities:
         container["resources"] = {"requests": dict(quantities), "limits": dict(quantities)}
     if pod.privileged:
         container["securityContext"] = {"privileged": True}
-    if pod.files:
-        container["volumeMounts"] = [{"name": FILES_VOLUME, "mountPath": path, "subPath": f"file-{index}",
-                                      "readOnly": True} for index, (path, _contents) in enumerate(pod.files)]
+    host_volumes, host_mounts = host_mount_objects(pod)
+    mounts = [{"name": FILES_VOLUME, "mountPath": path, "subPath": f"file-{index}", "readOnly": True}
+              for index, (path, _contents) in enumerate(pod.files)]
+    mounts += (secret.volume_mounts if secret is not None else []) + host_mounts
+    if mounts:
+        container["volumeMounts"] = mounts
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "nodeSelector": {**{str(k): str(v) for k, v in pod.node_selector.items()}, NODE_SELECTOR_KEY: pod.node_name},
@@ -199,9 +204,11 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
     if pod.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # the group's names still resolve
-    if pod.files:
-        spec["volumes"] = [{"name": FILES_VOLUME, "configMap": {"name": kube_pod_name(pod.pod_name),
-                                                                "defaultMode": FILE_MODE}}]
+    volumes = [{"name": FILES_VOLUME, "configMap": {"name": kube_pod_name(pod.pod_name), "defaultMode": FILE_MODE}}
+               ] if pod.files else []
+    volumes += (secret.volumes if secret is not None else []) + host_volumes
+    if volumes:
+        spec["volumes"] = volumes
     manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -371,8 +378,9 @@ class KubernetesBackend:
 
     # -- PodBackend -----------------------------------------------------------------------------
     def create_pod(self, pod: PodRequest) -> None:
-        """Create the pod, then its files' ConfigMap and its group's Service, both owned by the pod (so
-        they go with it; the kubelet starts the container once the ConfigMap exists)."""
+        """Create the pod, then its files' ConfigMap, its credentials' Secret and its group's Service, all
+        owned by the pod (so they go with it; the kubelet starts the container once the ConfigMap and
+        the Secret exist)."""
         manifest = build_manifest(pod)
         name = manifest["metadata"]["name"]
         action = f"create pod {pod.namespace}/{name}"
@@ -388,13 +396,16 @@ class KubernetesBackend:
                 raise _translate(exc, action) from exc
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, action) from exc
-        if not pod.files and not pod.subdomain:
+        if not pod.files and not pod.subdomain and not pod.credentials:
             return
         if not uid:  # created by an earlier attempt: its owned objects may be missing
             uid = self._pod_uid(pod.namespace, name)
         configmap = build_files_configmap(pod, owner_uid=uid)
         if configmap is not None:
             self._create_owned(self.core.create_namespaced_config_map, pod.namespace, configmap, None)
+        secret = credentials_objects(pod, labels=_labels(pod), owner=_owner(pod, uid))
+        if secret is not None:
+            self._create_owned(self.core.create_namespaced_secret, pod.namespace, secret.manifest, None)
         service = build_service(pod, owner_uid=uid)
         if service is not None:
             self._service_owner_add(pod, service, uid)

@@ -148,11 +148,29 @@ class LocalBackend:
             plan = {"command": list(pod.command), "args": list(pod.args), "env": dict(pod.environment)}
         plan["output_dir"] = SANDBOX_OUTPUT
         plan["input_dir"] = SANDBOX_INPUT
+        if pod.credentials.env:  # the task's credentials as variables (a credential's value wins)
+            plan["env"] = {**dict(plan.get("env") or {}), **pod.credentials.env}
         return dict(plan)
 
-    def _supervisor(self, folder: Path, plan: dict[str, Any]) -> str:
+    @staticmethod
+    def _credential_files(staging: Path, pod: PodRequest) -> dict[str, str]:
+        """Write the task's credential files under ``credentials/<n>/`` (owner-only), one folder per
+        mount path; the folder to bind read-only at each mount path, by mount path."""
+        folders: dict[str, str] = {}
+        for path, value in sorted(pod.credentials.files.items()):
+            directory, filename = os.path.split(path)
+            where = folders.setdefault(directory, f"credentials/{len(folders)}")
+            (staging / where).mkdir(parents=True, mode=0o700, exist_ok=True)
+            target = staging / where / filename
+            target.touch(mode=0o600)
+            target.write_text(value)
+        return folders
+
+    def _supervisor(self, folder: Path, plan: dict[str, Any], credential_dirs: dict[str, str] | None = None) -> str:
         sandbox = folder / "sandbox"
         binds = []
+        for mount, where in sorted((credential_dirs or {}).items()):
+            binds += ["--ro-bind", str(folder / where), mount]
         # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
         # there, its virtualenv) is bound back read-only, or the runtime cannot start.
         for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
@@ -200,11 +218,13 @@ class LocalBackend:
             for part in ("run", "sandbox/tmp", "sandbox/osmo/output", "sandbox/osmo/input"):
                 (staging / part).mkdir(parents=True)
             (staging / "sandbox" / "tmp").chmod(0o1777)
+            (staging / "run" / "plan.json").touch(mode=0o600)  # it may hold credentials
             (staging / "run" / "plan.json").write_text(json.dumps(plan))
+            credential_dirs = self._credential_files(staging, pod)
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
                 "task": pod.task, "node": pod.node_name}))
-            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan))
+            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan, credential_dirs))
             try:
                 staging.rename(folder)
             except OSError:

@@ -6,7 +6,8 @@ since it was dispatched, so the whole lifecycle can be exercised on a laptop:
     then Succeeded, or Failed with the task's ``OSMO_SIM_EXIT_CODE`` when that is non-zero.
 
 Stateless on purpose: the task row's ``dispatched_at`` is the pod, so a restarted worker sees the
-same phases and create/delete are trivially idempotent.
+same phases and create/delete are trivially idempotent. Its log shows the command, the host name and
+the files as dispatch rendered them (OSMO's tokens resolved), then progress lines.
 """
 
 from __future__ import annotations
@@ -20,6 +21,25 @@ from scheduler.dispatch.base import DispatchPermanentError, ListedPod, PodEvent,
 SIM_SECONDS_ENV = "OSMO_SIM_SECONDS"
 SIM_EXIT_CODE_ENV = "OSMO_SIM_EXIT_CODE"
 SIM_PROGRESS_LINES = 10  # a finished simulated task logged this many progress lines
+
+
+SIM_FILE_LINES = 12  # the lines of each of a task's files the log shows
+
+
+def _pod_objects(pod: PodRequest) -> list[str]:
+    """What the pod would be given beside its command, as dispatch rendered it (tokens resolved): its
+    host name in its group's headless Service, and its files (at most ``SIM_FILE_LINES`` lines each)."""
+    lines = []
+    if pod.hostname and pod.subdomain:
+        lines.append(f"host name {pod.hostname}.{pod.subdomain}.{pod.namespace}.svc "
+                     f"(headless Service {pod.subdomain})")
+    for path, contents in pod.files:
+        text = contents.splitlines()
+        lines.append(f"file {path} ({len(text)} lines)")
+        lines += [f"  {line}" for line in text[:SIM_FILE_LINES]]
+        if len(text) > SIM_FILE_LINES:
+            lines.append(f"  ... {len(text) - SIM_FILE_LINES} more lines")
+    return lines
 
 
 def sim_exit_code(pod: PodRequest) -> int:
@@ -89,6 +109,7 @@ class SimulatedBackend:
         shown = pod.workflow_label or pod.workflow_id
         lines = [f"{stamp(started)} [osmo-sim] task {pod.task} of {shown} started on {pod.node_name} "
                  f"({pod.gpu} GPU): {pod.image} {command}"]
+        lines += [f"{stamp(started)} [osmo-sim] task {pod.task}: {line}" for line in _pod_objects(pod)]
         for step in range(1, SIM_PROGRESS_LINES + 1):
             offset = started + run * step / (SIM_PROGRESS_LINES + 1)
             if offset > min(elapsed, finished):

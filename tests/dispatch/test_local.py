@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from credentials.secrets import SecretPayload
 from scheduler.dispatch import backend_for
 from scheduler.dispatch.base import DispatchPermanentError, PodRequest, PodState
 from scheduler.dispatch.local import LocalBackend
@@ -191,3 +193,27 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     # then
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "here"
+
+
+def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sandbox(local, tmp_path):
+    # given a task given a variable and files from its credentials (one under /tmp, one at a new top folder)
+    payload = SecretPayload(env={"HF_TOKEN": "hf_local_value"},
+                            files={"/tmp/creds/token": "file-value", "/osmo-creds/aws/credentials": "aws-value"})
+    pod = replace(request("creds", command=["sh", "-c", 'echo "$HF_TOKEN"; cat /tmp/creds/token; echo; '
+                                                        "cat /osmo-creds/aws/credentials; echo; "
+                                                        "echo x > /tmp/creds/token || echo read-only"]),
+                  credentials=payload)
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then the command saw them, the mounts are read-only, and the files on disk are the owner's only
+    assert states == {"creds": PodState("Succeeded", 0)}
+    lines = [line for line in local.pod_log(pod, tail=100, now=datetime.now(tz=UTC)).lines
+             if not line.startswith("[osmo]") and "Read-only" not in line]
+    assert lines == ["hf_local_value", "file-value", "aws-value", "read-only"]
+    folder = local.pod_dir("osmo", "creds")
+    assert sorted(oct(path.stat().st_mode & 0o777) for path in (folder / "credentials").rglob("*")
+                  if path.is_file()) == ["0o600", "0o600"]
+    assert oct((folder / "run" / "plan.json").stat().st_mode & 0o777) == "0o600"

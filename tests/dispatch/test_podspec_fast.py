@@ -48,3 +48,21 @@ def test_a_token_makes_the_spec_parsed():
     pods = workflow_pods(text)
     # then the named task's group gets host names
     assert pods.host_groups == frozenset({"g"})
+
+
+def test_every_pod_field_alone_makes_the_spec_parsed():
+    # given task b carrying one pod field each time, and nothing else that would make the text parsed
+    fields = {
+        "files": "files: [{path: /tmp/x, contents: hi}]",
+        "privileged": "privileged: true",
+        "hostNetwork": "hostNetwork: true",
+        "volumeMounts": "volumeMounts: [/data:/data]",
+        "credentials": "credentials: {hf: {HF_TOKEN: token}}",
+    }
+    for name, field in fields.items():
+        text = PLAIN.replace("{name: b,", "{name: b, " + field + ",")
+        # when its pod fields are read
+        pods = workflow_pods(text)
+        # then task b's differ from the defaults (the field was read), task a's do not
+        assert pods.tasks["b"] != TaskPodFields(), name
+        assert pods.tasks["a"] == TaskPodFields(), name

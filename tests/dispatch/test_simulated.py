@@ -42,6 +42,21 @@ def test_log_follows_the_phase_start_progress_finish():
     assert len(failed.lines) == 2
 
 
+def test_the_log_shows_the_host_name_and_the_files_as_dispatch_rendered_them():
+    # given a rank with a host name in its group's Service and a launch script of 14 lines
+    script = "".join(f"echo {n}\n" for n in range(1, 14)) + "torchrun --master_addr master.osmo-t-g.default.svc\n"
+    rank = pod(hostname="master", subdomain="osmo-t-g", files=(("/opt/launch.sh", script),))
+
+    # when
+    lines = SimulatedBackend().pod_log(rank, tail=100, now=DISPATCHED + timedelta(seconds=1)).lines
+
+    # then: after the start line, at its time, the host name, then the file's first 12 lines
+    said = [line.split(" [osmo-sim] task train: ", 1)[1] for line in lines[1:]]
+    assert said == ["host name master.osmo-t-g.default.svc (headless Service osmo-t-g)",
+                    "file /opt/launch.sh (14 lines)", *[f"  echo {n}" for n in range(1, 13)], "  ... 2 more lines"]
+    assert lines[-1].startswith("2026-01-02T03:04:05.500000Z ")
+
+
 def test_log_and_events_are_deterministic():
     backend = SimulatedBackend()
     now = DISPATCHED + timedelta(seconds=7)

@@ -26,6 +26,7 @@ from workflows.services import workflow_submit
 pytestmark = pytest.mark.django_db
 NS = "osmo-jobs"
 PODS = f"/api/v1/namespaces/{NS}/pods"
+GB200 = {"nvidia.com/gpu.product": "GB200"}  # the labels of the platform's nodes (placement keeps it there)
 
 TORCHRUN = """
 workflow:
@@ -58,7 +59,7 @@ def torchrun_spec() -> str:
 
 
 def submitted(user, pool):
-    PoolPlatform.objects.create(pool=pool, name="gb200", node_selector={"nvidia.com/gpu.product": "GB200"},
+    PoolPlatform.objects.create(pool=pool, name="gb200", node_selector=GB200,
                                 tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])
     workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=torchrun_spec())
     placement_cycle_run(pool_id=pool.pk)
@@ -76,7 +77,7 @@ def inline_jobs(monkeypatch):
 def sim_pool():
     pool = make_pool("sim", keys=[("rack", "rack")], k8s_namespace=NS, sim_task_seconds=10)
     for name in ("n1", "n2"):
-        make_node(pool, name, {"rack": "r1"}, gpu=4)
+        make_node(pool, name, {"rack": "r1", **GB200}, gpu=4)
     return pool
 
 
@@ -108,7 +109,7 @@ def test_on_the_simulated_backend_the_rendered_args_hold_the_masters_dns_name(us
 def kube_pool(kube_api, monkeypatch, inline_jobs):
     pool = make_pool("kube", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace=NS)
     for name in ("n1", "n2"):
-        make_node(pool, name, {"rack": "r1"}, gpu=4)
+        make_node(pool, name, {"rack": "r1", **GB200}, gpu=4)
     configuration = k8s_client.Configuration()
     configuration.host = kube_api.url
     backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
@@ -181,7 +182,7 @@ def test_the_runtime_plan_holds_the_texts_dispatch_resolved(user, monkeypatch, i
     settings.OSMO_RUNTIME_IMAGE = "registry.example/osmo-runtime:1"
     pool = make_pool(backend, keys=[("rack", "rack")], backend=backend, k8s_namespace=NS)
     for name in ("n1", "n2"):
-        make_node(pool, name, {"rack": "r1"}, gpu=4)
+        make_node(pool, name, {"rack": "r1", **GB200}, gpu=4)
     recorder = Recorder()
     monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
     workflow, group = submitted(user, pool)

@@ -165,12 +165,13 @@ def test_a_cycle_and_an_idle_cycle_cost_a_fixed_number_of_queries(user, wide, no
     one that fits and is placed), then an idle one. The placed gang's workflow is locked once, and its
     gang moved by one UPDATE that returns it (no read of the still-queued gangs before); one aggregate
     says the queue's fingerprint and that no group waits and no gang may have timed out (neither is
-    read)."""
+    read). A cycle that solves reads the pool's platforms once (one query; a second, of node labels,
+    only when some platform selects nodes)."""
     # given
     _queue(user, wide, "never", 5, 4, 2)
     _queue(user, wide, "fits", 1, 4, 1, after=timedelta(seconds=5))
     # when / then
-    with django_assert_num_queries(25):
+    with django_assert_num_queries(26):
         first = placement_cycle_run(pool_id=wide.pk)
     with django_assert_num_queries(6):
         idle = placement_cycle_run(pool_id=wide.pk)

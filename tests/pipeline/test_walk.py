@@ -40,6 +40,9 @@ class InMemory:
     def idle_snapshot(self) -> ClusterSnapshot:
         return self.snapshot()[0]
 
+    def platforms(self) -> dict:
+        return {}
+
     def running_low(self) -> list[RunningGang]:
         return []
 

@@ -53,9 +53,11 @@ from workflows.lifecycle.transitions import (
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cluster import cluster_read
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
+from workflows.scheduling.pod_credentials import requests_credentials
 from workflows.scheduling.podspec import (
     TaskPodFields,
     WorkflowPods,
+    mount_allowed,
     resolve_task,
     token_context,
     token_hosts,
@@ -97,15 +99,17 @@ class PlatformPod:
     tolerations: tuple[dict[str, Any], ...]
     allow_privileged: bool
     allow_host_network: bool
+    host_mounts: tuple[str, ...] = ()  # the host path prefixes ``volumeMounts`` may use
 
 
 def pool_platforms(pool: Pool) -> dict[str, PlatformPod]:
     """The pool's platforms by name (one query)."""
     return {name: PlatformPod({str(k): str(v) for k, v in (selector or {}).items()},
                               tuple(dict(item) for item in tolerations or () if isinstance(item, dict)),
-                              privileged, host_network)
-            for name, selector, tolerations, privileged, host_network in PoolPlatform.objects.filter(pool=pool)
-            .values_list("name", "node_selector", "tolerations", "allow_privileged", "allow_host_network")}
+                              privileged, host_network, tuple(str(prefix) for prefix in mounts or ()))
+            for name, selector, tolerations, privileged, host_network, mounts in PoolPlatform.objects.filter(pool=pool)
+            .values_list("name", "node_selector", "tolerations", "allow_privileged", "allow_host_network",
+                         "host_mounts")}
 
 
 def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labels: dict[str, Any],
@@ -113,7 +117,7 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
     """``request`` with its tokens resolved (docs/spec.md, "Tokens") and OSMO's pod fields set: the
     group's Service name and the task's host name (a group some ``{{host:...}}`` names), its files,
     the workflow's labels, the platform's node selector and tolerations, and ``privileged`` and
-    ``hostNetwork`` where the platform allows them.
+    ``hostNetwork`` and ``volumeMounts`` where the platform allows them.
     ``hosts``: the workflow's ``{{host:...}}`` values when the caller computed them for several tasks.
     Raises ``TokenUnresolvedError``."""
     if hosts is None:
@@ -135,6 +139,8 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
         tolerations=platform.tolerations if platform is not None else (),
         privileged=fields.privileged and platform is not None and platform.allow_privileged,
         host_network=fields.host_network and platform is not None and platform.allow_host_network,
+        host_mounts=tuple(mount for mount in fields.volume_mounts
+                          if platform is not None and mount_allowed(mount[0], platform.host_mounts)),
     )
 
 
@@ -229,6 +235,7 @@ class DispatchGang(NamedTuple):
     submitted_at: datetime
     spec_text: str  # the workflow's stored spec: its tasks' pod fields and tokens
     labels: dict[str, Any] | None  # the workflow's labels, copied to its pods
+    submitted_by: int  # whose credentials the tasks' ``credentials`` name
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +253,8 @@ def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
     """Read what dispatching these gangs needs (see :class:`DispatchBatch`)."""
     rows = TaskGroup.objects.filter(pk__in=group_ids).order_by().values_list(
         "pk", "status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id", "workflow__pool_id",
-        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels")
+        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels",
+        "workflow__submitted_by_id")
     gangs = {gang.pk: gang for gang in map(DispatchGang._make, rows)}
     active = [pk for pk, gang in gangs.items() if gang.status in ACTIVE]
     tasks: dict[int, list[PodRow]] = {pk: [] for pk in active}
@@ -304,6 +312,9 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None) -> Gang
     backend = backend_for(pool.backend)
     tasks = batch.tasks[group_id]
     requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
+    if not refused:
+        refused = requests_credentials(requests, workflow_pods(gang.spec_text or ""), backend=pool.backend,
+                                       owner_id=gang.submitted_by)
     plans = _runtime_plans(tasks, pool, requests, workflow_pk=gang.workflow_pk, workflow_id=gang.workflow_label,
                            global_id=gang.workflow_global, group_id=group_id,
                            group_name=gang.name) if not refused else {}

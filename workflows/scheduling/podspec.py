@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from credentials.secrets import CredentialRef
 from runtime.plan import DEFAULT_INPUT_DIR, DEFAULT_OUTPUT_DIR
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch.naming import group_service_name, pod_hostname, task_dns_name
@@ -44,6 +45,10 @@ class TaskPodFields:
     host_network: bool = False
     platform: str | None = None
     inputs: tuple[str | None, ...] = ()
+    # ``volumeMounts``: (host path, container path, read only), as the submission checked them.
+    volume_mounts: tuple[tuple[str, str, bool], ...] = ()
+    # ``credentials``: what the task takes from its submitter's credentials (names and uses, no values).
+    credentials: tuple[CredentialRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,35 @@ class WorkflowPods:
     host_groups: frozenset[str] = frozenset()
 
 
+def _volume_mounts(raw: object) -> tuple[tuple[str, str, bool], ...]:
+    """``<host path>[:<container path>[:ro]]`` items (validated at submission) as tuples."""
+    mounts = []
+    for item in raw if isinstance(raw, list) else ():
+        parts = str(item).split(":")
+        host = parts[0].rstrip("/") or "/"
+        inside = (parts[1].rstrip("/") or "/") if len(parts) > 1 else host
+        mounts.append((host, inside, len(parts) == 3 and parts[2] == "ro"))
+    return tuple(mounts)
+
+
+def _credentials(raw: object) -> tuple[CredentialRef, ...]:
+    """``<credential>: {VARIABLE: key}`` or ``<credential>: /path`` entries (validated at submission)."""
+    refs = []
+    for name, use in raw.items() if isinstance(raw, dict) else ():
+        if isinstance(use, dict):
+            refs.append(CredentialRef(name=str(name), environment=tuple(sorted((str(variable), str(key))
+                                                                               for variable, key in use.items()))))
+        elif use is not None:
+            refs.append(CredentialRef(name=str(name), path=str(use)))
+    return tuple(refs)
+
+
+def mount_allowed(host_path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether a platform with these host path prefixes lets a task mount ``host_path`` (the
+    submission's rule, docs/spec.md "Resource")."""
+    return any(host_path == prefix or host_path.startswith(prefix.rstrip("/") + "/") for prefix in prefixes)
+
+
 def _task_fields(task: Mapping[str, Any], resources: Mapping[str, Any]) -> TaskPodFields:
     files = tuple((str(item.get("path", "")), str(item.get("contents") or ""))
                   for item in task.get("files") or () if isinstance(item, dict))
@@ -65,14 +99,16 @@ def _task_fields(task: Mapping[str, Any], resources: Mapping[str, Any]) -> TaskP
     platform = resource.get("platform") if isinstance(resource, dict) else None
     return TaskPodFields(files=files, privileged=task.get("privileged") is True,
                          host_network=task.get("hostNetwork") is True,
-                         platform=str(platform) if platform is not None else None, inputs=inputs)
+                         platform=str(platform) if platform is not None else None, inputs=inputs,
+                         volume_mounts=_volume_mounts(task.get("volumeMounts")),
+                         credentials=_credentials(task.get("credentials")))
 
 
 # What a spec must spell for its tasks' pods to take anything from it: the keys :func:`_task_fields`
 # reads, or a token (a text without "{{" has none, and neither have the task rows made from it). A
 # YAML (or JSON) key is spelled out in the text unless a double-quoted scalar escapes one of its
 # characters, which takes a backslash.
-_POD_MARKERS = ("files", "privileged", "hostNetwork", "platform", "inputs", "{{")
+_POD_MARKERS = ("files", "privileged", "hostNetwork", "platform", "inputs", "volumeMounts", "credentials", "{{")
 
 
 @functools.lru_cache(maxsize=32)

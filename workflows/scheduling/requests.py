@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.placement import GroupRequest, Resources, TaskRequest
+from workflows.scheduling.platform_nodes import platform_marker
 from workflows.spec import GroupSpec, tree_from_json
 
 
@@ -21,7 +22,9 @@ def group_request_from_spec(group: GroupSpec) -> GroupRequest:
                     memory=task.resource_spec.memory,
                     storage=task.resource_spec.storage,
                 ),
-                nodes_excluded=frozenset(task.resource_spec.nodes_excluded),
+                # A platform's tasks carry its marker, replaced by its nodes' complement before a solve.
+                nodes_excluded=(frozenset(task.resource_spec.nodes_excluded)
+                                | platform_marker(task.resource_spec.platform)),
             )
             for task in group.tasks
         ),

@@ -11,13 +11,14 @@ from typing import NamedTuple
 
 from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
 
-from scheduler.models import Pool, Reservation
+from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
 from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
+from workflows.scheduling.platform_nodes import PlatformNodes
 
 
 def _priority_rank() -> Case:
@@ -172,12 +173,30 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     return running
 
 
+def platform_exclusions(pool_id: int) -> dict[str, PlatformNodes]:
+    """The pool's platforms that select nodes, by name: one query, two when some platform selects."""
+    selectors = {name: {str(k): str(v) for k, v in (selector or {}).items()}
+                 for name, selector in PoolPlatform.objects.filter(pool=pool_id).values_list("name", "node_selector")
+                 if selector}
+    if not selectors:
+        return {}
+    nodes = list(Node.objects.filter(pool=pool_id).values_list("name", "labels"))
+    found = {}
+    for name, selector in selectors.items():
+        lacking = frozenset(node for node, labels in nodes
+                            if any((labels or {}).get(key) != value for key, value in selector.items()))
+        found[name] = PlatformNodes(selector, lacking, len(nodes) - len(lacking), len(nodes))
+    return found
+
+
+
 class DatabaseSource:
     """What the walk reads on demand, from the database (see
     :class:`~workflows.scheduling.cycle.values.GangSource`)."""
 
     def __init__(self, pool: Pool, key_labels: list[tuple[str, str]]) -> None:
         self.pool, self.key_labels = pool, key_labels
+        self._platforms: Mapping[str, PlatformNodes] | None = None
 
     def gang_rows(self, pks: Sequence[int]) -> Mapping[int, GangRow]:
         return {row["pk"]: GangRow(row["constraint_tree"], row["task_requests"] or [])
@@ -190,6 +209,11 @@ class DatabaseSource:
 
     def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
         return snapshot_load_with_ids(self.pool, key_labels=self.key_labels)
+
+    def platforms(self) -> Mapping[str, PlatformNodes]:
+        if self._platforms is None:  # once per cycle, and only when some gang is solved
+            self._platforms = platform_exclusions(self.pool.pk)
+        return self._platforms
 
     def idle_snapshot(self) -> ClusterSnapshot:
         return snapshot_empty(self.pool, key_labels=self.key_labels)

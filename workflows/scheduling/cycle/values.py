@@ -8,10 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from scheduler.placement import ClusterSnapshot, Placement
 from scheduler.preemption import Candidate
+
+if TYPE_CHECKING:
+    from workflows.scheduling.platform_nodes import PlatformNodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,10 @@ class GangSource(Protocol):
 
     def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
         """The pool now (reservations taken off), and each machine's id by name."""
+        ...
+
+    def platforms(self) -> Mapping[str, PlatformNodes]:
+        """The pool's platforms that select nodes (:func:`~workflows.scheduling.platform_nodes.platform_exclusions`)."""
         ...
 
     def idle_snapshot(self) -> ClusterSnapshot:

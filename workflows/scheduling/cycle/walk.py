@@ -45,6 +45,7 @@ from workflows.scheduling.cycle.values import (
     QueuedGang,
     Verdict,
 )
+from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
 from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
 from workflows.scheduling.requests import group_request_from_row
 
@@ -148,8 +149,8 @@ class Walk:
             if g.pk not in self.memo.rows:
                 self._fetch([g, *upcoming])
             row = self.memo.rows[g.pk]
-            request = self.memo.requests[g.pk] = group_request_from_row(g.name, row.constraint_tree,
-                                                                        row.task_requests)
+            request = self.memo.requests[g.pk] = request_on_platforms(
+                group_request_from_row(g.name, row.constraint_tree, row.task_requests), self.source.platforms())
         return request
 
     # -- the incremental cycle's shortcuts (the baseline turns them off) --------------------------------
@@ -364,7 +365,8 @@ class Walk:
             self._take(g, request, outcome)
             return None
         assert isinstance(outcome, Unplaceable)
-        verdict = (Reason(result_to_json(outcome)), outcome.status)
+        note = platform_note(request, self.source.platforms())
+        verdict = (Reason(with_platform_note(result_to_json(outcome), note)), outcome.status)
         if key:
             self.memo.verdicts[key] = verdict
         return verdict

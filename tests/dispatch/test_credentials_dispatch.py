@@ -1,0 +1,195 @@
+"""A task's ``credentials`` and ``volumeMounts`` at dispatch, with the service's real database
+(docs/kubernetes.md, "Credentials"): the submitter's values reach a Secret owned by the pod on Kubernetes
+(the fake API server answers in the API's shapes), nothing is decrypted for the simulated backend, a
+credential deleted since the submission fails the gang without a pod; host mounts only as the
+platform allows."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import logging
+
+import pytest
+from kubernetes import client as k8s_client
+
+from credentials.models import Credential
+from credentials.services import credential_set
+from scheduler import jobs
+from scheduler.dispatch.kubernetes import KubernetesBackend
+from scheduler.models import PoolPlatform
+from tests.dispatch.fake_kube import fixture
+from tests.factories import make_node, make_pool
+from workflows.models import Task, TaskGroup
+from workflows.scheduling import pods
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.services import workflow_submit
+
+pytestmark = pytest.mark.django_db
+NS = "osmo-jobs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+SECRETS = f"/api/v1/namespaces/{NS}/secrets"
+TOKEN = "hf_dispatch_s3cr3t"
+
+SPEC = """
+workflow:
+  name: finetune
+  resources:
+    default: {gpu: 4, platform: dgx}
+  tasks:
+  - name: train
+    image: nvcr.io/nvidia/pytorch:24.03-py3
+    command: [python, train.py]
+    environment: {EPOCHS: "3"}
+    volumeMounts:
+    - /data/imagenet:/datasets:ro
+    credentials:
+      huggingface: {HF_TOKEN: token}
+      s3-writer: /root/.aws
+"""
+
+
+class Recorder:
+    """A backend that keeps the pods it is asked to create (what dispatch built)."""
+
+    def __init__(self) -> None:
+        self.created: list = []
+
+    def create_pod(self, pod) -> None:
+        self.created.append(pod)
+
+    def delete_pod(self, **kwargs) -> None:
+        return None
+
+
+@pytest.fixture
+def inline_jobs(monkeypatch):
+    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kwargs: None)
+
+
+def placed(user, backend: str):
+    """A submitted and placed one-task workflow on a pool of ``backend`` with platform ``dgx``."""
+    pool = make_pool(backend, keys=[("rack", "rack")], backend=backend, k8s_namespace=NS)
+    make_node(pool, "n1", {"rack": "r1"}, gpu=4)
+    PoolPlatform.objects.create(pool=pool, name="dgx", node_selector={}, host_mounts=["/data"])
+    credential_set(owner=user, name="huggingface", kind="generic", values={"token": TOKEN})
+    credential_set(owner=user, name="s3-writer", kind="data",
+                   values={"endpoint": "s3://bucket", "access_key_id": "AKIAEXAMPLE", "access_key": "sk-value"})
+    workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=SPEC)
+    placement_cycle_run(pool_id=pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    assert group.status == "INITIALIZING"
+    return pool, workflow, group
+
+
+def test_on_kubernetes_the_credentials_reach_a_secret_owned_by_the_pod(user, kube_api, inline_jobs, monkeypatch,
+                                                                        caplog):
+    # given a placed task naming two credentials, the API answering in its shapes
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    caplog.set_level(logging.DEBUG)
+    pool, workflow, group = placed(user, "kubernetes")
+    pod_name = Task.objects.get(workflow=workflow).pod_name
+    created = copy.deepcopy(fixture("pod_created.json"))
+    created["metadata"].update(name=pod_name, uid="00000000-0000-4000-8000-00000000000a")
+    kube_api.reply("POST", PODS, 201, created)
+    kube_api.reply("POST", SECRETS, 201, "secret_created.json")
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then the pod refers to its Secret by name and key, mounts the data credential and the host folder
+    assert kube_api.pending() == []
+    pod, secret = kube_api.requests[0].body, kube_api.requests[1].body
+    container = pod["spec"]["containers"][0]
+    assert container["env"] == [{"name": "EPOCHS", "value": "3"}, {"name": "HF_TOKEN", "valueFrom": {
+        "secretKeyRef": {"name": pod_name, "key": "env-0"}}}]
+    assert [(m["name"], m["mountPath"], m.get("readOnly")) for m in container["volumeMounts"]] == [
+        ("credentials-0", "/root/.aws", True), ("host-0", "/datasets", True)]
+    assert pod["spec"]["volumes"][1] == {"name": "host-0", "hostPath": {"path": "/data/imagenet"}}
+    # the Secret holds the values, owned by the pod (deleted with it)
+    assert secret["metadata"]["name"] == pod_name
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": "00000000-0000-4000-8000-00000000000a"}]
+    values = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+    assert values == {"env-0": TOKEN, "file-0": "sk-value", "file-1": "AKIAEXAMPLE", "file-2": "s3://bucket"}
+    assert [item["path"] for item in pod["spec"]["volumes"][0]["secret"]["items"]] == [
+        "access_key", "access_key_id", "endpoint"]
+    # no value in the pod, nor in any log line of the dispatch
+    assert TOKEN not in json.dumps(pod)
+    assert [r for r in caplog.records if TOKEN in r.getMessage() or TOKEN in str(r.__dict__)] == []
+    assert Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).count() == 1
+
+
+def test_the_simulated_backend_gets_no_credentials(user, inline_jobs, monkeypatch):
+    # given
+    recorder = Recorder()
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    _pool, _workflow, group = placed(user, "simulated")
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then the pod was made without decrypting anything
+    assert [(pod.task, bool(pod.credentials)) for pod in recorder.created] == [("train", False)]
+
+
+def test_the_local_backend_gets_the_values_and_the_allowed_mount(user, inline_jobs, monkeypatch):
+    # given
+    recorder = Recorder()
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    _pool, _workflow, group = placed(user, "local")
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then
+    (pod,) = recorder.created
+    assert (pod.credentials.env, pod.credentials.files) == (
+        {"HF_TOKEN": TOKEN},
+        {"/root/.aws/access_key": "sk-value", "/root/.aws/access_key_id": "AKIAEXAMPLE",
+         "/root/.aws/endpoint": "s3://bucket"})
+    assert pod.host_mounts == (("/data/imagenet", "/datasets", True),)
+
+
+def test_a_credential_deleted_since_the_submission_fails_the_gang_without_a_pod(user, kube_api, inline_jobs,
+                                                                                 monkeypatch):
+    # given a placed task whose credential its user deleted meanwhile
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    _pool, workflow, group = placed(user, "kubernetes")
+    Credential.objects.filter(owner=user, name="s3-writer").delete()
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then the gang failed naming the credential; no call reached the API
+    task = Task.objects.get(workflow=workflow)
+    assert (task.status, task.dispatched_at) == ("FAILED_BACKEND_ERROR", None)
+    group.refresh_from_db()
+    assert group.failure_message == f"pod {task.pod_name}: credential 's3-writer' was deleted since the submission"
+    assert kube_api.requests == []
+
+
+def test_a_key_the_credential_no_longer_holds_fails_the_gang_naming_it(user, inline_jobs, monkeypatch):
+    # given a placed task whose credential was replaced without the key its variable maps
+    recorder = Recorder()
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    _pool, workflow, group = placed(user, "local")
+    credential_set(owner=user, name="huggingface", kind="generic", values={"password": "other"})
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then
+    task = Task.objects.get(workflow=workflow)
+    assert task.status == "FAILED_BACKEND_ERROR"
+    group.refresh_from_db()
+    assert group.failure_message == (f"pod {task.pod_name}: credentials.huggingface.HF_TOKEN: credential "
+                                   "'huggingface' has no key 'token'; its keys: password")
+    assert recorder.created == []
