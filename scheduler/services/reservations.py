@@ -29,7 +29,11 @@ def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> Non
 
 def pool_epochs(pool_id: int) -> tuple[int, int]:
     """(capacity epoch, inventory epoch) of the pool; (0, 0) before anything moved them."""
-    row = PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch").first()
+    # Written out like the bump above: every submission asks it (the ORM built the query anew each time).
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT capacity_epoch, inventory_epoch FROM {PoolEpoch._meta.db_table} WHERE pool_id = %s",
+                       [pool_id])
+        row = cursor.fetchone()
     return (row[0], row[1]) if row is not None else (0, 0)
 
 

@@ -212,7 +212,10 @@ class WorkflowOutputSerializer(OutputModelSerializer):
 
     @extend_schema_field(TaskGroupOutputSerializer(many=True))
     def get_groups(self, workflow: Workflow) -> list[dict[str, Any]]:
-        keys = [(k.key, k.label) for k in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
+        if workflow.pool_keys_version == workflow.pool.keys_version:  # the pairs stored at submission still hold
+            keys = [(str(key), str(label)) for key, label in workflow.pool_keys]
+        else:
+            keys = [(k.key, k.label) for k in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
         outputs_store = (f"{artifact_store(workflow.pool.name)}/{workflow.global_id}"
                          if runtime_backend(workflow.pool.backend) else "")
         context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow, keys),
