@@ -22,7 +22,7 @@ from __future__ import annotations
 from scheduler.placement.index import DomainIndex
 from scheduler.placement.machines import Machines
 from scheduler.placement.plan import TreeIndex, index_tree, shapes_of
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, Placement, Unplaceable
+from scheduler.placement.types import ClusterSnapshot, GangRequest, Placement, Unplaceable
 
 
 def _fail(message: str) -> Unplaceable:
@@ -54,7 +54,7 @@ def _descend(pool: Machines, d: int, s: int, rem: int) -> tuple[int, tuple[tuple
         d = pick
 
 
-def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | Unplaceable:
+def kueue_greedy(snapshot: ClusterSnapshot, group: GangRequest) -> Placement | Unplaceable:
     """Kueue TAS BestFit re-implementation (see the module docstring)."""
     ti = index_tree(group, snapshot.keys)
     shapes, task_shape = shapes_of(group, {n.name for n in snapshot.nodes})
@@ -114,7 +114,7 @@ def kueue_greedy(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | 
     return Placement(status="placed", assignments=tuple(sorted((names[t], m) for t, m in result.items())))
 
 
-def pod_affinity(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | Unplaceable:
+def pod_affinity(snapshot: ClusterSnapshot, group: GangRequest) -> Placement | Unplaceable:
     """Per-pod placement with (anti-)affinity scoring (see the module docstring)."""
     ti: TreeIndex = index_tree(group, snapshot.keys)
     reqs = [t.resources.as_tuple() for t in group.tasks]

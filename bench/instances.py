@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from scheduler.placement.types import (
     ClusterSnapshot,
-    GroupRequest,
+    GangRequest,
     NodeState,
     Placement,
     Resources,
@@ -25,7 +25,7 @@ KEY_NAMES = ("zone", "spine", "rack")
 GIB = 1 << 30
 
 
-def random_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+def random_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest]:
     nkeys = rng.randint(0, 3)
     keys = KEY_NAMES[:nkeys] if nkeys < 3 else KEY_NAMES
     nmachines = rng.randint(1, 16)
@@ -54,7 +54,7 @@ def random_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
         excluded = frozenset(rng.sample([n.name for n in nodes], k=1)) if rng.random() < 0.15 else frozenset()
         requests.append(TaskRequest(name, rng.choice(shapes), excluded))
     tree = _random_tree(rng, keys, task_names)
-    return snapshot, GroupRequest(name="g", tree=tree, tasks=tuple(requests))
+    return snapshot, GangRequest(name="g", tree=tree, tasks=tuple(requests))
 
 
 def _random_tree(rng: random.Random, keys: Sequence[str], tasks: list[str]) -> ConstraintTree:
@@ -86,7 +86,7 @@ def _random_tree(rng: random.Random, keys: Sequence[str], tasks: list[str]) -> C
     return ConstraintTree(group="g", children=tuple(kids), tasks=tuple(sorted(root_tasks)), keys=tuple(keys))
 
 
-def check(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> list[str]:
+def check(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement) -> list[str]:
     """Violations of: every task placed once on a schedulable, non-excluded machine; no machine
     over-committed in any resource; every required constraint met (one complete domain)."""
     problems: list[str] = []
@@ -140,7 +140,7 @@ def _packing_pool(rng: random.Random, machines: int) -> ClusterSnapshot:
     return ClusterSnapshot(pool="packing", keys=PACKING_KEYS, nodes=tuple(nodes))
 
 
-def planted_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+def planted_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest]:
     """A feasible multi-shape instance with tight capacity: tasks are cut from the free capacity of the
     machines they are planted on (2-4 shapes from :data:`PALETTE`, each machine filled until no shape
     fits), so the planted solution uses most of its machines. Constraint nodes follow the planted
@@ -190,10 +190,10 @@ def planted_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]
         keys=PACKING_KEYS,
     )
     requests = tuple(TaskRequest(t, Resources(gpu=s[0], cpu=s[1])) for t, s in sorted(all_tasks))
-    return snapshot, GroupRequest(name="g", tree=tree, tasks=requests)
+    return snapshot, GangRequest(name="g", tree=tree, tasks=requests)
 
 
-def renamed(group: GroupRequest, rng: random.Random) -> GroupRequest:
+def renamed(group: GangRequest, rng: random.Random) -> GangRequest:
     """The same gang with every constraint node's group renamed at random (tree children re-sorted by
     their new paths, as the spec parser sorts them), so pre-order and sibling order change."""
     fresh: dict[NodePath, str] = {}
@@ -206,10 +206,10 @@ def renamed(group: GroupRequest, rng: random.Random) -> GroupRequest:
 
     tree = group.tree
     kids = tuple(sorted((rebuild(c, ()) for c in tree.children), key=lambda n: n.path))
-    return GroupRequest(group.name, ConstraintTree(tree.group, kids, tree.tasks, tree.keys), group.tasks)
+    return GangRequest(group.name, ConstraintTree(tree.group, kids, tree.tasks, tree.keys), group.tasks)
 
 
-def renamed_all(group: GroupRequest, rng: random.Random) -> GroupRequest:
+def renamed_all(group: GangRequest, rng: random.Random) -> GangRequest:
     """:func:`renamed`, and every task renamed at random too (so its position in the sorted task tuples,
     its shape's index and the tree's pre-order of tasks change) and the task requests shuffled."""
     fresh = {t.name: f"x{k:03d}-{rng.randrange(10**6):06d}" for k, t in enumerate(group.tasks)}
@@ -226,12 +226,12 @@ def renamed_all(group: GroupRequest, rng: random.Random) -> GroupRequest:
     tasks = [TaskRequest(fresh[t.name], t.resources, t.nodes_excluded) for t in group.tasks]
     rng.shuffle(tasks)
     kids = tuple(rebuild(c) for c in tree.children)
-    moved = GroupRequest(group.name, ConstraintTree(tree.group, kids, tuple(sorted(fresh[t] for t in tree.tasks)),
+    moved = GangRequest(group.name, ConstraintTree(tree.group, kids, tuple(sorted(fresh[t] for t in tree.tasks)),
                                                     tree.keys), tuple(tasks))
     return renamed(moved, rng)
 
 
-def levels_met(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> list[tuple[object, ...]]:
+def levels_met(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement) -> list[tuple[object, ...]]:
     """Name-free summary of a placement's preferred outcome: per constraint node, its key path and
     requirements from the root, its tasks' requests, and the key at which its tasks share a domain;
     sorted, so nodes that only differ by names compare equal."""

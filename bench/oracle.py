@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from scheduler.placement.types import ClusterSnapshot, GroupRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest
 
 
-def feasible(snapshot: ClusterSnapshot, group: GroupRequest, *, all_preferred: bool = False) -> bool:
+def feasible(snapshot: ClusterSnapshot, group: GangRequest, *, all_preferred: bool = False) -> bool:
     """True when some placement meets every required constraint (and every preferred one if asked)."""
     keys = snapshot.keys
     level = {k: i for i, k in enumerate(keys)}

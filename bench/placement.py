@@ -32,9 +32,9 @@ from bench.baselines import kueue_greedy, pod_affinity
 from bench.instances import check, planted_instance, random_instance
 from bench.scenarios import SCENARIOS
 from scheduler.placement import Placement, Unplaceable, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest
 
-Solver = Callable[[ClusterSnapshot, GroupRequest], Placement | Unplaceable]
+Solver = Callable[[ClusterSnapshot, GangRequest], Placement | Unplaceable]
 SOLVERS: dict[str, Solver] = {"solve": solve, "kueue-greedy": kueue_greedy, "pod-affinity": pod_affinity}
 
 
@@ -173,7 +173,7 @@ def planted_run(instances: int) -> list[dict]:
     ]
 
 
-def _all_preferred_met(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> bool:
+def _all_preferred_met(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement) -> bool:
     if placement.report:
         return all(r.met for r in placement.report)
     labels = {n.name: n.labels for n in snapshot.nodes}

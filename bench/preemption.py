@@ -28,15 +28,15 @@ from typing import Any
 
 from bench.preemption_instances import LARGE_PREEMPTORS, cost, filled_pool, greedy, oracle, released, small_instance
 from scheduler.placement import Placement, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest
 from scheduler.preemption import DEFAULT_MAX_SOLVES, Candidate, victims_choose
 
-Instance = tuple[str, ClusterSnapshot, GroupRequest, list[Candidate]]
-Chooser = Callable[[ClusterSnapshot, GroupRequest, list[Candidate]], tuple[list[Candidate], int] | None]
+Instance = tuple[str, ClusterSnapshot, GangRequest, list[Candidate]]
+Chooser = Callable[[ClusterSnapshot, GangRequest, list[Candidate]], tuple[list[Candidate], int] | None]
 
 
 def _search(budget: int) -> Chooser:
-    def choose(snapshot: ClusterSnapshot, preemptor: GroupRequest, cands: list[Candidate]) -> Any:
+    def choose(snapshot: ClusterSnapshot, preemptor: GangRequest, cands: list[Candidate]) -> Any:
         choice = victims_choose(snapshot, preemptor, cands, max_solves=budget)
         if choice is None:
             return None
@@ -46,12 +46,12 @@ def _search(budget: int) -> Chooser:
     return choose
 
 
-def _greedy(snapshot: ClusterSnapshot, preemptor: GroupRequest, cands: list[Candidate]) -> Any:
+def _greedy(snapshot: ClusterSnapshot, preemptor: GangRequest, cands: list[Candidate]) -> Any:
     choice = greedy(snapshot, preemptor, cands)
     return None if choice is None else (list(choice.victims), choice.explored)
 
 
-def _unneeded(snapshot: ClusterSnapshot, preemptor: GroupRequest, victims: Sequence[Candidate]) -> bool:
+def _unneeded(snapshot: ClusterSnapshot, preemptor: GangRequest, victims: Sequence[Candidate]) -> bool:
     """Some victim could be spared: the preemptor fits with the others evicted."""
     for v in victims:
         rest = [o for o in victims if o.key != v.key]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from scheduler.inventory.generate import PoolShape, pool_generate_inventory
 from scheduler.placement import DomainIndex, Placement, Policy, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
 from scheduler.preemption import Candidate
 from topology.tree import ConstraintTree, TreeNode
 
@@ -78,7 +78,7 @@ def _tree(rng: random.Random, keys: tuple[str, ...], tasks: list[str]) -> Constr
     return ConstraintTree(group="p", children=(root,), keys=keys)
 
 
-def small_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest, list[Candidate]]:
+def small_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest, list[Candidate]]:
     keys = ("zone", "rack")[: rng.randint(1, 2)]
     machines = []
     for m in range(rng.randint(2, 8)):
@@ -107,11 +107,11 @@ def small_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest, l
     names = [f"t{i}" for i in range(rng.randint(1, 4))]
     gpus = [rng.choice((1, 2, 2, 4, 4)) for _ in range(rng.randint(1, 2))]
     tasks = tuple(TaskRequest(t, per_gpu(rng.choice(gpus))) for t in names)
-    return snapshot, GroupRequest(name="p", tree=_tree(rng, keys, names), tasks=tasks), candidates
+    return snapshot, GangRequest(name="p", tree=_tree(rng, keys, names), tasks=tasks), candidates
 
 
 def oracle(
-    snapshot: ClusterSnapshot, preemptor: GroupRequest, candidates: Sequence[Candidate], policy: Policy = Policy()
+    snapshot: ClusterSnapshot, preemptor: GangRequest, candidates: Sequence[Candidate], policy: Policy = Policy()
 ) -> tuple[str, ...] | None:
     """The optimal victim keys (sorted) over every subset of ``candidates``, or None if none fits."""
     best: tuple[Cost, tuple[str, ...]] | None = None
@@ -136,7 +136,7 @@ class GreedyChoice:
 
 
 def greedy(
-    snapshot: ClusterSnapshot, preemptor: GroupRequest, candidates: Sequence[Candidate], policy: Policy = Policy()
+    snapshot: ClusterSnapshot, preemptor: GangRequest, candidates: Sequence[Candidate], policy: Policy = Policy()
 ) -> GreedyChoice | None:
     """Evict the largest LOW gang (GPUs, then the most recent, then key) one at a time, solving after
     each, until the preemptor fits; None when it does not fit with all of them evicted."""
@@ -186,7 +186,7 @@ def gang(
     zone: bool = True,
     requirement: str = "required",
     gpu: int = 4,
-) -> GroupRequest:
+) -> GangRequest:
     """``cliques`` groups of ``trays`` tasks, each group in one domain of ``key``, all in one zone if asked."""
     top: tuple[tuple[str, str], ...] = (("zone", "all"),) if zone and cliques > 1 else ()
     groups = []
@@ -200,7 +200,7 @@ def gang(
         children = (TreeNode("zone", "all", top, "required", children),)
     tree = ConstraintTree(group=name, children=children, keys=("zone", "spine", "rack", "gpu-clique"))
     res = Resources(gpu=gpu, cpu=TRAY.cpu * gpu // 4, memory=TRAY.memory * gpu // 4)
-    return GroupRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, res) for t in sorted(tasks)))
+    return GangRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, res) for t in sorted(tasks)))
 
 
 def filled_pool(seed: int, fill: float = 0.97) -> tuple[ClusterSnapshot, list[Candidate]]:
@@ -238,11 +238,11 @@ def filled_pool(seed: int, fill: float = 0.97) -> tuple[ClusterSnapshot, list[Ca
     return index.snapshot("nvl72"), candidates
 
 
-def flat(name: str, trays: int) -> GroupRequest:
+def flat(name: str, trays: int) -> GangRequest:
     """``trays`` tasks of one tray each, no topology constraint."""
     names = tuple(f"{name}-t{t:04d}" for t in range(trays))
     tree = ConstraintTree(group=name, tasks=names, keys=("zone", "spine", "rack", "gpu-clique"))
-    return GroupRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in names))
+    return GangRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in names))
 
 
 # HIGH gangs that do not fit the filled pools: a whole rack, 4 or 8 cliques of 16 trays in one zone,

@@ -39,13 +39,13 @@ import time
 from scheduler.placement import Placement, Policy, solve
 from scheduler.placement.plan import NO_LEVEL
 from scheduler.placement.solver import _Context
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
 from topology.tree import ConstraintTree, NodePath, TreeNode
 
 ORACLE_STEPS = 10**9  # per search: complete on these sizes (an exhausted budget raises)
 
 
-def achieved(snapshot: ClusterSnapshot, group: GroupRequest, assignments: dict[str, str]) -> list[tuple[int, int]]:
+def achieved(snapshot: ClusterSnapshot, group: GangRequest, assignments: dict[str, str]) -> list[tuple[int, int]]:
     """(own(n), a(n)) per preferred node whose key the pool has, in tree order, from the labels only."""
     labels = {n.name: n.labels for n in snapshot.nodes}
     level = {k: i for i, k in enumerate(snapshot.keys)}
@@ -71,11 +71,11 @@ def objective(pairs: list[tuple[int, int]], nlevels: int) -> tuple[int, ...]:
     return counts + (sum(1 for own, a in pairs if a == own),)
 
 
-def placement_objective(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> tuple[int, ...]:
+def placement_objective(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement) -> tuple[int, ...]:
     return objective(achieved(snapshot, group, placement.tasks), len(snapshot.keys))
 
 
-def optimum(snapshot: ClusterSnapshot, group: GroupRequest) -> tuple[int, ...] | None:
+def optimum(snapshot: ClusterSnapshot, group: GangRequest) -> tuple[int, ...] | None:
     """The best objective over all placements meeting the required constraints; None if there is none."""
     ctx = _Context(snapshot, group, Policy(max_steps=ORACLE_STEPS))
     ti = ctx.ti
@@ -114,7 +114,7 @@ def optimum(snapshot: ClusterSnapshot, group: GroupRequest) -> tuple[int, ...] |
     return None
 
 
-def preferred_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+def preferred_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest]:
     """A small instance whose preferences are likely to conflict (see the module docstring)."""
     keys: tuple[str, ...] = ("zone", "rack", "host") if rng.random() < 0.5 else ("zone", "rack")
     zones, racks, machines = rng.randint(2, 4), rng.randint(2, 3), rng.randint(2, 4)
@@ -159,10 +159,10 @@ def preferred_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupReques
 
     top = tuple(sorted((build(k, ()) for k, (up, _l) in enumerate(specs) if up < 0), key=lambda n: n.path))
     tree = ConstraintTree(group="g", children=top, tasks=tuple(sorted(loose)), keys=keys)
-    return snapshot, GroupRequest(name="g", tree=tree, tasks=tuple(tasks))
+    return snapshot, GangRequest(name="g", tree=tree, tasks=tuple(tasks))
 
 
-def conflicting(seed: int) -> tuple[ClusterSnapshot, GroupRequest, tuple[int, ...]] | None:
+def conflicting(seed: int) -> tuple[ClusterSnapshot, GangRequest, tuple[int, ...]] | None:
     """Instance ``seed`` with its optimum when it counts (required feasible, preferences in conflict)."""
     snapshot, group = preferred_instance(random.Random(seed))
     best = optimum(snapshot, group)

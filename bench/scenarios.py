@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.pools import nvl72_pool
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, Resources, TaskRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest, Resources, TaskRequest
 from topology.tree import ConstraintTree, TreeNode
 
 TRAY = Resources(gpu=4, cpu=16_000, memory=128 << 30)
@@ -30,7 +30,7 @@ TRAY = Resources(gpu=4, cpu=16_000, memory=128 << 30)
 
 def zone_of_cliques(
     groups: int, size: int, *, required: bool = True, name: str = "workflow", sizes: tuple[int, ...] = ()
-) -> GroupRequest:
+) -> GangRequest:
     """Zone over ``groups`` gpu-clique groups of ``size`` tasks (or of ``sizes``, one per group)."""
     req = "required" if required else "preferred"
     zpath = (("zone", "workflow-group"),)
@@ -44,10 +44,10 @@ def zone_of_cliques(
         cliques.append(TreeNode("gpu-clique", gname, (*zpath, ("gpu-clique", gname)), req, (), members))
     root = TreeNode("zone", "workflow-group", zpath, req, tuple(sorted(cliques, key=lambda n: n.path)))
     tree = ConstraintTree(group=name, children=(root,), keys=("zone", "spine", "rack", "gpu-clique"))
-    return GroupRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in sorted(tasks)))
+    return GangRequest(name=name, tree=tree, tasks=tuple(TaskRequest(t, TRAY) for t in sorted(tasks)))
 
 
-def zone_of_mixed_cliques(groups: int, *, name: str = "workflow") -> GroupRequest:
+def zone_of_mixed_cliques(groups: int, *, name: str = "workflow") -> GangRequest:
     """Zone required; ``groups`` gpu-clique groups required, each of 9 x 3-GPU and 18 x 2-GPU tasks."""
     zpath = (("zone", "workflow-group"),)
     cliques = []
@@ -61,10 +61,10 @@ def zone_of_mixed_cliques(groups: int, *, name: str = "workflow") -> GroupReques
         cliques.append(TreeNode("gpu-clique", gname, (*zpath, ("gpu-clique", gname)), "required", (), own))
     root = TreeNode("zone", "workflow-group", zpath, "required", tuple(sorted(cliques, key=lambda n: n.path)))
     tree = ConstraintTree(group=name, children=(root,), keys=("zone", "spine", "rack", "gpu-clique"))
-    return GroupRequest(name=name, tree=tree, tasks=tuple(sorted(tasks, key=lambda t: t.name)))
+    return GangRequest(name=name, tree=tree, tasks=tuple(sorted(tasks, key=lambda t: t.name)))
 
 
-def _mixed(groups: int) -> Callable[[], tuple[ClusterSnapshot, GroupRequest]]:
+def _mixed(groups: int) -> Callable[[], tuple[ClusterSnapshot, GangRequest]]:
     return lambda: (nvl72_pool(4, 8, 36, occupancy=0.6, seed=12), zone_of_mixed_cliques(groups))
 
 
@@ -79,33 +79,33 @@ def _max_groups_per_zone(snapshot: ClusterSnapshot, size: int) -> int:
     return max(per_zone.values(), default=0)
 
 
-def nvl72_20k() -> tuple[ClusterSnapshot, GroupRequest]:
+def nvl72_20k() -> tuple[ClusterSnapshot, GangRequest]:
     return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(32, 16)
 
 
-def nvl72_20k_infeasible() -> tuple[ClusterSnapshot, GroupRequest]:
+def nvl72_20k_infeasible() -> tuple[ClusterSnapshot, GangRequest]:
     snapshot = nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736)
     return snapshot, zone_of_cliques(_max_groups_per_zone(snapshot, 16) + 1, 16)
 
 
-def nvl72_20k_preferred() -> tuple[ClusterSnapshot, GroupRequest]:
+def nvl72_20k_preferred() -> tuple[ClusterSnapshot, GangRequest]:
     return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(40, 18, required=False)
 
 
-def nvl72_20k_preferred_2048() -> tuple[ClusterSnapshot, GroupRequest]:
+def nvl72_20k_preferred_2048() -> tuple[ClusterSnapshot, GangRequest]:
     return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(128, 16, required=False)
 
 
-def nvl72_20k_preferred_distinct() -> tuple[ClusterSnapshot, GroupRequest]:
+def nvl72_20k_preferred_distinct() -> tuple[ClusterSnapshot, GangRequest]:
     sizes = (17, 18, 19, 20, 21, 22)
     return nvl72_pool(4, 8, 36, occupancy=0.6, seed=20736), zone_of_cliques(6, 0, required=False, sizes=sizes)
 
 
-def nvl72_1k() -> tuple[ClusterSnapshot, GroupRequest]:
+def nvl72_1k() -> tuple[ClusterSnapshot, GangRequest]:
     return nvl72_pool(2, 4, 7, occupancy=0.6, seed=1008), zone_of_cliques(4, 16)
 
 
-SCENARIOS: dict[str, Callable[[], tuple[ClusterSnapshot, GroupRequest]]] = {
+SCENARIOS: dict[str, Callable[[], tuple[ClusterSnapshot, GangRequest]]] = {
     "nvl72-20k": nvl72_20k,
     "nvl72-20k-infeasible": nvl72_20k_infeasible,
     "nvl72-20k-preferred": nvl72_20k_preferred,

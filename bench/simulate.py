@@ -36,7 +36,7 @@ from bench.pools import nvl72_pool
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import (
     ClusterSnapshot,
-    GroupRequest,
+    GangRequest,
     NodeState,
     Resources,
     TaskRequest,
@@ -47,7 +47,7 @@ from topology.tree import ConstraintTree, TreeNode
 WINDOW = 64
 
 
-def ceiling(snapshot: ClusterSnapshot, group: GroupRequest) -> Placement | Unplaceable:
+def ceiling(snapshot: ClusterSnapshot, group: GangRequest) -> Placement | Unplaceable:
     """The topology constraints dropped: a gang fits when its tasks fit on any machines with room
     (best fit, largest task first). Under the same queue discipline this is the ceiling every solver
     that honours the constraints is measured against (its utilisation less a solver's: the
@@ -86,11 +86,11 @@ class Job:
     name: str
     arrival: float
     duration: float
-    group: GroupRequest
+    group: GangRequest
     gpus: int
 
 
-def _models(name: str, sizes: list[int], gpu: int, zone: bool) -> GroupRequest:
+def _models(name: str, sizes: list[int], gpu: int, zone: bool) -> GangRequest:
     tasks: list[TaskRequest] = []
     prefix = (("zone", "wf"),) if zone else ()
     cliques = []
@@ -103,19 +103,19 @@ def _models(name: str, sizes: list[int], gpu: int, zone: bool) -> GroupRequest:
     else:
         children = tuple(cliques)
     tree = ConstraintTree(group=name, children=children, keys=("zone", "spine", "rack", "gpu-clique"))
-    return GroupRequest(name, tree, tuple(sorted(tasks, key=lambda t: t.name)))
+    return GangRequest(name, tree, tuple(sorted(tasks, key=lambda t: t.name)))
 
 
-def _plain(name: str, n: int, gpu: int) -> GroupRequest:
+def _plain(name: str, n: int, gpu: int) -> GangRequest:
     tasks = tuple(TaskRequest(f"t{i}", Resources(gpu=gpu, cpu=4000 * gpu, memory=(32 << 30) * gpu)) for i in range(n))
-    return GroupRequest(name, ConstraintTree(group=name, tasks=tuple(t.name for t in tasks)), tasks)
+    return GangRequest(name, ConstraintTree(group=name, tasks=tuple(t.name for t in tasks)), tasks)
 
 
 def trace(jobs: int, seed: int, total_gpus: int, load: float = 0.9) -> list[Job]:
     rng = random.Random(seed)
     out: list[Job] = []
     mean_duration = 60.0
-    draft: list[tuple[GroupRequest, int, float]] = []
+    draft: list[tuple[GangRequest, int, float]] = []
     for j in range(jobs):
         name = f"job{j:04d}"
         x = rng.random()

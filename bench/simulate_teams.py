@@ -69,12 +69,12 @@ from bench.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, trace
 from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources
+from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources
 from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
-Chooser = Callable[[ClusterSnapshot, GroupRequest, Sequence[Candidate]], Sequence[str] | None]
+Chooser = Callable[[ClusterSnapshot, GangRequest, Sequence[Candidate]], Sequence[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,17 +94,17 @@ def team_trace(jobs: int, seed: int, total_gpus: int, load: float, skew: float =
     return out
 
 
-def _search(snapshot: ClusterSnapshot, group: GroupRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
+def _search(snapshot: ClusterSnapshot, group: GangRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
     choice = victims_choose(snapshot, group, candidates, max_solves=64)
     return None if choice is None else choice.victims
 
 
-def _greedy(snapshot: ClusterSnapshot, group: GroupRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
+def _greedy(snapshot: ClusterSnapshot, group: GangRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
     choice = greedy(snapshot, group, candidates)
     return None if choice is None else [c.key for c in choice.victims]
 
 
-def fits_on(snapshot: ClusterSnapshot, group: GroupRequest, placement: Placement) -> bool:
+def fits_on(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement) -> bool:
     """Whether every machine the placement uses has what it takes free in ``snapshot``."""
     reqs = {t.name: t.resources for t in group.tasks}
     need: dict[str, list[int]] = {}
@@ -194,7 +194,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                                  level[jobs[j].team] > quota, began))
         return out
 
-    def needless(snapshot: ClusterSnapshot, group: GroupRequest, cands: list[Candidate], chosen: set[str]) -> bool:
+    def needless(snapshot: ClusterSnapshot, group: GangRequest, cands: list[Candidate], chosen: set[str]) -> bool:
         by_key = {c.key: c for c in cands}
         for key in chosen:
             rest = [by_key[k] for k in chosen if k != key]

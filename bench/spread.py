@@ -19,11 +19,11 @@ import random
 import sys
 
 from scheduler.placement import Placement, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
 from topology.tree import ConstraintTree, TreeNode
 
 
-def instance(rng: random.Random, shapes: int) -> tuple[ClusterSnapshot, GroupRequest, bool]:
+def instance(rng: random.Random, shapes: int) -> tuple[ClusterSnapshot, GangRequest, bool]:
     """A pool, a gang with one preferred rack node, and whether a zone above it is required."""
     nodes = []
     hostname = rng.random() < 0.5
@@ -44,10 +44,10 @@ def instance(rng: random.Random, shapes: int) -> tuple[ClusterSnapshot, GroupReq
         children: tuple[TreeNode, ...] = (TreeNode("zone", "wf", (("zone", "wf"),), "required", (rack,)),)
     else:
         children = (TreeNode("rack", "r", (("rack", "r"),), "preferred", (), tasks),)
-    return snapshot, GroupRequest("g", ConstraintTree("g", children), requests), required_zone
+    return snapshot, GangRequest("g", ConstraintTree("g", children), requests), required_zone
 
 
-def fewest(snapshot: ClusterSnapshot, group: GroupRequest, one_zone: bool, *, together: int = 0
+def fewest(snapshot: ClusterSnapshot, group: GangRequest, one_zone: bool, *, together: int = 0
            ) -> tuple[int, int] | None:
     """Brute force: the fewest (racks, zones) over every valid placement (one zone if ``one_zone``;
     the first ``together`` tasks, a required per-host child, on one machine)."""

@@ -16,7 +16,7 @@ from workflows.choices import PRIORITY_RANK, Priority
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_reason
 from workflows.scheduling.cycle.read import platform_exclusions
 from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
-from workflows.scheduling.requests import group_request_from_spec
+from workflows.scheduling.requests import gang_request_from_spec
 from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline
 from workflows.spec.model import ScalarValue
@@ -55,7 +55,7 @@ def workflow_dry_run(
     platforms = platform_exclusions(pool.pk) if snapshot is not None else {}
     groups = []
     for group in submission.spec.groups:
-        request = request_on_platforms(group_request_from_spec(group), platforms)
+        request = request_on_platforms(gang_request_from_spec(group), platforms)
         over = quotas.over(gang, request) if quotas and gang.team_id in quotas.quota else None
         if snapshot is None:
             placement = _waits(not_online_reason(pool))

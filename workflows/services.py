@@ -41,7 +41,7 @@ from workflows.errors import (
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
 from workflows.scheduling.pods import tasks_with_pods
-from workflows.scheduling.requests import group_request_from_spec, task_requests_to_json
+from workflows.scheduling.requests import gang_request_from_spec, task_requests_to_json
 from workflows.spec import (
     PoolContext,
     SpecInvalidError,
@@ -161,7 +161,7 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
         return
     never: list[dict[str, Any]] = []
     for group in spec.groups:
-        request = group_request_from_spec(group)
+        request = gang_request_from_spec(group)
         accepted = (*key, gang_signature(request))
         if _IDLE_ACCEPTED.get(accepted):
             continue
@@ -336,7 +336,7 @@ def _workflow_create(
     order = {name: index for index, name in enumerate(g.name for g in spec.groups)}
     for group_spec in spec.groups:
         status = TaskStatus.WAITING if group_spec.inputs else TaskStatus.SCHEDULING
-        request = group_request_from_spec(group_spec)
+        request = gang_request_from_spec(group_spec)
         group = TaskGroup(
             workflow=workflow,
             name=group_spec.name,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scheduler.placement.index import Shape
-from scheduler.placement.types import GroupRequest, Vec
+from scheduler.placement.types import GangRequest, Vec
 from topology.tree import TreeNode
 
 NO_LEVEL = -1
@@ -104,7 +104,7 @@ class TreeIndex:
     task_names: tuple[str, ...]
 
 
-def index_tree(gang: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
+def index_tree(gang: GangRequest, keys: tuple[str, ...]) -> TreeIndex:
     """Flatten ``gang.tree``; raises ValueError when tree tasks and requests disagree."""
     names = tuple(t.name for t in gang.tasks)
     pos = {name: i for i, name in enumerate(names)}
@@ -147,7 +147,7 @@ def index_tree(gang: GroupRequest, keys: tuple[str, ...]) -> TreeIndex:
     )
 
 
-def shapes_of(gang: GroupRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
+def shapes_of(gang: GangRequest, machines: Collection[str]) -> tuple[list[Shape], list[int]]:
     """Distinct task shapes (in first-seen order of tasks sorted by name) and each task's shape index.
     A shape's excluded names are those of ``machines`` (the pool's) that some task excludes."""
     excluded_any = any(t.nodes_excluded for t in gang.tasks)

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from scheduler.placement.types import GroupRequest, TaskRequest
+from scheduler.placement.types import GangRequest, TaskRequest
 from topology.tree import TreeNode
 
 
@@ -28,7 +28,7 @@ def _node(node: TreeNode, tasks: Mapping[str, TaskRequest]) -> list[object]:
     return [node.key, node.requirement, own, children]
 
 
-def gang_signature(gang: GroupRequest) -> str:
+def gang_signature(gang: GangRequest) -> str:
     """A hex digest equal for gangs that are the same placement problem up to names."""
     tasks = {task.name: task for task in gang.tasks}
     root = gang.tree

@@ -39,7 +39,7 @@ from scheduler.placement.search import GangSearch
 from scheduler.placement.types import (
     ClusterSnapshot,
     ConstraintReport,
-    GroupRequest,
+    GangRequest,
     Placement,
     Policy,
     ReasonCode,
@@ -50,7 +50,7 @@ from scheduler.placement.types import (
 class _Context:
     """One solve call: the pool's index, the indexed tree and the search entry for a set of levels."""
 
-    def __init__(self, cluster: ClusterSnapshot | DomainIndex, gang: GroupRequest, policy: Policy) -> None:
+    def __init__(self, cluster: ClusterSnapshot | DomainIndex, gang: GangRequest, policy: Policy) -> None:
         index = cluster if isinstance(cluster, DomainIndex) else DomainIndex(cluster)
         self.keys = index.keys
         self.gang = gang
@@ -100,7 +100,7 @@ class _Context:
 
 
 def solve(
-    cluster: ClusterSnapshot | DomainIndex, gang: GroupRequest, policy: Policy | None = None
+    cluster: ClusterSnapshot | DomainIndex, gang: GangRequest, policy: Policy | None = None
 ) -> Placement | Unplaceable:
     """Place every task of ``gang`` at once on ``cluster`` (all or nothing): a snapshot, or the
     :class:`DomainIndex` a placement cycle builds once and keeps current with

@@ -60,7 +60,7 @@ class TaskRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupRequest:
+class GangRequest:
     """One gang: its constraint tree and every task's request (tasks named as in the tree)."""
 
     name: str

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Placement, Policy, Resources, Vec, solve
+from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Policy, Resources, Vec, solve
 from scheduler.preemption.types import Candidate
 
 ZERO: Vec = (0, 0, 0, 0)
@@ -39,7 +39,7 @@ def fits(free: Vec, req: Vec) -> bool:
     return free[0] >= req[0] and free[1] >= req[1] and free[2] >= req[2] and free[3] >= req[3]
 
 
-def usable_nodes(snapshot: ClusterSnapshot, preemptor: GroupRequest, released: dict[str, Vec]) -> frozenset[str]:
+def usable_nodes(snapshot: ClusterSnapshot, preemptor: GangRequest, released: dict[str, Vec]) -> frozenset[str]:
     """Machines that could host some task of the preemptor once ``released`` is added back: schedulable,
     not excluded for that task, labelled down to the finest key its required constraints name, and
     large enough for its request. A machine outside this set is in no placement, whatever is evicted."""
@@ -85,7 +85,7 @@ class Feasibility:
     def __init__(
         self,
         snapshot: ClusterSnapshot,
-        preemptor: GroupRequest,
+        preemptor: GangRequest,
         candidates: Sequence[Candidate],
         policy: Policy,
         max_solves: int,

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from scheduler.placement import ClusterSnapshot, GroupRequest, Policy
+from scheduler.placement import ClusterSnapshot, GangRequest, Policy
 from scheduler.preemption.search import DEFAULT_MAX_SOLVES, victims_choose
 from scheduler.preemption.types import Candidate, VictimChoice
 
@@ -63,7 +63,7 @@ def reclaims_instead(candidates: Mapping[str, Candidate], other: Sequence[str], 
 
 def victims_choose_near(
     snapshot: ClusterSnapshot,
-    preemptor: GroupRequest,
+    preemptor: GangRequest,
     candidates: Sequence[Candidate],
     near: frozenset[str] | None,
     policy: Policy = Policy(),

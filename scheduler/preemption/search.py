@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, Vec
+from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Vec
 from scheduler.preemption.feasibility import ZERO, BudgetSpent, Feasibility, add, held_per_node, usable_nodes, vec
 from scheduler.preemption.types import Candidate, VictimChoice
 
@@ -52,7 +52,7 @@ Cost = tuple[int, int, int, tuple[float, ...], tuple[str, ...]]
 
 def victims_choose(
     snapshot: ClusterSnapshot,
-    preemptor: GroupRequest,
+    preemptor: GangRequest,
     candidates: Sequence[Candidate],
     policy: Policy = Policy(),
     *,
@@ -102,7 +102,7 @@ class _Scope:
     release: tuple[Vec, ...]
 
 
-def _domain_level(preemptor: GroupRequest, keys: tuple[str, ...]) -> int | None:
+def _domain_level(preemptor: GangRequest, keys: tuple[str, ...]) -> int | None:
     """The finest level at which one required constraint holds every task of the preemptor (a chain of
     single required children from the root), or None when there is none."""
     tree = preemptor.tree

@@ -13,7 +13,7 @@ from scheduler.placement.signature import gang_signature
 from tests.scheduler.placement.builders import rack, tree
 from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk
 from workflows.scheduling.cycle.values import Decision, Verdict
-from workflows.scheduling.requests import group_request_from_row
+from workflows.scheduling.requests import gang_request_from_row
 from workflows.spec import tree_to_json
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -51,7 +51,7 @@ def _gang(pk: int, tasks: int, *, same_rack: bool, proof: int | None = None, **e
     names = [f"t{i}" for i in range(tasks)]
     constraint = tree(rack("g", tasks=names)) if same_rack else tree(tasks=names)
     row = GangRow(tree_to_json(constraint), [[name, 4, 0, 0, 0, []] for name in names])
-    signature = gang_signature(group_request_from_row("g", row.constraint_tree, row.task_requests))
+    signature = gang_signature(gang_request_from_row("g", row.constraint_tree, row.task_requests))
     gang = QueuedGang(pk=pk, workflow_id=100 + pk, name="g", rank=1, order=[1, f"2026-11-26T11:00:0{pk}", pk, 0],
                       scheduling_since=NOW - timedelta(seconds=5), proof_epoch=proof, signature=signature,
                       reason_code="", reason_digest="", idle_fit=None, idle_fit_epoch=None, keys_version=1,

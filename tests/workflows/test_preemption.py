@@ -172,13 +172,13 @@ def test_the_victim_search_leaves_machines_kept_for_a_starving_gang_alone(user, 
     from scheduler.snapshot import snapshot_load_with_ids
     from workflows.scheduling.cycle.read import running_low_read
     from workflows.scheduling.preemption import Preemptions
-    from workflows.scheduling.requests import group_request_from_row
+    from workflows.scheduling.requests import gang_request_from_row
 
     # given one LOW gang per rack, and a HIGH gang of a rack's size not placed yet
     lows = [submit(user, f"low{i}", 4, "LOW", key="rack") for i in range(4)]
     placement_cycle_run(pool_id=pool.pk)
     high = group_of(submit(user, "high", 4, "HIGH", key="rack"))
-    request = group_request_from_row("high", high.constraint_tree, high.task_requests)
+    request = gang_request_from_row("high", high.constraint_tree, high.task_requests)
 
     def search(kept: frozenset[str]) -> set[str]:
         index = DomainIndex(snapshot_load_with_ids(pool)[0])

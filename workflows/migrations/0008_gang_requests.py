@@ -4,7 +4,7 @@ cycle reads a gang's request from its group row alone (docs/design.md §8)."""
 
 from django.db import migrations
 
-from scheduler.placement import GroupRequest, Resources, TaskRequest
+from scheduler.placement import GangRequest, Resources, TaskRequest
 from scheduler.placement.signature import gang_signature
 from workflows.spec import tree_from_json
 
@@ -27,7 +27,7 @@ def gang_requests_fill(apps, schema_editor):
                 tree = tree_from_json(group.constraint_tree)
             except (KeyError, ValueError, TypeError):  # no tree stored: nothing a cycle could place either
                 continue
-            request = GroupRequest(
+            request = GangRequest(
                 name=group.name, tree=tree,
                 tasks=tuple(TaskRequest(name=t.name, resources=Resources(gpu=t.gpu, cpu=t.cpu_millis,
                                                                          memory=t.memory_bytes,

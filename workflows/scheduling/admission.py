@@ -10,7 +10,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from scheduler.models import Pool, Reservation, TeamQuota
-from scheduler.placement import GroupRequest, ReasonCode
+from scheduler.placement import GangRequest, ReasonCode
 from scheduler.results import reason_digest
 from workflows.choices import PRIORITY_RANK, Priority, TaskStatus
 from workflows.models import TaskGroup
@@ -52,7 +52,7 @@ class Quotas:
         )
         return cls(pool, quota, {row["team_id"]: int(row["gpu"] or 0) for row in rows})
 
-    def over(self, g: QuotaGang, request: GroupRequest) -> dict[str, Any] | None:
+    def over(self, g: QuotaGang, request: GangRequest) -> dict[str, Any] | None:
         """The reason the gang waits when placing it would take its team past its quota, else None."""
         assert g.team_id is not None
         name, limit = self.quota[g.team_id]
@@ -68,7 +68,7 @@ class Quotas:
             f"{needed} more (HIGH and NORMAL work counts against the quota; LOW work may borrow idle GPUs)",
         }
 
-    def add(self, g: QuotaGang, request: GroupRequest) -> None:
+    def add(self, g: QuotaGang, request: GangRequest) -> None:
         if g.team_id in self.quota and g.rank < LOW_RANK:
             self.used[g.team_id] = self.used.get(g.team_id, 0) + sum(task.resources.gpu for task in request.tasks)
 

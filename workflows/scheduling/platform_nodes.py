@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.placement import GroupRequest
+from scheduler.placement import GangRequest
 
 MARKER = "platform:"
 
@@ -41,11 +41,11 @@ class PlatformNodes:
     total: int  # the pool's nodes
 
 
-def _platforms_of(request: GroupRequest) -> set[str]:
+def _platforms_of(request: GangRequest) -> set[str]:
     return {name[len(MARKER):] for task in request.tasks for name in task.nodes_excluded if name.startswith(MARKER)}
 
 
-def request_on_platforms(request: GroupRequest, platforms: Mapping[str, PlatformNodes]) -> GroupRequest:
+def request_on_platforms(request: GangRequest, platforms: Mapping[str, PlatformNodes]) -> GangRequest:
     """``request`` with each task's platform marker replaced by the nodes its platform excludes (the
     request itself when no task names a platform that selects nodes)."""
     if not platforms or not _platforms_of(request) & set(platforms):
@@ -60,7 +60,7 @@ def request_on_platforms(request: GroupRequest, platforms: Mapping[str, Platform
     return replace(request, tasks=tuple(tasks))
 
 
-def platform_note(request: GroupRequest, platforms: Mapping[str, PlatformNodes]) -> dict[str, Any] | None:
+def platform_note(request: GangRequest, platforms: Mapping[str, PlatformNodes]) -> dict[str, Any] | None:
     """What the reason of an unplaced gang adds about its platforms: ``{"platforms": [...], "message":
     ...}``, or None when no task of it names a platform that selects nodes."""
     named = sorted(_platforms_of(request) & set(platforms))

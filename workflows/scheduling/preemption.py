@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from scheduler.placement import DomainIndex, GroupRequest, Placement, Policy, solve
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, solve
 from scheduler.preemption import Candidate, cordoned, victims_choose_near
 from workflows.scheduling.admission import Quotas
 
@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 Vec = tuple[int, int, int, int]
 
-def takes(request: GroupRequest, placement: Placement) -> list[tuple[str, Vec]]:
+def takes(request: GangRequest, placement: Placement) -> list[tuple[str, Vec]]:
     """What the placement takes from each machine, per task: (machine, resources)."""
     requests = {t.name: t.resources.as_tuple() for t in request.tasks}
     return [(node, requests[task]) for task, node in placement.assignments]
@@ -153,7 +153,7 @@ class Preemptions:
         """Drop the view without LOW work (a solver error may have left it half-way); rebuilt on demand."""
         self.absent = None
 
-    def try_place(self, index: DomainIndex, request: GroupRequest, signature: str, preemptor: str,
+    def try_place(self, index: DomainIndex, request: GangRequest, signature: str, preemptor: str,
                   kept: frozenset[str] = frozenset(), there: frozenset[str] | None = None) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
@@ -195,7 +195,7 @@ class Preemptions:
         if signature:
             self.hopeless.add(signature)
 
-    def wait_for(self, index: DomainIndex, request: GroupRequest, kept: frozenset[str] = frozenset()
+    def wait_for(self, index: DomainIndex, request: GangRequest, kept: frozenset[str] = frozenset()
                  ) -> tuple[float, list[str]] | None:
         """When the gang could preempt its way in, were it not for the minimum runtime: it is solved
         on ``index`` (machines in ``kept`` out) with every candidate's and every protected gang's

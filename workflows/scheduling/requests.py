@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.placement import GroupRequest, Resources, TaskRequest
+from scheduler.placement import GangRequest, Resources, TaskRequest
 from workflows.scheduling.platform_nodes import platform_marker
 from workflows.spec import GroupSpec, tree_from_json
 
 
-def group_request_from_spec(group: GroupSpec) -> GroupRequest:
-    return GroupRequest(
+def gang_request_from_spec(group: GroupSpec) -> GangRequest:
+    return GangRequest(
         name=group.name,
         tree=group.tree,
         tasks=tuple(
@@ -31,14 +31,14 @@ def group_request_from_spec(group: GroupSpec) -> GroupRequest:
     )
 
 
-def task_requests_to_json(request: GroupRequest) -> list[list[Any]]:
+def task_requests_to_json(request: GangRequest) -> list[list[Any]]:
     """The tasks of a request as stored on the group (``TaskGroup.task_requests``)."""
     return [[t.name, *t.resources.as_tuple(), sorted(t.nodes_excluded)] for t in request.tasks]
 
 
-def group_request_from_row(name: str, constraint_tree: dict[str, Any], task_requests: list[list[Any]]) -> GroupRequest:
+def gang_request_from_row(name: str, constraint_tree: dict[str, Any], task_requests: list[list[Any]]) -> GangRequest:
     """Rebuild a gang's request from its group row alone (constraint tree + stored task requests)."""
-    return GroupRequest(
+    return GangRequest(
         name=name,
         tree=tree_from_json(constraint_tree),
         tasks=tuple(

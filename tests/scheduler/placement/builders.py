@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
 from topology.tree import ConstraintTree, NodePath, TreeNode
 
 
@@ -73,21 +73,21 @@ def cluster(
 
 def gang(
     t: ConstraintTree, gpu: int | dict[str, int] = 1, excluded: dict[str, frozenset[str]] | None = None
-) -> GroupRequest:
+) -> GangRequest:
     """Every task of ``t`` with ``gpu`` GPUs (or a per-task dict)."""
     excluded = excluded or {}
     reqs = []
     for name in t.all_tasks():
         g = gpu[name] if isinstance(gpu, dict) else gpu
         reqs.append(TaskRequest(name, Resources(gpu=g), excluded.get(name, frozenset())))
-    return GroupRequest(name=t.group, tree=t, tasks=tuple(reqs))
+    return GangRequest(name=t.group, tree=t, tasks=tuple(reqs))
 
 
 def names(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(1, n + 1)]
 
 
-def consume(snapshot: ClusterSnapshot, group: GroupRequest, assignments: Iterable[tuple[str, str]]) -> ClusterSnapshot:
+def consume(snapshot: ClusterSnapshot, group: GangRequest, assignments: Iterable[tuple[str, str]]) -> ClusterSnapshot:
     """The snapshot after the placed tasks started (their requests subtracted from free)."""
     reqs = {t.name: t.resources.as_tuple() for t in group.tasks}
     used: dict[str, list[int]] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.placement import GroupRequest, Placement, Policy, Resources, TaskRequest, Unplaceable, solve
+from scheduler.placement import GangRequest, Placement, Policy, Resources, TaskRequest, Unplaceable, solve
 from tests.scheduler.placement.builders import clique, cluster, consume, gang, names, rack, tree, zone
 
 
@@ -176,7 +176,7 @@ def test_multi_resource_requests_respect_cpu_and_memory() -> None:
         [("r1", Resources(8, 64000, 16 * gib, 0)), ("r1", Resources(4, 64000, 512 * gib, 0))],
     )
     t = tree(rack("default", tasks=["a"]))
-    group = GroupRequest("g", t, (TaskRequest("a", Resources(gpu=4, cpu=8000, memory=64 * gib)),))
+    group = GangRequest("g", t, (TaskRequest("a", Resources(gpu=4, cpu=8000, memory=64 * gib)),))
     # when
     result = solve(snapshot, group)
     # then
@@ -252,7 +252,7 @@ def test_equal_inputs_give_equal_outputs() -> None:
 def test_single_task_node_and_empty_gang() -> None:
     snapshot = cluster(("rack",), [("r1", 1)])
     assert solve(snapshot, gang(tree(rack("solo", tasks=["a"])))).assignments == (("a", "n0"),)  # type: ignore[union-attr]
-    empty = solve(snapshot, GroupRequest("g", tree(), ()))
+    empty = solve(snapshot, GangRequest("g", tree(), ()))
     assert isinstance(empty, Placement) and empty.assignments == ()
 
 

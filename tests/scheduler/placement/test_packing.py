@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from bench.instances import check, planted_instance
-from scheduler.placement import ClusterSnapshot, GroupRequest, Placement, Policy, Unplaceable, solve
+from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.placement.exact import Machine, pack_exact
 from tests.scheduler.placement.builders import clique, cluster, gang, names, tree, zone
 
@@ -18,7 +18,7 @@ def _trays_pool(bad: int = 60) -> ClusterSnapshot:
     return cluster(("gpu-clique",), rows)
 
 
-def _mixed_groups(count: int, *, in_zone: bool = False) -> GroupRequest:
+def _mixed_groups(count: int, *, in_zone: bool = False) -> GangRequest:
     """``count`` clique groups of 2 x 3-GPU + 4 x 2-GPU tasks (14 GPUs, as much as a 4/4/4/2 clique has)."""
     gpu: dict[str, int] = {}
     groups = []

@@ -11,7 +11,7 @@ The document's tasks ask for 8 GPUs; a GB200 tray has 4, so each shard here asks
 from __future__ import annotations
 
 from bench.pools import NVL72_KEYS, nvl72_pool, tray_free
-from scheduler.placement import ClusterSnapshot, GroupRequest, NodeState, Placement, Resources, TaskRequest, solve
+from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Resources, TaskRequest, solve
 from tests.scheduler.placement.builders import Spec, clique, names, node, rack, spine, tree, zone
 
 TRAY = Resources(gpu=4)
@@ -21,9 +21,9 @@ def demo_pool(seed: int = 3) -> ClusterSnapshot:
     return nvl72_pool(2, 2, 3, occupancy=0.6, seed=seed)
 
 
-def request(*children: Spec) -> GroupRequest:
+def request(*children: Spec) -> GangRequest:
     t = tree(*children)
-    return GroupRequest("group1", t, tuple(TaskRequest(n, TRAY) for n in t.all_tasks()))
+    return GangRequest("group1", t, tuple(TaskRequest(n, TRAY) for n in t.all_tasks()))
 
 
 def racks_of(snapshot: ClusterSnapshot, placement: Placement, tasks: list[str]) -> set[tuple]:

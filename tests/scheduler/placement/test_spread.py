@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bench.spread import fewest
 from scheduler.placement import Placement, solve
-from scheduler.placement.types import ClusterSnapshot, GroupRequest, NodeState, Resources, TaskRequest
+from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
 from tests.scheduler.placement.builders import cluster, gang, names, node, rack, tree, zone
 from topology.tree import ConstraintTree
 
@@ -27,7 +27,7 @@ def _with_hostname(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     return ClusterSnapshot(snapshot.pool, (*snapshot.keys, "hostname"), nodes)
 
 
-def _shape(snapshot: ClusterSnapshot, group: GroupRequest, result: Placement) -> list[tuple[object, ...]]:
+def _shape(snapshot: ClusterSnapshot, group: GangRequest, result: Placement) -> list[tuple[object, ...]]:
     """Name-free placement: per used machine, its free capacity and the requests put on it."""
     free = {n.name: n.free.as_tuple() for n in snapshot.nodes}
     reqs = {t.name: t.resources.as_tuple() for t in group.tasks}
@@ -76,7 +76,7 @@ def test_a_relaxed_preferred_rack_goes_to_the_zone_needing_the_fewest_racks() ->
         ],
     )
     tasks = names("t", 3)
-    group = GroupRequest(
+    group = GangRequest(
         "g",
         tree(zone("wf", rack("r", tasks=tasks, required=False))),
         tuple(TaskRequest(t, Resources(gpu=1, cpu=2000, memory=1)) for t in tasks),
@@ -102,7 +102,7 @@ def test_unconstrained_gangs_pack_the_same_with_and_without_a_hostname_key(seed:
     )
     shapes = [Resources(gpu=rng.choice((0, 1, 2)), cpu=rng.choice((500, 1000, 2000)), memory=1) for _ in range(3)]
     tasks = names("t", rng.randint(1, 6))
-    group = GroupRequest("g", tree(tasks=tasks), tuple(TaskRequest(t, rng.choice(shapes)) for t in tasks))
+    group = GangRequest("g", tree(tasks=tasks), tuple(TaskRequest(t, rng.choice(shapes)) for t in tasks))
     hosts = _with_hostname(plain) if hostname else plain
     # when
     one, two = solve(plain, group), solve(hosts, group)
@@ -112,7 +112,7 @@ def test_unconstrained_gangs_pack_the_same_with_and_without_a_hostname_key(seed:
         assert _shape(plain, group, one) == _shape(hosts, group, two)
 
 
-def _spread_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]:
+def _spread_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest]:
     """zone > rack (> hostname): 2-6 machines; one preferred rack node (maybe under a required zone) of
     tasks of one shape."""
     rows = []
@@ -126,7 +126,7 @@ def _spread_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest]
     shape = Resources(gpu=rng.choice((1, 1, 2)), cpu=rng.choice((1000, 2000)), memory=1)
     node = rack("r", tasks=tasks, required=False)
     t: ConstraintTree = tree(zone("wf", node)) if rng.random() < 0.5 else tree(node)
-    return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in tasks))
+    return snapshot, GangRequest("g", t, tuple(TaskRequest(x, shape) for x in tasks))
 
 
 @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -148,7 +148,7 @@ def test_a_relaxed_preferred_node_uses_the_fewest_domains_at_its_level(seed: int
     assert (len(racks), len(zones)) == fewest(snapshot, group, one_zone)
 
 
-def _spread_with_child_instance(rng: random.Random) -> tuple[ClusterSnapshot, GroupRequest, int]:
+def _spread_with_child_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest, int]:
     """zone > rack > hostname: 2-6 machines; one preferred rack node (maybe under a required zone) with
     1-3 tasks of its own and a required hostname child of 1-2 tasks, all of one shape."""
     rows = []
@@ -160,7 +160,7 @@ def _spread_with_child_instance(rng: random.Random) -> tuple[ClusterSnapshot, Gr
     relaxed = rack("r", node("hostname", "h", tasks=kids), tasks=tasks, required=False)
     t: ConstraintTree = tree(zone("wf", relaxed)) if rng.random() < 0.5 else tree(relaxed)
     shape = Resources(gpu=1, cpu=1000, memory=1)
-    return snapshot, GroupRequest("g", t, tuple(TaskRequest(x, shape) for x in (*kids, *tasks))), len(kids)
+    return snapshot, GangRequest("g", t, tuple(TaskRequest(x, shape) for x in (*kids, *tasks))), len(kids)
 
 
 @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -31,7 +31,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from scheduler.placement import ClusterSnapshot, DomainIndex, GroupRequest, Placement, Policy, Unplaceable, solve
+from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, keys_changed_reason
@@ -47,7 +47,7 @@ from workflows.scheduling.cycle.values import (
 )
 from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
 from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
-from workflows.scheduling.requests import group_request_from_row
+from workflows.scheduling.requests import gang_request_from_row
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class WalkMemo:
     identical gangs, idle-pool fits, and the proofs it carries from the previous cycle and makes."""
 
     rows: dict[int, GangRow] = field(default_factory=dict)  # group id -> its row, once fetched
-    requests: dict[int, GroupRequest] = field(default_factory=dict)
+    requests: dict[int, GangRequest] = field(default_factory=dict)
     verdicts: dict[str, tuple[Reason, str]] = field(default_factory=dict)  # memo key -> (reason, status)
     idle_fits: dict[str, bool] = field(default_factory=dict)  # signature -> fits the idle pool
     # Signatures proven unschedulable at this capacity epoch (by an earlier walk: ``prior``, or this
@@ -143,14 +143,14 @@ class Walk:
         if wanted:
             rows.update(self.source.gang_rows(wanted))
 
-    def request(self, g: QueuedGang, upcoming: list[QueuedGang]) -> GroupRequest:
+    def request(self, g: QueuedGang, upcoming: list[QueuedGang]) -> GangRequest:
         request = self.memo.requests.get(g.pk)
         if request is None:
             if g.pk not in self.memo.rows:
                 self._fetch([g, *upcoming])
             row = self.memo.rows[g.pk]
             request = self.memo.requests[g.pk] = request_on_platforms(
-                group_request_from_row(g.name, row.constraint_tree, row.task_requests), self.source.platforms())
+                gang_request_from_row(g.name, row.constraint_tree, row.task_requests), self.source.platforms())
         return request
 
     # -- the incremental cycle's shortcuts (the baseline turns them off) --------------------------------
@@ -371,7 +371,7 @@ class Walk:
             self.memo.verdicts[key] = verdict
         return verdict
 
-    def _take(self, g: QueuedGang, request: GroupRequest, placement: Placement) -> None:
+    def _take(self, g: QueuedGang, request: GangRequest, placement: Placement) -> None:
         """Place the gang on the walk's index (and, protected work, on the view without LOW work)."""
         assignments = takes(request, placement)
         self.index.place(assignments)
@@ -379,7 +379,7 @@ class Walk:
             self.preemptions.protected_placed(assignments)
         self._placed(g, request, placement)
 
-    def _placed(self, g: QueuedGang, request: GroupRequest, placement: Placement) -> None:
+    def _placed(self, g: QueuedGang, request: GangRequest, placement: Placement) -> None:
         """A gang placed on the index (by :meth:`_take`, or by a preemption): counted against its
         team's quota and kept to be written."""
         if self.quotas:
@@ -387,7 +387,7 @@ class Walk:
         self.placed.append(Placed(g, placement))
         self.low_placed |= g.rank >= LOW_RANK
 
-    def _absent_place(self, g: QueuedGang, request: GroupRequest) -> bool:
+    def _absent_place(self, g: QueuedGang, request: GangRequest) -> bool:
         """A HIGH or NORMAL gang while LOW gangs run: solve it on the view without LOW work and take
         that placement when it is free on the real index too (docs/design.md §9: protected work packed
         as if LOW work were not there). A gang that does not fit that view cannot be helped by
@@ -406,7 +406,7 @@ class Walk:
             self.preemptions.hopeless_mark(self._memo_key(g))
         return False
 
-    def _absent_solve(self, request: GroupRequest) -> Placement | Unplaceable | None:
+    def _absent_solve(self, request: GangRequest) -> Placement | Unplaceable | None:
         """Solve on the view without LOW work (None: no LOW gang runs)."""
         assert self.preemptions is not None
         if self.preemptions.absent is None and self.hold.active:  # built on the whole pool, kept machines free
@@ -419,7 +419,7 @@ class Walk:
         self.solved += 1
         return solve(self._view(absent), request, self.policy)
 
-    def _absent_region(self, g: QueuedGang, request: GroupRequest) -> frozenset[str] | None:
+    def _absent_region(self, g: QueuedGang, request: GangRequest) -> frozenset[str] | None:
         """The machines of the gang's placement on the view without LOW work, where its victims are
         sought first: kept from :meth:`_absent_place`, or solved now for a gang that took an identical
         gang's verdict instead of being solved."""
