@@ -58,6 +58,7 @@ def test_every_pod_field_alone_makes_the_spec_parsed():
         "hostNetwork": "hostNetwork: true",
         "volumeMounts": "volumeMounts: [/data:/data]",
         "credentials": "credentials: {hf: {HF_TOKEN: token}}",
+        "outputs": "outputs: [{url: 's3://bucket/out/'}]",
     }
     for name, field in fields.items():
         text = PLAIN.replace("{name: b,", "{name: b, " + field + ",")

@@ -217,3 +217,28 @@ def test_a_platform_changed_in_the_admin_applies_to_the_next_submission(staff_us
     assert answer.status_code == 400
     assert answer.json()["details"]["errors"][0]["message"] == (
         "unknown platform 'gpu-x'; pool 'alpha' has platforms: gpu-y")
+
+
+def test_a_tasks_outputs_list_the_urls_its_spec_uploads_to(user_client, pools):
+    # given a task uploading its output to a URL of its own, and one without outputs
+    spec = """workflow:
+  name: uploads
+  tasks:
+  - name: save
+    image: busybox
+    command: [sh, -c, 'echo weights > {{output}}/model.pth']
+    outputs:
+    - url: s3://bucket/models/
+  - name: plain
+    image: busybox
+    command: ["true"]
+"""
+    # when it is submitted and read back
+    created = user_client.post("/api/workflows/", {"pool": "alpha", "spec": spec}, format="json")
+    assert created.status_code == 201, created.json()
+    read = user_client.get(f"/api/workflows/{created.json()['id']}/").json()
+    # then each task lists the URLs its spec names (no artifact store on the simulated backend)
+    outputs = {task["name"]: task["outputs"] for group in read["groups"] for task in group["tasks"]}
+    assert outputs == {"save": ["s3://bucket/models/"], "plain": []}
+    assert [t["outputs"] for g in created.json()["groups"] for t in g["tasks"]] == \
+        [t["outputs"] for g in read["groups"] for t in g["tasks"]]

@@ -10,6 +10,7 @@ from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.scheduling.podspec import workflow_pods
 from workflows.scheduling.runtime import artifact_store, runtime_backend
 from workflows.selectors import task_domains
 from workflows.waiting import workflow_waiting
@@ -88,7 +89,8 @@ class TaskOutputSerializer(OutputModelSerializer):
     requests = serializers.SerializerMethodField()
     outputs = serializers.SerializerMethodField(
         help_text="Where the task's {{output}} goes: its artifact URL in the pool's artifact store (for "
-                  "downstream `task` inputs; docs/runtime.md). Empty on a backend without the task runtime.")
+                  "downstream `task` inputs; docs/runtime.md; none on a backend without the task runtime), then "
+                  "the URLs of the spec's `outputs` as written.")
 
     class Meta:
         model = Task
@@ -97,7 +99,9 @@ class TaskOutputSerializer(OutputModelSerializer):
 
     def get_outputs(self, task: Task) -> list[str]:
         store = self.context.get("outputs_store", "")
-        return [f"{store}/{task.name}"] if store else []
+        pods = self.context.get("pods")
+        written = list(pods.tasks[task.name].outputs) if pods is not None and task.name in pods.tasks else []
+        return ([f"{store}/{task.name}"] if store else []) + written
 
     def get_node(self, task: Task) -> str | None:
         if task.node is not None:
@@ -219,7 +223,7 @@ class WorkflowOutputSerializer(OutputModelSerializer):
         outputs_store = (f"{artifact_store(workflow.pool.name)}/{workflow.global_id}"
                          if runtime_backend(workflow.pool.backend) else "")
         context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow, keys),
-                   "outputs_store": outputs_store}
+                   "outputs_store": outputs_store, "pods": workflow_pods(workflow.spec_text or "")}
         return list(TaskGroupOutputSerializer(workflow.groups_in_order, many=True, context=context).data)
 
 

@@ -49,6 +49,8 @@ class TaskPodFields:
     volume_mounts: tuple[tuple[str, str, bool], ...] = ()
     # ``credentials``: what the task takes from its submitter's credentials (names and uses, no values).
     credentials: tuple[CredentialRef, ...] = ()
+    # ``outputs``: the URLs the task's output directory is uploaded to, as written (tokens unresolved).
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +103,17 @@ def _task_fields(task: Mapping[str, Any], resources: Mapping[str, Any]) -> TaskP
                          host_network=task.get("hostNetwork") is True,
                          platform=str(platform) if platform is not None else None, inputs=inputs,
                          volume_mounts=_volume_mounts(task.get("volumeMounts")),
-                         credentials=_credentials(task.get("credentials")))
+                         credentials=_credentials(task.get("credentials")),
+                         outputs=tuple(str(item["url"]) for item in task.get("outputs") or ()
+                                       if isinstance(item, dict) and item.get("url")))
 
 
 # What a spec must spell for its tasks' pods to take anything from it: the keys :func:`_task_fields`
 # reads, or a token (a text without "{{" has none, and neither have the task rows made from it). A
 # YAML (or JSON) key is spelled out in the text unless a double-quoted scalar escapes one of its
 # characters, which takes a backslash.
-_POD_MARKERS = ("files", "privileged", "hostNetwork", "platform", "inputs", "volumeMounts", "credentials", "{{")
+_POD_MARKERS = ("files", "privileged", "hostNetwork", "platform", "inputs", "volumeMounts", "credentials", "outputs",
+                "{{")
 
 
 @functools.lru_cache(maxsize=32)
