@@ -105,10 +105,6 @@ def workflow_by_id(queryset: QuerySet[Workflow], workflow_id: str, *, viewer: Vi
     raise WorkflowAmbiguousError(workflow_id, owners)
 
 
-def workflow_transitions(workflow: Workflow) -> QuerySet[StatusTransition]:
-    return workflow.transitions.select_related("group", "task").order_by("at", "pk")
-
-
 def task_domains(task: Task, pool_keys: list[tuple[str, str]]) -> dict[str, str]:
     """The task's node's value for every pool key (key -> label value), empty before placement."""
     if task.node is None:

@@ -24,7 +24,7 @@ from scheduler.models import TopologyKey
 from scheduler.selectors import pool_keys
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.selectors import task_domains, workflow_list, workflow_transitions, workflow_waiting
+from workflows.selectors import task_domains, workflow_list, workflow_waiting
 
 COMPACT_SIBLING_LIMIT = 12  # untouched siblings drawn as small boxes up to this many, else counted
 HISTORY_LIMIT = 500
@@ -148,7 +148,7 @@ def workflow_detail_build(workflow: Workflow, *, user: Viewer) -> WorkflowDetail
     keys = pool_keys(workflow.pool)
     groups = workflow.groups_in_order
     rows = _group_rows(groups, [(key.key, key.label) for key in keys], workflow_waiting(workflow))
-    transitions = list(workflow_transitions(workflow)[:HISTORY_LIMIT])
+    transitions = workflow.history_in_order[:HISTORY_LIMIT]  # prefetched by the detail queryset
     return WorkflowDetail(
         workflow=workflow,
         keys=[key.key for key in keys],

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
-from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.inventory import foreign_usage, pod_requests
@@ -20,15 +16,11 @@ from scheduler.models import Node, Pool
 from scheduler.services import pool_follow_kubernetes
 from scheduler.services.reservations import pool_epochs
 from tests.factories import make_pool
+from tests.scheduler.fake_kube_api import FakeApiServer
 
 pytestmark = pytest.mark.django_db
 GiB = 1024**3
 NON_TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
-EXPIRED = {
-    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Expired", "code": 410,
-    "message": "The provided continue parameter is too old to display a consistent list result. You can start a "
-    "new list without the continue parameter.",
-}
 
 
 def node(name: str, *, ready: str | None = "True", gpu: str = "4", taints: list | None = None,
@@ -81,62 +73,6 @@ def listing(kind: str, items: list, token: str | None = None) -> dict:
         metadata.update({"continue": token, "remainingItemCount": 1})
     return {"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": items}
 
-
-class FakeApiServer:
-    """Serves ``pages[path][continue token]``; ``expired`` tokens answer 410 Gone (once each unless
-    ``always_expired``); records every request's path and query."""
-
-    def __init__(self, pages: dict[str, dict[str | None, dict]], *, expired: set[str] = frozenset(),
-                 always_expired: bool = False) -> None:
-        self.pages, self.expired, self.always_expired = pages, set(expired), always_expired
-        self.requests: list[tuple[str, dict]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                url = urlparse(self.path)
-                query = parse_qs(url.query)
-                server.requests.append((url.path, query))
-                token = query.get("continue", [None])[0]
-                if token in server.expired:
-                    if not server.always_expired:
-                        server.expired.discard(token)
-                    self._send(410, EXPIRED)
-                    return
-                page = server.pages.get(url.path, {}).get(token)
-                if page is None:
-                    self._send(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
-                    return
-                self._send(200, page)
-
-            def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeApiServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-    def core(self) -> k8s_client.CoreV1Api:
-        configuration = k8s_client.Configuration()
-        configuration.host = self.url
-        return k8s_client.CoreV1Api(k8s_client.ApiClient(configuration))
 
 
 def cluster(nodes: list[dict], pods: list[dict]) -> dict[str, dict[str | None, dict]]:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -15,6 +12,7 @@ from django.core.management import CommandError, call_command
 from scheduler.models import Node, Pool
 from scheduler.services import inventory_import, inventory_parse
 from tests.scheduler.conftest import FIXTURES
+from tests.scheduler.fake_kube_api import FakeApiServer
 
 pytestmark = pytest.mark.django_db
 PAGES = {
@@ -26,54 +24,11 @@ PAGES = {
 KI = 1024
 
 
-class FakeApiServer:
-    """Serves the recorded node list pages; records every request (path, query, auth header)."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                url = urlparse(self.path)
-                query = parse_qs(url.query)
-                server.requests.append(
-                    {"path": url.path, "query": query, "authorization": self.headers.get("Authorization")}
-                )
-                token = query.get("continue", [None])[0]
-                if url.path != "/api/v1/nodes" or token not in PAGES:
-                    self._send(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
-                    return
-                self._send(200, PAGES[token])
-
-            def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeApiServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
 
 
 @pytest.fixture
 def api_server():
-    with FakeApiServer() as server:
+    with FakeApiServer({"/api/v1/nodes": PAGES}) as server:
         yield server
 
 
@@ -139,13 +94,13 @@ def test_sync_pages_through_the_node_list_and_maps_nodes(k8s_pool, kubeconfig, a
     )
 
     # then: two requests, the second with the continue token, both with the pool's selector
-    assert [(r["path"], r["query"].get("labelSelector"), r["query"].get("limit")) for r in api_server.requests] == [
+    assert [(path, query.get("labelSelector"), query.get("limit")) for path, query in api_server.requests] == [
         ("/api/v1/nodes", ["nvidia.com/gpu.present=true"], ["2"]),
         ("/api/v1/nodes", ["nvidia.com/gpu.present=true"], ["2"]),
     ]
-    assert "continue" not in api_server.requests[0]["query"]
-    assert api_server.requests[1]["query"]["continue"] == [next(t for t in PAGES if t)]
-    assert {r["authorization"] for r in api_server.requests} == {"Bearer sync-token"}
+    assert "continue" not in api_server.requests[0][1]
+    assert api_server.requests[1][1]["continue"] == [next(t for t in PAGES if t)]
+    assert set(api_server.authorizations) == {"Bearer sync-token"}
     assert "listed 5 node(s) in 2 request(s)" in out.getvalue()
     assert "nodes 4 created, 1 updated, 0 unchanged; 2 marked unschedulable" in out.getvalue()
 
@@ -206,7 +161,7 @@ def test_dry_run_and_explicit_selector(k8s_pool, kubeconfig, api_server):
         stdout=out,
     )
 
-    assert api_server.requests[0]["query"]["labelSelector"] == ["pool=gb200"]
+    assert api_server.requests[0][1]["labelSelector"] == ["pool=gb200"]
     assert out.getvalue().splitlines()[-1].startswith("[dry run] pool gb200")
     assert sorted(_nodes(k8s_pool)) == ["gone-busy", "gone-idle", "gpu-a1"]
     assert _nodes(k8s_pool)["gpu-a1"].gpu == 8
