@@ -1,0 +1,143 @@
+"""Reservations by expected end, the pure part (docs/design.md §6): the hold on the placement that can
+start soonest, its binary search against a linear scan, and EASY backfill's rule."""
+
+from __future__ import annotations
+
+import random
+
+from scheduler.placement import Placement, Resources, solve
+from scheduler.reservation import RunningGang, expected_end, may_backfill, released, soonest_hold
+from tests.scheduler.placement.builders import cluster, gang, names, rack, tree
+
+NOW = 1_000_000.0
+
+
+def _two_racks_full():
+    """Two racks of two 4-GPU machines, every GPU taken: n0, n1 in r1, n2, n3 in r2."""
+    return cluster(("rack",), [("r1", 0), ("r1", 0), ("r2", 0), ("r2", 0)])
+
+
+def _on(key: str, machines: list[str], ends: float, *, bounded: bool = True) -> RunningGang:
+    return RunningGang(key, tuple((m, Resources(gpu=4)) for m in machines), ends, bounded)
+
+
+def _two_machines_of_a_rack():
+    return gang(tree(rack("r", tasks=names("t", 2))), gpu=4)
+
+
+def test_the_hold_is_on_the_rack_whose_gangs_end_first():
+    # given rack r1 held by a gang ending in two hours and rack r2 by one ending in one hour
+    running = [_on("late", ["n0", "n1"], NOW + 7200), _on("early", ["n2", "n3"], NOW + 3600)]
+    # when a gang of two whole machines in one rack asks where it starts soonest
+    hold = soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), running)
+    # then it holds r2, free when the early gang ends, and waits for that gang only
+    assert hold is not None
+    assert hold.machines == frozenset({"n2", "n3"})
+    assert hold.free_by == NOW + 3600
+    assert hold.waits_for == ("early",)
+    assert hold.bounded is True
+
+
+def test_an_estimated_end_counts_like_a_timeout_but_is_no_bound():
+    # given r1's gang with a timeout ending in three hours and r2's without one, started an hour ago
+    # (expected to run as long again: it ends in an hour)
+    r1_end, r1_bounded = expected_end(NOW - 600, NOW, 3 * 3600 + 600)
+    r2_end, r2_bounded = expected_end(NOW - 3600, NOW, None)
+    running = [_on("timed", ["n0", "n1"], r1_end, bounded=r1_bounded),
+               _on("untimed", ["n2", "n3"], r2_end, bounded=r2_bounded)]
+    # when
+    hold = soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), running)
+    # then the estimate is sooner: r2 is held, and the time is no bound
+    assert (r1_end, r1_bounded, r2_end, r2_bounded) == (NOW + 3 * 3600, True, NOW + 3600, False)
+    assert hold is not None
+    assert hold.machines == frozenset({"n2", "n3"})
+    assert hold.free_by == NOW + 3600
+    assert hold.bounded is False
+
+
+def test_a_timeout_sooner_than_an_estimate_wins():
+    # given r1's gang has run ten minutes of a twenty-minute timeout, r2's has run an hour, no timeout
+    r1_end, _ = expected_end(NOW - 600, NOW, 1200)
+    r2_end, _ = expected_end(NOW - 3600, NOW, None)
+    running = [_on("timed", ["n0", "n1"], r1_end), _on("untimed", ["n2", "n3"], r2_end, bounded=False)]
+    # when
+    hold = soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), running)
+    # then r1 is held, free in ten minutes at the latest
+    assert hold is not None
+    assert (hold.machines, hold.free_by, hold.bounded) == (frozenset({"n0", "n1"}), NOW + 600, True)
+
+
+def test_the_hold_waits_for_both_gangs_of_a_rack_when_each_holds_one_machine():
+    # given r1 held by two gangs ending in 1 h and 4 h, r2 by two gangs ending in 2 h and 3 h
+    running = [_on("a", ["n0"], NOW + 3600), _on("b", ["n1"], NOW + 4 * 3600),
+               _on("c", ["n2"], NOW + 2 * 3600), _on("d", ["n3"], NOW + 3 * 3600)]
+    # when
+    hold = soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), running)
+    # then r2 (whole in 3 h) beats r1 (whole in 4 h)
+    assert hold is not None
+    assert (hold.machines, hold.free_by, hold.waits_for) == (frozenset({"n2", "n3"}), NOW + 3 * 3600, ("c", "d"))
+
+
+def test_no_hold_for_a_gang_that_does_not_fit_even_when_everything_ended():
+    # given the two racks and a gang of three machines in one rack
+    running = [_on("a", ["n0", "n1"], NOW + 60), _on("b", ["n2", "n3"], NOW + 120)]
+    too_big = gang(tree(rack("r", tasks=names("t", 3))), gpu=4)
+    # when / then
+    assert soonest_hold(_two_racks_full(), too_big, running) is None
+    # and nothing running: no time to hold until
+    assert soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), []) is None
+
+
+def _linear(snapshot, request, running) -> float | None:
+    """The first expected end at which the gang fits, trying every one in order."""
+    for t in sorted({g.ends for g in running}):
+        if isinstance(solve(released(snapshot, [g for g in running if g.ends <= t]), request), Placement):
+            return t
+    return None
+
+
+def test_the_binary_search_finds_the_time_a_linear_scan_finds():
+    rng = random.Random(32)
+    checked = fits = 0
+    for _ in range(60):
+        # given three racks of three 4-GPU machines, each machine full or partly held by gangs with
+        # random ends (some sharing an end), and a gang of 2-4 machines' worth in one rack
+        rows, running = [], []
+        for r in range(3):
+            for m in range(3):
+                name = f"n{3 * r + m}"
+                held = rng.choice((0, 2, 4))
+                rows.append((f"r{r}", 4 - held))
+                if held:
+                    running.append(RunningGang(f"g{name}", ((name, Resources(gpu=held)),),
+                                               NOW + 60 * rng.randint(1, 6), True))
+        snapshot = cluster(("rack",), rows)
+        request = gang(tree(rack("r", tasks=names("t", rng.randint(2, 4)))), gpu=rng.choice((2, 4)))
+        # when
+        hold = soonest_hold(snapshot, request, running)
+        # then it finds the same time as the scan, with a placement that fits once those gangs ended
+        expected = _linear(snapshot, request, running)
+        checked += 1
+        if expected is None:
+            assert hold is None
+            continue
+        fits += 1
+        assert hold is not None and hold.free_by == expected
+        after = released(snapshot, [g for g in running if g.ends <= hold.free_by])
+        free = {n.name: n.free.gpu for n in after.nodes}
+        use: dict[str, int] = {}
+        for task, machine in hold.placement.assignments:
+            use[machine] = use.get(machine, 0) + next(t.resources.gpu for t in request.tasks if t.name == task)
+        assert all(free[m] >= g for m, g in use.items())
+    assert checked == 60 and fits > 20  # the instances exercise both outcomes
+
+
+def test_backfill_uses_the_kept_machines_only_when_it_ends_by_then():
+    free_by = NOW + 3600
+    # a gang whose timeout ends before the hold's time may use the machines, one ending exactly then too
+    assert may_backfill(NOW, 1800, free_by) is True
+    assert may_backfill(NOW, 3600, free_by) is True
+    # one ending after it may not, nor one without a timeout, nor any when the hold has no time
+    assert may_backfill(NOW, 3601, free_by) is False
+    assert may_backfill(NOW, None, free_by) is False
+    assert may_backfill(NOW, 60, None) is False
