@@ -1,5 +1,6 @@
 """Trace simulation: ``python -m bench.simulate [--jobs N] [--seed S | --seeds S,S] [--solvers ...]``; with
-``--teams``, the two-team trace with quotas, borrowing and preemption of :mod:`bench.simulate_teams`.
+``--teams``, the two-team trace with quotas, borrowing and preemption of :mod:`bench.simulate_teams`; with
+``--hold none,idle,expected-end``, this trace with the starvation guard's holds of :mod:`bench.simulate_hold`.
 
 A seeded stream of gangs arrives on an initially idle ~1,000-tray NVL72 pool (2 zones x 4 spines x 7
 racks x 18 trays x 4 GPUs = 1,008 trays). Job mix (sizes in tasks, one tray = 4 GPUs):
@@ -222,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.simulate_teams import main as teams_main
 
         return teams_main([a for a in argv if a != "--teams"])
+    if any(a == "--hold" or a.startswith("--hold=") for a in argv):  # the starvation guard's holds: bench.simulate_hold
+        from bench.simulate_hold import main as hold_main
+
+        return hold_main(argv)
     parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)

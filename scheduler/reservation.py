@@ -120,6 +120,23 @@ def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence
     return SoonestHold(found, free_by, tuple(g.key for g in waits_for), all(g.bounded for g in waits_for))
 
 
+def where(snapshot: ClusterSnapshot, machines: frozenset[str]) -> str:
+    """The machines as people name them: the smallest topology domain holding them all, with the one
+    above it ("rack r7 (gpu-clique r7-nvl), 18 machines"), or their count when no domain does."""
+    labels = [node.labels for node in snapshot.nodes if node.name in machines]
+    count = f"{len(labels)} machine{'' if len(labels) == 1 else 's'}"
+    common = 0
+    while labels and common < len(snapshot.keys) and labels[0][common] is not None and all(
+            row[:common + 1] == labels[0][:common + 1] for row in labels):
+        common += 1
+    if common == 0:
+        return count
+    inner = f"{snapshot.keys[common - 1]} {labels[0][common - 1]}"
+    if common == 1:
+        return f"{inner}, {count}"
+    return f"{snapshot.keys[common - 2]} {labels[0][common - 2]} ({inner}), {count}"
+
+
 def may_backfill(now: float, exec_timeout_s: float | None, free_by: float | None) -> bool:
     """EASY backfill's rule: a gang behind the starving one may use the machines kept for it only if
     it will have ended (``now`` plus its ``exec_timeout``) by ``free_by``; never without a timeout,

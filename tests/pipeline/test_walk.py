@@ -46,6 +46,9 @@ class InMemory:
     def running_low(self) -> list[RunningGang]:
         return []
 
+    def holders(self, now: float) -> list:
+        return []
+
 
 def _gang(pk: int, tasks: int, *, same_rack: bool, proof: int | None = None, **extra) -> tuple[QueuedGang, GangRow]:
     names = [f"t{i}" for i in range(tasks)]

@@ -14,6 +14,8 @@ from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet
 from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
+from scheduler.reservation import RunningGang as Holder
+from scheduler.reservation import expected_end
 from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
@@ -96,11 +98,12 @@ def queue_read(pool: Pool) -> list[QueuedGang]:
     rows = (_queued(pool.pk)
             .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
                       keys_version=F("workflow__pool_keys_version"), team_id=F("workflow__team_id"),
-                      workflow_label=F("workflow__workflow_id"))
+                      workflow_label=F("workflow__workflow_id"), exec_timeout_s=F("workflow__exec_timeout_s"))
             .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
             .values("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
                     "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
-                    "keys_version", "team_id", "preemptions", "workflow_label"))
+                    "keys_version", "team_id", "preemptions", "workflow_label",
+                    "exec_timeout_s"))
     return [
         QueuedGang(
             pk=row["pk"], workflow_id=row["workflow_id"], name=row["name"], rank=row["rank"],
@@ -109,6 +112,7 @@ def queue_read(pool: Pool) -> list[QueuedGang]:
             reason_code=row["reason_code"], reason_digest=row["reason_digest"], idle_fit=row["idle_fit"],
             idle_fit_epoch=row["idle_fit_epoch"], keys_version=row["keys_version"], team_id=row["team_id"],
             preemptions=row["preemptions"], workflow_label=row["workflow_label"],
+            exec_timeout_s=row["exec_timeout_s"],
         )
         for row in rows
     ]
@@ -173,6 +177,38 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     return running
 
 
+def holders_read(pool_id: int, now: float) -> list[Holder]:
+    """The pool's gangs that hold capacity (any priority, placed or running), each with what it holds
+    and when it is expected to end: its start (or placement, before it starts) plus its workflow's
+    ``exec_timeout``, else as long again as it has run (:func:`scheduler.reservation.expected_end`).
+    Two queries whatever the number of gangs (the active reservations; their tasks' gangs), read only
+    when a gang starves (docs/design.md §6)."""
+    held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True)
+                .values_list("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+    if not held:
+        return []
+    # Reservations name their task by id only (the scheduler app keeps no relation into workflows).
+    facts = {pk: (group_id, since_started, since_placed, limit) for pk, group_id, since_started, since_placed, limit
+             in Task.objects.filter(pk__in=[row[0] for row in held])
+             .values_list("pk", "group_id", "group__started_at", "group__placed_at", "workflow__exec_timeout_s")}
+    holdings: dict[int, list[tuple[str, Resources]]] = {}
+    since: dict[int, tuple[float, int | None]] = {}
+    for task_id, node, gpu, cpu, memory, storage in held:
+        fact = facts.get(task_id)
+        if fact is None or node is None:
+            continue
+        group_id, started_at, placed_at, limit = fact
+        holdings.setdefault(group_id, []).append((node, Resources(gpu, cpu, memory, storage)))
+        at = started_at or placed_at
+        since[group_id] = (at.timestamp() if at is not None else now, limit)
+    out = []
+    for group_id in sorted(holdings):
+        began, limit = since[group_id]
+        ends, bounded = expected_end(began, now, limit)
+        out.append(Holder(str(group_id), tuple(sorted(holdings[group_id], key=lambda h: h[0])), ends, bounded))
+    return out
+
+
 def platform_exclusions(pool_id: int) -> dict[str, PlatformNodes]:
     """The pool's platforms that select nodes, by name: one query, two when some platform selects."""
     selectors = {name: {str(k): str(v) for k, v in (selector or {}).items()}
@@ -220,3 +256,6 @@ class DatabaseSource:
 
     def running_low(self) -> list[RunningGang]:
         return running_low_read(self.pool.pk, self.pool.min_runtime)
+
+    def holders(self, now: float) -> list[Holder]:
+        return holders_read(self.pool.pk, now)

@@ -17,6 +17,17 @@ BEHIND_STARVING: dict[str, Any] = {
 }
 
 
+def behind_hold(where: str, free_by: float, has_timeout: bool) -> Reason:
+    """The reason of a gang kept off the machines held for the starving gang ahead of it (EASY backfill,
+    docs/design.md §6): only gangs whose exec_timeout ends by the time they are free may use them."""
+    at = datetime.fromtimestamp(free_by, tz=UTC)
+    why = "its exec_timeout ends later" if has_timeout else "it has no exec_timeout"
+    return Reason({
+        **BEHIND_STARVING, "holding": {"where": where, "free_by": at.isoformat()},
+        "message": (f"waiting: an older gang that does not fit yet goes first; {where} is kept for it (free by "
+                    f"{at:%H:%M} UTC), only gangs that end by then may use it, and {why}")})
+
+
 class Reason:
     """A verdict's reason (a few KB of JSON), shared by every gang given it in one walk: its digest and
     its "not even on the idle pool" variant are made once (``json.dumps`` of a reason is ~10 us, and
@@ -48,6 +59,16 @@ class Reason:
             **self.body, "preemptible_at": at.isoformat(),
             "message": (f"{self.body.get('message', '')}; {them} on {', '.join(where)} {verb} preemptible at "
                         f"{at:%H:%M} UTC (the pool's minimum runtime)")})
+
+    def holding(self, where: str, free_by: float, bounded: bool) -> Reason:
+        """The starving gang's verdict, saying which machines are kept for it and by when they are free
+        (the hold by expected end, docs/design.md §6): "at the latest" when every gang on them ends by
+        its exec_timeout, "expected" when some end is estimated."""
+        at = datetime.fromtimestamp(free_by, tz=UTC)
+        when = "at the latest" if bounded else "expected (a gang there has no exec_timeout: estimated)"
+        return Reason({
+            **self.body, "holding": {"where": where, "free_by": at.isoformat(), "bounded": bounded},
+            "message": f"{self.body.get('message', '')}; holding {where}, free by {at:%H:%M} UTC {when}"})
 
     def never_idle(self) -> Reason:
         """The verdict, saying the gang does not fit the idle pool either (one per shared verdict, so

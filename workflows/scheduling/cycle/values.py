@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from scheduler.placement import ClusterSnapshot, Placement
 from scheduler.preemption import Candidate
+from scheduler.reservation import RunningGang as Holder
 
 if TYPE_CHECKING:
     from workflows.scheduling.platform_nodes import PlatformNodes
@@ -38,6 +39,7 @@ class QueuedGang:
     team_id: int | None = None
     preemptions: int = 0
     workflow_label: str = ""  # the workflow's id as users see it
+    exec_timeout_s: int | None = None  # its workflow's exec_timeout (EASY backfill onto held machines)
 
 
 class GangRow(NamedTuple):
@@ -83,6 +85,12 @@ class GangSource(Protocol):
 
     def running_low(self) -> list[RunningGang]:
         """The pool's running LOW gangs none of whose tasks finished, in start order."""
+        ...
+
+    def holders(self, now: float) -> list[Holder]:
+        """The pool's placed gangs (any priority) with what they hold and when each is expected to end
+        (:func:`scheduler.reservation.expected_end` at ``now``, epoch seconds): the starvation guard's
+        hold by expected end (docs/design.md §6)."""
         ...
 
 

@@ -6,8 +6,10 @@ database of its own: what it reads on demand comes through a
 Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. Backfill: a later
 gang that fits may go ahead of one that does not. Starvation guard: once the first gang that does
 not fit has waited longer than the starvation threshold and would fit the idle pool, machines are
-kept for it (those of its placement on the idle pool): gangs of equal or lower priority behind it are
-placed only elsewhere, so capacity freed there accumulates until it fits.
+kept for it: those of the placement where it can start soonest, judged by when the gangs holding them
+must end (:mod:`scheduler.reservation`), else those of its placement on the idle pool. Gangs of equal
+or lower priority behind it are placed only elsewhere, so capacity freed there accumulates until it
+fits, but for those that will have ended by the time the kept machines are free (EASY backfill).
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -32,9 +34,10 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
+from scheduler.reservation import may_backfill, soonest_hold, where
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
-from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, keys_changed_reason
+from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
     Decision,
@@ -71,6 +74,7 @@ class WalkMemo:
     proofs: dict[str, int] = field(default_factory=dict)
     absent_there: dict[int, frozenset[str]] = field(default_factory=dict)  # pk -> machines without LOW work
     behind_starving: Reason = field(default_factory=lambda: Reason(dict(BEHIND_STARVING)))
+    behind_hold: dict[bool, Reason] = field(default_factory=dict)  # has an exec_timeout -> kept off the hold
 
 
 @dataclass(slots=True)
@@ -81,6 +85,11 @@ class Hold:
     machines: tuple[str, ...] | None = None  # None: no placement on the idle pool, hold every such gang
     blocked: list[tuple[str, Vec]] = field(default_factory=list)
     active: bool = False
+    # By expected end: when the kept machines are free (epoch seconds; None: held by the idle pool's
+    # placement, no time), whether that time is a bound, and the machines as people name them.
+    free_by: float | None = None
+    bounded: bool = False
+    where: str = ""
 
 
 class Walk:
@@ -236,7 +245,9 @@ class Walk:
         if held and self.hold.machines is None:  # no machines to keep for the starving gang: hold everything
             self._behind_starving(g)
             return
-        self._holding(held)
+        # EASY backfill: a gang that will have ended by the time the kept machines are free may use them
+        backfill = held and may_backfill(cycle.now.timestamp(), g.exec_timeout_s, self.hold.free_by)
+        self._holding(held and not backfill)
         if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
             over = self.quotas.over(g, self.request(g, upcoming))
             if over is not None:
@@ -253,7 +264,9 @@ class Walk:
             bool(g.signature) and bool(g.reason_digest)
             and self.memo.prior_proofs.get(g.signature) == cycle.capacity_epoch
         )
-        if self._proofs_stand() and proven and (idle_known or not check_idle):
+        # A starving gang is solved again even when proven: its reason names the machines held for it.
+        starves = check_idle and idle_known and bool(g.idle_fit)
+        if self._proofs_stand() and proven and (idle_known or not check_idle) and not starves:
             self.proven += 1
             self.unschedulable.append(g.pk)
             if check_idle and g.idle_fit:
@@ -270,12 +283,14 @@ class Walk:
         if waiting_runtime is not None:
             reason = reason.preemptible_at(*waiting_runtime)
         if held:  # it may fit once the starving gang is placed: solved again next cycle
-            self._behind_starving(g)
+            self._behind_starving(g, kept_off=not backfill)
             return
         if check_idle:
             if self._fits_idle(g, upcoming, idle_known):
                 self.starving_order = g.order
                 self._hold_for(g, upcoming)
+                if self.hold.free_by is not None:
+                    reason = reason.holding(self.hold.where, self.hold.free_by, self.hold.bounded)
             else:
                 reason = reason.never_idle()
         proof = cycle.capacity_epoch if status == "unschedulable" else None
@@ -299,13 +314,29 @@ class Walk:
     # -- the starvation guard's hold -----------------------------------------------------------------
 
     def _hold_for(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
-        """Keep machines for a starving gang: those of its placement on the idle pool. Gangs of its
-        priority and below behind it are then placed only elsewhere, so that the work on those
-        machines drains and nothing of its rank or below takes their place, while the rest of the pool
-        keeps being backfilled (docs/design.md §6). None (hold every such gang) if it has no such
-        placement."""
-        outcome = solve(self.idle_index(), self.request(g, upcoming), self.policy)
-        self.hold.machines = tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None
+        """Keep machines for a starving gang: those of the placement where it can start soonest as the
+        gangs holding the pool end (:func:`scheduler.reservation.soonest_hold`), else those of its
+        placement on the idle pool. Gangs of its priority and below behind it are then placed only
+        elsewhere, so that the work on those machines drains and nothing of its rank or below takes
+        their place (but gangs that end by the time they are free), while the rest of the pool keeps
+        being backfilled (docs/design.md §6). None (hold every such gang) if it has no such placement."""
+        request = self.request(g, upcoming)
+        hold = self.hold
+        if hold.active:  # the hold is sought on the whole pool
+            self._holding(False)
+        hold.free_by, hold.bounded, hold.where = None, False, ""
+        evicted = self.preemptions.evicted if self.preemptions is not None else {}
+        # Gangs evicted in this walk have given their machines back on the index already.
+        holders = [h for h in self.source.holders(self.cycle.now.timestamp()) if int(h.key) not in evicted]
+        if holders:
+            snapshot = self.index.snapshot(self.cycle.pool_name)
+            found = soonest_hold(snapshot, request, holders, self.policy)
+            if found is not None:
+                hold.machines = tuple(sorted(found.machines))
+                hold.free_by, hold.bounded, hold.where = found.free_by, found.bounded, where(snapshot, found.machines)
+                return
+        outcome = solve(self.idle_index(), request, self.policy)
+        hold.machines = tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None
 
     def _holding(self, held: bool) -> None:
         """Take the kept machines' free capacity off the index while a held gang is decided (its
@@ -331,9 +362,15 @@ class Walk:
         held = self.hold.active and self.hold.machines
         return f"{g.signature}|held" if g.signature and held else g.signature
 
-    def _behind_starving(self, g: QueuedGang) -> None:
-        if not self._behind_starving_said(g):
-            self._record(g, self.memo.behind_starving, None)
+    def _behind_starving(self, g: QueuedGang, *, kept_off: bool = True) -> None:
+        hold = self.hold
+        reason = self.memo.behind_starving
+        if kept_off and hold.free_by is not None and hold.machines:  # kept off the held machines: ends too late
+            timed = g.exec_timeout_s is not None
+            reason = self.memo.behind_hold.get(timed) or self.memo.behind_hold.setdefault(
+                timed, behind_hold(hold.where, hold.free_by, timed))
+        if not (self._behind_starving_said(g) and self._reason_unchanged(g, reason)):
+            self._record(g, reason, None)
         self.unschedulable.append(g.pk)
 
     # -- deciding one gang ----------------------------------------------------------------------------

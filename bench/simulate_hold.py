@@ -1,0 +1,230 @@
+"""The starvation guard's hold on the single-queue trace: ``python -m bench.simulate --hold
+none,idle,expected-end [--starvation S] [--jobs N] [--seeds S,S] [--load L]`` (or ``python -m
+bench.simulate_hold``).
+
+The trace and pool of :mod:`bench.simulate` (the 1,008-tray NVL72 pool, 600 gangs, seeds 7-10) and
+its queue discipline (FIFO; at each arrival or completion the first 64 queued jobs are offered to
+``solve`` in order; one that fits starts), plus the starvation guard of docs/design.md §6: the first
+job that does not fit after queueing ``--starvation`` time units (default 10, the service's 600 s if
+the unit is a minute; the same as ``bench.simulate --teams``) has machines kept for it, and the jobs
+behind it (one priority: all of them) are solved with those machines taken out. Holds:
+
+- ``none``: no guard (``bench.simulate``'s ``solve`` row: the same decisions);
+- ``idle``: today's guard: the machines of its placement on the idle pool, whatever runs there;
+- ``expected-end``: reservations by expected end (:mod:`scheduler.reservation`): the placement where
+  it can start soonest as the running jobs end by their timeouts, and EASY backfill: a job behind it
+  may use the kept machines when its own timeout ends by the time they are free.
+
+Timeouts are given the way users give one: an overestimate of the run, ``duration x uniform(1, 3)``
+(seeded from the trace's seed, so each seed's jobs get the same timeouts under every hold); a job
+runs its duration, never past its timeout.
+
+Reported per hold: GPU utilisation over [0, last arrival], mean wait of all jobs, mean and p95 wait
+of the big gangs (16 tasks or more; a task is one tray here), jobs never started (counted until the
+end), how many times the guard held and the solver's calls. Wait is in the trace's time unit (mean
+job 60). With ``idle`` and ``expected-end`` both run, a summary line per load gives the big gangs'
+p95 wait change and the utilisation difference, per seed and on average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import random
+import statistics
+import sys
+import time
+
+from bench.pools import nvl72_pool
+from bench.simulate import WINDOW, Job, trace
+from scheduler.placement import ClusterSnapshot, NodeState, Placement, Resources, solve
+from scheduler.placement.signature import gang_signature
+from scheduler.preemption import cordoned
+from scheduler.reservation import RunningGang, may_backfill, soonest_hold
+
+HOLDS = ("none", "idle", "expected-end")
+BIG = 16  # tasks (trays): the big gangs the hold is for
+
+
+def timeouts(jobs: list[Job], seed: int) -> list[float]:
+    """Each job's exec timeout: its duration times uniform(1, 3), seeded by the trace's seed."""
+    rng = random.Random(seed * 104_729 + 32)
+    return [job.duration * rng.uniform(1.0, 3.0) for job in jobs]
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.95 * (len(ordered) - 1))] if ordered else 0.0
+
+
+def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[float],
+             starvation: float = 10.0) -> dict:
+    nodes = list(base.nodes)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    total_gpus = sum(n.free.gpu for n in nodes)
+    signatures = [gang_signature(job.group) for job in jobs]
+    events: list[tuple[float, int, int]] = [(job.arrival, 1, j) for j, job in enumerate(jobs)]
+    heapq.heapify(events)
+    queue: list[int] = []
+    started: dict[int, float] = {}
+    running: dict[int, Placement] = {}
+    idle_hold: dict[str, frozenset[str]] = {}  # signature -> machines of its idle-pool placement
+    used_gpus = 0
+    busy = 0.0
+    last = 0.0
+    horizon = max(job.arrival for job in jobs)
+    calls = holds = backfilled = 0
+
+    def apply(job: Job, placement: Placement, sign: int) -> None:
+        reqs = {t.name: t.resources for t in job.group.tasks}
+        for task, machine in placement.assignments:
+            i = index[machine]
+            n, r = nodes[i], reqs[task]
+            f = n.free
+            nodes[i] = NodeState(n.name, n.labels, Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu,
+                                                             f.memory - sign * r.memory, f.storage - sign * r.storage),
+                                 n.schedulable)
+
+    def kept_for(q: int, snapshot: ClusterSnapshot) -> tuple[frozenset[str], float | None]:
+        """The machines kept for the starving job ``q`` and, by expected end, when they are free."""
+        group = jobs[q].group
+        if hold == "expected-end":
+            gangs = []
+            for j, placement in running.items():
+                reqs = {t.name: t.resources for t in jobs[j].group.tasks}
+                gangs.append(RunningGang(str(j), tuple((m, reqs[t]) for t, m in placement.assignments),
+                                         started[j] + limits[j], True))
+            found = soonest_hold(snapshot, group, gangs)
+            if found is not None:
+                return found.machines, found.free_by
+        machines = idle_hold.get(signatures[q])
+        if machines is None:
+            target = solve(base, group)
+            machines = idle_hold[signatures[q]] = target.nodes if isinstance(target, Placement) else frozenset(index)
+        return machines, None
+
+    while events:
+        now, kind, j = heapq.heappop(events)
+        end = min(now, horizon)
+        if end > last:
+            busy += used_gpus * (end - last)
+            last = end
+        if kind == 0:
+            apply(jobs[j], running.pop(j), -1)
+            used_gpus -= jobs[j].gpus
+        else:
+            queue.append(j)
+        snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
+        starving: int | None = None
+        kept: frozenset[str] = frozenset()
+        free_by: float | None = None
+        held_view: ClusterSnapshot | None = None
+        # Within one event capacity only shrinks: a shape found unschedulable on a view stays so on it
+        # (and on the held view once found on the whole pool), so it is not solved again.
+        failed: set[tuple[str, bool]] = set()
+        waiting: list[int] = []
+        for pos, q in enumerate(queue):
+            if pos >= WINDOW:
+                waiting.append(q)
+                continue
+            use_kept = starving is None or (hold == "expected-end" and may_backfill(now, limits[q], free_by))
+            if starving is not None and held_view is None:
+                held_view = cordoned(snapshot, kept)
+            view = snapshot if use_kept else held_view
+            assert view is not None
+            sig = signatures[q]
+            if (sig, use_kept) in failed or (sig, True) in failed:
+                result = None
+            else:
+                calls += 1
+                outcome = solve(view, jobs[q].group)
+                result = outcome if isinstance(outcome, Placement) else None
+                if result is None and outcome.status == "unschedulable":
+                    failed.add((sig, use_kept))
+            if result is not None:
+                apply(jobs[q], result, 1)
+                snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
+                held_view = None
+                used_gpus += jobs[q].gpus
+                started[q] = now
+                running[q] = result
+                backfilled += starving is not None and bool(result.nodes & kept)
+                heapq.heappush(events, (now + jobs[q].duration, 0, q))
+                continue
+            waiting.append(q)
+            if hold != "none" and starving is None and now - jobs[q].arrival > starvation:
+                starving = q
+                kept, free_by = kept_for(q, snapshot)
+                holds += 1
+        queue = waiting
+    end_time = last if not queue else horizon
+    waits = [started[j] - job.arrival if j in started else max(0.0, end_time - job.arrival)
+             for j, job in enumerate(jobs)]
+    big = [w for w, job in zip(waits, jobs, strict=True) if len(job.group.tasks) >= BIG]
+    return {
+        "scenario": "trace-1k-hold", "hold": hold, "starvation": starvation, "jobs": len(jobs),
+        "big_gangs": len(big), "started": len(started), "never_started": len(jobs) - len(started),
+        "gpu_utilisation": round(busy / (total_gpus * horizon), 4),
+        "mean_wait": round(statistics.fmean(waits), 2),
+        "big_mean_wait": round(statistics.fmean(big), 2) if big else None,
+        "big_p95_wait": round(_p95(big), 2),
+        "holds": holds, "backfilled_on_kept": backfilled, "solver_calls": calls, "total_gpus": total_gpus,
+    }
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per seed and on average: the big gangs' p95 wait with ``expected-end`` against ``idle`` (the
+    change in per cent, negative is lower) and the utilisation difference in points."""
+    by = {(r["seed"], r["hold"]): r for r in rows}
+    seeds = sorted(s for s in {r["seed"] for r in rows} if (s, "idle") in by and (s, "expected-end") in by)
+    out: dict = {"summary": "hold", "load": rows[0]["load"], "seeds": seeds}
+    if not seeds:
+        return out
+    idle = [by[s, "idle"] for s in seeds]
+    ours = [by[s, "expected-end"] for s in seeds]
+    for name, mine in (("idle", idle), ("expected-end", ours)):
+        out[name] = {key: round(statistics.fmean(r[key] for r in mine), 4 if key == "gpu_utilisation" else 2)
+                     for key in ("gpu_utilisation", "mean_wait", "big_p95_wait", "big_mean_wait")}
+    out["big_p95_change_pct"] = [round(100 * (b["big_p95_wait"] / a["big_p95_wait"] - 1), 1) if a["big_p95_wait"]
+                                 else None for a, b in zip(idle, ours, strict=True)]
+    mean_idle, mean_ours = out["idle"]["big_p95_wait"], out["expected-end"]["big_p95_wait"]
+    out["big_p95_change_pct_of_means"] = round(100 * (mean_ours / mean_idle - 1), 1) if mean_idle else None
+    out["utilisation_points"] = [round(100 * (b["gpu_utilisation"] - a["gpu_utilisation"]), 1)
+                                 for a, b in zip(idle, ours, strict=True)]
+    out["utilisation_points_mean"] = round(100 * (out["expected-end"]["gpu_utilisation"]
+                                                  - out["idle"]["gpu_utilisation"]), 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate --hold", description=__doc__.splitlines()[0])
+    parser.add_argument("--hold", default=",".join(HOLDS), help="comma-separated, of " + ", ".join(HOLDS))
+    parser.add_argument("--jobs", type=int, default=600)
+    parser.add_argument("--seeds", default="7,8,9,10")
+    parser.add_argument("--load", type=float, default=1.0)
+    parser.add_argument("--starvation", type=float, default=10.0,
+                        help="the starvation guard's wait in the trace's time unit (the service's 600 s)")
+    args = parser.parse_args(argv)
+    rows = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=seed)
+        total = sum(n.free.gpu for n in base.nodes)
+        jobs = trace(args.jobs, seed, total, args.load)
+        limits = timeouts(jobs, seed)
+        for hold in args.hold.split(","):
+            if hold not in HOLDS:
+                parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
+            print(f"simulate --hold: seed {seed}, {hold} ...", file=sys.stderr)
+            began = time.perf_counter()
+            row = simulate(hold, jobs, base, limits, args.starvation)
+            row.update({"load": args.load, "seed": seed, "seconds": round(time.perf_counter() - began, 1)})
+            rows.append(row)
+            print(json.dumps(row))
+            sys.stdout.flush()
+    print(json.dumps(summary(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
