@@ -11,7 +11,7 @@ behind it (one priority: all of them) are solved with those machines taken out. 
 
 - ``none``: no guard (``bench.simulate``'s ``solve`` row: the same decisions);
 - ``idle``: today's guard: the machines of its placement on the idle pool, whatever runs there;
-- ``expected-end``: reservations by expected end (:mod:`scheduler.reservation`): the placement where
+- ``expected-end``: reservations by expected end (:mod:`scheduler.hold`): the placement where
   it can start soonest as the running jobs end by their timeouts, and EASY backfill: a job behind it
   may use the kept machines when its own timeout ends by the time they are free.
 
@@ -38,10 +38,10 @@ import time
 
 from bench.pools import nvl72_pool
 from bench.simulate import WINDOW, Job, trace
+from scheduler.hold import Holder, may_backfill, soonest_hold
 from scheduler.placement import ClusterSnapshot, NodeState, Placement, Resources, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.preemption import cordoned
-from scheduler.reservation import RunningGang, may_backfill, soonest_hold
 
 HOLDS = ("none", "idle", "expected-end")
 BIG = 16  # tasks (trays): the big gangs the hold is for
@@ -93,7 +93,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
             gangs = []
             for j, placement in running.items():
                 reqs = {t.name: t.resources for t in jobs[j].group.tasks}
-                gangs.append(RunningGang(str(j), tuple((m, reqs[t]) for t, m in placement.assignments),
+                gangs.append(Holder(str(j), tuple((m, reqs[t]) for t, m in placement.assignments),
                                          started[j] + limits[j], True))
             found = soonest_hold(snapshot, group, gangs)
             if found is not None:

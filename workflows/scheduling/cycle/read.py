@@ -11,11 +11,10 @@ from typing import NamedTuple
 
 from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
 
+from scheduler.hold import Holder, expected_end
 from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
-from scheduler.reservation import RunningGang as Holder
-from scheduler.reservation import expected_end
 from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
@@ -180,7 +179,7 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
 def holders_read(pool_id: int, now: float) -> list[Holder]:
     """The pool's gangs that hold capacity (any priority, placed or running), each with what it holds
     and when it is expected to end: its start (or placement, before it starts) plus its workflow's
-    ``exec_timeout``, else as long again as it has run (:func:`scheduler.reservation.expected_end`).
+    ``exec_timeout``, else as long again as it has run (:func:`scheduler.hold.expected_end`).
     Two queries whatever the number of gangs (the active reservations; their tasks' gangs), read only
     when a gang starves (docs/design.md §6)."""
     held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True)

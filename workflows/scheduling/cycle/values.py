@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from scheduler.hold import Holder
 from scheduler.placement import ClusterSnapshot, Placement
 from scheduler.preemption import Candidate
-from scheduler.reservation import RunningGang as Holder
 
 if TYPE_CHECKING:
     from workflows.scheduling.platform_nodes import PlatformNodes
@@ -89,7 +89,7 @@ class GangSource(Protocol):
 
     def holders(self, now: float) -> list[Holder]:
         """The pool's placed gangs (any priority) with what they hold and when each is expected to end
-        (:func:`scheduler.reservation.expected_end` at ``now``, epoch seconds): the starvation guard's
+        (:func:`scheduler.hold.expected_end` at ``now``, epoch seconds): the starvation guard's
         hold by expected end (docs/design.md §6)."""
         ...
 

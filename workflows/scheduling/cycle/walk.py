@@ -7,7 +7,7 @@ Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. 
 gang that fits may go ahead of one that does not. Starvation guard: once the first gang that does
 not fit has waited longer than the starvation threshold and would fit the idle pool, machines are
 kept for it: those of the placement where it can start soonest, judged by when the gangs holding them
-must end (:mod:`scheduler.reservation`), else those of its placement on the idle pool. Gangs of equal
+must end (:mod:`scheduler.hold`), else those of its placement on the idle pool. Gangs of equal
 or lower priority behind it are placed only elsewhere, so capacity freed there accumulates until it
 fits, but for those that will have ended by the time the kept machines are free (EASY backfill).
 
@@ -33,8 +33,8 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from scheduler.hold import may_backfill, soonest_hold, where
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
-from scheduler.reservation import may_backfill, soonest_hold, where
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, keys_changed_reason
@@ -315,7 +315,7 @@ class Walk:
 
     def _hold_for(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
         """Keep machines for a starving gang: those of the placement where it can start soonest as the
-        gangs holding the pool end (:func:`scheduler.reservation.soonest_hold`), else those of its
+        gangs holding the pool end (:func:`scheduler.hold.soonest_hold`), else those of its
         placement on the idle pool. Gangs of its priority and below behind it are then placed only
         elsewhere, so that the work on those machines drains and nothing of its rank or below takes
         their place (but gangs that end by the time they are free), while the rest of the pool keeps

@@ -1,16 +1,17 @@
-"""Reservations by expected end (docs/design.md §6), pure: where a starving gang can start soonest,
-judged by when the gangs holding the machines must end, and EASY backfill's rule for the machines
-kept for it. No framework here; the placement cycle and ``bench.simulate --hold`` feed it values.
+"""The starvation guard's hold by expected end (docs/design.md §6), pure: where a starving gang can
+start soonest, judged by when the gangs holding the machines must end, and EASY backfill's rule for
+the machines kept for it. No framework here; the placement cycle and ``bench.simulate --hold`` feed
+it values.
 
-A running gang's *expected end* (:func:`expected_end`) is its start plus its ``exec_timeout`` when it
-has one (it is stopped then at the latest: the time is a bound); without one, it is estimated to run
-as long again as it has run so far (its start plus twice its age: the older a gang, the longer it is
-expected to go on; the estimate is no bound).
+A running gang's *expected end* (:func:`expected_end`) is its start (its placement, while it has
+not started) plus its ``exec_timeout`` when it has one (it is stopped then at the latest: the time
+is a bound); without one, it is estimated to run as long again as it has run so far (its start plus
+twice its age: the older a gang, the longer it is expected to go on; the estimate is no bound).
 
 The hold (:func:`soonest_hold`): for each candidate time ``T`` (the distinct expected ends, in order),
 the snapshot with every gang that ends by ``T`` released. Feasibility is monotone in ``T`` (releasing
 more gangs only adds room) and :func:`~scheduler.placement.solve` is complete, so a binary search
-over the sorted ends finds the first ``T`` at which the gang fits in ``log2(n) + 1`` solves; the
+over the sorted ends finds the first ``T`` at which the gang fits in about ``log2(n)`` solves; the
 placement found there is the one that can start soonest, and its machines are free by ``T``.
 
 Backfill (:func:`may_backfill`): a gang behind the starving one may use the kept machines only when
@@ -28,7 +29,7 @@ from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placeme
 
 
 @dataclass(frozen=True, slots=True)
-class RunningGang:
+class Holder:
     """A running gang as the hold sees it: what it holds (machine, resources) and when it ends."""
 
     key: str
@@ -61,7 +62,7 @@ def expected_end(started: float, now: float, exec_timeout_s: float | None) -> tu
     return started + 2 * max(0.0, now - started), False
 
 
-def released(snapshot: ClusterSnapshot, gangs: Sequence[RunningGang]) -> ClusterSnapshot:
+def released(snapshot: ClusterSnapshot, gangs: Sequence[Holder]) -> ClusterSnapshot:
     """``snapshot`` with what ``gangs`` hold given back (machines outside the snapshot ignored)."""
     extra: dict[str, list[int]] = {}
     for gang in gangs:
@@ -83,13 +84,13 @@ def released(snapshot: ClusterSnapshot, gangs: Sequence[RunningGang]) -> Cluster
     return ClusterSnapshot(snapshot.pool, snapshot.keys, tuple(nodes))
 
 
-def _placement_by(snapshot: ClusterSnapshot, gang: GangRequest, by_end: Sequence[RunningGang], count: int,
+def _placement_by(snapshot: ClusterSnapshot, gang: GangRequest, by_end: Sequence[Holder], count: int,
                   policy: Policy) -> Placement | None:
     outcome = solve(released(snapshot, by_end[:count]), gang, policy)
     return outcome if isinstance(outcome, Placement) else None
 
 
-def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence[RunningGang],
+def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence[Holder],
                  policy: Policy | None = None) -> SoonestHold | None:
     """The placement where ``gang`` can start soonest on ``snapshot`` (the pool now) as the
     ``running`` gangs end, and by when its machines are free (see the module docstring). None when it

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
+from scheduler.hold import Holder, expected_end, may_backfill, released, soonest_hold, where
 from scheduler.placement import Placement, Resources, solve
-from scheduler.reservation import RunningGang, expected_end, may_backfill, released, soonest_hold
 from tests.scheduler.placement.builders import cluster, gang, names, rack, tree
 
 NOW = 1_000_000.0
@@ -17,8 +17,8 @@ def _two_racks_full():
     return cluster(("rack",), [("r1", 0), ("r1", 0), ("r2", 0), ("r2", 0)])
 
 
-def _on(key: str, machines: list[str], ends: float, *, bounded: bool = True) -> RunningGang:
-    return RunningGang(key, tuple((m, Resources(gpu=4)) for m in machines), ends, bounded)
+def _on(key: str, machines: list[str], ends: float, *, bounded: bool = True) -> Holder:
+    return Holder(key, tuple((m, Resources(gpu=4)) for m in machines), ends, bounded)
 
 
 def _two_machines_of_a_rack():
@@ -109,7 +109,7 @@ def test_the_binary_search_finds_the_time_a_linear_scan_finds():
                 held = rng.choice((0, 2, 4))
                 rows.append((f"r{r}", 4 - held))
                 if held:
-                    running.append(RunningGang(f"g{name}", ((name, Resources(gpu=held)),),
+                    running.append(Holder(f"g{name}", ((name, Resources(gpu=held)),),
                                                NOW + 60 * rng.randint(1, 6), True))
         snapshot = cluster(("rack",), rows)
         request = gang(tree(rack("r", tasks=names("t", rng.randint(2, 4)))), gpu=rng.choice((2, 4)))
@@ -141,3 +141,14 @@ def test_backfill_uses_the_kept_machines_only_when_it_ends_by_then():
     assert may_backfill(NOW, 3601, free_by) is False
     assert may_backfill(NOW, None, free_by) is False
     assert may_backfill(NOW, 60, None) is False
+
+
+def test_the_held_machines_are_named_by_the_smallest_domain_holding_them():
+    # given two zones of two racks of two machines
+    snapshot = cluster(("zone", "rack"), [("z1", "r1", 4), ("z1", "r1", 4), ("z1", "r2", 4), ("z1", "r2", 4),
+                                          ("z2", "r3", 4), ("z2", "r3", 4), ("z2", "r4", 4), ("z2", "r4", 4)])
+    # when / then: one rack, with its zone; two racks of a zone; machines of both zones
+    assert where(snapshot, frozenset({"n0", "n1"})) == "zone z1 (rack r1), 2 machines"
+    assert where(snapshot, frozenset({"n6"})) == "zone z2 (rack r4), 1 machine"
+    assert where(snapshot, frozenset({"n1", "n2", "n3"})) == "zone z1, 3 machines"
+    assert where(snapshot, frozenset({"n3", "n4"})) == "2 machines"
