@@ -1,0 +1,51 @@
+"""The starvation guard's holds on bench.simulate's trace (docs/benchmarks.md, "Reservations by expected
+end"): no guard decides as bench.simulate does, timeouts are seeded overestimates, the guards hold."""
+
+from __future__ import annotations
+
+from bench.pools import nvl72_pool
+from bench.simulate import simulate as simulate_plain
+from bench.simulate import trace
+from bench.simulate_hold import simulate, timeouts
+
+
+def _small():
+    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=7)
+    return base, trace(220, 7, sum(n.free.gpu for n in base.nodes), 1.5)
+
+
+def test_timeouts_overestimate_each_run_by_up_to_three_times_and_are_seeded():
+    # given the trace of seed 7
+    _base, jobs = _small()
+    # when
+    limits = timeouts(jobs, 7)
+    # then each is between the run and three times it, the same again for the seed, others for another
+    assert all(job.duration <= limit <= 3 * job.duration for job, limit in zip(jobs, limits, strict=True))
+    assert timeouts(jobs, 7) == limits
+    assert timeouts(jobs, 8) != limits
+
+
+def test_without_a_guard_the_trace_runs_as_bench_simulate_runs_it():
+    # given
+    base, jobs = _small()
+    # when
+    plain = simulate_plain("solve", jobs, base)
+    mine = simulate("none", jobs, base, timeouts(jobs, 7))
+    # then the same jobs start at the same times: equal utilisation and wait
+    assert (mine["gpu_utilisation"], mine["mean_wait"], mine["started"]) == (
+        plain["gpu_utilisation"], plain["mean_wait"], plain["started"])
+    assert mine["holds"] == 0
+
+
+def test_both_guards_hold_and_only_the_expected_end_one_lets_gangs_backfill_its_machines():
+    # given a trace at load 1.5, where big gangs starve
+    base, jobs = _small()
+    limits = timeouts(jobs, 7)
+    # when
+    idle = simulate("idle", jobs, base, limits)
+    ours = simulate("expected-end", jobs, base, limits)
+    # then both held machines for starving gangs, and only by expected end did gangs use them meanwhile
+    assert idle["holds"] > 0 and ours["holds"] > 0
+    assert idle["backfilled_on_kept"] == 0
+    assert ours["backfilled_on_kept"] > 0
+    assert idle["started"] == ours["started"] == len(jobs)
