@@ -16,8 +16,8 @@ behind it (one priority: all of them) are solved with those machines taken out. 
   may use the kept machines when its own timeout ends by the time they are free.
 
 Timeouts are given the way users give one: an overestimate of the run, ``duration x uniform(1, 3)``
-(seeded from the trace's seed, so each seed's jobs get the same timeouts under every hold); a job
-runs its duration, never past its timeout.
+(seeded from the trace's seed, so each seed's jobs get the same timeouts under every hold;
+``--timeout-factor LO,HI`` changes the range); a job runs its duration, never past its timeout.
 
 Reported per hold: GPU utilisation over [0, last arrival], mean wait of all jobs, mean and p95 wait
 of the big gangs (16 tasks or more; a task is one tray here), jobs never started (counted until the
@@ -47,10 +47,11 @@ HOLDS = ("none", "idle", "expected-end")
 BIG = 16  # tasks (trays): the big gangs the hold is for
 
 
-def timeouts(jobs: list[Job], seed: int) -> list[float]:
-    """Each job's exec timeout: its duration times uniform(1, 3), seeded by the trace's seed."""
+def timeouts(jobs: list[Job], seed: int, factor: tuple[float, float] = (1.0, 3.0)) -> list[float]:
+    """Each job's exec timeout: its duration times uniform(``factor``), by default (1, 3), seeded by
+    the trace's seed."""
     rng = random.Random(seed * 104_729 + 32)
-    return [job.duration * rng.uniform(1.0, 3.0) for job in jobs]
+    return [job.duration * rng.uniform(*factor) for job in jobs]
 
 
 def _p95(values: list[float]) -> float:
@@ -205,20 +206,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--starvation", type=float, default=10.0,
                         help="the starvation guard's wait in the trace's time unit (the service's 600 s)")
+    parser.add_argument("--timeout-factor", default="1,3",
+                        help="LO,HI: each job's exec timeout is its duration times uniform(LO, HI) (default 1,3; "
+                        "1,1: timeouts equal to the runs, how much tighter timeouts would help)")
     args = parser.parse_args(argv)
+    lo, hi = (float(x) for x in args.timeout_factor.split(","))
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=seed)
         total = sum(n.free.gpu for n in base.nodes)
         jobs = trace(args.jobs, seed, total, args.load)
-        limits = timeouts(jobs, seed)
+        limits = timeouts(jobs, seed, (lo, hi))
         for hold in args.hold.split(","):
             if hold not in HOLDS:
                 parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
             print(f"simulate --hold: seed {seed}, {hold} ...", file=sys.stderr)
             began = time.perf_counter()
             row = simulate(hold, jobs, base, limits, args.starvation)
-            row.update({"load": args.load, "seed": seed, "seconds": round(time.perf_counter() - began, 1)})
+            row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi],
+                        "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))
             sys.stdout.flush()
