@@ -59,6 +59,16 @@ def test_the_starving_gang_holds_the_rack_that_frees_first_and_says_until_when(u
                                                      "bounded": True}
     assert group.unschedulable_reason["message"].endswith(
         f"; holding {where}, free by {free_by.astimezone(UTC):%H:%M} UTC at the latest")
+    # and when the short gang turns out to have been placed ten minutes earlier, a later cycle (the
+    # queue changed, the capacity did not: the big gang stays proven) says the earlier time
+    TaskGroup.objects.filter(pk=short.pk).update(placed_at=short.placed_at - timedelta(minutes=10))
+    later = submit(user, racks, "later", 1, key=None)  # a new gang behind it, without a timeout
+    placement_cycle_run(pool_id=racks.pk)
+    again = TaskGroup.objects.get(workflow=big)
+    sooner = (free_by - timedelta(minutes=10)).astimezone(UTC)
+    assert again.proof_epoch is not None and again.proof_epoch == group.proof_epoch
+    assert again.unschedulable_reason["holding"]["free_by"] == sooner.isoformat()
+    assert TaskGroup.objects.get(workflow=later).status == "SCHEDULING"
 
 
 def test_only_gangs_that_end_before_the_held_rack_is_free_may_use_it(user, racks, settings):

@@ -277,7 +277,9 @@ class Walk:
         if verdict is None:  # placed, or failed by a solver error
             return
         reason, status = verdict
-        if status == "unschedulable" and g.rank < LOW_RANK and self._preempt(g, upcoming):
+        # (a proven starving gang, solved again only for its reason, tried preemption when it was proven)
+        retried = starves and proven and self._proofs_stand()
+        if status == "unschedulable" and g.rank < LOW_RANK and not retried and self._preempt(g, upcoming):
             return
         waiting_runtime = self.runtime_waits.get(g.pk)
         if waiting_runtime is not None:
