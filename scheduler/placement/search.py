@@ -273,13 +273,17 @@ class GangSearch:
     def _candidates(
         self, ctx: int, step: Step, budget: Budget, steps: list[Step] | None = None, chosen: list[int] | None = None
     ) -> list[int]:
-        """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first.
+        """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first; among
+        equally tight ones, fewest free GPUs in the domain, then in its parent, then in each coarser
+        ancestor (docs/design.md §5, packing): a gang that must open a fresh domain opens it where the
+        pool is already fullest, so the free domains stay together in the emptier spines and zones.
 
         Relaxed spread (docs/design.md §5): a step binding a relaxed node's tasks ranks first by how many
         domains at that node's level they need; a step under a relaxed node first by its domain's
         ancestor at that node's level: one its earlier constrained descendants use, then one holding
         all of the node's tasks, else the one holding most."""
-        scored: list[tuple[int, int, int, int, int]] = []
+        scored: list[tuple[int, int, int, tuple[int, ...], int]] = []
+        tot, claimed_tot = self.tot, self.claimed_tot
         domains = self.descendants(ctx, step.level)
         budget.spend(len(domains))
         pull = step.pull
@@ -305,7 +309,8 @@ class GangSearch:
                     else:
                         ca, ra = self.cap[a], self.claimed[a]
                         first = -sum(min(max(ca[s] - ra[s], 0), k) for s, k in enumerate(pull.per_shape) if k)
-                scored.append((first, spread, slack, self.tot[d][0] - self.claimed_tot[d][0], d))
+                fullness = tuple(tot[a][0] - claimed_tot[a][0] for a in self.anc[d])
+                scored.append((first, spread, slack, fullness, d))
         scored.sort()
         return [item[-1] for item in scored]
 

@@ -196,6 +196,39 @@ def test_best_fit_keeps_the_empty_rack_whole() -> None:
     assert result.tasks == {"a": "n2", "b": "n2"}
 
 
+def test_equally_tight_racks_go_to_the_fuller_spine_so_a_whole_spine_stays_free() -> None:
+    # given: racks r1, r2, r3 each fit the two tasks exactly; spine s2 is partly used (r4), s1 is free
+    #   spine s1: rack r1: n0 [2] n1 [2]   rack r2: n2 [2] n3 [2]
+    #   spine s2: rack r3: n4 [2] n5 [2]   rack r4: n6 [1]
+    snapshot = cluster(
+        ("spine", "rack"),
+        [("s1", "r1", 2), ("s1", "r1", 2), ("s1", "r2", 2), ("s1", "r2", 2),
+         ("s2", "r3", 2), ("s2", "r3", 2), ("s2", "r4", 1)],
+    )
+    group = gang(tree(rack("default", tasks=["a", "b"])), gpu=2)
+    # when
+    result = solve(snapshot, group)
+    # then
+    assert isinstance(result, Placement)
+    assert result.tasks == {"a": "n4", "b": "n5"}
+
+
+def test_equally_tight_racks_in_equally_full_spines_go_to_the_fuller_zone() -> None:
+    # given: racks r1 and r2 fit the task exactly, their spines have the same free GPUs; zone z2 is fuller
+    #   zone z1: spine s1: rack r1: n0 [2]      spine s2: rack r3: n2 [4]
+    #   zone z2: spine s3: rack r2: n1 [2]      spine s4: rack r4: n3 [1]
+    snapshot = cluster(
+        ("zone", "spine", "rack"),
+        [("z1", "s1", "r1", 2), ("z2", "s3", "r2", 2), ("z1", "s2", "r3", 4), ("z2", "s4", "r4", 1)],
+    )
+    group = gang(tree(rack("default", tasks=["a"])), gpu=2)
+    # when
+    result = solve(snapshot, group)
+    # then
+    assert isinstance(result, Placement)
+    assert result.tasks == {"a": "n1"}
+
+
 def test_preferred_rack_falls_back_to_the_zone_with_fewest_racks() -> None:
     # given: no rack holds 3 tasks; zone z1 holds them in 2 racks, zone z2 would need 3
     #   zone z1: rack r1: n0 [2]  rack r2: n1 [1]
