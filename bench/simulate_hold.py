@@ -60,7 +60,7 @@ def _p95(values: list[float]) -> float:
 
 
 def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[float],
-             starvation: float = 10.0) -> dict:
+             starvation: float = 10.0, max_holds: int = 1) -> dict:
     nodes = list(base.nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
     total_gpus = sum(n.free.gpu for n in nodes)
@@ -76,6 +76,8 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
     last = 0.0
     horizon = max(job.arrival for job in jobs)
     calls = holds = backfilled = 0
+    if hold != "expected-end":
+        max_holds = 1  # today's guard (and none) keeps machines for one gang at a time
 
     def apply(job: Job, placement: Placement, sign: int) -> None:
         reqs = {t.name: t.resources for t in job.group.tasks}
@@ -87,18 +89,21 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
                                                              f.memory - sign * r.memory, f.storage - sign * r.storage),
                                  n.schedulable)
 
-    def kept_for(q: int, snapshot: ClusterSnapshot) -> tuple[frozenset[str], float | None]:
-        """The machines kept for the starving job ``q`` and, by expected end, when they are free."""
+    def holder(j: int, placement: Placement) -> Holder:
+        reqs = {t.name: t.resources for t in jobs[j].group.tasks}
+        return Holder(str(j), tuple((m, reqs[t]) for t, m in placement.assignments), started[j] + limits[j], True)
+
+    def kept_for(q: int, view: ClusterSnapshot, first: bool) -> tuple[frozenset[str], float | None] | None:
+        """The machines kept for the starving job ``q`` on ``view`` (the pool less the machines kept
+        for the starving jobs ahead of it) and, by expected end, when they are free. Today's guard
+        (and the first hold when no placement frees in time) keeps its idle-pool placement."""
         group = jobs[q].group
         if hold == "expected-end":
-            gangs = []
-            for j, placement in running.items():
-                reqs = {t.name: t.resources for t in jobs[j].group.tasks}
-                gangs.append(Holder(str(j), tuple((m, reqs[t]) for t, m in placement.assignments),
-                                         started[j] + limits[j], True))
-            found = soonest_hold(snapshot, group, gangs)
+            found = soonest_hold(view, group, [holder(j, p) for j, p in running.items()])
             if found is not None:
                 return found.machines, found.free_by
+            if not first:
+                return None
         machines = idle_hold.get(signatures[q])
         if machines is None:
             target = solve(base, group)
@@ -117,47 +122,46 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         else:
             queue.append(j)
         snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
-        starving: int | None = None
-        kept: frozenset[str] = frozenset()
-        free_by: float | None = None
-        held_view: ClusterSnapshot | None = None
-        # Within one event capacity only shrinks: a shape found unschedulable on a view stays so on it
-        # (and on the held view once found on the whole pool), so it is not solved again.
-        failed: set[tuple[str, bool]] = set()
+        kept: list[tuple[frozenset[str], float | None]] = []  # the holds made in this scan, in queue order
+        views: dict[frozenset[str], ClusterSnapshot] = {}
+        # Within one event capacity only shrinks and holds only add machines: a shape found
+        # unschedulable with some machines blocked stays so with those (and with none blocked: everywhere).
+        failed: set[tuple[str, frozenset[str]]] = set()
         waiting: list[int] = []
         for pos, q in enumerate(queue):
             if pos >= WINDOW:
                 waiting.append(q)
                 continue
-            use_kept = starving is None or (hold == "expected-end" and may_backfill(now, limits[q], free_by))
-            if starving is not None and held_view is None:
-                held_view = cordoned(snapshot, kept)
-            view = snapshot if use_kept else held_view
-            assert view is not None
+            blocked = frozenset().union(*(m for m, t in kept if not may_backfill(now, limits[q], t)))
+            view = views.get(blocked)
+            if view is None:
+                view = views[blocked] = cordoned(snapshot, blocked) if blocked else snapshot
             sig = signatures[q]
-            if (sig, use_kept) in failed or (sig, True) in failed:
+            if (sig, blocked) in failed or (sig, frozenset()) in failed:
                 result = None
             else:
                 calls += 1
                 outcome = solve(view, jobs[q].group)
                 result = outcome if isinstance(outcome, Placement) else None
                 if result is None and outcome.status == "unschedulable":
-                    failed.add((sig, use_kept))
+                    failed.add((sig, blocked))
             if result is not None:
                 apply(jobs[q], result, 1)
                 snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
-                held_view = None
+                views.clear()
                 used_gpus += jobs[q].gpus
                 started[q] = now
                 running[q] = result
-                backfilled += starving is not None and bool(result.nodes & kept)
+                backfilled += any(result.nodes & m for m, _t in kept)
                 heapq.heappush(events, (now + jobs[q].duration, 0, q))
                 continue
             waiting.append(q)
-            if hold != "none" and starving is None and now - jobs[q].arrival > starvation:
-                starving = q
-                kept, free_by = kept_for(q, snapshot)
-                holds += 1
+            if hold != "none" and len(kept) < max_holds and now - jobs[q].arrival > starvation:
+                taken = frozenset().union(*(m for m, _t in kept))
+                made = kept_for(q, cordoned(snapshot, taken) if taken else snapshot, not kept)
+                if made is not None:
+                    kept.append(made)
+                    holds += 1
         queue = waiting
     end_time = last if not queue else horizon
     waits = [started[j] - job.arrival if j in started else max(0.0, end_time - job.arrival)
@@ -202,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulate --hold", description=__doc__.splitlines()[0])
     parser.add_argument("--hold", default=",".join(HOLDS), help="comma-separated, of " + ", ".join(HOLDS))
     parser.add_argument("--jobs", type=int, default=600)
+    parser.add_argument("--max-holds", type=int, default=1,
+                        help="expected-end: hold for up to this many starving jobs at once, each on machines the "
+                        "ones ahead of it do not hold (1: EASY backfill, the default; more: conservative backfill)")
     parser.add_argument("--seeds", default="7,8,9,10")
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--starvation", type=float, default=10.0,
@@ -222,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
             print(f"simulate --hold: seed {seed}, {hold} ...", file=sys.stderr)
             began = time.perf_counter()
-            row = simulate(hold, jobs, base, limits, args.starvation)
-            row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi],
+            row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds)
+            row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi], "max_holds": args.max_holds,
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

@@ -49,3 +49,19 @@ def test_both_guards_hold_and_only_the_expected_end_one_lets_gangs_backfill_its_
     assert idle["backfilled_on_kept"] == 0
     assert ours["backfilled_on_kept"] > 0
     assert idle["started"] == ours["started"] == len(jobs)
+
+
+def test_with_several_holds_more_starving_gangs_are_held_and_one_hold_decides_as_before():
+    # given the trace at load 1.5
+    base, jobs = _small()
+    limits = timeouts(jobs, 7)
+    # when
+    one = simulate("expected-end", jobs, base, limits)
+    again = simulate("expected-end", jobs, base, limits, max_holds=1)
+    four = simulate("expected-end", jobs, base, limits, max_holds=4)
+    idle = simulate("idle", jobs, base, limits, max_holds=4)
+    # then one hold is the default; four make more holds (a scan may hold for several gangs) and today's
+    # guard keeps one whatever is asked
+    assert again == one
+    assert four["holds"] > one["holds"]
+    assert idle == simulate("idle", jobs, base, limits)
