@@ -66,10 +66,10 @@ def test_one_time_budget_covers_every_region_and_the_whole_pool_still_answers(mo
     clock = [0.0]
     budgets: list[float | None] = []
 
-    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds):
+    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds, now):
         budgets.append(max_seconds)
         clock[0] += 3.0
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves)
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, now=now)
 
     monkeypatch.setattr(near.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(near, "victims_choose", search)
