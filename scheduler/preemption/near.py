@@ -67,6 +67,15 @@ def reclaims_instead(candidates: Mapping[str, Candidate], other: Sequence[str], 
     return borrowed and within_quota_gpu(candidates, other) < within_quota_gpu(candidates, victims)
 
 
+def within_quota_at_least(snapshot: ClusterSnapshot, preemptor: GangRequest, candidates: Sequence[Candidate],
+                          machines: frozenset[str]) -> int:
+    """A lower bound on the GPUs within quota any victim set placing the preemptor on ``machines``
+    evicts: the GPUs it needs beyond what is free there and what borrowing gangs hold there."""
+    free = sum(max(0, node.free.gpu) for node in snapshot.nodes if node.schedulable and node.name in machines)
+    borrowed = sum(res.gpu for c in candidates if c.borrowing for name, res in c.holdings if name in machines)
+    return sum(task.resources.gpu for task in preemptor.tasks) - free - borrowed
+
+
 def victims_choose_near(
     snapshot: ClusterSnapshot,
     preemptor: GangRequest,
@@ -97,6 +106,10 @@ def victims_choose_near(
     for machines in regions_around(snapshot, near) if near else []:
         if deadline is not None and time.monotonic() >= deadline:
             break
+        if (anywhere is not None and any(by_key[key].borrowing for key in anywhere.victims)
+                and within_quota_at_least(snapshot, preemptor, candidates, machines)
+                > within_quota_gpu(by_key, anywhere.victims)):
+            continue  # any set of this region evicts more work within its quota: the whole pool's wins
         choice = search(within(snapshot, machines))
         if choice is None:
             continue
