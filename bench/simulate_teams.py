@@ -45,7 +45,8 @@ that spent on work later evicted (``lost_share``) and that work itself (``lost_g
 unit; ``--fairshare H``: within a priority the team with fewer decayed GPU-time units, half-life H,
 goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait`` and their ratio
 ``team_b_over_a_wait`` per team; ``shortest_evicted_run``: how long the youngest victim had run;
-``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``),
+``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``;
+``--objective gpus``: the victim search without the work lost, as before it weighed it),
 the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
 was not needed (the preemptor fits without it on the machines the victims were sought on), checked

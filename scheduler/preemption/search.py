@@ -8,7 +8,9 @@ through :class:`scheduler.preemption.feasibility.Feasibility` (memoised, monoton
    cover (below) is the first incumbent.
 3. Scopes: when one required constraint holds every task (a chain of single required children from
    the root), every placement lies in one domain of its finest such key, and an irreducible victim
-   set holds capacity in that domain; the search runs per domain (else once, on the whole pool).
+   set holds capacity in that domain; the search runs per domain (else once, on the whole pool),
+   asking each question of the domain's machines only (:meth:`Feasibility.scoped`: "does it fit
+   there"; the optimum fits in its own domain, and a placement there is one of the pool).
    Scopes are visited by a lower bound; one whose bound is worse than the best set is skipped.
 4. Incumbents per scope: a *cover* takes a placement and picks, machine by machine, the cheapest
    candidates holding there until what the placement needs beyond the free capacity is released,
@@ -25,9 +27,11 @@ through :class:`scheduler.preemption.feasibility.Feasibility` (memoised, monoton
    is done the best set is optimal; when the budget runs out the best set found so far is returned
    (step 2 always provides one), with the solver's placement for exactly that set if a solve is left.
 
-Objective, lexicographic (smaller is better): GPUs of non-borrowing victims, GPUs of all victims,
-number of victims, then the victims' start times sorted descending compared element by element (the
-later the better), then their sorted keys.
+Objective, lexicographic (smaller is better): GPUs of non-borrowing victims, work lost (GPUs times
+time run up to ``now``; 0 without it), GPUs of all victims, number of victims, then the victims'
+start times sorted descending compared element by element (the later the better), then their sorted
+keys. Lower bounds on the work lost: the cheapest work per unit of each missing resource, taken
+fractionally.
 
 Invariants: a returned set fits (its placement is a solver result or a placement valid on its
 snapshot); it is irreducible when the search completed; equal inputs in any candidate order give
