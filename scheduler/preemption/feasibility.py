@@ -18,7 +18,17 @@ import time
 from collections.abc import Container, Sequence
 from dataclasses import replace
 
-from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Resources, Vec, solve
+from scheduler.placement import (
+    ClusterSnapshot,
+    DomainIndex,
+    GangRequest,
+    NodeState,
+    Placement,
+    Policy,
+    Resources,
+    Vec,
+    solve,
+)
 from scheduler.preemption.types import Candidate
 
 ZERO: Vec = (0, 0, 0, 0)
@@ -204,9 +214,10 @@ class Feasibility:
             return self.snapshot
         nodes = list(self.snapshot.nodes)
         for name, v in released.items():
-            node = nodes[self.position[name]]
-            nodes[self.position[name]] = replace(node, free=Resources(*add(vec(node.free), v)))
-        return replace(self.snapshot, nodes=tuple(nodes))
+            at = self.position[name]
+            node = nodes[at]
+            nodes[at] = NodeState(node.name, node.labels, Resources(*add(vec(node.free), v)), node.schedulable)
+        return ClusterSnapshot(pool=self.snapshot.pool, keys=self.snapshot.keys, nodes=tuple(nodes))
 
     def inferred(self, mask: int) -> tuple[bool, Placement | None]:
         """(decided, witness) from what is known, without solving."""
