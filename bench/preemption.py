@@ -26,10 +26,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench.preemption_instances import LARGE_PREEMPTORS, cost, filled_pool, greedy, oracle, released, small_instance
-from scheduler.placement import Placement, solve
+from bench.preemption_instances import (
+    LARGE_PREEMPTORS,
+    cost,
+    crowded_pool,
+    filled_pool,
+    greedy,
+    oracle,
+    released,
+    small_instance,
+)
+from scheduler.placement import DomainIndex, Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GangRequest
-from scheduler.preemption import DEFAULT_MAX_SOLVES, Candidate, victims_choose
+from scheduler.preemption import DEFAULT_MAX_SOLVES, Candidate, victims_choose, victims_choose_near
 
 Instance = tuple[str, ClusterSnapshot, GangRequest, list[Candidate]]
 Chooser = Callable[[ClusterSnapshot, GangRequest, list[Candidate]], tuple[list[Candidate], int] | None]
@@ -81,7 +90,7 @@ def run(family: str, instances: list[Instance], policies: dict[str, Chooser], ex
             if result is None:
                 continue
             victims, solves = result
-            own, gpu, gangs, _starts, keys = cost(victims)
+            own, _work, gpu, gangs, _starts, keys = cost(victims)
             row["found"] += 1
             row["optimal"] += int(keys == best)
             row["gpu"].append(gpu)
@@ -125,13 +134,94 @@ def large_instances(pools: int) -> list[Instance]:
     return found
 
 
+NOW = 1_000_000.0  # the crowded pools' clock (epoch seconds)
+
+
+def crowded(pools: int, min_runtime: float, max_solves: int, max_seconds: float) -> list[dict]:
+    """``crowded-5k``: per pool seed, 5,000 running LOW gangs (:func:`crowded_pool`) and each HIGH gang
+    of ``LARGE_PREEMPTORS`` that does not fit. ``cycle`` is what the placement cycle runs for it
+    (workflows.scheduling.preemption): the gangs younger than ``min_runtime`` are no candidates; the
+    view without LOW work (a DomainIndex with every candidate released) is built and solved, the
+    real pool solved, and the victims sought near the first placement
+    (:func:`victims_choose_near`, ``max_solves`` per region, ``max_seconds`` in all, the work lost
+    weighed); ``today`` is the whole pool's bounded search (``max_solves``, GPUs alone) on the same
+    candidates. One JSON line per instance and policy, then one summary line per policy; times in
+    wall clock (``ms``) and in this process's CPU (``cpu_ms``: what a busy machine does not inflate)."""
+    rows: list[dict] = []
+    for seed in range(1, pools + 1):
+        snapshot, everyone = crowded_pool(seed, now=NOW)
+        cands = [c for c in everyone if NOW - c.started >= min_runtime]
+        for name, make in LARGE_PREEMPTORS.items():
+            preemptor = make()
+            label = f"pool {seed} {name} ({len(cands)} candidates, {len(everyone) - len(cands)} protected)"
+            began, cpu_began = time.perf_counter(), time.process_time()
+            absent = DomainIndex(released(snapshot, cands))
+            built = time.perf_counter()
+            there = solve(absent, preemptor)
+            placed = solve(snapshot, preemptor)
+            solved = time.perf_counter()
+            if isinstance(placed, Placement):
+                print(f"crowded {label}: fits without preemption", file=sys.stderr)
+                continue
+            near = there.nodes if isinstance(there, Placement) else None
+            choice, region = victims_choose_near(snapshot, preemptor, cands, near, max_solves=max_solves,
+                                                 max_seconds=max_seconds, now=NOW)
+            ended, cpu_ended = time.perf_counter(), time.process_time()
+            start, cpu_start = time.perf_counter(), time.process_time()
+            old = victims_choose(snapshot, preemptor, cands, max_solves=max_solves)
+            today = ((time.perf_counter() - start) * 1000, (time.process_time() - cpu_start) * 1000)
+            by_key = {c.key: c for c in cands}
+            mine = ((ended - began) * 1000, (cpu_ended - cpu_began) * 1000)
+            for policy, found, (ms, cpu_ms) in (("cycle", choice, mine),
+                                                ("today", old, today)):
+                victims = [by_key[k] for k in found.victims] if found is not None else []
+                own, work, gpu, gangs, _starts, _keys = cost(victims, NOW)
+                row = {"family": "crowded-5k", "policy": policy, "instance": label, "found": found is not None,
+                       "gpu": gpu, "own_gpu": own, "gangs": gangs, "work_lost": round(work),
+                       "solves": found.explored if found is not None else None, "ms": round(ms, 1),
+                       "cpu_ms": round(cpu_ms, 1)}
+                if policy == "cycle":
+                    row.update({"index_ms": round((built - began) * 1000, 1),
+                                "solves_ms": round((solved - built) * 1000, 1),
+                                "search_ms": round((ended - solved) * 1000, 1),
+                                "region": "pool" if region is None else len(region)})
+                rows.append(row)
+                print(json.dumps(row))
+                sys.stdout.flush()
+    out = []
+    for policy in ("cycle", "today"):
+        mine = [r for r in rows if r["policy"] == policy]
+        if mine:
+            out.append({"family": "crowded-5k", "policy": policy, "instances": len(mine),
+                        "found_rate": round(sum(r["found"] for r in mine) / len(mine), 4),
+                        "gpu_mean": round(statistics.fmean(r["gpu"] for r in mine), 2),
+                        "own_gpu_mean": round(statistics.fmean(r["own_gpu"] for r in mine), 2),
+                        "work_lost_mean": round(statistics.fmean(r["work_lost"] for r in mine)),
+                        "p50_ms": round(statistics.median(r["ms"] for r in mine), 1),
+                        "max_ms": round(max(r["ms"] for r in mine), 1),
+                        "cpu_p50_ms": round(statistics.median(r["cpu_ms"] for r in mine), 1),
+                        "cpu_max_ms": round(max(r["cpu_ms"] for r in mine), 1)})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.preemption", description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=2000, help="small random instances (with the oracle)")
     parser.add_argument("--pools", type=int, default=3, help="filled 20,736-tray pools")
     parser.add_argument("--budget", type=int, default=64, help="the smaller solve budget also reported")
+    parser.add_argument("--crowded", type=int, default=0,
+                        help="pools with 5,000 running LOW gangs: the cycle's search against today's")
+    parser.add_argument("--min-runtime", type=float, default=600.0,
+                        help="--crowded: seconds a LOW gang runs before it is a candidate")
+    parser.add_argument("--max-seconds", type=float, default=5.0,
+                        help="--crowded: the cycle's OSMO_PREEMPTION_MAX_SECONDS")
     parser.add_argument("--json", action="store_true", help="one JSON object per line (the default output)")
     args = parser.parse_args(argv)
+    if args.crowded:
+        for row in crowded(args.crowded, args.min_runtime, args.budget, args.max_seconds):
+            print(json.dumps(row))
+        if not args.small and not args.pools:
+            return 0
     policies: dict[str, Chooser] = {
         "search": _search(DEFAULT_MAX_SOLVES),
         f"search-{args.budget}": _search(args.budget),

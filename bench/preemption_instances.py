@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.inventory.generate import PoolShape, pool_generate_inventory
 from scheduler.placement import DomainIndex, Placement, Policy, solve
@@ -22,7 +22,7 @@ from scheduler.preemption import Candidate
 from topology.tree import ConstraintTree, TreeNode
 
 GIB = 1 << 30
-Cost = tuple[int, int, int, tuple[float, ...], tuple[str, ...]]
+Cost = tuple[int, float, int, int, tuple[float, ...], tuple[str, ...]]
 
 
 def per_gpu(gpu: int) -> Resources:
@@ -46,12 +46,18 @@ def released(snapshot: ClusterSnapshot, victims: Sequence[Candidate]) -> Cluster
     return ClusterSnapshot(snapshot.pool, snapshot.keys, tuple(nodes))
 
 
-def cost(victims: Sequence[Candidate]) -> Cost:
-    """The objective of docs/design.md §9, written independently of the package (smaller is better)."""
+def cost(victims: Sequence[Candidate], now: float | None = None) -> Cost:
+    """The objective of docs/design.md §9, written independently of the package (smaller is better):
+    GPUs of gangs within their quota, work lost (GPUs x time run up to ``now``; 0 without it), GPUs,
+    gangs, start times latest first, keys."""
     gpu = sum(res.gpu for v in victims for _name, res in v.holdings)
     own = sum(res.gpu for v in victims if not v.borrowing for _name, res in v.holdings)
+    work = 0.0
+    if now is not None:
+        for v in sorted(victims, key=lambda v: v.key):  # the package's order: equal sets, equal sums
+            work += sum(res.gpu for _name, res in v.holdings) * max(0.0, now - v.started)
     starts = tuple(-s for s in sorted((v.started for v in victims), reverse=True))
-    return (own, gpu, len(victims), starts, tuple(sorted(v.key for v in victims)))
+    return (own, work, gpu, len(victims), starts, tuple(sorted(v.key for v in victims)))
 
 
 # -- small random instances ------------------------------------------------------------------------
@@ -111,17 +117,22 @@ def small_instance(rng: random.Random) -> tuple[ClusterSnapshot, GangRequest, li
 
 
 def oracle(
-    snapshot: ClusterSnapshot, preemptor: GangRequest, candidates: Sequence[Candidate], policy: Policy = Policy()
+    snapshot: ClusterSnapshot,
+    preemptor: GangRequest,
+    candidates: Sequence[Candidate],
+    policy: Policy = Policy(),
+    now: float | None = None,
 ) -> tuple[str, ...] | None:
-    """The optimal victim keys (sorted) over every subset of ``candidates``, or None if none fits."""
+    """The optimal victim keys (sorted) over every subset of ``candidates`` for :func:`cost` at ``now``,
+    or None if none fits."""
     best: tuple[Cost, tuple[str, ...]] | None = None
     for mask in range(1 << len(candidates)):
         victims = [c for i, c in enumerate(candidates) if mask >> i & 1]
-        key = cost(victims)
+        key = cost(victims, now)
         if best is not None and key >= best[0]:
             continue
         if isinstance(solve(released(snapshot, victims), preemptor, policy), Placement):
-            best = (key, key[4])
+            best = (key, key[5])
     return None if best is None else best[1]
 
 
@@ -253,3 +264,45 @@ LARGE_PREEMPTORS = {
     "zone-8x16": lambda: gang("hi", 8, 16),
     "flat-1400": lambda: flat("hi", 1400),
 }
+
+
+def crowded_pool(
+    seed: int, gangs: int = 5000, now: float = 1_000_000.0, ages: float = 7200.0
+) -> tuple[ClusterSnapshot, list[Candidate]]:
+    """The NVL72 pool with ``gangs`` small LOW gangs running (1-3 trays, each in one rack), NORMAL work
+    between them and about 3 % of the trays idle, laid out rack by rack (no solver: 5,000 placements
+    would dominate the benchmark). One rack in seven holds LOW work only. Each LOW gang started up
+    to ``ages`` seconds before ``now``; the latest-started quarter borrows (one team past its quota,
+    as the cycle decides it: LOW gangs in start order)."""
+    rng = random.Random(seed)
+    base = nvl72_snapshot()
+    racks: dict[tuple[str | None, ...], list[NodeState]] = {}
+    for node in base.nodes:
+        racks.setdefault(node.labels, []).append(node)
+    free = {node.name: TRAY for node in base.nodes}
+    held: list[tuple[str, ...]] = []
+    for _labels, trays in sorted(racks.items(), key=lambda item: tuple(str(x) for x in item[0])):
+        only_low = rng.random() < 1 / 7
+        at = 0
+        while at < len(trays):
+            x = rng.random()
+            if x < 0.03:
+                at += 1
+            elif x < 0.38 and not only_low:
+                for node in trays[at: at + rng.randint(1, 6)]:
+                    free[node.name] = Resources()
+                    at += 1
+            else:
+                held.append(tuple(node.name for node in trays[at: at + rng.randint(1, 3)]))
+                at += len(held[-1])
+    rng.shuffle(held)
+    low, normal = held[:gangs], held[gangs:]
+    for names in [*low, *normal]:
+        for name in names:
+            free[name] = Resources()
+    starts = sorted(now - rng.uniform(0, ages) for _ in low)
+    borrowing = len(low) - len(low) // 4
+    candidates = [Candidate(f"low-{k:05d}", tuple((name, TRAY) for name in names), k >= borrowing, starts[k])
+                  for k, names in enumerate(low)]
+    nodes = tuple(replace(node, free=free[node.name]) for node in base.nodes)
+    return ClusterSnapshot(pool="nvl72", keys=base.keys, nodes=nodes), candidates

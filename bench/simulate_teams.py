@@ -45,7 +45,8 @@ that spent on work later evicted (``lost_share``) and that work itself (``lost_g
 unit; ``--fairshare H``: within a priority the team with fewer decayed GPU-time units, half-life H,
 goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait`` and their ratio
 ``team_b_over_a_wait`` per team; ``shortest_evicted_run``: how long the youngest victim had run;
-``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``),
+``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``;
+``--objective gpus``: the victim search without the work lost, as before it weighed it),
 the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
 was not needed (the preemptor fits without it on the machines the victims were sought on), checked
@@ -74,7 +75,7 @@ from scheduler.preemption import Candidate, cordoned, restricted, victims_choose
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
-Chooser = Callable[[ClusterSnapshot, GangRequest, Sequence[Candidate]], Sequence[str] | None]
+Chooser = Callable[[ClusterSnapshot, GangRequest, Sequence[Candidate], float | None], Sequence[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +95,14 @@ def team_trace(jobs: int, seed: int, total_gpus: int, load: float, skew: float =
     return out
 
 
-def _search(snapshot: ClusterSnapshot, group: GangRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
-    choice = victims_choose(snapshot, group, candidates, max_solves=64)
+def _search(snapshot: ClusterSnapshot, group: GangRequest, candidates: Sequence[Candidate],
+            now: float | None) -> Sequence[str] | None:
+    choice = victims_choose(snapshot, group, candidates, max_solves=64, now=now)
     return None if choice is None else choice.victims
 
 
-def _greedy(snapshot: ClusterSnapshot, group: GangRequest, candidates: Sequence[Candidate]) -> Sequence[str] | None:
+def _greedy(snapshot: ClusterSnapshot, group: GangRequest, candidates: Sequence[Candidate],
+            now: float | None) -> Sequence[str] | None:
     choice = greedy(snapshot, group, candidates)
     return None if choice is None else [c.key for c in choice.victims]
 
@@ -117,7 +120,8 @@ def fits_on(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement)
 
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
-             starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0) -> dict:
+             starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0,
+             objective: str = "work") -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -280,13 +284,15 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 began = time.perf_counter()
                 # The service's search near where the job would go without LOW work (its placement
                 # there, then the domains around it), the reclaim rule first (scheduler.preemption.near).
+                clock = now if objective == "work" else None  # "gpus": the objective without work lost
                 if there is not None and chooser is _search:
-                    near, there = victims_choose_near(snapshot, tj.job.group, cands, there, max_solves=64)
+                    near, there = victims_choose_near(snapshot, tj.job.group, cands, there, max_solves=64,
+                                                      now=clock)
                     chosen = None if near is None else near.victims
                     region = snapshot if there is None else restricted(snapshot, there)
                 else:
                     there = None
-                    chosen = chooser(snapshot, tj.job.group, cands)
+                    chosen = chooser(snapshot, tj.job.group, cands, clock)
                 search_ms.append((time.perf_counter() - began) * 1000)
                 searches += 1
             if chosen is None:
@@ -397,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fairshare", type=float, default=0.0,
                         help="fair share's half-life in the trace's time unit: within a priority, the team that "
                         "used fewer decayed GPU-time units goes first (0: off, arrival order)")
+    parser.add_argument("--objective", choices=("work", "gpus"), default="work",
+                        help="the victim search's objective: work lost weighed (the service) or, as before "
+                        "it was, GPUs alone")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -408,10 +417,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
             row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime,
-                           args.fairshare)
+                           args.fairshare, args.objective)
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
                         "starvation": args.starvation, "min_runtime": args.min_runtime,
-                        "fairshare": args.fairshare,
+                        "fairshare": args.fairshare, "objective": args.objective,
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

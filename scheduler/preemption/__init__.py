@@ -10,8 +10,9 @@ Semantics:
 - Relevant only: a candidate holding nothing on a machine the preemptor could use is never chosen
   (the search removes any candidate whose eviction is not needed anyway).
 - Objective, lexicographic: (1) fewest GPUs evicted from non-borrowing gangs (LOW work beyond its
-  team's quota is reclaimed first), (2) fewest GPUs evicted, (3) fewest gangs, (4) the most recently
-  started (start times sorted descending, compared element by element, later preferred), (5) keys.
+  team's quota is reclaimed first), (2) least work lost: GPUs times time run up to ``now`` (0
+  without it), (3) fewest GPUs evicted, (4) fewest gangs, (5) the most recently started (start
+  times sorted descending, compared element by element, later preferred), (6) keys.
   Deterministic: the result does not depend on the order of ``candidates``.
 - Bounded: at most ``max_solves`` solver calls and, when given, ``max_seconds`` of wall clock; exact
   when the search finishes within them (always for 8 candidates or fewer at the default solves),

@@ -15,9 +15,20 @@ placement that meets every required constraint and over-commits no machine on it
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Sequence
+from dataclasses import replace
 
-from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Policy, Resources, Vec, solve
+from scheduler.placement import (
+    ClusterSnapshot,
+    DomainIndex,
+    GangRequest,
+    NodeState,
+    Placement,
+    Policy,
+    Resources,
+    Vec,
+    solve,
+)
 from scheduler.preemption.types import Candidate
 
 ZERO: Vec = (0, 0, 0, 0)
@@ -52,7 +63,8 @@ def usable_nodes(snapshot: ClusterSnapshot, preemptor: GangRequest, released: di
         for task in constraint.all_tasks():
             # A required key the pool lacks: the task fits nowhere (the solver says unknown_key).
             depth[task] = max(depth[task], len(level) if lvl is None else lvl)
-    tasks = [(t.nodes_excluded, vec(t.resources), depth.get(t.name, -1)) for t in preemptor.tasks]
+    # Tasks alike (same exclusions, request and depth) ask the same of a machine: each kind once.
+    tasks = list(dict.fromkeys((t.nodes_excluded, vec(t.resources), depth.get(t.name, -1)) for t in preemptor.tasks))
     usable: set[str] = set()
     for node in snapshot.nodes:
         if not node.schedulable:
@@ -69,9 +81,8 @@ def usable_nodes(snapshot: ClusterSnapshot, preemptor: GangRequest, released: di
     return frozenset(usable)
 
 
-def held_per_node(candidate: Candidate, names: Iterable[str]) -> dict[str, Vec]:
-    """The candidate's holdings summed per machine, for machines in ``names`` that it holds something on."""
-    known = set(names)
+def held_per_node(candidate: Candidate, known: Container[str]) -> dict[str, Vec]:
+    """The candidate's holdings summed per machine, for machines in ``known`` that it holds something on."""
     held: dict[str, Vec] = {}
     for name, res in candidate.holdings:
         if name in known:
@@ -79,8 +90,42 @@ def held_per_node(candidate: Candidate, names: Iterable[str]) -> dict[str, Vec]:
     return {name: v for name, v in held.items() if v != ZERO}
 
 
+def bits_of(mask: int) -> list[int]:
+    """The set bits of ``mask``, lowest first (work proportional to the bits set, not to the width)."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+class Budget:
+    """Solver calls left to a search, shared by every :class:`Feasibility` it uses: ``max_solves``
+    calls, and no new one after ``deadline`` (``time.monotonic()``) once the first has run."""
+
+    def __init__(self, max_solves: int, deadline: float | None = None) -> None:
+        self.max_solves = max_solves
+        self.deadline = deadline
+        self.solves = 0
+
+    def can_solve(self) -> bool:
+        if self.solves >= self.max_solves:
+            return False
+        return self.solves == 0 or self.deadline is None or time.monotonic() < self.deadline
+
+
+EMPTY: dict[str, Vec] = {}
+
+
 class Feasibility:
-    """The snapshot, the relevant candidates' releases and the memoised feasibility of subsets."""
+    """The snapshot, the relevant candidates' releases and the memoised feasibility of subsets.
+
+    Solves run on one :class:`~scheduler.placement.DomainIndex` of the snapshot, moved from the subset
+    it last stood for to the next by releasing and taking back only the candidates that differ, or
+    built afresh when that is most of the pool (the solver's result does not depend on whether it is
+    given a snapshot or an index of it). :meth:`scoped` gives the same questions asked of one domain
+    only: "does the preemptor fit *there*" (a placement there is one of the pool)."""
 
     def __init__(
         self,
@@ -88,44 +133,90 @@ class Feasibility:
         preemptor: GangRequest,
         candidates: Sequence[Candidate],
         policy: Policy,
-        max_solves: int,
-        deadline: float | None = None,
+        budget: Budget,
+        held: dict[int, dict[str, Vec]] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.preemptor = preemptor
         self.candidates = candidates
         self.policy = policy
-        self.max_solves = max_solves
-        self.deadline = deadline  # time.monotonic() after which no further solve starts (the first always runs)
-        self.solves = 0
+        self.budget = budget
         self.position = {node.name: i for i, node in enumerate(snapshot.nodes)}
-        self.held = [held_per_node(c, self.position) for c in candidates]
+        # ``held``: each candidate's holdings per machine of the snapshot (by candidate, those holding
+        # something), when the caller has them.
+        if held is None:
+            held = {i: h for i, c in enumerate(candidates) if (h := held_per_node(c, self.position))}
+        self.held = held
         self.known: dict[int, Placement | None] = {}
         self.feasible: list[tuple[int, Placement]] = []
         self.infeasible: list[int] = []
         self.direct: set[int] = set()  # subsets whose placement the solver computed on exactly that subset
+        self.index: DomainIndex | None = None  # built on the first solve
+        self.at = 0  # the subset the index stands for (released on it)
+
+    @property
+    def solves(self) -> int:
+        return self.budget.solves
+
+    def scoped(self, machines: frozenset[str], mask: int) -> Feasibility:
+        """The same questions on ``machines`` only, for the candidates of ``mask`` (the others release
+        nothing there); the budget is shared."""
+        snapshot = replace(self.snapshot, nodes=tuple(n for n in self.snapshot.nodes if n.name in machines))
+        held = {}
+        for i in bits_of(mask):
+            there = {name: v for name, v in self.held.get(i, EMPTY).items() if name in machines}
+            if there:
+                held[i] = there
+        scoped = Feasibility(snapshot, self.preemptor, self.candidates, self.policy, self.budget, held)
+        # What is known carries over: a subset that does not fit the pool fits none of its domains; a
+        # witness lying on these machines is one here.
+        for sup in self.infeasible:
+            scoped.learn(sup, None)
+        for sub, placement in self.feasible:
+            if placement.nodes <= machines:
+                scoped.learn(sub, placement)
+                if sub in self.direct:
+                    scoped.direct.add(sub)
+        return scoped
 
     def bits(self, mask: int) -> list[int]:
-        return [i for i in range(len(self.candidates)) if mask >> i & 1]
+        return bits_of(mask)
 
     def released(self, mask: int) -> dict[str, Vec]:
         """Capacity given back per machine when the subset is evicted."""
         total: dict[str, Vec] = {}
-        for i in self.bits(mask):
-            for name, v in self.held[i].items():
-                total[name] = add(total.get(name, ZERO), v)
+        for i in bits_of(mask):
+            for name, v in self.held.get(i, EMPTY).items():
+                have = total.get(name)
+                total[name] = v if have is None else add(have, v)
         return total
 
+    def index_for(self, mask: int) -> DomainIndex:
+        """The index with exactly ``mask`` released: moved by the difference from the subset it stood
+        for, or built afresh when more machines would change than an eighth of the pool."""
+        give = [(name, v) for i in bits_of(mask & ~self.at) for name, v in self.held.get(i, EMPTY).items()]
+        take = [(name, v) for i in bits_of(self.at & ~mask) for name, v in self.held.get(i, EMPTY).items()]
+        if self.index is None or 8 * (len(give) + len(take)) > len(self.snapshot.nodes):
+            excluded = frozenset().union(*(task.nodes_excluded for task in self.preemptor.tasks))
+            self.index = DomainIndex(self.snapshot_for(mask), excluded)
+        else:
+            if take:
+                self.index.place(take)
+            if give:
+                self.index.release(give)
+        self.at = mask
+        return self.index
+
     def snapshot_for(self, mask: int) -> ClusterSnapshot:
+        """The snapshot with ``mask`` released."""
+        released = self.released(mask)
+        if not released:
+            return self.snapshot
         nodes = list(self.snapshot.nodes)
-        for name, v in self.released(mask).items():
-            node = nodes[self.position[name]]
-            nodes[self.position[name]] = NodeState(
-                name=node.name,
-                labels=node.labels,
-                free=Resources(*add(vec(node.free), v)),
-                schedulable=node.schedulable,
-            )
+        for name, v in released.items():
+            at = self.position[name]
+            node = nodes[at]
+            nodes[at] = NodeState(node.name, node.labels, Resources(*add(vec(node.free), v)), node.schedulable)
         return ClusterSnapshot(pool=self.snapshot.pool, keys=self.snapshot.keys, nodes=tuple(nodes))
 
     def inferred(self, mask: int) -> tuple[bool, Placement | None]:
@@ -151,15 +242,13 @@ class Feasibility:
     def can_solve(self) -> bool:
         """Whether another solve fits the budget: ``max_solves`` calls, and the wall-clock deadline once
         the first (the all-evicted case, which decides completeness) has run."""
-        if self.solves >= self.max_solves:
-            return False
-        return self.solves == 0 or self.deadline is None or time.monotonic() < self.deadline
+        return self.budget.can_solve()
 
     def solve(self, mask: int) -> Placement | None:
         if not self.can_solve():
             raise BudgetSpent
-        self.solves += 1
-        result = solve(self.snapshot_for(mask), self.preemptor, self.policy)
+        self.budget.solves += 1
+        result = solve(self.index_for(mask), self.preemptor, self.policy)
         placement = result if isinstance(result, Placement) else None
         self.direct.add(mask)
         self.learn(mask, placement)
@@ -189,24 +278,34 @@ class Feasibility:
             short = tuple(max(0, w - f) for w, f in zip(want, free, strict=True))
             if short != ZERO:
                 deficit[name] = short  # type: ignore[assignment]
-
-        def covered(mask: int) -> bool:
-            released = self.released(mask)
-            return all(fits(released.get(name, ZERO), short) for name, short in deficit.items())
-
+        # The allowed candidates holding on each machine short of capacity, cheapest first.
+        holders: dict[str, list[int]] = {name: [] for name in deficit}
         ranked = [i for i in order if allowed >> i & 1]
+        for i in ranked:
+            for name in self.held.get(i, EMPTY):
+                if name in holders:
+                    holders[name].append(i)
+        freed: dict[str, Vec] = {}
         chosen = 0
-        for name in deficit:
-            for i in ranked:
-                if covered(chosen) or fits(self.released(chosen).get(name, ZERO), deficit[name]):
+        for name, short in deficit.items():
+            for i in holders[name]:
+                if fits(freed.get(name, ZERO), short):
                     break
-                if name in self.held[i] and not chosen >> i & 1:
+                if not chosen >> i & 1:
                     chosen |= 1 << i
-        if not covered(chosen):
+                    for where, v in self.held.get(i, EMPTY).items():
+                        freed[where] = add(freed.get(where, ZERO), v)
+        if not all(fits(freed.get(name, ZERO), short) for name, short in deficit.items()):
             return allowed
         for i in reversed(ranked):
-            if chosen >> i & 1 and covered(chosen & ~(1 << i)):
+            if not chosen >> i & 1:
+                continue
+            held = self.held.get(i, EMPTY)
+            if all(fits(tuple(f - h for f, h in zip(freed[name], held[name], strict=True)), deficit[name])  # type: ignore[arg-type]
+                   for name in held if name in deficit):
                 chosen &= ~(1 << i)
+                for where, v in held.items():
+                    freed[where] = tuple(f - h for f, h in zip(freed[where], v, strict=True))  # type: ignore[assignment]
         if not self.inferred(chosen)[0]:
             self.learn(chosen, placement)
         return chosen

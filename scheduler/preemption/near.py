@@ -44,6 +44,12 @@ def restricted(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSn
                                          for node in snapshot.nodes))
 
 
+def within(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
+    """``snapshot`` with only the machines of ``machines``: to the victim search the same pool as
+    :func:`restricted`'s (the others are in no placement and release nothing usable), smaller."""
+    return replace(snapshot, nodes=tuple(node for node in snapshot.nodes if node.name in machines))
+
+
 def cordoned(snapshot: ClusterSnapshot, machines: frozenset[str]) -> ClusterSnapshot:
     """``snapshot`` with the machines of ``machines`` unschedulable (kept for a starving gang)."""
     return replace(snapshot, nodes=tuple(replace(node, schedulable=False) if node.name in machines else node
@@ -61,6 +67,15 @@ def reclaims_instead(candidates: Mapping[str, Candidate], other: Sequence[str], 
     return borrowed and within_quota_gpu(candidates, other) < within_quota_gpu(candidates, victims)
 
 
+def within_quota_at_least(snapshot: ClusterSnapshot, preemptor: GangRequest, candidates: Sequence[Candidate],
+                          machines: frozenset[str]) -> int:
+    """A lower bound on the GPUs within quota any victim set placing the preemptor on ``machines``
+    evicts: the GPUs it needs beyond what is free there and what borrowing gangs hold there."""
+    free = sum(max(0, node.free.gpu) for node in snapshot.nodes if node.schedulable and node.name in machines)
+    borrowed = sum(res.gpu for c in candidates if c.borrowing for name, res in c.holdings if name in machines)
+    return sum(task.resources.gpu for task in preemptor.tasks) - free - borrowed
+
+
 def victims_choose_near(
     snapshot: ClusterSnapshot,
     preemptor: GangRequest,
@@ -70,25 +85,32 @@ def victims_choose_near(
     *,
     max_solves: int = DEFAULT_MAX_SOLVES,
     max_seconds: float | None = None,
+    now: float | None = None,
 ) -> tuple[VictimChoice | None, frozenset[str] | None]:
     """The victim set (see the module docstring) and the machines of the region it was found in
     (None: the whole pool). ``near``: the machines of the preemptor's placement without LOW work, or
     None to search the whole pool only. Each search has at most ``max_solves`` solver calls;
     ``max_seconds`` bounds them all together: once it has passed, no further region is tried and the
-    whole pool's search runs its first (all-evicted) solve only, so completeness holds."""
+    whole pool's search runs its first (all-evicted) solve only, so completeness holds. ``now``: as for
+    :func:`~scheduler.preemption.search.victims_choose` (the work each candidate would lose)."""
     by_key = {candidate.key: candidate for candidate in candidates}
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
     def search(view: ClusterSnapshot) -> VictimChoice | None:
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, max_seconds=left)
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, max_seconds=left,
+                              now=now)
 
     anywhere: VictimChoice | None = None
     searched = False
     for machines in regions_around(snapshot, near) if near else []:
         if deadline is not None and time.monotonic() >= deadline:
             break
-        choice = search(restricted(snapshot, machines))
+        if (anywhere is not None and any(by_key[key].borrowing for key in anywhere.victims)
+                and within_quota_at_least(snapshot, preemptor, candidates, machines)
+                > within_quota_gpu(by_key, anywhere.victims)):
+            continue  # any set of this region evicts more work within its quota: the whole pool's wins
+        choice = search(within(snapshot, machines))
         if choice is None:
             continue
         if not within_quota_gpu(by_key, choice.victims) or not any(c.borrowing for c in candidates):

@@ -27,9 +27,11 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class VictimChoice:
     """The gangs to evict (candidate keys, sorted) and where the preemptor goes once they are gone.
-    ``explored`` counts the solver calls the choice took (for the benchmark)."""
+    ``explored`` counts the solver calls the choice took (for the benchmark); ``work_lost``: the
+    victims' GPU-seconds run so far (0 when the search was given no time)."""
 
     victims: tuple[str, ...]
     placement: Placement
     gpu_evicted: int
     explored: int
+    work_lost: float = 0.0

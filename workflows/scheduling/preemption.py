@@ -27,6 +27,9 @@ placement's machines first (the LOW work in its way), then in the domains around
 first, then on the whole pool (:func:`scheduler.preemption.victims_choose_near`: borrowed work is
 reclaimed first whatever the packing; fewer GPUs alone do not move the gang away).
 
+The search weighs the work each candidate would lose, its GPUs times how long it has run up to the
+cycle's ``now`` (after the reclaim rule: docs/design.md §9).
+
 A pool's minimum runtime (``Pool.min_runtime``) keeps a LOW gang that has run less than it out of the
 candidates (:attr:`Preemptions.protected`) until it has: it is neither evicted nor released on the
 view without LOW work. When a gang finds no victims while such gangs run, :meth:`Preemptions.wait_for`
@@ -171,7 +174,7 @@ class Preemptions:
         snapshot = cordoned(index.snapshot(self.pool_name), kept)
         choice, _region = victims_choose_near(snapshot, request, list(self.candidates().values()), there,
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
-                                              max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS)
+                                              max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS, now=self.now)
         if choice is None:
             self.hopeless_mark(signature)
             return None

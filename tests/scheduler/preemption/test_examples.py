@@ -172,3 +172,42 @@ def test_malformed_input_is_refused():
         victims_choose(snapshot, preemptor, twice)
     with pytest.raises(ValueError, match="max_solves"):
         victims_choose(snapshot, preemptor, twice[:1], max_solves=0)
+
+
+def test_among_equal_gpus_the_set_that_loses_less_work_is_chosen():
+    # given: one task of 8 GPUs; [n0:8 old] (8 GPUs run 90 s) or [n1:4 young1][n1:4 young2] (8 GPUs
+    # run 10 s and 5 s). Without the work lost, one gang beats two.
+    snapshot = cluster(("zone",), [("z1", 0), ("z1", 0)])
+    preemptor = gang(tree(tasks=["t1"]), gpu=8)
+    candidates = [low("old", ("n0", 8), started=10.0), low("young1", ("n1", 4), started=90.0),
+                  low("young2", ("n1", 4), started=95.0)]
+    # when
+    choice = victims_choose(snapshot, preemptor, candidates, now=100.0)
+    without = victims_choose(snapshot, preemptor, candidates)
+    # then: 4 x 10 + 4 x 5 = 60 GPU-seconds lost against 8 x 90 = 720
+    assert choice is not None and without is not None
+    assert choice.victims == ("young1", "young2")
+    assert choice.gpu_evicted == 8
+    assert choice.work_lost == 60.0
+    assert without.victims == ("old",)
+    assert without.work_lost == 0.0
+
+
+def test_work_lost_comes_after_the_reclaim_rule_and_before_gpus():
+    # given: one task of 4 GPUs; a borrowing gang that ran long against a gang within its quota that ran
+    # briefly; and two borrowing gangs, a big young one against a small old one
+    snapshot = cluster(("zone",), [("z1", 0), ("z1", 0)])
+    preemptor = gang(tree(tasks=["t1"]), gpu=4)
+    borrower = low("borrower", ("n0", 4), borrowing=True, started=0.0)
+    quota = low("quota", ("n1", 4), started=99.0)
+    big_young = low("big-young", ("n0", 8), borrowing=True, started=95.0)
+    small_old = low("small-old", ("n1", 4), borrowing=True, started=0.0)
+    # when
+    reclaimed = victims_choose(snapshot, preemptor, [borrower, quota], now=100.0)
+    packed = victims_choose(snapshot, preemptor, [big_young, small_old], now=100.0)
+    # then: borrowed work goes first whatever it loses; among borrowed work, 8 GPUs x 5 s beat 4 GPUs
+    # x 100 s (within quota likewise, for equal GPUs within quota)
+    assert reclaimed is not None and packed is not None
+    assert reclaimed.victims == ("borrower",)
+    assert packed.victims == ("big-young",)
+    assert packed.work_lost == 40.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from scheduler.placement import Resources
 from scheduler.preemption import Candidate, regions_around, victims_choose, victims_choose_near
+from scheduler.preemption.near import within_quota_at_least
 from tests.scheduler.placement.builders import cluster, gang, names, rack, tree
 
 SNAPSHOT = cluster(("zone", "rack"), [("z1", "r1", 0), ("z1", "r1", 0), ("z1", "r2", 0), ("z1", "r2", 0)])
@@ -66,10 +67,10 @@ def test_one_time_budget_covers_every_region_and_the_whole_pool_still_answers(mo
     clock = [0.0]
     budgets: list[float | None] = []
 
-    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds):
+    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds, now):
         budgets.append(max_seconds)
         clock[0] += 3.0
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves)
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, now=now)
 
     monkeypatch.setattr(near.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(near, "victims_choose", search)
@@ -80,3 +81,28 @@ def test_one_time_budget_covers_every_region_and_the_whole_pool_still_answers(mo
     # and the whole pool's search runs with no time left (its first, all-evicted solve only): b is found
     assert budgets == [5.0, 2.0, 0.0]
     assert choice is not None and choice.victims == ("b",) and region is None
+
+
+def test_a_region_that_cannot_beat_the_whole_pools_reclaim_is_not_searched(monkeypatch):
+    # given: the preemptor would go to n1, here held by LOW gang ``a`` within its quota (n0 stays
+    # busy); ``b`` borrows on n3. Rack r1 holds no borrowed work: any set there evicts 4 GPUs within
+    # quota, more than the whole pool's choice (b, none within quota).
+    import scheduler.preemption.near as near
+
+    searched: list[int] = []
+
+    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds, now):
+        searched.append(len(view.nodes))
+        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, now=now)
+
+    monkeypatch.setattr(near, "victims_choose", search)
+    candidates = [low("a", ("n1", 4)), low("b", ("n3", 4), borrowing=True)]
+    # when
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n1"}))
+    # then: n1, the whole pool, not rack r1 (its set would not be taken), then the zone, where b is
+    assert choice is not None
+    assert choice.victims == ("b",)
+    assert region == frozenset({"n0", "n1", "n2", "n3"})
+    assert searched == [1, 4, 4]
+    assert within_quota_at_least(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n0", "n1"})) == 4
+    assert within_quota_at_least(SNAPSHOT, PREEMPTOR, candidates, region) == 0
