@@ -181,3 +181,49 @@ def test_the_pool_page_has_no_fair_share_section_when_it_is_off(heavy):
     page = Client()
     page.force_login(heavy)
     assert 'id="fairshare"' not in page.get("/pools/fs/").content.decode()
+
+
+def test_what_is_ahead_matches_the_fair_order_of_the_cycle_counted_one_gang_at_a_time(django_user_model):
+    # given a pool with fair share on and no cycle run (everything stays queued), three teams that used it
+    # 1, 2 and 0 GPU-hours an hour ago (released: their order does not change as time passes), users
+    # of each and one of no team, and 14 workflows of random teams and priorities, several submitted
+    # at the same instant
+    import random
+
+    from workflows.choices import PRIORITY_RANK
+    from workflows.selectors import workflow_detail_queryset
+    from workflows.waiting import workflow_waiting
+
+    pool = make_pool("ahead", keys=[("rack", "rack")], fairshare_half_life=HOUR)
+    node = make_node(pool, "n1", {"rack": "r1"}, gpu=1)
+    users = []
+    for index, name in enumerate(("a", "b", "c")):
+        team = Group.objects.create(name=name)
+        member = django_user_model.objects.create_user(username=f"user-{name}")
+        member.groups.add(team)
+        users.append(member)
+        if index < 2:
+            row = Reservation.objects.create(task_id=1000 + index, pool=pool, node=node, team=team, gpu=index + 1,
+                                             released_at=timezone.now() - timedelta(hours=1))
+            Reservation.objects.filter(pk=row.pk).update(created_at=timezone.now() - timedelta(hours=2))
+    users.append(django_user_model.objects.create_user(username="loner"))
+    rng = random.Random(11)
+    instant = timezone.now()
+    for index in range(14):
+        workflow, _ = workflow_submit(user=rng.choice(users), pool_name=pool.name,
+                                      spec=gang_spec(f"w{index}", 1, 1, key=None),
+                                      priority=rng.choice(["HIGH", "NORMAL", "LOW"]))
+        Workflow.objects.filter(pk=workflow.pk).update(submitted_at=instant + timedelta(seconds=rng.choice([0, 0, 1])))
+    rank = {value: name for name, value in PRIORITY_RANK.items()}
+    order = [(g.pk, rank[g.rank]) for g in queue_read(pool)]
+    # when / then: each gang's answer counts exactly the gangs before it in the cycle's order, by priority
+    checked = 0
+    for member in users:
+        for workflow in workflow_detail_queryset(user=member).filter(pool=pool, submitted_by=member):
+            for pk, answer in workflow_waiting(workflow).items():
+                before = order[:[p for p, _ in order].index(pk)]
+                assert answer["ahead"] == {name: sum(1 for _, p in before if p == name)
+                                           for name in ("HIGH", "NORMAL", "LOW")}, workflow.workflow_id
+                assert answer["position"] == len(before) + 1
+                checked += 1
+    assert checked == len(order) == 14
