@@ -227,3 +227,27 @@ def test_what_is_ahead_matches_the_fair_order_of_the_cycle_counted_one_gang_at_a
                 assert answer["position"] == len(before) + 1
                 checked += 1
     assert checked == len(order) == 14
+
+
+def test_fair_share_costs_a_cycle_one_query_whatever_the_queue(heavy, light):
+    # given pools with and without fair share, each full with heavy's gang, and 3 or 30 gangs queued
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def cycle_queries(half_life: int, queued: int) -> int:
+        pool = make_pool(f"q{half_life}-{queued}", keys=[("rack", "rack")], fairshare_half_life=half_life)
+        for name in ("n1", "n2"):
+            make_node(pool, name, {"rack": "r1"}, gpu=4)
+        used_for_an_hour(heavy, pool, "running", tasks=2)
+        for index in range(queued):
+            submit(light if index % 2 else heavy, pool, f"wait{index}")
+        # when one cycle decides them (none fits)
+        with CaptureQueriesContext(connection) as queries:
+            result = placement_cycle_run(pool_id=pool.pk)
+        assert (result.placed, len(result.unschedulable)) == ([], queued)
+        return len(queries)
+
+    counts = {(half_life, queued): cycle_queries(half_life, queued) for half_life in (0, HOUR) for queued in (3, 30)}
+    # then the queue's length changes nothing, and fair share adds its one usage read
+    assert counts[0, 3] == counts[0, 30]
+    assert counts[HOUR, 3] == counts[HOUR, 30] == counts[0, 3] + 1
