@@ -4,8 +4,9 @@ and the workflow page.
 :func:`workflow_waiting` answers for every SCHEDULING group of one workflow in at most three
 queries, whatever the number of groups: what is ahead of each in the pool's queue (one aggregate),
 how many domains of each failing key exist (one aggregate), and the workflows holding each best
-domain (one grouped query). :func:`waiting_lines` turns one answer into the sentences all three
-show.
+domain (one grouped query); one more when the pool has fair share on (the teams' recent usage,
+which orders each priority: docs/design.md §9). :func:`waiting_lines` turns one answer into the
+sentences all three show.
 
 The solver's reason counts only domains with usable free room, so for a gang blocked by busy nodes
 its message says "no rack exists"; here the pool's inventory says whether racks exist (and are
