@@ -123,3 +123,36 @@ def test_no_usage_is_read_when_fair_share_is_off(django_assert_num_queries):
     pool = make_pool("p")
     with django_assert_num_queries(0):
         assert pool_team_usage(pool, now=datetime(2026, 11, 27, tzinfo=UTC)) == []
+
+
+def _admin_post(staff_user, pool: Pool, value: str):
+    from django.test import Client
+
+    from tests.workflows.test_api_osmo_spec import admin_pool_form
+
+    admin = Client()
+    admin.force_login(staff_user)
+    form = admin_pool_form(pool) | {"fairshare_half_life": value}
+    return admin.post(f"/admin/scheduler/pool/{pool.pk}/change/", form)
+
+
+@pytest.mark.django_db
+def test_the_admin_stores_a_half_life(staff_user):
+    # given a pool without fair share, when its admin form is posted with two hours
+    pool = make_pool("p")
+    response = _admin_post(staff_user, pool, "7200")
+    # then it is stored
+    pool.refresh_from_db()
+    assert (response.status_code, pool.fairshare_half_life) == (302, 7200)
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_negative_half_life_on_the_field_and_stores_nothing(staff_user):
+    # given a pool with a one-hour half-life, when its admin form is posted with -1
+    pool = make_pool("p", fairshare_half_life=HOUR)
+    response = _admin_post(staff_user, pool, "-1")
+    # then the form comes back with the field's error and the pool keeps its own
+    pool.refresh_from_db()
+    assert response.status_code == 200
+    assert list(response.context["adminform"].form.errors) == ["fairshare_half_life"]
+    assert pool.fairshare_half_life == HOUR
