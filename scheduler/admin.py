@@ -154,6 +154,7 @@ class PoolAdmin(admin.ModelAdmin):
         "k8s_namespace",
         "k8s_node_selector",
         "min_runtime",
+        "fairshare_half_life",
         "k8s_synced_at",
         "k8s_sync_display",
         "keys_version",

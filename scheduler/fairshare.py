@@ -7,10 +7,11 @@ so an hour of use ``h`` ago weighs half an hour of use now. No framework here; t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 Team = Hashable
 
 
@@ -35,8 +36,8 @@ def usage_by_team(intervals: Iterable[tuple[Team, float, float, float | None]], 
     return usage
 
 
-def fair_order(queue: Sequence[T], rank: Callable[[T], int], team: Callable[[T], Team],
-               usage: dict[Team, float]) -> list[T]:
+def fair_order(queue: Sequence[T], rank: Callable[[T], int], team: Callable[[T], K],
+               usage: Mapping[K, float]) -> list[T]:
     """``queue`` (already in priority-then-submission order) reordered so that within each priority
     the gangs of teams with less usage come first; ties, and gangs of the same team, keep their order
     (a stable sort). A team without usage counts 0."""

@@ -15,6 +15,8 @@ key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits 
 POOL_NAME_RE = r"^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$"
 #: The longest minimum runtime a pool may set (a week; the inventory document keeps the same bound).
 MAX_MIN_RUNTIME = 7 * 24 * 3600
+#: The longest fair-share half-life a pool may set (30 days; the inventory document keeps the same bound).
+MAX_FAIRSHARE_HALF_LIFE = 30 * 24 * 3600
 pool_name_validator = RegexValidator(POOL_NAME_RE, "Use letters, digits, '.', '_' and inner hyphens.")
 # A Kubernetes label key: optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
 LABEL_KEY_RE = (
@@ -52,6 +54,12 @@ class Pool(models.Model):
         default=0, validators=[MaxValueValidator(MAX_MIN_RUNTIME)],
         help_text="Seconds a running LOW gang runs before it may be preempted (0: at once; docs/design.md §9).",
     )
+    fairshare_half_life = models.PositiveIntegerField(
+        default=0, validators=[MaxValueValidator(MAX_FAIRSHARE_HALF_LIFE)],
+        help_text="Fair share over time: within a priority, the gangs of teams that used fewer GPU-seconds of "
+        "the pool recently go first, usage decaying by half every this many seconds (0: off, submission "
+        "order; docs/design.md §9).",
+    )
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
     )
@@ -80,6 +88,8 @@ class Pool(models.Model):
             models.CheckConstraint(condition=Q(name__regex=POOL_NAME_RE), name="pool_name_format"),
             models.CheckConstraint(condition=Q(keys_version__gte=1), name="pool_keys_version_gte_1"),
             models.CheckConstraint(condition=Q(min_runtime__lte=MAX_MIN_RUNTIME), name="pool_min_runtime_bounded"),
+            models.CheckConstraint(condition=Q(fairshare_half_life__lte=MAX_FAIRSHARE_HALF_LIFE),
+                                   name="pool_fairshare_half_life_bounded"),
         ]
 
     def __str__(self) -> str:
@@ -287,6 +297,9 @@ class Reservation(models.Model):
         indexes = [
             models.Index(fields=["node"], condition=Q(released_at__isnull=True), name="reservation_active_node"),
             models.Index(fields=["pool"], condition=Q(released_at__isnull=True), name="reservation_active_pool"),
+            # Fair share reads a pool's rows released within its last half-lives (docs/design.md §9).
+            models.Index(fields=["pool", "released_at"], condition=Q(released_at__isnull=False),
+                         name="reservation_released_pool"),
         ]
 
     def __str__(self) -> str:

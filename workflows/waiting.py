@@ -4,8 +4,9 @@ and the workflow page.
 :func:`workflow_waiting` answers for every SCHEDULING group of one workflow in at most three
 queries, whatever the number of groups: what is ahead of each in the pool's queue (one aggregate),
 how many domains of each failing key exist (one aggregate), and the workflows holding each best
-domain (one grouped query). :func:`waiting_lines` turns one answer into the sentences all three
-show.
+domain (one grouped query); one more when the pool has fair share on (the teams' recent usage,
+which orders each priority: docs/design.md §9). :func:`waiting_lines` turns one answer into the
+sentences all three show.
 
 The solver's reason counts only domains with usable free room, so for a gang blocked by busy nodes
 its message says "no rack exists"; here the pool's inventory says whether racks exist (and are
@@ -20,9 +21,11 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q, Sum, TextField, Value
 from django.db.models.functions import Concat
+from django.utils import timezone
 
 from scheduler.models import Node, Pool, Reservation
 from scheduler.selectors import label_text
+from scheduler.usage import team_usage_by_id
 from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
 from workflows.holders import held_by
 from workflows.models import TaskGroup, Workflow
@@ -40,31 +43,58 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> dict[int, dict[str, int]]:
+def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> tuple[dict[int, dict[str, int]], dict[str, int] | None]:
     """Per group (``groups``: the workflow's queued ones): the queued gangs of the pool ahead of it,
     per priority (one query). Ahead are all gangs of higher priorities, those of the same priority
-    submitted earlier, and the workflow's own queued gangs of lower position."""
+    submitted earlier, and the workflow's own queued gangs of lower position.
+
+    With fair share on (the pool's ``fairshare_half_life``, docs/design.md §9), as the placement cycle
+    orders them: of the same priority, the gangs of teams that used less of the pool recently, then
+    those of teams that used as much submitted earlier (one more query: the teams' usage). The second
+    value then says what fair share changed: ``behind``, gangs submitted later that go first (their
+    teams used less), and ``ahead_of``, gangs submitted earlier that it goes before (theirs used more);
+    None when fair share is off."""
     rank = PRIORITY_RANK.get(Priority(workflow.priority), 9)
+    fair = workflow.pool.fairshare_half_life > 0
     # Written out: every submission's answer asks it (the ORM built this aggregate anew each time).
     query = (
         "SELECT w.priority, COUNT(*), COUNT(*) FILTER (WHERE w.priority = %s AND (w.submitted_at < %s"
-        " OR (w.submitted_at = %s AND g.workflow_id < %s)))"
+        " OR (w.submitted_at = %s AND g.workflow_id < %s))), " + ("w.team_id" if fair else "NULL") +
         f" FROM {TaskGroup._meta.db_table} g JOIN {Workflow._meta.db_table} w ON w.id = g.workflow_id"
-        " WHERE w.pool_id = %s AND g.status = %s GROUP BY w.priority"
+        " WHERE w.pool_id = %s AND g.status = %s GROUP BY w.priority" + (", w.team_id" if fair else "")
     )
     with connection.cursor() as cursor:
         cursor.execute(query, [workflow.priority, workflow.submitted_at, workflow.submitted_at, workflow.pk,
                                workflow.pool_id, TaskStatus.SCHEDULING])
         rows = cursor.fetchall()
     everything = {name: 0 for name in PRIORITY_RANK}
-    everything.update({priority: count for priority, count, _earlier in rows if priority in everything})
-    earlier = sum(row[2] for row in rows)
+    for priority, count, _earlier, _team in rows:
+        if priority in everything:
+            everything[priority] += count
+    moved: dict[str, int] | None = None
+    if fair:
+        usage = team_usage_by_id(workflow.pool, now=timezone.now())
+        mine = usage.get(workflow.team_id, 0.0)
+        earlier, moved = 0, {"behind": 0, "ahead_of": 0}
+        for priority, count, before, team in rows:
+            if priority != workflow.priority:
+                continue
+            used = usage.get(team, 0.0)
+            if used < mine:  # all of them go first; those submitted later because of fair share
+                earlier += count
+                moved["behind"] += count - before
+            elif used == mine:
+                earlier += before
+            else:
+                moved["ahead_of"] += before
+    else:
+        earlier = sum(row[2] for row in rows)
     result = {}
     for group in groups:
         ahead = {str(name): (everything[name] if value < rank else 0) for name, value in PRIORITY_RANK.items()}
         ahead[str(workflow.priority)] = earlier + sum(1 for other in groups if other.position < group.position)
         result[group.pk] = ahead
-    return result
+    return result, moved
 
 
 def _domain_counts(workflow: Workflow, keys: list[tuple[str, str]], levels: set[int]) -> dict[int, dict[str, int]]:
@@ -149,7 +179,7 @@ def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = No
                 best[group.pk] = []  # no domain has room for a task: every one comes as close, name all holders
             elif path:
                 best[group.pk] = [str(value) for value in path]
-    ahead = _ahead(workflow, groups)
+    ahead, moved = _ahead(workflow, groups)
     counts = _domain_counts(workflow, keys, set(levels.values()))
     holders = _holders(workflow, keys, best)
     answers = {}
@@ -160,6 +190,7 @@ def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = No
         answer: dict[str, Any] = {
             "position": sum(ahead[group.pk].values()) + 1,
             "ahead": ahead[group.pk],
+            "fairshare": moved,
             "domain": {"key": detail.get("key"), "path": best[group.pk]} if group.pk in best else None,
             "holders": holders.get(group.pk, []),
             "domains": domains,
@@ -228,6 +259,15 @@ def waiting_lines(answer: dict[str, Any], *, best_fits: Any = None, needed: Any 
     else:
         parts = ", ".join(f"{ahead[name]} {name}" for name in ("HIGH", "NORMAL", "LOW") if ahead.get(name))
         lines = [f"Queue: {_ordinal(position)} in the pool's queue; ahead of it: {parts}."]
+    moved = answer.get("fairshare") or {}
+    said = []
+    if moved.get("behind"):
+        said.append(f"behind {_plural(moved['behind'], 'gang')} submitted after it by teams that used less of "
+                    "the pool recently")
+    if moved.get("ahead_of"):
+        said.append(f"ahead of {_plural(moved['ahead_of'], 'gang')} submitted before it by teams that used more")
+    if said:
+        lines.append(f"Fair share: {'; '.join(said)}.")
     if answer.get("reason"):
         lines.append(f"Why: {answer['reason']}")
     domain = answer.get("domain")

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db import connection
+from django.utils import timezone
 
 from osmo.process_cache import ProcessCache
 from osmo.types import Viewer
@@ -32,6 +33,7 @@ from scheduler.selectors import (
     pool_quota_use,
     pools_totals,
 )
+from scheduler.usage import TeamUsage, pool_team_usage
 from workflows.selectors import pool_occupancy_by_workflow
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
@@ -217,6 +219,8 @@ class PoolDetail:
     nodes: list[NodeRow]
     quotas: list[dict[str, Any]]  # per team: quota_gpu (None: none), used_gpu (HIGH/NORMAL), low_gpu
     k8s_sync: str | None = None  # Kubernetes pools: what the last periodic sync changed (docs/kubernetes.md)
+    # Fair share on (docs/design.md §9): each team's recent usage, least first (the order it gives).
+    usage: list[TeamUsage] = field(default_factory=list)
 
 
 # By pool, as of the node rows' version; and as of the (id, name) pairs' fingerprint.
@@ -282,4 +286,5 @@ def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDeta
         nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases]) for node in nodes],
         quotas=pool_quota_use(pool),
         k8s_sync=sync_record_words(pool.k8s_sync) if pool.backend == "kubernetes" else None,
+        usage=pool_team_usage(pool, now=timezone.now()),
     )

@@ -15,7 +15,7 @@ from rest_framework import serializers
 from osmo.api.serializers import StrictCharField, StrictFloatField
 from scheduler.choices import DispatchBackend, PoolStatus
 from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE
-from scheduler.models import MAX_MIN_RUNTIME, Node, Pool, TopologyKey
+from scheduler.models import MAX_FAIRSHARE_HALF_LIFE, MAX_MIN_RUNTIME, Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
 
@@ -98,6 +98,7 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "k8s_namespace",
             "k8s_node_selector",
             "min_runtime",
+            "fairshare_half_life",
             "keys_version",
             "topology_keys",
             "totals",
@@ -120,11 +121,24 @@ class PoolOutputSerializer(serializers.ModelSerializer):
         return self.context["quotas"][pool.pk]
 
 
+class TeamUsageOutputSerializer(serializers.Serializer):
+    team = serializers.CharField(allow_null=True, help_text="None: work submitted without a team.")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours held in the pool, each weighing half as much every "
+                                       "fairshare_half_life seconds.")
+
+
 class PoolDetailOutputSerializer(PoolOutputSerializer):
     domains = serializers.SerializerMethodField(help_text="Per key (coarsest first): totals per domain.")
+    fairshare_usage = serializers.SerializerMethodField(
+        help_text="Fair share over time: each team's recent usage, least first (the order it gives within a "
+        "priority; docs/design.md §9). Empty when fairshare_half_life is 0.")
 
     class Meta(PoolOutputSerializer.Meta):
-        fields = [*PoolOutputSerializer.Meta.fields, "domains"]
+        fields = [*PoolOutputSerializer.Meta.fields, "domains", "fairshare_usage"]
+
+    @extend_schema_field(TeamUsageOutputSerializer(many=True))
+    def get_fairshare_usage(self, pool: Pool) -> list[dict[str, Any]]:
+        return [{"team": u.team, "gpu_hours": round(u.gpu_hours, 4)} for u in self.context.get("usage", [])]
 
     @extend_schema_field(KeyDomainsSerializer(many=True))
     def get_domains(self, pool: Pool) -> list[dict[str, Any]]:
@@ -234,6 +248,10 @@ class PoolInputSerializer(serializers.Serializer):
     min_runtime = StrictIntegerField(
         min_value=0, max_value=MAX_MIN_RUNTIME, required=False,
         help_text="Seconds a running LOW gang runs before it may be preempted (0: at once).")
+    fairshare_half_life = StrictIntegerField(
+        min_value=0, max_value=MAX_FAIRSHARE_HALF_LIFE, required=False,
+        help_text="Fair share over time: within a priority, teams that used fewer GPU-seconds of the pool "
+        "recently go first, usage halving every this many seconds (0: off, submission order).")
     topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
 
     def validate_topology_keys(self, items: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -297,6 +315,7 @@ class PoolSectionInputSerializer(serializers.Serializer):
     k8s_node_selector = StrictCharField(required=False, allow_blank=True, allow_null=True,
                                         help_text="null: none (as for description and k8s_namespace).")
     min_runtime = StrictIntegerField(required=False)
+    fairshare_half_life = StrictIntegerField(required=False)
 
 
 class PoolImportInputSerializer(serializers.Serializer):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -36,6 +37,7 @@ from scheduler.api.serializers import (
 )
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.services import access
+from scheduler.usage import pool_team_usage
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input: details.errors lists {path, message}."),
@@ -127,7 +129,8 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
         keys = selectors.pool_keys(pool)
         summary = selectors.pool_capacity_summary(pool, keys=keys)
         context = {"totals": {pool.pk: summary["totals"]}, "summary": summary, "request": self.request,
-                   "quotas": {pool.pk: selectors.pool_quota_use(pool)}}
+                   "quotas": {pool.pk: selectors.pool_quota_use(pool)},
+                   "usage": pool_team_usage(pool, now=timezone.now())}
         return Response(PoolDetailOutputSerializer(pool, context=context).data, status=status_code)
 
     def _reload(self, name: str) -> Pool:

@@ -86,9 +86,12 @@ NODE_VALUE_FIELDS: tuple[str, ...] = (
     "schedulable",
 )
 POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "k8s_namespace", "k8s_node_selector",
-                                "min_runtime")
+                                "min_runtime", "fairshare_half_life")
 #: The longest ``min_runtime`` (seconds): a week (``scheduler.models.MAX_MIN_RUNTIME``, a test keeps the two equal).
 MAX_MIN_RUNTIME = 7 * 24 * 3600
+#: The longest ``fairshare_half_life`` (seconds): 30 days (``scheduler.models.MAX_FAIRSHARE_HALF_LIFE``, a test
+#: keeps the two equal).
+MAX_FAIRSHARE_HALF_LIFE = 30 * 24 * 3600
 #: The values of ``scheduler.choices.DispatchBackend`` (a test keeps the two equal).
 POOL_BACKENDS: tuple[str, ...] = ("simulated", "kubernetes", "local")
 RESERVED_POOL_NAMES = frozenset({"import"})  # /api/pools/import/ is the import endpoint
@@ -430,6 +433,14 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
             errors.add("pool.min_runtime", f"must be a whole number of seconds from 0 to {MAX_MIN_RUNTIME}")
         else:
             fields_out["min_runtime"] = seconds
+    if "fairshare_half_life" in value:
+        seconds = value["fairshare_half_life"]
+        if (isinstance(seconds, bool) or not isinstance(seconds, int)
+                or not 0 <= seconds <= MAX_FAIRSHARE_HALF_LIFE):
+            errors.add("pool.fairshare_half_life",
+                       f"must be a whole number of seconds from 0 (off) to {MAX_FAIRSHARE_HALF_LIFE}")
+        else:
+            fields_out["fairshare_half_life"] = seconds
     return name, fields_out
 
 

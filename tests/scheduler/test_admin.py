@@ -53,6 +53,7 @@ def _inline_post(pool: Pool, rows: list[tuple[int, str, str, bool]], **fields) -
         "backend": pool.backend,
         "sim_task_seconds": pool.sim_task_seconds,
         "min_runtime": pool.min_runtime,
+        "fairshare_half_life": pool.fairshare_half_life,
         "max_retries": pool.max_retries,
         "k8s_namespace": pool.k8s_namespace,
         "k8s_node_selector": pool.k8s_node_selector,
@@ -136,6 +137,7 @@ def test_adding_a_pool_with_keys_in_the_admin_starts_at_version_1(admin_client_)
         "backend": "simulated",
         "sim_task_seconds": "10",
         "min_runtime": "0",
+        "fairshare_half_life": "0",
         "max_retries": "3",
         "k8s_namespace": "default",
         "k8s_node_selector": "",
@@ -305,6 +307,7 @@ def test_a_new_pool_has_no_gpus_to_give_as_quota_yet(admin_client_):
     llm = Group.objects.create(name="llm")
     data = _quota_rows({
         "name": "added", "description": "", "backend": "simulated", "sim_task_seconds": "10", "min_runtime": "0",
+        "fairshare_half_life": "0",
         "max_retries": "3",
         "k8s_namespace": "default", "k8s_node_selector": "", "status": "ONLINE",
         "grants-TOTAL_FORMS": "0", "grants-INITIAL_FORMS": "0", "grants-MIN_NUM_FORMS": "0",

@@ -179,6 +179,7 @@ def admin_pool_form(pool) -> dict[str, str]:
     keys = list(pool.topology_keys.order_by("position"))
     data = {"name": pool.name, "description": pool.description, "backend": pool.backend,
             "sim_task_seconds": str(pool.sim_task_seconds), "min_runtime": str(pool.min_runtime),
+            "fairshare_half_life": str(pool.fairshare_half_life),
             "max_retries": str(pool.max_retries), "k8s_namespace": pool.k8s_namespace,
             "k8s_node_selector": pool.k8s_node_selector, "status": pool.status,
             "topology_keys-TOTAL_FORMS": str(len(keys)), "topology_keys-INITIAL_FORMS": str(len(keys))}

@@ -134,12 +134,22 @@ class WaitingDomainCountSerializer(serializers.Serializer):
     schedulable = serializers.IntegerField(help_text="Of those, domains with a schedulable node.")
 
 
+class WaitingFairShareSerializer(serializers.Serializer):
+    behind = serializers.IntegerField(help_text="Gangs submitted after it that go first: their teams used less of "
+                                      "the pool recently.")
+    ahead_of = serializers.IntegerField(help_text="Gangs submitted before it that it goes before: their teams used "
+                                        "more of the pool recently.")
+
+
 class WaitingOutputSerializer(serializers.Serializer):
     """Why a SCHEDULING group waits (docs/design.md §11); ``lines`` are the words the CLI and the
     page show too."""
 
     position = serializers.IntegerField(help_text="1 + the gangs ahead of it in the pool's queue.")
     ahead = serializers.DictField(child=serializers.IntegerField(), help_text="Gangs ahead, per priority.")
+    fairshare = WaitingFairShareSerializer(
+        allow_null=True, help_text="What fair share over time changed in its place (null: the pool's "
+        "fairshare_half_life is 0, submission order).")
     domain = WaitingDomainSerializer(allow_null=True, help_text="Best domain of the constraint that failed.")
     holders = WaitingHolderSerializer(many=True, help_text="Workflows holding that domain, most GPUs first.")
     domains = WaitingDomainCountSerializer(allow_null=True)

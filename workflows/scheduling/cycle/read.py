@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
+from django.utils import timezone
 
+from scheduler.fairshare import fair_order
 from scheduler.hold import Holder, expected_end
 from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
 from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
+from scheduler.usage import team_usage_by_id
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
@@ -92,21 +95,37 @@ def queue_facts(pool_id: int) -> QueueFacts:
                       row["timeout_s"])
 
 
-def queue_read(pool: Pool) -> list[QueuedGang]:
-    """The pool's SCHEDULING gangs in queue order: one query of small columns."""
-    rows = (_queued(pool.pk)
-            .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
-                      keys_version=F("workflow__pool_keys_version"), team_id=F("workflow__team_id"),
-                      workflow_label=F("workflow__workflow_id"), exec_timeout_s=F("workflow__exec_timeout_s"))
-            .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
-            .values("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
-                    "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
-                    "keys_version", "team_id", "preemptions", "workflow_label",
-                    "exec_timeout_s"))
+def queue_read(pool: Pool, now: datetime | None = None) -> list[QueuedGang]:
+    """The pool's SCHEDULING gangs in queue order: one query of small columns. With fair share on (the
+    pool's ``fairshare_half_life``, docs/design.md §9), one more: each team's recent usage
+    (:func:`scheduler.usage.team_usage_by_id`, as seen at ``now``); within a priority the gangs of
+    teams that used less come first, and their order key carries the team's place by usage between
+    the rank and the submission time (the walk compares keys: a starving gang holds machines against
+    the gangs after it in this order)."""
+    rows = list(
+        _queued(pool.pk)
+        .annotate(rank=_priority_rank(), submitted_at=F("workflow__submitted_at"),
+                  keys_version=F("workflow__pool_keys_version"), team_id=F("workflow__team_id"),
+                  workflow_label=F("workflow__workflow_id"), exec_timeout_s=F("workflow__exec_timeout_s"))
+        .order_by("rank", "workflow__submitted_at", "workflow_id", "position")
+        .values("pk", "workflow_id", "name", "rank", "submitted_at", "position", "scheduling_since",
+                "proof_epoch", "signature", "reason_code", "reason_digest", "idle_fit", "idle_fit_epoch",
+                "keys_version", "team_id", "preemptions", "workflow_label", "exec_timeout_s"))
+    place: dict[int | None, int] | None = None
+    if pool.fairshare_half_life > 0 and rows:
+        usage = team_usage_by_id(pool, now=now or timezone.now())
+        rows = fair_order(rows, rank=lambda row: row["rank"], team=lambda row: row["team_id"], usage=usage)
+        teams = {row["team_id"]: usage.get(row["team_id"], 0.0) for row in rows}
+        level = {value: i for i, value in enumerate(sorted(set(teams.values())))}
+        place = {team: level[value] for team, value in teams.items()}
+
+    def order(row: dict[str, Any]) -> list[Any]:
+        submitted = [row["submitted_at"].isoformat(), row["workflow_id"], row["position"]]
+        return [row["rank"], *submitted] if place is None else [row["rank"], place[row["team_id"]], *submitted]
+
     return [
         QueuedGang(
-            pk=row["pk"], workflow_id=row["workflow_id"], name=row["name"], rank=row["rank"],
-            order=[row["rank"], row["submitted_at"].isoformat(), row["workflow_id"], row["position"]],
+            pk=row["pk"], workflow_id=row["workflow_id"], name=row["name"], rank=row["rank"], order=order(row),
             scheduling_since=row["scheduling_since"], proof_epoch=row["proof_epoch"], signature=row["signature"],
             reason_code=row["reason_code"], reason_digest=row["reason_digest"], idle_fit=row["idle_fit"],
             idle_fit_epoch=row["idle_fit_epoch"], keys_version=row["keys_version"], team_id=row["team_id"],

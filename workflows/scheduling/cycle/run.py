@@ -130,7 +130,9 @@ def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dic
     and the teams' quotas."""
     pool = start.pool
     key_labels = pool_key_labels(pool)
-    queue = queue_read(pool)
+    queue = queue_read(pool, start.now)
+    if cursor and queue and len(cursor) != len(queue[0].order):
+        cursor = None  # fair share turned on or off since: the key's shape changed (walk from the start)
     cycle = CycleInput(
         pool_id=pool.pk, pool_name=pool.name, keys_version=pool.keys_version, key_labels=tuple(key_labels),
         now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
