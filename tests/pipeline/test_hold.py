@@ -212,12 +212,13 @@ def test_a_gang_behind_two_holds_backfills_only_those_free_after_it_ends(user, t
     # given two starving rack gangs holding the rack free in 30 minutes and the one free in an hour
     (short, short_rack), (_hour, hour_rack) = _racks_ending_in_30m_1h_and_2h(user, three_racks)
     _two_starving_rack_gangs(user, three_racks)
-    # when one-machine gangs queue behind both: ending in 45 minutes, in 10, and in 90
+    # when one-machine gangs queue behind both: ending in 90 minutes, in 45, and in 10
+    slow = submit(user, three_racks, "slow", 1, key=None, timeout="90m")
     mid = submit(user, three_racks, "mid", 1, key=None, timeout="45m")
     quick = submit(user, three_racks, "quick", 1, key=None, timeout="10m")
-    slow = submit(user, three_racks, "slow", 1, key=None, timeout="90m")
     placement_cycle_run(pool_id=three_racks.pk)
-    # then the 45-minute gang is placed only on the hour's rack (the 30-minute rack is kept from it)
+    # then the 45-minute gang is placed on the hour's rack (the 30-minute rack is kept from it), which
+    # the 90-minute gang ahead of it could not take
     assert TaskGroup.objects.get(workflow=mid).status == "INITIALIZING"
     assert racks_of(mid) == {hour_rack}
     # and the 10-minute gang, which may use both, on the 30-minute rack's free machine
