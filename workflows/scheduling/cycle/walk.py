@@ -36,7 +36,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from scheduler.hold import may_backfill, soonest_hold, where
+from scheduler.hold import Holder, may_backfill, soonest_hold, where
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
@@ -108,6 +108,7 @@ class Walk:
         self.holds: list[Hold] = []
         self.active: tuple[int, ...] = ()
         self.blocked: list[tuple[str, Vec]] = []
+        self._holders: list[Holder] | None = None  # the pool's placed gangs and their expected ends
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
         self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low,
                                         now=cycle.now.timestamp())
@@ -339,7 +340,9 @@ class Walk:
         taken = {name for earlier in self.holds for name in earlier.machines or ()}
         evicted = self.preemptions.evicted if self.preemptions is not None else {}
         # Gangs evicted in this walk have given their machines back on the index already.
-        holders = [h for h in self.source.holders(self.cycle.now.timestamp()) if int(h.key) not in evicted]
+        if self._holders is None:  # read once per walk (two queries), for every hold
+            self._holders = self.source.holders(self.cycle.now.timestamp())
+        holders = [h for h in self._holders if int(h.key) not in evicted]
         hold: Hold | None = None
         if holders:
             snapshot = self.index.snapshot(self.cycle.pool_name)
