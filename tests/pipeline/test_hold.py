@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import assert_never_overcommitted, gang_spec
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
@@ -125,3 +126,111 @@ def test_without_timeouts_the_hold_is_estimated_and_no_gang_backfills_it(user, r
     young_placed = TaskGroup.objects.get(workflow=young).placed_at
     assert young_placed + timedelta(minutes=19) < free_by < young_placed + timedelta(minutes=21)
     assert TaskGroup.objects.get(workflow=behind).status == "SCHEDULING"
+
+
+# -- several holds at once (conservative backfill) -------------------------------------------------------
+
+
+@pytest.fixture
+def three_racks():
+    """Three racks of three 4-GPU nodes:  r1: a1 a2 a3   r2: b1 b2 b3   r3: c1 c2 c3"""
+    pool = make_pool("three-racks", keys=[("rack", "rack")], sim_task_seconds=1)
+    for rack, prefix in (("r1", "a"), ("r2", "b"), ("r3", "c")):
+        for n in (1, 2, 3):
+            make_node(pool, f"{prefix}{n}", {"rack": rack}, gpu=4)
+    return pool
+
+
+def _racks_ending_in_30m_1h_and_2h(user, pool):
+    """A whole rack taken until a two-hour timeout, two machines of another until 30 minutes and two
+    of the third until an hour (one machine free on each). Returns (30-minute gang, its rack), (1-hour
+    gang, its rack)."""
+    long = submit(user, pool, "long", 3, timeout="2h")
+    placement_cycle_run(pool_id=pool.pk)
+    short = submit(user, pool, "short", 2, timeout="30m")
+    placement_cycle_run(pool_id=pool.pk)
+    hour = submit(user, pool, "hour", 2, timeout="1h")
+    placement_cycle_run(pool_id=pool.pk)
+    (long_rack,), (short_rack,), (hour_rack,) = racks_of(long), racks_of(short), racks_of(hour)
+    assert len({long_rack, short_rack, hour_rack}) == 3
+    return (TaskGroup.objects.get(workflow=short), short_rack), (TaskGroup.objects.get(workflow=hour), hour_rack)
+
+
+def _two_starving_rack_gangs(user, pool) -> tuple[Workflow, Workflow]:
+    first = submit(user, pool, "first", 3)
+    second = submit(user, pool, "second", 3)
+    starve(first)
+    starve(second)
+    return first, second
+
+
+def test_two_starving_gangs_each_hold_the_rack_that_frees_first_for_them(user, three_racks, settings):
+    settings.OSMO_STARVATION_SECONDS = 60
+    # given racks whose gangs end in 30 minutes, an hour and two hours
+    (short, short_rack), (hour, hour_rack) = _racks_ending_in_30m_1h_and_2h(user, three_racks)
+    # when two whole-rack gangs have waited past the starvation threshold
+    first, second = _two_starving_rack_gangs(user, three_racks)
+    placement_cycle_run(pool_id=three_racks.pk)
+    # then the first holds the rack free in 30 minutes, the second the one free in an hour (not the
+    # first's), each saying which and until when
+    for workflow, group, rack, minutes in ((first, short, short_rack, 30), (second, hour, hour_rack, 60)):
+        reason = TaskGroup.objects.get(workflow=workflow).unschedulable_reason
+        free_by = (group.placed_at + timedelta(minutes=minutes)).astimezone(UTC)
+        where = f"rack {rack}, 3 machines"
+        assert TaskGroup.objects.get(workflow=workflow).status == "SCHEDULING"
+        assert reason["holding"] == {"where": where, "free_by": free_by.isoformat(), "bounded": True}
+        assert reason["message"].endswith(f"; holding {where}, free by {free_by:%H:%M} UTC at the latest")
+
+
+def test_with_one_hold_at_most_only_the_first_starving_gang_holds(user, three_racks, settings):
+    settings.OSMO_STARVATION_SECONDS = 60
+    settings.OSMO_STARVATION_MAX_HOLDS = 1
+    # given racks whose gangs end in 30 minutes, an hour and two hours, and two starving rack gangs
+    (short, short_rack), (_hour, hour_rack) = _racks_ending_in_30m_1h_and_2h(user, three_racks)
+    first, second = _two_starving_rack_gangs(user, three_racks)
+    # when a cycle runs with a one-machine gang that ends in 90 minutes behind them
+    slow = submit(user, three_racks, "slow", 1, key=None, timeout="90m")
+    placement_cycle_run(pool_id=three_racks.pk)
+    # then only the first holds a rack; the second waits behind it, kept off that rack
+    at = (short.placed_at + timedelta(minutes=30)).astimezone(UTC)
+    held = TaskGroup.objects.get(workflow=first).unschedulable_reason["holding"]
+    assert held == {"where": f"rack {short_rack}, 3 machines", "free_by": at.isoformat(), "bounded": True}
+    reason = TaskGroup.objects.get(workflow=second).unschedulable_reason
+    assert reason["holding"] == {"where": f"rack {short_rack}, 3 machines", "free_by": at.isoformat()}
+    assert reason["code"] == "behind_starving_group"
+    assert reason["message"] == (
+        f"waiting: an older gang that does not fit yet goes first; rack {short_rack}, 3 machines is kept for it "
+        f"(free by {at:%H:%M} UTC), only gangs that end by then may use it, and it has no exec_timeout")
+    # and the hour's rack is not held: the 90-minute gang is placed on its free machine
+    assert TaskGroup.objects.get(workflow=slow).status == "INITIALIZING"
+    assert racks_of(slow) == {hour_rack}
+    assert_never_overcommitted(three_racks)
+
+
+def test_a_gang_behind_two_holds_backfills_only_those_free_after_it_ends(user, three_racks, settings):
+    settings.OSMO_STARVATION_SECONDS = 60
+    # given two starving rack gangs holding the rack free in 30 minutes and the one free in an hour
+    (short, short_rack), (_hour, hour_rack) = _racks_ending_in_30m_1h_and_2h(user, three_racks)
+    _two_starving_rack_gangs(user, three_racks)
+    # when one-machine gangs queue behind both: ending in 90 minutes, in 45, and in 10
+    slow = submit(user, three_racks, "slow", 1, key=None, timeout="90m")
+    mid = submit(user, three_racks, "mid", 1, key=None, timeout="45m")
+    quick = submit(user, three_racks, "quick", 1, key=None, timeout="10m")
+    placement_cycle_run(pool_id=three_racks.pk)
+    # then the 45-minute gang is placed on the hour's rack (the 30-minute rack is kept from it), which
+    # the 90-minute gang ahead of it could not take
+    assert TaskGroup.objects.get(workflow=mid).status == "INITIALIZING"
+    assert racks_of(mid) == {hour_rack}
+    # and the 10-minute gang, which may use both, on the 30-minute rack's free machine
+    assert TaskGroup.objects.get(workflow=quick).status == "INITIALIZING"
+    assert racks_of(quick) == {short_rack}
+    # and the 90-minute gang is kept off both, naming the first hold
+    at = (short.placed_at + timedelta(minutes=30)).astimezone(UTC)
+    group = TaskGroup.objects.get(workflow=slow)
+    assert group.status == "SCHEDULING"
+    assert Task.objects.filter(workflow=slow, node__isnull=False).count() == 0
+    assert group.unschedulable_reason["code"] == "behind_starving_group"
+    assert group.unschedulable_reason["message"] == (
+        f"waiting: an older gang that does not fit yet goes first; rack {short_rack}, 3 machines is kept for it "
+        f"(free by {at:%H:%M} UTC), only gangs that end by then may use it, and its exec_timeout ends later")
+    assert_never_overcommitted(three_racks)

@@ -4,10 +4,12 @@ by hand, no database, and the frozen decision checked whole."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from scheduler.hold import Holder
 from scheduler.placement import ClusterSnapshot, NodeState, Policy, Resources
 from scheduler.placement.signature import gang_signature
 from tests.scheduler.placement.builders import rack, tree
@@ -105,3 +107,55 @@ def test_a_gang_proven_at_this_epoch_is_neither_read_nor_solved():
     assert source.asked == [2]
     assert [p.gang.pk for p in decision.placements] == [2]
     assert decision.verdicts == ()
+
+
+class ThreeFullRacks(InMemory):
+    """Racks a, b, c of two 4-GPU machines, each taken whole by a placed gang ending in 30, 60 and 120
+    minutes (their exec_timeouts)."""
+
+    RACKS = {"a": 30, "b": 60, "c": 120}
+
+    def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
+        nodes = tuple(NodeState(f"{r}{n}", (r,), Resources(gpu=0)) for r in self.RACKS for n in (1, 2))
+        return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes), {node.name: i for i, node in enumerate(nodes)}
+
+    def idle_snapshot(self) -> ClusterSnapshot:
+        nodes = tuple(NodeState(f"{r}{n}", (r,), Resources(gpu=4)) for r in self.RACKS for n in (1, 2))
+        return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes)
+
+    def holders(self, now: float) -> list:
+        return [Holder(str(i), ((f"{r}1", Resources(gpu=4)), (f"{r}2", Resources(gpu=4))), now + minutes * 60, True)
+                for i, (r, minutes) in enumerate(self.RACKS.items(), start=1)]
+
+
+def _two_starving_rack_gangs_walked(max_holds: int) -> dict[tuple[int, ...], Verdict]:
+    """Two starving whole-rack gangs on :class:`ThreeFullRacks`, walked with up to ``max_holds`` holds:
+    the verdicts by group ids (nothing is placed)."""
+    built = [_gang(pk, 2, same_rack=True) for pk in (1, 2)]
+    gangs = [replace(gang, scheduling_since=NOW - timedelta(hours=2)) for gang, _row in built]
+    source = ThreeFullRacks({gang.pk: row for gang, row in built})
+    decision = Walk(replace(_input(gangs), max_holds=max_holds), source, Policy()).decide()
+    assert decision.placements == ()
+    return {verdict.group_ids: verdict for verdict in decision.verdicts}
+
+
+def test_a_second_starving_gang_holds_other_machines_and_its_verdict_there_is_no_proof():
+    # given two starving whole-rack gangs on a pool whose racks are all taken
+    # when the walk decides with up to four holds
+    said = _two_starving_rack_gangs_walked(4)
+    # then the first holds rack a (free first), proven unschedulable at the capacity epoch
+    first, second = said[(1,)], said[(2,)]
+    assert (first.proof, first.reason["holding"]["where"]) == (7, "rack a, 2 machines")
+    # and the second holds rack b (not a), its verdict made without rack a no proof on the pool
+    assert (second.proof, second.code, second.reason["holding"]["where"]) == (None, "no_domain", "rack b, 2 machines")
+
+
+def test_with_one_hold_the_second_starving_gang_waits_kept_off_the_first_hold():
+    # given two starving whole-rack gangs on a pool whose racks are all taken
+    # when the walk decides with one hold at most
+    said = _two_starving_rack_gangs_walked(1)
+    # then the first holds rack a, and the second waits behind it, kept off rack a, without a proof
+    first, second = said[(1,)], said[(2,)]
+    assert (first.proof, first.reason["holding"]["where"]) == (7, "rack a, 2 machines")
+    assert (second.proof, second.code, second.reason["holding"]["where"]) == (
+        None, "behind_starving_group", "rack a, 2 machines")

@@ -138,6 +138,7 @@ def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dic
         now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
         queue=tuple(queue), cursor=cursor, proofs=dict(proofs or {}),
         starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
+        max_holds=settings.OSMO_STARVATION_MAX_HOLDS,
         budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
     )
     return cycle, DatabaseSource(pool, key_labels), Quotas.load(pool)

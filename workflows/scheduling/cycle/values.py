@@ -109,6 +109,7 @@ class CycleInput:
     cursor: list[Any] | None = None  # where the previous cycle stopped, out of time
     proofs: Mapping[str, int] = field(default_factory=dict)  # signature -> epoch, proven at this epoch
     starvation: timedelta = timedelta(seconds=0)
+    max_holds: int = 1  # OSMO_STARVATION_MAX_HOLDS: starving gangs holding machines at once
     budget_seconds: float = float("inf")
     preemption: bool = False  # OSMO_PREEMPTION_ENABLED
 

@@ -4,12 +4,15 @@ database of its own: what it reads on demand comes through a
 :class:`~workflows.scheduling.cycle.values.GangSource`, so a test drives it with values built by hand.
 
 Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. Backfill: a later
-gang that fits may go ahead of one that does not. Starvation guard: once the first gang that does
+gang that fits may go ahead of one that does not. Starvation guard: once a gang that does
 not fit has waited longer than the starvation threshold and would fit the idle pool, machines are
-kept for it: those of the placement where it can start soonest, judged by when the gangs holding them
-must end (:mod:`scheduler.hold`), else those of its placement on the idle pool. Gangs of equal
-or lower priority behind it are placed only elsewhere, so capacity freed there accumulates until it
-fits, but for those that will have ended by the time the kept machines are free (EASY backfill).
+kept for it (a *hold*): those of the placement where it can start soonest, judged by when the gangs
+holding them must end (:mod:`scheduler.hold`), else (the first hold only) those of its placement on
+the idle pool. Gangs of equal or lower priority behind it are placed only elsewhere, so capacity
+freed there accumulates until it fits, but for those that will have ended by the time the kept
+machines are free (EASY backfill). Up to ``CycleInput.max_holds`` starving gangs hold machines at
+once, each on machines no earlier hold keeps (conservative backfill); a gang is decided with the
+machines of every hold ahead of it that it may not backfill taken out.
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -33,7 +36,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from scheduler.hold import may_backfill, soonest_hold, where
+from scheduler.hold import Holder, may_backfill, soonest_hold, where
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
@@ -74,17 +77,17 @@ class WalkMemo:
     proofs: dict[str, int] = field(default_factory=dict)
     absent_there: dict[int, frozenset[str]] = field(default_factory=dict)  # pk -> machines without LOW work
     behind_starving: Reason = field(default_factory=lambda: Reason(dict(BEHIND_STARVING)))
-    behind_hold: dict[bool, Reason] = field(default_factory=dict)  # has an exec_timeout -> kept off the hold
+    # (which hold, has an exec_timeout) -> the reason of a gang kept off that hold
+    behind_hold: dict[tuple[int, bool], Reason] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Hold:
-    """The starvation guard's hold: the machines kept for the starving gang and, while a gang behind
-    it is decided, the free capacity taken off them on the index."""
+    """One of the starvation guard's holds: the machines kept for a starving gang, which binds the
+    gangs of its priority and below behind it in the queue (those after ``order``)."""
 
-    machines: tuple[str, ...] | None = None  # None: no placement on the idle pool, hold every such gang
-    blocked: list[tuple[str, Vec]] = field(default_factory=list)
-    active: bool = False
+    order: list[Any]  # the starving gang's place in the queue
+    machines: tuple[str, ...] | None  # None: no placement on the idle pool, hold every such gang (first hold)
     # By expected end: when the kept machines are free (epoch seconds; None: held by the idle pool's
     # placement, no time), whether that time is a bound, and the machines as people name them.
     free_by: float | None = None
@@ -99,7 +102,13 @@ class Walk:
                  ) -> None:
         self.cycle, self.source, self.policy = cycle, source, policy
         self.memo = WalkMemo(prior_proofs=dict(cycle.proofs), proofs=dict(cycle.proofs))
-        self.hold = Hold()
+        # The starvation guard's holds, in queue order, on disjoint machines; while a gang is decided,
+        # the free capacity of those it may not use (``active``, indexes into ``holds``) is taken off
+        # the index (``blocked``).
+        self.holds: list[Hold] = []
+        self.active: tuple[int, ...] = ()
+        self.blocked: list[tuple[str, Vec]] = []
+        self._holders: list[Holder] | None = None  # the pool's placed gangs and their expected ends
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
         self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low,
                                         now=cycle.now.timestamp())
@@ -123,9 +132,6 @@ class Walk:
         # proof; ``retry``: such a verdict was made, and the next cycle walks again.
         self.low_placed = False
         self.retry = False
-        # The starving gang's place in the queue: gangs of its priority and below *behind* it are held
-        # (in a resumed walk it comes last, and it is not held by its own hold).
-        self.starving_order: list[Any] | None = None
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -205,9 +211,9 @@ class Walk:
             start = next((i for i, g in enumerate(queue) if g.order >= cursor), 0)
         walk = queue[start:] + queue[:start]
         starvation, now = cycle.starvation, cycle.now
+        # (in a resumed walk the prefix's starving gang comes last: it is not held by its own hold)
         starving = self._starving_before(queue[:start])
         if starving is not None:
-            self.starving_order = starving.order
             self._hold_for(starving, [])
         deadline = _clock() + cycle.budget_seconds
         new_cursor: list[Any] | None = None
@@ -223,7 +229,7 @@ class Walk:
                 new_cursor = g.order
                 break
             self._step(g, walk[position + 1:position + FETCH_BATCH])
-        self._holding(False)
+        self._holding(())
         until = self.preemptions.protected_until() if self.preemptions is not None else None
         if until is not None:  # a LOW gang's minimum runtime ends: the queue is walked again then
             at = datetime.fromtimestamp(until, tz=now.tzinfo or UTC)
@@ -233,7 +239,7 @@ class Walk:
     def _step(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
         """Decide one gang: keys changed, held behind the starving gang, over its quota, proven, placed
         (on the index, or by evicting LOW work), or given a verdict."""
-        cycle, starving_order = self.cycle, self.starving_order
+        cycle, holds = self.cycle, self.holds
         if g.keys_version != cycle.keys_version:
             changed = keys_changed_reason(self._tree(g, upcoming), self.source.pool_keys(g.workflow_id),
                                           cycle.pool_name, list(cycle.key_labels))
@@ -241,13 +247,15 @@ class Walk:
                 self._record(g, Reason(changed), None)
                 self.unschedulable.append(g.pk)
                 return
-        held = starving_order is not None and g.order > starving_order
-        if held and self.hold.machines is None:  # no machines to keep for the starving gang: hold everything
+        ahead = [i for i, hold in enumerate(holds) if g.order > hold.order]  # the holds that bind it
+        held = bool(ahead)
+        if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
             self._behind_starving(g)
             return
-        # EASY backfill: a gang that will have ended by the time the kept machines are free may use them
-        backfill = held and may_backfill(cycle.now.timestamp(), g.exec_timeout_s, self.hold.free_by)
-        self._holding(held and not backfill)
+        # EASY backfill: a gang that will have ended by the time a hold's machines are free may use them
+        now = cycle.now.timestamp()
+        blocking = tuple(i for i in ahead if not may_backfill(now, g.exec_timeout_s, holds[i].free_by))
+        self._holding(blocking)
         if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
             over = self.quotas.over(g, self.request(g, upcoming))
             if over is not None:
@@ -255,7 +263,9 @@ class Walk:
                 self.unschedulable.append(g.pk)
                 return
         waited = cycle.now - (g.scheduling_since or cycle.now)
-        check_idle = starving_order is None and waited > cycle.starvation
+        # A new hold: fewer than the most there may be, for a gang behind every hold so far.
+        check_idle = (waited > cycle.starvation and len(holds) < cycle.max_holds
+                      and (not holds or g.order > holds[-1].order))
         idle_known = g.idle_fit is not None and g.idle_fit_epoch == cycle.inventory_epoch
         # A signature proven by an earlier cycle at this epoch covers a gang that already carries its
         # reason (each was rewritten when that proof was made); a gang new since then is solved or
@@ -270,7 +280,6 @@ class Walk:
             self.proven += 1
             self.unschedulable.append(g.pk)
             if check_idle and g.idle_fit:
-                self.starving_order = g.order
                 self._hold_for(g, upcoming)
             return
         verdict = self._decide(g, upcoming)
@@ -284,18 +293,19 @@ class Walk:
         waiting_runtime = self.runtime_waits.get(g.pk)
         if waiting_runtime is not None:
             reason = reason.preemptible_at(*waiting_runtime)
-        if held:  # it may fit once the starving gang is placed: solved again next cycle
-            self._behind_starving(g, kept_off=not backfill)
-            return
+        hold: Hold | None = None
         if check_idle:
             if self._fits_idle(g, upcoming, idle_known):
-                self.starving_order = g.order
-                self._hold_for(g, upcoming)
-                if self.hold.free_by is not None:
-                    reason = reason.holding(self.hold.where, self.hold.free_by, self.hold.bounded)
-            else:
+                hold = self._hold_for(g, upcoming)
+                if hold is not None and hold.free_by is not None:
+                    reason = reason.holding(hold.where, hold.free_by, hold.bounded)
+            elif not held:
                 reason = reason.never_idle()
-        proof = cycle.capacity_epoch if status == "unschedulable" else None
+        if held and hold is None:  # it may fit once the starving gangs are placed: solved again next cycle
+            self._behind_starving(g, blocking)
+            return
+        # (a verdict with holds' machines taken out is no proof on the pool)
+        proof = cycle.capacity_epoch if status == "unschedulable" and not blocking else None
         if proof is not None and g.rank < LOW_RANK and self.low_placed:
             proof, self.retry = None, True
         if proof is not None and g.rank < LOW_RANK and self.preemptions is not None and self.preemptions.protected:
@@ -315,62 +325,90 @@ class Walk:
 
     # -- the starvation guard's hold -----------------------------------------------------------------
 
-    def _hold_for(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
+    def _hold_for(self, g: QueuedGang, upcoming: list[QueuedGang]) -> Hold | None:
         """Keep machines for a starving gang: those of the placement where it can start soonest as the
-        gangs holding the pool end (:func:`scheduler.hold.soonest_hold`), else those of its
-        placement on the idle pool. Gangs of its priority and below behind it are then placed only
-        elsewhere, so that the work on those machines drains and nothing of its rank or below takes
-        their place (but gangs that end by the time they are free), while the rest of the pool keeps
-        being backfilled (docs/design.md §6). None (hold every such gang) if it has no such placement."""
+        gangs holding the pool end (:func:`scheduler.hold.soonest_hold`) on the machines no earlier
+        hold keeps, else, for the first hold only, those of its placement on the idle pool. Gangs of
+        its priority and below behind it are then placed only elsewhere, so that the work on those
+        machines drains and nothing of its rank or below takes their place (but gangs that end by the
+        time they are free), while the rest of the pool keeps being backfilled (docs/design.md §6).
+        The first hold's machines are None (hold every such gang) if it has no such placement; a later
+        gang without a soonest placement gets no hold (None)."""
         request = self.request(g, upcoming)
-        hold = self.hold
-        if hold.active:  # the hold is sought on the whole pool
-            self._holding(False)
-        hold.free_by, hold.bounded, hold.where = None, False, ""
+        active = self.active
+        self._holding(())  # the hold is sought on the whole pool but the earlier holds' machines
+        taken = {name for earlier in self.holds for name in earlier.machines or ()}
         evicted = self.preemptions.evicted if self.preemptions is not None else {}
         # Gangs evicted in this walk have given their machines back on the index already.
-        holders = [h for h in self.source.holders(self.cycle.now.timestamp()) if int(h.key) not in evicted]
+        if self._holders is None:  # read once per walk (two queries), for every hold
+            self._holders = self.source.holders(self.cycle.now.timestamp())
+        holders = [h for h in self._holders if int(h.key) not in evicted]
+        hold: Hold | None = None
         if holders:
             snapshot = self.index.snapshot(self.cycle.pool_name)
+            if taken:
+                snapshot = ClusterSnapshot(snapshot.pool, snapshot.keys,
+                                           tuple(node for node in snapshot.nodes if node.name not in taken))
             found = soonest_hold(snapshot, request, holders, self.policy)
             if found is not None:
-                hold.machines = tuple(sorted(found.machines))
-                hold.free_by, hold.bounded, hold.where = found.free_by, found.bounded, where(snapshot, found.machines)
-                return
-        outcome = solve(self.idle_index(), request, self.policy)
-        hold.machines = tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None
+                hold = Hold(g.order, tuple(sorted(found.machines)), found.free_by, found.bounded,
+                            where(snapshot, found.machines))
+        if hold is None and not self.holds:
+            outcome = solve(self.idle_index(), request, self.policy)
+            hold = Hold(g.order, tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None)
+        if hold is not None:
+            self.holds.append(hold)
+        self._holding(active)
+        return hold
 
-    def _holding(self, held: bool) -> None:
-        """Take the kept machines' free capacity off the index while a held gang is decided (its
-        verdicts and victim searches are memoised apart: :meth:`_memo_key`), give it back otherwise."""
-        hold = self.hold
-        if held == hold.active:
+    def _holding(self, which: tuple[int, ...]) -> None:
+        """Take the free capacity of the holds ``which`` (indexes into :attr:`holds`) off the index
+        while a gang they bind is decided (its verdicts and victim searches are memoised apart:
+        :meth:`_memo_key`), and give back that of the others."""
+        if which == self.active:
             return
-        if held:
+        if self.blocked:
+            self.index.release(self.blocked)
+            self.blocked = []
+        if which:
             nodes = self.index.nodes
-            for name in hold.machines or ():
-                f = nodes[name].free
-                if f.gpu or f.cpu or f.memory or f.storage:
-                    hold.blocked.append((name, (f.gpu, f.cpu, f.memory, f.storage)))
-            self.index.place(hold.blocked)
-        else:
-            self.index.release(hold.blocked)
-            hold.blocked = []
-        hold.active = held
+            for i in which:
+                for name in self.holds[i].machines or ():
+                    f = nodes[name].free
+                    if f.gpu or f.cpu or f.memory or f.storage:
+                        self.blocked.append((name, (f.gpu, f.cpu, f.memory, f.storage)))
+            self.index.place(self.blocked)
+        self.active = which
+
+    def _kept(self) -> frozenset[str]:
+        """The machines of the holds taken off the index now."""
+        return frozenset(name for i in self.active for name in self.holds[i].machines or ())
+
+    def _refresh_holding(self) -> None:
+        """Take off the holds' machines again what was freed there (victims evicted)."""
+        active = self.active
+        self._holding(())
+        self._holding(active)
 
     def _memo_key(self, g: QueuedGang) -> str:
-        """The gang's signature, told apart while the kept machines are held back (a verdict there is
-        not one on the whole pool)."""
-        held = self.hold.active and self.hold.machines
-        return f"{g.signature}|held" if g.signature and held else g.signature
+        """The gang's signature, told apart while kept machines are held back (a verdict there is not
+        one on the whole pool; each set of holds held back is its own view)."""
+        kept = [i for i in self.active if self.holds[i].machines]
+        if not g.signature or not kept:
+            return g.signature
+        return f"{g.signature}|held" if kept == [0] else f"{g.signature}|held{','.join(map(str, kept))}"
 
-    def _behind_starving(self, g: QueuedGang, *, kept_off: bool = True) -> None:
-        hold = self.hold
+    def _behind_starving(self, g: QueuedGang, blocking: tuple[int, ...] = ()) -> None:
+        """The reason of a gang behind starving gangs: kept off the machines of the first hold in
+        ``blocking`` that has a time (it ends too late), else waiting behind them."""
         reason = self.memo.behind_starving
-        if kept_off and hold.free_by is not None and hold.machines:  # kept off the held machines: ends too late
-            timed = g.exec_timeout_s is not None
-            reason = self.memo.behind_hold.get(timed) or self.memo.behind_hold.setdefault(
-                timed, behind_hold(hold.where, hold.free_by, timed))
+        timed_holds = [i for i in blocking if self.holds[i].free_by is not None and self.holds[i].machines]
+        if timed_holds:
+            i = timed_holds[0]
+            hold, timed = self.holds[i], g.exec_timeout_s is not None
+            assert hold.free_by is not None
+            reason = self.memo.behind_hold.get((i, timed)) or self.memo.behind_hold.setdefault(
+                (i, timed), behind_hold(hold.where, hold.free_by, timed))
         if not (self._behind_starving_said(g) and self._reason_unchanged(g, reason)):
             self._record(g, reason, None)
         self.unschedulable.append(g.pk)
@@ -448,10 +486,11 @@ class Walk:
     def _absent_solve(self, request: GangRequest) -> Placement | Unplaceable | None:
         """Solve on the view without LOW work (None: no LOW gang runs)."""
         assert self.preemptions is not None
-        if self.preemptions.absent is None and self.hold.active:  # built on the whole pool, kept machines free
-            self._holding(False)
+        if self.preemptions.absent is None and self.active:  # built on the whole pool, kept machines free
+            active = self.active
+            self._holding(())
             self.preemptions.absent_view(self.index)
-            self._holding(True)
+            self._holding(active)
         absent = self.preemptions.absent_view(self.index)
         if absent is None:
             return None
@@ -473,7 +512,7 @@ class Walk:
         if self.preemptions is None:
             return False
         signature = self._memo_key(g)
-        kept = frozenset(self.hold.machines or ()) if self.hold.active else frozenset()
+        kept = self._kept()
         placement = None
         if self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
             request = self.request(g, upcoming)
@@ -485,9 +524,8 @@ class Walk:
                 if wait is not None:
                     self.runtime_waits[g.pk] = wait
             return False
-        if self.hold.active:  # victims' machines among the kept ones: hold back what they freed there too
-            self._holding(False)
-            self._holding(True)
+        if self.active:  # victims' machines among the kept ones: hold back what they freed there too
+            self._refresh_holding()
         self._placed(g, request, placement)
         return True
 
