@@ -3,7 +3,9 @@
 database of its own: what it reads on demand comes through a
 :class:`~workflows.scheduling.cycle.values.GangSource`, so a test drives it with values built by hand.
 
-Order: priority (HIGH, NORMAL, LOW), then submission time, then group position. Backfill: a later
+Order: priority (HIGH, NORMAL, LOW), then (with the pool's fair share on, docs/design.md §9) the
+team's place by recent usage, then submission time, then group position: the ``order`` key the read
+step builds. Backfill: a later
 gang that fits may go ahead of one that does not. Starvation guard: once a gang that does
 not fit has waited longer than the starvation threshold and would fit the idle pool, machines are
 kept for it (a *hold*): those of the placement where it can start soonest, judged by when the gangs
