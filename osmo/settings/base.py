@@ -258,7 +258,7 @@ OSMO_REFUSE_NEVER_FITS = env.bool("OSMO_REFUSE_NEVER_FITS", default=True)
 # A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
 OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 # How many starving gangs hold machines at once (docs/design.md §6); 1: one at a time (EASY backfill).
-OSMO_STARVATION_MAX_HOLDS = env.int("OSMO_STARVATION_MAX_HOLDS", default=4)
+OSMO_STARVATION_MAX_HOLDS = env.int("OSMO_STARVATION_MAX_HOLDS", default=8)
 # Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
 OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
 # The gangs a placement cycle placed are dispatched in messages of up to this many gangs each
