@@ -32,9 +32,9 @@ import sys
 from collections import defaultdict
 
 from bench.pools import nvl72_pool
-from bench.simulate import SOLVERS, WINDOW, Job, trace
+from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.placement import Placement
-from scheduler.placement.types import ClusterSnapshot, NodeState, Resources
+from scheduler.placement.types import ClusterSnapshot
 
 TRAY_GPUS = 4
 
@@ -95,13 +95,7 @@ def run(solver: str, jobs: list[Job], base: ClusterSnapshot) -> dict:
     stranded: list[int] = []
 
     def apply(job: Job, placement: Placement, sign: int) -> None:
-        reqs = {t.name: t.resources for t in job.group.tasks}
-        for task, machine in placement.assignments:
-            i = index[machine]
-            n, r, f = nodes[i], reqs[task], nodes[i].free
-            free = Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu, f.memory - sign * r.memory,
-                             f.storage - sign * r.storage)
-            nodes[i] = NodeState(n.name, n.labels, free, n.schedulable)
+        occupy(nodes, index, job.group, placement, sign)
 
     while events:
         now, ev, j = heapq.heappop(events)

@@ -140,6 +140,20 @@ def trace(jobs: int, seed: int, total_gpus: int, load: float = 0.9) -> list[Job]
     return out
 
 
+def occupy(nodes: list[NodeState], index: dict[str, int], group: GangRequest, placement: Placement,
+           sign: int) -> None:
+    """Take (``sign`` 1) or give back (-1) what ``group``'s tasks hold under ``placement`` on
+    ``nodes`` (``index``: machine name -> position), in place: every trace simulation's bookkeeping."""
+    reqs = {t.name: t.resources for t in group.tasks}
+    for task, machine in placement.assignments:
+        i = index[machine]
+        n, r = nodes[i], reqs[task]
+        f = n.free
+        free = Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu, f.memory - sign * r.memory,
+                         f.storage - sign * r.storage)
+        nodes[i] = NodeState(n.name, n.labels, free, n.schedulable)
+
+
 def simulate(solver: str, jobs: list[Job], base: ClusterSnapshot) -> dict:
     fn = SOLVERS[solver]
     nodes = list(base.nodes)
@@ -157,15 +171,7 @@ def simulate(solver: str, jobs: list[Job], base: ClusterSnapshot) -> dict:
     calls: list[float] = []
 
     def apply(job: Job, placement: Placement, sign: int) -> None:
-        reqs = {t.name: t.resources for t in job.group.tasks}
-        for task, machine in placement.assignments:
-            i = index[machine]
-            n, r = nodes[i], reqs[task]
-            f = n.free
-            free = Resources(
-                f.gpu - sign * r.gpu, f.cpu - sign * r.cpu, f.memory - sign * r.memory, f.storage - sign * r.storage
-            )
-            nodes[i] = NodeState(n.name, n.labels, free, n.schedulable)
+        occupy(nodes, index, job.group, placement, sign)
 
     while events:
         now, kind, j = heapq.heappop(events)

@@ -37,9 +37,9 @@ import sys
 import time
 
 from bench.pools import nvl72_pool
-from bench.simulate import WINDOW, Job, trace
+from bench.simulate import WINDOW, Job, occupy, trace
 from scheduler.hold import Holder, may_backfill, soonest_hold
-from scheduler.placement import ClusterSnapshot, NodeState, Placement, Resources, solve
+from scheduler.placement import ClusterSnapshot, Placement, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.preemption import cordoned
 
@@ -80,14 +80,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         max_holds = 1  # today's guard (and none) keeps machines for one gang at a time
 
     def apply(job: Job, placement: Placement, sign: int) -> None:
-        reqs = {t.name: t.resources for t in job.group.tasks}
-        for task, machine in placement.assignments:
-            i = index[machine]
-            n, r = nodes[i], reqs[task]
-            f = n.free
-            nodes[i] = NodeState(n.name, n.labels, Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu,
-                                                             f.memory - sign * r.memory, f.storage - sign * r.storage),
-                                 n.schedulable)
+        occupy(nodes, index, job.group, placement, sign)
 
     def holder(j: int, placement: Placement) -> Holder:
         reqs = {t.name: t.resources for t in jobs[j].group.tasks}

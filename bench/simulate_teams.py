@@ -67,10 +67,10 @@ from dataclasses import dataclass
 
 from bench.pools import nvl72_pool
 from bench.preemption_instances import greedy, released
-from bench.simulate import WINDOW, Job, trace
+from bench.simulate import WINDOW, Job, occupy, trace
 from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve
-from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources
+from scheduler.placement.types import ClusterSnapshot, GangRequest
 from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
@@ -151,14 +151,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     runs: dict[tuple[int, int], list] = {}  # (job, run) -> [team, gpus, start, end]: fair share's usage
 
     def apply(j: int, placement: Placement, sign: int) -> None:
-        reqs = {t.name: t.resources for t in jobs[j].job.group.tasks}
-        for task, machine in placement.assignments:
-            i = index[machine]
-            n, r = nodes[i], reqs[task]
-            f = n.free
-            nodes[i] = NodeState(n.name, n.labels, Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu,
-                                                             f.memory - sign * r.memory, f.storage - sign * r.storage),
-                                 n.schedulable)
+        occupy(nodes, index, jobs[j].job.group, placement, sign)
 
     def counts(j: int) -> bool:
         return jobs[j].priority != "LOW" or not borrow
