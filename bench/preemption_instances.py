@@ -15,6 +15,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from scheduler.hold import released
 from scheduler.inventory.generate import PoolShape, pool_generate_inventory
 from scheduler.placement import DomainIndex, Placement, Policy, solve
 from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
@@ -27,23 +28,6 @@ Cost = tuple[int, float, int, int, tuple[float, ...], tuple[str, ...]]
 
 def per_gpu(gpu: int) -> Resources:
     return Resources(gpu=gpu, cpu=gpu * 2000, memory=gpu * 8 * GIB)
-
-
-def released(snapshot: ClusterSnapshot, victims: Sequence[Candidate]) -> ClusterSnapshot:
-    """The snapshot once ``victims`` are evicted: their holdings added back to the free capacity."""
-    extra: dict[str, list[int]] = {}
-    for victim in victims:
-        for name, res in victim.holdings:
-            acc = extra.setdefault(name, [0, 0, 0, 0])
-            for r, v in enumerate(res.as_tuple()):
-                acc[r] += v
-    nodes = []
-    for node in snapshot.nodes:
-        if node.name in extra:
-            free = [a + b for a, b in zip(node.free.as_tuple(), extra[node.name], strict=True)]
-            node = NodeState(node.name, node.labels, Resources(*free), node.schedulable)
-        nodes.append(node)
-    return ClusterSnapshot(snapshot.pool, snapshot.keys, tuple(nodes))
 
 
 def cost(victims: Sequence[Candidate], now: float | None = None) -> Cost:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Policy, Resources, solve
 
@@ -62,7 +63,14 @@ def expected_end(started: float, now: float, exec_timeout_s: float | None) -> tu
     return started + 2 * max(0.0, now - started), False
 
 
-def released(snapshot: ClusterSnapshot, gangs: Sequence[Holder]) -> ClusterSnapshot:
+class HoldsCapacity(Protocol):
+    """A gang as far as giving back its capacity goes: a :class:`Holder`, or a preemption candidate."""
+
+    @property
+    def holdings(self) -> tuple[tuple[str, Resources], ...]: ...
+
+
+def released(snapshot: ClusterSnapshot, gangs: Sequence[HoldsCapacity]) -> ClusterSnapshot:
     """``snapshot`` with what ``gangs`` hold given back (machines outside the snapshot ignored)."""
     extra: dict[str, list[int]] = {}
     for gang in gangs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s_client
 
+from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from tests.dispatch.fake_kube import FakeKubeApi
 from tests.dispatch.kube_pool import kube_pool  # noqa: F401  (a fixture: the database tests' Kubernetes pool)
@@ -28,3 +29,9 @@ def kube_backend(kube_api, monkeypatch):
     api_client = k8s_client.ApiClient(configuration)
     yield KubernetesBackend.from_settings(api_client=api_client, request_timeout=(2.0, 5.0))
     api_client.close()
+
+
+@pytest.fixture
+def inline_jobs(monkeypatch):
+    """Jobs are not sent to the broker: the test runs what it needs itself."""
+    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kwargs: None)

@@ -16,10 +16,10 @@ from kubernetes import client as k8s_client
 
 from credentials.models import Credential
 from credentials.services import credential_set
-from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.models import PoolPlatform
 from tests.dispatch.fake_kube import fixture
+from tests.dispatch.recorder import Recorder
 from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import pods
@@ -48,24 +48,6 @@ workflow:
       huggingface: {HF_TOKEN: token}
       s3-writer: /root/.aws
 """
-
-
-class Recorder:
-    """A backend that keeps the pods it is asked to create (what dispatch built)."""
-
-    def __init__(self) -> None:
-        self.created: list = []
-
-    def create_pod(self, pod) -> None:
-        self.created.append(pod)
-
-    def delete_pod(self, **kwargs) -> None:
-        return None
-
-
-@pytest.fixture
-def inline_jobs(monkeypatch):
-    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kwargs: None)
 
 
 def placed(user, backend: str):

@@ -11,12 +11,12 @@ from datetime import timedelta
 import pytest
 from kubernetes import client as k8s_client
 
-from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.dispatch.naming import group_service_name
 from scheduler.dispatch.simulated import SimulatedBackend
 from scheduler.models import PoolPlatform
 from tests.dispatch.fake_kube import fixture
+from tests.dispatch.recorder import Recorder
 from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling import pods
@@ -66,11 +66,6 @@ def submitted(user, pool):
     group = TaskGroup.objects.get(workflow=workflow)
     assert group.status == "INITIALIZING"
     return workflow, group
-
-
-@pytest.fixture
-def inline_jobs(monkeypatch):
-    monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kwargs: None)
 
 
 @pytest.fixture
@@ -159,21 +154,6 @@ def test_on_kubernetes_the_pods_args_files_service_and_platform_are_created(user
         ("PATCH", "00000000-0000-4000-8000-000000000001")]
     assert services[1].body["spec"]["clusterIP"] == "None"
     assert Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).count() == 2
-
-
-class Recorder:
-    """A backend that keeps the pods it is asked to create (what dispatch built)."""
-
-    name = "recorder"
-
-    def __init__(self) -> None:
-        self.created: list = []
-
-    def create_pod(self, pod) -> None:
-        self.created.append(pod)
-
-    def delete_pod(self, **kwargs) -> None:
-        return None
 
 
 @pytest.mark.parametrize("backend, host", [("local", "127.0.0.1"), ("kubernetes", None)])
