@@ -251,3 +251,37 @@ def test_fair_share_costs_a_cycle_one_query_whatever_the_queue(heavy, light):
     # then the queue's length changes nothing, and fair share adds its one usage read
     assert counts[0, 3] == counts[0, 30]
     assert counts[HOUR, 3] == counts[HOUR, 30] == counts[0, 3] + 1
+
+
+def test_a_walk_resumed_after_usage_changed_goes_on_in_the_order_it_started_with(heavy, light, settings,
+                                                                                monkeypatch):
+    """Each solve takes one (fake) second and the budget is 2.5 s: a cycle decides two gangs."""
+    import itertools
+
+    from workflows.scheduling.cycle import walk
+
+    # given three 4-GPU nodes: heavy's gang on one for the last hour, light's on one for half an hour
+    pool = make_pool("fs3", keys=[("rack", "rack")], fairshare_half_life=HOUR)
+    for name in ("n1", "n2", "n3"):
+        make_node(pool, name, {"rack": "r1"}, gpu=4)
+    used_for_an_hour(heavy, pool, "heavy-running")
+    light_running = submit(light, pool, "light-running")
+    placement_cycle_run(pool_id=pool.pk)
+    Reservation.objects.filter(team=light_running.team).update(created_at=timezone.now() - timedelta(minutes=30))
+    # and, queued, heavy's one-node gang (it fits), then light's gangs of two and three nodes (they do not)
+    fits = submit(heavy, pool, "heavy-one")
+    submit(light, pool, "light-two", tasks=2)
+    submit(light, pool, "light-three", tasks=3)
+    clock = itertools.count()
+    monkeypatch.setattr(walk, "_clock", lambda: next(clock))
+    settings.OSMO_CYCLE_BUDGET_SECONDS = 2.5
+    # when a cycle walks light's two gangs first (light used less) and stops out of time
+    first = placement_cycle_run(pool_id=pool.pk)
+    assert (first.budget_exhausted, first.solved, first.placed) == (True, 2, [])
+    # and light's usage then grows past heavy's (its running gang back-dated to three hours)
+    Reservation.objects.filter(team=light_running.team).update(created_at=timezone.now() - timedelta(hours=3))
+    assert [g.workflow_id for g in queue_read(pool)][0] == fits.pk  # a fresh walk would start with heavy's
+    second = placement_cycle_run(pool_id=pool.pk)
+    # then the resumed walk goes on after light's gangs, in the order it started with, and places
+    # heavy's gang now (ordered by the new usage, it would start at light's gangs and skip it)
+    assert (second.resumed, second.placed) == (True, [TaskGroup.objects.get(workflow=fits).pk])

@@ -95,9 +95,11 @@ def queue_facts(pool_id: int) -> QueueFacts:
                       row["timeout_s"])
 
 
-def queue_read(pool: Pool, now: datetime | None = None) -> list[QueuedGang]:
+def queue_read(pool: Pool, now: datetime | None = None, *,
+               usage: Mapping[int | None, float] | None = None) -> list[QueuedGang]:
     """The pool's SCHEDULING gangs in queue order: one query of small columns. With fair share on (the
-    pool's ``fairshare_half_life``, docs/design.md §9), one more: each team's recent usage
+    pool's ``fairshare_half_life``, docs/design.md §9), each team's recent usage: ``usage`` when given
+    (a resumed walk keeps the order its first cycle saw), else one more query
     (:func:`scheduler.usage.team_usage_by_id`, as seen at ``now``); within a priority the gangs of
     teams that used less come first, and their order key carries the team's place by usage between
     the rank and the submission time (the walk compares keys: a starving gang holds machines against
@@ -113,7 +115,8 @@ def queue_read(pool: Pool, now: datetime | None = None) -> list[QueuedGang]:
                 "keys_version", "team_id", "preemptions", "workflow_label", "exec_timeout_s"))
     place: dict[int | None, int] | None = None
     if pool.fairshare_half_life > 0 and rows:
-        usage = team_usage_by_id(pool, now=now or timezone.now())
+        if usage is None:
+            usage = team_usage_by_id(pool, now=now or timezone.now())
         rows = fair_order(rows, rank=lambda row: row["rank"], team=lambda row: row["team_id"], usage=usage)
         teams = {row["team_id"]: usage.get(row["team_id"], 0.0) for row in rows}
         level = {value: i for i, value in enumerate(sorted(set(teams.values())))}

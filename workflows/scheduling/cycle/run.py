@@ -36,6 +36,7 @@ from scheduler.models import Pool
 from scheduler.placement import Policy
 from scheduler.services.reservations import pool_epochs
 from scheduler.snapshot import pool_key_labels
+from scheduler.usage import team_usage_by_id
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,
@@ -124,19 +125,26 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
     return CycleStart(pool, now, capacity_epoch, inventory_epoch, fingerprint)
 
 
-def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None
-                     ) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
+def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None,
+                     usage: list[list[Any]] | None = None) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
     """The read step: the queue and the pool's facts as a value, the source of what is read on demand,
-    and the teams' quotas."""
+    and the teams' quotas. ``usage``: the teams' fair-share usage the stopped walk ordered the queue by
+    (pairs of team id and GPU-seconds, as stored beside ``cursor``): a resumed walk orders by it, so a
+    team's place does not move under the cursor (a gang moved before it would wait for the next full
+    walk; one moved after it would be walked twice)."""
     pool = start.pool
     key_labels = pool_key_labels(pool)
-    queue = queue_read(pool, start.now)
+    frozen: dict[int | None, float] | None = None
+    if pool.fairshare_half_life > 0:
+        frozen = ({team: value for team, value in usage} if cursor and usage is not None
+                  else team_usage_by_id(pool, now=start.now))
+    queue = queue_read(pool, start.now, usage=frozen)
     if cursor and queue and len(cursor) != len(queue[0].order):
         cursor = None  # fair share turned on or off since: the key's shape changed (walk from the start)
     cycle = CycleInput(
         pool_id=pool.pk, pool_name=pool.name, keys_version=pool.keys_version, key_labels=tuple(key_labels),
         now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
-        queue=tuple(queue), cursor=cursor, proofs=dict(proofs or {}),
+        queue=tuple(queue), cursor=cursor, usage=frozen, proofs=dict(proofs or {}),
         starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
         max_holds=settings.OSMO_STARVATION_MAX_HOLDS,
         budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
@@ -189,7 +197,8 @@ def placement_cycle_run(
             result.idle = True
         else:
             proofs = state.get("proofs") if state.get("proofs_epoch") == start.capacity_epoch else None
-            cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs)
+            cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs,
+                                                     usage=state.get("usage"))
             decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
                             quotas=quotas).decide()
             locked = cycle_apply(result, start, decision)
@@ -202,6 +211,8 @@ def placement_cycle_run(
                 "epoch": None if decision.undecided or decision.retry else start.capacity_epoch,
                 "keys_version": pool.keys_version, "wake_at": decision.wake_at, "proofs": dict(decision.proofs),
                 "proofs_epoch": start.capacity_epoch,
+                "usage": None if decision.cursor is None or cycle.usage is None else [
+                    [team, value] for team, value in cycle.usage.items()],
             })
         cycle_end(result, locked)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:

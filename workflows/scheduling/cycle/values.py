@@ -107,6 +107,9 @@ class CycleInput:
     inventory_epoch: int
     queue: tuple[QueuedGang, ...]  # in queue order
     cursor: list[Any] | None = None  # where the previous cycle stopped, out of time
+    # fair share: each team's usage the queue was ordered by (None: fair share off); a walk that
+    # stops out of time keeps it, so the cycles that resume it see the order it saw
+    usage: Mapping[int | None, float] | None = None
     proofs: Mapping[str, int] = field(default_factory=dict)  # signature -> epoch, proven at this epoch
     starvation: timedelta = timedelta(seconds=0)
     max_holds: int = 1  # OSMO_STARVATION_MAX_HOLDS: starving gangs holding machines at once
