@@ -26,7 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Policy, Resources, solve
+from scheduler.placement import (
+    ClusterSnapshot,
+    DomainIndex,
+    GangRequest,
+    NodeState,
+    Placement,
+    Policy,
+    Resources,
+    solve,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +101,31 @@ def released(snapshot: ClusterSnapshot, gangs: Sequence[HoldsCapacity]) -> Clust
     return ClusterSnapshot(snapshot.pool, snapshot.keys, tuple(nodes))
 
 
-def _placement_by(snapshot: ClusterSnapshot, gang: GangRequest, by_end: Sequence[Holder], count: int,
-                  policy: Policy) -> Placement | None:
-    outcome = solve(released(snapshot, by_end[:count]), gang, policy)
-    return outcome if isinstance(outcome, Placement) else None
+class _Probe:
+    """One :class:`~scheduler.placement.DomainIndex` of the pool moved along the binary search: before
+    each solve the gangs ending by the candidate time are given back on it, or taken again, by the
+    difference from the last probe (the index equals a fresh build on ``released(snapshot, ...)``;
+    building a snapshot and an index per probe cost about as much as the solve itself). It is built
+    at the first probe's count, so the later probes move it by a half, a quarter, ... of the gangs."""
+
+    def __init__(self, snapshot: ClusterSnapshot, gang: GangRequest, by_end: Sequence[Holder],
+                 policy: Policy, start: int) -> None:
+        excluded = frozenset().union(*(task.nodes_excluded for task in gang.tasks))
+        names = {node.name for node in snapshot.nodes}
+        self.index = DomainIndex(released(snapshot, by_end[:start]), excluded & names)
+        self.gang, self.policy, self.at = gang, policy, start
+        # what each gang holds on this snapshot's machines (others ignored, as released() does)
+        self.held = [[(name, res.as_tuple()) for name, res in g.holdings if name in names] for g in by_end]
+
+    def placement(self, count: int) -> Placement | None:
+        """The gang's placement with the first ``count`` gangs (by end) ended, or None."""
+        if count > self.at:
+            self.index.release([item for held in self.held[self.at:count] for item in held])
+        elif count < self.at:
+            self.index.place([item for held in self.held[count:self.at] for item in held])
+        self.at = count
+        outcome = solve(self.index, self.gang, self.policy)
+        return outcome if isinstance(outcome, Placement) else None
 
 
 def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence[Holder],
@@ -111,11 +141,12 @@ def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence
         return None
     # The first candidate time at which the gang fits: each time releases every gang ending by it.
     lo, hi = 0, len(times) - 1
+    probe = _Probe(snapshot, gang, by_end, policy, bisect.bisect_right(ends, times[(lo + hi) // 2]))
     found: Placement | None = None
     found_at = -1
     while lo <= hi:
         mid = (lo + hi) // 2
-        placement = _placement_by(snapshot, gang, by_end, bisect.bisect_right(ends, times[mid]), policy)
+        placement = probe.placement(bisect.bisect_right(ends, times[mid]))
         if placement is not None:
             found, found_at, hi = placement, mid, mid - 1
         else:

@@ -129,6 +129,9 @@ def test_the_binary_search_finds_the_time_a_linear_scan_finds():
         for task, machine in hold.placement.assignments:
             use[machine] = use.get(machine, 0) + next(t.resources.gpu for t in request.tasks if t.name == task)
         assert all(free[m] >= g for m, g in use.items())
+        # and it is the very placement a solve on that pool built afresh gives (the search moves one
+        # index by the gangs that end between its probes instead of building one per probe)
+        assert hold.placement == solve(after, request)
     assert checked == 60 and fits > 20  # the instances exercise both outcomes
 
 
