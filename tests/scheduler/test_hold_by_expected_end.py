@@ -7,7 +7,7 @@ import random
 
 from scheduler.hold import Holder, expected_end, may_backfill, released, soonest_hold, where
 from scheduler.placement import Placement, Resources, solve
-from tests.scheduler.placement.builders import cluster, gang, names, rack, tree
+from tests.scheduler.placement.builders import cluster, gang, names, rack, tree, zone
 
 NOW = 1_000_000.0
 
@@ -133,6 +133,45 @@ def test_the_binary_search_finds_the_time_a_linear_scan_finds():
         # index by the gangs that end between its probes instead of building one per probe)
         assert hold.placement == solve(after, request)
     assert checked == 60 and fits > 20  # the instances exercise both outcomes
+
+
+def test_the_search_started_at_the_capacity_bound_finds_what_a_linear_scan_finds_for_nested_gangs():
+    rng = random.Random(5)
+    checked = fits = 0
+    for _ in range(80):
+        # given two zones of three racks of two 4-GPU machines, each machine full, half or free, held
+        # by gangs with random ends, some gangs holding machines in two racks
+        rows, held = [], []
+        for z in range(2):
+            for r in range(3):
+                for _m in range(2):
+                    taken = rng.choice((0, 2, 4, 4))
+                    rows.append((f"z{z}", f"z{z}r{r}", 4 - taken))
+                    held.append((f"n{len(rows) - 1}", taken))
+        running: list[Holder] = []
+        while held:
+            take = [held.pop() for _ in range(min(len(held), rng.choice((1, 2))))]
+            take = [(m, gpu) for m, gpu in take if gpu]
+            if take:
+                running.append(Holder(f"g{len(running)}", tuple((m, Resources(gpu=gpu)) for m, gpu in take),
+                                      NOW + 60 * rng.randint(1, 8), True))
+        snapshot = cluster(("zone", "rack"), rows)
+        # and a gang of 2-3 racks in one zone, each rack's part 1 or 2 machines' worth (two parts of
+        # two machines never share a rack; parts of one may)
+        parts = [rack(f"p{i}", tasks=names(f"p{i}t", rng.choice((1, 2)))) for i in range(rng.choice((2, 3)))]
+        request = gang(tree(zone("z", *parts)), gpu=4)
+        # when
+        hold = soonest_hold(snapshot, request, running)
+        # then it finds the time the scan finds, and the very placement a fresh solve gives there
+        expected = _linear(snapshot, request, running)
+        checked += 1
+        if expected is None:
+            assert hold is None
+            continue
+        fits += 1
+        assert hold is not None and hold.free_by == expected
+        assert hold.placement == solve(released(snapshot, [g for g in running if g.ends <= expected]), request)
+    assert checked == 80 and fits > 30
 
 
 def test_backfill_uses_the_kept_machines_only_when_it_ends_by_then():
