@@ -134,17 +134,24 @@ def task_secret_payload(*, owner: User, refs: Iterable[CredentialRef]) -> Secret
     return SecretPayload(env=env, files=files)
 
 
-def registry_pull_config(*, owner: User, image: str) -> str | None:
-    """The ``.dockerconfigjson`` of ``owner``'s registry credential for ``image``'s registry, or None
-    (OSMO picks a user's registry credential up by the image's host, docs/kubernetes.md "Credentials").
-    Several for one host: the one named first."""
-    host = image_registry(image)
+def registry_pull_configs(*, owner_id: int, images: Iterable[str]) -> dict[str, str]:
+    """The ``.dockerconfigjson`` of the owner's registry credential for each of ``images``' registries
+    that has one, by registry host (OSMO picks a user's registry credential up by the image's host,
+    docs/kubernetes.md "Credentials"). Several for one host: the one named first. One query."""
+    hosts = {image_registry(image) for image in images}
+    found: dict[str, str] = {}
     ring = keyring()
-    for row in Credential.objects.filter(owner=owner, kind=Kind.REGISTRY.value).order_by("name"):
-        values = ring.open(row.sealed, owner_id=owner.pk, name=row.name)
-        if registry_host(values["registry"]) == host:
-            return docker_config(host, values["username"], values["auth"])
-    return None
+    for row in Credential.objects.filter(owner_id=owner_id, kind=Kind.REGISTRY.value).order_by("name"):
+        values = ring.open(row.sealed, owner_id=owner_id, name=row.name)
+        host = registry_host(values["registry"])
+        if host in hosts and host not in found:
+            found[host] = docker_config(host, values["username"], values["auth"])
+    return found
+
+
+def registry_pull_config(*, owner: User, image: str) -> str | None:
+    """The ``.dockerconfigjson`` of ``owner``'s registry credential for ``image``'s registry, or None."""
+    return registry_pull_configs(owner_id=owner.pk, images=[image]).get(image_registry(image))
 
 
 def credentials_rotate() -> int:
@@ -165,4 +172,4 @@ def describe(credential: Credential) -> dict[str, Any]:
 
 __all__ = ["CredentialKeyMissingError", "CredentialNotFoundError", "CredentialRef", "SecretPayload",
            "credential_delete", "credential_get", "credential_set", "credentials_missing", "credentials_rotate",
-           "keyring", "registry_pull_config", "task_secret_payload"]
+           "keyring", "registry_pull_config", "registry_pull_configs", "task_secret_payload"]

@@ -66,6 +66,9 @@ class PodRequest:
     host_mounts: tuple[tuple[str, str, bool], ...] = ()
     # The decrypted values of the task's ``credentials`` (a Secret on Kubernetes); never in a repr.
     credentials: SecretPayload = field(default_factory=SecretPayload, repr=False)
+    # The ``.dockerconfigjson`` of the submitter's registry credential for the image's registry, or ""
+    # (Kubernetes: a pull Secret owned by the pod, in ``imagePullSecrets``); never in a repr.
+    pull_config: str = field(default="", repr=False)
 
 
 # Why a pod is not running, when the cluster says so (``PodState.cause``; docs/kubernetes.md §10). The

@@ -7,6 +7,10 @@ client calls, no Django.
   ConfigMap); the pod refers to it by ``secretKeyRef`` environment entries and read-only ``secret``
   volumes (:func:`credentials.secrets.task_secret_objects`). A variable set both by ``environment``
   and by a credential takes the credential's value. No value is ever in the pod manifest.
+- Registry credentials: when the submitter holds a registry credential for the image's registry
+  (:attr:`PodRequest.pull_config`), a ``kubernetes.io/dockerconfigjson`` Secret named as the pod with
+  ``-pull`` appended, owned by it, named in the pod's ``imagePullSecrets``
+  (:func:`credentials.secrets.pull_secret_manifest`).
 - Host mounts: each ``volumeMounts`` item the task's platform allows (:attr:`PodRequest.host_mounts`,
   checked at submission) is a ``hostPath`` volume mounted at its container path.
 """
@@ -16,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from credentials.secrets import SecretObjects, task_secret_objects
+from credentials.secrets import SecretObjects, pull_secret_manifest, task_secret_objects
 from scheduler.dispatch.base import PodRequest
 from scheduler.dispatch.naming import kube_pod_name
 
@@ -31,6 +35,20 @@ def credentials_objects(pod: PodRequest, *, labels: Mapping[str, str],
         return None
     return task_secret_objects(pod.credentials, name=kube_pod_name(pod.pod_name), namespace=pod.namespace,
                                labels=labels, owner=owner)
+
+
+def pull_secret_name(pod: PodRequest) -> str:
+    """The name of the pod's image pull Secret."""
+    return f"{kube_pod_name(pod.pod_name)}-pull"
+
+
+def pull_secret(pod: PodRequest, *, labels: Mapping[str, str],
+                owner: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The pod's image pull Secret, or None when the submitter has no registry credential for its image."""
+    if not pod.pull_config:
+        return None
+    return pull_secret_manifest(pod.pull_config, name=pull_secret_name(pod), namespace=pod.namespace,
+                                labels=labels, owner=owner)
 
 
 def container_env(pod: PodRequest, secret: SecretObjects | None) -> list[dict[str, Any]]:
@@ -56,4 +74,4 @@ def host_mount_objects(pod: PodRequest) -> tuple[list[dict[str, Any]], list[dict
     return volumes, mounts
 
 
-__all__ = ["container_env", "credentials_objects", "host_mount_objects"]
+__all__ = ["container_env", "credentials_objects", "host_mount_objects", "pull_secret", "pull_secret_name"]

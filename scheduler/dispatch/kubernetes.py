@@ -48,7 +48,13 @@ from scheduler.dispatch.base import (
     PodRequest,
     PodState,
 )
-from scheduler.dispatch.k8s_objects import container_env, credentials_objects, host_mount_objects
+from scheduler.dispatch.k8s_objects import (
+    container_env,
+    credentials_objects,
+    host_mount_objects,
+    pull_secret,
+    pull_secret_name,
+)
 from scheduler.dispatch.k8s_status import CONTAINER_NAME, aware, container_events, pod_state
 from scheduler.dispatch.naming import kube_pod_name, label_value
 from scheduler.dispatch.runtime_wrap import RUNTIME_IMAGE_ENV, runtime_image, wrap_with_runtime
@@ -201,6 +207,8 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
         spec["hostname"] = pod.hostname
     if pod.subdomain:
         spec["subdomain"] = pod.subdomain
+    if pod.pull_config:
+        spec["imagePullSecrets"] = [{"name": pull_secret_name(pod)}]
     if pod.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # the group's names still resolve
@@ -378,9 +386,9 @@ class KubernetesBackend:
 
     # -- PodBackend -----------------------------------------------------------------------------
     def create_pod(self, pod: PodRequest) -> None:
-        """Create the pod, then its files' ConfigMap, its credentials' Secret and its group's Service, all
-        owned by the pod (so they go with it; the kubelet starts the container once the ConfigMap and
-        the Secret exist)."""
+        """Create the pod, then its files' ConfigMap, its credentials' Secret, its image pull Secret and
+        its group's Service, all owned by the pod (so they go with it; the kubelet starts the container
+        once the ConfigMap and the Secret exist, and retries a pull that found no pull Secret yet)."""
         manifest = build_manifest(pod)
         name = manifest["metadata"]["name"]
         action = f"create pod {pod.namespace}/{name}"
@@ -396,7 +404,7 @@ class KubernetesBackend:
                 raise _translate(exc, action) from exc
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, action) from exc
-        if not pod.files and not pod.subdomain and not pod.credentials:
+        if not pod.files and not pod.subdomain and not pod.credentials and not pod.pull_config:
             return
         if not uid:  # created by an earlier attempt: its owned objects may be missing
             uid = self._pod_uid(pod.namespace, name)
@@ -406,6 +414,9 @@ class KubernetesBackend:
         secret = credentials_objects(pod, labels=_labels(pod), owner=_owner(pod, uid))
         if secret is not None:
             self._create_owned(self.core.create_namespaced_secret, pod.namespace, secret.manifest, None)
+        pull = pull_secret(pod, labels=_labels(pod), owner=_owner(pod, uid))
+        if pull is not None:
+            self._create_owned(self.core.create_namespaced_secret, pod.namespace, pull, None)
         service = build_service(pod, owner_uid=uid)
         if service is not None:
             self._service_owner_add(pod, service, uid)

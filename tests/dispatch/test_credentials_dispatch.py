@@ -11,6 +11,7 @@ import copy
 import json
 import logging
 
+import kubernetes_validate
 import pytest
 from kubernetes import client as k8s_client
 
@@ -20,6 +21,7 @@ from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.models import PoolPlatform
 from tests.dispatch.fake_kube import fixture
 from tests.dispatch.recorder import Recorder
+from tests.dispatch.test_kubernetes_manifest import K8S_VERSION
 from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import pods
@@ -175,3 +177,92 @@ def test_a_key_the_credential_no_longer_holds_fails_the_gang_naming_it(user, inl
     assert group.failure_message == (f"pod {task.pod_name}: credentials.huggingface.HF_TOKEN: credential "
                                    "'huggingface' has no key 'token'; its keys: password")
     assert recorder.created == []
+
+
+PULL_SPEC = """
+workflow:
+  name: pull
+  resources:
+    default: {gpu: 4}
+    small: {cpu: 1}
+  groups:
+  - name: g
+    tasks:
+    - name: train
+      lead: true
+      image: nvcr.io/nvidia/pytorch:24.03-py3
+      command: [python, train.py]
+    - name: side
+      image: busybox
+      command: [sleep, "1"]
+      resource: small
+"""
+
+
+def _kube_placed(user, kube_api, monkeypatch):
+    """A two-task workflow (an NGC image and a Docker Hub one) placed on a Kubernetes pool whose API
+    the fake server answers; the pods' names."""
+    configuration = k8s_client.Configuration()
+    configuration.host = kube_api.url
+    backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
+    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    pool = make_pool("kubernetes", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace=NS)
+    make_node(pool, "n1", {"rack": "r1"}, gpu=4)
+    workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=PULL_SPEC)
+    placement_cycle_run(pool_id=pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    assert group.status == "INITIALIZING"
+    names = dict(Task.objects.filter(workflow=workflow).values_list("name", "pod_name"))
+    for index, task in enumerate(("train", "side")):  # dispatched in task order
+        created = copy.deepcopy(fixture("pod_created.json"))
+        created["metadata"].update(name=names[task], uid=f"00000000-0000-4000-8000-00000000000{index}")
+        kube_api.reply("POST", PODS, 201, created)
+    return group, names
+
+
+def test_the_registry_credential_of_the_images_registry_becomes_the_pods_pull_secret(user, other_user, kube_api,
+                                                                                      inline_jobs, monkeypatch):
+    # given the submitter's NGC credential (and another user's, for Docker Hub)
+    credential_set(owner=user, name="ngc", kind="registry",
+                   values={"registry": "https://nvcr.io", "username": "$oauthtoken", "auth": "nvapi-s3cr3t"})
+    credential_set(owner=other_user, name="hub", kind="registry",
+                   values={"registry": "docker.io", "username": "bob", "auth": "hub-s3cr3t"})
+    group, names = _kube_placed(user, kube_api, monkeypatch)
+    kube_api.reply("POST", SECRETS, 201, "secret_created.json")
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then three calls: the NGC pod naming a pull Secret, that Secret, and the busybox pod without one
+    assert kube_api.pending() == []
+    assert [(r.method, r.path) for r in kube_api.requests] == [("POST", PODS), ("POST", SECRETS), ("POST", PODS)]
+    train, pull, side = (r.body for r in kube_api.requests)
+    assert "imagePullSecrets" not in side["spec"]
+    assert train["spec"]["imagePullSecrets"] == [{"name": f"{names['train']}-pull"}]
+    assert (pull["type"], pull["metadata"]["name"]) == ("kubernetes.io/dockerconfigjson", f"{names['train']}-pull")
+    assert pull["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": names["train"],
+                                                    "uid": "00000000-0000-4000-8000-000000000000"}]
+    assert kubernetes_validate.validate(train, desired_version=K8S_VERSION, strict=True) == "1.37"
+    assert kubernetes_validate.validate(pull, desired_version=K8S_VERSION, strict=True) == "1.37"
+    config = json.loads(base64.b64decode(pull["data"][".dockerconfigjson"]))
+    assert config == {"auths": {"nvcr.io": {"username": "$oauthtoken", "password": "nvapi-s3cr3t",
+                                            "auth": base64.b64encode(b"$oauthtoken:nvapi-s3cr3t").decode()}}}
+    # no secret value in either pod
+    assert "s3cr3t" not in json.dumps(side) + json.dumps(train)
+
+
+def test_without_a_registry_credential_for_the_image_no_pull_secret_is_made(user, other_user, kube_api,
+                                                                             inline_jobs, monkeypatch):
+    # given only another user's NGC credential, and the submitter's for a registry neither image is on
+    credential_set(owner=other_user, name="ngc", kind="registry",
+                   values={"registry": "nvcr.io", "username": "$oauthtoken", "auth": "nvapi-other"})
+    credential_set(owner=user, name="ghcr", kind="registry",
+                   values={"registry": "ghcr.io", "username": "alice", "auth": "ghp-x"})
+    group, _names = _kube_placed(user, kube_api, monkeypatch)
+
+    # when
+    pods.group_dispatch(group_id=group.pk)
+
+    # then the two pods were made, no Secret (the fake server fails on any unscripted call)
+    assert [(r.method, r.path) for r in kube_api.requests] == [("POST", PODS), ("POST", PODS)]
+    assert [r.body["spec"].get("imagePullSecrets") for r in kube_api.requests] == [None, None]

@@ -55,13 +55,13 @@ def test_the_pod_refers_to_its_secret_and_holds_no_value():
 
 def test_the_pod_requests_repr_names_no_credential_value():
     # given
-    pod = plain_pod(credentials=PAYLOAD)
+    pod = plain_pod(credentials=PAYLOAD, pull_config='{"auths": {"nvcr.io": {"password": "nvapi-pull"}}}')
 
     # when
     text = repr(pod) + str(pod)
 
     # then
-    assert (TOKEN in text, "AKIAEXAMPLE" in text) == (False, False)
+    assert (TOKEN in text, "AKIAEXAMPLE" in text, "nvapi-pull" in text) == (False, False, False)
 
 
 def test_the_secret_is_created_after_the_pod_owned_by_it(kube_api, kube_backend):
