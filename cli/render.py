@@ -297,6 +297,12 @@ def group_lines(group: dict[str, Any]) -> list[str]:
     if group.get("preemptions"):
         lines.append(f"  preempted {group['preemptions']} time(s): a LOW gang restarts whole when higher-priority "
                      "work needs its GPUs")
+    if group.get("retries"):
+        lines.append(f"  retried {group['retries']} time(s): rescheduled by an exit action or after the "
+                     "infrastructure lost one of its pods (the pool's max_retries bounds it)")
+    if group.get("requeues"):
+        lines.append(f"  queued again {group['requeues']} time(s): the cluster refused to schedule its pods on "
+                     "the nodes chosen")
     waiting = group.get("waiting") if isinstance(group.get("waiting"), dict) else None
     reason = reason_message(group.get("unschedulable_reason"))
     if waiting and waiting.get("lines"):

@@ -328,3 +328,25 @@ def test_a_preemption_is_visible_in_the_api_the_page_and_the_cli(user, user_clie
     assert f"preempted by {high.workflow_id}" in page
     assert "preempted 1 time(s)" in text and f"preempted by {high.workflow_id}" in text
     assert "(queued again)" in text and "(running)" not in text
+
+
+def test_retries_and_requeues_are_visible_in_the_api_the_page_and_the_cli(user, user_client, client, pool):
+    from cli.render import workflow_lines
+
+    # given a gang rescheduled twice and sent back by the cluster once (the counters the lifecycle keeps)
+    workflow = submit(user, "restarted", 1, "NORMAL")
+    TaskGroup.objects.filter(workflow=workflow).update(retries=2, requeues=1)
+    # when its owner reads it through the API, the page and the CLI's rendering
+    answer = user_client.get(f"/api/workflows/{workflow.workflow_id}/").json()
+    client.force_login(user)
+    page = client.get(f"/workflows/{workflow.workflow_id}/").content.decode()
+    text = "\n".join(workflow_lines(answer))
+    # then each says so; a gang that never started over says nothing of it
+    group = answer["groups"][0]
+    assert (group["preemptions"], group["retries"], group["requeues"]) == (0, 2, 1)
+    assert 'data-retries="2"' in page and "retried 2 times" in page
+    assert 'data-requeues="1"' in page and "queued again 1 time<" in page
+    assert "retried 2 time(s)" in text and "queued again 1 time(s)" in text and "preempted" not in text
+    TaskGroup.objects.filter(workflow=workflow).update(retries=0, requeues=0)
+    again = user_client.get(f"/api/workflows/{workflow.workflow_id}/").json()
+    assert "retried" not in "\n".join(workflow_lines(again))
