@@ -96,6 +96,20 @@ def _linear(snapshot, request, running) -> float | None:
     return None
 
 
+def _as_the_scan_finds(snapshot, request, running) -> bool:
+    """The hold has the time a linear scan finds, and the very placement a solve on the pool built
+    afresh with those gangs ended gives (the search moves one index between its probes and starts at
+    a capacity bound); whether the gang fits at all."""
+    hold = soonest_hold(snapshot, request, running)
+    expected = _linear(snapshot, request, running)
+    if expected is None:
+        assert hold is None
+        return False
+    assert hold is not None and hold.free_by == expected
+    assert hold.placement == solve(released(snapshot, [g for g in running if g.ends <= expected]), request)
+    return True
+
+
 def test_the_binary_search_finds_the_time_a_linear_scan_finds():
     rng = random.Random(32)
     checked = fits = 0
@@ -113,25 +127,9 @@ def test_the_binary_search_finds_the_time_a_linear_scan_finds():
                                                NOW + 60 * rng.randint(1, 6), True))
         snapshot = cluster(("rack",), rows)
         request = gang(tree(rack("r", tasks=names("t", rng.randint(2, 4)))), gpu=rng.choice((2, 4)))
-        # when
-        hold = soonest_hold(snapshot, request, running)
-        # then it finds the same time as the scan, with a placement that fits once those gangs ended
-        expected = _linear(snapshot, request, running)
+        # when / then
         checked += 1
-        if expected is None:
-            assert hold is None
-            continue
-        fits += 1
-        assert hold is not None and hold.free_by == expected
-        after = released(snapshot, [g for g in running if g.ends <= hold.free_by])
-        free = {n.name: n.free.gpu for n in after.nodes}
-        use: dict[str, int] = {}
-        for task, machine in hold.placement.assignments:
-            use[machine] = use.get(machine, 0) + next(t.resources.gpu for t in request.tasks if t.name == task)
-        assert all(free[m] >= g for m, g in use.items())
-        # and it is the very placement a solve on that pool built afresh gives (the search moves one
-        # index by the gangs that end between its probes instead of building one per probe)
-        assert hold.placement == solve(after, request)
+        fits += _as_the_scan_finds(snapshot, request, running)
     assert checked == 60 and fits > 20  # the instances exercise both outcomes
 
 
@@ -160,17 +158,9 @@ def test_the_search_started_at_the_capacity_bound_finds_what_a_linear_scan_finds
         # two machines never share a rack; parts of one may)
         parts = [rack(f"p{i}", tasks=names(f"p{i}t", rng.choice((1, 2)))) for i in range(rng.choice((2, 3)))]
         request = gang(tree(zone("z", *parts)), gpu=4)
-        # when
-        hold = soonest_hold(snapshot, request, running)
-        # then it finds the time the scan finds, and the very placement a fresh solve gives there
-        expected = _linear(snapshot, request, running)
+        # when / then
         checked += 1
-        if expected is None:
-            assert hold is None
-            continue
-        fits += 1
-        assert hold is not None and hold.free_by == expected
-        assert hold.placement == solve(released(snapshot, [g for g in running if g.ends <= expected]), request)
+        fits += _as_the_scan_finds(snapshot, request, running)
     assert checked == 80 and fits > 30
 
 
