@@ -22,11 +22,24 @@ nothing bounds how long it would delay the starving gang.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Policy, Resources, solve
+from scheduler.placement import (
+    ClusterSnapshot,
+    GangRequest,
+    NodeState,
+    Placement,
+    Policy,
+    Resources,
+    Unplaceable,
+    solve,
+)
+
+#: A complete placement function (every gang it calls unplaceable does not fit): ``solve`` in the
+#: service; the benchmarks also pass the topology-free ceiling of ``bench.simulate``.
+Solver = Callable[[ClusterSnapshot, GangRequest, Policy], Placement | Unplaceable]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,16 +106,17 @@ def released(snapshot: ClusterSnapshot, gangs: Sequence[HoldsCapacity]) -> Clust
 
 
 def _placement_by(snapshot: ClusterSnapshot, gang: GangRequest, by_end: Sequence[Holder], count: int,
-                  policy: Policy) -> Placement | None:
-    outcome = solve(released(snapshot, by_end[:count]), gang, policy)
+                  policy: Policy, solver: Solver) -> Placement | None:
+    outcome = solver(released(snapshot, by_end[:count]), gang, policy)
     return outcome if isinstance(outcome, Placement) else None
 
 
 def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence[Holder],
-                 policy: Policy | None = None) -> SoonestHold | None:
+                 policy: Policy | None = None, solver: Solver = solve) -> SoonestHold | None:
     """The placement where ``gang`` can start soonest on ``snapshot`` (the pool now) as the
     ``running`` gangs end, and by when its machines are free (see the module docstring). None when it
-    does not fit even with every running gang ended. A gang that fits now is given the first end."""
+    does not fit even with every running gang ended. A gang that fits now is given the first end.
+    ``solver`` must be complete for the binary search to be exact (``solve`` is)."""
     policy = policy or Policy()
     by_end = sorted(running, key=lambda g: (g.ends, g.key))
     ends = [g.ends for g in by_end]
@@ -115,7 +129,7 @@ def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence
     found_at = -1
     while lo <= hi:
         mid = (lo + hi) // 2
-        placement = _placement_by(snapshot, gang, by_end, bisect.bisect_right(ends, times[mid]), policy)
+        placement = _placement_by(snapshot, gang, by_end, bisect.bisect_right(ends, times[mid]), policy, solver)
         if placement is not None:
             found, found_at, hi = placement, mid, mid - 1
         else:
