@@ -43,6 +43,7 @@ class NodeState:
     labels: tuple[str | None, ...]
     free: Resources
     schedulable: bool = True
+    ends: float | None = None  # latest expected end of the work running on it (epoch s); None: none known
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class GangRequest:
     name: str
     tree: ConstraintTree
     tasks: tuple[TaskRequest, ...]
+    ends: float | None = None  # its own expected end if placed now (epoch s); None: unknown
 
 
 @dataclass(frozen=True, slots=True)
