@@ -151,7 +151,7 @@ def occupy(nodes: list[NodeState], index: dict[str, int], group: GangRequest, pl
         f = n.free
         free = Resources(f.gpu - sign * r.gpu, f.cpu - sign * r.cpu, f.memory - sign * r.memory,
                          f.storage - sign * r.storage)
-        nodes[i] = NodeState(n.name, n.labels, free, n.schedulable, n.ends)
+        nodes[i] = NodeState(n.name, n.labels, free, n.schedulable)
 
 
 def simulate(solver: str, jobs: list[Job], base: ClusterSnapshot) -> dict:

@@ -42,7 +42,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from bench.pools import nvl72_pool
 from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
@@ -68,7 +67,7 @@ def _p95(values: list[float]) -> float:
 
 
 def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[float],
-             starvation: float = 10.0, max_holds: int = 1, solver: str = "solve", align: bool = False) -> dict:
+             starvation: float = 10.0, max_holds: int = 1, solver: str = "solve") -> dict:
     fn: Callable[[ClusterSnapshot, GangRequest], Placement | Unplaceable] = SOLVERS[solver]
 
     def solve(snapshot: ClusterSnapshot, group: GangRequest, _policy: Policy | None = None) -> Placement | Unplaceable:
@@ -92,20 +91,8 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
     if hold != "expected-end":
         max_holds = 1  # today's guard (and none) keeps machines for one gang at a time
 
-    on: dict[str, dict[int, float]] = {}  # machine -> running job -> its expected end (--align)
-
-    def apply(job: Job, placement: Placement, sign: int, j: int = -1) -> None:
+    def apply(job: Job, placement: Placement, sign: int) -> None:
         occupy(nodes, index, job.group, placement, sign)
-        if not align:
-            return
-        for machine in placement.nodes:
-            mine = on.setdefault(machine, {})
-            if sign > 0:
-                mine[j] = started[j] + limits[j]
-            else:
-                mine.pop(j, None)
-            n = nodes[index[machine]]
-            nodes[index[machine]] = replace(n, ends=max(mine.values()) if mine else None)
 
     def holder(j: int, placement: Placement) -> Holder:
         reqs = {t.name: t.resources for t in jobs[j].group.tasks}
@@ -135,7 +122,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
             busy += used_gpus * (end - last)
             last = end
         if kind == 0:
-            apply(jobs[j], running.pop(j), -1, j)
+            apply(jobs[j], running.pop(j), -1)
             used_gpus -= jobs[j].gpus
         else:
             queue.append(j)
@@ -159,16 +146,16 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
                 result = None
             else:
                 calls += 1
-                outcome = solve(view, replace(jobs[q].group, ends=now + limits[q]) if align else jobs[q].group)
+                outcome = solve(view, jobs[q].group)
                 result = outcome if isinstance(outcome, Placement) else None
                 if result is None and outcome.status == "unschedulable":
                     failed.add((sig, blocked))
             if result is not None:
-                started[q] = now
-                apply(jobs[q], result, 1, q)
+                apply(jobs[q], result, 1)
                 snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
                 views.clear()
                 used_gpus += jobs[q].gpus
+                started[q] = now
                 running[q] = result
                 backfilled += any(result.nodes & m for m, _t in kept)
                 heapq.heappush(events, (now + jobs[q].duration, 0, q))
@@ -252,9 +239,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solvers", default="solve",
                         help="comma-separated, of solve, ceiling (the topology constraints dropped, under the same "
                         "holds: with both, a summary line gives the fragmentation loss per hold)")
-    parser.add_argument("--align", action="store_true",
-                        help="experiment: machines carry their running jobs' expected ends (start + timeout) and "
-                        "each job its own (now + timeout), for the solver's end-aligned tie-break (env ALIGN=mode)")
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--starvation", type=float, default=10.0,
                         help="the starvation guard's wait in the trace's time unit (the service's 600 s)")
@@ -279,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                     parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
                 print(f"simulate --hold: seed {seed}, {solver}, {hold} ...", file=sys.stderr)
                 began = time.perf_counter()
-                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver, args.align)
-                row.update({"load": args.load, "seed": seed, "align": args.align, "timeout_factor": [lo, hi],
+                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver)
+                row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi],
                             "max_holds": args.max_holds,
                             "seconds": round(time.perf_counter() - began, 1)})
                 rows.append(row)

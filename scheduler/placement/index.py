@@ -142,27 +142,6 @@ class DomainIndex:
         self._desc: dict[tuple[int, int], list[int]] = {}
         self._tables: dict[tuple[Shape, ...], Table] = {}
         self._claims: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
-        self._ends: list[float | None] | None = None
-
-    def ends(self) -> list[float | None]:
-        """Per domain, the latest expected end of the work on its schedulable machines
-        (:attr:`NodeState.ends`; None: none known), built on first use from the current machines."""
-        if self._ends is None:
-            ends: list[float | None] = [None] * len(self.path)
-            where = self._locations()
-            for name, node in self.nodes.items():
-                e = node.ends
-                if e is None:
-                    continue
-                loc = where.get(name)
-                if loc is None:
-                    continue
-                for a in self.anc[self.dom_id[loc[0]]]:
-                    got = ends[a]
-                    if got is None or e > got:
-                        ends[a] = e
-            self._ends = ends
-        return self._ends
 
     # -- per shape set -------------------------------------------------------------------------------
 
@@ -260,20 +239,17 @@ class DomainIndex:
             }
         return self._where
 
-    def place(self, assignments: Sequence[tuple[str, Vec]], ends: float | None = None) -> None:
-        """Take ``request`` off each named machine for good (a gang was placed; ``ends``: its expected
-        end, which each machine's :attr:`NodeState.ends` takes when later): classes, node states
+    def place(self, assignments: Sequence[tuple[str, Vec]]) -> None:
+        """Take ``request`` off each named machine for good (a gang was placed): classes, node states
         and every table stay equal to a fresh build on the resulting snapshot."""
-        self._ends = None
         for name, req in assignments:
             nodes = self.nodes
             node = nodes[name]
             f = node.free
             free = (f.gpu, f.cpu, f.memory, f.storage)
             nfree = (free[0] - req[0], free[1] - req[1], free[2] - req[2], free[3] - req[3])
-            later = node.ends if ends is None or (node.ends is not None and node.ends >= ends) else ends
             nodes[name] = NodeState(name=name, labels=node.labels, free=Resources(*nfree),
-                                    schedulable=node.schedulable, ends=later)
+                                    schedulable=node.schedulable)
             where = self._locations().get(name)
             if where is None:  # cordoned: not indexed
                 continue

@@ -47,9 +47,8 @@ class GangSearch:
     place/unplace and claim/unclaim steps and restores them before it returns (also when its budget
     runs out), so a gang costs no allocation proportional to the pool."""
 
-    def __init__(self, index: DomainIndex, shapes: Sequence[Shape], ends: float | None = None) -> None:
+    def __init__(self, index: DomainIndex, shapes: Sequence[Shape]) -> None:
         self.machines = machines = Machines(index, shapes)
-        self.gang_ends = ends
         self.index = index
         self.keys = index.keys
         self.shapes = machines.shapes
@@ -283,12 +282,8 @@ class GangSearch:
         domains at that node's level they need; a step under a relaxed node first by its domain's
         ancestor at that node's level: one its earlier constrained descendants use, then one holding
         all of the node's tasks, else the one holding most."""
-        scored: list[tuple[int, int, int, float, tuple[int, ...], int]] = []
+        scored: list[tuple[int, int, int, tuple[int, ...], int]] = []
         tot, claimed_tot = self.tot, self.claimed_tot
-        own_end = self.gang_ends
-        dom_ends = self.index.ends() if own_end is not None else None
-        import os
-        mode = os.environ.get("ALIGN", "after")
         domains = self.descendants(ctx, step.level)
         budget.spend(len(domains))
         pull = step.pull
@@ -315,23 +310,7 @@ class GangSearch:
                         ca, ra = self.cap[a], self.claimed[a]
                         first = -sum(min(max(ca[s] - ra[s], 0), k) for s, k in enumerate(pull.per_shape) if k)
                 fullness = tuple(tot[a][0] - claimed_tot[a][0] for a in self.anc[d])
-                align = 0.0
-                if dom_ends is not None and own_end is not None:
-                    e = dom_ends[d]
-                    if e is not None:
-                        if mode == "late":
-                            align = max(0.0, own_end - e)
-                        else:
-                            align = abs(e - own_end)
-                if mode == "before2":
-                    fresh = 1 if dom_ends is not None and dom_ends[d] is None else 0
-                    scored.append((first, spread, fresh, align, slack, fullness, d))  # type: ignore[arg-type]
-                elif mode.startswith("bucket"):
-                    scored.append((first, spread, slack // int(mode[6:]), align, slack, fullness, d))  # type: ignore[arg-type]
-                elif mode == "before":
-                    scored.append((first, spread, align, slack, fullness, d))  # type: ignore[arg-type]
-                else:
-                    scored.append((first, spread, slack, align, fullness, d))
+                scored.append((first, spread, slack, fullness, d))
         scored.sort()
         return [item[-1] for item in scored]
 

@@ -62,7 +62,7 @@ class _Context:
         if not special <= index.special:
             # Excluded machines get classes of their own: a one-off index for this gang.
             index = DomainIndex(index.snapshot(), special | index.special)
-        self.index = GangSearch(index, self.shapes, gang.ends)
+        self.index = GangSearch(index, self.shapes)
         self.own = [lvl if lvl is not None else NO_LEVEL for lvl in self.ti.level]
         self.steps_used = 0
         self.timed_out = False

@@ -43,7 +43,6 @@ class NodeState:
     labels: tuple[str | None, ...]
     free: Resources
     schedulable: bool = True
-    ends: float | None = None  # latest expected end of the work running on it (epoch s); None: none known
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +66,6 @@ class GangRequest:
     name: str
     tree: ConstraintTree
     tasks: tuple[TaskRequest, ...]
-    ends: float | None = None  # its own expected end if placed now (epoch s); None: unknown
 
 
 @dataclass(frozen=True, slots=True)
