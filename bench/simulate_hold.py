@@ -24,6 +24,12 @@ of the big gangs (16 tasks or more; a task is one tray here), jobs never started
 end), how many times the guard held and the solver's calls. Wait is in the trace's time unit (mean
 job 60). With ``idle`` and ``expected-end`` both run, a summary line per load gives the big gangs'
 p95 wait change and the utilisation difference, per seed and on average.
+
+``--solvers solve,ceiling`` runs each hold with ``bench.simulate``'s topology-free ``ceiling`` too: the
+same queue, starvation guard and holds, the ceiling placing every job and finding every hold (the
+hold's binary search needs only a complete solver, which the ceiling is for the trace's gangs: their
+tasks are alike, so they fit exactly when enough machines have room for one). A summary line per
+load then gives the fragmentation loss under each hold (ceiling less ``solve``, in points).
 """
 
 from __future__ import annotations
@@ -35,11 +41,12 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 from bench.pools import nvl72_pool
-from bench.simulate import WINDOW, Job, occupy, trace
+from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.hold import Holder, may_backfill, soonest_hold
-from scheduler.placement import ClusterSnapshot, Placement, solve
+from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Unplaceable
 from scheduler.placement.signature import gang_signature
 from scheduler.preemption import cordoned
 
@@ -60,7 +67,12 @@ def _p95(values: list[float]) -> float:
 
 
 def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[float],
-             starvation: float = 10.0, max_holds: int = 1) -> dict:
+             starvation: float = 10.0, max_holds: int = 1, solver: str = "solve") -> dict:
+    fn: Callable[[ClusterSnapshot, GangRequest], Placement | Unplaceable] = SOLVERS[solver]
+
+    def solve(snapshot: ClusterSnapshot, group: GangRequest, _policy: Policy | None = None) -> Placement | Unplaceable:
+        return fn(snapshot, group)
+
     nodes = list(base.nodes)
     index = {n.name: i for i, n in enumerate(nodes)}
     total_gpus = sum(n.free.gpu for n in nodes)
@@ -92,7 +104,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         (and the first hold when no placement frees in time) keeps its idle-pool placement."""
         group = jobs[q].group
         if hold == "expected-end":
-            found = soonest_hold(view, group, [holder(j, p) for j, p in running.items()])
+            found = soonest_hold(view, group, [holder(j, p) for j, p in running.items()], solver=solve)
             if found is not None:
                 return found.machines, found.free_by
             if not first:
@@ -161,7 +173,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
              for j, job in enumerate(jobs)]
     big = [w for w, job in zip(waits, jobs, strict=True) if len(job.group.tasks) >= BIG]
     return {
-        "scenario": "trace-1k-hold", "hold": hold, "starvation": starvation, "jobs": len(jobs),
+        "scenario": "trace-1k-hold", "solver": solver, "hold": hold, "starvation": starvation, "jobs": len(jobs),
         "big_gangs": len(big), "started": len(started), "never_started": len(jobs) - len(started),
         "gpu_utilisation": round(busy / (total_gpus * horizon), 4),
         "mean_wait": round(statistics.fmean(waits), 2),
@@ -174,7 +186,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
 def summary(rows: list[dict]) -> dict:
     """Per seed and on average: the big gangs' p95 wait with ``expected-end`` against ``idle`` (the
     change in per cent, negative is lower) and the utilisation difference in points."""
-    by = {(r["seed"], r["hold"]): r for r in rows}
+    by = {(r["seed"], r["hold"]): r for r in rows if r["solver"] == "solve"}
     seeds = sorted(s for s in {r["seed"] for r in rows} if (s, "idle") in by and (s, "expected-end") in by)
     out: dict = {"summary": "hold", "load": rows[0]["load"], "seeds": seeds}
     if not seeds:
@@ -195,6 +207,27 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def against_ceiling(rows: list[dict]) -> dict:
+    """Per hold, the fragmentation loss under that discipline: the ceiling's utilisation (the topology
+    constraints dropped, with the same holds) less ``solve``'s, in points, per seed and on average."""
+    by = {(r["seed"], r["hold"], r["solver"]): r for r in rows}
+    out: dict = {"summary": "ceiling", "load": rows[0]["load"], "max_holds": rows[0]["max_holds"]}
+    for hold in dict.fromkeys(r["hold"] for r in rows):
+        seeds = sorted(s for s in {r["seed"] for r in rows} if (s, hold, "solve") in by and (s, hold, "ceiling") in by)
+        if not seeds:
+            continue
+        loss = [100 * (by[s, hold, "ceiling"]["gpu_utilisation"] - by[s, hold, "solve"]["gpu_utilisation"])
+                for s in seeds]
+        out[hold] = {
+            "seeds": seeds,
+            "solve": round(statistics.fmean(by[s, hold, "solve"]["gpu_utilisation"] for s in seeds), 4),
+            "ceiling": round(statistics.fmean(by[s, hold, "ceiling"]["gpu_utilisation"] for s in seeds), 4),
+            "loss_points": [round(x, 1) for x in loss],
+            "loss_points_mean": round(statistics.fmean(loss), 1),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.simulate --hold", description=__doc__.splitlines()[0])
     parser.add_argument("--hold", default=",".join(HOLDS), help="comma-separated, of " + ", ".join(HOLDS))
@@ -203,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="expected-end: hold for up to this many starving jobs at once, each on machines the "
                         "ones ahead of it do not hold (1: EASY backfill, the default; more: conservative backfill)")
     parser.add_argument("--seeds", default="7,8,9,10")
+    parser.add_argument("--solvers", default="solve",
+                        help="comma-separated, of solve, ceiling (the topology constraints dropped, under the same "
+                        "holds: with both, a summary line gives the fragmentation loss per hold)")
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--starvation", type=float, default=10.0,
                         help="the starvation guard's wait in the trace's time unit (the service's 600 s)")
@@ -211,24 +247,33 @@ def main(argv: list[str] | None = None) -> int:
                         "1,1: timeouts equal to the runs, how much tighter timeouts would help)")
     args = parser.parse_args(argv)
     lo, hi = (float(x) for x in args.timeout_factor.split(","))
+    solvers = args.solvers.split(",")
+    for solver in solvers:
+        if solver not in ("solve", "ceiling"):
+            parser.error(f"--solvers: {solver!r} is none of solve, ceiling")
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=seed)
         total = sum(n.free.gpu for n in base.nodes)
         jobs = trace(args.jobs, seed, total, args.load)
         limits = timeouts(jobs, seed, (lo, hi))
-        for hold in args.hold.split(","):
-            if hold not in HOLDS:
-                parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
-            print(f"simulate --hold: seed {seed}, {hold} ...", file=sys.stderr)
-            began = time.perf_counter()
-            row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds)
-            row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi], "max_holds": args.max_holds,
-                        "seconds": round(time.perf_counter() - began, 1)})
-            rows.append(row)
-            print(json.dumps(row))
-            sys.stdout.flush()
-    print(json.dumps(summary(rows)))
+        for solver in solvers:
+            for hold in args.hold.split(","):
+                if hold not in HOLDS:
+                    parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
+                print(f"simulate --hold: seed {seed}, {solver}, {hold} ...", file=sys.stderr)
+                began = time.perf_counter()
+                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver)
+                row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi],
+                            "max_holds": args.max_holds,
+                            "seconds": round(time.perf_counter() - began, 1)})
+                rows.append(row)
+                print(json.dumps(row))
+                sys.stdout.flush()
+    if "solve" in solvers:
+        print(json.dumps(summary(rows)))
+    if {"solve", "ceiling"} <= set(solvers):
+        print(json.dumps(against_ceiling(rows)))
     return 0
 
 

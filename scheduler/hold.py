@@ -25,7 +25,7 @@ nothing bounds how long it would delay the starving gang.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,9 +37,14 @@ from scheduler.placement import (
     Placement,
     Policy,
     Resources,
+    Unplaceable,
     solve,
 )
 from topology.tree import TreeNode
+
+#: A complete placement function (every gang it calls unplaceable does not fit): ``solve`` in the
+#: service; the benchmarks also pass the topology-free ceiling of ``bench.simulate``.
+Solver = Callable[[ClusterSnapshot, GangRequest, Policy], Placement | Unplaceable]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,10 @@ class _Probe:
     difference from the last probe (the index equals a fresh build on ``released(snapshot, ...)``;
     building a snapshot and an index per probe cost about as much as the solve itself)."""
 
-    def __init__(self, index: DomainIndex, gang: GangRequest, by_end: Sequence[Holder], policy: Policy) -> None:
+    def __init__(self, index: DomainIndex, gang: GangRequest, by_end: Sequence[Holder], policy: Policy,
+                 snapshot: ClusterSnapshot, solver: Solver) -> None:
         self.index, self.gang, self.by_end, self.policy, self.at = index, gang, by_end, policy, 0
+        self.snapshot, self.solver = snapshot, solver
 
     def _held(self, first: int, last: int) -> list[tuple[str, tuple[int, int, int, int]]]:
         """What gangs ``first``..``last - 1`` hold on the pool's machines (others ignored, as
@@ -121,7 +128,11 @@ class _Probe:
         return [(name, res.as_tuple()) for g in self.by_end[first:last] for name, res in g.holdings if name in nodes]
 
     def placement(self, count: int) -> Placement | None:
-        """The gang's placement with the first ``count`` gangs (by end) ended, or None."""
+        """The gang's placement with the first ``count`` gangs (by end) ended, or None. Another solver
+        than ``solve`` is asked on a snapshot built for the probe."""
+        if self.solver is not solve:
+            outcome = self.solver(released(self.snapshot, self.by_end[:count]), self.gang, self.policy)
+            return outcome if isinstance(outcome, Placement) else None
         if count > self.at:
             self.index.release(self._held(self.at, count))
         elif count < self.at:
@@ -279,10 +290,11 @@ def _capacity_bound(capacity: _Capacity, gang: GangRequest) -> int | None:
 
 
 def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence[Holder],
-                 policy: Policy | None = None) -> SoonestHold | None:
+                 policy: Policy | None = None, solver: Solver = solve) -> SoonestHold | None:
     """The placement where ``gang`` can start soonest on ``snapshot`` (the pool now) as the
     ``running`` gangs end, and by when its machines are free (see the module docstring). None when it
-    does not fit even with every running gang ended. A gang that fits now is given the first end."""
+    does not fit even with every running gang ended. A gang that fits now is given the first end.
+    ``solver`` must be complete for the binary search to be exact (``solve`` is)."""
     policy = policy or Policy()
     by_end = sorted(running, key=lambda g: (g.ends, g.key))
     ends = [g.ends for g in by_end]
@@ -293,12 +305,13 @@ def soonest_hold(snapshot: ClusterSnapshot, gang: GangRequest, running: Sequence
     # None fits before the capacity bound; the time it gives is tried first (often the answer).
     excluded = frozenset().union(*(task.nodes_excluded for task in gang.tasks))
     index = DomainIndex(snapshot, excluded & {node.name for node in snapshot.nodes} if excluded else frozenset())
-    bound = _capacity_bound(_Capacity(index, by_end), gang)
+    # (the bound reads the gang's constraints: it holds for ``solve``, not for a solver ignoring them)
+    bound = _capacity_bound(_Capacity(index, by_end), gang) if solver is solve else 0
     if bound is None:
         return None
     counts = [bisect.bisect_right(ends, t) for t in times]
     lo, hi = bisect.bisect_left(counts, bound), len(times) - 1
-    probe = _Probe(index, gang, by_end, policy)
+    probe = _Probe(index, gang, by_end, policy, snapshot, solver)
     found: Placement | None = probe.placement(counts[lo])
     found_at = lo if found is not None else -1
     if found is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+from bench.simulate import ceiling
 from scheduler.hold import Holder, expected_end, may_backfill, released, soonest_hold, where
 from scheduler.placement import Placement, Resources, solve
 from tests.scheduler.placement.builders import cluster, gang, names, rack, tree, zone
@@ -184,3 +185,20 @@ def test_the_held_machines_are_named_by_the_smallest_domain_holding_them():
     assert where(snapshot, frozenset({"n6"})) == "zone z2 (rack r4), 1 machine"
     assert where(snapshot, frozenset({"n1", "n2", "n3"})) == "zone z1, 3 machines"
     assert where(snapshot, frozenset({"n3", "n4"})) == "2 machines"
+
+
+def test_the_hold_asks_the_solver_it_is_given_so_a_topology_free_one_holds_across_racks():
+    # given r1's machines free in 1 h and 4 h, r2's in 2 h and 3 h (one gang on each machine)
+    running = [_on("a", ["n0"], NOW + 3600), _on("b", ["n1"], NOW + 4 * 3600),
+               _on("c", ["n2"], NOW + 2 * 3600), _on("d", ["n3"], NOW + 3 * 3600)]
+
+    def anywhere(snapshot, request, _policy):
+        return ceiling(snapshot, request)
+
+    # when the same gang asks with the solver and with the ceiling of bench.simulate (no topology)
+    racked = soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), running)
+    free = soonest_hold(_two_racks_full(), _two_machines_of_a_rack(), running, solver=anywhere)
+    # then the solver keeps its rack (r2, whole in 3 h); the ceiling takes the two machines free first
+    assert racked is not None and free is not None
+    assert (racked.machines, racked.free_by) == (frozenset({"n2", "n3"}), NOW + 3 * 3600)
+    assert (free.machines, free.free_by, free.waits_for) == (frozenset({"n0", "n2"}), NOW + 2 * 3600, ("a", "c"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.pools import nvl72_pool
 from bench.simulate import simulate as simulate_plain
 from bench.simulate import trace
-from bench.simulate_hold import simulate, timeouts
+from bench.simulate_hold import against_ceiling, simulate, timeouts
 
 
 def _small():
@@ -65,3 +65,36 @@ def test_with_several_holds_more_starving_gangs_are_held_and_one_hold_decides_as
     assert again == one
     assert four["holds"] > one["holds"]
     assert idle == simulate("idle", jobs, base, limits)
+
+
+def test_the_ceiling_runs_under_the_same_holds_and_without_a_guard_as_bench_simulate_runs_it():
+    # given the trace at load 1.5
+    base, jobs = _small()
+    limits = timeouts(jobs, 7)
+    # when the topology-free ceiling runs without a guard and with eight holds by expected end
+    plain = simulate_plain("ceiling", jobs, base)
+    bare = simulate("none", jobs, base, limits, solver="ceiling")
+    held = simulate("expected-end", jobs, base, limits, max_holds=8, solver="ceiling")
+    # then without a guard it decides as bench.simulate's ceiling; with holds it held and kept every job going
+    assert (bare["gpu_utilisation"], bare["mean_wait"], bare["holds"]) == (
+        plain["gpu_utilisation"], plain["mean_wait"], 0)
+    assert held["holds"] > 0
+    assert held["started"] == len(jobs)
+    assert (bare["solver"], held["solver"]) == ("ceiling", "ceiling")
+
+
+def test_the_loss_under_a_hold_is_the_ceiling_less_solve_with_that_hold():
+    # given rows of two seeds, each solver with no guard and with holds
+    rows = [{"seed": s, "hold": h, "solver": v, "gpu_utilisation": u, "load": 1.0, "max_holds": 8}
+            for s, h, v, u in [(7, "none", "solve", 0.74), (7, "none", "ceiling", 0.78),
+                               (7, "expected-end", "solve", 0.75), (7, "expected-end", "ceiling", 0.78),
+                               (8, "none", "solve", 0.80), (8, "none", "ceiling", 0.85),
+                               (8, "expected-end", "solve", 0.81), (8, "expected-end", "ceiling", 0.83)]]
+    # when
+    out = against_ceiling(rows)
+    # then each hold has its own loss, per seed and on average, in points
+    assert out["none"]["loss_points"] == [4.0, 5.0]
+    assert out["none"]["loss_points_mean"] == 4.5
+    assert out["expected-end"]["loss_points"] == [3.0, 2.0]
+    assert out["expected-end"]["loss_points_mean"] == 2.5
+    assert (out["expected-end"]["solve"], out["expected-end"]["ceiling"]) == (0.78, 0.805)
