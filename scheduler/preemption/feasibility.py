@@ -91,7 +91,11 @@ def held_per_node(candidate: Candidate, known: Container[str]) -> dict[str, Vec]
 
 
 def bits_of(mask: int) -> list[int]:
-    """The set bits of ``mask``, lowest first (work proportional to the bits set, not to the width)."""
+    """The set bits of ``mask``, lowest first: by peeling the lowest bit when few are set (work
+    proportional to the bits set), else by scanning its binary digits once (each peel of a wide
+    integer copies it)."""
+    if mask.bit_count() * 32 >= mask.bit_length():
+        return [i for i, digit in enumerate(bin(mask)[:1:-1]) if digit == "1"]
     out = []
     while mask:
         low = mask & -mask
@@ -147,6 +151,30 @@ class Feasibility:
         if held is None:
             held = {i: h for i, c in enumerate(candidates) if (h := held_per_node(c, self.position))}
         self.held = held
+        # Capacity arithmetic (:meth:`may_fit`): what the gang asks in all, what is free on the
+        # schedulable machines and what each candidate gives back there.
+        self.demand = ZERO
+        for task in preemptor.tasks:
+            self.demand = add(self.demand, vec(task.resources))
+        self.base = ZERO
+        names = set()
+        for node in snapshot.nodes:
+            if node.schedulable:
+                free = vec(node.free)
+                self.base = add(self.base, (max(0, free[0]), max(0, free[1]), max(0, free[2]), max(0, free[3])))
+                names.add(node.name)
+        self.gain: dict[int, Vec] = {}
+        self.gaining = 0  # the candidates that give something back there
+        self.everything = self.base  # what is there with every candidate evicted
+        for i, per_node in held.items():
+            total = ZERO
+            for name, v in per_node.items():
+                if name in names:
+                    total = add(total, v)
+            if total != ZERO:
+                self.gain[i] = total
+                self.gaining |= 1 << i
+                self.everything = add(self.everything, total)
         self.known: dict[int, Placement | None] = {}
         self.feasible: list[tuple[int, Placement]] = []
         self.infeasible: list[int] = []
@@ -237,7 +265,64 @@ class Feasibility:
         decided, witness = self.inferred(mask)
         if decided:
             return witness
+        if not self.can_solve():
+            raise BudgetSpent
+        if not self.may_fit(mask):
+            # Decided by arithmetic, no solver call, but a step of the search like one: the budget
+            # bounds the search's work, which continues past this answer as past a solve's.
+            self.budget.solves += 1
+            self.known[mask] = None
+            return None
         return self.solve(mask)
+
+    def capacity(self, mask: int) -> Vec:
+        """What the schedulable machines hold of each resource with ``mask`` evicted: summed over the
+        candidates of ``mask`` or, when fewer stay, taken from everything over those that stay."""
+        gain = self.gain
+        mask &= self.gaining
+        stay = self.gaining & ~mask
+        if stay.bit_count() < mask.bit_count():
+            total = self.everything
+            for i in bits_of(stay):
+                have = gain[i]
+                total = (total[0] - have[0], total[1] - have[1], total[2] - have[2], total[3] - have[3])
+            return total
+        total = self.base
+        for i in bits_of(mask):
+            total = add(total, gain[i])
+        return total
+
+    def enough(self, capacity: Vec) -> bool:
+        """Whether ``capacity`` holds as much of every resource as the gang asks in all."""
+        return fits(capacity, self.demand)
+
+    def may_fit(self, mask: int) -> bool:
+        """Whether the schedulable machines hold, with ``mask`` evicted, as much of every resource as
+        the gang asks in all: a necessary condition (no placement exceeds the capacity), so False
+        decides "does not fit" without the solver."""
+        return self.enough(self.capacity(mask))
+
+    def cumulative(self, order: Sequence[int]) -> list[Vec]:
+        """``out[k]``: what the first ``k`` candidates of ``order`` give back on the schedulable machines."""
+        out = [ZERO]
+        gain = self.gain
+        for i in order:
+            have = gain.get(i)
+            out.append(out[-1] if have is None else add(out[-1], have))
+        return out
+
+    def first_enough(self, have: Vec, cumulative: Sequence[Vec], upto: int) -> int:
+        """The smallest ``k <= upto`` for which ``have`` plus ``cumulative[k]`` is :meth:`enough`
+        (``upto`` when none is: the caller knows that prefix fits). Binary search: the sums grow with
+        ``k``. No prefix shorter than the result fits, so no question about one needs asking."""
+        lo, hi = 0, upto
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.enough(add(have, cumulative[mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def can_solve(self) -> bool:
         """Whether another solve fits the budget: ``max_solves`` calls, and the wall-clock deadline once
