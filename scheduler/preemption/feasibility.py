@@ -156,13 +156,17 @@ class Feasibility:
         self.demand = ZERO
         for task in preemptor.tasks:
             self.demand = add(self.demand, vec(task.resources))
-        self.base = ZERO
+        gpu = cpu = memory = storage = 0
         names = set()
         for node in snapshot.nodes:
             if node.schedulable:
-                free = vec(node.free)
-                self.base = add(self.base, (max(0, free[0]), max(0, free[1]), max(0, free[2]), max(0, free[3])))
+                free = node.free
+                gpu += free.gpu if free.gpu > 0 else 0
+                cpu += free.cpu if free.cpu > 0 else 0
+                memory += free.memory if free.memory > 0 else 0
+                storage += free.storage if free.storage > 0 else 0
                 names.add(node.name)
+        self.base: Vec = (gpu, cpu, memory, storage)
         self.gain: dict[int, Vec] = {}
         self.gaining = 0  # the candidates that give something back there
         self.everything = self.base  # what is there with every candidate evicted

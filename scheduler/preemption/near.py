@@ -98,8 +98,9 @@ def victims_choose_near(
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     regions = Budget(max_solves, deadline)  # shared by every region; the whole pool has its own
 
-    def search(view: ClusterSnapshot, budget: Budget, ceiling: int | None = None) -> VictimChoice | None:
-        return victims_choose(view, preemptor, candidates, policy, now=now, budget=budget, ceiling=ceiling)
+    def search(view: ClusterSnapshot, budget: Budget, ceiling: int | None = None,
+               among: Sequence[Candidate] = candidates) -> VictimChoice | None:
+        return victims_choose(view, preemptor, among, policy, now=now, budget=budget, ceiling=ceiling)
 
     anywhere: VictimChoice | None = None
     searched = False
@@ -115,7 +116,10 @@ def victims_choose_near(
         ceiling = (within_quota_gpu(by_key, anywhere.victims)
                    if anywhere is not None and any(by_key[key].borrowing for key in anywhere.victims) else None)
         try:
-            choice = search(within(snapshot, machines), regions, ceiling)
+            # Only the candidates holding something there can be chosen there (the search would drop
+            # the others itself, each after looking at all its holdings).
+            there = [c for c in candidates if any(name in machines for name, _res in c.holdings)]
+            choice = search(within(snapshot, machines), regions, ceiling, there)
         except BudgetSpent:
             break  # the regions' solves are spent before this one's first
         if choice is None:

@@ -41,6 +41,7 @@ equal outputs; at most ``max_solves`` solver calls.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,10 +143,10 @@ class _Scope:
     release: dict[int, Vec]
     pool: Feasibility | None = None
     # Built on the first bound (:meth:`_Search.presort`): per resource, the candidates of ``mask``
-    # largest release first, and by work per unit released (the cheapest first); the borrowing ones.
+    # largest release first, and by work per unit released (the cheapest first).
     largest: list[list[tuple[int, int]]] | None = None
     cheapest: list[list[tuple[float, int, int]]] | None = None
-    borrowing: int = 0
+    borrowing: int = 0  # the borrowing candidates of ``mask``
 
 
 def _domain_level(preemptor: GangRequest, keys: tuple[str, ...]) -> int | None:
@@ -221,11 +222,14 @@ class _Search:
         scopes = []
         for r in range(len(paths)):
             release = {i: v for i, v in releases[r].items() if v != ZERO}
-            mask = 0
+            mask = borrowing = 0
             for i in release:
                 mask |= 1 << i
+                if pool.candidates[i].borrowing:
+                    borrowing |= 1 << i
             missing = tuple(d - f for d, f in zip(demand, frees[r], strict=True))
-            scopes.append(_Scope(frozenset(regions[paths[r]]), mask, missing, release))  # type: ignore[arg-type]
+            scopes.append(_Scope(frozenset(regions[paths[r]]), mask, missing, release,  # type: ignore[arg-type]
+                                 borrowing=borrowing))
         if len(scopes) == 1 and level is None:
             scopes[0].pool = pool  # the whole pool: its own questions
         return scopes
@@ -374,6 +378,12 @@ class _Search:
             if self.pool_of(scope).inferred(kept) == (True, None):
                 return _plus(total, (0, 0.0, 0, 1)), None
             return total, None
+        gpu = max(0, need[0])
+        borrowed = sum(scope.release[i][0] for i in self.pool.bits(open_ & scope.borrowing))
+        own = total[0] + max(0, gpu - borrowed)
+        limit = self.best_cost[0] if self.best_cost is not None else self.ceiling
+        if limit is not None and own > limit:
+            return (own, math.inf, sys.maxsize, sys.maxsize), None  # worse in the first term: no more needed
         largest, cheapest = self.presort(scope)
         opened = bin(open_)[:1:-1]  # digit i: candidate i is open (one scan, not a shift per test)
         width = len(opened)
@@ -397,9 +407,7 @@ class _Search:
                 least, per_unit = self._work_at_least(opened, cheapest[r], need[r])
                 if margin is None or least > work:
                     work, margin = least, (r, per_unit)
-        gpu = max(0, need[0])
-        borrowed = sum(scope.release[i][0] for i in self.pool.bits(open_ & scope.borrowing))
-        return _plus(total, (max(0, gpu - borrowed), work, gpu, gangs)), margin
+        return (own, total[1] + work, total[2] + gpu, total[3] + gangs), margin
 
     def presort(self, scope: _Scope) -> tuple[list[list[tuple[int, int]]], list[list[tuple[float, int, int]]]]:
         """The scope's candidates in the orders :meth:`bound` walks (sorted once, not at every node)."""
@@ -408,9 +416,6 @@ class _Search:
             scope.largest = [sorted(((v[r], i) for i, v in release.items()), reverse=True) for r in range(4)]
             scope.cheapest = [sorted((self.parts[i][1] / v[r], v[r], i) for i, v in release.items() if v[r] > 0)
                               for r in range(4)]
-            for i in release:
-                if self.pool.candidates[i].borrowing:
-                    scope.borrowing |= 1 << i
         return scope.largest, scope.cheapest
 
     @staticmethod
