@@ -6,9 +6,12 @@ by key). Releasing a subset adds its holdings back to the free capacity of their
 preemptor "fits" a subset when :func:`scheduler.placement.solve` places it on the snapshot with that
 subset released. Feasibility is monotone (more capacity never hurts a complete solver), so a check
 first looks for a known feasible subset (whose placement stays valid on the superset: a *witness*) or a
-known infeasible superset, and solves only when neither decides.
+known infeasible superset, then whether the machines hold, in total, as much as the gang asks (a
+necessary condition: when they do not, "does not fit" without the solver), and solves only when none
+decides.
 
-Invariants: at most ``max_solves`` solver calls (then :class:`BudgetSpent`); a witness is always a
+Invariants: at most ``max_solves`` questions not inferred, solver calls and capacity answers together
+(then :class:`BudgetSpent`); a witness is always a
 placement that meets every required constraint and over-commits no machine on its subset's snapshot.
 """
 
@@ -35,7 +38,7 @@ ZERO: Vec = (0, 0, 0, 0)
 
 
 class BudgetSpent(Exception):
-    """The search used its ``max_solves`` solver calls."""
+    """The search used its ``max_solves`` questions."""
 
 
 def vec(res: Resources) -> Vec:
@@ -105,8 +108,10 @@ def bits_of(mask: int) -> list[int]:
 
 
 class Budget:
-    """Solver calls left to a search, shared by every :class:`Feasibility` it uses: ``max_solves``
-    calls, and no new one after ``deadline`` (``time.monotonic()``) once the first has run."""
+    """Questions left to a search (solver calls, and capacity answers counted alike), shared by every
+    :class:`Feasibility` it uses and, in :func:`~scheduler.preemption.near.victims_choose_near`, by
+    the searches of every region: ``max_solves`` of them, and no new one after ``deadline``
+    (``time.monotonic()``) once the first has run."""
 
     def __init__(self, max_solves: int, deadline: float | None = None) -> None:
         self.max_solves = max_solves

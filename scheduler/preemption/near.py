@@ -10,7 +10,9 @@ them, finest key first, and the whole pool last; the first region with a victim 
 the whole pool's choice reclaims borrowed work and evicts less work within its team's quota: the
 reclaim rule comes before packing (fewer GPUs alone do not move the preemptor away). Each search is
 :func:`~scheduler.preemption.search.victims_choose`, so completeness holds: the whole pool is
-searched whenever no region has a set.
+searched whenever no region has a set. The regions share one solve budget, the whole pool has its
+own; each search after the first looks only below the GPUs within quota that could still be taken
+(its ``ceiling``).
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def victims_choose_near(
 ) -> tuple[VictimChoice | None, frozenset[str] | None]:
     """The victim set (see the module docstring) and the machines of the region it was found in
     (None: the whole pool). ``near``: the machines of the preemptor's placement without LOW work, or
-    None to search the whole pool only. Each search has at most ``max_solves`` solver calls;
+    None to search the whole pool only. The regions' searches share ``max_solves`` questions (once
+    they are spent no further region is tried) and the whole pool's search has as many of its own;
     ``max_seconds`` bounds them all together: once it has passed, no further region is tried and the
     whole pool's search runs its first (all-evicted) solve only, so completeness holds. ``now``: as for
     :func:`~scheduler.preemption.search.victims_choose` (the work each candidate would lose)."""

@@ -1,11 +1,12 @@
 """Entry point :func:`victims_choose`: the cheapest set of whole LOW gangs whose eviction lets a gang fit.
 
 Algorithm (docs/design.md §9), every feasibility question answered by :func:`scheduler.placement.solve`
-through :class:`scheduler.preemption.feasibility.Feasibility` (memoised, monotone inference, at most ``max_solves``):
+through :class:`scheduler.preemption.feasibility.Feasibility` (memoised, monotone inference, capacity
+arithmetic when that decides; at most ``max_solves`` questions not inferred, the arithmetic ones counted):
 1. Relevance: machines the preemptor could use with every candidate evicted (schedulable, labelled for
    its required keys, not excluded, large enough); a candidate holding nothing there is dropped.
-2. All released: one solve with every relevant candidate evicted. No placement: return None. Its
-   cover (below) is the first incumbent.
+2. All released: one solve with every relevant candidate evicted (none when the capacity alone is
+   short). No placement: return None. Its cover (below) is the first incumbent.
 3. Scopes: when one required constraint holds every task (a chain of single required children from
    the root), every placement lies in one domain of its finest such key, and an irreducible victim
    set holds capacity in that domain; the search runs per domain (else once, on the whole pool),
@@ -15,15 +16,18 @@ through :class:`scheduler.preemption.feasibility.Feasibility` (memoised, monoton
 4. Incumbents per scope: a *cover* takes a placement and picks, machine by machine, the cheapest
    candidates holding there until what the placement needs beyond the free capacity is released,
    then drops those not needed (arithmetic, no solve). Covered: the scope's all-released placement
-   and the shortest feasible prefix of its candidates ordered cheapest first (binary search, about
-   log2 n solves); the latter is then made irreducible (repeatedly: the shortest fitting prefix,
-   cheapest first, of what is left; its last member is kept).
+   and the shortest feasible prefix of its candidates ordered cheapest first, then cheapest per GPU
+   first (binary search from the shortest prefix with capacity enough, asked first; about log2 n
+   solves); each is then made irreducible (repeatedly: the shortest fitting prefix, in the same order,
+   of what is left; its last member is kept).
 5. Exact branch and bound per scope, candidates ordered most expensive first: a node keeps some
    candidates (I), has excluded some, and leaves the rest open (U); I + U is known to fit. It tries
    excluding the next candidate (one solve, unless inferred) before keeping it. A node is cut when a
    lower bound on the cost of any set from it (the capacity the scope still misses: in GPUs, in
    gangs, and in GPUs not covered by borrowing gangs) is worse than the best set so far; candidates
-   that alone would make I worse than the best are excluded together (one solve). When every scope
+   that alone would make I worse than the best are excluded together (one solve), and so are those
+   whose reduced cost (their work less what their release saves the work bound at its margin, the
+   bound being convex in what it needs) exceeds the gap between the bound and the best set. When every scope
    is done the best set is optimal; when the budget runs out the best set found so far is returned
    (step 2 always provides one), with the solver's placement for exactly that set if a solve is left.
 
@@ -35,7 +39,7 @@ fractionally.
 
 Invariants: a returned set fits (its placement is a solver result or a placement valid on its
 snapshot); it is irreducible when the search completed; equal inputs in any candidate order give
-equal outputs; at most ``max_solves`` solver calls.
+equal outputs; at most ``max_solves`` questions not inferred (solver calls and capacity answers).
 """
 
 from __future__ import annotations
