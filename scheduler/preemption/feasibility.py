@@ -107,6 +107,19 @@ def bits_of(mask: int) -> list[int]:
     return out
 
 
+def mask_of(bits: set[int]) -> int:
+    """The mask with exactly ``bits`` set (built from its binary digits when there are many)."""
+    if len(bits) < 64:
+        mask = 0
+        for i in bits:
+            mask |= 1 << i
+        return mask
+    digits = ["0"] * (max(bits) + 1)
+    for i in bits:
+        digits[i] = "1"
+    return int("".join(reversed(digits)), 2)
+
+
 class Budget:
     """Questions left to a search (solver calls, and capacity answers counted alike), shared by every
     :class:`Feasibility` it uses and, in :func:`~scheduler.preemption.near.victims_choose_near`, by
@@ -374,32 +387,34 @@ class Feasibility:
                 deficit[name] = short  # type: ignore[assignment]
         # The allowed candidates holding on each machine short of capacity, cheapest first.
         holders: dict[str, list[int]] = {name: [] for name in deficit}
-        ranked = [i for i in order if allowed >> i & 1]
+        digits = bin(allowed)[:1:-1]  # digit i: candidate i is allowed (one scan, not a shift per test)
+        ranked = [i for i in order if i < len(digits) and digits[i] == "1"]
         for i in ranked:
             for name in self.held.get(i, EMPTY):
                 if name in holders:
                     holders[name].append(i)
         freed: dict[str, Vec] = {}
-        chosen = 0
+        chosen: set[int] = set()
         for name, short in deficit.items():
             for i in holders[name]:
                 if fits(freed.get(name, ZERO), short):
                     break
-                if not chosen >> i & 1:
-                    chosen |= 1 << i
+                if i not in chosen:
+                    chosen.add(i)
                     for where, v in self.held.get(i, EMPTY).items():
                         freed[where] = add(freed.get(where, ZERO), v)
         if not all(fits(freed.get(name, ZERO), short) for name, short in deficit.items()):
             return allowed
         for i in reversed(ranked):
-            if not chosen >> i & 1:
+            if i not in chosen:
                 continue
             held = self.held.get(i, EMPTY)
             if all(fits(tuple(f - h for f, h in zip(freed[name], held[name], strict=True)), deficit[name])  # type: ignore[arg-type]
                    for name in held if name in deficit):
-                chosen &= ~(1 << i)
+                chosen.discard(i)
                 for where, v in held.items():
                     freed[where] = tuple(f - h for f, h in zip(freed[where], v, strict=True))  # type: ignore[assignment]
-        if not self.inferred(chosen)[0]:
-            self.learn(chosen, placement)
-        return chosen
+        mask = mask_of(chosen)
+        if not self.inferred(mask)[0]:
+            self.learn(mask, placement)
+        return mask

@@ -14,7 +14,7 @@ import scheduler.preemption.feasibility as feasibility
 from bench.preemption_instances import oracle, released, small_instance
 from scheduler.placement import Placement, Policy, Resources, solve
 from scheduler.preemption import Candidate, victims_choose, victims_choose_near
-from scheduler.preemption.feasibility import Budget, Feasibility, bits_of
+from scheduler.preemption.feasibility import Budget, Feasibility, bits_of, mask_of
 from tests.scheduler.placement.builders import cluster, gang, names, tree
 
 SNAPSHOT = cluster(("rack",), [("r1", 0), ("r1", 0)])
@@ -82,7 +82,7 @@ def test_nothing_is_solved_when_every_candidate_evicted_is_not_capacity_enough(m
     assert choice is None and calls == []
 
 
-def test_the_set_bits_are_listed_lowest_first_whether_few_or_many_are_set():
+def test_the_set_bits_are_listed_lowest_first_and_built_back_whether_few_or_many_are_set():
     # given a sparse and a dense mask over 300 bits
     sparse = 1 << 3 | 1 << 150 | 1 << 299
     dense = (1 << 300) - 1 - (1 << 7)
@@ -90,6 +90,10 @@ def test_the_set_bits_are_listed_lowest_first_whether_few_or_many_are_set():
     assert bits_of(0) == []
     assert bits_of(sparse) == [3, 150, 299]
     assert bits_of(dense) == [i for i in range(300) if i != 7]
+    # and masks are built back from them, few or many
+    assert mask_of(set(bits_of(sparse))) == sparse
+    assert mask_of(set(bits_of(dense))) == dense
+    assert mask_of(set()) == 0
 
 
 def test_a_ceiling_keeps_only_sets_within_it_and_finds_the_optimum_there():
