@@ -143,10 +143,11 @@ def crowded(pools: int, min_runtime: float, max_solves: int, max_seconds: float)
     (workflows.scheduling.preemption): the gangs younger than ``min_runtime`` are no candidates; the
     view without LOW work (a DomainIndex with every candidate released) is built and solved, the
     real pool solved, and the victims sought near the first placement
-    (:func:`victims_choose_near`, ``max_solves`` per region, ``max_seconds`` in all, the work lost
-    weighed); ``today`` is the whole pool's bounded search (``max_solves``, GPUs alone) on the same
-    candidates. One JSON line per instance and policy, then one summary line per policy; times in
-    wall clock (``ms``) and in this process's CPU (``cpu_ms``: what a busy machine does not inflate)."""
+    (:func:`victims_choose_near`, ``max_solves`` shared by the regions and as many for the whole
+    pool, ``max_seconds`` in all, the work lost weighed); ``today`` is the whole pool's bounded search
+    (``max_solves``, GPUs alone) on the same candidates. One JSON line per instance and policy, then
+    one summary line per policy; times in wall clock (``ms``) and in this process's CPU (``cpu_ms``:
+    what a busy machine does not inflate)."""
     rows: list[dict] = []
     for seed in range(1, pools + 1):
         snapshot, everyone = crowded_pool(seed, now=NOW)

@@ -14,7 +14,8 @@ Semantics:
   without it), (3) fewest GPUs evicted, (4) fewest gangs, (5) the most recently started (start
   times sorted descending, compared element by element, later preferred), (6) keys.
   Deterministic: the result does not depend on the order of ``candidates``.
-- Bounded: at most ``max_solves`` solver calls and, when given, ``max_seconds`` of wall clock; exact
+- Bounded: at most ``max_solves`` questions not inferred (solver calls, and those the machines'
+  total capacity answers, counted alike) and, when given, ``max_seconds`` of wall clock; exact
   when the search finishes within them (always for 8 candidates or fewer at the default solves),
   else the best set found so far, which always fits.
   A solve that runs out of the solver's own budget ("undecided") counts as "does not fit".

@@ -6,9 +6,12 @@ by key). Releasing a subset adds its holdings back to the free capacity of their
 preemptor "fits" a subset when :func:`scheduler.placement.solve` places it on the snapshot with that
 subset released. Feasibility is monotone (more capacity never hurts a complete solver), so a check
 first looks for a known feasible subset (whose placement stays valid on the superset: a *witness*) or a
-known infeasible superset, and solves only when neither decides.
+known infeasible superset, then whether the machines hold, in total, as much as the gang asks (a
+necessary condition: when they do not, "does not fit" without the solver), and solves only when none
+decides.
 
-Invariants: at most ``max_solves`` solver calls (then :class:`BudgetSpent`); a witness is always a
+Invariants: at most ``max_solves`` questions not inferred, solver calls and capacity answers together
+(then :class:`BudgetSpent`); a witness is always a
 placement that meets every required constraint and over-commits no machine on its subset's snapshot.
 """
 
@@ -35,7 +38,7 @@ ZERO: Vec = (0, 0, 0, 0)
 
 
 class BudgetSpent(Exception):
-    """The search used its ``max_solves`` solver calls."""
+    """The search used its ``max_solves`` questions."""
 
 
 def vec(res: Resources) -> Vec:
@@ -91,7 +94,11 @@ def held_per_node(candidate: Candidate, known: Container[str]) -> dict[str, Vec]
 
 
 def bits_of(mask: int) -> list[int]:
-    """The set bits of ``mask``, lowest first (work proportional to the bits set, not to the width)."""
+    """The set bits of ``mask``, lowest first: by peeling the lowest bit when few are set (work
+    proportional to the bits set), else by scanning its binary digits once (each peel of a wide
+    integer copies it)."""
+    if mask.bit_count() * 32 >= mask.bit_length():
+        return [i for i, digit in enumerate(bin(mask)[:1:-1]) if digit == "1"]
     out = []
     while mask:
         low = mask & -mask
@@ -100,9 +107,24 @@ def bits_of(mask: int) -> list[int]:
     return out
 
 
+def mask_of(bits: set[int]) -> int:
+    """The mask with exactly ``bits`` set (built from its binary digits when there are many)."""
+    if len(bits) < 64:
+        mask = 0
+        for i in bits:
+            mask |= 1 << i
+        return mask
+    digits = ["0"] * (max(bits) + 1)
+    for i in bits:
+        digits[i] = "1"
+    return int("".join(reversed(digits)), 2)
+
+
 class Budget:
-    """Solver calls left to a search, shared by every :class:`Feasibility` it uses: ``max_solves``
-    calls, and no new one after ``deadline`` (``time.monotonic()``) once the first has run."""
+    """Questions left to a search (solver calls, and capacity answers counted alike), shared by every
+    :class:`Feasibility` it uses and, in :func:`~scheduler.preemption.near.victims_choose_near`, by
+    the searches of every region: ``max_solves`` of them, and no new one after ``deadline``
+    (``time.monotonic()``) once the first has run."""
 
     def __init__(self, max_solves: int, deadline: float | None = None) -> None:
         self.max_solves = max_solves
@@ -147,6 +169,34 @@ class Feasibility:
         if held is None:
             held = {i: h for i, c in enumerate(candidates) if (h := held_per_node(c, self.position))}
         self.held = held
+        # Capacity arithmetic (:meth:`may_fit`): what the gang asks in all, what is free on the
+        # schedulable machines and what each candidate gives back there.
+        self.demand = ZERO
+        for task in preemptor.tasks:
+            self.demand = add(self.demand, vec(task.resources))
+        gpu = cpu = memory = storage = 0
+        names = set()
+        for node in snapshot.nodes:
+            if node.schedulable:
+                free = node.free
+                gpu += free.gpu if free.gpu > 0 else 0
+                cpu += free.cpu if free.cpu > 0 else 0
+                memory += free.memory if free.memory > 0 else 0
+                storage += free.storage if free.storage > 0 else 0
+                names.add(node.name)
+        self.base: Vec = (gpu, cpu, memory, storage)
+        self.gain: dict[int, Vec] = {}
+        self.gaining = 0  # the candidates that give something back there
+        self.everything = self.base  # what is there with every candidate evicted
+        for i, per_node in held.items():
+            total = ZERO
+            for name, v in per_node.items():
+                if name in names:
+                    total = add(total, v)
+            if total != ZERO:
+                self.gain[i] = total
+                self.gaining |= 1 << i
+                self.everything = add(self.everything, total)
         self.known: dict[int, Placement | None] = {}
         self.feasible: list[tuple[int, Placement]] = []
         self.infeasible: list[int] = []
@@ -237,7 +287,64 @@ class Feasibility:
         decided, witness = self.inferred(mask)
         if decided:
             return witness
+        if not self.can_solve():
+            raise BudgetSpent
+        if not self.may_fit(mask):
+            # Decided by arithmetic, no solver call, but a step of the search like one: the budget
+            # bounds the search's work, which continues past this answer as past a solve's.
+            self.budget.solves += 1
+            self.known[mask] = None
+            return None
         return self.solve(mask)
+
+    def capacity(self, mask: int) -> Vec:
+        """What the schedulable machines hold of each resource with ``mask`` evicted: summed over the
+        candidates of ``mask`` or, when fewer stay, taken from everything over those that stay."""
+        gain = self.gain
+        mask &= self.gaining
+        stay = self.gaining & ~mask
+        if stay.bit_count() < mask.bit_count():
+            total = self.everything
+            for i in bits_of(stay):
+                have = gain[i]
+                total = (total[0] - have[0], total[1] - have[1], total[2] - have[2], total[3] - have[3])
+            return total
+        total = self.base
+        for i in bits_of(mask):
+            total = add(total, gain[i])
+        return total
+
+    def enough(self, capacity: Vec) -> bool:
+        """Whether ``capacity`` holds as much of every resource as the gang asks in all."""
+        return fits(capacity, self.demand)
+
+    def may_fit(self, mask: int) -> bool:
+        """Whether the schedulable machines hold, with ``mask`` evicted, as much of every resource as
+        the gang asks in all: a necessary condition (no placement exceeds the capacity), so False
+        decides "does not fit" without the solver."""
+        return self.enough(self.capacity(mask))
+
+    def cumulative(self, order: Sequence[int]) -> list[Vec]:
+        """``out[k]``: what the first ``k`` candidates of ``order`` give back on the schedulable machines."""
+        out = [ZERO]
+        gain = self.gain
+        for i in order:
+            have = gain.get(i)
+            out.append(out[-1] if have is None else add(out[-1], have))
+        return out
+
+    def first_enough(self, have: Vec, cumulative: Sequence[Vec], upto: int) -> int:
+        """The smallest ``k <= upto`` for which ``have`` plus ``cumulative[k]`` is :meth:`enough`
+        (``upto`` when none is: the caller knows that prefix fits). Binary search: the sums grow with
+        ``k``. No prefix shorter than the result fits, so no question about one needs asking."""
+        lo, hi = 0, upto
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.enough(add(have, cumulative[mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def can_solve(self) -> bool:
         """Whether another solve fits the budget: ``max_solves`` calls, and the wall-clock deadline once
@@ -280,32 +387,34 @@ class Feasibility:
                 deficit[name] = short  # type: ignore[assignment]
         # The allowed candidates holding on each machine short of capacity, cheapest first.
         holders: dict[str, list[int]] = {name: [] for name in deficit}
-        ranked = [i for i in order if allowed >> i & 1]
+        digits = bin(allowed)[:1:-1]  # digit i: candidate i is allowed (one scan, not a shift per test)
+        ranked = [i for i in order if i < len(digits) and digits[i] == "1"]
         for i in ranked:
             for name in self.held.get(i, EMPTY):
                 if name in holders:
                     holders[name].append(i)
         freed: dict[str, Vec] = {}
-        chosen = 0
+        chosen: set[int] = set()
         for name, short in deficit.items():
             for i in holders[name]:
                 if fits(freed.get(name, ZERO), short):
                     break
-                if not chosen >> i & 1:
-                    chosen |= 1 << i
+                if i not in chosen:
+                    chosen.add(i)
                     for where, v in self.held.get(i, EMPTY).items():
                         freed[where] = add(freed.get(where, ZERO), v)
         if not all(fits(freed.get(name, ZERO), short) for name, short in deficit.items()):
             return allowed
         for i in reversed(ranked):
-            if not chosen >> i & 1:
+            if i not in chosen:
                 continue
             held = self.held.get(i, EMPTY)
             if all(fits(tuple(f - h for f, h in zip(freed[name], held[name], strict=True)), deficit[name])  # type: ignore[arg-type]
                    for name in held if name in deficit):
-                chosen &= ~(1 << i)
+                chosen.discard(i)
                 for where, v in held.items():
                     freed[where] = tuple(f - h for f, h in zip(freed[where], v, strict=True))  # type: ignore[assignment]
-        if not self.inferred(chosen)[0]:
-            self.learn(chosen, placement)
-        return chosen
+        mask = mask_of(chosen)
+        if not self.inferred(mask)[0]:
+            self.learn(mask, placement)
+        return mask

@@ -10,7 +10,9 @@ them, finest key first, and the whole pool last; the first region with a victim 
 the whole pool's choice reclaims borrowed work and evicts less work within its team's quota: the
 reclaim rule comes before packing (fewer GPUs alone do not move the preemptor away). Each search is
 :func:`~scheduler.preemption.search.victims_choose`, so completeness holds: the whole pool is
-searched whenever no region has a set.
+searched whenever no region has a set. The regions share one solve budget, the whole pool has its
+own; each search after the first looks only below the GPUs within quota that could still be taken
+(its ``ceiling``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from scheduler.placement import ClusterSnapshot, GangRequest, Policy
+from scheduler.preemption.feasibility import Budget, BudgetSpent
 from scheduler.preemption.search import DEFAULT_MAX_SOLVES, victims_choose
 from scheduler.preemption.types import Candidate, VictimChoice
 
@@ -89,34 +92,47 @@ def victims_choose_near(
 ) -> tuple[VictimChoice | None, frozenset[str] | None]:
     """The victim set (see the module docstring) and the machines of the region it was found in
     (None: the whole pool). ``near``: the machines of the preemptor's placement without LOW work, or
-    None to search the whole pool only. Each search has at most ``max_solves`` solver calls;
+    None to search the whole pool only. The regions' searches share ``max_solves`` questions (once
+    they are spent no further region is tried) and the whole pool's search has as many of its own;
     ``max_seconds`` bounds them all together: once it has passed, no further region is tried and the
     whole pool's search runs its first (all-evicted) solve only, so completeness holds. ``now``: as for
     :func:`~scheduler.preemption.search.victims_choose` (the work each candidate would lose)."""
     by_key = {candidate.key: candidate for candidate in candidates}
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    regions = Budget(max_solves, deadline)  # shared by every region; the whole pool has its own
 
-    def search(view: ClusterSnapshot) -> VictimChoice | None:
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, max_seconds=left,
-                              now=now)
+    def search(view: ClusterSnapshot, budget: Budget, ceiling: int | None = None,
+               among: Sequence[Candidate] = candidates) -> VictimChoice | None:
+        return victims_choose(view, preemptor, among, policy, now=now, budget=budget, ceiling=ceiling)
 
     anywhere: VictimChoice | None = None
     searched = False
     for machines in regions_around(snapshot, near) if near else []:
-        if deadline is not None and time.monotonic() >= deadline:
-            break
+        if not regions.can_solve() or (deadline is not None and time.monotonic() >= deadline):
+            break  # the regions' solves or the time are spent: the whole pool answers
         if (anywhere is not None and any(by_key[key].borrowing for key in anywhere.victims)
                 and within_quota_at_least(snapshot, preemptor, candidates, machines)
                 > within_quota_gpu(by_key, anywhere.victims)):
             continue  # any set of this region evicts more work within its quota: the whole pool's wins
-        choice = search(within(snapshot, machines))
+        # Once the whole pool's set reclaims borrowed work, a set of a region counts only if it evicts
+        # no more work within its quota than that one.
+        ceiling = (within_quota_gpu(by_key, anywhere.victims)
+                   if anywhere is not None and any(by_key[key].borrowing for key in anywhere.victims) else None)
+        try:
+            # Only the candidates holding something there can be chosen there (the search would drop
+            # the others itself, each after looking at all its holdings).
+            there = [c for c in candidates if any(name in machines for name, _res in c.holdings)]
+            choice = search(within(snapshot, machines), regions, ceiling, there)
+        except BudgetSpent:
+            break  # the regions' solves are spent before this one's first
         if choice is None:
             continue
         if not within_quota_gpu(by_key, choice.victims) or not any(c.borrowing for c in candidates):
             return choice, machines  # nothing to reclaim instead
         if not searched:
-            anywhere, searched = search(snapshot), True
+            # Only a set evicting less work within its quota can reclaim instead of this one.
+            own = within_quota_gpu(by_key, choice.victims) - 1
+            anywhere, searched = search(snapshot, Budget(max_solves, deadline), own), True
         if anywhere is None or not reclaims_instead(by_key, anywhere.victims, choice.victims):
             return choice, machines
-    return (anywhere if searched else search(snapshot)), None
+    return (anywhere if searched else search(snapshot, Budget(max_solves, deadline))), None

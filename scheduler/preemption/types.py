@@ -27,8 +27,9 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class VictimChoice:
     """The gangs to evict (candidate keys, sorted) and where the preemptor goes once they are gone.
-    ``explored`` counts the solver calls the choice took (for the benchmark); ``work_lost``: the
-    victims' GPU-seconds run so far (0 when the search was given no time)."""
+    ``explored`` counts the questions the choice took, for the benchmark (solver calls and capacity
+    answers; with a shared budget, every search's); ``work_lost``: the victims' GPU-seconds run so
+    far (0 when the search was given no time)."""
 
     victims: tuple[str, ...]
     placement: Placement

@@ -36,9 +36,9 @@ view without LOW work. When a gang finds no victims while such gangs run, :meth:
 says when the protected gangs in its way become preemptible (the walk puts it in the gang's waiting
 reason, proves nothing, and wakes the pool then).
 
-The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` solver calls and
-``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every candidate is not enough is not
-searched again in the same cycle (candidates only shrink within it).
+The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
+again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every
+candidate is not enough is not searched again in the same cycle (candidates only shrink within it).
 """
 
 from __future__ import annotations

@@ -65,12 +65,12 @@ def test_one_time_budget_covers_every_region_and_the_whole_pool_still_answers(mo
     import scheduler.preemption.near as near
 
     clock = [0.0]
-    budgets: list[float | None] = []
+    searched: list[tuple[int, float | None]] = []
 
-    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds, now):
-        budgets.append(max_seconds)
+    def search(view, preemptor, candidates, policy, *, now, budget, ceiling):
+        searched.append((len(view.nodes), None if budget.deadline is None else budget.deadline - clock[0]))
         clock[0] += 3.0
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, now=now)
+        return victims_choose(view, preemptor, candidates, policy, now=now, budget=budget, ceiling=ceiling)
 
     monkeypatch.setattr(near.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(near, "victims_choose", search)
@@ -78,9 +78,35 @@ def test_one_time_budget_covers_every_region_and_the_whole_pool_still_answers(mo
     # when the preemptor would go to n1, whose rack holds no LOW work
     choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n1"}), max_seconds=5.0)
     # then n1 (5 s left) and its rack (2 s left) are searched; the 5 s are then over, so the zone is not,
-    # and the whole pool's search runs with no time left (its first, all-evicted solve only): b is found
-    assert budgets == [5.0, 2.0, 0.0]
+    # and the whole pool's search runs past the time (its first, all-evicted solve only): b is found
+    assert searched == [(1, 5.0), (2, 2.0), (4, -1.0)]
     assert choice is not None and choice.victims == ("b",) and region is None
+
+
+def test_the_regions_share_one_solve_budget_and_the_whole_pool_has_its_own(monkeypatch):
+    # given: the preemptor would go to n0, held by ``a`` within its quota; ``b`` borrows on n3
+    import scheduler.preemption.near as near
+
+    searched: list[tuple[int, int]] = []
+
+    def search(view, preemptor, candidates, policy, *, now, budget, ceiling):
+        searched.append((len(view.nodes), budget.solves))
+        return victims_choose(view, preemptor, candidates, policy, now=now, budget=budget, ceiling=ceiling)
+
+    monkeypatch.setattr(near, "victims_choose", search)
+    candidates = [low("a", ("n0", 4)), low("b", ("n3", 4), borrowing=True)]
+    # when each search may ask two questions
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n0"}), max_solves=2)
+    # then n0's search spends the regions' two (a: its all-evicted solve, then "a spared" by capacity);
+    # the whole pool's search starts with two of its own and finds b, which reclaims instead; the zone
+    # is not searched (nothing left to the regions), so the whole pool's choice is taken
+    assert searched == [(1, 0), (4, 0)]
+    assert choice is not None and choice.victims == ("b",) and region is None
+    # and with the default budget the zone is searched after the whole pool and b is found there
+    searched.clear()
+    choice, region = victims_choose_near(SNAPSHOT, PREEMPTOR, candidates, frozenset({"n0"}))
+    assert searched == [(1, 0), (4, 0), (4, 2)]
+    assert choice is not None and choice.victims == ("b",) and region == frozenset({"n0", "n1", "n2", "n3"})
 
 
 def test_a_region_that_cannot_beat_the_whole_pools_reclaim_is_not_searched(monkeypatch):
@@ -91,9 +117,9 @@ def test_a_region_that_cannot_beat_the_whole_pools_reclaim_is_not_searched(monke
 
     searched: list[int] = []
 
-    def search(view, preemptor, candidates, policy, *, max_solves, max_seconds, now):
+    def search(view, preemptor, candidates, policy, *, now, budget, ceiling):
         searched.append(len(view.nodes))
-        return victims_choose(view, preemptor, candidates, policy, max_solves=max_solves, now=now)
+        return victims_choose(view, preemptor, candidates, policy, now=now, budget=budget, ceiling=ceiling)
 
     monkeypatch.setattr(near, "victims_choose", search)
     candidates = [low("a", ("n1", 4)), low("b", ("n3", 4), borrowing=True)]
