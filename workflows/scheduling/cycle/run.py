@@ -124,7 +124,8 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
     return CycleStart(pool, now, capacity_epoch, inventory_epoch, fingerprint)
 
 
-def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None
+def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None,
+                     blocked_since: Mapping[str, float] | None = None,
                      ) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
     """The read step: the queue and the pool's facts as a value, the source of what is read on demand,
     and the teams' quotas."""
@@ -140,6 +141,8 @@ def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dic
         starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
         max_holds=settings.OSMO_STARVATION_MAX_HOLDS,
         budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
+        min_runtime=float(pool.min_runtime),
+        blocked_since={int(pk): float(at) for pk, at in (blocked_since or {}).items()},
     )
     return cycle, DatabaseSource(pool, key_labels), Quotas.load(pool)
 
@@ -189,7 +192,8 @@ def placement_cycle_run(
             result.idle = True
         else:
             proofs = state.get("proofs") if state.get("proofs_epoch") == start.capacity_epoch else None
-            cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs)
+            cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs,
+                                                     blocked_since=state.get("blocked_since"))
             decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
                             quotas=quotas).decide()
             locked = cycle_apply(result, start, decision)
@@ -202,6 +206,7 @@ def placement_cycle_run(
                 "epoch": None if decision.undecided or decision.retry else start.capacity_epoch,
                 "keys_version": pool.keys_version, "wake_at": decision.wake_at, "proofs": dict(decision.proofs),
                 "proofs_epoch": start.capacity_epoch,
+                "blocked_since": {str(pk): at for pk, at in decision.blocked_since.items()},
             })
         cycle_end(result, locked)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:
