@@ -45,7 +45,11 @@ that spent on work later evicted (``lost_share``) and that work itself (``lost_g
 unit; ``--fairshare H``: within a priority the team with fewer decayed GPU-time units, half-life H,
 goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait`` and their ratio
 ``team_b_over_a_wait`` per team; ``shortest_evicted_run``: how long the youngest victim had run;
-``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``;
+``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``,
+and (``--wait-first on``, the service) a HIGH/NORMAL job evicts only once it has waited M since it
+first did not fit within its quota, its placement without LOW work kept from LOW jobs meanwhile
+(docs/design.md §9; ``waited_before_evicting``: jobs that so waited, ``placed_without_evicting``:
+jobs that once did not fit within their quota and started without evicting);
 ``--objective gpus``: the victim search without the work lost, as before it weighed it),
 the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction

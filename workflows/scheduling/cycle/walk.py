@@ -14,7 +14,10 @@ the idle pool. Gangs of equal or lower priority behind it are placed only elsewh
 freed there accumulates until it fits, but for those that will have ended by the time the kept
 machines are free (EASY backfill). Up to ``CycleInput.max_holds`` starving gangs hold machines at
 once, each on machines no earlier hold keeps (conservative backfill); a gang is decided with the
-machines of every hold ahead of it that it may not backfill taken out.
+machines of every hold ahead of it that it may not backfill taken out. With the pool's minimum
+runtime, a HIGH or NORMAL gang that would evict LOW work first waits that long since it first did not
+fit within its quota, and keeps its placement without LOW work from LOW gangs meanwhile (a hold that
+binds LOW gangs only: docs/design.md §9, waiting before evicting).
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
