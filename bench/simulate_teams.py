@@ -45,7 +45,11 @@ that spent on work later evicted (``lost_share``) and that work itself (``lost_g
 unit; ``--fairshare H``: within a priority the team with fewer decayed GPU-time units, half-life H,
 goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait`` and their ratio
 ``team_b_over_a_wait`` per team; ``shortest_evicted_run``: how long the youngest victim had run;
-``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``;
+``--min-runtime M``: a LOW job that has run less than M is no candidate, the pool's ``min_runtime``,
+and (``--wait-first on``, the service) a HIGH/NORMAL job evicts only once it has waited M since it
+first did not fit within its quota, its placement without LOW work kept from LOW jobs meanwhile
+(docs/design.md §9; ``waited_before_evicting``: jobs that so waited, ``placed_without_evicting``:
+jobs that once did not fit within their quota and started without evicting);
 ``--objective gpus``: the victim search without the work lost, as before it weighed it),
 the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
@@ -121,7 +125,7 @@ def fits_on(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement)
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
              starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0,
-             objective: str = "work") -> dict:
+             objective: str = "work", wait_first: bool = True) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -149,6 +153,12 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     search_ms: list[float] = []
     evicted_runs: list[float] = []  # how long each evicted run had run
     runs: dict[tuple[int, int], list] = {}  # (job, run) -> [team, gpus, start, end]: fair share's usage
+    # Wait before evicting (the minimum runtime on, docs/design.md §9): when each protected job first
+    # found it could start only by evicting LOW work, and the times at which such waits end (events).
+    must_evict_since: dict[int, float] = {}
+    wakes: set[float] = set()
+    waited_first: set[int] = set()  # jobs that waited before evicting
+    avoided = 0  # of those, placed without evicting anything
 
     def apply(j: int, placement: Placement, sign: int) -> None:
         occupy(nodes, index, jobs[j].job.group, placement, sign)
@@ -156,8 +166,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     def counts(j: int) -> bool:
         return jobs[j].priority != "LOW" or not borrow
 
-    def start(j: int, placement: Placement, now: float) -> None:
-        nonlocal used_gpus
+    def start(j: int, placement: Placement, now: float, evicting: bool = False) -> None:
+        nonlocal used_gpus, avoided
         apply(j, placement, 1)
         used_gpus += jobs[j].job.gpus
         if counts(j):
@@ -167,6 +177,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         run_id[j] = run_id.get(j, 0) + 1
         runs[j, run_id[j]] = [jobs[j].team, jobs[j].job.gpus, now, None]
         running[j] = placement
+        if must_evict_since.pop(j, None) is not None and not evicting:
+            avoided += 1
         heapq.heappush(events, (now + jobs[j].job.duration, 0, j, run_id[j]))
 
     def stop(j: int) -> None:
@@ -230,7 +242,9 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         if end > last:
             busy += used_gpus * (end - last)
             last = end
-        if kind == 0:
+        if kind == 2:
+            pass  # a wait before evicting ends: the queue is scanned again
+        elif kind == 0:
             if j not in running or run != run_id[j]:
                 continue  # the run was evicted
             stop(j)
@@ -246,6 +260,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         solves = 0  # the window bounds solver calls: a job its team's quota holds back costs none
         starving: int | None = None  # the starvation guard: the rank held back from here on
         blocked: frozenset[str] = frozenset()
+        kept_from_low: set[str] = set()  # the machines of protected jobs waiting before they evict
         for q in queue:
             tj = jobs[q]
             if solves >= WINDOW or (counts(q) and use[tj.team] + tj.job.gpus > quota):
@@ -254,6 +269,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             held = starving is not None and rank[tj.priority] >= starving
             solves += 1
             kept = blocked if held else frozenset()
+            if kept_from_low and tj.priority == "LOW":
+                kept = kept | kept_from_low
             snapshot = view(kept)
             there: frozenset[str] | None = None  # the machines of its placement as if LOW work were absent
             if absent and tj.priority != "LOW":
@@ -269,6 +286,20 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             if isinstance(result, Placement):
                 start(q, result, now)
                 continue
+            if wait_first and min_runtime > 0 and tj.priority != "LOW":
+                blocked_at = must_evict_since.setdefault(q, now)  # it first did not fit within its quota
+            if wait_first and min_runtime > 0 and there is not None:
+                # It starts only by evicting LOW work: it evicts once it has waited the minimum runtime
+                # within its quota; meanwhile its placement without LOW work is kept from LOW jobs
+                # (what frees there stays free for it).
+                if now < blocked_at + min_runtime:
+                    waiting.append(q)
+                    kept_from_low |= there
+                    waited_first.add(q)
+                    if blocked_at not in wakes:
+                        wakes.add(blocked_at)
+                        heapq.heappush(events, (blocked_at + min_runtime, 2, -1, 0))
+                    continue
             cands = candidates(now) if chooser is not None and tj.priority != "LOW" else []
             chosen: Sequence[str] | None = None
             region = snapshot
@@ -311,7 +342,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
             assert isinstance(placement, Placement), "victims chosen but the preemptor does not fit"
             # The victims' pods get the grace period to stop: the preemptor holds its machines at
             # once but starts (and its wait ends) only when the grace period is over.
-            start(q, placement, now + grace)
+            start(q, placement, now + grace, evicting=True)
             in_quota[q] = in_quota.get(q, 0.0) + grace
         queue = waiting
         admissible = [q for q in queue if jobs[q].priority != "LOW" and use[jobs[q].team] + jobs[q].job.gpus <= quota]
@@ -346,7 +377,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         "lost_gpu_time": round(lost, 1),  # GPU x time unit of evicted runs (GPU-minutes if the unit is a minute)
         "shortest_evicted_run": round(min(evicted_runs), 2) if evicted_runs else None,
         "goodput": round((busy - lost) / (total_gpus * horizon), 4),
-        "evictions": evictions, "gpus_evicted": gpus_evicted, "searches": searches, "unneeded": unneeded,
+        "evictions": evictions, "gpus_evicted": gpus_evicted, "waited_before_evicting": len(waited_first),
+        "placed_without_evicting": avoided, "searches": searches, "unneeded": unneeded,
         "search_p50_ms": round(statistics.median(search_ms), 1) if search_ms else None,
         "search_max_ms": round(max(search_ms), 1) if search_ms else None,
     })
@@ -399,6 +431,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objective", choices=("work", "gpus"), default="work",
                         help="the victim search's objective: work lost weighed (the service) or, as before "
                         "it was, GPUs alone")
+    parser.add_argument("--wait-first", choices=("on", "off"), default="on",
+                        help="with a minimum runtime: a HIGH/NORMAL job that starts only by evicting LOW work "
+                        "first waits up to the minimum runtime, its machines kept from LOW work (the service); "
+                        "off: it evicts at once")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -410,10 +446,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
             row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime,
-                           args.fairshare, args.objective)
+                           args.fairshare, args.objective, args.wait_first == "on")
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
                         "starvation": args.starvation, "min_runtime": args.min_runtime,
                         "fairshare": args.fairshare, "objective": args.objective,
+                        "wait_first": args.wait_first == "on",
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

@@ -12,6 +12,7 @@ import pytest
 from scheduler.hold import Holder
 from scheduler.placement import ClusterSnapshot, NodeState, Policy, Resources
 from scheduler.placement.signature import gang_signature
+from scheduler.preemption import Candidate
 from tests.scheduler.placement.builders import rack, tree
 from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk
 from workflows.scheduling.cycle.values import Decision, Verdict
@@ -159,3 +160,61 @@ def test_with_one_hold_the_second_starving_gang_waits_kept_off_the_first_hold():
     assert (first.proof, first.reason["holding"]["where"]) == (7, "rack a, 2 machines")
     assert (second.proof, second.code, second.reason["holding"]["where"]) == (
         None, "behind_starving_group", "rack a, 2 machines")
+
+
+class OneOldLowGang(InMemory):
+    """Racks a and b of two 4-GPU machines: a1 taken by a LOW gang that started an hour ago, b1 and b2
+    by protected work, a2 free."""
+
+    def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
+        free = {"a1": 0, "a2": 4, "b1": 0, "b2": 0}
+        nodes = tuple(NodeState(name, (name[0],), Resources(gpu=gpu)) for name, gpu in free.items())
+        return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes), dict(NODES)
+
+    def running_low(self) -> list[RunningGang]:
+        started = (NOW - timedelta(hours=1)).timestamp()
+        return [RunningGang(50, 150, None, Candidate("50", (("a1", Resources(gpu=4)),), False, started),
+                            preemptible_at=started + 600)]
+
+
+def _high_and_low_walked(blocked_since: dict[int, float]) -> tuple[Decision, dict[int, Verdict]]:
+    """A HIGH whole-rack gang (pk 1) and a one-machine LOW gang (pk 2) on :class:`OneOldLowGang`, with
+    a minimum runtime of ten minutes and the HIGH gang not fitting since ``blocked_since``."""
+    high, high_row = _gang(1, 2, same_rack=True)
+    low, low_row = _gang(2, 1, same_rack=False)
+    high = replace(high, rank=0, order=[0, "2026-11-26T11:00:01", 1, 0])
+    low = replace(low, rank=2, order=[2, "2026-11-26T10:00:02", 2, 0])
+    cycle = replace(_input([high, low]), preemption=True, min_runtime=600.0, blocked_since=blocked_since)
+    decision = Walk(cycle, OneOldLowGang({1: high_row, 2: low_row}), Policy()).decide()
+    return decision, {pk: verdict for verdict in decision.verdicts for pk in verdict.group_ids}
+
+
+def test_with_a_minimum_runtime_a_gang_waits_it_before_evicting_and_keeps_its_machines_from_low_work():
+    # given a HIGH gang that fits only by evicting the old LOW gang on rack a, and a LOW gang that
+    # fits only on a2, with a minimum runtime of ten minutes
+    # when the walk decides for the first time the HIGH gang does not fit
+    decision, said = _high_and_low_walked({})
+    # then nothing is evicted nor placed: the HIGH gang keeps rack a and says when it evicts
+    assert (decision.evictions, decision.placements) == ((), ())
+    until = NOW + timedelta(seconds=600)
+    assert said[1].reason["keeping"] == {"where": "rack a, 2 machines", "until": until.isoformat()}
+    assert said[1].reason["message"].endswith(
+        "; keeping rack a, 2 machines from LOW work, and evicting the LOW work there at 12:10 UTC if it has not "
+        "freed by then (the pool's minimum runtime)")
+    assert said[1].proof is None
+    # and the LOW gang is kept off a2, told for whom and until when
+    assert said[2].reason["keeping"] == {"where": "rack a, 2 machines", "until": until.isoformat()}
+    assert said[2].reason["message"].startswith("waiting: rack a, 2 machines is kept for a higher-priority gang")
+    # and the walk carries when the HIGH gang first did not fit, and wakes the pool when it evicts
+    assert dict(decision.blocked_since) == {1: NOW.timestamp()}
+    assert decision.wake_at == until.isoformat()
+
+
+def test_once_it_has_waited_the_minimum_runtime_the_gang_evicts():
+    # given the same queue, the HIGH gang not fitting since ten minutes ago
+    # when the walk decides
+    decision, _said = _high_and_low_walked({1: (NOW - timedelta(seconds=600)).timestamp()})
+    # then the LOW gang on rack a is evicted for it and it is placed there; nothing is carried on
+    assert [e.group_id for e in decision.evictions] == [50]
+    assert [(p.gang.pk, p.placement.tasks) for p in decision.placements] == [(1, {"t0": "a1", "t1": "a2"})]
+    assert dict(decision.blocked_since) == {}

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler.models import Pool
+from scheduler.models import Pool, Reservation
 from tests.factories import make_nvl72_pool
 from tests.pipeline.helpers import gang_spec
 from workflows.choices import TaskStatus
 from workflows.models import TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.services import workflow_submit
+from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db
 
@@ -72,29 +72,46 @@ def test_a_low_gang_within_the_minimum_runtime_is_kept_and_the_preemptor_told_wh
     assert group_of(high).status == TaskStatus.SCHEDULING
 
 
-def test_once_the_minimum_runtime_is_over_the_low_gang_is_preempted(user, pool):
+def test_once_the_minimum_runtime_is_over_and_the_gang_has_waited_it_the_low_gang_is_preempted(user, pool):
     # given the same HIGH gang waiting behind LOW gangs that started a minute ago
     now = timezone.now().replace(microsecond=0)
     lows = fill_with_low(user, pool, now - timedelta(seconds=60))
     high = submit(user, "high", 4, "HIGH", key="rack")
     assert placement_cycle_run(pool_id=pool.pk, now=now).preempted == 0
-    # when the cycle runs at the time its reason gave
+    # when the cycle runs at the time its reason gave, the LOW gangs preemptible
     result = placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=540))
-    # then one LOW gang is evicted for it
+    # then it still waits: it has waited less than the minimum runtime since it first did not fit, and
+    # keeps a rack from LOW work until then
+    assert result.preempted == 0
+    until = now + timedelta(seconds=600)
+    assert group_of(high).unschedulable_reason["keeping"]["until"] == until.astimezone(UTC).isoformat()
+    assert datetime.fromisoformat(Pool.objects.get(pk=pool.pk).cycle_state["wake_at"]) == until
+    # and at that time one LOW gang is evicted for it
+    result = placement_cycle_run(pool_id=pool.pk, now=until)
     assert result.preempted == 1
     assert group_of(high).status == TaskStatus.INITIALIZING
     assert sorted(group_of(w).preemptions for w in lows) == [0, 0, 0, 1]
 
 
-def test_a_low_gang_that_ran_longer_than_the_minimum_runtime_is_preempted_at_once(user, pool):
-    # given the pool full of LOW gangs that started eleven minutes ago
+def test_a_gang_that_could_evict_old_low_work_waits_the_minimum_runtime_first(user, pool):
+    # given the pool full of LOW gangs that started eleven minutes ago (each preemptible)
     now = timezone.now().replace(microsecond=0)
     lows = fill_with_low(user, pool, now - timedelta(seconds=660))
     # when a HIGH gang of one rack arrives
     high = submit(user, "high", 4, "HIGH", key="rack")
     result = placement_cycle_run(pool_id=pool.pk, now=now)
-    # then it preempts one of them in the same cycle
-    assert result.preempted == 1
+    # then it evicts nothing yet: it keeps a rack from LOW work and says when it evicts there
+    assert result.preempted == 0
+    until = now + timedelta(seconds=600)
+    reason = group_of(high).unschedulable_reason
+    assert reason["keeping"]["until"] == until.astimezone(UTC).isoformat()
+    assert reason["message"].endswith(
+        f"from LOW work, and evicting the LOW work there at {until.astimezone(UTC):%H:%M} UTC if it has not freed "
+        "by then (the pool's minimum runtime)"), reason["message"]
+    assert group_of(high).proof_epoch is None
+    # and once it has waited the minimum runtime it preempts one of them
+    assert placement_cycle_run(pool_id=pool.pk, now=until - timedelta(seconds=1)).preempted == 0
+    assert placement_cycle_run(pool_id=pool.pk, now=until).preempted == 1
     assert group_of(high).status == TaskStatus.INITIALIZING
     assert sorted(group_of(w).preemptions for w in lows) == [0, 0, 0, 1]
 
@@ -107,6 +124,46 @@ def test_only_the_gangs_within_the_minimum_runtime_are_kept(user, pool):
     # when a HIGH gang of one rack arrives
     high = submit(user, "high", 4, "HIGH", key="rack")
     placement_cycle_run(pool_id=pool.pk, now=now)
-    # then the old one is the victim
+    # then the rack it keeps (where it would evict) is the old one's, the only one it may evict
+    kept = group_of(high).unschedulable_reason["keeping"]["where"]
+    assert f"(gpu-clique {rack_of(lows[2])})" in kept, kept
+
+
+def rack_of(workflow: Workflow) -> str:
+    """The rack (gpu-clique) the workflow's gang runs on."""
+    names = set(Reservation.objects.filter(task_id__in=workflow.tasks.values("pk"), released_at__isnull=True)
+                .values_list("node__name", flat=True))
+    racks = {name.rsplit("-", 1)[0] for name in names}
+    assert len(racks) == 1
+    return racks.pop()
+
+
+def test_while_it_waits_to_evict_its_machines_stay_free_of_new_low_work_and_it_starts_without_evicting(user):
+    # given a pool of four racks of four machines full of eight LOW gangs of two machines, all
+    # preemptible (started eleven minutes ago; the minimum runtime is ten)
+    pool = make_nvl72_pool("shared", zones=2, spines=1, racks=2, nodes=4, min_runtime=600)
+    now = timezone.now().replace(microsecond=0)
+    lows = [submit(user, f"low{i}", 2, "LOW", key="rack") for i in range(8)]
+    placement_cycle_run(pool_id=pool.pk, now=now)
+    TaskGroup.objects.filter(workflow__in=lows).update(started_at=now - timedelta(seconds=660))
+    # and a HIGH gang of a whole rack that would evict two of them, waiting the minimum runtime first
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    assert placement_cycle_run(pool_id=pool.pk, now=now).preempted == 0
+    kept = group_of(high).unschedulable_reason["keeping"]["where"]
+    there = [w for w in lows if f"(gpu-clique {rack_of(w)})" in kept]
+    assert len(there) == 2, kept
+    # when one LOW gang on the kept rack ends and a new LOW gang of two machines arrives
+    workflow_cancel(workflow_pk=there[0].pk, user=user)
+    late = submit(user, "late", 2, "LOW", key="rack")
+    result = placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=60))
+    # then the new LOW gang does not start on the two machines freed there: it is told they are kept
+    assert result.preempted == 0
+    assert group_of(late).status == TaskStatus.SCHEDULING
+    assert group_of(late).unschedulable_reason["message"].startswith(
+        f"waiting: {kept} is kept for a higher-priority gang")
+    # and when the other LOW gang there ends, the HIGH gang starts there without evicting anything
+    workflow_cancel(workflow_pk=there[1].pk, user=user)
+    result = placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=120))
+    assert result.preempted == 0
     assert group_of(high).status == TaskStatus.INITIALIZING
-    assert [group_of(w).preemptions for w in lows] == [0, 0, 1, 0]
+    assert {group_of(w).preemptions for w in lows} == {0}

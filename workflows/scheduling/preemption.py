@@ -34,7 +34,9 @@ A pool's minimum runtime (``Pool.min_runtime``) keeps a LOW gang that has run le
 candidates (:attr:`Preemptions.protected`) until it has: it is neither evicted nor released on the
 view without LOW work. When a gang finds no victims while such gangs run, :meth:`Preemptions.wait_for`
 says when the protected gangs in its way become preemptible (the walk puts it in the gang's waiting
-reason, proves nothing, and wakes the pool then).
+reason, proves nothing, and wakes the pool then). With a minimum runtime the walk also has a gang
+wait that long before it evicts, its placement without LOW work kept from LOW gangs meanwhile
+(``Walk._wait_first``; docs/design.md §9, waiting before evicting).
 
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
 again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every

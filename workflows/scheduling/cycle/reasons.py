@@ -28,6 +28,19 @@ def behind_hold(where: str, free_by: float, has_timeout: bool) -> Reason:
                     f"{at:%H:%M} UTC), only gangs that end by then may use it, and {why}")})
 
 
+def behind_keep(where: str, until: float, has_timeout: bool) -> Reason:
+    """The reason of a LOW gang kept off the machines a HIGH or NORMAL gang waits for before it evicts
+    LOW work there (docs/design.md §9, waiting before evicting): only gangs whose exec_timeout ends by
+    then may use them."""
+    at = datetime.fromtimestamp(until, tz=UTC)
+    why = "its exec_timeout ends later" if has_timeout else "it has no exec_timeout"
+    return Reason({
+        **BEHIND_STARVING, "keeping": {"where": where, "until": at.isoformat()},
+        "message": (f"waiting: {where} is kept for a higher-priority gang that evicts the LOW work there at "
+                    f"{at:%H:%M} UTC unless it frees sooner (the pool's minimum runtime); only gangs that end by "
+                    f"then may use it, and {why}")})
+
+
 class Reason:
     """A verdict's reason (a few KB of JSON), shared by every gang given it in one walk: its digest and
     its "not even on the idle pool" variant are made once (``json.dumps`` of a reason is ~10 us, and
@@ -59,6 +72,16 @@ class Reason:
             **self.body, "preemptible_at": at.isoformat(),
             "message": (f"{self.body.get('message', '')}; {them} on {', '.join(where)} {verb} preemptible at "
                         f"{at:%H:%M} UTC (the pool's minimum runtime)")})
+
+    def evicts_at(self, until: float, where: str) -> Reason:
+        """The verdict of a gang that could start by evicting LOW work but waits first (the pool's
+        minimum runtime, docs/design.md §9): which machines it keeps from LOW work meanwhile and when
+        it evicts the LOW work there if they have not freed by then."""
+        at = datetime.fromtimestamp(until, tz=UTC)
+        return Reason({
+            **self.body, "keeping": {"where": where, "until": at.isoformat()},
+            "message": (f"{self.body.get('message', '')}; keeping {where} from LOW work, and evicting the LOW work "
+                        f"there at {at:%H:%M} UTC if it has not freed by then (the pool's minimum runtime)")})
 
     def holding(self, where: str, free_by: float, bounded: bool) -> Reason:
         """The starving gang's verdict, saying which machines are kept for it and by when they are free

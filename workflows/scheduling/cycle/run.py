@@ -126,12 +126,14 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
 
 
 def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None,
-                     usage: list[list[Any]] | None = None) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
+                     usage: list[list[Any]] | None = None, blocked_since: Mapping[str, float] | None = None,
+                     ) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
     """The read step: the queue and the pool's facts as a value, the source of what is read on demand,
     and the teams' quotas. ``usage``: the teams' fair-share usage the stopped walk ordered the queue by
     (pairs of team id and GPU-seconds, as stored beside ``cursor``): a resumed walk orders by it, so a
     team's place does not move under the cursor (a gang moved before it would wait for the next full
-    walk; one moved after it would be walked twice)."""
+    walk; one moved after it would be walked twice). ``blocked_since``: when each gang waiting before
+    it evicts (the pool's minimum runtime) first did not fit within its quota, by group id."""
     pool = start.pool
     key_labels = pool_key_labels(pool)
     frozen: dict[int | None, float] | None = None
@@ -148,6 +150,8 @@ def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dic
         starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
         max_holds=settings.OSMO_STARVATION_MAX_HOLDS,
         budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
+        min_runtime=float(pool.min_runtime),
+        blocked_since={int(pk): float(at) for pk, at in (blocked_since or {}).items()},
     )
     return cycle, DatabaseSource(pool, key_labels), Quotas.load(pool)
 
@@ -198,7 +202,8 @@ def placement_cycle_run(
         else:
             proofs = state.get("proofs") if state.get("proofs_epoch") == start.capacity_epoch else None
             cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs,
-                                                     usage=state.get("usage"))
+                                                     usage=state.get("usage"),
+                                                     blocked_since=state.get("blocked_since"))
             decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
                             quotas=quotas).decide()
             locked = cycle_apply(result, start, decision)
@@ -213,6 +218,7 @@ def placement_cycle_run(
                 "proofs_epoch": start.capacity_epoch,
                 "usage": None if decision.cursor is None or cycle.usage is None else [
                     [team, value] for team, value in cycle.usage.items()],
+                "blocked_since": {str(pk): at for pk, at in decision.blocked_since.items()},
             })
         cycle_end(result, locked)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:

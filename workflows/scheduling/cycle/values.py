@@ -115,6 +115,11 @@ class CycleInput:
     max_holds: int = 1  # OSMO_STARVATION_MAX_HOLDS: starving gangs holding machines at once
     budget_seconds: float = float("inf")
     preemption: bool = False  # OSMO_PREEMPTION_ENABLED
+    min_runtime: float = 0.0  # the pool's minimum runtime, seconds (docs/design.md §9)
+    # With a minimum runtime: when each queued HIGH/NORMAL gang first did not fit within its team's
+    # quota (group id -> epoch seconds), carried from cycle to cycle: it evicts LOW work only once it
+    # has waited the minimum runtime since (docs/design.md §9, waiting before evicting).
+    blocked_since: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +166,7 @@ class Decision:
     cursor: list[Any] | None = None  # where this walk stopped, out of time
     proofs: Mapping[str, int] = field(default_factory=dict)  # signature -> capacity epoch of its proof
     wake_at: str | None = None  # when a queued gang next crosses the starvation threshold
+    blocked_since: Mapping[int, float] = field(default_factory=dict)  # :attr:`CycleInput.blocked_since`, updated
     retry: bool = False  # a verdict that is no proof was made: the next cycle walks again
     solved: int = 0
     proven: int = 0

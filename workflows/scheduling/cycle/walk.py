@@ -14,7 +14,10 @@ the idle pool. Gangs of equal or lower priority behind it are placed only elsewh
 freed there accumulates until it fits, but for those that will have ended by the time the kept
 machines are free (EASY backfill). Up to ``CycleInput.max_holds`` starving gangs hold machines at
 once, each on machines no earlier hold keeps (conservative backfill); a gang is decided with the
-machines of every hold ahead of it that it may not backfill taken out.
+machines of every hold ahead of it that it may not backfill taken out. With the pool's minimum
+runtime, a HIGH or NORMAL gang that would evict LOW work first waits that long since it first did not
+fit within its quota, and keeps its placement without LOW work from LOW gangs meanwhile (a hold that
+binds LOW gangs only: docs/design.md §9, waiting before evicting).
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -42,7 +45,7 @@ from scheduler.hold import Holder, may_backfill, soonest_hold, where
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
-from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, keys_changed_reason
+from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
     Decision,
@@ -95,6 +98,9 @@ class Hold:
     free_by: float | None = None
     bounded: bool = False
     where: str = ""
+    # A HIGH or NORMAL gang waiting before it evicts LOW work (the pool's minimum runtime, docs/design.md
+    # §9): its machines are kept from LOW gangs only, until ``free_by`` (when it evicts); not a starving gang.
+    low_only: bool = False
 
 
 class Walk:
@@ -117,6 +123,11 @@ class Walk:
                             if cycle.preemption else None)
         # Gangs that would preempt but for the pool's minimum runtime: (when, domains in the way).
         self.runtime_waits: dict[int, tuple[float, list[str]]] = {}
+        # With a minimum runtime: when each HIGH/NORMAL gang first did not fit within its quota (carried
+        # between cycles), and the gangs that wait before evicting: (when they evict, the machines kept).
+        queued = {g.pk for g in cycle.queue}
+        self.blocked_since = {pk: at for pk, at in cycle.blocked_since.items() if pk in queued}
+        self.evict_waits: dict[int, tuple[float, str]] = {}
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
@@ -233,6 +244,9 @@ class Walk:
             self._step(g, walk[position + 1:position + FETCH_BATCH])
         self._holding(())
         until = self.preemptions.protected_until() if self.preemptions is not None else None
+        if self.evict_waits:  # a gang's wait before evicting ends: the queue is walked again then
+            first = min(at for at, _where in self.evict_waits.values())
+            until = first if until is None else min(until, first)
         if until is not None:  # a LOW gang's minimum runtime ends: the queue is walked again then
             at = datetime.fromtimestamp(until, tz=now.tzinfo or UTC)
             wake_at = min(datetime.fromisoformat(wake_at), at).isoformat() if wake_at else at.isoformat()
@@ -249,7 +263,8 @@ class Walk:
                 self._record(g, Reason(changed), None)
                 self.unschedulable.append(g.pk)
                 return
-        ahead = [i for i, hold in enumerate(holds) if g.order > hold.order]  # the holds that bind it
+        ahead = [i for i, hold in enumerate(holds)  # the holds that bind it
+                 if g.order > hold.order and (g.rank >= LOW_RANK or not hold.low_only)]
         held = bool(ahead)
         if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
             self._behind_starving(g)
@@ -266,8 +281,9 @@ class Walk:
                 return
         waited = cycle.now - (g.scheduling_since or cycle.now)
         # A new hold: fewer than the most there may be, for a gang behind every hold so far.
-        check_idle = (waited > cycle.starvation and len(holds) < cycle.max_holds
-                      and (not holds or g.order > holds[-1].order))
+        starving = self._starving_holds()
+        check_idle = (waited > cycle.starvation and len(starving) < cycle.max_holds
+                      and (not starving or g.order > starving[-1].order))
         idle_known = g.idle_fit is not None and g.idle_fit_epoch == cycle.inventory_epoch
         # A signature proven by an earlier cycle at this epoch covers a gang that already carries its
         # reason (each was rewritten when that proof was made); a gang new since then is solved or
@@ -295,6 +311,9 @@ class Walk:
         waiting_runtime = self.runtime_waits.get(g.pk)
         if waiting_runtime is not None:
             reason = reason.preemptible_at(*waiting_runtime)
+        evict_wait = self.evict_waits.get(g.pk)
+        if evict_wait is not None:
+            reason = reason.evicts_at(*evict_wait)
         hold: Hold | None = None
         if check_idle:
             if self._fits_idle(g, upcoming, idle_known):
@@ -310,7 +329,8 @@ class Walk:
         proof = cycle.capacity_epoch if status == "unschedulable" and not blocking else None
         if proof is not None and g.rank < LOW_RANK and self.low_placed:
             proof, self.retry = None, True
-        if proof is not None and g.rank < LOW_RANK and self.preemptions is not None and self.preemptions.protected:
+        if proof is not None and g.rank < LOW_RANK and self.preemptions is not None and (
+                self.preemptions.protected or evict_wait is not None):
             proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
         (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
@@ -355,13 +375,17 @@ class Walk:
             if found is not None:
                 hold = Hold(g.order, tuple(sorted(found.machines)), found.free_by, found.bounded,
                             where(snapshot, found.machines))
-        if hold is None and not self.holds:
+        if hold is None and not self._starving_holds():
             outcome = solve(self.idle_index(), request, self.policy)
             hold = Hold(g.order, tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None)
         if hold is not None:
             self.holds.append(hold)
         self._holding(active)
         return hold
+
+    def _starving_holds(self) -> list[Hold]:
+        """The starvation guard's holds (not the machines kept by gangs waiting before they evict)."""
+        return [hold for hold in self.holds if not hold.low_only]
 
     def _holding(self, which: tuple[int, ...]) -> None:
         """Take the free capacity of the holds ``which`` (indexes into :attr:`holds`) off the index
@@ -409,8 +433,9 @@ class Walk:
             i = timed_holds[0]
             hold, timed = self.holds[i], g.exec_timeout_s is not None
             assert hold.free_by is not None
+            said = behind_keep if hold.low_only else behind_hold
             reason = self.memo.behind_hold.get((i, timed)) or self.memo.behind_hold.setdefault(
-                (i, timed), behind_hold(hold.where, hold.free_by, timed))
+                (i, timed), said(hold.where, hold.free_by, timed))
         if not (self._behind_starving_said(g) and self._reason_unchanged(g, reason)):
             self._record(g, reason, None)
         self.unschedulable.append(g.pk)
@@ -463,6 +488,7 @@ class Walk:
         team's quota and kept to be written."""
         if self.quotas:
             self.quotas.add(g, request)
+        self.blocked_since.pop(g.pk, None)
         self.placed.append(Placed(g, placement))
         self.low_placed |= g.rank >= LOW_RANK
 
@@ -516,10 +542,16 @@ class Walk:
         signature = self._memo_key(g)
         kept = self._kept()
         placement = None
+        now = self.cycle.now.timestamp()
+        if self.cycle.min_runtime > 0:  # it does not fit within its quota: since when (carried on)
+            self.blocked_since.setdefault(g.pk, now)
         if self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
             request = self.request(g, upcoming)
+            there = self._absent_region(g, request)
+            if there is not None and self._wait_first(g, there):
+                return False
             placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
-                                                   there=self._absent_region(g, request))
+                                                   there=there)
         if placement is None:
             if self.preemptions.protected:  # LOW gangs within the pool's minimum runtime: when may it?
                 wait = self.preemptions.wait_for(self.index, self.request(g, upcoming), kept)
@@ -529,6 +561,26 @@ class Walk:
         if self.active:  # victims' machines among the kept ones: hold back what they freed there too
             self._refresh_holding()
         self._placed(g, request, placement)
+        return True
+
+    def _wait_first(self, g: QueuedGang, there: frozenset[str]) -> bool:
+        """With a minimum runtime, a HIGH or NORMAL gang that starts only by evicting LOW work (it fits
+        the pool without LOW work on ``there``) first waits until it has waited the minimum runtime
+        since it first did not fit within its quota (docs/design.md §9): the machines of ``there`` are
+        kept from the LOW gangs behind it meanwhile (EASY backfill: but those that end by then), so that
+        what frees there stays free for it and LOW work that would be evicted does not start there.
+        True while it waits (nothing is evicted)."""
+        since = self.blocked_since.get(g.pk)
+        if since is None:
+            return False
+        until = since + self.cycle.min_runtime
+        if self.cycle.now.timestamp() >= until:
+            return False
+        nodes = self.index.nodes
+        named = where(ClusterSnapshot(self.cycle.pool_name, self.index.keys,
+                                      tuple(nodes[name] for name in sorted(there))), there)
+        self.holds.append(Hold(g.order, tuple(sorted(there)), until, False, named, low_only=True))
+        self.evict_waits[g.pk] = (until, named)
         return True
 
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
@@ -591,6 +643,7 @@ class Walk:
             cursor=cursor,
             proofs=dict(self.memo.proofs),
             wake_at=wake_at,
+            blocked_since=dict(self.blocked_since),
             retry=self.retry,
             solved=self.solved,
             proven=self.proven,
