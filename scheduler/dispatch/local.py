@@ -57,6 +57,8 @@ SANDBOX_OUTPUT = "/osmo/output"
 SANDBOX_INPUT = "/osmo/input"
 SANDBOX_RUN = "/osmo/run"
 DEFAULT_GRACE_SECONDS = 5
+#: After SIGKILL, how long a delete waits for the pod's processes to have ended.
+KILL_WAIT_SECONDS = 5
 START_DEADLINE_SECONDS = 60.0  # a supervisor that has not written its pid by then never started
 
 
@@ -100,6 +102,18 @@ def _host_root() -> list[str]:
         elif entry.is_dir():
             args += ["--ro-bind", entry.path, entry.path]
     return args
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether any process of the process group still runs (zombies do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:
@@ -252,6 +266,11 @@ class LocalBackend:
             while time.monotonic() < deadline and not (folder / "exit").exists() and _alive(pid):
                 time.sleep(0.05)
             self._signal(pid, signal.SIGKILL)
+            # SIGKILL is delivered at once but a loaded machine takes a moment to end the processes:
+            # the pod is gone only when none of them runs any more.
+            deadline = time.monotonic() + KILL_WAIT_SECONDS
+            while _group_running(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
         shutil.rmtree(folder, ignore_errors=True)
 
     @staticmethod
