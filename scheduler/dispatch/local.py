@@ -104,14 +104,20 @@ def _host_root() -> list[str]:
     return args
 
 
+def _stat(path: Path) -> list[str] | None:
+    """The fields of a ``/proc/<pid>/stat`` after the command name (state first, then ppid and pgrp), or
+    None when the process is gone."""
+    try:
+        return path.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split() or None
+    except (OSError, IndexError):
+        return None
+
+
 def _group_running(pgid: int) -> bool:
     """Whether any process of the process group still runs (zombies do not count)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+    for path in Path("/proc").glob("[0-9]*/stat"):
+        fields = _stat(path)
+        if fields is not None and len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
             return True
     return False
 
@@ -125,11 +131,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    fields = _stat(Path(f"/proc/{pid}/stat"))
+    return fields is None or fields[0] != "Z"
 
 
 def _mtime(path: Path) -> datetime:
