@@ -75,7 +75,15 @@ from bench.simulate import WINDOW, Job, occupy, trace
 from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GangRequest
-from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
+from scheduler.preemption import (
+    Candidate,
+    cordoned,
+    eviction_window,
+    restricted,
+    victims_choose,
+    victims_choose_near,
+    within_window,
+)
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
@@ -125,7 +133,7 @@ def fits_on(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement)
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
              starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0,
-             objective: str = "work", wait_first: bool = True) -> dict:
+             objective: str = "work", wait_first: bool = True, window: bool = True) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -301,6 +309,9 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                         heapq.heappush(events, (blocked_at + min_runtime, 2, -1, 0))
                     continue
             cands = candidates(now) if chooser is not None and tj.priority != "LOW" else []
+            if window:  # NORMAL work evicts only LOW work young enough (docs/design.md §9)
+                cands = within_window(cands, now, eviction_window(tj.priority == "NORMAL", min_runtime))
+            keep = there  # its placement without LOW work, kept from LOW jobs while it waits
             chosen: Sequence[str] | None = None
             region = snapshot
             if cands:
@@ -321,6 +332,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 searches += 1
             if chosen is None:
                 waiting.append(q)
+                if window and wait_first and min_runtime > 0 and keep is not None:
+                    kept_from_low |= keep
                 if starving is None:
                     starving = guard(q, now, starving)
                     if starving is not None:
@@ -435,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with a minimum runtime: a HIGH/NORMAL job that starts only by evicting LOW work "
                         "first waits up to the minimum runtime, its machines kept from LOW work (the service); "
                         "off: it evicts at once")
+    parser.add_argument("--window", choices=("on", "off"), default="on",
+                        help="with a minimum runtime M and --wait-first on: NORMAL jobs evict only LOW jobs that "
+                        "have run at most 2 M, and a job that finds no victims keeps its placement without LOW "
+                        "work from LOW jobs while it waits (the service); off: the rule before it")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -446,11 +463,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
             row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime,
-                           args.fairshare, args.objective, args.wait_first == "on")
+                           args.fairshare, args.objective, args.wait_first == "on", args.window == "on")
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
                         "starvation": args.starvation, "min_runtime": args.min_runtime,
                         "fairshare": args.fairshare, "objective": args.objective,
-                        "wait_first": args.wait_first == "on",
+                        "wait_first": args.wait_first == "on", "window": args.window == "on",
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))
