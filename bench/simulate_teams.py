@@ -49,7 +49,10 @@ goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait
 and (``--wait-first on``, the service) a HIGH/NORMAL job evicts only once it has waited M since it
 first did not fit within its quota, its placement without LOW work kept from LOW jobs meanwhile
 (docs/design.md §9; ``waited_before_evicting``: jobs that so waited, ``placed_without_evicting``:
-jobs that once did not fit within their quota and started without evicting);
+jobs that once did not fit within their quota and started without evicting); and (``--window on``,
+the service) a NORMAL job then evicts only LOW jobs that have run at most 2 M, and a job that finds
+no victims keeps that placement from LOW jobs while it waits (docs/design.md §9, the eviction
+window; ``longest_run_evicted_by_normal``: how long the oldest victim of a NORMAL job had run);
 ``--objective gpus``: the victim search without the work lost, as before it weighed it),
 the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
@@ -160,6 +163,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     evictions = gpus_evicted = unneeded = searches = 0
     search_ms: list[float] = []
     evicted_runs: list[float] = []  # how long each evicted run had run
+    normal_evicted_runs: list[float] = []  # those evicted for NORMAL jobs
     runs: dict[tuple[int, int], list] = {}  # (job, run) -> [team, gpus, start, end]: fair share's usage
     # Wait before evicting (the minimum runtime on, docs/design.md §9): when each protected job first
     # found it could start only by evicting LOW work, and the times at which such waits end (events).
@@ -346,6 +350,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 v = int(key)
                 lost += jobs[v].job.gpus * max(0.0, min(now, horizon) - min(start_of_run[v], horizon))
                 evicted_runs.append(now - start_of_run[v])
+                if tj.priority == "NORMAL":
+                    normal_evicted_runs.append(now - start_of_run[v])
                 gpus_evicted += jobs[v].job.gpus
                 evictions += 1
                 stop(v)
@@ -389,6 +395,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         "lost_share": round(lost / busy, 4) if busy else 0.0,
         "lost_gpu_time": round(lost, 1),  # GPU x time unit of evicted runs (GPU-minutes if the unit is a minute)
         "shortest_evicted_run": round(min(evicted_runs), 2) if evicted_runs else None,
+        "longest_run_evicted_by_normal": round(max(normal_evicted_runs), 2) if normal_evicted_runs else None,
         "goodput": round((busy - lost) / (total_gpus * horizon), 4),
         "evictions": evictions, "gpus_evicted": gpus_evicted, "waited_before_evicting": len(waited_first),
         "placed_without_evicting": avoided, "searches": searches, "unneeded": unneeded,
