@@ -49,7 +49,10 @@ goes first, :mod:`scheduler.fairshare`; ``team_a_mean_wait``, ``team_b_mean_wait
 and (``--wait-first on``, the service) a HIGH/NORMAL job evicts only once it has waited M since it
 first did not fit within its quota, its placement without LOW work kept from LOW jobs meanwhile
 (docs/design.md §9; ``waited_before_evicting``: jobs that so waited, ``placed_without_evicting``:
-jobs that once did not fit within their quota and started without evicting);
+jobs that once did not fit within their quota and started without evicting); and (``--window on``,
+the service) a NORMAL job then evicts only LOW jobs that have run at most 2 M, and a job that finds
+no victims keeps that placement from LOW jobs while it waits (docs/design.md §9, the eviction
+window; ``longest_run_evicted_by_normal``: how long the oldest victim of a NORMAL job had run);
 ``--objective gpus``: the victim search without the work lost, as before it weighed it),
 the utilisation by work not evicted
 (``goodput``), evictions, GPUs evicted, and ``unneeded``: victim sets with a victim whose eviction
@@ -75,7 +78,15 @@ from bench.simulate import WINDOW, Job, occupy, trace
 from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, GangRequest
-from scheduler.preemption import Candidate, cordoned, restricted, victims_choose, victims_choose_near
+from scheduler.preemption import (
+    Candidate,
+    cordoned,
+    eviction_window,
+    restricted,
+    victims_choose,
+    victims_choose_near,
+    within_window,
+)
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 POLICIES = ("no-low", "no-quota", "no-borrow", "borrow", "borrow+greedy", "borrow+search", "borrow+search-around")
@@ -125,7 +136,7 @@ def fits_on(snapshot: ClusterSnapshot, group: GangRequest, placement: Placement)
 
 def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: float = 0.0,
              starvation: float | None = 10.0, min_runtime: float = 0.0, fairshare: float = 0.0,
-             objective: str = "work", wait_first: bool = True) -> dict:
+             objective: str = "work", wait_first: bool = True, window: bool = True) -> dict:
     borrow = policy.startswith("borrow")
     chooser: Chooser | None = {"borrow+greedy": _greedy, "borrow+search": _search,
                                "borrow+search-around": _search}.get(policy)
@@ -152,6 +163,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
     evictions = gpus_evicted = unneeded = searches = 0
     search_ms: list[float] = []
     evicted_runs: list[float] = []  # how long each evicted run had run
+    normal_evicted_runs: list[float] = []  # those evicted for NORMAL jobs
     runs: dict[tuple[int, int], list] = {}  # (job, run) -> [team, gpus, start, end]: fair share's usage
     # Wait before evicting (the minimum runtime on, docs/design.md §9): when each protected job first
     # found it could start only by evicting LOW work, and the times at which such waits end (events).
@@ -301,6 +313,9 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                         heapq.heappush(events, (blocked_at + min_runtime, 2, -1, 0))
                     continue
             cands = candidates(now) if chooser is not None and tj.priority != "LOW" else []
+            if window:  # NORMAL work evicts only LOW work young enough (docs/design.md §9)
+                cands = within_window(cands, now, eviction_window(tj.priority == "NORMAL", min_runtime))
+            keep = there  # its placement without LOW work, kept from LOW jobs while it waits
             chosen: Sequence[str] | None = None
             region = snapshot
             if cands:
@@ -321,6 +336,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 searches += 1
             if chosen is None:
                 waiting.append(q)
+                if window and wait_first and min_runtime > 0 and keep is not None:
+                    kept_from_low |= keep
                 if starving is None:
                     starving = guard(q, now, starving)
                     if starving is not None:
@@ -333,6 +350,8 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
                 v = int(key)
                 lost += jobs[v].job.gpus * max(0.0, min(now, horizon) - min(start_of_run[v], horizon))
                 evicted_runs.append(now - start_of_run[v])
+                if tj.priority == "NORMAL":
+                    normal_evicted_runs.append(now - start_of_run[v])
                 gpus_evicted += jobs[v].job.gpus
                 evictions += 1
                 stop(v)
@@ -376,6 +395,7 @@ def simulate(policy: str, jobs: list[TeamJob], base: ClusterSnapshot, grace: flo
         "lost_share": round(lost / busy, 4) if busy else 0.0,
         "lost_gpu_time": round(lost, 1),  # GPU x time unit of evicted runs (GPU-minutes if the unit is a minute)
         "shortest_evicted_run": round(min(evicted_runs), 2) if evicted_runs else None,
+        "longest_run_evicted_by_normal": round(max(normal_evicted_runs), 2) if normal_evicted_runs else None,
         "goodput": round((busy - lost) / (total_gpus * horizon), 4),
         "evictions": evictions, "gpus_evicted": gpus_evicted, "waited_before_evicting": len(waited_first),
         "placed_without_evicting": avoided, "searches": searches, "unneeded": unneeded,
@@ -435,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with a minimum runtime: a HIGH/NORMAL job that starts only by evicting LOW work "
                         "first waits up to the minimum runtime, its machines kept from LOW work (the service); "
                         "off: it evicts at once")
+    parser.add_argument("--window", choices=("on", "off"), default="on",
+                        help="with a minimum runtime M and --wait-first on: NORMAL jobs evict only LOW jobs that "
+                        "have run at most 2 M, and a job that finds no victims keeps its placement without LOW "
+                        "work from LOW jobs while it waits (the service); off: the rule before it")
     parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args(argv)
     rows = []
@@ -446,11 +470,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"simulate --teams: seed {seed}, {policy} ...", file=sys.stderr)
             began = time.perf_counter()
             row = simulate(policy, jobs, base, args.grace, args.starvation or None, args.min_runtime,
-                           args.fairshare, args.objective, args.wait_first == "on")
+                           args.fairshare, args.objective, args.wait_first == "on", args.window == "on")
             row.update({"load": args.load, "skew": args.skew, "seed": seed, "grace": args.grace,
                         "starvation": args.starvation, "min_runtime": args.min_runtime,
                         "fairshare": args.fairshare, "objective": args.objective,
-                        "wait_first": args.wait_first == "on",
+                        "wait_first": args.wait_first == "on", "window": args.window == "on",
                         "seconds": round(time.perf_counter() - began, 1)})
             rows.append(row)
             print(json.dumps(row))

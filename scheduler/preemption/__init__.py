@@ -20,6 +20,9 @@ Semantics:
   else the best set found so far, which always fits.
   A solve that runs out of the solver's own budget ("undecided") counts as "does not fit".
 
+``eviction_window`` / ``within_window``: with a minimum runtime, NORMAL work evicts only LOW gangs
+that have run at most twice it (:mod:`scheduler.preemption.window`).
+
 ``victims_choose_near`` runs it near where the preemptor would go without LOW work first
 (:mod:`scheduler.preemption.near`). The algorithm is in :mod:`scheduler.preemption.search`, the
 release arithmetic and the memoised feasibility checks in :mod:`scheduler.preemption.feasibility`.
@@ -29,6 +32,7 @@ Stdlib and :mod:`scheduler.placement` only: never import Django, DRF or Celery h
 from scheduler.preemption.near import cordoned, regions_around, restricted, victims_choose_near
 from scheduler.preemption.search import DEFAULT_MAX_SOLVES, victims_choose
 from scheduler.preemption.types import Candidate, VictimChoice
+from scheduler.preemption.window import eviction_window, within_window
 
-__all__ = ["DEFAULT_MAX_SOLVES", "Candidate", "VictimChoice", "cordoned", "regions_around", "restricted",
-           "victims_choose", "victims_choose_near"]
+__all__ = ["DEFAULT_MAX_SOLVES", "Candidate", "VictimChoice", "cordoned", "eviction_window", "regions_around",
+           "restricted", "victims_choose", "victims_choose_near", "within_window"]

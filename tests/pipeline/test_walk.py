@@ -163,8 +163,10 @@ def test_with_one_hold_the_second_starving_gang_waits_kept_off_the_first_hold():
 
 
 class OneOldLowGang(InMemory):
-    """Racks a and b of two 4-GPU machines: a1 taken by a LOW gang that started an hour ago, b1 and b2
-    by protected work, a2 free."""
+    """Racks a and b of two 4-GPU machines: a1 taken by a LOW gang that started ``age`` ago (an hour
+    unless told), b1 and b2 by protected work, a2 free."""
+
+    age = timedelta(hours=1)
 
     def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
         free = {"a1": 0, "a2": 4, "b1": 0, "b2": 0}
@@ -172,20 +174,24 @@ class OneOldLowGang(InMemory):
         return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes), dict(NODES)
 
     def running_low(self) -> list[RunningGang]:
-        started = (NOW - timedelta(hours=1)).timestamp()
+        started = (NOW - self.age).timestamp()
         return [RunningGang(50, 150, None, Candidate("50", (("a1", Resources(gpu=4)),), False, started),
                             preemptible_at=started + 600)]
 
 
-def _high_and_low_walked(blocked_since: dict[int, float]) -> tuple[Decision, dict[int, Verdict]]:
-    """A HIGH whole-rack gang (pk 1) and a one-machine LOW gang (pk 2) on :class:`OneOldLowGang`, with
-    a minimum runtime of ten minutes and the HIGH gang not fitting since ``blocked_since``."""
+def _high_and_low_walked(blocked_since: dict[int, float], rank: int = 0, low_age: timedelta = OneOldLowGang.age
+                         ) -> tuple[Decision, dict[int, Verdict]]:
+    """A HIGH (``rank`` 0, or NORMAL: 1) whole-rack gang (pk 1) and a one-machine LOW gang (pk 2) on
+    :class:`OneOldLowGang` with its LOW gang started ``low_age`` ago, a minimum runtime of ten minutes
+    and the HIGH gang not fitting since ``blocked_since``."""
     high, high_row = _gang(1, 2, same_rack=True)
     low, low_row = _gang(2, 1, same_rack=False)
-    high = replace(high, rank=0, order=[0, "2026-11-26T11:00:01", 1, 0])
+    high = replace(high, rank=rank, order=[rank, "2026-11-26T11:00:01", 1, 0])
     low = replace(low, rank=2, order=[2, "2026-11-26T10:00:02", 2, 0])
     cycle = replace(_input([high, low]), preemption=True, min_runtime=600.0, blocked_since=blocked_since)
-    decision = Walk(cycle, OneOldLowGang({1: high_row, 2: low_row}), Policy()).decide()
+    source = OneOldLowGang({1: high_row, 2: low_row})
+    source.age = low_age
+    decision = Walk(cycle, source, Policy()).decide()
     return decision, {pk: verdict for verdict in decision.verdicts for pk in verdict.group_ids}
 
 
@@ -218,3 +224,35 @@ def test_once_it_has_waited_the_minimum_runtime_the_gang_evicts():
     assert [e.group_id for e in decision.evictions] == [50]
     assert [(p.gang.pk, p.placement.tasks) for p in decision.placements] == [(1, {"t0": "a1", "t1": "a2"})]
     assert dict(decision.blocked_since) == {}
+
+
+
+def test_a_normal_gang_does_not_evict_low_work_older_than_twice_the_minimum_runtime_and_keeps_its_machines():
+    # given a NORMAL gang that fits only by evicting the LOW gang on rack a, which started an hour ago
+    # (more than twice the minimum runtime of ten minutes), the NORMAL gang not fitting since ten minutes ago
+    # when the walk decides
+    decision, said = _high_and_low_walked({1: (NOW - timedelta(seconds=600)).timestamp()}, rank=1)
+    # then nothing is evicted nor placed: the NORMAL gang keeps rack a from LOW work and says why
+    assert (decision.evictions, decision.placements) == ((), ())
+    assert said[1].reason["keeping"] == {"where": "rack a, 2 machines", "until": None}
+    assert said[1].reason["message"].endswith(
+        "; NORMAL work evicts only LOW work that has run at most 20 min (twice the pool's minimum runtime), so "
+        "keeping rack a, 2 machines from LOW work until it frees (the pool's minimum runtime)")
+    assert said[1].proof is None
+    # and the LOW gang that would fit on a2 is kept off it, told for whom
+    assert said[2].reason["keeping"] == {"where": "rack a, 2 machines", "until": None}
+    assert said[2].reason["message"] == (
+        "waiting: rack a, 2 machines is kept for a higher-priority gang that waits for it to free without "
+        "evicting the LOW work there (the pool's minimum runtime)")
+    # and the NORMAL gang's wait is carried on
+    assert dict(decision.blocked_since) == {1: (NOW - timedelta(seconds=600)).timestamp()}
+
+
+def test_a_normal_gang_evicts_low_work_that_has_run_less_than_twice_the_minimum_runtime():
+    # given the same NORMAL gang, the LOW gang on rack a started fifteen minutes ago
+    # when the walk decides
+    decision, _said = _high_and_low_walked({1: (NOW - timedelta(seconds=600)).timestamp()}, rank=1,
+                                           low_age=timedelta(minutes=15))
+    # then the LOW gang is evicted for it and it is placed on rack a
+    assert [e.group_id for e in decision.evictions] == [50]
+    assert [(p.gang.pk, p.placement.tasks) for p in decision.placements] == [(1, {"t0": "a1", "t1": "a2"})]

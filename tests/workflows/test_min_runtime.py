@@ -167,3 +167,29 @@ def test_while_it_waits_to_evict_its_machines_stay_free_of_new_low_work_and_it_s
     assert result.preempted == 0
     assert group_of(high).status == TaskStatus.INITIALIZING
     assert {group_of(w).preemptions for w in lows} == {0}
+
+
+def test_a_normal_gang_does_not_evict_low_work_that_has_run_more_than_twice_the_minimum_runtime(user, pool):
+    # given the pool full of LOW gangs that started an hour ago (more than twice the ten minutes)
+    now = timezone.now().replace(microsecond=0)
+    lows = fill_with_low(user, pool, now - timedelta(hours=1))
+    # when a NORMAL gang of one rack arrives and has waited the minimum runtime
+    normal = submit(user, "normal", 4, "NORMAL", key="rack")
+    assert placement_cycle_run(pool_id=pool.pk, now=now).preempted == 0
+    result = placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=600))
+    # then it evicts nothing: it keeps a rack from LOW work until it frees, and says why
+    assert result.preempted == 0
+    assert group_of(normal).status == TaskStatus.SCHEDULING
+    assert {group_of(w).preemptions for w in lows} == {0}
+    reason = group_of(normal).unschedulable_reason
+    assert reason["keeping"]["until"] is None
+    assert reason["message"].endswith(
+        "; NORMAL work evicts only LOW work that has run at most 20 min (twice the pool's minimum runtime), so "
+        f"keeping {reason['keeping']['where']} from LOW work until it frees (the pool's minimum runtime)")
+    assert group_of(normal).proof_epoch is None
+    # and a HIGH gang arriving then evicts one of them (after its own wait)
+    high = submit(user, "high", 4, "HIGH", key="rack")
+    assert placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=600)).preempted == 0
+    assert placement_cycle_run(pool_id=pool.pk, now=now + timedelta(seconds=1200)).preempted == 1
+    assert group_of(high).status == TaskStatus.INITIALIZING
+    assert group_of(normal).status == TaskStatus.SCHEDULING

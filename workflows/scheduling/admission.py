@@ -27,6 +27,7 @@ class QuotaGang(Protocol):
 
 
 LOW_RANK = PRIORITY_RANK[Priority.LOW]
+NORMAL_RANK = PRIORITY_RANK[Priority.NORMAL]
 
 
 @dataclass

@@ -36,7 +36,9 @@ view without LOW work. When a gang finds no victims while such gangs run, :meth:
 says when the protected gangs in its way become preemptible (the walk puts it in the gang's waiting
 reason, proves nothing, and wakes the pool then). With a minimum runtime the walk also has a gang
 wait that long before it evicts, its placement without LOW work kept from LOW gangs meanwhile
-(``Walk._wait_first``; docs/design.md §9, waiting before evicting).
+(``Walk._wait_first``; docs/design.md §9, waiting before evicting); NORMAL work then evicts only LOW
+gangs that have run at most twice the minimum runtime (``try_place``'s ``window``), and a gang that
+finds no victims keeps that placement from LOW gangs for as long as it waits (``Walk._keep``).
 
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
 again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every
@@ -53,7 +55,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, solve
-from scheduler.preemption import Candidate, cordoned, victims_choose_near
+from scheduler.preemption import Candidate, cordoned, victims_choose_near, within_window
 from workflows.scheduling.admission import Quotas
 
 if TYPE_CHECKING:
@@ -159,7 +161,8 @@ class Preemptions:
         self.absent = None
 
     def try_place(self, index: DomainIndex, request: GangRequest, signature: str, preemptor: str,
-                  kept: frozenset[str] = frozenset(), there: frozenset[str] | None = None) -> Placement | None:
+                  kept: frozenset[str] = frozenset(), there: frozenset[str] | None = None,
+                  window: float | None = None) -> Placement | None:
         """Evict running LOW gangs so that the gang fits, in memory: their capacity goes back to
         ``index`` and the gang's placement is taken off it. None (nothing evicted) when evicting every
         candidate would not be enough or there is none.
@@ -169,16 +172,21 @@ class Preemptions:
         are out of the search: neither used nor worth evicting from. ``there``: the machines of the
         gang's placement on the view without LOW work; the victims are sought there first, then in
         the domains around them, then on the whole pool
-        (:func:`scheduler.preemption.victims_choose_near`)."""
-        if not self.worth_trying(signature):
+        (:func:`scheduler.preemption.victims_choose_near`). ``window``: only candidates that have run
+        at most that many seconds are evicted (NORMAL work with a minimum runtime,
+        :func:`scheduler.preemption.eviction_window`); a search so narrowed that finds nothing proves
+        nothing for the signature's other gangs (it is remembered apart)."""
+        key = signature if window is None or not signature else f"{signature}|window"
+        if not self.worth_trying(signature) or not self.worth_trying(key):
             return None
         assert self.running is not None
         snapshot = cordoned(index.snapshot(self.pool_name), kept)
-        choice, _region = victims_choose_near(snapshot, request, list(self.candidates().values()), there,
+        candidates = within_window(list(self.candidates().values()), self.now, window)
+        choice, _region = victims_choose_near(snapshot, request, candidates, there,
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                               max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS, now=self.now)
         if choice is None:
-            self.hopeless_mark(signature)
+            self.hopeless_mark(key)
             return None
         victims = [self.running.pop(key) for key in choice.victims]
         for victim in victims:

@@ -96,3 +96,19 @@ def test_fair_share_puts_the_lighter_team_first_within_a_priority():
     # then the lighter team waits less relative to the heavier one than in arrival order
     assert fair["team_b_over_a_wait"] < plain["team_b_over_a_wait"]
     assert plain["team_b_over_a_wait"] == round(plain["team_b_mean_wait"] / plain["team_a_mean_wait"], 3)
+
+
+def test_with_the_eviction_window_normal_jobs_evict_only_low_jobs_within_twice_the_minimum_runtime():
+    # given a 4-rack pool and a trace offered at twice its capacity, a minimum runtime of 10
+    base = nvl72_pool(1, 1, 4, occupancy=0.0, seed=5)
+    total = sum(node.free.gpu for node in base.nodes)
+    jobs = team_trace(120, 5, total, 2.0)
+    # when it runs with the eviction window (the service) and without it
+    window = simulate("borrow+search", jobs, base, starvation=None, min_runtime=10.0)
+    before = simulate("borrow+search", jobs, base, starvation=None, min_runtime=10.0, window=False)
+    # then without it NORMAL jobs evict LOW jobs that have run far longer than 20; with it none
+    assert before["longest_run_evicted_by_normal"] > 20.0
+    assert window["longest_run_evicted_by_normal"] is None or window["longest_run_evicted_by_normal"] <= 20.0
+    # and no victim had run less than the minimum runtime, and less work is lost
+    assert window["shortest_evicted_run"] >= 10.0
+    assert window["lost_gpu_time"] < before["lost_gpu_time"]

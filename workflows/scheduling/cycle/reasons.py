@@ -28,10 +28,16 @@ def behind_hold(where: str, free_by: float, has_timeout: bool) -> Reason:
                     f"{at:%H:%M} UTC), only gangs that end by then may use it, and {why}")})
 
 
-def behind_keep(where: str, until: float, has_timeout: bool) -> Reason:
+def behind_keep(where: str, until: float | None, has_timeout: bool) -> Reason:
     """The reason of a LOW gang kept off the machines a HIGH or NORMAL gang waits for before it evicts
     LOW work there (docs/design.md §9, waiting before evicting): only gangs whose exec_timeout ends by
-    then may use them."""
+    then may use them. ``until`` None: the gang waits for them to free, evicting nothing there (the
+    eviction window), and no gang may use them."""
+    if until is None:
+        return Reason({
+            **BEHIND_STARVING, "keeping": {"where": where, "until": None},
+            "message": (f"waiting: {where} is kept for a higher-priority gang that waits for it to free without "
+                        "evicting the LOW work there (the pool's minimum runtime)")})
     at = datetime.fromtimestamp(until, tz=UTC)
     why = "its exec_timeout ends later" if has_timeout else "it has no exec_timeout"
     return Reason({
@@ -82,6 +88,17 @@ class Reason:
             **self.body, "keeping": {"where": where, "until": at.isoformat()},
             "message": (f"{self.body.get('message', '')}; keeping {where} from LOW work, and evicting the LOW work "
                         f"there at {at:%H:%M} UTC if it has not freed by then (the pool's minimum runtime)")})
+
+    def keeps(self, where: str, window: float | None) -> Reason:
+        """The verdict of a gang that found no LOW work to evict and waits, keeping its placement without
+        LOW work from LOW gangs (the pool's minimum runtime, docs/design.md §9): ``window``, NORMAL
+        work's bound in seconds on how long a LOW gang may have run to be evicted (None: HIGH work)."""
+        why = ("" if window is None else f"NORMAL work evicts only LOW work that has run at most {window / 60:g} "
+               "min (twice the pool's minimum runtime), so ")
+        return Reason({
+            **self.body, "keeping": {"where": where, "until": None},
+            "message": (f"{self.body.get('message', '')}; {why}keeping {where} from LOW work until it frees "
+                        "(the pool's minimum runtime)")})
 
     def holding(self, where: str, free_by: float, bounded: bool) -> Reason:
         """The starving gang's verdict, saying which machines are kept for it and by when they are free

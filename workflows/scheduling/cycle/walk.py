@@ -17,7 +17,9 @@ once, each on machines no earlier hold keeps (conservative backfill); a gang is 
 machines of every hold ahead of it that it may not backfill taken out. With the pool's minimum
 runtime, a HIGH or NORMAL gang that would evict LOW work first waits that long since it first did not
 fit within its quota, and keeps its placement without LOW work from LOW gangs meanwhile (a hold that
-binds LOW gangs only: docs/design.md §9, waiting before evicting).
+binds LOW gangs only: docs/design.md §9, waiting before evicting); then NORMAL work evicts only LOW
+gangs that have run at most twice the minimum runtime, and a gang that finds no victims keeps that
+placement from LOW gangs for as long as it waits (the eviction window).
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -43,8 +45,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from scheduler.hold import Holder, may_backfill, soonest_hold, where
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
+from scheduler.preemption import eviction_window
 from scheduler.results import result_to_json
-from workflows.scheduling.admission import LOW_RANK, Quotas
+from workflows.scheduling.admission import LOW_RANK, NORMAL_RANK, Quotas
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
@@ -83,7 +86,7 @@ class WalkMemo:
     absent_there: dict[int, frozenset[str]] = field(default_factory=dict)  # pk -> machines without LOW work
     behind_starving: Reason = field(default_factory=lambda: Reason(dict(BEHIND_STARVING)))
     # (which hold, has an exec_timeout) -> the reason of a gang kept off that hold
-    behind_hold: dict[tuple[int, bool], Reason] = field(default_factory=dict)
+    behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,8 @@ class Hold:
     bounded: bool = False
     where: str = ""
     # A HIGH or NORMAL gang waiting before it evicts LOW work (the pool's minimum runtime, docs/design.md
-    # §9): its machines are kept from LOW gangs only, until ``free_by`` (when it evicts); not a starving gang.
+    # §9): its machines are kept from LOW gangs only, until ``free_by`` (when it evicts; None: a gang that
+    # found no victims, for as long as it waits); not a starving gang.
     low_only: bool = False
 
 
@@ -128,6 +132,9 @@ class Walk:
         queued = {g.pk for g in cycle.queue}
         self.blocked_since = {pk: at for pk, at in cycle.blocked_since.items() if pk in queued}
         self.evict_waits: dict[int, tuple[float, str]] = {}
+        # Gangs that found no victims and keep their placement without LOW work from LOW gangs while
+        # they wait: (the machines kept, NORMAL's eviction window in seconds or None).
+        self.keeps: dict[int, tuple[str, float | None]] = {}
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
@@ -314,6 +321,9 @@ class Walk:
         evict_wait = self.evict_waits.get(g.pk)
         if evict_wait is not None:
             reason = reason.evicts_at(*evict_wait)
+        keep = self.keeps.get(g.pk)
+        if keep is not None:
+            reason = reason.keeps(*keep)
         hold: Hold | None = None
         if check_idle:
             if self._fits_idle(g, upcoming, idle_known):
@@ -330,7 +340,7 @@ class Walk:
         if proof is not None and g.rank < LOW_RANK and self.low_placed:
             proof, self.retry = None, True
         if proof is not None and g.rank < LOW_RANK and self.preemptions is not None and (
-                self.preemptions.protected or evict_wait is not None):
+                self.preemptions.protected or evict_wait is not None or keep is not None):
             proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
         (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
@@ -429,7 +439,11 @@ class Walk:
         ``blocking`` that has a time (it ends too late), else waiting behind them."""
         reason = self.memo.behind_starving
         timed_holds = [i for i in blocking if self.holds[i].free_by is not None and self.holds[i].machines]
-        if timed_holds:
+        kept = [i for i in blocking if self.holds[i].low_only and self.holds[i].free_by is None]
+        if kept and not timed_holds:  # kept for a gang that waits for them to free (the eviction window)
+            reason = self.memo.behind_hold.get((kept[0], None)) or self.memo.behind_hold.setdefault(
+                (kept[0], None), behind_keep(self.holds[kept[0]].where, None, False))
+        elif timed_holds:
             i = timed_holds[0]
             hold, timed = self.holds[i], g.exec_timeout_s is not None
             assert hold.free_by is not None
@@ -545,18 +559,22 @@ class Walk:
         now = self.cycle.now.timestamp()
         if self.cycle.min_runtime > 0:  # it does not fit within its quota: since when (carried on)
             self.blocked_since.setdefault(g.pk, now)
+        there: frozenset[str] | None = None
+        window = eviction_window(g.rank == NORMAL_RANK, self.cycle.min_runtime)
         if self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
             request = self.request(g, upcoming)
             there = self._absent_region(g, request)
             if there is not None and self._wait_first(g, there):
                 return False
             placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
-                                                   there=there)
+                                                   there=there, window=window)
         if placement is None:
             if self.preemptions.protected:  # LOW gangs within the pool's minimum runtime: when may it?
                 wait = self.preemptions.wait_for(self.index, self.request(g, upcoming), kept)
                 if wait is not None:
                     self.runtime_waits[g.pk] = wait
+            if there is not None and self.cycle.min_runtime > 0:
+                self._keep(g, there, window)
             return False
         if self.active:  # victims' machines among the kept ones: hold back what they freed there too
             self._refresh_holding()
@@ -582,6 +600,18 @@ class Walk:
         self.holds.append(Hold(g.order, tuple(sorted(there)), until, False, named, low_only=True))
         self.evict_waits[g.pk] = (until, named)
         return True
+
+    def _keep(self, g: QueuedGang, there: frozenset[str], window: float | None) -> None:
+        """With a minimum runtime, a HIGH or NORMAL gang that found no victims (NORMAL work evicts only
+        LOW gangs within its ``window``) keeps its placement without LOW work, ``there``, from the LOW
+        gangs behind it for as long as it waits (docs/design.md §9, the eviction window): what frees
+        there stays free for it, and no LOW work starts there only to be evicted. No time: no LOW gang
+        backfills it."""
+        nodes = self.index.nodes
+        named = where(ClusterSnapshot(self.cycle.pool_name, self.index.keys,
+                                      tuple(nodes[name] for name in sorted(there))), there)
+        self.holds.append(Hold(g.order, tuple(sorted(there)), None, False, named, low_only=True))
+        self.keeps[g.pk] = (named, window)
 
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (stored on the gang per
