@@ -30,6 +30,12 @@ same queue, starvation guard and holds, the ceiling placing every job and findin
 hold's binary search needs only a complete solver, which the ceiling is for the trace's gangs: their
 tasks are alike, so they fit exactly when enough machines have room for one). A summary line per
 load then gives the fragmentation loss under each hold (ceiling less ``solve``, in points).
+
+``--consolidate N`` (``solve`` only; the ceiling moves nothing): a starving big gang that does not
+fit may move up to N running jobs, each placed again at once (:mod:`scheduler.preemption.consolidate`,
+KAI Scheduler's consolidation rule; limits in :class:`Moves`). A moved job restarts from the
+beginning unless ``--move-resume``; rows then give ``goodput`` (busy GPU time less the work moves
+threw away) beside the utilisation, and the ceiling line the loss on both.
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ class Moves:
     big_only: bool = True
     per_event: int = 1
     again: bool = False
-    worth: float | None = None  # the work moves throw away at most this times the GPU-time the gang gains
+    worth: float | None = None  # work lost at most this times the GPU-time the gang's hold would keep idle
     resume: bool = False  # a moved job resumes where it was (a checkpoint): no work lost, its end unchanged
 
 
