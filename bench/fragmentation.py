@@ -204,10 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--seeds", default="7")
     parser.add_argument("--solver", default="solve", choices=sorted(SOLVERS))
+    parser.add_argument("--rack-ceiling-only", action="store_true",
+                        help="only the rack ceiling (no solver runs: seconds per seed)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     for seed in (int(s) for s in args.seeds.split(",")):
         base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=seed)
         jobs = trace(args.jobs, seed, sum(n.free.gpu for n in base.nodes), args.load)
+        if args.rack_ceiling_only:
+            print(json.dumps({"seed": seed, "load": args.load, "rack_ceiling": rack_ceiling(jobs, base)}))
+            sys.stdout.flush()
+            continue
         print(f"fragmentation: seed {seed}, {args.solver} ...", file=sys.stderr)
         row = {"seed": seed, "load": args.load, **run(args.solver, jobs, base)}
         row["ceiling"] = run("ceiling", jobs, base)["gpu_utilisation"]

@@ -30,6 +30,12 @@ same queue, starvation guard and holds, the ceiling placing every job and findin
 hold's binary search needs only a complete solver, which the ceiling is for the trace's gangs: their
 tasks are alike, so they fit exactly when enough machines have room for one). A summary line per
 load then gives the fragmentation loss under each hold (ceiling less ``solve``, in points).
+
+``--consolidate N`` (``solve`` only; the ceiling moves nothing): a starving big gang that does not
+fit may move up to N running jobs, each placed again at once (:mod:`scheduler.preemption.consolidate`,
+KAI Scheduler's consolidation rule; limits in :class:`Moves`). A moved job restarts from the
+beginning unless ``--move-resume``; rows then give ``goodput`` (busy GPU time less the work moves
+threw away) beside the utilisation, and the ceiling line the loss on both.
 """
 
 from __future__ import annotations
@@ -42,13 +48,15 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from bench.pools import nvl72_pool
 from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.hold import Holder, may_backfill, soonest_hold
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Unplaceable
 from scheduler.placement.signature import gang_signature
-from scheduler.preemption import cordoned
+from scheduler.preemption import Candidate, cordoned
+from scheduler.preemption.consolidate import consolidate, holdings_of
 
 HOLDS = ("none", "idle", "expected-end")
 BIG = 16  # tasks (trays): the big gangs the hold is for
@@ -66,8 +74,28 @@ def _p95(values: list[float]) -> float:
     return ordered[int(0.95 * (len(ordered) - 1))] if ordered else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Moves:
+    """Consolidation's limits (``--consolidate``): a starving job that does not fit may move at most
+    ``max_moves`` running jobs that have run at most ``max_age`` (and were never moved, unless
+    ``again``), each placed again at once; ``big_only``: only for big gangs; at most ``per_event``
+    tries per event; with ``worth``, the work thrown away at most ``worth`` times the GPU-time the
+    hold by expected end would keep idle (the GPUs free now on the machines it would hold, until the
+    time it says they are all free); ``resume``: a moved job goes on from where it was (checkpoint and
+    restore, free here: an upper bound), instead of from the beginning."""
+
+    max_moves: int = 4
+    max_age: float = float("inf")
+    big_only: bool = True
+    per_event: int = 1
+    again: bool = False
+    worth: float | None = None  # work lost at most this times the GPU-time the gang's hold would keep idle
+    resume: bool = False  # a moved job resumes where it was (a checkpoint): no work lost, its end unchanged
+
+
 def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[float],
-             starvation: float = 10.0, max_holds: int = 1, solver: str = "solve") -> dict:
+             starvation: float = 10.0, max_holds: int = 1, solver: str = "solve",
+             moves: Moves | None = None) -> dict:
     fn: Callable[[ClusterSnapshot, GangRequest], Placement | Unplaceable] = SOLVERS[solver]
 
     def solve(snapshot: ClusterSnapshot, group: GangRequest, _policy: Policy | None = None) -> Placement | Unplaceable:
@@ -80,7 +108,12 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
     events: list[tuple[float, int, int]] = [(job.arrival, 1, j) for j, job in enumerate(jobs)]
     heapq.heapify(events)
     queue: list[int] = []
-    started: dict[int, float] = {}
+    started: dict[int, float] = {}  # first start (the wait)
+    run_start: dict[int, float] = {}  # the current run's start (a moved job restarts)
+    ends: dict[int, float] = {}  # the current run's end event
+    moved: set[int] = set()
+    lost = 0.0  # GPU-time of moved jobs' runs before the horizon, thrown away
+    moved_jobs = moved_gpus = consolidations = tries = 0
     running: dict[int, Placement] = {}
     idle_hold: dict[str, frozenset[str]] = {}  # signature -> machines of its idle-pool placement
     used_gpus = 0
@@ -96,7 +129,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
 
     def holder(j: int, placement: Placement) -> Holder:
         reqs = {t.name: t.resources for t in jobs[j].group.tasks}
-        return Holder(str(j), tuple((m, reqs[t]) for t, m in placement.assignments), started[j] + limits[j], True)
+        return Holder(str(j), tuple((m, reqs[t]) for t, m in placement.assignments), run_start[j] + limits[j], True)
 
     def kept_for(q: int, view: ClusterSnapshot, first: bool) -> tuple[frozenset[str], float | None] | None:
         """The machines kept for the starving job ``q`` on ``view`` (the pool less the machines kept
@@ -122,6 +155,8 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
             busy += used_gpus * (end - last)
             last = end
         if kind == 0:
+            if ends.get(j) != now:
+                continue  # the end of a run a move cut short
             apply(jobs[j], running.pop(j), -1)
             used_gpus -= jobs[j].gpus
         else:
@@ -133,6 +168,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         # unschedulable with some machines blocked stays so with those (and with none blocked: everywhere).
         failed: set[tuple[str, frozenset[str]]] = set()
         waiting: list[int] = []
+        tried = 0
         for pos, q in enumerate(queue):
             if pos >= WINDOW:
                 waiting.append(q)
@@ -150,15 +186,49 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
                 result = outcome if isinstance(outcome, Placement) else None
                 if result is None and outcome.status == "unschedulable":
                     failed.add((sig, blocked))
+            if (result is None and moves is not None and tried < moves.per_event and now - jobs[q].arrival > starvation
+                    and (not moves.big_only or len(jobs[q].group.tasks) >= BIG)):
+                tried += 1
+                tries += 1
+                movable = [Candidate(str(r), holdings_of(jobs[r].group, p), False, run_start[r])
+                           for r, p in running.items()
+                           if now - run_start[r] <= moves.max_age and (moves.again or r not in moved)]
+                budget = float("inf")
+                if moves.worth is not None:
+                    found = soonest_hold(view, jobs[q].group, [holder(r, p) for r, p in running.items()], solver=solve)
+                    if found is not None:  # the GPUs idle now on the machines it would hold, until they are free
+                        idle_now = sum(n.free.gpu for n in view.nodes if n.name in found.machines)
+                        budget = moves.worth * idle_now * max(0.0, found.free_by - now)
+                done = consolidate(view, jobs[q].group, movable, {str(r): jobs[r].group for r in running},
+                                   now=now, max_moves=moves.max_moves, max_work_lost=budget)
+                if done is not None:
+                    consolidations += 1
+                    for key, again in done.moves:
+                        r = int(key)
+                        apply(jobs[r], running[r], -1)
+                        apply(jobs[r], again, 1)
+                        running[r] = again
+                        moved.add(r)
+                        moved_jobs += 1
+                        moved_gpus += jobs[r].gpus
+                        if moves.resume:
+                            continue
+                        lost += jobs[r].gpus * (min(now, horizon) - min(run_start[r], horizon))
+                        run_start[r] = now
+                        ends[r] = now + jobs[r].duration
+                        heapq.heappush(events, (ends[r], 0, r))
+                    result = done.placement
+                    failed.clear()
             if result is not None:
                 apply(jobs[q], result, 1)
                 snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
                 views.clear()
                 used_gpus += jobs[q].gpus
-                started[q] = now
+                started[q] = run_start[q] = now
                 running[q] = result
                 backfilled += any(result.nodes & m for m, _t in kept)
-                heapq.heappush(events, (now + jobs[q].duration, 0, q))
+                ends[q] = now + jobs[q].duration
+                heapq.heappush(events, (ends[q], 0, q))
                 continue
             waiting.append(q)
             if hold != "none" and len(kept) < max_holds and now - jobs[q].arrival > starvation:
@@ -176,10 +246,13 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         "scenario": "trace-1k-hold", "solver": solver, "hold": hold, "starvation": starvation, "jobs": len(jobs),
         "big_gangs": len(big), "started": len(started), "never_started": len(jobs) - len(started),
         "gpu_utilisation": round(busy / (total_gpus * horizon), 4),
+        "goodput": round((busy - lost) / (total_gpus * horizon), 4),
         "mean_wait": round(statistics.fmean(waits), 2),
         "big_mean_wait": round(statistics.fmean(big), 2) if big else None,
         "big_p95_wait": round(_p95(big), 2),
         "holds": holds, "backfilled_on_kept": backfilled, "solver_calls": calls, "total_gpus": total_gpus,
+        **({"consolidations": consolidations, "tries": tries, "moved_jobs": moved_jobs, "moved_gpus": moved_gpus,
+            "lost_points": round(100 * lost / (total_gpus * horizon), 2)} if moves is not None else {}),
     }
 
 
@@ -209,7 +282,9 @@ def summary(rows: list[dict]) -> dict:
 
 def against_ceiling(rows: list[dict]) -> dict:
     """Per hold, the fragmentation loss under that discipline: the ceiling's utilisation (the topology
-    constraints dropped, with the same holds) less ``solve``'s, in points, per seed and on average."""
+    constraints dropped, with the same holds) less ``solve``'s, in points, per seed and on average;
+    when ``solve`` moved jobs (``--consolidate``), also less its goodput (busy time less the work the
+    moves threw away: the ceiling moves nothing)."""
     by = {(r["seed"], r["hold"], r["solver"]): r for r in rows}
     out: dict = {"summary": "ceiling", "load": rows[0]["load"], "max_holds": rows[0]["max_holds"]}
     for hold in dict.fromkeys(r["hold"] for r in rows):
@@ -225,6 +300,11 @@ def against_ceiling(rows: list[dict]) -> dict:
             "loss_points": [round(x, 1) for x in loss],
             "loss_points_mean": round(statistics.fmean(loss), 1),
         }
+        if any(by[s, hold, "solve"].get("moved_jobs") for s in seeds):  # moves: the loss on goodput too
+            good = [100 * (by[s, hold, "ceiling"]["gpu_utilisation"] - by[s, hold, "solve"]["goodput"]) for s in seeds]
+            out[hold]["solve_goodput"] = round(statistics.fmean(by[s, hold, "solve"]["goodput"] for s in seeds), 4)
+            out[hold]["goodput_loss_points"] = [round(x, 1) for x in good]
+            out[hold]["goodput_loss_points_mean"] = round(statistics.fmean(good), 1)
     return out
 
 
@@ -245,7 +325,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-factor", default="1,3",
                         help="LO,HI: each job's exec timeout is its duration times uniform(LO, HI) (default 1,3; "
                         "1,1: timeouts equal to the runs, how much tighter timeouts would help)")
+    parser.add_argument("--consolidate", type=int, default=0, metavar="N",
+                        help="solve only (the ceiling moves nothing): a starving big gang that does not fit may "
+                        "move up to N running jobs, each placed again at once (scheduler.preemption.consolidate); "
+                        "0 (default): no moves")
+    parser.add_argument("--move-max-age", type=float, default=float("inf"),
+                        help="with --consolidate: only jobs that have run at most this long move")
+    parser.add_argument("--move-any-size", action="store_true",
+                        help="with --consolidate: any starving job may move others, not only big gangs")
+    parser.add_argument("--move-again", action="store_true",
+                        help="with --consolidate: a job moved once may move again")
+    parser.add_argument("--move-worth", type=float, default=None,
+                        help="with --consolidate: the work the moves throw away at most this times the GPU-time the "
+                        "gang's hold by expected end would keep idle (GPUs free now on its machines until all are)")
+    parser.add_argument("--move-resume", action="store_true",
+                        help="with --consolidate: a moved job resumes where it was (checkpoint and restore, free "
+                        "here: an upper bound), instead of restarting from the beginning")
+    parser.add_argument("--move-tries", type=int, default=1,
+                        help="with --consolidate: starving jobs that try to move others per event")
     args = parser.parse_args(argv)
+    limits_moves = (Moves(args.consolidate, args.move_max_age, not args.move_any_size, args.move_tries,
+                          args.move_again, args.move_worth, args.move_resume) if args.consolidate else None)
     lo, hi = (float(x) for x in args.timeout_factor.split(","))
     solvers = args.solvers.split(",")
     for solver in solvers:
@@ -263,9 +363,14 @@ def main(argv: list[str] | None = None) -> int:
                     parser.error(f"--hold: {hold!r} is none of {', '.join(HOLDS)}")
                 print(f"simulate --hold: seed {seed}, {solver}, {hold} ...", file=sys.stderr)
                 began = time.perf_counter()
-                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver)
+                mine = limits_moves if solver == "solve" else None
+                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver, mine)
                 row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi],
                             "max_holds": args.max_holds,
+                            "moves": None if mine is None else {"max_moves": mine.max_moves, "max_age": mine.max_age,
+                                                                "big_only": mine.big_only, "per_event": mine.per_event,
+                                                                "again": mine.again, "worth": mine.worth,
+                                                                "resume": mine.resume},
                             "seconds": round(time.perf_counter() - began, 1)})
                 rows.append(row)
                 print(json.dumps(row))

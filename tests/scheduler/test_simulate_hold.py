@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.pools import nvl72_pool
 from bench.simulate import simulate as simulate_plain
 from bench.simulate import trace
-from bench.simulate_hold import against_ceiling, simulate, timeouts
+from bench.simulate_hold import Moves, against_ceiling, simulate, timeouts
 
 
 def _small():
@@ -64,6 +64,7 @@ def test_with_several_holds_more_starving_gangs_are_held_and_one_hold_decides_as
     # guard keeps one whatever is asked
     assert again == one
     assert four["holds"] > one["holds"]
+    assert "moved_jobs" not in four and four["goodput"] == four["gpu_utilisation"]  # no moves asked
     assert idle == simulate("idle", jobs, base, limits)
 
 
@@ -98,3 +99,31 @@ def test_the_loss_under_a_hold_is_the_ceiling_less_solve_with_that_hold():
     assert out["expected-end"]["loss_points"] == [3.0, 2.0]
     assert out["expected-end"]["loss_points_mean"] == 2.5
     assert (out["expected-end"]["solve"], out["expected-end"]["ceiling"]) == (0.78, 0.805)
+
+
+def test_consolidation_moves_running_jobs_for_starving_big_gangs_and_goodput_counts_the_work_they_lose():
+    # given the trace at load 1.5 with eight holds by expected end
+    base, jobs = _small()
+    limits = timeouts(jobs, 7)
+    # when big gangs may move up to four running jobs, restarted or resumed
+    moved = simulate("expected-end", jobs, base, limits, max_holds=8, moves=Moves(4))
+    resumed = simulate("expected-end", jobs, base, limits, max_holds=8, moves=Moves(4, resume=True))
+    # then jobs moved, every job started; a restarted move loses its work (goodput below utilisation),
+    # a resumed one none
+    assert (moved["consolidations"], moved["moved_jobs"], moved["lost_points"]) == (4, 9, 1.12)
+    assert moved["goodput"] == round(moved["gpu_utilisation"] - 0.0112, 4)
+    assert moved["started"] == resumed["started"] == len(jobs)
+    assert resumed["moved_jobs"] > 0 and resumed["lost_points"] == 0.0
+    assert resumed["goodput"] == resumed["gpu_utilisation"]
+
+
+def test_the_loss_on_goodput_is_given_when_solve_moved_jobs():
+    # given one seed where solve moved jobs and lost 2 points of work
+    rows = [{"seed": 7, "hold": "expected-end", "solver": "solve", "gpu_utilisation": 0.78, "goodput": 0.76,
+             "moved_jobs": 3, "load": 1.0, "max_holds": 8},
+            {"seed": 7, "hold": "expected-end", "solver": "ceiling", "gpu_utilisation": 0.80, "goodput": 0.80,
+             "load": 1.0, "max_holds": 8}]
+    # when
+    out = against_ceiling(rows)["expected-end"]
+    # then the loss both ways
+    assert (out["loss_points"], out["goodput_loss_points"], out["solve_goodput"]) == ([2.0], [4.0], 0.76)
