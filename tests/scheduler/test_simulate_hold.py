@@ -102,16 +102,18 @@ def test_the_loss_under_a_hold_is_the_ceiling_less_solve_with_that_hold():
 
 
 def test_consolidation_moves_running_jobs_for_starving_big_gangs_and_goodput_counts_the_work_they_lose():
-    # given the trace at load 1.5 with eight holds by expected end
-    base, jobs = _small()
+    # given 160 jobs of the trace at load 2.0 (enough for big gangs to starve, and quick) with eight
+    # holds by expected end
+    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=7)
+    jobs = trace(160, 7, sum(n.free.gpu for n in base.nodes), 2.0)
     limits = timeouts(jobs, 7)
     # when big gangs may move up to four running jobs, restarted or resumed
     moved = simulate("expected-end", jobs, base, limits, max_holds=8, moves=Moves(4))
     resumed = simulate("expected-end", jobs, base, limits, max_holds=8, moves=Moves(4, resume=True))
     # then jobs moved, every job started; a restarted move loses its work (goodput below utilisation),
     # a resumed one none
-    assert (moved["consolidations"], moved["moved_jobs"], moved["lost_points"]) == (4, 9, 1.12)
-    assert moved["goodput"] == round(moved["gpu_utilisation"] - 0.0112, 4)
+    assert (moved["consolidations"], moved["moved_jobs"], moved["lost_points"]) == (1, 3, 0.11)
+    assert moved["goodput"] == round(moved["gpu_utilisation"] - 0.0011, 4)
     assert moved["started"] == resumed["started"] == len(jobs)
     assert resumed["moved_jobs"] > 0 and resumed["lost_points"] == 0.0
     assert resumed["goodput"] == resumed["gpu_utilisation"]

@@ -8,9 +8,9 @@ tasks in one rack.
 
 from __future__ import annotations
 
+from bench.consolidate import consolidate, holdings_of, joined, shifted
 from scheduler.placement import Placement, Resources, solve
 from scheduler.preemption import Candidate, victims_choose
-from scheduler.preemption.consolidate import consolidate, holdings_of, joined, shifted
 from tests.scheduler.placement.builders import cluster, gang, names, node, tree
 
 POOL = cluster(("rack",), [("r1", 1)] * 4 + [("r2", 1)] * 4)
