@@ -128,8 +128,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         occupy(nodes, index, job.group, placement, sign)
 
     def holder(j: int, placement: Placement) -> Holder:
-        reqs = {t.name: t.resources for t in jobs[j].group.tasks}
-        return Holder(str(j), tuple((m, reqs[t]) for t, m in placement.assignments), run_start[j] + limits[j], True)
+        return Holder(str(j), holdings_of(jobs[j].group, placement), run_start[j] + limits[j], True)
 
     def kept_for(q: int, view: ClusterSnapshot, first: bool) -> tuple[frozenset[str], float | None] | None:
         """The machines kept for the starving job ``q`` on ``view`` (the pool less the machines kept

@@ -594,11 +594,7 @@ class Walk:
         until = since + self.cycle.min_runtime
         if self.cycle.now.timestamp() >= until:
             return False
-        nodes = self.index.nodes
-        named = where(ClusterSnapshot(self.cycle.pool_name, self.index.keys,
-                                      tuple(nodes[name] for name in sorted(there))), there)
-        self.holds.append(Hold(g.order, tuple(sorted(there)), until, False, named, low_only=True))
-        self.evict_waits[g.pk] = (until, named)
+        self.evict_waits[g.pk] = (until, self._keep_from_low(g, there, until))
         return True
 
     def _keep(self, g: QueuedGang, there: frozenset[str], window: float | None) -> None:
@@ -607,11 +603,16 @@ class Walk:
         gangs behind it for as long as it waits (docs/design.md §9, the eviction window): what frees
         there stays free for it, and no LOW work starts there only to be evicted. No time: no LOW gang
         backfills it."""
+        self.keeps[g.pk] = (self._keep_from_low(g, there, None), window)
+
+    def _keep_from_low(self, g: QueuedGang, there: frozenset[str], until: float | None) -> str:
+        """Keep the machines ``there`` from the LOW gangs behind ``g`` until ``until`` (None: as long as
+        it waits), a hold binding LOW gangs only; the machines as a reason names them."""
         nodes = self.index.nodes
         named = where(ClusterSnapshot(self.cycle.pool_name, self.index.keys,
                                       tuple(nodes[name] for name in sorted(there))), there)
-        self.holds.append(Hold(g.order, tuple(sorted(there)), None, False, named, low_only=True))
-        self.keeps[g.pk] = (named, window)
+        self.holds.append(Hold(g.order, tuple(sorted(there)), until, False, named, low_only=True))
+        return named
 
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (stored on the gang per
