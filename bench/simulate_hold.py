@@ -95,7 +95,7 @@ class Moves:
 
 def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[float],
              starvation: float = 10.0, max_holds: int = 1, solver: str = "solve",
-             moves: Moves | None = None, soft: int = 0, soft_wait: float = 0.0) -> dict:
+             moves: Moves | None = None) -> dict:
     fn: Callable[[ClusterSnapshot, GangRequest], Placement | Unplaceable] = SOLVERS[solver]
 
     def solve(snapshot: ClusterSnapshot, group: GangRequest, _policy: Policy | None = None) -> Placement | Unplaceable:
@@ -120,7 +120,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
     busy = 0.0
     last = 0.0
     horizon = max(job.arrival for job in jobs)
-    calls = holds = backfilled = soft_holds = 0
+    calls = holds = backfilled = 0
     if hold != "expected-end":
         max_holds = 1  # today's guard (and none) keeps machines for one gang at a time
 
@@ -162,7 +162,6 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
             queue.append(j)
         snapshot = ClusterSnapshot(base.pool, base.keys, tuple(nodes))
         kept: list[tuple[frozenset[str], float | None]] = []  # the holds made in this scan, in queue order
-        preferred: list[tuple[frozenset[str], float | None]] = []  # soft holds: jobs behind go elsewhere first
         views: dict[frozenset[str], ClusterSnapshot] = {}
         # Within one event capacity only shrinks and holds only add machines: a shape found
         # unschedulable with some machines blocked stays so with those (and with none blocked: everywhere).
@@ -178,18 +177,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
             if view is None:
                 view = views[blocked] = cordoned(snapshot, blocked) if blocked else snapshot
             sig = signatures[q]
-            result = None
-            avoid = frozenset().union(*(m for m, t in preferred if not may_backfill(now, limits[q], t))) - blocked
-            if avoid and (sig, blocked | avoid) not in failed and (sig, frozenset()) not in failed:
-                away = cordoned(snapshot, blocked | avoid)
-                calls += 1
-                outcome = solve(away, jobs[q].group)
-                result = outcome if isinstance(outcome, Placement) else None
-                if result is None and outcome.status == "unschedulable":
-                    failed.add((sig, blocked | avoid))
-            if result is not None:
-                pass
-            elif (sig, blocked) in failed or (sig, frozenset()) in failed:
+            if (sig, blocked) in failed or (sig, frozenset()) in failed:
                 result = None
             else:
                 calls += 1
@@ -248,15 +236,6 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
                 if made is not None:
                     kept.append(made)
                     holds += 1
-                    continue
-            if (soft and len(preferred) < soft and len(jobs[q].group.tasks) >= BIG
-                    and now - jobs[q].arrival >= soft_wait):
-                taken = frozenset().union(*(m for m, _t in kept), *(m for m, _t in preferred))
-                found = soonest_hold(cordoned(snapshot, taken) if taken else snapshot, jobs[q].group,
-                                     [holder(r, p) for r, p in running.items()], solver=solve)
-                if found is not None:
-                    preferred.append((found.machines, found.free_by))
-                    soft_holds += 1
         queue = waiting
     end_time = last if not queue else horizon
     waits = [started[j] - job.arrival if j in started else max(0.0, end_time - job.arrival)
@@ -270,8 +249,7 @@ def simulate(hold: str, jobs: list[Job], base: ClusterSnapshot, limits: list[flo
         "mean_wait": round(statistics.fmean(waits), 2),
         "big_mean_wait": round(statistics.fmean(big), 2) if big else None,
         "big_p95_wait": round(_p95(big), 2),
-        "holds": holds, "soft_holds": soft_holds, "backfilled_on_kept": backfilled, "solver_calls": calls,
-        "total_gpus": total_gpus,
+        "holds": holds, "backfilled_on_kept": backfilled, "solver_calls": calls, "total_gpus": total_gpus,
         **({"consolidations": consolidations, "tries": tries, "moved_jobs": moved_jobs, "moved_gpus": moved_gpus,
             "lost_points": round(100 * lost / (total_gpus * horizon), 2)} if moves is not None else {}),
     }
@@ -364,11 +342,6 @@ def main(argv: list[str] | None = None) -> int:
                         "here: an upper bound), instead of restarting from the beginning")
     parser.add_argument("--move-tries", type=int, default=1,
                         help="with --consolidate: starving jobs that try to move others per event")
-    parser.add_argument("--soft", type=int, default=0, metavar="K",
-                        help="up to K blocked big gangs per scan get a soft hold (where they start soonest): the jobs "
-                        "behind try the pool without those machines first (0: none)")
-    parser.add_argument("--soft-wait", type=float, default=0.0,
-                        help="with --soft: a big gang gets a soft hold once it has waited this long")
     args = parser.parse_args(argv)
     limits_moves = (Moves(args.consolidate, args.move_max_age, not args.move_any_size, args.move_tries,
                           args.move_again, args.move_worth, args.move_resume) if args.consolidate else None)
@@ -390,10 +363,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"simulate --hold: seed {seed}, {solver}, {hold} ...", file=sys.stderr)
                 began = time.perf_counter()
                 mine = limits_moves if solver == "solve" else None
-                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver, mine,
-                               args.soft, args.soft_wait)
+                row = simulate(hold, jobs, base, limits, args.starvation, args.max_holds, solver, mine)
                 row.update({"load": args.load, "seed": seed, "timeout_factor": [lo, hi],
-                            "max_holds": args.max_holds, "soft": args.soft, "soft_wait": args.soft_wait,
+                            "max_holds": args.max_holds,
                             "moves": None if mine is None else {"max_moves": mine.max_moves, "max_age": mine.max_age,
                                                                 "big_only": mine.big_only, "per_event": mine.per_event,
                                                                 "again": mine.again, "worth": mine.worth,
