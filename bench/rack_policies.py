@@ -220,6 +220,65 @@ def release_plain(p: Racks, took: list[tuple[int, int, int]]) -> None:
         p.whole[r] += p.trays[r][t] == TRAY_GPUS
 
 
+@dataclass(frozen=True, slots=True)
+class Repack:
+    """Moving running models (``--repack``): when a large gang that has waited at least ``wait`` does
+    not fit, every running model may be placed again (:func:`repack`) if the gang then fits; one try
+    per event. A moved gang goes on where it was (``mode`` ``resume``: checkpoint and restore for free,
+    an upper bound), from its last checkpoint (``checkpoint``: every ``every`` time units since it
+    started) or from the beginning (``restart``)."""
+
+    mode: str = "resume"
+    wait: float = 10.0
+    every: float = 10.0
+
+
+Unit = tuple[int, list[tuple[int, int | None]], bool]  # (job, [(trays, current rack)], zoned)
+
+
+def repack(p: Racks, units: list[Unit], sticky: bool = True) -> dict[int, list[int]] | None:
+    """A rack for every model of ``units`` (the waiting gang first, its current racks None) as if
+    every model of them were lifted: each unit's models largest first, a zoned unit in one zone (its
+    own zone first when ``sticky``, then the tightest); a model stays on its rack when ``sticky`` and
+    there is room, the waiting gang takes the racks it displaces least from, every other the tightest.
+    {job: [rack per model]}, or None when some unit does not fit (first fit decreasing by unit: a
+    heuristic, None is no proof)."""
+    caps = list(p.whole)
+    for _job, ms, _zoned in units:
+        for size, old in ms:
+            if old is not None:
+                caps[old] += size
+    out: dict[int, list[int]] = {}
+    for job, ms, zoned in units:
+        olds = [o for _s, o in ms if o is not None]
+        home = p.zone(olds[0]) if sticky and olds else None
+        zones = ([list(p.in_zone(z)) for z in sorted(range(p.zones), key=lambda z: (
+            z != home, sum(caps[r] for r in p.in_zone(z))))] if zoned else [list(range(p.count))])
+        for racks in zones:
+            took: list[tuple[int, int, int]] = []
+            for i in sorted(range(len(ms)), key=lambda i: -ms[i][0]):
+                size, old = ms[i]
+                room = [r for r in racks if caps[r] >= size]
+                if not room:
+                    break
+                if sticky and old is not None and old in room:
+                    r = old
+                elif not olds:
+                    r = min(room, key=lambda r: (max(0, size - p.whole[r]), caps[r] - size, r))
+                else:
+                    r = min(room, key=lambda r: (caps[r] - size, r))
+                caps[r] -= size
+                took.append((i, r, size))
+            else:
+                out[job] = [r for _i, r, _s in sorted(took)]
+                break
+            for _i, r, size in took:
+                caps[r] += size
+        else:
+            return None
+    return out
+
+
 def _take(p: Racks, r: int, trays: int) -> list[int]:
     """Take ``trays`` whole free trays of rack ``r`` (already counted off ``p.whole``): their numbers."""
     taken = list(itertools.islice((t for t, f in enumerate(p.trays[r]) if f == TRAY_GPUS), trays))
@@ -229,9 +288,10 @@ def _take(p: Racks, r: int, trays: int) -> list[int]:
 
 
 def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: bool = False,
-        ceiling: bool = False, pool: Racks | None = None) -> dict:
-    """The trace through the proxy's loop: GPU utilisation over [0, last arrival] and the pool at the
-    end (every job that started has ended by then: the events run out)."""
+        ceiling: bool = False, pool: Racks | None = None, moves: Repack | None = None) -> dict:
+    """The trace through the proxy's loop: GPU utilisation over [0, last arrival] (busy GPU time, a
+    moved gang's re-run included), goodput (less the work moves threw away), and the pool at the end
+    (every job that started has ended by then: the events run out)."""
     p = pool or Racks()
     total = p.count * p.size * TRAY_GPUS
     shape = [models(job) for job in jobs]
@@ -245,8 +305,58 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
     holding: dict[int, tuple[list[tuple[int, list[int]]], list[tuple[int, int, int]]]] = {}
     sizes_on: dict[int, list[int]] = {}
     used = 0
-    busy = last = 0.0
-    started = 0
+    busy = last = lost = 0.0
+    started = repacks = moved = 0
+    run_start: dict[int, float] = {}
+    ends: dict[int, float] = {}
+
+    def lift(j: int) -> None:
+        for r, taken in holding[j][0]:
+            for t in taken:
+                p.trays[r][t] = TRAY_GPUS
+            p.whole[r] += len(taken)
+            p.ends[r].remove(ends[j])
+            sizes_on[r].remove(len(taken))
+
+    def put(j: int, racks: list[tuple[int, int]], plain_trays: list[tuple[int, int, int]]) -> None:
+        for r, k in racks:
+            p.ends[r].append(ends[j])
+            sizes_on.setdefault(r, []).append(k)
+        holding[j] = ([(r, _take(p, r, k)) for r, k in racks], plain_trays)
+
+    def move(q: int, now: float) -> list[tuple[int, int]] | None:
+        """Place the waiting gang ``q`` by moving running models (``moves``), or None (nothing moved)."""
+        nonlocal repacks, moved, lost
+        assert moves is not None
+        running = sorted((r for r in holding if holding[r][0]), key=lambda r: (-max(
+            len(t) for _x, t in holding[r][0]), r))
+        units: list[Unit] = [(q, [(s, None) for s in shape[q][0]], zoned[q])]
+        units += [(r, [(len(t), x) for x, t in holding[r][0]], zoned[r]) for r in running]
+        plan = repack(p, units) or repack(p, units, sticky=False)
+        if plan is None:
+            return None
+        repacks += 1
+        movers = [r for r in running if plan[r] != [x for x, _t in holding[r][0]]]
+        for r in movers:
+            lift(r)
+        for r in movers:
+            sizes = [len(t) for _x, t in holding[r][0]]
+            for x, k in zip(plan[r], sizes, strict=True):
+                p.whole[x] -= k
+            ran = now - run_start[r]
+            kept = ran if moves.mode == "resume" else (ran - ran % moves.every if moves.mode == "checkpoint" else 0.0)
+            if kept < ran:  # work since the checkpoint is lost and redone: a new end, the old end's event skipped
+                lost += jobs[r].gpus * (min(now, horizon) - min(run_start[r] + kept, horizon))
+                run_start[r] = now - kept
+                ends[r] = run_start[r] + jobs[r].duration
+                heapq.heappush(events, (ends[r], 0, r))
+            put(r, list(zip(plan[r], sizes, strict=True)), holding[r][1])
+            moved += 1
+        racks = list(zip(plan[q], shape[q][0], strict=True))
+        for x, k in racks:
+            p.whole[x] -= k
+        return racks
+
     while events:
         now, kind, j = heapq.heappop(events)
         end = min(now, horizon)
@@ -254,20 +364,17 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
             busy += used * (end - last)
             last = end
         if kind == 0:
-            held, trays = holding.pop(j)
-            for r, taken in held:
-                for t in taken:
-                    p.trays[r][t] = TRAY_GPUS
-                p.whole[r] += len(taken)
-                p.ends[r].remove(now)
-                sizes_on[r].remove(len(taken))
-            release_plain(p, trays)
+            if ends.get(j) != now:
+                continue  # the end of a run a move replaced
+            lift(j)
+            release_plain(p, holding.pop(j)[1])
             used -= jobs[j].gpus
         else:
             queue.append(j)
         if sort_key is not None:
             queue = sorted(queue[:WINDOW], key=lambda q: sort_key(jobs[q], now)) + queue[WINDOW:]
         waiting: list[int] = []
+        tried = False
         for pos, q in enumerate(queue):
             if pos >= WINDOW or jobs[q].gpus > total - used:
                 waiting.append(q)
@@ -279,24 +386,29 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
                     is_large(shape[a][0]) and now > jobs[a].arrival for a in queue[:pos])
                 racks = place_models(p, sizes, zoned[q], rank, now, finish, protect=guard, ceiling=ceiling,
                                      held=sizes_on)
+                if (racks is None and moves is not None and not tried and is_large(sizes)
+                        and now - jobs[q].arrival >= moves.wait):
+                    tried = True
+                    racks = move(q, now)
                 if racks is None:
                     waiting.append(q)
                     continue
-                for r, k in racks:
-                    p.ends[r].append(finish)
-                    sizes_on.setdefault(r, []).append(k)
-                holding[q] = ([(r, _take(p, r, k)) for r, k in racks], [])
+                ends[q] = finish
+                put(q, racks, [])
             else:
                 trays = place_plain(p, plain[q])
                 if trays is None:
                     waiting.append(q)
                     continue
+                ends[q] = finish
                 holding[q] = ([], trays)
             used += jobs[q].gpus
             started += 1
+            run_start[q] = now
             heapq.heappush(events, (finish, 0, q))
         queue = waiting
-    return {"gpu_utilisation": busy / (total * horizon), "started": started, "pool": p}
+    return {"gpu_utilisation": busy / (total * horizon), "goodput": (busy - lost) / (total * horizon),
+            "started": started, "repacks": repacks, "moved": moved, "pool": p}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,7 +420,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", default="fifo", help="comma-separated, of " + ", ".join(ORDERS))
     parser.add_argument("--protect", action="store_true",
                         help="smaller models keep off racks with 16+ whole free trays while a large gang waits ahead")
+    parser.add_argument("--repack", choices=("resume", "checkpoint", "restart"), default=None,
+                        help="a large gang that waited --repack-wait and does not fit may have every running model "
+                        "placed again if it then fits; moved gangs resume (free), go on from their last checkpoint, "
+                        "or restart")
+    parser.add_argument("--repack-wait", type=float, default=10.0)
+    parser.add_argument("--checkpoint-every", type=float, default=10.0)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    moves = Repack(args.repack, args.repack_wait, args.checkpoint_every) if args.repack else None
     seeds = [int(s) for s in args.seeds.split(",")]
     traces = []
     for seed in seeds:
@@ -321,13 +440,22 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.policies.split(","):
             if name not in RANKS:
                 parser.error(f"--policies: {name!r} is none of {', '.join(RANKS)}")
-            mine = [run(jobs, RANKS[name], order=order, protect=args.protect)["gpu_utilisation"] for jobs in traces]
+            rows = [run(jobs, RANKS[name], order=order, protect=args.protect, moves=moves) for jobs in traces]
+            mine = [row["gpu_utilisation"] for row in rows]
+            good = [row["goodput"] for row in rows]
             loss = [100 * (c - m) for c, m in zip(top, mine, strict=True)]
+            extra = {} if moves is None else {
+                "repack": {"mode": moves.mode, "wait": moves.wait, "every": moves.every},
+                "goodput": [round(100 * g, 1) for g in good], "goodput_mean": round(100 * statistics.fmean(good), 2),
+                "goodput_loss_points_mean": round(statistics.fmean(100 * (c - g) for c, g in zip(top, good,
+                                                                                                   strict=True)), 2),
+                "repacks": [row["repacks"] for row in rows], "moved": [row["moved"] for row in rows]}
             print(json.dumps({
                 "load": args.load, "seeds": seeds, "policy": name, "order": order, "protect": args.protect,
                 "utilisation": [round(100 * m, 1) for m in mine], "mean": round(100 * statistics.fmean(mine), 2),
                 "ceiling": [round(100 * c, 1) for c in top], "ceiling_mean": round(100 * statistics.fmean(top), 2),
                 "loss_points": [round(x, 1) for x in loss], "loss_points_mean": round(statistics.fmean(loss), 2),
+                **extra,
             }))
             sys.stdout.flush()
     return 0

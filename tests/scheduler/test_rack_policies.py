@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from bench.pools import nvl72_pool
-from bench.rack_policies import Racks, best, ends, place_models, run
+from bench.rack_policies import Racks, Repack, best, ends, place_models, repack, run
 from bench.simulate import trace
 
 
@@ -90,3 +90,39 @@ def test_a_trace_runs_out_with_every_tray_free_again_and_the_ceiling_above():
     assert all(tray == 4 for rack in pool.trays for tray in rack)
     assert all(not e for e in pool.ends)
     assert 0 < mine["gpu_utilisation"] <= top["gpu_utilisation"] <= 1
+
+
+def test_repack_moves_a_model_off_the_rack_a_waiting_gang_needs_and_keeps_the_others_in_place():
+    # given two racks of 18 trays: rack 0 holds a 4-tray model (job 1), rack 1 an 8-tray model (job 2)
+    pool = _racks([14, 10])
+    units = [(0, [(16, None)], False), (2, [(8, 1)], False), (1, [(4, 0)], False)]
+    # when a 16-tray model (job 0) waits and every running model may be placed again
+    plan = repack(pool, units)
+    # then the waiting model takes rack 0 (it displaces 2 trays there, 6 on rack 1), job 1 moves to
+    # rack 1 beside job 2, which stays
+    assert plan == {0: [0], 2: [1], 1: [1]}
+
+
+def test_repack_says_none_when_the_models_cannot_all_be_placed_again():
+    # given two racks of 18 trays each holding a 10-tray model
+    pool = _racks([8, 8])
+    units = [(0, [(16, None)], False), (1, [(10, 0)], False), (2, [(10, 1)], False)]
+    # when a 16-tray model waits
+    plan = repack(pool, units)
+    # then there is no plan (16 + 10 + 10 trays do not fit 2 racks of 18), and the pool is untouched
+    assert plan is None
+    assert pool.whole == [8, 8]
+
+
+def test_moves_that_resume_lose_no_work_and_moves_that_restart_do():
+    # given the first 200 gangs of seed 10 at load 1.5 (large gangs wait there)
+    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=10)
+    jobs = trace(200, 10, sum(n.free.gpu for n in base.nodes), 1.5)
+    # when the proxy runs them with repacking that resumes and that restarts
+    resumed = run(jobs, best, moves=Repack("resume", wait=0.0))
+    restarted = run(jobs, best, moves=Repack("restart", wait=0.0))
+    # then both moved gangs; resumed moves threw nothing away, restarted ones did; the pool ends whole
+    assert resumed["moved"] > 0 and restarted["moved"] > 0
+    assert resumed["goodput"] == resumed["gpu_utilisation"]
+    assert restarted["goodput"] < restarted["gpu_utilisation"]
+    assert resumed["pool"].whole == [18] * 56 and restarted["pool"].whole == [18] * 56
