@@ -20,6 +20,7 @@ from tests.pipeline.helpers import gang_spec
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling.pod_requests import pod_request
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -32,7 +33,7 @@ def test_a_pod_created_but_not_recorded_is_deleted_by_cancel_and_by_the_sync(use
     # given a placed gang whose pod was created, the record never written (the worker died)
     workflow, task = placed(user, kube_pool)
     kube_api.reply("POST", PODS, 201, "pod_created.json")
-    pods.backend_for("kubernetes").create_pod(pods.pod_request(task, kube_pool))
+    pods.backend_for("kubernetes").create_pod(pod_request(task, kube_pool))
     assert Task.objects.get(pk=task.pk).dispatched_at is None
     # when the user cancels: the cancel deletes the pod of every task with a pod name
     kube_api.reply("DELETE", f"{PODS}/{task.pod_name}", 200, "pod_deleted.json")
@@ -63,7 +64,7 @@ def test_a_worker_killed_before_recording_a_gangs_pods_is_redispatched_without_a
     tasks = list(Task.objects.filter(workflow=workflow).order_by("position"))
     for each in tasks:
         kube_api.reply("POST", PODS, 201, "pod_created.json")
-        pods.backend_for("kubernetes").create_pod(pods.pod_request(each, kube_pool))
+        pods.backend_for("kubernetes").create_pod(pod_request(each, kube_pool))
     assert not Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).exists()
     # when the tick finds the gang stranded past the grace period and its dispatch runs again
     TaskGroup.objects.filter(pk=task.group_id).update(dispatch_requested_at=timezone.now() - timedelta(seconds=60))

@@ -21,6 +21,7 @@ from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling.pod_requests import pod_request
 from workflows.services import workflow_submit
 
 pytestmark = pytest.mark.django_db
@@ -86,7 +87,7 @@ def test_on_the_simulated_backend_the_rendered_args_hold_the_masters_dns_name(us
     # then every rank's rendered args name the master by its DNS name in the group's Service
     master = f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
     tasks = list(Task.objects.filter(workflow=workflow).select_related("workflow", "group", "node").order_by("name"))
-    requests = [pods.pod_request(task, sim_pool) for task in tasks]
+    requests = [pod_request(task, sim_pool) for task in tasks]
     assert [r.args for r in requests] == [
         ("/opt/train/launch.sh", f"--master_addr={master}", f"--run={workflow.workflow_id}")] * 2
     assert [r.environment["CKPT"] for r in requests] == ["/osmo/output/ckpt"] * 2

@@ -103,7 +103,7 @@ def test_names_outside_the_database_stay_unique_across_owners(user, other_user, 
     from scheduler.dispatch.naming import pod_name_for
     from workflows.models import Task
     from workflows.scheduling.cycle import placement_cycle_run
-    from workflows.scheduling.pods import pod_request
+    from workflows.scheduling.pod_requests import pod_request
 
     _submit(_client(user))
     _submit(_client(other_user))
@@ -127,7 +127,7 @@ def test_the_workflow_id_token_is_the_id_its_owner_sees(user, other_user, pool):
     # given: bob's alicewf-1 whose command prints {{workflow_id}}, placed on the simulated backend
     from workflows.models import Task
     from workflows.scheduling.cycle import placement_cycle_run
-    from workflows.scheduling.pods import pod_request
+    from workflows.scheduling.pod_requests import pod_request
 
     _submit(_client(user))
     _submit(_client(other_user), "alicewf").get("id")

@@ -20,7 +20,7 @@ from parsing.natural import natural_key
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
 from workflows.errors import BackendUnavailableError, LogUnavailableError, TaskNotDispatchedError
 from workflows.models import StatusTransition, Task, Workflow
-from workflows.scheduling.pods import pod_request
+from workflows.scheduling.pod_requests import pod_request
 
 LOG_TAIL_DEFAULT = 1000
 LOG_TAIL_ALL_DEFAULT = 100  # per task, when every task's log is asked for
