@@ -23,7 +23,9 @@ Policies rank the racks with room for a model (smallest key first):
 - ``no-pockets``: a rack the model would leave 1-3 trays in (room only plain gangs and 2-tray
   models use) last, then ``best``;
 - ``classes``: a rack holding only models of the model's size class (10+, 5-9, 2-4 trays) or none
-  first, then ``best``.
+  first, then ``best``;
+- ``reserved``: the first ``RESERVED`` racks of each zone are offered to models smaller than a large
+  gang's last (a soft partition for large gangs), then ``best``.
 
 ``--protect`` (admission): while a large gang (2-4 models of 16 trays) queued ahead of it has waited,
 a smaller model may not take a rack with 16 or more whole free trays. ``--orders``: the window's
@@ -142,8 +144,15 @@ def classes(p: Racks, r: int, a: Ask, sizes: dict[int, list[int]] | None = None)
     return (bool(held) and held != {_size_class(a.size)}, *best(p, r, a))
 
 
+RESERVED = 8  # reserved: racks per zone offered to models smaller than LARGE last
+
+
+def reserved(p: Racks, r: int, a: Ask) -> tuple:
+    return (r % (p.racks * p.spines) < RESERVED and a.size < LARGE, *best(p, r, a))
+
+
 RANKS: dict[str, Rank] = {"best": best, "first": first, "worst": worst, "ends": ends, "ends-first": ends_first,
-                          "no-pockets": no_pockets, "classes": classes}
+                          "no-pockets": no_pockets, "classes": classes, "reserved": reserved}
 ORDERS: dict[str, Callable[[Job, float], tuple] | None] = {
     "fifo": None,
     "big": lambda job, now: (-job.gpus, job.arrival),
