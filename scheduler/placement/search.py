@@ -30,6 +30,7 @@ exhausted budget yields ``UNDECIDED``, never ``INFEASIBLE``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import overload
 
 from scheduler.placement import exact, packing
 from scheduler.placement.budget import HOST_CHECK_STEPS, INFEASIBLE, UNDECIDED, Budget, GiveUp, OutOfBudget
@@ -62,6 +63,8 @@ class GangSearch:
         self.claimed, self.claimed_tot = index.claims(self.nshapes)
         self._hosts: dict[tuple[int, tuple[tuple[int, int], ...]], bool] = {}
         self._components: dict[tuple[tuple[int, tuple[tuple[int, int], ...]], ...], bool] = {}
+
+    lazy_orders = True  # False: every candidate order is built whole (the reference the tests compare with)
 
     # -- counts --------------------------------------------------------------------------------------
 
@@ -141,8 +144,10 @@ class GangSearch:
         steps = plan.steps
         n = len(steps)
         chosen = [-1] * n
-        orders: list[list[int] | None] = [None] * n
+        orders: list[Sequence[int] | None] = [None] * n
         nxt = [0] * n
+        # A twin reads its source's order after the source has claimed: that order is built whole.
+        sources = {step.twin for step in steps if step.twin >= 0}
         packed: dict[tuple[tuple[int, int], ...], Component | None] = {}
         root_ok = self.claim(0, plan.root_direct, plan.root_direct_tot, 1)
         try:
@@ -164,7 +169,7 @@ class GangSearch:
                     i = culprit
                     if i < 0:
                         break
-                if self._advance(i, steps, chosen, orders, nxt, budget):
+                if self._advance(i, steps, chosen, orders, nxt, budget, i not in sources):
                     i += 1
                 else:
                     i -= 1
@@ -182,9 +187,10 @@ class GangSearch:
         i: int,
         steps: list[Step],
         chosen: list[int],
-        orders: list[list[int] | None],
+        orders: list[Sequence[int] | None],
         nxt: list[int],
         budget: Budget,
+        lazy: bool = False,
     ) -> bool:
         step = steps[i]
         if chosen[i] >= 0:
@@ -198,7 +204,7 @@ class GangSearch:
                 nxt[i] = nxt[step.twin] - 1
             else:
                 ctx = 0 if step.ctx < 0 else chosen[step.ctx]
-                order = self._candidates(ctx, step, budget, steps, chosen)
+                order = self._candidates(ctx, step, budget, steps, chosen, lazy and self.lazy_orders)
                 nxt[i] = 0
             orders[i] = order
         assert order is not None
@@ -271,8 +277,14 @@ class GangSearch:
         return got
 
     def _candidates(
-        self, ctx: int, step: Step, budget: Budget, steps: list[Step] | None = None, chosen: list[int] | None = None
-    ) -> list[int]:
+        self,
+        ctx: int,
+        step: Step,
+        budget: Budget,
+        steps: list[Step] | None = None,
+        chosen: list[int] | None = None,
+        lazy: bool = False,
+    ) -> Sequence[int]:
         """Domains at the step's level inside ``ctx`` that pass the count bounds, tightest first; among
         equally tight ones, fewest free GPUs in the domain, then in its parent, then in each coarser
         ancestor (docs/design.md §5, packing): a gang that must open a fresh domain opens it where the
@@ -281,9 +293,15 @@ class GangSearch:
         Relaxed spread (docs/design.md §5): a step binding a relaxed node's tasks ranks first by how many
         domains at that node's level they need; a step under a relaxed node first by its domain's
         ancestor at that node's level: one its earlier constrained descendants use, then one holding
-        all of the node's tasks, else the one holding most."""
-        scored: list[tuple[int, int, int, tuple[int, ...], int]] = []
+        all of the node's tasks, else the one holding most.
+
+        The filter and the (pull, spread, slack) part of the key are computed for every domain; the
+        ancestors' free GPUs only per group of equal (pull, spread, slack), when the search first reads
+        that far (:class:`_Order`; a small gang reads one candidate of ~1,000 domains). ``lazy`` is
+        only for a step whose order is read again at the same claims (not a twin's source, see
+        :meth:`search`); otherwise the whole order is built now. Both give the very same sequence."""
         tot, claimed_tot = self.tot, self.claimed_tot
+        cap, claimed = self.cap, self.claimed
         domains = self.descendants(ctx, step.level)
         budget.spend(len(domains))
         pull = step.pull
@@ -296,23 +314,42 @@ class GangSearch:
                     for a in self.anc[e]:
                         if self.level[a] == pull.level:
                             near.add(a)
+        need, need_tot, blocks = step.need, step.need_tot, step.blocks
+        groups: dict[tuple[int, int, int], list[int]] = {}
         for d in domains:
-            if self.fits(d, step.need, step.need_tot, step.blocks, budget):
-                cap, claimed = self.cap[d], self.claimed[d]
-                slack = sum(cap[s] - claimed[s] - k for s, k in step.need)
-                spread = self._spread_count(d, step.spread, budget) if step.spread else 0
-                first = 0
-                if pull is not None and self.level[d] > pull.level:
-                    a = next(a for a in self.anc[d] if self.level[a] == pull.level)
-                    if a in near:
-                        first = -(1 << 30)
+            # Inlined :meth:`fits` (the hot loop of a deep queue's first cycle), slack summed on the way.
+            c, cl = cap[d], claimed[d]
+            slack = 0
+            for s, k in need:
+                room = c[s] - cl[s] - k
+                if room < 0:
+                    break
+                slack += room
+            else:
+                t, ct = tot[d], claimed_tot[d]
+                for r, v in need_tot:
+                    if t[r] - ct[r] < v:
+                        break
+                else:
+                    if blocks and any(self.block_room(d, block, budget) < block.count for block in blocks):
+                        continue
+                    spread = self._spread_count(d, step.spread, budget) if step.spread else 0
+                    first = 0
+                    if pull is not None and self.level[d] > pull.level:
+                        a = next(a for a in self.anc[d] if self.level[a] == pull.level)
+                        if a in near:
+                            first = -(1 << 30)
+                        else:
+                            ca, ra = self.cap[a], self.claimed[a]
+                            first = -sum(min(max(ca[s] - ra[s], 0), k) for s, k in enumerate(pull.per_shape) if k)
+                    key = (first, spread, slack)
+                    group = groups.get(key)
+                    if group is None:
+                        groups[key] = [d]
                     else:
-                        ca, ra = self.cap[a], self.claimed[a]
-                        first = -sum(min(max(ca[s] - ra[s], 0), k) for s, k in enumerate(pull.per_shape) if k)
-                fullness = tuple(tot[a][0] - claimed_tot[a][0] for a in self.anc[d])
-                scored.append((first, spread, slack, fullness, d))
-        scored.sort()
-        return [item[-1] for item in scored]
+                        group.append(d)
+        order = _Order(groups, self.anc, tot, claimed_tot)
+        return order if lazy else order.whole()
 
     def _spread_count(self, d: int, needs: list[SpreadNeed], budget: Budget) -> int:
         """Estimated number of domains at their own levels that the relaxed nodes' tasks bound to a step
@@ -360,3 +397,55 @@ class GangSearch:
                             rest[r] -= take * req[r]
         return total
 
+
+
+class _Order(Sequence[int]):
+    """A step's candidates in the order of :meth:`GangSearch._candidates`' key (pull, spread, slack,
+    free GPUs of the domain and of each ancestor, domain id), sorted one group of equal (pull, spread,
+    slack) at a time when first read: the groups come in key order and each is sorted by the rest of
+    the key, so the sequence equals a sort of the whole list. Reads free GPUs and claims when a group
+    is sorted, hence only valid while the claims are those of when it was built (docs/design.md §5)."""
+
+    __slots__ = ("_anc", "_claimed_tot", "_done", "_keys", "_groups", "_len", "_tot")
+
+    def __init__(
+        self,
+        groups: dict[tuple[int, int, int], list[int]],
+        anc: list[tuple[int, ...]],
+        tot: list[list[int]],
+        claimed_tot: list[list[int]],
+    ) -> None:
+        self._groups = groups
+        self._keys = sorted(groups, reverse=True)  # pop() yields the next group
+        self._anc, self._tot, self._claimed_tot = anc, tot, claimed_tot
+        self._done: list[int] = []
+        self._len = sum(len(group) for group in groups.values())
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice) or i < 0:
+            return self.whole()[i]
+        done = self._done
+        while i >= len(done) and self._keys:
+            self._sort_next()
+        return done[i]
+
+    def _sort_next(self) -> None:
+        group = self._groups.pop(self._keys.pop())
+        if len(group) > 1:
+            anc, tot, ct = self._anc, self._tot, self._claimed_tot
+            group.sort(key=lambda d: (tuple(tot[a][0] - ct[a][0] for a in anc[d]), d))
+        self._done.extend(group)
+
+    def whole(self) -> list[int]:
+        while self._keys:
+            self._sort_next()
+        return self._done
