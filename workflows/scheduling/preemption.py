@@ -106,6 +106,11 @@ class Preemptions:
     absent: DomainIndex | None = None  # the cycle's index with every candidate's holdings released
     now: float = 0.0  # the cycle's time (epoch seconds): gangs preemptible only after it are protected
     protected: list[RunningGang] = field(default_factory=list)  # running LOW gangs within the minimum runtime
+    # :meth:`wait_for`'s view (the index it was built from, that index's change count, the machines kept
+    # out, the view) and its answers per request on that view; ``share`` False solves each afresh.
+    share: bool = True
+    released: tuple[DomainIndex, int, frozenset[str], DomainIndex] | None = None
+    waits: dict[GangRequest, tuple[float, list[str]] | None] = field(default_factory=dict)
 
     def candidates(self) -> dict[str, Candidate]:
         """The running LOW gangs as victim candidates, in start order, each marked whether it borrows:
@@ -217,20 +222,37 @@ class Preemptions:
         they hold there. None: no protected gang runs, it does not fit even then, or none is in the way."""
         if not self.protected:
             return None
+        view = self._all_released(index, kept)
+        if self.share and request in self.waits:
+            return self.waits[request]
+        outcome = solve(view, request, self.policy)
+        said: tuple[float, list[str]] | None = None
+        if isinstance(outcome, Placement):
+            used = outcome.nodes
+            nodes = index.nodes
+            blockers = [r for r in self.protected if any(node in used for node, _res in r.candidate.holdings)]
+            if blockers:
+                where = sorted({next((label for label in reversed(nodes[node].labels) if label), node)
+                                for r in blockers for node, _res in r.candidate.holdings if node in used})
+                said = max(r.preemptible_at for r in blockers), where
+        if self.share:
+            self.waits[request] = said
+        return said
+
+    def _all_released(self, index: DomainIndex, kept: frozenset[str]) -> DomainIndex:
+        """``index`` with the machines of ``kept`` out and every candidate's and protected gang's
+        holdings released: :meth:`wait_for`'s view, built again only once ``index`` has changed (a
+        gang placed or LOW gangs evicted: the candidates change only with it) or other machines are
+        kept. Gangs that wait in one walk with the pool unchanged between them (docs/design.md §9, the
+        eviction window) share it and, per request, its answer."""
+        known = self.released
+        if self.share and known is not None and known[0] is index and known[1] == index.changes and known[2] == kept:
+            return known[3]
         view = DomainIndex(cordoned(index.snapshot(self.pool_name), kept))
         for running in [*(self.running or {}).values(), *self.protected]:
             view.release(holdings_of(running))
-        outcome = solve(view, request, self.policy)
-        if not isinstance(outcome, Placement):
-            return None
-        used = outcome.nodes
-        nodes = index.nodes
-        blockers = [r for r in self.protected if any(node in used for node, _res in r.candidate.holdings)]
-        if not blockers:
-            return None
-        where = sorted({next((label for label in reversed(nodes[node].labels) if label), node)
-                        for r in blockers for node, _res in r.candidate.holdings if node in used})
-        return max(r.preemptible_at for r in blockers), where
+        self.released, self.waits = (index, index.changes, kept, view), {}
+        return view
 
     def protected_until(self) -> float | None:
         """The earliest time a protected gang becomes preemptible (None: none is protected)."""
