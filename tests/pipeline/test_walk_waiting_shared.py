@@ -23,7 +23,8 @@ MIN_RUNTIME = 600.0
 class ThreeRacks:
     """Racks a, b, c of two 4-GPU machines: a1 held by a LOW gang that started an hour ago (preemptible,
     but outside NORMAL work's eviction window), b1 by one that started five minutes ago (within the
-    minimum runtime), c1 and c2 by NORMAL work; a2 and b2 free."""
+    minimum runtime), c1 by one that started fifteen minutes ago (within the window: evicting it is not
+    enough for a whole rack), c2 by NORMAL work; a2 and b2 free."""
 
     def __init__(self, rows: Mapping[int, GangRow]) -> None:
         self.rows = rows
@@ -47,7 +48,8 @@ class ThreeRacks:
 
     def running_low(self) -> list[RunningGang]:
         out = []
-        for pk, (node, age) in enumerate({"a1": timedelta(hours=1), "b1": timedelta(minutes=5)}.items(), start=50):
+        ages = {"a1": timedelta(hours=1), "b1": timedelta(minutes=5), "c1": timedelta(minutes=15)}
+        for pk, (node, age) in enumerate(ages.items(), start=50):
             started = (NOW - age).timestamp()
             out.append(RunningGang(pk, 100 + pk, None, Candidate(str(pk), ((node, Resources(gpu=4)),), False, started),
                                    preemptible_at=started + MIN_RUNTIME))
@@ -78,9 +80,10 @@ class Unshared(Walk):
 
 def _walked(walker: type[Walk]) -> tuple[Decision, dict[int, dict]]:
     """Whole-rack NORMAL gangs 1, 2, 4 and 5 that first did not fit eleven minutes ago (past the minimum
-    runtime), a one-machine NORMAL gang 3 that can only take a2, and a one-machine LOW gang 6."""
+    runtime), a one-machine NORMAL gang 3 that can only take a2, a one-machine LOW gang 6, and one, 7,
+    that can only take c1 (held by LOW work)."""
     built = [_gang(1, 1, 2), _gang(2, 1, 2), _gang(3, 1, 1, excluded=("a1", "b1", "b2", "c1", "c2")),
-             _gang(4, 1, 2), _gang(5, 1, 2), _gang(6, 2, 1)]
+             _gang(4, 1, 2), _gang(5, 1, 2), _gang(6, 2, 1), _gang(7, 2, 1, excluded=("a1", "a2", "b1", "b2", "c2"))]
     since = (NOW - timedelta(minutes=11)).timestamp()
     cycle = CycleInput(pool_id=1, pool_name="p", keys_version=1, key_labels=(("rack", "rack"),), now=NOW,
                        capacity_epoch=7, inventory_epoch=3, queue=tuple(gang for gang, _row in built),
@@ -92,7 +95,8 @@ def _walked(walker: type[Walk]) -> tuple[Decision, dict[int, dict]]:
 
 def test_waiting_gangs_sharing_their_solves_decide_as_each_solving_them_afresh():
     # given identical NORMAL gangs waiting past the minimum runtime, two before and two after a gang
-    # that takes a2 (the LOW-free rack a of the first two is then gone for the last two)
+    # that takes a2 (the LOW-free rack a of the first two is then gone for the last two), the LOW gang
+    # within their eviction window too few to evict for them
     # when the walk decides with the waiting gangs sharing their solves, and with each solving afresh
     shared, said = _walked(Walk)
     unshared, said_unshared = _walked(Unshared)
@@ -109,12 +113,15 @@ def test_waiting_gangs_sharing_their_solves_decide_as_each_solving_them_afresh()
     # LOW gang on rack b
     assert [(p.gang.pk, p.placement.tasks) for p in shared.placements] == [(3, {"t0": "a2"}), (6, {"t0": "b2"})]
     assert shared.evictions == ()
-    assert [(v.group_ids, v.proof) for v in shared.verdicts] == [((1, 2), None), ((4, 5), None)]
+    assert [(v.group_ids, v.proof) for v in shared.verdicts] == [((1, 2), None), ((4, 5), None), ((7,), None)]
     assert [said[pk].get("keeping") for pk in (1, 2, 4, 5)] == [
         {"where": "rack a, 2 machines", "until": None}, {"where": "rack a, 2 machines", "until": None}, None, None]
     assert [said[pk].get("preemptible_at") for pk in (1, 2, 4, 5)] == [
         None, None, "2026-11-27T12:05:00+00:00", "2026-11-27T12:05:00+00:00"]
     assert said[4]["message"].endswith(
         "; a LOW gang on b becomes preemptible at 12:05 UTC (the pool's minimum runtime)")
-    # and gangs 2 and 5 took the solves of 1 and 4 on the view without LOW work (five solves instead of seven)
-    assert (shared.solved, unshared.solved) == (5, 7)
+    # and the LOW gang 7 is not placed on c1: its LOW work was not evicted (nor left released by the check
+    # that evicting it is not enough)
+    assert said[7]["code"] == "behind_starving_group"
+    # and gangs 2 and 5 took the solves of 1 and 4 on the view without LOW work (six solves instead of eight)
+    assert (shared.solved, unshared.solved) == (6, 8)

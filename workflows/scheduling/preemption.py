@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, solve
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.preemption import Candidate, cordoned, victims_choose_near, within_window
 from workflows.scheduling.admission import Quotas
 
@@ -185,8 +185,11 @@ class Preemptions:
         if not self.worth_trying(signature) or not self.worth_trying(key):
             return None
         assert self.running is not None
-        snapshot = cordoned(index.snapshot(self.pool_name), kept)
         candidates = within_window(list(self.candidates().values()), self.now, window)
+        if window is not None and not kept and self.share and self._too_few(index, request, candidates):
+            self.hopeless_mark(key)
+            return None
+        snapshot = cordoned(index.snapshot(self.pool_name), kept)
         choice, _region = victims_choose_near(snapshot, request, candidates, there,
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                               max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS, now=self.now)
@@ -206,6 +209,22 @@ class Preemptions:
             "gpu_evicted": choice.gpu_evicted, "solves": choice.explored,
         })
         return placement
+
+    def _too_few(self, index: DomainIndex, request: GangRequest, candidates: list[Candidate]) -> bool:
+        """Whether the gang is proven not to fit ``index`` even with every one of ``candidates``
+        evicted: then no region of the pool holds it either, and the search would find nothing. One
+        solve on ``index`` with their holdings released and taken back (it is left as it was, its
+        change count too), instead of the search's set-up per region: a NORMAL gang's search narrowed
+        by the eviction window mostly ends so (docs/design.md §9, what waiting gangs cost a cycle)."""
+        freed = [(node, res.as_tuple()) for candidate in candidates for node, res in candidate.holdings]
+        changes = index.changes
+        index.release(freed)
+        try:
+            outcome = solve(index, request, self.policy)
+        finally:
+            index.place(freed)
+            index.changes = changes
+        return isinstance(outcome, Unplaceable) and outcome.status == "unschedulable"
 
     def hopeless_mark(self, signature: str) -> None:
         """Evicting every candidate is not enough for ``signature`` (it does not fit the view without
