@@ -18,12 +18,13 @@ minimum runtime on (``--min-runtime``, seconds):
   from LOW gangs for as long as it waits.
 
 Per ``K`` and state, in the same run: ``keep`` is the walk as the service runs it; ``unshared`` the
-same walk with each waiting gang's LOW-free placement and protected-gang check solved afresh (the
-walk before their per-walk memo, ``KeepsUnshared``); ``baseline`` the same queue with preemption off
-(the gangs' verdicts alone: what they cost a cycle without preemption). Reported: seconds (wall and
-this process's CPU), what the walk decided (keeping gangs, evictions, placements, solves), whether
-``keep`` and ``unshared`` decided the same, CPU ratios and the CPU per waiting gang beyond the
-baseline.
+same walk without the waiting gangs' shortcuts (``KeepsUnshared``: each solves its placement without
+LOW work and its protected-LOW check afresh, and a search narrowed by the eviction window runs without
+its one-solve check that the window's LOW work is enough: the walk before them); ``baseline`` the same
+queue with preemption off (the gangs' verdicts alone: what they cost a cycle without preemption).
+Reported: seconds (wall and this process's CPU, the least of ``--repeat`` walks), what the walk
+decided (keeping gangs, evictions, placements, solves), whether ``keep`` and ``unshared`` decided the
+same, CPU ratios and the CPU per waiting gang beyond the baseline.
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ def queue(snapshot: ClusterSnapshot, k: int, state: str, low: int, min_runtime: 
 
 
 class KeepsUnshared(Walk):
-    """The walk without the per-walk memo of waiting gangs' LOW-free placements and protected-gang
-    checks (each waiting gang solves them afresh, as before)."""
+    """The walk without the waiting gangs' shortcuts (``Walk._waits_shared``): each waiting gang solves
+    its views afresh and every narrowed search runs whole, as before them."""
 
     def _waits_shared(self) -> bool:
         return False
