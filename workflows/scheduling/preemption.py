@@ -43,6 +43,9 @@ finds no victims keeps that placement from LOW gangs for as long as it waits (``
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
 again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every
 candidate is not enough is not searched again in the same cycle (candidates only shrink within it).
+A search narrowed by the eviction window first asks that with one solve on the cycle's index
+(:meth:`Preemptions._too_few`), and :meth:`Preemptions.wait_for` keeps its view while the index is
+unchanged (docs/design.md §9, what waiting gangs cost a cycle).
 """
 
 from __future__ import annotations

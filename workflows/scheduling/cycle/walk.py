@@ -26,7 +26,10 @@ What a walk costs is what changed, not what is queued:
   gangs are placed (capacity only shrinks within a cycle);
 - a gang proven unschedulable at the current capacity epoch is not solved again (its verdict
   stands), and gangs with equal signatures share one verdict within the walk;
-- out of its time budget, the walk stops and records a cursor; the next one starts there.
+- out of its time budget, the walk stops and records a cursor; the next one starts there;
+- gangs waiting with the pool's minimum runtime (no proof: decided every walk) share, while the pool
+  is unchanged, an identical gang's solves on the views without LOW work (docs/design.md §9, what
+  waiting gangs cost a cycle).
 
 All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
 one :class:`WalkMemo`. The hooks marked "incremental" are the shortcuts the benchmark's baseline
