@@ -4,6 +4,7 @@ walk decides exactly what it decides when each solves them afresh."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -125,3 +126,72 @@ def test_waiting_gangs_sharing_their_solves_decide_as_each_solving_them_afresh()
     assert said[7]["code"] == "behind_starving_group"
     # and gangs 2 and 5 took the solves of 1 and 4 on the view without LOW work (six solves instead of eight)
     assert (shared.solved, unshared.solved) == (6, 8)
+
+
+class RandomPool(ThreeRacks):
+    """Racks r0..r3 of three 4-GPU machines; each machine free, held by NORMAL work, or held by a LOW
+    gang of one machine that started 1 to 60 minutes ago (seeded)."""
+
+    def __init__(self, rows: Mapping[int, GangRow], rng: random.Random) -> None:
+        super().__init__(rows)
+        self.free: dict[str, int] = {}
+        self.low: list[tuple[str, timedelta]] = []
+        for r in range(4):
+            for n in range(3):
+                name, x = f"r{r}m{n}", rng.random()
+                self.free[name] = 4 if x < 0.3 else 0
+                if x >= 0.55:
+                    self.low.append((name, timedelta(minutes=rng.randint(1, 60))))
+
+    def snapshot(self) -> tuple[ClusterSnapshot, dict[str, int]]:
+        nodes = tuple(NodeState(name, (name[:2],), Resources(gpu=gpu)) for name, gpu in self.free.items())
+        return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes), {name: i for i, name in enumerate(self.free)}
+
+    def idle_snapshot(self) -> ClusterSnapshot:
+        nodes = tuple(NodeState(name, (name[:2],), Resources(gpu=4)) for name in self.free)
+        return ClusterSnapshot(pool="p", keys=("rack",), nodes=nodes)
+
+    def running_low(self) -> list[RunningGang]:
+        out = []
+        for pk, (node, age) in enumerate(self.low, start=50):
+            started = (NOW - age).timestamp()
+            out.append(RunningGang(pk, 100 + pk, None, Candidate(str(pk), ((node, Resources(gpu=4)),), False, started),
+                                   preemptible_at=started + MIN_RUNTIME))
+        return out
+
+
+def _random_walked(seed: int, walker: type[Walk]) -> Decision:
+    """Seeded: a queue of 4-9 HIGH, NORMAL and LOW gangs of 1-3 machines (in one rack for 2 and 3),
+    the HIGH and NORMAL ones first not fitting 1 to 30 minutes ago, on a :class:`RandomPool`."""
+    rng = random.Random(seed)
+    built = []
+    for pk in range(1, rng.randint(4, 9) + 1):
+        gang, row = _gang(pk, rng.choice((0, 1, 1, 2)), rng.choice((1, 2, 2, 3)))
+        built.append((gang, row))
+    built.sort(key=lambda item: item[0].order)  # in queue order: priority first
+    blocked = {g.pk: (NOW - timedelta(minutes=rng.randint(1, 30))).timestamp() for g, _row in built if g.rank < 2}
+    cycle = CycleInput(pool_id=1, pool_name="p", keys_version=1, key_labels=(("rack", "rack"),), now=NOW,
+                       capacity_epoch=7, inventory_epoch=3, queue=tuple(gang for gang, _row in built),
+                       starvation=timedelta(hours=2), preemption=True, min_runtime=MIN_RUNTIME, blocked_since=blocked)
+    return walker(cycle, RandomPool({gang.pk: row for gang, row in built}, rng), Policy()).decide()
+
+
+def test_on_random_pools_and_queues_sharing_decides_as_solving_afresh():
+    # given 300 seeded pools with LOW work of every age and queues of every priority and state
+    seen = {"evicted": 0, "keeping": 0, "preemptible": 0}
+    for seed in range(300):
+        # when the walk decides with the waiting gangs sharing their solves, and with each solving afresh
+        shared, unshared = _random_walked(seed, Walk), _random_walked(seed, Unshared)
+        # then both decide the same
+        assert [(p.gang.pk, p.placement.tasks) for p in shared.placements] == [
+            (p.gang.pk, p.placement.tasks) for p in unshared.placements], seed
+        assert [(v.group_ids, v.digest, v.proof) for v in shared.verdicts] == [
+            (v.group_ids, v.digest, v.proof) for v in unshared.verdicts], seed
+        assert (shared.evictions, shared.unschedulable, shared.undecided, shared.wake_at, shared.retry) == (
+            unshared.evictions, unshared.unschedulable, unshared.undecided, unshared.wake_at, unshared.retry), seed
+        assert dict(shared.blocked_since) == dict(unshared.blocked_since), seed
+        seen["evicted"] += bool(shared.evictions)
+        seen["keeping"] += any("keeping" in v.reason for v in shared.verdicts)
+        seen["preemptible"] += any("preemptible_at" in v.reason for v in shared.verdicts)
+    # and the instances walked every path the shortcuts touch: evictions, keeps, and protected LOW work
+    assert all(count > 10 for count in seen.values()), seen
