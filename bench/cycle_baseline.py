@@ -43,6 +43,9 @@ class BaselineWalk(Walk):
     def _reason_unchanged(self, g: QueuedGang, reason: Reason) -> bool:
         return False
 
+    def _waits_shared(self) -> bool:
+        return False
+
 
 def baseline_cycle_run(*, pool_id: int, policy: Policy | None = None) -> CycleResult:
     """One cycle of the baseline algorithm (the pool's lock, timeouts and promotions as the cycle's)."""

@@ -88,6 +88,9 @@ class DomainIndex:
         nkeys = len(snapshot.keys)
         self.machines = len(snapshot.nodes)
         self.cordoned = 0
+        # How many times :meth:`place` (or :meth:`release`) changed it: a result computed from this index
+        # stands while the count is unchanged (the walk's memos of waiting gangs, docs/design.md §9).
+        self.changes = 0
         self._snapshot_nodes = snapshot.nodes
         self._nodes: dict[str, NodeState] | None = None  # by name, built on first use
         groups: dict[tuple[tuple[str, ...], Vec, str], list[str]] = {}
@@ -242,6 +245,7 @@ class DomainIndex:
     def place(self, assignments: Sequence[tuple[str, Vec]]) -> None:
         """Take ``request`` off each named machine for good (a gang was placed): classes, node states
         and every table stay equal to a fresh build on the resulting snapshot."""
+        self.changes += 1
         for name, req in assignments:
             nodes = self.nodes
             node = nodes[name]

@@ -43,6 +43,9 @@ finds no victims keeps that placement from LOW gangs for as long as it waits (``
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
 again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every
 candidate is not enough is not searched again in the same cycle (candidates only shrink within it).
+A search narrowed by the eviction window first asks that with one solve on the cycle's index
+(:meth:`Preemptions._too_few`), and :meth:`Preemptions.wait_for` keeps its view while the index is
+unchanged (docs/design.md §9, what waiting gangs cost a cycle).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, solve
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.preemption import Candidate, cordoned, victims_choose_near, within_window
 from workflows.scheduling.admission import Quotas
 
@@ -106,6 +109,11 @@ class Preemptions:
     absent: DomainIndex | None = None  # the cycle's index with every candidate's holdings released
     now: float = 0.0  # the cycle's time (epoch seconds): gangs preemptible only after it are protected
     protected: list[RunningGang] = field(default_factory=list)  # running LOW gangs within the minimum runtime
+    # :meth:`wait_for`'s view (the index it was built from, that index's change count, the machines kept
+    # out, the view) and its answers per request on that view; ``share`` False solves each afresh.
+    share: bool = True
+    released: tuple[DomainIndex, int, frozenset[str], DomainIndex] | None = None
+    waits: dict[GangRequest, tuple[float, list[str]] | None] = field(default_factory=dict)
 
     def candidates(self) -> dict[str, Candidate]:
         """The running LOW gangs as victim candidates, in start order, each marked whether it borrows:
@@ -180,8 +188,11 @@ class Preemptions:
         if not self.worth_trying(signature) or not self.worth_trying(key):
             return None
         assert self.running is not None
-        snapshot = cordoned(index.snapshot(self.pool_name), kept)
         candidates = within_window(list(self.candidates().values()), self.now, window)
+        if window is not None and not kept and self.share and self._too_few(index, request, candidates):
+            self.hopeless_mark(key)
+            return None
+        snapshot = cordoned(index.snapshot(self.pool_name), kept)
         choice, _region = victims_choose_near(snapshot, request, candidates, there,
                                               self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
                                               max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS, now=self.now)
@@ -202,6 +213,22 @@ class Preemptions:
         })
         return placement
 
+    def _too_few(self, index: DomainIndex, request: GangRequest, candidates: list[Candidate]) -> bool:
+        """Whether the gang is proven not to fit ``index`` even with every one of ``candidates``
+        evicted: then no region of the pool holds it either, and the search would find nothing. One
+        solve on ``index`` with their holdings released and taken back (it is left as it was, its
+        change count too), instead of the search's set-up per region: a NORMAL gang's search narrowed
+        by the eviction window mostly ends so (docs/design.md §9, what waiting gangs cost a cycle)."""
+        freed = [(node, res.as_tuple()) for candidate in candidates for node, res in candidate.holdings]
+        changes = index.changes
+        index.release(freed)
+        try:
+            outcome = solve(index, request, self.policy)
+        finally:
+            index.place(freed)
+            index.changes = changes
+        return isinstance(outcome, Unplaceable) and outcome.status == "unschedulable"
+
     def hopeless_mark(self, signature: str) -> None:
         """Evicting every candidate is not enough for ``signature`` (it does not fit the view without
         LOW work): no search for it in this cycle."""
@@ -217,20 +244,37 @@ class Preemptions:
         they hold there. None: no protected gang runs, it does not fit even then, or none is in the way."""
         if not self.protected:
             return None
+        view = self._all_released(index, kept)
+        if self.share and request in self.waits:
+            return self.waits[request]
+        outcome = solve(view, request, self.policy)
+        said: tuple[float, list[str]] | None = None
+        if isinstance(outcome, Placement):
+            used = outcome.nodes
+            nodes = index.nodes
+            blockers = [r for r in self.protected if any(node in used for node, _res in r.candidate.holdings)]
+            if blockers:
+                where = sorted({next((label for label in reversed(nodes[node].labels) if label), node)
+                                for r in blockers for node, _res in r.candidate.holdings if node in used})
+                said = max(r.preemptible_at for r in blockers), where
+        if self.share:
+            self.waits[request] = said
+        return said
+
+    def _all_released(self, index: DomainIndex, kept: frozenset[str]) -> DomainIndex:
+        """``index`` with the machines of ``kept`` out and every candidate's and protected gang's
+        holdings released: :meth:`wait_for`'s view, built again only once ``index`` has changed (a
+        gang placed or LOW gangs evicted: the candidates change only with it) or other machines are
+        kept. Gangs that wait in one walk with the pool unchanged between them (docs/design.md §9, the
+        eviction window) share it and, per request, its answer."""
+        known = self.released
+        if self.share and known is not None and known[0] is index and known[1] == index.changes and known[2] == kept:
+            return known[3]
         view = DomainIndex(cordoned(index.snapshot(self.pool_name), kept))
         for running in [*(self.running or {}).values(), *self.protected]:
             view.release(holdings_of(running))
-        outcome = solve(view, request, self.policy)
-        if not isinstance(outcome, Placement):
-            return None
-        used = outcome.nodes
-        nodes = index.nodes
-        blockers = [r for r in self.protected if any(node in used for node, _res in r.candidate.holdings)]
-        if not blockers:
-            return None
-        where = sorted({next((label for label in reversed(nodes[node].labels) if label), node)
-                        for r in blockers for node, _res in r.candidate.holdings if node in used})
-        return max(r.preemptible_at for r in blockers), where
+        self.released, self.waits = (index, index.changes, kept, view), {}
+        return view
 
     def protected_until(self) -> float | None:
         """The earliest time a protected gang becomes preemptible (None: none is protected)."""

@@ -26,7 +26,10 @@ What a walk costs is what changed, not what is queued:
   gangs are placed (capacity only shrinks within a cycle);
 - a gang proven unschedulable at the current capacity epoch is not solved again (its verdict
   stands), and gangs with equal signatures share one verdict within the walk;
-- out of its time budget, the walk stops and records a cursor; the next one starts there.
+- out of its time budget, the walk stops and records a cursor; the next one starts there;
+- gangs waiting with the pool's minimum runtime (no proof: decided every walk) share, while the pool
+  is unchanged, an identical gang's solves on the views without LOW work (docs/design.md §9, what
+  waiting gangs cost a cycle).
 
 All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
 one :class:`WalkMemo`. The hooks marked "incremental" are the shortcuts the benchmark's baseline
@@ -84,6 +87,9 @@ class WalkMemo:
     prior_proofs: dict[str, int] = field(default_factory=dict)
     proofs: dict[str, int] = field(default_factory=dict)
     absent_there: dict[int, frozenset[str]] = field(default_factory=dict)  # pk -> machines without LOW work
+    # Solves on the view without LOW work, per request, while that view is unchanged (its change count)
+    absent_solves: dict[GangRequest, Placement | Unplaceable] = field(default_factory=dict)
+    absent_at: tuple[DomainIndex, int] | None = None
     behind_starving: Reason = field(default_factory=lambda: Reason(dict(BEHIND_STARVING)))
     # (which hold, has an exec_timeout) -> the reason of a gang kept off that hold
     behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
@@ -123,7 +129,7 @@ class Walk:
         self._holders: list[Holder] | None = None  # the pool's placed gangs and their expected ends
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
         self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low,
-                                        now=cycle.now.timestamp())
+                                        now=cycle.now.timestamp(), share=self._waits_shared())
                             if cycle.preemption else None)
         # Gangs that would preempt but for the pool's minimum runtime: (when, domains in the way).
         self.runtime_waits: dict[int, tuple[float, list[str]]] = {}
@@ -214,6 +220,12 @@ class Walk:
     def _behind_starving_said(self, g: QueuedGang) -> bool:
         """Incremental: the gang says already that it waits behind the starving gang."""
         return g.reason_code == BEHIND_STARVING["code"]
+
+    def _waits_shared(self) -> bool:
+        """Incremental: with the pool unchanged in between, a waiting gang takes the solves of an
+        identical gang before it on the view without LOW work and on the view with every LOW gang
+        released (docs/design.md §9: each waiting gang would otherwise pay them every cycle)."""
+        return True
 
     def _reason_unchanged(self, g: QueuedGang, reason: Reason) -> bool:
         """Incremental: the gang carries this reason already (it is not rewritten)."""
@@ -536,8 +548,19 @@ class Walk:
         absent = self.preemptions.absent_view(self.index)
         if absent is None:
             return None
+        memo = self.memo
+        shared = self._waits_shared()
+        if shared:
+            if memo.absent_at is None or memo.absent_at[0] is not absent or memo.absent_at[1] != absent.changes:
+                memo.absent_solves, memo.absent_at = {}, (absent, absent.changes)
+            known = memo.absent_solves.get(request)
+            if known is not None:
+                return known
         self.solved += 1
-        return solve(self._view(absent), request, self.policy)
+        outcome = solve(self._view(absent), request, self.policy)
+        if shared:
+            memo.absent_solves[request] = outcome
+        return outcome
 
     def _absent_region(self, g: QueuedGang, request: GangRequest) -> frozenset[str] | None:
         """The machines of the gang's placement on the view without LOW work, where its victims are
