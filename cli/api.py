@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 import httpx
 
@@ -176,3 +176,13 @@ def results(page: Any) -> list[dict[str, Any]]:
     else:
         items = page
     return [item for item in (items or []) if isinstance(item, dict)]
+
+
+def workflow_path(workflow_id: str, action: str = "") -> str:
+    """The API path of a workflow (and of its ``action``, e.g. ``"logs/"``). Ids count per owner
+    (docs/design.md §7, "Workflow ids"): ``OWNER/ID`` names another user's workflow (``?user=``), for
+    staff whose view holds several workflows with one id."""
+    owner, slash, bare = workflow_id.partition("/")
+    if not slash:
+        return f"/api/workflows/{q(workflow_id)}/{action}"
+    return f"/api/workflows/{q(bare)}/{action}?{urlencode({'user': owner})}"

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from cli import render
-from cli.api import q
+from cli.api import q, workflow_path
 from cli.config import ENV_POOL, config_path, config_read, config_write, settings_load
 from cli.errors import EXIT_USAGE, CliError
 from cli.main import (
@@ -24,17 +24,11 @@ from cli.main import (
     Output,
     api_client,
     app,
-    echo_json,
-    echo_lines,
-    read_spec,
-    spec_to_send,
-    spec_validate,
-    submission_pool,
-    template_fields,
     wants_json,
     workflow_app,
-    workflow_path,
 )
+from cli.output import echo_json, echo_lines
+from cli.specs import read_spec, spec_to_send, spec_validate, submission_pool, template_fields
 
 profile_app = typer.Typer(help="Your profile: server, user and default pool.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")

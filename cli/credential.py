@@ -13,7 +13,8 @@ import typer
 from cli import render
 from cli.api import q
 from cli.errors import EXIT_USAGE, CliError
-from cli.main import JSON_OPTION, api_client, app, echo_json, echo_lines
+from cli.main import JSON_OPTION, api_client, app
+from cli.output import echo_json, echo_lines
 
 credential_app = typer.Typer(help="Your credentials: registry, data and generic secrets your workflows use.",
                              no_args_is_help=True)

@@ -7,26 +7,18 @@ invalid input, 130 interrupted.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import typer
 from typer.core import TyperGroup
 
 from cli import __version__, render
-from cli.api import Api, q, results
+from cli.api import Api, q, results, workflow_path
 from cli.config import (
-    ENV_POOL,
     ENV_TOKEN,
     ENV_URL,
     SSO_ENTRIES,
@@ -38,10 +30,17 @@ from cli.config import (
     settings_load,
 )
 from cli.device import device_login
-from cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError, NotLoggedInError
-from cli.localpath import inline_localpaths
-from cli.yamlpos import line_of
-from parsing.errors import errors_collapse
+from cli.errors import EXIT_USAGE, ApiError, CliError, NotLoggedInError
+from cli.follow import finish, follow, watch_list
+from cli.output import echo_json, echo_lines
+from cli.specs import (
+    annotate_spec_errors,
+    read_spec,
+    spec_to_send,
+    submission_pool,
+    template_fields,
+    warnings_print,
+)
 
 
 class OsmoGroup(TyperGroup):
@@ -127,28 +126,9 @@ def root(
 # ------------------------------------------------------------------------------------------------
 # Helpers
 # ------------------------------------------------------------------------------------------------
-def echo_lines(lines: list[str], *, err: bool = False) -> None:
-    for line in lines:
-        typer.echo(line, err=err)
-
-
-def echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
 def api_client() -> Api:
     settings = settings_load()
     return Api(settings.url, settings.token)
-
-
-def workflow_path(workflow_id: str, action: str = "") -> str:
-    """The API path of a workflow (and of its ``action``, e.g. ``"logs/"``). Ids count per owner
-    (docs/design.md §7, "Workflow ids"): ``OWNER/ID`` names another user's workflow (``?user=``), for
-    staff whose view holds several workflows with one id."""
-    owner, slash, bare = workflow_id.partition("/")
-    if not slash:
-        return f"/api/workflows/{q(workflow_id)}/{action}"
-    return f"/api/workflows/{q(bare)}/{action}?{urlencode({'user': owner})}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,135 +242,11 @@ def pool_nodes(name: str = typer.Argument(..., help="Pool name."), json_out: boo
 # ------------------------------------------------------------------------------------------------
 # workflow submit / wait
 # ------------------------------------------------------------------------------------------------
-def read_spec(file: str) -> tuple[str, str]:
-    """The spec text and a name for it (``-`` reads stdin)."""
-    if file == "-":
-        text, label = sys.stdin.read(), "stdin"
-    else:
-        try:
-            text, label = Path(file).read_text(encoding="utf-8"), file
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CliError(f"cannot read {file}: {exc.strerror if isinstance(exc, OSError) else exc}",
-                           exit_code=EXIT_USAGE) from exc
-    if not text.strip():
-        raise CliError(f"{label} is empty: expected a workflow spec (YAML)", exit_code=EXIT_USAGE)
-    return text, label
-
-
-def spec_to_send(text: str, file: str, label: str) -> str:
-    """The spec as sent: ``files[].localpath`` read relative to the spec file (stdin: the current
-    directory) and inlined as ``contents`` (:mod:`cli.localpath`)."""
-    base = Path.cwd() if file == "-" else Path(file).resolve().parent
-    return inline_localpaths(text, base, label)
-
-
-_SPEC_POOL = re.compile(r"(?m)^[ \t]+pool:[ \t]*[^\s#]")
-
-
-def submission_pool(pool: str | None, text: str) -> str | None:
-    """``--pool``, else ``OSMO_POOL``; else None when the spec names its pool (``workflow.pool``: the
-    service takes it), else the profile's default pool."""
-    chosen = pool or os.environ.get(ENV_POOL)
-    if chosen:
-        return chosen
-    if _SPEC_POOL.search(text):
-        return None
-    return pool_or_default(None)
-
-
-def warnings_print(answer: dict[str, Any], label: str) -> None:
-    """The service's warnings about the spec (a repeated key: the last value was kept), on stderr."""
-    for warning in answer.get("warnings") or []:
-        typer.echo(f"warning: {label}: {warning.get('path') or '(whole document)'}: {warning.get('message')}",
-                   err=True)
-
-
-def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
-    """Add ``(file line N)`` to each spec error the YAML lets us locate; the same message at paths
-    that differ only in list indices (30 tasks without ``command``) is said once, with the count."""
-    if not exc.errors:
-        return exc
-    lines = []
-    for shown, message, paths in errors_collapse(exc.errors):
-        first = paths[0]
-        line = line_of(text, first) if first and exc.code != "pool_not_found" and first != "pool" else None
-        if len(paths) > 1:
-            at = f" ({label} line {line} and {len(paths) - 1} more)" if line else ""
-            lines.append(f"{shown}{at}: {message} ({len(paths)} times)")
-        else:
-            at = f" ({label} line {line})" if line else ""
-            lines.append(f"{shown or '(whole document)'}{at}: {message}")
-    exc.details = lines
-    count = len(exc.errors)
-    exc.message = f"{exc.message.rstrip('.')} ({count} problem{'s' if count != 1 else ''})"
-    return exc
-
-
 SET_OPTION = typer.Option(None, "--set", metavar="NAME=VALUE",
                           help="Template value (numbers are cast to int/float); repeat for several.")
 SET_STRING_OPTION = typer.Option(None, "--set-string", metavar="NAME=VALUE", help="Template value kept as text.")
 SET_ENV_OPTION = typer.Option(None, "--set-env", metavar="NAME=VALUE",
                               help="Environment variable set on every task.")
-
-
-def cast_value(text: str) -> Any:
-    """``--set`` casting, as the server's: an int or a float when the text is one, else the text."""
-    stripped = text.strip()
-    for kind in (int, float):
-        try:
-            return kind(stripped)
-        except ValueError:
-            continue
-    return text
-
-
-def assignments(items: list[str] | None, *, option: str, cast: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise CliError(f"{option} expects NAME=VALUE, got {item!r}", exit_code=EXIT_USAGE)
-        values[name.strip()] = cast_value(value) if cast else value
-    return values
-
-
-def template_fields(set_values: list[str] | None, set_strings: list[str] | None,
-                    set_env: list[str] | None) -> dict[str, Any]:
-    """The submission's ``set`` and ``set_env`` fields (absent when empty)."""
-    fields: dict[str, Any] = {}
-    values = {**assignments(set_values, option="--set", cast=True),
-              **assignments(set_strings, option="--set-string", cast=False)}
-    env = assignments(set_env, option="--set-env", cast=False)
-    if values:
-        fields["set"] = values
-    if env:
-        fields["set_env"] = env
-    return fields
-
-
-def pool_or_default(pool: str | None) -> str:
-    """``--pool``, else ``OSMO_POOL``, else the profile's default pool (``osmo profile set pool NAME``)."""
-    chosen = pool or os.environ.get(ENV_POOL) or config_read().get("default_pool")
-    if not chosen:
-        raise CliError("no pool given", exit_code=EXIT_USAGE,
-                       hint="Pass --pool NAME, or set a default: osmo profile set pool NAME (see osmo pool list).")
-    return chosen
-
-
-def spec_validate(api: Api, *, text: str, label: str, pool: str | None, template: dict[str, Any],
-                  sent: str | None = None) -> dict[str, Any]:
-    """The dry-run answer for a spec (``sent``: the text as sent, default ``text``), its errors
-    located in the file, its warnings printed."""
-    body = {**({"pool": pool} if pool else {}), "spec": sent if sent is not None else text, "dry_run": True,
-            **template}
-    try:
-        _status, answer = api.post("/api/workflows/", json=body)
-    except ApiError as exc:
-        if exc.status == 400:
-            raise annotate_spec_errors(exc, text, label) from None
-        raise
-    warnings_print(answer, label)
-    return dict(answer)
 
 
 @workflow_app.command("submit")
@@ -465,129 +321,6 @@ def workflow_wait(
     finish(final, json_out=json_out)
 
 
-def finish(workflow: dict[str, Any], *, json_out: bool) -> None:
-    status = str(workflow.get("status"))
-    if json_out:
-        echo_json(workflow)
-    else:
-        typer.echo("")
-        typer.echo(f"Workflow {workflow.get('id')} {render.status_style(status)}")
-        if workflow.get("failure_message"):
-            typer.echo(f"  failure: {workflow['failure_message']}")
-        echo_lines(render.placement_lines(workflow))
-    if status != "COMPLETED":
-        raise typer.Exit(EXIT_ERROR)
-
-
-class Progress:
-    """Progress lines while waiting: a Rich spinner with the status on a terminal, plain lines otherwise."""
-
-    def __init__(self, *, err: bool) -> None:
-        self.err = err
-        stream = sys.stderr if err else sys.stdout
-        self.rich = stream.isatty() and os.environ.get("TERM") != "dumb"
-        self._status: Any = None
-        self._console: Any = None
-
-    @contextmanager
-    def running(self, text: str) -> Iterator[Progress]:
-        if not self.rich:
-            yield self
-            return
-        from rich.console import Console
-
-        self._console = Console(stderr=self.err, highlight=False)
-        with self._console.status(text) as status:
-            self._status = status
-            yield self
-        self._status = None
-
-    def line(self, text: str) -> None:
-        if self._console is not None:
-            from rich.text import Text
-
-            self._console.print(Text.from_ansi(text))
-        else:
-            typer.echo(text, err=self.err)
-
-    def update(self, text: str) -> None:
-        if self._status is not None:
-            self._status.update(text)
-
-
-def follow(api: Api, workflow_id: str, *, interval: float, timeout: float, first: dict[str, Any] | None,
-           err: bool) -> dict[str, Any]:
-    """Poll the workflow, reporting each change of status, wait reason or placement, until a terminal status."""
-    start = time.monotonic()
-    progress = Progress(err=err)
-    seen: dict[object, Any] = {}
-    failures = 0
-
-    def stamp() -> str:
-        return f"[{render.fmt_duration(time.monotonic() - start):>7}]"
-
-    def report(workflow: dict[str, Any]) -> None:
-        key = "workflow"
-        status = workflow.get("status")
-        if seen.get(key) != status:
-            seen[key] = status
-            progress.line(f"{stamp()} workflow {workflow_id}: {render.status_style(str(status))}")
-        for group in workflow.get("groups") or []:
-            name = group.get("name")
-            group_status = group.get("status")
-            if seen.get(("group", name)) != group_status:
-                seen[("group", name)] = group_status
-                progress.line(f"{stamp()}   group {name}: {render.status_style(str(group_status))}")
-            reason = render.reason_message(group.get("unschedulable_reason"))
-            if group_status in ("SCHEDULING", "WAITING") and reason and seen.get(("reason", name)) != reason:
-                seen[("reason", name)] = reason
-                progress.line(f"{stamp()}   group {name} waiting: {reason}")
-            placed = {t.get("name"): t.get("node") for t in group.get("tasks") or [] if t.get("node")}
-            if placed and seen.get(("placed", name)) != placed:
-                seen[("placed", name)] = placed
-                progress.line(f"{stamp()}   group {name} placed:")
-                for task in group.get("tasks") or []:
-                    if task.get("node"):
-                        progress.line(f"{' ' * 13}{task.get('name')} -> {task.get('node')}  "
-                                      f"{render.domains_text(task.get('domains'))}")
-            if group.get("failure_message") and seen.get(("failure", name)) != group["failure_message"]:
-                seen[("failure", name)] = group["failure_message"]
-                progress.line(f"{stamp()}   group {name} failed: {group['failure_message']}")
-        summary = ", ".join(f"{g.get('name')} {g.get('status')}" for g in workflow.get("groups") or [])
-        progress.update(f"{workflow_id}: {status} ({summary}) · {render.fmt_duration(time.monotonic() - start)}")
-
-    workflow = first
-    try:
-        with progress.running(f"waiting for {workflow_id}"):
-            while True:
-                if workflow is None:
-                    try:
-                        workflow = api.get(workflow_path(workflow_id), not_found=f"workflow {workflow_id} not found")
-                        failures = 0
-                    except ApiError:
-                        raise
-                    except CliError as exc:  # the server went away for a moment: keep trying a while
-                        failures += 1
-                        if failures > 5:
-                            raise
-                        progress.line(f"{stamp()} (poll failed, retrying: {exc.message})")
-                        time.sleep(min(interval * failures, 10))
-                        continue
-                report(workflow)
-                if workflow.get("status") in render.TERMINAL_WORKFLOW:
-                    return workflow
-                if timeout and time.monotonic() - start > timeout:
-                    raise CliError(f"gave up waiting after {render.fmt_duration(timeout)}; workflow {workflow_id} is "
-                                   f"{workflow.get('status')} and keeps going",
-                                   hint=f"Follow it again with: osmo workflow wait {workflow_id}")
-                workflow = None
-                time.sleep(interval)
-    except KeyboardInterrupt:
-        typer.echo(f"\nStopped waiting; workflow {workflow_id} keeps going. Follow it again with: "
-                   f"osmo workflow wait {workflow_id}", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
 # ------------------------------------------------------------------------------------------------
 # workflow list / query / cancel
 # ------------------------------------------------------------------------------------------------
@@ -633,32 +366,6 @@ def workflow_list(
     total = answer.get("count") if isinstance(answer, dict) else None
     if isinstance(total, int) and total > offset + len(items):
         typer.echo(f"({offset + 1}-{offset + len(items)} of {total}; see more with --offset {offset + len(items)})")
-
-
-def watch_list(api: Api, params: dict[str, Any], items: list[dict[str, Any]], *, wide: bool, as_json: bool,
-               interval: float, timeout: float) -> None:
-    """kubectl's ``get -w``: the table once, then a row (or a JSON line) per workflow whose status changed."""
-    seen = {item.get("id"): item.get("status") for item in items}
-    rows = render.workflow_rows(items, wide=wide)
-    if as_json:
-        for item in items:
-            typer.echo(json.dumps(item, ensure_ascii=False))
-    else:
-        echo_lines(rows if items else rows[:1])
-    start = time.monotonic()
-    try:
-        while not timeout or time.monotonic() - start < timeout:
-            time.sleep(interval)
-            changed = [item for item in results(api.get("/api/workflows/", params=params))
-                       if seen.get(item.get("id")) != item.get("status")]
-            for item in reversed(changed):
-                seen[item.get("id")] = item.get("status")
-                if as_json:
-                    typer.echo(json.dumps(item, ensure_ascii=False))
-                else:
-                    echo_lines(render.workflow_rows([item], wide=wide)[1:])
-    except KeyboardInterrupt:
-        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 @workflow_app.command("query")

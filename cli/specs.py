@@ -1,0 +1,144 @@
+"""A spec file as the commands send it: read (or stdin), ``localpath`` files inlined, the pool it
+goes to, template values from ``--set``/``--set-string``/``--set-env``, and the service's dry-run
+answer with its errors located in the file (docs/cli.md)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from cli.api import Api
+from cli.config import ENV_POOL, config_read
+from cli.errors import EXIT_USAGE, ApiError, CliError
+from cli.localpath import inline_localpaths
+from cli.yamlpos import line_of
+from parsing.errors import errors_collapse
+
+
+def read_spec(file: str) -> tuple[str, str]:
+    """The spec text and a name for it (``-`` reads stdin)."""
+    if file == "-":
+        text, label = sys.stdin.read(), "stdin"
+    else:
+        try:
+            text, label = Path(file).read_text(encoding="utf-8"), file
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"cannot read {file}: {exc.strerror if isinstance(exc, OSError) else exc}",
+                           exit_code=EXIT_USAGE) from exc
+    if not text.strip():
+        raise CliError(f"{label} is empty: expected a workflow spec (YAML)", exit_code=EXIT_USAGE)
+    return text, label
+
+
+def spec_to_send(text: str, file: str, label: str) -> str:
+    """The spec as sent: ``files[].localpath`` read relative to the spec file (stdin: the current
+    directory) and inlined as ``contents`` (:mod:`cli.localpath`)."""
+    base = Path.cwd() if file == "-" else Path(file).resolve().parent
+    return inline_localpaths(text, base, label)
+
+
+_SPEC_POOL = re.compile(r"(?m)^[ \t]+pool:[ \t]*[^\s#]")
+
+
+def submission_pool(pool: str | None, text: str) -> str | None:
+    """``--pool``, else ``OSMO_POOL``; else None when the spec names its pool (``workflow.pool``: the
+    service takes it), else the profile's default pool."""
+    chosen = pool or os.environ.get(ENV_POOL)
+    if chosen:
+        return chosen
+    if _SPEC_POOL.search(text):
+        return None
+    return pool_or_default(None)
+
+
+def warnings_print(answer: dict[str, Any], label: str) -> None:
+    """The service's warnings about the spec (a repeated key: the last value was kept), on stderr."""
+    for warning in answer.get("warnings") or []:
+        typer.echo(f"warning: {label}: {warning.get('path') or '(whole document)'}: {warning.get('message')}",
+                   err=True)
+
+
+def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
+    """Add ``(file line N)`` to each spec error the YAML lets us locate; the same message at paths
+    that differ only in list indices (30 tasks without ``command``) is said once, with the count."""
+    if not exc.errors:
+        return exc
+    lines = []
+    for shown, message, paths in errors_collapse(exc.errors):
+        first = paths[0]
+        line = line_of(text, first) if first and exc.code != "pool_not_found" and first != "pool" else None
+        if len(paths) > 1:
+            at = f" ({label} line {line} and {len(paths) - 1} more)" if line else ""
+            lines.append(f"{shown}{at}: {message} ({len(paths)} times)")
+        else:
+            at = f" ({label} line {line})" if line else ""
+            lines.append(f"{shown or '(whole document)'}{at}: {message}")
+    exc.details = lines
+    count = len(exc.errors)
+    exc.message = f"{exc.message.rstrip('.')} ({count} problem{'s' if count != 1 else ''})"
+    return exc
+
+
+def cast_value(text: str) -> Any:
+    """``--set`` casting, as the server's: an int or a float when the text is one, else the text."""
+    stripped = text.strip()
+    for kind in (int, float):
+        try:
+            return kind(stripped)
+        except ValueError:
+            continue
+    return text
+
+
+def assignments(items: list[str] | None, *, option: str, cast: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CliError(f"{option} expects NAME=VALUE, got {item!r}", exit_code=EXIT_USAGE)
+        values[name.strip()] = cast_value(value) if cast else value
+    return values
+
+
+def template_fields(set_values: list[str] | None, set_strings: list[str] | None,
+                    set_env: list[str] | None) -> dict[str, Any]:
+    """The submission's ``set`` and ``set_env`` fields (absent when empty)."""
+    fields: dict[str, Any] = {}
+    values = {**assignments(set_values, option="--set", cast=True),
+              **assignments(set_strings, option="--set-string", cast=False)}
+    env = assignments(set_env, option="--set-env", cast=False)
+    if values:
+        fields["set"] = values
+    if env:
+        fields["set_env"] = env
+    return fields
+
+
+def pool_or_default(pool: str | None) -> str:
+    """``--pool``, else ``OSMO_POOL``, else the profile's default pool (``osmo profile set pool NAME``)."""
+    chosen = pool or os.environ.get(ENV_POOL) or config_read().get("default_pool")
+    if not chosen:
+        raise CliError("no pool given", exit_code=EXIT_USAGE,
+                       hint="Pass --pool NAME, or set a default: osmo profile set pool NAME (see osmo pool list).")
+    return chosen
+
+
+def spec_validate(api: Api, *, text: str, label: str, pool: str | None, template: dict[str, Any],
+                  sent: str | None = None) -> dict[str, Any]:
+    """The dry-run answer for a spec (``sent``: the text as sent, default ``text``), its errors
+    located in the file, its warnings printed."""
+    body = {**({"pool": pool} if pool else {}), "spec": sent if sent is not None else text, "dry_run": True,
+            **template}
+    try:
+        _status, answer = api.post("/api/workflows/", json=body)
+    except ApiError as exc:
+        if exc.status == 400:
+            raise annotate_spec_errors(exc, text, label) from None
+        raise
+    warnings_print(answer, label)
+    return dict(answer)
