@@ -59,8 +59,8 @@ ALIGN_SLACK = 30.0  # ends-first: time units a rack's models may end before the 
 @dataclass(slots=True)
 class Racks:
     """The pool at rack level: ``whole[r]`` whole free trays of rack ``r``, ``trays[r]`` each tray's free
-    GPUs, ``ends[r]`` the true ends of the models on it; racks are numbered zone by zone, spine by
-    spine."""
+    GPUs, ``ends[r]`` the true ends of the models on it and ``sizes[r]`` their trays; racks are numbered
+    zone by zone, spine by spine."""
 
     zones: int = 2
     spines: int = 4
@@ -69,12 +69,14 @@ class Racks:
     whole: list[int] = field(default_factory=list)
     trays: list[list[int]] = field(default_factory=list)
     ends: list[list[float]] = field(default_factory=list)
+    sizes: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = self.zones * self.spines * self.racks
         self.whole = [self.size] * n
         self.trays = [[TRAY_GPUS] * self.size for _ in range(n)]
         self.ends = [[] for _ in range(n)]
+        self.sizes = [[] for _ in range(n)]
 
     @property
     def count(self) -> int:
@@ -99,10 +101,9 @@ class Racks:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """What a rank sees of the model being placed: its trays, now, and its true end."""
+    """What a rank sees of the model being placed: its trays and its true end."""
 
     size: int
-    now: float
     end: float
 
 
@@ -139,8 +140,8 @@ def _size_class(trays: int) -> int:
     return 0 if trays >= 10 else (1 if trays >= 5 else 2)
 
 
-def classes(p: Racks, r: int, a: Ask, sizes: dict[int, list[int]] | None = None) -> tuple:
-    held = {_size_class(s) for s in (sizes or {}).get(r, [])}
+def classes(p: Racks, r: int, a: Ask) -> tuple:
+    held = {_size_class(s) for s in p.sizes[r]}
     return (bool(held) and held != {_size_class(a.size)}, *best(p, r, a))
 
 
@@ -165,9 +166,8 @@ def is_large(sizes: list[int]) -> bool:
     return len(sizes) >= 2 and all(s == LARGE for s in sizes)
 
 
-def place_models(p: Racks, sizes: list[int], zoned: bool, rank: Rank, now: float, end: float, *,
-                 protect: bool = False, ceiling: bool = False,
-                 held: dict[int, list[int]] | None = None) -> list[tuple[int, int]] | None:
+def place_models(p: Racks, sizes: list[int], zoned: bool, rank: Rank, end: float, *,
+                 protect: bool = False, ceiling: bool = False) -> list[tuple[int, int]] | None:
     """Racks for ``sizes`` (trays per model), taken from ``p.whole``: [(rack, trays)], or None (nothing
     taken). ``protect``: racks with ``LARGE`` or more whole free trays are not offered to models
     smaller than ``LARGE``; ``ceiling``: the constraints dropped (whole trays anywhere, the tightest
@@ -191,14 +191,11 @@ def place_models(p: Racks, sizes: list[int], zoned: bool, rank: Rank, now: float
     for racks in zones:
         took: list[tuple[int, int]] = []
         for size in sorted(sizes, reverse=True):
-            ask = Ask(size, now, end)
+            ask = Ask(size, end)
             room = [r for r in racks if p.whole[r] >= size and not (protect and size < LARGE and p.whole[r] >= LARGE)]
             if not room:
                 break
-            if rank is classes:
-                r = min(room, key=lambda r: classes(p, r, ask, held))
-            else:
-                r = min(room, key=lambda r: rank(p, r, ask))
+            r = min(room, key=lambda r: rank(p, r, ask))
             p.whole[r] -= size
             took.append((r, size))
         else:
@@ -312,7 +309,6 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
     heapq.heapify(events)
     queue: list[int] = []
     holding: dict[int, tuple[list[tuple[int, list[int]]], list[tuple[int, int, int]]]] = {}
-    sizes_on: dict[int, list[int]] = {}
     used = 0
     busy = last = lost = 0.0
     started = repacks = moved = 0
@@ -325,12 +321,12 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
                 p.trays[r][t] = TRAY_GPUS
             p.whole[r] += len(taken)
             p.ends[r].remove(ends[j])
-            sizes_on[r].remove(len(taken))
+            p.sizes[r].remove(len(taken))
 
     def put(j: int, racks: list[tuple[int, int]], plain_trays: list[tuple[int, int, int]]) -> None:
         for r, k in racks:
             p.ends[r].append(ends[j])
-            sizes_on.setdefault(r, []).append(k)
+            p.sizes[r].append(k)
         holding[j] = ([(r, _take(p, r, k)) for r, k in racks], plain_trays)
 
     def move(q: int, now: float) -> list[tuple[int, int]] | None:
@@ -393,8 +389,7 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
             if sizes:
                 guard = protect and not is_large(sizes) and any(
                     is_large(shape[a][0]) and now > jobs[a].arrival for a in queue[:pos])
-                racks = place_models(p, sizes, zoned[q], rank, now, finish, protect=guard, ceiling=ceiling,
-                                     held=sizes_on)
+                racks = place_models(p, sizes, zoned[q], rank, finish, protect=guard, ceiling=ceiling)
                 if (racks is None and moves is not None and not tried and is_large(sizes)
                         and now - jobs[q].arrival >= moves.wait):
                     tried = True
