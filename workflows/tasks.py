@@ -210,7 +210,7 @@ def kubernetes_sync() -> None:
 
     from osmo.metrics import k8s_sync_failed, k8s_sync_observe
     from scheduler.dispatch import backend_for
-    from scheduler.dispatch.kubernetes import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
     from scheduler.services import pool_follow_kubernetes
 
     for pool in pools:

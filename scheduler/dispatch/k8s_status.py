@@ -34,9 +34,8 @@ from scheduler.dispatch.base import (
     PodEvent,
     PodState,
 )
+from scheduler.dispatch.k8s_manifest import CONTAINER_NAME
 from scheduler.dispatch.runtime_wrap import result_from_message
-
-CONTAINER_NAME = "task"  # the task's container in its pod (the manifest names it so)
 
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
 START_WAITING_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError",

@@ -16,7 +16,9 @@ from kubernetes import client as k8s_client
 
 from scheduler.dispatch import backend_for
 from scheduler.dispatch.base import DispatchPermanentError, DispatchTransientError, PodRequest, PodState
-from scheduler.dispatch.kubernetes import KubernetesBackend, build_manifest, label_value
+from scheduler.dispatch.k8s_manifest import build_manifest
+from scheduler.dispatch.kubernetes import KubernetesBackend
+from scheduler.dispatch.naming import label_value
 from tests.dispatch.fake_kube import fixture as load_fixture
 
 NS = "osmo-jobs"

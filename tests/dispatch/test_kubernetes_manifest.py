@@ -13,13 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.dispatch.base import PodRequest
-from scheduler.dispatch.kubernetes import (
-    GPU_RESOURCE,
-    build_manifest,
-    kube_pod_name,
-    label_value,
-    pool_selector,
-)
+from scheduler.dispatch.k8s_manifest import GPU_RESOURCE, build_manifest, pool_selector
+from scheduler.dispatch.naming import kube_pod_name, label_value
 from tests.dispatch.fake_kube import FIXTURES, fixture
 
 # The newest Kubernetes schema shipped with the installed kubernetes-validate (1.37.0 ships up to 1.37).
@@ -195,6 +190,18 @@ def test_recorded_pod_fixtures_are_valid_api_objects(name):
     pods = body["items"] if body["kind"] == "PodList" else [body]
     for pod in pods:
         kubernetes_validate.validate(pod, desired_version=K8S_VERSION, strict=True)
+
+
+def test_manifests_and_labels_load_without_the_kubernetes_client():
+    # given a fresh interpreter
+    code = ("import sys, scheduler.dispatch.k8s_manifest; "
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('kubernetes', 'urllib3', 'django', 'celery'))))")
+    repo = Path(__file__).resolve().parents[2]
+    # when the manifests' module is imported (as the node sync does for the labels)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
+    # then neither the Kubernetes client nor a framework came with it
+    assert result.stdout.strip() == ""
 
 
 def test_module_imports_no_framework():

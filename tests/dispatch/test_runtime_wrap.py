@@ -12,7 +12,8 @@ from kubernetes import client as k8s_client
 
 from runtime import TaskPlan
 from scheduler.dispatch.base import DispatchPermanentError
-from scheduler.dispatch.kubernetes import build_manifest, pod_state
+from scheduler.dispatch.k8s_manifest import build_manifest
+from scheduler.dispatch.k8s_status import pod_state
 from scheduler.dispatch.runtime_wrap import result_from_message
 from tests.dispatch.test_kubernetes_manifest import K8S_VERSION, pod_request
 

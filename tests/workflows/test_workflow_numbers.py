@@ -99,7 +99,7 @@ def test_the_callers_own_workflow_comes_first_when_ids_are_shared(user, staff_us
 
 def test_names_outside_the_database_stay_unique_across_owners(user, other_user, pool):
     # given: alice's and bob's alicewf-1, placed
-    from scheduler.dispatch.kubernetes import LABEL_WORKFLOW, build_manifest
+    from scheduler.dispatch.k8s_manifest import LABEL_WORKFLOW, build_manifest
     from scheduler.dispatch.naming import pod_name_for
     from workflows.models import Task
     from workflows.scheduling.cycle import placement_cycle_run

@@ -64,7 +64,7 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
             nodes.add(row.node_name)
     if not nodes:
         return said
-    from scheduler.dispatch.kubernetes import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
 
     try:
         node_states = nodes_follow_kubernetes(
