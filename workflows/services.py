@@ -40,7 +40,7 @@ from workflows.errors import (
 )
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
-from workflows.scheduling.pods import tasks_with_pods
+from workflows.scheduling.gang_dispatch import tasks_with_pods
 from workflows.scheduling.requests import gang_request_from_spec, task_requests_to_json
 from workflows.spec import (
     PoolContext,

@@ -51,7 +51,7 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
 def group_dispatch_task(*, group_id: int) -> None:
     # acks_late is safe: pod names are deterministic and AlreadyExists counts as success.
     from osmo.metrics import gang_dispatch_observe
-    from workflows.scheduling.pods import group_dispatch
+    from workflows.scheduling.gang_dispatch import group_dispatch
 
     gang_dispatch_observe(group_dispatch(group_id=group_id))
 
@@ -66,7 +66,7 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
     unexpected error on one gang (logged with its traceback). What a batch stopped by its time limit
     or a lost worker, or such an error, leaves undispatched, the tick re-dispatches."""
     from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
-    from workflows.scheduling.pods import dispatch_batch_read, group_dispatch
+    from workflows.scheduling.gang_dispatch import dispatch_batch_read, group_dispatch
 
     try:
         batch = dispatch_batch_read(group_ids)  # every gang's rows and pool, read once per message

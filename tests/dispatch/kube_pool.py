@@ -10,7 +10,7 @@ from kubernetes import client as k8s_client
 from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from tests.factories import make_node, make_pool
-from tests.pipeline.helpers import gang_spec
+from tests.pipeline.helpers import backend_use, gang_spec
 from workflows.models import Task
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
@@ -30,7 +30,7 @@ def kube_pool(kube_api, monkeypatch):
     configuration = k8s_client.Configuration()
     configuration.host = kube_api.url
     backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    backend_use(monkeypatch, backend)
 
     def send(name, countdown=None, **kwargs):
         if name == jobs.POD_DELETE:

@@ -23,8 +23,9 @@ from tests.dispatch.fake_kube import fixture
 from tests.dispatch.recorder import Recorder
 from tests.dispatch.test_kubernetes_manifest import K8S_VERSION
 from tests.factories import make_node, make_pool
+from tests.pipeline.helpers import backend_use
 from workflows.models import Task, TaskGroup
-from workflows.scheduling import pods
+from workflows.scheduling import gang_dispatch
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.services import workflow_submit
 
@@ -73,7 +74,7 @@ def test_on_kubernetes_the_credentials_reach_a_secret_owned_by_the_pod(user, kub
     configuration = k8s_client.Configuration()
     configuration.host = kube_api.url
     backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    backend_use(monkeypatch, backend)
     caplog.set_level(logging.DEBUG)
     pool, workflow, group = placed(user, "kubernetes")
     pod_name = Task.objects.get(workflow=workflow).pod_name
@@ -83,7 +84,7 @@ def test_on_kubernetes_the_credentials_reach_a_secret_owned_by_the_pod(user, kub
     kube_api.reply("POST", SECRETS, 201, "secret_created.json")
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then the pod refers to its Secret by name and key, mounts the data credential and the host folder
     assert kube_api.pending() == []
@@ -111,11 +112,11 @@ def test_on_kubernetes_the_credentials_reach_a_secret_owned_by_the_pod(user, kub
 def test_the_simulated_backend_gets_no_credentials(user, inline_jobs, monkeypatch):
     # given
     recorder = Recorder()
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    backend_use(monkeypatch, recorder)
     _pool, _workflow, group = placed(user, "simulated")
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then the pod was made without decrypting anything
     assert [(pod.task, bool(pod.credentials)) for pod in recorder.created] == [("train", False)]
@@ -124,11 +125,11 @@ def test_the_simulated_backend_gets_no_credentials(user, inline_jobs, monkeypatc
 def test_the_local_backend_gets_the_values_and_the_allowed_mount(user, inline_jobs, monkeypatch):
     # given
     recorder = Recorder()
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    backend_use(monkeypatch, recorder)
     _pool, _workflow, group = placed(user, "local")
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then
     (pod,) = recorder.created
@@ -145,12 +146,12 @@ def test_a_credential_deleted_since_the_submission_fails_the_gang_without_a_pod(
     configuration = k8s_client.Configuration()
     configuration.host = kube_api.url
     backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    backend_use(monkeypatch, backend)
     _pool, workflow, group = placed(user, "kubernetes")
     Credential.objects.filter(owner=user, name="s3-writer").delete()
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then the gang failed naming the credential; no call reached the API
     task = Task.objects.get(workflow=workflow)
@@ -163,12 +164,12 @@ def test_a_credential_deleted_since_the_submission_fails_the_gang_without_a_pod(
 def test_a_key_the_credential_no_longer_holds_fails_the_gang_naming_it(user, inline_jobs, monkeypatch):
     # given a placed task whose credential was replaced without the key its variable maps
     recorder = Recorder()
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    backend_use(monkeypatch, recorder)
     _pool, workflow, group = placed(user, "local")
     credential_set(owner=user, name="huggingface", kind="generic", values={"password": "other"})
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then
     task = Task.objects.get(workflow=workflow)
@@ -205,7 +206,7 @@ def _kube_placed(user, kube_api, monkeypatch):
     configuration = k8s_client.Configuration()
     configuration.host = kube_api.url
     backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    backend_use(monkeypatch, backend)
     pool = make_pool("kubernetes", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace=NS)
     make_node(pool, "n1", {"rack": "r1"}, gpu=4)
     workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=PULL_SPEC)
@@ -231,7 +232,7 @@ def test_the_registry_credential_of_the_images_registry_becomes_the_pods_pull_se
     kube_api.reply("POST", SECRETS, 201, "secret_created.json")
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then three calls: the NGC pod naming a pull Secret, that Secret, and the busybox pod without one
     assert kube_api.pending() == []
@@ -261,7 +262,7 @@ def test_without_a_registry_credential_for_the_image_no_pull_secret_is_made(user
     group, _names = _kube_placed(user, kube_api, monkeypatch)
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then the two pods were made, no Secret (the fake server fails on any unscripted call)
     assert [(r.method, r.path) for r in kube_api.requests] == [("POST", PODS), ("POST", PODS)]

@@ -18,8 +18,9 @@ from scheduler.models import PoolPlatform
 from tests.dispatch.fake_kube import fixture
 from tests.dispatch.recorder import Recorder
 from tests.factories import make_node, make_pool
+from tests.pipeline.helpers import backend_use
 from workflows.models import Task, TaskGroup, Workflow
-from workflows.scheduling import pods
+from workflows.scheduling import gang_dispatch
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.scheduling.pod_requests import pod_request
 from workflows.services import workflow_submit
@@ -82,7 +83,7 @@ def test_on_the_simulated_backend_the_rendered_args_hold_the_masters_dns_name(us
     workflow, group = submitted(user, sim_pool)
 
     # when its pods are dispatched
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then every rank's rendered args name the master by its DNS name in the group's Service
     master = f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
@@ -109,7 +110,7 @@ def kube_pool(kube_api, monkeypatch, inline_jobs):
     configuration = k8s_client.Configuration()
     configuration.host = kube_api.url
     backend = KubernetesBackend(k8s_client.ApiClient(configuration), request_timeout=(2.0, 5.0))
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    backend_use(monkeypatch, backend)
     return pool
 
 
@@ -129,7 +130,7 @@ def test_on_kubernetes_the_pods_args_files_service_and_platform_are_created(user
     kube_api.reply("PATCH", f"/api/v1/namespaces/{NS}/services/{service}", 200, "service_created.json")
 
     # when the gang is dispatched
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then each rank's pod carries the resolvable name, its host name in the Service, the labels and
     # the platform; its files' ConfigMap and the Service are owned by the pods (gone with them)
@@ -165,12 +166,12 @@ def test_the_runtime_plan_holds_the_texts_dispatch_resolved(user, monkeypatch, i
     for name in ("n1", "n2"):
         make_node(pool, name, {"rack": "r1", **GB200}, gpu=4)
     recorder = Recorder()
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    backend_use(monkeypatch, recorder)
     workflow, group = submitted(user, pool)
     host = host or f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
 
     # when
-    pods.group_dispatch(group_id=group.pk)
+    gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then the plan's args carry the backend's host for the master, resolved in one place
     plans = [json.loads(pod.runtime_plan) for pod in recorder.created]
@@ -192,10 +193,10 @@ def test_a_stored_token_without_a_value_fails_the_gang_and_creates_no_pod(user, 
     assert broken != torchrun_spec()
     Workflow.objects.filter(pk=workflow.pk).update(spec_text=broken)
     recorder = Recorder()
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: recorder)
+    backend_use(monkeypatch, recorder)
 
     # when
-    result = pods.group_dispatch(group_id=group.pk)
+    result = gang_dispatch.group_dispatch(group_id=group.pk)
 
     # then
     assert result is not None and result.refused

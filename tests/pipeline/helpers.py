@@ -95,3 +95,12 @@ workflow:
 resources:
   default: {gpu: 1}
 """
+
+
+def backend_use(monkeypatch, backend) -> None:
+    """Make ``backend`` the one every pool's pods go through, for dispatch (creating pods) and sync
+    (following them) alike."""
+    from workflows.scheduling import gang_dispatch, pods
+
+    for module in (gang_dispatch, pods):
+        monkeypatch.setattr(module, "backend_for", lambda name, **kw: backend)

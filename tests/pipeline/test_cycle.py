@@ -10,10 +10,17 @@ from django.utils import timezone
 from scheduler.models import Reservation
 from scheduler.services.pools import pool_keys_set
 from tests.factories import make_node
-from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_required_constraints_hold, gang_spec
+from tests.pipeline.helpers import (
+    CHAIN_SPEC,
+    assert_never_overcommitted,
+    assert_required_constraints_hold,
+    backend_use,
+    gang_spec,
+)
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.pods import group_dispatch, pods_sync
+from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db
@@ -331,7 +338,6 @@ def test_exec_timeout_fails_a_running_gang(user, racks):
 
 def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
     from scheduler.dispatch import DispatchPermanentError
-    from workflows.scheduling import pods as lifecycle
 
     class Refusing:
         name = "refusing"
@@ -339,7 +345,7 @@ def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
         def create_pod(self, pod):
             raise DispatchPermanentError("admission webhook denied the pod")
 
-    monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Refusing())
+    backend_use(monkeypatch, Refusing())
     workflow = submit(user, racks, gang_spec("denied", 2, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
@@ -352,7 +358,6 @@ def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
 
 def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
     from scheduler.dispatch import PodState
-    from workflows.scheduling import pods as lifecycle
 
     workflow = submit(user, racks, gang_spec("vanished", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
@@ -364,7 +369,7 @@ def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
         def pods_observe(self, pods, *, namespace, pool, now):
             return [], {pod.pod_name: PodState("Missing") for pod in pods}
 
-    monkeypatch.setattr(lifecycle, "backend_for", lambda name, **kw: Forgetful())
+    backend_use(monkeypatch, Forgetful())
     pods_sync(pool_id=racks.pk)
     workflow.refresh_from_db()
     assert workflow.status == "FAILED_BACKEND_ERROR"

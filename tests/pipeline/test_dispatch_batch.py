@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
-from tests.pipeline.helpers import gang_spec
+from tests.pipeline.helpers import backend_use, gang_spec
 from workflows import tasks as worker_tasks
 from workflows.models import Task, TaskGroup
-from workflows.scheduling import pods
+from workflows.scheduling import gang_dispatch, pods
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -43,7 +43,7 @@ class Recorder:
 @pytest.fixture
 def recorder(monkeypatch):
     backend = Recorder()
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: backend)
+    backend_use(monkeypatch, backend)
     return backend
 
 
@@ -135,14 +135,14 @@ def test_an_unexpected_error_on_one_gang_leaves_the_rest_of_the_batch_dispatched
     """Found in review: any error but a transient one ended the batch, so the gangs after it waited
     for the tick's re-dispatch."""
     placed = place(user, racks, 3, django_capture_on_commit_callbacks)
-    dispatch = pods.group_dispatch
+    dispatch = gang_dispatch.group_dispatch
 
     def failing_first(*, group_id: int, batch=None):
         if group_id == placed[0]:
             raise RuntimeError("a bug")
         return dispatch(group_id=group_id, batch=batch)
 
-    monkeypatch.setattr(pods, "group_dispatch", failing_first)
+    monkeypatch.setattr(gang_dispatch, "group_dispatch", failing_first)
     # when the batch meets an unexpected error on its first gang
     worker_tasks.groups_dispatch_task.run(group_ids=placed)
     # then the two others are dispatched, and the error is logged for the first (left to the tick)

@@ -14,11 +14,18 @@ from django.utils import timezone
 from scheduler import jobs
 from scheduler.models import Reservation
 from tests.factories import make_node, make_pool
-from tests.pipeline.helpers import CHAIN_SPEC, assert_never_overcommitted, assert_reservations_match_tasks, gang_spec
+from tests.pipeline.helpers import (
+    CHAIN_SPEC,
+    assert_never_overcommitted,
+    assert_reservations_match_tasks,
+    backend_use,
+    gang_spec,
+)
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run, read, run, walk
-from workflows.scheduling.pods import group_dispatch, pods_sync
+from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
 
@@ -98,7 +105,7 @@ def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
             events.append(("delete", pod_name))
             live.discard(pod_name)
 
-    monkeypatch.setattr(pods, "backend_for", lambda name, **kw: Recorder())
+    backend_use(monkeypatch, Recorder())
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("leak", 3, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     # when

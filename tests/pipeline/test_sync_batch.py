@@ -13,7 +13,8 @@ from django.utils import timezone
 from tests.factories import make_node, make_pool
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.pods import group_dispatch, pods_sync
+from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_submit
 
 pytestmark = pytest.mark.django_db
