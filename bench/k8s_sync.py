@@ -39,7 +39,7 @@ django.setup()
 from kubernetes import client as k8s_client  # noqa: E402
 
 from scheduler.inventory import NON_TERMINAL_PODS, foreign_usage, node_list_page  # noqa: E402
-from scheduler.services.inventory import kubernetes_foreign_usage, kubernetes_nodes_list  # noqa: E402
+from scheduler.services.kubernetes_sync import kubernetes_foreign_usage, kubernetes_nodes_list  # noqa: E402
 
 MANAGED_BY_LABEL, MANAGED_BY = "app.kubernetes.io/managed-by", "osmo"
 

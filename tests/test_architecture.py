@@ -47,6 +47,7 @@ INVENTORY_CODE = [
     "scheduler/services/__init__.py",
     "scheduler/services/pools.py",
     "scheduler/services/inventory.py",
+    "scheduler/services/kubernetes_sync.py",
     "scheduler/management/commands",
     "scheduler/api",
     "scheduler/admin.py",

@@ -1,5 +1,6 @@
 """Writes of the scheduler app. Pools, keys and nodes live in :mod:`scheduler.services.pools`; whole
-inventories (import, export, Kubernetes sync) in :mod:`scheduler.services.inventory`. The values they
+inventories (import, export) in :mod:`scheduler.services.inventory`, the Kubernetes node sync in
+:mod:`scheduler.services.kubernetes_sync`. The values they
 take and give (``Inventory``, ``KeySpec``, ``NodeSpec``, ``PoolShape``, node entries) come from the
 pure :mod:`scheduler.inventory` and are re-exported here for callers of the services."""
 
@@ -10,12 +11,14 @@ from scheduler.services.inventory import (
     inventory_import_text,
     inventory_load_text,
     inventory_parse,
+    node_spec_parse,
+    pool_export,
+)
+from scheduler.services.kubernetes_sync import (
     kubernetes_foreign_usage,
     kubernetes_nodes_list,
     kubernetes_pods_list,
-    node_spec_parse,
     nodes_follow_kubernetes,
-    pool_export,
     pool_follow_kubernetes,
     pool_sync_from_kubernetes,
 )

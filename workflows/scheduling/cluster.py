@@ -21,7 +21,7 @@ from scheduler.dispatch import PodBackend, PodState
 from scheduler.dispatch.base import CAUSE_DISRUPTED, CAUSE_EVICTED, CAUSE_NODE_LOST, CAUSE_UNSCHEDULABLE
 from scheduler.models import Pool
 from scheduler.services import nodes_follow_kubernetes
-from scheduler.services.inventory import NODE_GONE, NODE_NOT_READY
+from scheduler.services.kubernetes_sync import NODE_GONE, NODE_NOT_READY
 
 logger = logging.getLogger(__name__)
 
