@@ -48,7 +48,6 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Vec
 from scheduler.preemption.feasibility import (
@@ -59,8 +58,8 @@ from scheduler.preemption.feasibility import (
     add,
     held_per_node,
     usable_nodes,
-    vec,
 )
+from scheduler.preemption.scopes import Scope, scopes_build
 from scheduler.preemption.types import Candidate, VictimChoice
 
 DEFAULT_MAX_SOLVES = 256  # enough to finish the exact search on <= 8 candidates (256 subsets)
@@ -134,42 +133,6 @@ def _plus(a: Additive, b: Additive) -> Additive:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3])
 
 
-@dataclass(slots=True)
-class _Scope:
-    """Where a placement can lie: its machines, the candidates holding capacity there (``mask``), the
-    capacity the preemptor needs beyond what is free there (``missing``), and what each candidate of
-    ``mask`` frees there (``release``, by candidate; the others free nothing there). ``pool``: the
-    feasibility questions asked of these machines only (built when the scope is first searched)."""
-
-    machines: frozenset[str]
-    mask: int
-    missing: Vec
-    release: dict[int, Vec]
-    pool: Feasibility | None = None
-    # Built on the first bound (:meth:`_Search.presort`): per resource, the candidates of ``mask``
-    # largest release first, and by work per unit released (the cheapest first).
-    largest: list[list[tuple[int, int]]] | None = None
-    cheapest: list[list[tuple[float, int, int]]] | None = None
-    borrowing: int = 0  # the borrowing candidates of ``mask``
-
-
-def _domain_level(preemptor: GangRequest, keys: tuple[str, ...]) -> int | None:
-    """The finest level at which one required constraint holds every task of the preemptor (a chain of
-    single required children from the root), or None when there is none."""
-    tree = preemptor.tree
-    if tree.tasks:
-        return None
-    found = None
-    children = tree.children
-    while len(children) == 1 and children[0].required and children[0].key in keys:
-        node = children[0]
-        found = keys.index(node.key)
-        if node.tasks:
-            break
-        children = node.children
-    return found
-
-
 class _Search:
     def __init__(self, pool: Feasibility, usable: frozenset[str], now: float | None,
                  ceiling: int | None = None) -> None:
@@ -188,55 +151,11 @@ class _Search:
             self.parts[i][0] / max(1, self.parts[i][2]), self.parts[i][1] / max(1, self.parts[i][2]),
             self.parts[i], -cands[i].started, cands[i].key))
         self.suffixes: list[int] | None = None  # masks of the cheap-first order's suffixes (built when needed)
-        self.scopes = self._scopes(usable)
+        self.scopes = scopes_build(pool, usable)
         self.best: int | None = None
         self.best_cost: Cost | None = None
         self.ceiling = ceiling
         self.best_pool: Feasibility = pool
-
-    def _scopes(self, usable: frozenset[str]) -> list[_Scope]:
-        """One scope per domain of the level that holds the whole preemptor (docs/design.md §9: an
-        irreducible victim set lies in the domain its placement uses), else the whole pool."""
-        pool = self.pool
-        demand = ZERO
-        for task in pool.preemptor.tasks:
-            demand = add(demand, vec(task.resources))
-        level = _domain_level(pool.preemptor, pool.snapshot.keys)
-        regions: dict[tuple[str | None, ...], set[str]] = {}
-        for node in pool.snapshot.nodes:
-            if node.name in usable:
-                regions.setdefault(() if level is None else node.labels[: level + 1], set()).add(node.name)
-        region_of: dict[str, int] = {}
-        paths = sorted(regions, key=lambda path: tuple(str(x) for x in path))
-        for r, path in enumerate(paths):
-            for name in regions[path]:
-                region_of[name] = r
-        frees: list[Vec] = [ZERO] * len(paths)
-        for node in pool.snapshot.nodes:
-            at = region_of.get(node.name)
-            if at is not None:
-                frees[at] = add(frees[at], tuple(max(0, x) for x in vec(node.free)))  # type: ignore[arg-type]
-        releases: list[dict[int, Vec]] = [{} for _ in paths]
-        for i, per_node in pool.held.items():
-            for name, v in per_node.items():
-                at = region_of.get(name)
-                if at is not None:
-                    have = releases[at].get(i)
-                    releases[at][i] = v if have is None else add(have, v)
-        scopes = []
-        for r in range(len(paths)):
-            release = {i: v for i, v in releases[r].items() if v != ZERO}
-            mask = borrowing = 0
-            for i in release:
-                mask |= 1 << i
-                if pool.candidates[i].borrowing:
-                    borrowing |= 1 << i
-            missing = tuple(d - f for d, f in zip(demand, frees[r], strict=True))
-            scopes.append(_Scope(frozenset(regions[paths[r]]), mask, missing, release,  # type: ignore[arg-type]
-                                 borrowing=borrowing))
-        if len(scopes) == 1 and level is None:
-            scopes[0].pool = pool  # the whole pool: its own questions
-        return scopes
 
     def cost(self, mask: int) -> Cost:
         members = [self.pool.candidates[i] for i in self.pool.bits(mask)]
@@ -252,7 +171,7 @@ class _Search:
         if self.best_cost is None or cost < self.best_cost:
             self.best, self.best_cost, self.best_pool = mask, cost, pool
 
-    def pool_of(self, scope: _Scope) -> Feasibility:
+    def pool_of(self, scope: Scope) -> Feasibility:
         """The feasibility questions of ``scope``: does the preemptor fit on its machines."""
         if scope.pool is None:
             scope.pool = self.pool.scoped(scope.machines, scope.mask)
@@ -291,7 +210,7 @@ class _Search:
             return self.ceiling is not None and low[0] > self.ceiling
         return low > self.best_cost[:4] or self.best == 0
 
-    def incumbent(self, scope: _Scope) -> None:
+    def incumbent(self, scope: Scope) -> None:
         """Step 3 in one scope: covers of the all-released placement and of the shortest feasible
         prefix, cheapest first and then cheapest per GPU first, each then made irreducible."""
         pool = self.pool_of(scope)
@@ -363,10 +282,10 @@ class _Search:
             left = lo - 1
         return kept
 
-    def bound(self, kept: int, open_: int, scope: _Scope) -> Additive | None:
+    def bound(self, kept: int, open_: int, scope: Scope) -> Additive | None:
         return self.bound_and_margin(kept, open_, scope)[0]
 
-    def bound_and_margin(self, kept: int, open_: int, scope: _Scope) -> tuple[Additive | None, _Margin | None]:
+    def bound_and_margin(self, kept: int, open_: int, scope: Scope) -> tuple[Additive | None, _Margin | None]:
         """:meth:`bound`, and the resource that sets its work term with the work per unit at which
         the relaxation stops (for :meth:`fixed`; None without a work term).
 
@@ -413,7 +332,7 @@ class _Search:
                     work, margin = least, (r, per_unit)
         return (own, total[1] + work, total[2] + gpu, total[3] + gangs), margin
 
-    def presort(self, scope: _Scope) -> tuple[list[list[tuple[int, int]]], list[list[tuple[float, int, int]]]]:
+    def presort(self, scope: Scope) -> tuple[list[list[tuple[int, int]]], list[list[tuple[float, int, int]]]]:
         """The scope's candidates in the orders :meth:`bound` walks (sorted once, not at every node)."""
         if scope.largest is None or scope.cheapest is None:
             release = scope.release
@@ -441,7 +360,7 @@ class _Search:
                 break
         return total, per_unit
 
-    def fixed(self, open_: int, scope: _Scope, low: Additive, margin: _Margin) -> int:
+    def fixed(self, open_: int, scope: Scope, low: Additive, margin: _Margin) -> int:
         """Candidates of ``open_`` no set from a node whose bound is ``low`` can hold and beat the best
         set: reduced-cost fixing of the work term. With candidate i kept, the relaxation needs
         ``release_i`` less of resource r, which saves at most ``per_unit`` a unit (the relaxation's
@@ -463,7 +382,7 @@ class _Search:
                 any_ = True
         return int("".join(digits), 2) if any_ else 0
 
-    def branch_and_bound(self, scope: _Scope) -> None:
+    def branch_and_bound(self, scope: Scope) -> None:
         """Step 4 in one scope: depth first, excluding before keeping, most expensive decided first."""
         pool = self.pool_of(scope)
         if pool.check(scope.mask) is None:
