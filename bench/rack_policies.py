@@ -232,11 +232,14 @@ class Repack:
     not fit, every running model may be placed again (:func:`repack`) if the gang then fits; one try
     per event. A moved gang goes on where it was (``mode`` ``resume``: checkpoint and restore for free,
     an upper bound), from its last checkpoint (``checkpoint``: every ``every`` time units since it
-    started) or from the beginning (``restart``)."""
+    started) or from the beginning (``restart``). ``for_any``: any waiting gang with models (not only
+    a large one) may have them moved, and every such gang of the window gets its try in each scan:
+    the most a mover honouring the zones could do."""
 
     mode: str = "resume"
     wait: float = 10.0
     every: float = 10.0
+    for_any: bool = False
 
 
 Unit = tuple[int, list[tuple[int, int | None]], bool]  # (job, [(trays, current rack)], zoned)
@@ -390,7 +393,7 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
                 guard = protect and not is_large(sizes) and any(
                     is_large(shape[a][0]) and now > jobs[a].arrival for a in queue[:pos])
                 racks = place_models(p, sizes, zoned[q], rank, finish, protect=guard, ceiling=ceiling)
-                if (racks is None and moves is not None and not tried and is_large(sizes)
+                if (racks is None and moves is not None and (moves.for_any or (not tried and is_large(sizes)))
                         and now - jobs[q].arrival >= moves.wait):
                     tried = True
                     racks = move(q, now)
@@ -429,9 +432,12 @@ def main(argv: list[str] | None = None) -> int:
                         "placed again if it then fits; moved gangs resume (free), go on from their last checkpoint, "
                         "or restart")
     parser.add_argument("--repack-wait", type=float, default=10.0)
+    parser.add_argument("--repack-for", choices=("large", "any"), default="large",
+                        help="any: every waiting gang with models may have running models moved, each scan")
     parser.add_argument("--checkpoint-every", type=float, default=10.0)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    moves = Repack(args.repack, args.repack_wait, args.checkpoint_every) if args.repack else None
+    moves = (Repack(args.repack, args.repack_wait, args.checkpoint_every, args.repack_for == "any")
+             if args.repack else None)
     seeds = [int(s) for s in args.seeds.split(",")]
     traces = []
     for seed in seeds:
@@ -449,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             good = [row["goodput"] for row in rows]
             loss = [100 * (c - m) for c, m in zip(top, mine, strict=True)]
             extra = {} if moves is None else {
-                "repack": {"mode": moves.mode, "wait": moves.wait, "every": moves.every},
+                "repack": {"mode": moves.mode, "wait": moves.wait, "every": moves.every, "for_any": moves.for_any},
                 "goodput": [round(100 * g, 1) for g in good], "goodput_mean": round(100 * statistics.fmean(good), 2),
                 "goodput_loss_points_mean": round(statistics.fmean(100 * (c - g) for c, g in zip(top, good,
                                                                                                    strict=True)), 2),

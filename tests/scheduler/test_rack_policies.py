@@ -126,3 +126,17 @@ def test_moves_that_resume_lose_no_work_and_moves_that_restart_do():
     assert resumed["goodput"] == resumed["gpu_utilisation"]
     assert restarted["goodput"] < restarted["gpu_utilisation"]
     assert resumed["pool"].whole == [18] * 56 and restarted["pool"].whole == [18] * 56
+
+
+def test_moves_for_any_waiting_gang_try_more_often_than_for_large_gangs_only():
+    # given the first 200 gangs of seed 10 at load 1.5
+    base = nvl72_pool(2, 4, 7, occupancy=0.0, seed=10)
+    jobs = trace(200, 10, sum(n.free.gpu for n in base.nodes), 1.5)
+    # when the proxy moves running models for free, for large gangs only and for any waiting gang
+    large = run(jobs, best, moves=Repack("resume", wait=0.0))
+    any_ = run(jobs, best, moves=Repack("resume", wait=0.0, for_any=True))
+    # then gangs with fewer models also had models moved for them (more repacks), no work was lost,
+    # and the pool ends whole
+    assert any_["repacks"] > large["repacks"] > 0
+    assert any_["goodput"] == any_["gpu_utilisation"]
+    assert any_["pool"].whole == [18] * 56
