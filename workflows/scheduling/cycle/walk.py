@@ -46,11 +46,12 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from scheduler.hold import Holder, may_backfill, soonest_hold, where
+from scheduler.hold import Holder, may_backfill
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.preemption import eviction_window
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, NORMAL_RANK, Quotas
+from workflows.scheduling.cycle.holds import Hold, Holds
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
@@ -63,7 +64,7 @@ from workflows.scheduling.cycle.values import (
     Verdict,
 )
 from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
-from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
+from workflows.scheduling.preemption import Preemptions, fits_on, takes
 from workflows.scheduling.requests import gang_request_from_row
 
 logger = logging.getLogger(__name__)
@@ -95,24 +96,6 @@ class WalkMemo:
     behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """One of the starvation guard's holds: the machines kept for a starving gang, which binds the
-    gangs of its priority and below behind it in the queue (those after ``order``)."""
-
-    order: list[Any]  # the starving gang's place in the queue
-    machines: tuple[str, ...] | None  # None: no placement on the idle pool, hold every such gang (first hold)
-    # By expected end: when the kept machines are free (epoch seconds; None: held by the idle pool's
-    # placement, no time), whether that time is a bound, and the machines as people name them.
-    free_by: float | None = None
-    bounded: bool = False
-    where: str = ""
-    # A HIGH or NORMAL gang waiting before it evicts LOW work (the pool's minimum runtime, docs/design.md
-    # §9): its machines are kept from LOW gangs only, until ``free_by`` (when it evicts; None: a gang that
-    # found no victims, for as long as it waits); not a starving gang.
-    low_only: bool = False
-
-
 class Walk:
     """One walk over a pool's queue: :meth:`decide` returns what it decided."""
 
@@ -120,12 +103,9 @@ class Walk:
                  ) -> None:
         self.cycle, self.source, self.policy = cycle, source, policy
         self.memo = WalkMemo(prior_proofs=dict(cycle.proofs), proofs=dict(cycle.proofs))
-        # The starvation guard's holds, in queue order, on disjoint machines; while a gang is decided,
-        # the free capacity of those it may not use (``active``, indexes into ``holds``) is taken off
-        # the index (``blocked``).
-        self.holds: list[Hold] = []
-        self.active: tuple[int, ...] = ()
-        self.blocked: list[tuple[str, Vec]] = []
+        # The starvation guard's holds; while a gang is decided, the free capacity of those it may not
+        # use is taken off the index.
+        self.holds = Holds(lambda: self.index, cycle.pool_name)
         self._holders: list[Holder] | None = None  # the pool's placed gangs and their expected ends
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
         self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low,
@@ -261,7 +241,7 @@ class Walk:
                 new_cursor = g.order
                 break
             self._step(g, walk[position + 1:position + FETCH_BATCH])
-        self._holding(())
+        self.holds.bind(())
         until = self.preemptions.protected_until() if self.preemptions is not None else None
         if self.evict_waits:  # a gang's wait before evicting ends: the queue is walked again then
             first = min(at for at, _where in self.evict_waits.values())
@@ -282,8 +262,7 @@ class Walk:
                 self._record(g, Reason(changed), None)
                 self.unschedulable.append(g.pk)
                 return
-        ahead = [i for i, hold in enumerate(holds)  # the holds that bind it
-                 if g.order > hold.order and (g.rank >= LOW_RANK or not hold.low_only)]
+        ahead = holds.binding(g.order, g.rank)
         held = bool(ahead)
         if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
             self._behind_starving(g)
@@ -291,7 +270,7 @@ class Walk:
         # EASY backfill: a gang that will have ended by the time a hold's machines are free may use them
         now = cycle.now.timestamp()
         blocking = tuple(i for i in ahead if not may_backfill(now, g.exec_timeout_s, holds[i].free_by))
-        self._holding(blocking)
+        holds.bind(blocking)
         if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
             over = self.quotas.over(g, self.request(g, upcoming))
             if over is not None:
@@ -300,7 +279,7 @@ class Walk:
                 return
         waited = cycle.now - (g.scheduling_since or cycle.now)
         # A new hold: fewer than the most there may be, for a gang behind every hold so far.
-        starving = self._starving_holds()
+        starving = holds.starving()
         check_idle = (waited > cycle.starvation and len(starving) < cycle.max_holds
                       and (not starving or g.order > starving[-1].order))
         idle_known = g.idle_fit is not None and g.idle_fit_epoch == cycle.inventory_epoch
@@ -379,72 +358,12 @@ class Walk:
         The first hold's machines are None (hold every such gang) if it has no such placement; a later
         gang without a soonest placement gets no hold (None)."""
         request = self.request(g, upcoming)
-        active = self.active
-        self._holding(())  # the hold is sought on the whole pool but the earlier holds' machines
-        taken = {name for earlier in self.holds for name in earlier.machines or ()}
         evicted = self.preemptions.evicted if self.preemptions is not None else {}
         # Gangs evicted in this walk have given their machines back on the index already.
         if self._holders is None:  # read once per walk (two queries), for every hold
             self._holders = self.source.holders(self.cycle.now.timestamp())
         holders = [h for h in self._holders if int(h.key) not in evicted]
-        hold: Hold | None = None
-        if holders:
-            snapshot = self.index.snapshot(self.cycle.pool_name)
-            if taken:
-                snapshot = ClusterSnapshot(snapshot.pool, snapshot.keys,
-                                           tuple(node for node in snapshot.nodes if node.name not in taken))
-            found = soonest_hold(snapshot, request, holders, self.policy)
-            if found is not None:
-                hold = Hold(g.order, tuple(sorted(found.machines)), found.free_by, found.bounded,
-                            where(snapshot, found.machines))
-        if hold is None and not self._starving_holds():
-            outcome = solve(self.idle_index(), request, self.policy)
-            hold = Hold(g.order, tuple(sorted(outcome.nodes)) if isinstance(outcome, Placement) else None)
-        if hold is not None:
-            self.holds.append(hold)
-        self._holding(active)
-        return hold
-
-    def _starving_holds(self) -> list[Hold]:
-        """The starvation guard's holds (not the machines kept by gangs waiting before they evict)."""
-        return [hold for hold in self.holds if not hold.low_only]
-
-    def _holding(self, which: tuple[int, ...]) -> None:
-        """Take the free capacity of the holds ``which`` (indexes into :attr:`holds`) off the index
-        while a gang they bind is decided (its verdicts and victim searches are memoised apart:
-        :meth:`_memo_key`), and give back that of the others."""
-        if which == self.active:
-            return
-        if self.blocked:
-            self.index.release(self.blocked)
-            self.blocked = []
-        if which:
-            nodes = self.index.nodes
-            for i in which:
-                for name in self.holds[i].machines or ():
-                    f = nodes[name].free
-                    if f.gpu or f.cpu or f.memory or f.storage:
-                        self.blocked.append((name, (f.gpu, f.cpu, f.memory, f.storage)))
-            self.index.place(self.blocked)
-        self.active = which
-
-    def _kept(self) -> frozenset[str]:
-        """The machines of the holds taken off the index now."""
-        return frozenset(name for i in self.active for name in self.holds[i].machines or ())
-
-    def _refresh_holding(self) -> None:
-        """Take off the holds' machines again what was freed there (victims evicted)."""
-        active = self.active
-        self._holding(())
-        self._holding(active)
-
-    def _memo_key(self, g: QueuedGang) -> str:
-        """The gang's signature, told apart while kept machines are held back (a verdict there is not
-        one on the whole pool; each set of holds held back is its own view)."""
-        kept = [i for i in self.active if self.holds[i].machines]
-        if not g.signature or not kept:
-            return g.signature
-        return f"{g.signature}|held" if kept == [0] else f"{g.signature}|held{','.join(map(str, kept))}"
+        return self.holds.seek(g.order, request, holders, self.policy, self.idle_index)
 
     def _behind_starving(self, g: QueuedGang, blocking: tuple[int, ...] = ()) -> None:
         """The reason of a gang behind starving gangs: kept off the machines of the first hold in
@@ -470,7 +389,7 @@ class Walk:
 
     def _decide(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[Reason, str] | None:
         """Solve the gang (or take the verdict of an identical one); None when it was placed."""
-        key = self._memo_key(g)
+        key = self.holds.memo_key(g.signature)
         shared = self._verdict_shared(key) if key else None
         if shared is not None:
             self.shared += 1
@@ -534,17 +453,15 @@ class Walk:
                 return True
             self.memo.absent_there[g.pk] = outcome.nodes
         elif outcome.status == "unschedulable":
-            self.preemptions.hopeless_mark(self._memo_key(g))
+            self.preemptions.hopeless_mark(self.holds.memo_key(g.signature))
         return False
 
     def _absent_solve(self, request: GangRequest) -> Placement | Unplaceable | None:
         """Solve on the view without LOW work (None: no LOW gang runs)."""
         assert self.preemptions is not None
-        if self.preemptions.absent is None and self.active:  # built on the whole pool, kept machines free
-            active = self.active
-            self._holding(())
-            self.preemptions.absent_view(self.index)
-            self._holding(active)
+        if self.preemptions.absent is None and self.holds.active:  # built on the whole pool, kept machines free
+            with self.holds.unbound():
+                self.preemptions.absent_view(self.index)
         absent = self.preemptions.absent_view(self.index)
         if absent is None:
             return None
@@ -576,8 +493,8 @@ class Walk:
         (:mod:`workflows.scheduling.preemption`). True when it was placed."""
         if self.preemptions is None:
             return False
-        signature = self._memo_key(g)
-        kept = self._kept()
+        signature = self.holds.memo_key(g.signature)
+        kept = self.holds.kept()
         placement = None
         now = self.cycle.now.timestamp()
         if self.cycle.min_runtime > 0:  # it does not fit within its quota: since when (carried on)
@@ -599,8 +516,8 @@ class Walk:
             if there is not None and self.cycle.min_runtime > 0:
                 self._keep(g, there, window)
             return False
-        if self.active:  # victims' machines among the kept ones: hold back what they freed there too
-            self._refresh_holding()
+        if self.holds.active:  # victims' machines among the kept ones: hold back what they freed there too
+            self.holds.refresh()
         self._placed(g, request, placement)
         return True
 
@@ -617,7 +534,7 @@ class Walk:
         until = since + self.cycle.min_runtime
         if self.cycle.now.timestamp() >= until:
             return False
-        self.evict_waits[g.pk] = (until, self._keep_from_low(g, there, until))
+        self.evict_waits[g.pk] = (until, self.holds.keep_from_low(g.order, there, until))
         return True
 
     def _keep(self, g: QueuedGang, there: frozenset[str], window: float | None) -> None:
@@ -626,16 +543,7 @@ class Walk:
         gangs behind it for as long as it waits (docs/design.md §9, the eviction window): what frees
         there stays free for it, and no LOW work starts there only to be evicted. No time: no LOW gang
         backfills it."""
-        self.keeps[g.pk] = (self._keep_from_low(g, there, None), window)
-
-    def _keep_from_low(self, g: QueuedGang, there: frozenset[str], until: float | None) -> str:
-        """Keep the machines ``there`` from the LOW gangs behind ``g`` until ``until`` (None: as long as
-        it waits), a hold binding LOW gangs only; the machines as a reason names them."""
-        nodes = self.index.nodes
-        named = where(ClusterSnapshot(self.cycle.pool_name, self.index.keys,
-                                      tuple(nodes[name] for name in sorted(there))), there)
-        self.holds.append(Hold(g.order, tuple(sorted(there)), until, False, named, low_only=True))
-        return named
+        self.keeps[g.pk] = (self.holds.keep_from_low(g.order, there, None), window)
 
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (stored on the gang per
