@@ -192,23 +192,23 @@ def test_recorded_pod_fixtures_are_valid_api_objects(name):
         kubernetes_validate.validate(pod, desired_version=K8S_VERSION, strict=True)
 
 
+def _loaded_with(module: str, roots: tuple[str, ...]) -> str:
+    """The modules under ``roots`` a fresh interpreter has loaded after importing ``module``."""
+    code = (f"import sys, {module}; "
+            f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})))")
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=repo).stdout.strip()
+
+
 def test_manifests_and_labels_load_without_the_kubernetes_client():
     # given a fresh interpreter
-    code = ("import sys, scheduler.dispatch.k8s_manifest; "
-            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('kubernetes', 'urllib3', 'django', 'celery'))))")
-    repo = Path(__file__).resolve().parents[2]
     # when the manifests' module is imported (as the node sync does for the labels)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
+    loaded = _loaded_with("scheduler.dispatch.k8s_manifest", ("kubernetes", "urllib3", "django", "celery"))
     # then neither the Kubernetes client nor a framework came with it
-    assert result.stdout.strip() == ""
+    assert loaded == ""
 
 
 def test_module_imports_no_framework():
     # the backend is importable (and testable) without Django or Celery
-    code = ("import sys, scheduler.dispatch.kubernetes; "
-            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('django', 'rest_framework', 'celery', 'kombu'))))")
-    repo = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
-    assert result.stdout.strip() == ""
+    assert _loaded_with("scheduler.dispatch.kubernetes", ("django", "rest_framework", "celery", "kombu")) == ""
