@@ -13,7 +13,9 @@ JSON line per measurement: the first cycle, an idle cycle (nothing changed), the
 running gang finishes; each with seconds, solver calls, queries, gangs placed, small gangs still
 unplaced, and peak RSS; ``vs_baseline`` is the ratio of seconds. Each algorithm runs in a
 transaction that is rolled back, so both see the same queue. With ``--check`` the baseline also
-runs to completion (no budget) at the smallest depth and the placements are compared.
+runs to completion (no budget) at the smallest depth and the placements are compared. With
+``--profile FILE`` the incremental cycle after a release at the deepest depth runs under cProfile
+(its row says ``"profiled": true``) and the statistics go to FILE (``python -m pstats FILE``).
 Reads with the deep queue: the API's first page of PENDING workflows, the dashboard, the workflow
 list and the pool page (p50 over 20 requests, queries); the pool page also right after a task's
 reservation was released each time (``pool_page_after_release``: reservations read and added again)
@@ -23,6 +25,7 @@ and after a node was written each time (``pool_page_after_node_write``: nothing 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import resource
@@ -183,7 +186,21 @@ def _read(label: str, depth: int, pool: str, client: Client, url: str, before) -
 ALGORITHMS: dict[str, Runner] = {"incremental": placement_cycle_run, "baseline": baseline_cycle_run}
 
 
-def run_depth(depth: int, small: set[int], pool_id: int, check: bool, algorithms: list[str]) -> list[dict]:
+def profiled(run: Runner, path: str) -> Runner:
+    """``run`` under cProfile, its statistics written to ``path`` (``python -m pstats path`` reads them)."""
+    def wrapper(**kwargs) -> CycleResult:
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(run, **kwargs)
+        finally:
+            profile.dump_stats(path)
+    return wrapper
+
+
+def run_depth(depth: int, small: set[int], pool_id: int, check: bool, algorithms: list[str],
+              profile: str = "") -> list[dict]:
+    """``profile``: a file for the cProfile statistics of the incremental cycle after a release (that
+    row's seconds are then measured under the profiler: ``"profiled": true``)."""
     rows: list[dict] = []
     per_algorithm: dict[str, dict[str, dict]] = {}
     for algorithm in algorithms:
@@ -196,7 +213,12 @@ def run_depth(depth: int, small: set[int], pool_id: int, check: bool, algorithms
             if algorithm == "incremental":
                 rows += reads(depth)
             finish_one(pool_id)
-            got["after_release"] = measure("after_release", depth, algorithm, small, pool_id, run)
+            if profile and algorithm == "incremental":
+                got["after_release"] = measure("after_release", depth, algorithm, small, pool_id,
+                                               profiled(run, profile))
+                got["after_release"]["profiled"] = True
+            else:
+                got["after_release"] = measure("after_release", depth, algorithm, small, pool_id, run)
             per_algorithm[algorithm] = got
             transaction.set_rollback(True)
         print(f"depth {depth}: {algorithm} done", file=sys.stderr)
@@ -228,6 +250,8 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="Compare decisions with the baseline run to the end.")
     parser.add_argument("--algorithms", default="incremental,baseline", help="Which to run (comma-separated).")
     parser.add_argument("--json", action="store_true", help="One JSON object per line (the default prints the same).")
+    parser.add_argument("--profile", default="", help="Write a cProfile of the incremental cycle after a release "
+                        "at the deepest depth to this file (that row is then measured under the profiler).")
     args = parser.parse_args()
     jobs._send = lambda name, countdown=None, **kwargs: None  # no broker: measure the cycle alone
     # The 60 % occupancy is usage outside the service, so the large gangs do not fit even the idle
@@ -238,7 +262,7 @@ def main() -> None:
     for depth in depths:
         pool_id = Pool.objects.get(name=f"{POOL}{depth}").pk
         for row in run_depth(depth, small[depth], pool_id, args.check and depth == min(depths),
-                             args.algorithms.split(",")):
+                             args.algorithms.split(","), profile=args.profile if depth == max(depths) else ""):
             print(json.dumps(row), flush=True)
 
 

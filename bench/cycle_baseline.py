@@ -14,7 +14,14 @@ from django.db import transaction
 
 from scheduler.placement import ClusterSnapshot, DomainIndex, Policy
 from workflows.scheduling.cycle.reasons import Reason
-from workflows.scheduling.cycle.run import CycleResult, cycle_apply, cycle_begin, cycle_end, cycle_input_read
+from workflows.scheduling.cycle.run import (
+    CycleResult,
+    collector_paused,
+    cycle_apply,
+    cycle_begin,
+    cycle_end,
+    cycle_input_read,
+)
 from workflows.scheduling.cycle.values import QueuedGang
 from workflows.scheduling.cycle.walk import Walk
 
@@ -48,9 +55,10 @@ class BaselineWalk(Walk):
 
 
 def baseline_cycle_run(*, pool_id: int, policy: Policy | None = None) -> CycleResult:
-    """One cycle of the baseline algorithm (the pool's lock, timeouts and promotions as the cycle's)."""
+    """One cycle of the baseline algorithm (the pool's lock, timeouts and promotions as the cycle's; the
+    garbage collector off as in the cycle, so that the ratio compares the algorithms)."""
     result = CycleResult()
-    with transaction.atomic():
+    with collector_paused(), transaction.atomic():
         start = cycle_begin(result, pool_id=pool_id, now=None)
         if start is None:
             return result

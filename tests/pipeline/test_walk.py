@@ -3,6 +3,7 @@ by hand, no database, and the frozen decision checked whole."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -94,6 +95,31 @@ def test_a_walk_of_values_places_what_fits_and_shares_one_verdict():
     with pytest.raises(AttributeError):
         decision.cursor = [1]  # type: ignore[misc]
     assert isinstance(decision, Decision) and isinstance(verdict, Verdict)
+
+
+
+def test_rows_read_as_json_text_are_decoded_only_for_the_gangs_solved():
+    # given three identical gangs that cannot fit (three machines of one rack), ahead of one that fits,
+    # all four rows as the database gives them (JSON text); the second and third rows' text is no JSON,
+    # so decoding either would raise
+    built = [_gang(1, 3, same_rack=True), _gang(2, 3, same_rack=True), _gang(3, 3, same_rack=True),
+             _gang(4, 1, same_rack=False)]
+    text = {gang.pk: GangRow.from_json(json.dumps(row.constraint_tree), json.dumps(row.task_requests))
+            for gang, row in built}
+    text[2] = text[3] = GangRow.from_json("not json", "not json")
+    source = InMemory(text)
+    # when the walk decides
+    decision = Walk(_input([gang for gang, _row in built]), source, Policy()).decide()
+    # then all four rows were read in one batch, the first gang was solved from its decoded row and the
+    # two behind it took its verdict without their rows being decoded; the last was placed from its row
+    assert source.asked == [1, 2, 3, 4]
+    assert (decision.solved, decision.shared) == (2, 2)
+    assert [(v.group_ids, v.proof, v.code) for v in decision.verdicts] == [((1, 2, 3), 7, "no_domain")]
+    assert [(p.gang.pk, p.placement.tasks) for p in decision.placements] == [(4, {"t0": "a1"})]
+    # and a row decoded from its text is the row built from values
+    assert (text[1].constraint_tree, text[1].task_requests) == (built[0][1].constraint_tree, built[0][1].task_requests)
+    assert GangRow.from_json("{}", None).task_requests == []
+    assert GangRow.from_json("{}", "null").task_requests == []
 
 
 def test_a_gang_proven_at_this_epoch_is_neither_read_nor_solved():

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Min, Q, QuerySet, Sum, TextField, Value, When
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduler.fairshare import fair_order
@@ -256,9 +257,12 @@ class DatabaseSource:
         self._platforms: Mapping[str, PlatformNodes] | None = None
 
     def gang_rows(self, pks: Sequence[int]) -> Mapping[int, GangRow]:
-        return {row["pk"]: GangRow(row["constraint_tree"], row["task_requests"] or [])
-                for row in TaskGroup.objects.filter(pk__in=list(pks)).values("pk", "constraint_tree",
-                                                                             "task_requests")}
+        # As JSON text, decoded when a gang is solved (:meth:`GangRow.from_json`).
+        return {row["pk"]: GangRow.from_json(row["tree_json"], row["requests_json"])
+                for row in TaskGroup.objects.filter(pk__in=list(pks))
+                .annotate(tree_json=Cast("constraint_tree", TextField()),
+                          requests_json=Cast("task_requests", TextField()))
+                .values("pk", "tree_json", "requests_json")}
 
     def pool_keys(self, workflow_id: int) -> list[list[str]]:
         keys: list[list[str]] = Workflow.objects.filter(pk=workflow_id).values_list("pool_keys", flat=True).get()

@@ -5,10 +5,11 @@ for what is read only when a gang must be solved), and what the walk gives the a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.hold import Holder
 from scheduler.placement import ClusterSnapshot, Placement
@@ -42,11 +43,39 @@ class QueuedGang:
     exec_timeout_s: int | None = None  # its workflow's exec_timeout (EASY backfill onto held machines)
 
 
-class GangRow(NamedTuple):
-    """What solving a gang needs of its row besides :class:`QueuedGang`."""
+class GangRow:
+    """What solving a gang needs of its row besides :class:`QueuedGang`: its constraint tree and task
+    requests (``TaskGroup.task_requests``). :meth:`from_json` keeps them as the database's JSON text
+    and decodes each on first use: the walk reads rows in batches ahead of the gangs it reaches, and
+    most of those take an identical gang's verdict without being solved (a large gang's requests take
+    ~0.1 ms to decode)."""
 
-    constraint_tree: dict[str, Any]
-    task_requests: list[list[Any]]  # ``TaskGroup.task_requests``
+    __slots__ = ("_tree", "_requests", "_tree_json", "_requests_json")
+
+    def __init__(self, constraint_tree: dict[str, Any], task_requests: list[list[Any]]) -> None:
+        self._tree: dict[str, Any] | None = constraint_tree
+        self._requests: list[list[Any]] | None = task_requests
+        self._tree_json = self._requests_json = ""
+
+    @classmethod
+    def from_json(cls, constraint_tree: str, task_requests: str | None) -> GangRow:
+        """The row from its columns' JSON text (``task_requests`` None or ``null``: no requests)."""
+        row = cls.__new__(cls)
+        row._tree = row._requests = None
+        row._tree_json, row._requests_json = constraint_tree, task_requests or "null"
+        return row
+
+    @property
+    def constraint_tree(self) -> dict[str, Any]:
+        if self._tree is None:
+            self._tree = json.loads(self._tree_json)
+        return self._tree
+
+    @property
+    def task_requests(self) -> list[list[Any]]:
+        if self._requests is None:
+            self._requests = json.loads(self._requests_json) or []
+        return self._requests
 
 
 @dataclass(frozen=True, slots=True)
