@@ -99,6 +99,9 @@ class DomainTree:
     keys: tuple[str, ...]
     unlabelled_node_count: int  # machines missing the label of at least one key
     machines_loaded: bool
+    # Kept trees (scheduler.domain_totals): changes whenever a node joins, leaves or moves to another
+    # domain, not when only its capacity, usage or cordon changes. None: not known.
+    paths_version: int | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -237,10 +240,9 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     return (*nodes, *reservations)
 
 
-# Per pool, as of the pool's state fingerprint (and keys): the tree drawn, and its base without
-# reservations (the nodes' totals) as of the node rows' version.
+# Per pool, as of the pool's state fingerprint (and keys): the tree drawn (its base without
+# reservations is kept by scheduler.domain_totals).
 _tree_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree", size=16)
-_base_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree_base", size=16)
 
 
 def pool_domain_tree_cached(
@@ -259,13 +261,12 @@ def pool_domain_tree_cached(
         return cached
     node_count, nodes_version = fingerprint[0], fingerprint[:2]
     if keys and machine_limit is not None and node_count > machine_limit:
-        # No machines drawn: the nodes' totals are kept while the nodes are unchanged, and only the
-        # reservations (a few thousand rows at most) are read and added again when they changed.
-        base_key = (nodes_version, key_labels)
-        base = _base_cache.get(pool.pk, base_key)
-        if base is None:
-            base = pool_domain_tree(pool, keys=keys, reservations=False)
-            _base_cache.put(pool.pk, base, base_key)
+        # No machines drawn: the nodes' totals are kept and brought up to date from the node rows
+        # written since (scheduler.domain_totals), and the reservations (a few thousand rows at
+        # most) are read and added again.
+        from scheduler.domain_totals import kept_base_tree  # it builds this module's Domain values
+
+        base = kept_base_tree(pool, keys=keys, nodes_version=nodes_version)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
         adjust: dict[DomainPath, tuple[int, int]] = {}
         for values, (reserved, less_free) in held.items():
@@ -274,7 +275,8 @@ def pool_domain_tree_cached(
                 had, fewer = adjust.get(prefix, (0, 0))
                 adjust[prefix] = (had + reserved, fewer + less_free)
         tree = DomainTree(root=_with_reservations(base.root, adjust), keys=base.keys,
-                          unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False)
+                          unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False,
+                          paths_version=base.paths_version)
     else:
         tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
     _tree_cache.put(pool.pk, tree, key)

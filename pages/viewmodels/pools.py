@@ -131,7 +131,8 @@ def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer,
     state ``fingerprint`` (:func:`scheduler.domains.pool_state_fingerprint`)."""
     tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT)
     root, boxes = domain_boxes(tree)
-    occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint)
+    occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint,
+                                paths_version=tree.paths_version)
     merge_chains(root)
     # Thousands of small gangs can hold a big pool: a page lists the largest holders, not all of them.
     rest = occupancy[OCCUPANCY_ROWS:]
@@ -150,14 +151,18 @@ _occupancy_cache: ProcessCache[int, list[dict[str, Any]]] = ProcessCache("pool_o
 
 
 def _occupancy_rows(
-    pool: Pool, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None
+    pool: Pool, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None, paths_version: int | None
 ) -> list[dict[str, Any]]:
     """The pool's active reservations per workflow and finest domain, kept per process while the
-    pool's state fingerprint and keys stay the same (rows are read-only below)."""
+    pool's state fingerprint and keys stay the same (rows are read-only below). With the tree's
+    ``paths_version`` (:attr:`scheduler.domains.DomainTree.paths_version`) only the reservations'
+    part of the fingerprint counts: a node write that moved no node to another domain leaves every
+    reservation in its domain."""
     labels = [k.label for k in keys]
     if fingerprint is None:
         return list(pool_occupancy_by_workflow(pool=pool, labels=labels))
-    key = (fingerprint, tuple(labels))
+    nodes = fingerprint[:2] if paths_version is None else ("paths", paths_version)
+    key = (nodes, fingerprint[2:], tuple(labels))
     rows = _occupancy_cache.get(pool.pk, key)
     if rows is None:
         rows = list(pool_occupancy_by_workflow(pool=pool, labels=labels))
@@ -167,9 +172,9 @@ def _occupancy_rows(
 
 def _pool_occupancy(
     pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: Viewer,
-    fingerprint: tuple[Any, ...] | None,
+    fingerprint: tuple[Any, ...] | None, paths_version: int | None,
 ) -> list[WorkflowOccupancy]:
-    rows = _occupancy_rows(pool, keys, fingerprint)
+    rows = _occupancy_rows(pool, keys, fingerprint, paths_version)
     # Keyed by id and owner: ids count per owner (docs/design.md §7, "Workflow ids").
     per_workflow: dict[tuple[str, int], WorkflowOccupancy] = {}
     viewer = user.get_username()
