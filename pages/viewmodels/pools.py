@@ -2,8 +2,9 @@
 holding capacity in each finest domain, and the paginated node list.
 
 Fixed query counts whatever the pool's size: the domain tree of :mod:`scheduler.domains` (two
-queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes), the occupancy (one
-grouped query over the active reservations) and the node page (names + page, in natural order).
+queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes; past that the nodes'
+totals are kept and updated from the rows written, :mod:`scheduler.domain_totals`), the occupancy
+(the active reservations, then their holders) and the node page (names + page, in natural order).
 """
 
 from __future__ import annotations

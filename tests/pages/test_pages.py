@@ -261,7 +261,7 @@ def test_pool_list_shows_capacity(alice_client, django_assert_max_num_queries):
 
 def test_pool_detail_shows_heat_map_occupancy_and_nodes(alice_client, scene, django_assert_max_num_queries):
     # when
-    with django_assert_max_num_queries(18):  # a first read: the natural node order's names fingerprint too
+    with django_assert_max_num_queries(19):  # a first read: the natural node order's names fingerprint too
         response = alice_client.get("/pools/nvl72/")
     with django_assert_max_num_queries(14):  # unchanged pool: tree and occupancy kept, two version queries
         again = alice_client.get("/pools/nvl72/")
