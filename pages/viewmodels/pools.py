@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from osmo.process_cache import ProcessCache
 from osmo.types import Viewer
-from pages.links import workflow_url
+from pages.links import workflow_urls
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
@@ -178,7 +178,7 @@ def _pool_occupancy(
     rows = _occupancy_rows(pool, keys, fingerprint, paths_version)
     # Keyed by id and owner: ids count per owner (docs/design.md §7, "Workflow ids").
     per_workflow: dict[tuple[str, int], WorkflowOccupancy] = {}
-    viewer = user.get_username()
+    url_of = workflow_urls(viewer=user.get_username())
     for row in rows:
         workflow_id = row["workflow_id"]
         path = tuple(row[f"domain_value_{index}"] for index in range(len(keys)))
@@ -186,7 +186,7 @@ def _pool_occupancy(
         entry = per_workflow.get((workflow_id, row["owner_id"]))
         if entry is None:
             visible = bool(user.is_staff or row["owner_id"] == user.pk)
-            url = workflow_url(workflow_id, row["owner_username"], viewer=viewer) if visible else ""
+            url = url_of(workflow_id, row["owner_username"]) if visible else ""
             entry = per_workflow[(workflow_id, row["owner_id"])] = WorkflowOccupancy(
                 workflow_id=workflow_id, username=row["owner_username"], visible=visible, url=url
             )
