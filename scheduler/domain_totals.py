@@ -7,7 +7,8 @@ the reservations per request. Building those totals reads and groups every node 
 nodes); any write to any node row made the page build them again. Here they are kept with each
 node's part in them, and a write costs what it changed:
 
-- The pool's nodes are split into :data:`BUCKETS` buckets by id. One aggregate query gives each
+- The pool's nodes are split into buckets of :data:`BUCKET_IDS` consecutive ids (a pool's nodes are
+  mostly created together, so a bucket holds up to that many of its nodes). One aggregate query gives each
   bucket's count and sum of row versions (the versions of :data:`scheduler.snapshot.NODES_VERSION_SQL`:
   any write to a row changes its version); only the buckets whose aggregate differs from the kept one
   are read again, each node row with its version, in one query.
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connection
-from django.db.models import BigIntegerField
+from django.db.models import BigIntegerField, Q
 from django.db.models.expressions import RawSQL
 
 from osmo.process_cache import ProcessCache
@@ -43,10 +44,10 @@ from scheduler.domains import Domain, DomainPath, DomainTree
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import label_text
 
-BUCKETS = 256  # ~80 nodes per bucket on a 20,000-node pool: one node write reads ~80 rows
+BUCKET_IDS = 128  # a node write reads the rows of its bucket again: at most this many, by the primary key
 _ROW_VERSION = "hashtextextended(ctid::text || ':' || xmin::text, 0)"  # as scheduler.snapshot.NODES_VERSION_SQL
 _BUCKETS_SQL = (
-    f"SELECT id %% %s, count(*), sum({_ROW_VERSION}) FROM {Node._meta.db_table} WHERE pool_id = %s GROUP BY 1"
+    f"SELECT id / %s, count(*), sum({_ROW_VERSION}) FROM {Node._meta.db_table} WHERE pool_id = %s GROUP BY 1"
 )
 
 # (version, path, schedulable, gpu, used_gpu) of one node
@@ -141,14 +142,14 @@ def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tu
 def _refresh(pool: Pool, kept: _Kept) -> None:
     """Read the buckets whose aggregate changed and bring ``kept`` (its totals and tree) up to date."""
     with connection.cursor() as cursor:
-        cursor.execute(_BUCKETS_SQL, [BUCKETS, pool.pk])
+        cursor.execute(_BUCKETS_SQL, [BUCKET_IDS, pool.pk])
         now = {int(bucket): (int(count), int(total)) for bucket, count, total in cursor.fetchall()}
     changed = {bucket for bucket in now.keys() | kept.buckets.keys() if now.get(bucket) != kept.buckets.get(bucket)}
     if not changed and kept.tree is not None:
         return
     fresh: dict[int, dict[int, _NodeRow]] = {bucket: {} for bucket in changed}
     for pk, row in _rows(pool, kept.key_labels, None if kept.tree is None else changed):
-        fresh.setdefault(pk % BUCKETS, {})[pk] = row
+        fresh.setdefault(pk // BUCKET_IDS, {})[pk] = row
     dirty: set[DomainPath] = set()
     moved = False
     for bucket, rows in fresh.items():
@@ -188,9 +189,10 @@ def _rows(pool: Pool, key_labels: tuple[tuple[str, str], ...], buckets: set[int]
     aliases: dict[str, Any] = {f"domain_value_{i}": label_text(label) for i, (_key, label) in enumerate(key_labels)}
     queryset = Node.objects.filter(pool=pool).order_by()
     if buckets is not None:
-        queryset = queryset.alias(bucket=RawSQL(f"{Node._meta.db_table}.id %% %s", (BUCKETS,),
-                                                output_field=BigIntegerField())
-                                  ).filter(bucket__in=sorted(buckets))
+        ranges = Q()
+        for bucket in sorted(buckets):
+            ranges |= Q(pk__gte=bucket * BUCKET_IDS, pk__lt=(bucket + 1) * BUCKET_IDS)
+        queryset = queryset.filter(ranges)
     rows = queryset.annotate(
         version=RawSQL(_ROW_VERSION, (), output_field=BigIntegerField()), **aliases
     ).values_list("pk", "version", "schedulable", "gpu", "used_gpu", *aliases)
@@ -218,4 +220,4 @@ def _frozen(kept: _Kept, path: DomainPath, keys: list[str], pool_name: str, old:
                   children=tuple(children))
 
 
-__all__ = ["BUCKETS", "kept_base_tree"]
+__all__ = ["BUCKET_IDS", "kept_base_tree"]

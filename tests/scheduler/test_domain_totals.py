@@ -19,8 +19,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def two_buckets(monkeypatch):
-    """Two buckets, so that a bucket read again holds nodes that did not change beside one that did."""
-    monkeypatch.setattr(domain_totals, "BUCKETS", 2)
+    """Buckets of two ids, so that a bucket read again holds a node that did not change beside one that did."""
+    monkeypatch.setattr(domain_totals, "BUCKET_IDS", 2)
     domain_totals._kept.clear()
     yield
     domain_totals._kept.clear()
