@@ -1,5 +1,5 @@
 """The nodes' GPU totals per domain of a pool, kept per process and brought up to date from the node
-rows that changed (docs/design.md §8, "Status pages").
+rows that changed (docs/design.md §8).
 
 The pool page of a pool too big to draw machines draws the domain tree from the nodes' totals
 without reservations (:func:`scheduler.domains.pool_domain_tree` with ``reservations=False``) and adds
