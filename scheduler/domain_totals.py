@@ -117,11 +117,24 @@ class _Kept:
 _kept: ProcessCache[int, _Kept] = ProcessCache("domain_totals", size=16)
 
 
-def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tuple[int, int]) -> DomainTree:
+NodeBuckets = dict[int, tuple[int, int]]  # bucket -> (count, sum of row versions)
+
+
+def node_buckets(pool: Pool) -> NodeBuckets:
+    """The pool's node rows per bucket: their count and the sum of their versions (one query). Summed
+    over the buckets they are :func:`scheduler.snapshot.nodes_version`."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BUCKETS_SQL, [BUCKET_IDS, pool.pk])
+        return {int(bucket): (int(count), int(total)) for bucket, count, total in cursor.fetchall()}
+
+
+def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tuple[int, int],
+                   buckets: NodeBuckets | None = None) -> DomainTree:
     """``pool_domain_tree(pool, keys=keys, reservations=False)``, kept per process and updated from
     the node rows written since (see the module). ``nodes_version``: the pool's
     :func:`scheduler.snapshot.nodes_version` as the caller read it; when the kept rows have that
-    version nothing is read. PostgreSQL only."""
+    version nothing is read. ``buckets``: :func:`node_buckets` as the caller read it with that
+    version (read here when not given). PostgreSQL only."""
     key_labels = tuple((key.key, key.label) for key in keys)
     kept = _kept.get(pool.pk, key_labels)
     if kept is None:
@@ -129,7 +142,7 @@ def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tu
         _kept.put(pool.pk, kept, key_labels)
     with kept.lock:
         if kept.tree is None or kept.nodes_version() != tuple(nodes_version):
-            _refresh(pool, kept)
+            _refresh(pool, kept, buckets if buckets is not None else node_buckets(pool))
         tree = kept.tree
         assert tree is not None
     if tree.root.value != pool.name:
@@ -139,11 +152,9 @@ def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tu
     return tree
 
 
-def _refresh(pool: Pool, kept: _Kept) -> None:
-    """Read the buckets whose aggregate changed and bring ``kept`` (its totals and tree) up to date."""
-    with connection.cursor() as cursor:
-        cursor.execute(_BUCKETS_SQL, [BUCKET_IDS, pool.pk])
-        now = {int(bucket): (int(count), int(total)) for bucket, count, total in cursor.fetchall()}
+def _refresh(pool: Pool, kept: _Kept, now: NodeBuckets) -> None:
+    """Read the buckets whose aggregate differs from ``now`` and bring ``kept`` (its totals and tree)
+    up to date."""
     changed = {bucket for bucket in now.keys() | kept.buckets.keys() if now.get(bucket) != kept.buckets.get(bucket)}
     if not changed and kept.tree is not None:
         return
@@ -220,4 +231,4 @@ def _frozen(kept: _Kept, path: DomainPath, keys: list[str], pool_name: str, old:
                   children=tuple(children))
 
 
-__all__ = ["BUCKET_IDS", "kept_base_tree"]
+__all__ = ["BUCKET_IDS", "NodeBuckets", "kept_base_tree", "node_buckets"]

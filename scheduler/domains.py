@@ -36,7 +36,6 @@ from scheduler.selectors import (
     pool_reserved_gpu_by_labels,
     pool_totals_by_labels,
 )
-from scheduler.snapshot import nodes_version
 
 DomainPath = tuple[str | None, ...]
 
@@ -231,13 +230,23 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     version of the pool's node rows (:func:`scheduler.snapshot.nodes_version`) and the count, id sum
     and largest id of its active reservations (reservations are never edited, only created and
     released). Equal fingerprints mean equal trees. None off PostgreSQL (nothing is kept there)."""
-    nodes = nodes_version(pool)
-    if nodes is None:
-        return None
+    return pool_state(pool)[0]
+
+
+def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int, int]] | None]:
+    """:func:`pool_state_fingerprint` and the node rows' versions per bucket
+    (:func:`scheduler.domain_totals.node_buckets`) its nodes' part is the sum of, in the same two
+    queries: a page that draws a kept tree reads the node rows' versions once."""
+    if connection.vendor != "postgresql":
+        return None, None
+    from scheduler.domain_totals import node_buckets  # it builds this module's Domain values
+
+    buckets = node_buckets(pool)
+    nodes = (sum(count for count, _total in buckets.values()), sum(total for _count, total in buckets.values()))
     with connection.cursor() as cursor:
         cursor.execute(_RESERVATIONS_SQL, [pool.pk])
         reservations = cursor.fetchone()
-    return (*nodes, *reservations)
+    return (*nodes, *reservations), buckets
 
 
 # Per pool, as of the pool's state fingerprint (and keys): the tree drawn (its base without
@@ -247,11 +256,12 @@ _tree_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree", size=16
 
 def pool_domain_tree_cached(
     pool: Pool, *, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None,
-    machine_limit: int | None = None,
+    machine_limit: int | None = None, node_buckets: dict[int, tuple[int, int]] | None = None,
 ) -> DomainTree:
     """:func:`pool_domain_tree` with every machine (up to ``machine_limit``), kept per process while
     ``fingerprint`` (:func:`pool_state_fingerprint`) and the keys stay the same: a 20,000-node pool's
-    tree costs ~80 ms to build and the pool page refreshes itself every few seconds."""
+    tree costs ~80 ms to build and the pool page refreshes itself every few seconds. ``node_buckets``:
+    read with ``fingerprint`` by :func:`pool_state`, when the caller has them."""
     if fingerprint is None:
         return pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
     key_labels = tuple((k.key, k.label) for k in keys)
@@ -266,7 +276,7 @@ def pool_domain_tree_cached(
         # most) are read and added again.
         from scheduler.domain_totals import kept_base_tree  # it builds this module's Domain values
 
-        base = kept_base_tree(pool, keys=keys, nodes_version=nodes_version)
+        base = kept_base_tree(pool, keys=keys, nodes_version=nodes_version, buckets=node_buckets)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
         adjust: dict[DomainPath, tuple[int, int]] = {}
         for values, (reserved, less_free) in held.items():
@@ -298,5 +308,5 @@ def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]
 
 __all__ = [
     "Domain", "DomainMachine", "DomainPath", "DomainTree", "pool_domain_tree",
-    "pool_domain_tree_cached", "pool_state_fingerprint",
+    "pool_domain_tree_cached", "pool_state", "pool_state_fingerprint",
 ]

@@ -23,7 +23,7 @@ from pages.links import workflow_urls
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
-from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
+from scheduler.domains import pool_domain_tree_cached, pool_state
 from scheduler.inventory import sync_record_words
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
@@ -127,11 +127,13 @@ class PoolHeatMap:
 
 
 def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer,
-                  fingerprint: tuple[Any, ...] | None) -> PoolHeatMap:
+                  fingerprint: tuple[Any, ...] | None,
+                  node_buckets: dict[int, tuple[int, int]] | None = None) -> PoolHeatMap:
     """Every domain with capacity / in use / free, node cells when the pool is small enough, and
     which workflows hold capacity in which finest domain (three or four queries), for the pool's
-    state ``fingerprint`` (:func:`scheduler.domains.pool_state_fingerprint`)."""
-    tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT)
+    state ``fingerprint`` and its ``node_buckets`` (:func:`scheduler.domains.pool_state`)."""
+    tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT,
+                                   node_buckets=node_buckets)
     root, boxes = domain_boxes(tree)
     occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint,
                                 paths_version=tree.paths_version)
@@ -287,12 +289,12 @@ def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str, fingerprin
 def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:
     keys = pool_keys(pool)
     aliases: dict[str, Any] = {f"v{index}": label_text(key.label) for index, key in enumerate(keys)}
-    fingerprint = pool_state_fingerprint(pool)
+    fingerprint, node_buckets = pool_state(pool)
     page, nodes = _node_page(pool, aliases, page_number, fingerprint)
     return PoolDetail(
         pool=pool,
         keys=[key.key for key in keys],
-        heat=pool_heat_map(pool, keys, user=user, fingerprint=fingerprint),
+        heat=pool_heat_map(pool, keys, user=user, fingerprint=fingerprint, node_buckets=node_buckets),
         page=page,
         nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases]) for node in nodes],
         quotas=pool_quota_use(pool),

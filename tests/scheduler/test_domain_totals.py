@@ -129,3 +129,28 @@ def test_an_unchanged_pool_reads_no_node_row(small_pool, two_buckets, django_ass
 
     # then: the same tree, nothing rebuilt
     assert same is first and other_version is first
+
+
+def test_the_buckets_sum_to_the_node_rows_version_and_are_read_once_with_the_fingerprint(
+    small_pool, two_buckets, django_assert_num_queries
+):
+    from scheduler.domains import pool_domain_tree_cached, pool_state
+
+    # given
+    keys = pool_keys(small_pool)
+    fingerprint, buckets = pool_state(small_pool)
+    pool_domain_tree_cached(small_pool, keys=keys, fingerprint=fingerprint, machine_limit=1, node_buckets=buckets)
+    Node.objects.filter(pool=small_pool, name="b1").update(used_gpu=1)
+
+    # when: the fingerprint after a write, and the kept tree for it: the changed bucket's rows and
+    # the reservations are read, the buckets not again
+    fingerprint, buckets = pool_state(small_pool)
+    with django_assert_num_queries(2):
+        tree = pool_domain_tree_cached(small_pool, keys=keys, fingerprint=fingerprint, machine_limit=1,
+                                       node_buckets=buckets)
+
+    # then
+    assert fingerprint[:2] == nodes_version(small_pool)
+    assert len(buckets) == 3  # ids of 5 consecutive nodes in buckets of two
+    assert tree == pool_domain_tree(small_pool, keys=keys, machines=True, machine_limit=1)
+    assert tree.root.gpu_used == 2 + 1
