@@ -4,6 +4,8 @@ viewer's link opens that workflow even when another visible workflow shares its 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.urls import reverse
@@ -14,3 +16,22 @@ def workflow_url(workflow_id: str, owner: str, *, viewer: str, view: str = "work
     ``workflow_id`` as ``viewer`` (a username) follows it."""
     url = reverse(view, args=[workflow_id])
     return url if owner == viewer else f"{url}?{urlencode({'user': owner})}"
+
+
+_KEPT_AS_IS = re.compile(r"[A-Za-z0-9._~-]+")  # characters a URL path keeps unquoted (RFC 3986 unreserved)
+
+
+def workflow_urls(*, viewer: str, view: str = "workflow-detail") -> Callable[[str, str], str]:
+    """:func:`workflow_url` for the many workflows of one page (a pool page names a thousand): the
+    view is reversed once and each id put in its place; an id with any character a URL would quote is
+    reversed on its own."""
+    marker = "workflow-id-marker"
+    prefix, suffix = reverse(view, args=[marker]).split(marker)
+
+    def url(workflow_id: str, owner: str) -> str:
+        if not _KEPT_AS_IS.fullmatch(workflow_id):
+            return workflow_url(workflow_id, owner, viewer=viewer, view=view)
+        path = f"{prefix}{workflow_id}{suffix}"
+        return path if owner == viewer else f"{path}?{urlencode({'user': owner})}"
+
+    return url

@@ -36,7 +36,6 @@ from scheduler.selectors import (
     pool_reserved_gpu_by_labels,
     pool_totals_by_labels,
 )
-from scheduler.snapshot import nodes_version
 
 DomainPath = tuple[str | None, ...]
 
@@ -99,6 +98,9 @@ class DomainTree:
     keys: tuple[str, ...]
     unlabelled_node_count: int  # machines missing the label of at least one key
     machines_loaded: bool
+    # Kept trees (scheduler.domain_totals): changes whenever a node joins, leaves or moves to another
+    # domain, not when only its capacity, usage or cordon changes. None: not known.
+    paths_version: int | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -228,28 +230,38 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     version of the pool's node rows (:func:`scheduler.snapshot.nodes_version`) and the count, id sum
     and largest id of its active reservations (reservations are never edited, only created and
     released). Equal fingerprints mean equal trees. None off PostgreSQL (nothing is kept there)."""
-    nodes = nodes_version(pool)
-    if nodes is None:
-        return None
+    return pool_state(pool)[0]
+
+
+def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int, int]] | None]:
+    """:func:`pool_state_fingerprint` and the node rows' versions per bucket
+    (:func:`scheduler.domain_totals.node_buckets`) its nodes' part is the sum of, in the same two
+    queries: a page that draws a kept tree reads the node rows' versions once."""
+    if connection.vendor != "postgresql":
+        return None, None
+    from scheduler.domain_totals import node_buckets  # it builds this module's Domain values
+
+    buckets = node_buckets(pool)
+    nodes = (sum(count for count, _total in buckets.values()), sum(total for _count, total in buckets.values()))
     with connection.cursor() as cursor:
         cursor.execute(_RESERVATIONS_SQL, [pool.pk])
         reservations = cursor.fetchone()
-    return (*nodes, *reservations)
+    return (*nodes, *reservations), buckets
 
 
-# Per pool, as of the pool's state fingerprint (and keys): the tree drawn, and its base without
-# reservations (the nodes' totals) as of the node rows' version.
+# Per pool, as of the pool's state fingerprint (and keys): the tree drawn (its base without
+# reservations is kept by scheduler.domain_totals).
 _tree_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree", size=16)
-_base_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree_base", size=16)
 
 
 def pool_domain_tree_cached(
     pool: Pool, *, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None,
-    machine_limit: int | None = None,
+    machine_limit: int | None = None, node_buckets: dict[int, tuple[int, int]] | None = None,
 ) -> DomainTree:
     """:func:`pool_domain_tree` with every machine (up to ``machine_limit``), kept per process while
     ``fingerprint`` (:func:`pool_state_fingerprint`) and the keys stay the same: a 20,000-node pool's
-    tree costs ~80 ms to build and the pool page refreshes itself every few seconds."""
+    tree costs ~80 ms to build and the pool page refreshes itself every few seconds. ``node_buckets``:
+    read with ``fingerprint`` by :func:`pool_state`, when the caller has them."""
     if fingerprint is None:
         return pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
     key_labels = tuple((k.key, k.label) for k in keys)
@@ -259,13 +271,12 @@ def pool_domain_tree_cached(
         return cached
     node_count, nodes_version = fingerprint[0], fingerprint[:2]
     if keys and machine_limit is not None and node_count > machine_limit:
-        # No machines drawn: the nodes' totals are kept while the nodes are unchanged, and only the
-        # reservations (a few thousand rows at most) are read and added again when they changed.
-        base_key = (nodes_version, key_labels)
-        base = _base_cache.get(pool.pk, base_key)
-        if base is None:
-            base = pool_domain_tree(pool, keys=keys, reservations=False)
-            _base_cache.put(pool.pk, base, base_key)
+        # No machines drawn: the nodes' totals are kept and brought up to date from the node rows
+        # written since (scheduler.domain_totals), and the reservations (a few thousand rows at
+        # most) are read and added again.
+        from scheduler.domain_totals import kept_base_tree  # it builds this module's Domain values
+
+        base = kept_base_tree(pool, keys=keys, nodes_version=nodes_version, buckets=node_buckets)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
         adjust: dict[DomainPath, tuple[int, int]] = {}
         for values, (reserved, less_free) in held.items():
@@ -274,7 +285,8 @@ def pool_domain_tree_cached(
                 had, fewer = adjust.get(prefix, (0, 0))
                 adjust[prefix] = (had + reserved, fewer + less_free)
         tree = DomainTree(root=_with_reservations(base.root, adjust), keys=base.keys,
-                          unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False)
+                          unlabelled_node_count=base.unlabelled_node_count, machines_loaded=False,
+                          paths_version=base.paths_version)
     else:
         tree = pool_domain_tree(pool, keys=keys, machines=bool(keys), machine_limit=machine_limit)
     _tree_cache.put(pool.pk, tree, key)
@@ -296,5 +308,5 @@ def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]
 
 __all__ = [
     "Domain", "DomainMachine", "DomainPath", "DomainTree", "pool_domain_tree",
-    "pool_domain_tree_cached", "pool_state_fingerprint",
+    "pool_domain_tree_cached", "pool_state", "pool_state_fingerprint",
 ]

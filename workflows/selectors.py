@@ -119,23 +119,35 @@ def workflow_count_by_status(*, user: Viewer) -> dict[str, int]:
     return {row["status"]: row["count"] for row in rows}
 
 
-def pool_occupancy_by_workflow(*, pool: Pool, labels: Sequence[str]) -> QuerySet[Reservation, dict[str, Any]]:
+def pool_occupancy_by_workflow(*, pool: Pool, labels: Sequence[str]) -> list[dict[str, Any]]:
     """The pool's active reservations summed per workflow and per combination of the reserved nodes'
-    values of ``labels`` (one query). Rows: ``workflow_id``, ``owner_id``, ``owner_username``,
-    ``domain_value_<i>`` for ``labels[i]`` (None when the node misses it), ``gpu_total``, ``task_count``."""
+    values of ``labels`` (two queries). Rows: ``workflow_id``, ``owner_id``, ``owner_username``,
+    ``domain_value_<i>`` for ``labels[i]`` (None when the node misses it), ``gpu_total``, ``task_count``.
+
+    The reservations with their nodes' values, then their tasks' workflows and owners by task id,
+    summed here: grouping on the holders' columns in SQL (:func:`workflows.holders.held_by`, three
+    correlated subqueries per reservation) took ~45 ms for 1,500 reservations."""
     aliases = {f"domain_value_{index}": label_text(label, "node__labels") for index, label in enumerate(labels)}
-    return (
-        Reservation.objects.filter(pool=pool, released_at__isnull=True)
+    active = Reservation.objects.filter(pool=pool, released_at__isnull=True).order_by()
+    reserved = list(active.annotate(**aliases).values_list("task_id", "gpu", *aliases))
+    holders = {
+        pk: (workflow_id, owner_id, username)
+        for pk, workflow_id, owner_id, username in Task.objects.filter(pk__in=active.values("task_id"))
         .order_by()
-        .annotate(**aliases)
-        .values(
-            *aliases,
-            workflow_id=held_by("workflow__workflow_id"),
-            owner_id=held_by("workflow__submitted_by_id"),
-            owner_username=held_by("workflow__submitted_by__username"),
-        )
-        .annotate(gpu_total=Sum("gpu"), task_count=Count("pk"))
-    )
+        .values_list("pk", "workflow__workflow_id", "workflow__submitted_by_id", "workflow__submitted_by__username")
+    }
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for task_id, gpu, *values in reserved:
+        holder = holders.get(task_id, (None, None, None))
+        row = rows.get((*values, *holder))
+        if row is None:
+            row = rows[(*values, *holder)] = {
+                **dict(zip(aliases, values, strict=True)), "workflow_id": holder[0], "owner_id": holder[1],
+                "owner_username": holder[2], "gpu_total": 0, "task_count": 0,
+            }
+        row["gpu_total"] += gpu
+        row["task_count"] += 1
+    return list(rows.values())
 
 
 def group_waiting(group: TaskGroup) -> dict[str, Any] | None:

@@ -2,8 +2,9 @@
 holding capacity in each finest domain, and the paginated node list.
 
 Fixed query counts whatever the pool's size: the domain tree of :mod:`scheduler.domains` (two
-queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes), the occupancy (one
-grouped query over the active reservations) and the node page (names + page, in natural order).
+queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes; past that the nodes'
+totals are kept and updated from the rows written, :mod:`scheduler.domain_totals`), the occupancy
+(the active reservations, then their holders) and the node page (names + page, in natural order).
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ from django.utils import timezone
 
 from osmo.process_cache import ProcessCache
 from osmo.types import Viewer
-from pages.links import workflow_url
+from pages.links import workflow_urls
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
-from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
+from scheduler.domains import pool_domain_tree_cached, pool_state
 from scheduler.inventory import sync_record_words
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
     label_text,
     node_queryset_with_usage,
+    node_usage_attach,
     pool_keys,
     pool_list,
     pool_quota_use,
@@ -125,13 +127,16 @@ class PoolHeatMap:
 
 
 def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer,
-                  fingerprint: tuple[Any, ...] | None) -> PoolHeatMap:
+                  fingerprint: tuple[Any, ...] | None,
+                  node_buckets: dict[int, tuple[int, int]] | None = None) -> PoolHeatMap:
     """Every domain with capacity / in use / free, node cells when the pool is small enough, and
     which workflows hold capacity in which finest domain (three or four queries), for the pool's
-    state ``fingerprint`` (:func:`scheduler.domains.pool_state_fingerprint`)."""
-    tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT)
+    state ``fingerprint`` and its ``node_buckets`` (:func:`scheduler.domains.pool_state`)."""
+    tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT,
+                                   node_buckets=node_buckets)
     root, boxes = domain_boxes(tree)
-    occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint)
+    occupancy = _pool_occupancy(pool, keys, boxes, user=user, fingerprint=fingerprint,
+                                paths_version=tree.paths_version)
     merge_chains(root)
     # Thousands of small gangs can hold a big pool: a page lists the largest holders, not all of them.
     rest = occupancy[OCCUPANCY_ROWS:]
@@ -150,14 +155,18 @@ _occupancy_cache: ProcessCache[int, list[dict[str, Any]]] = ProcessCache("pool_o
 
 
 def _occupancy_rows(
-    pool: Pool, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None
+    pool: Pool, keys: Sequence[TopologyKey], fingerprint: tuple[Any, ...] | None, paths_version: int | None
 ) -> list[dict[str, Any]]:
     """The pool's active reservations per workflow and finest domain, kept per process while the
-    pool's state fingerprint and keys stay the same (rows are read-only below)."""
+    pool's state fingerprint and keys stay the same (rows are read-only below). With the tree's
+    ``paths_version`` (:attr:`scheduler.domains.DomainTree.paths_version`) only the reservations'
+    part of the fingerprint counts: a node write that moved no node to another domain leaves every
+    reservation in its domain."""
     labels = [k.label for k in keys]
     if fingerprint is None:
         return list(pool_occupancy_by_workflow(pool=pool, labels=labels))
-    key = (fingerprint, tuple(labels))
+    nodes = fingerprint[:2] if paths_version is None else ("paths", paths_version)
+    key = (nodes, fingerprint[2:], tuple(labels))
     rows = _occupancy_cache.get(pool.pk, key)
     if rows is None:
         rows = list(pool_occupancy_by_workflow(pool=pool, labels=labels))
@@ -167,12 +176,12 @@ def _occupancy_rows(
 
 def _pool_occupancy(
     pool: Pool, keys: Sequence[TopologyKey], boxes: dict[DomainKey, DomainBox], *, user: Viewer,
-    fingerprint: tuple[Any, ...] | None,
+    fingerprint: tuple[Any, ...] | None, paths_version: int | None,
 ) -> list[WorkflowOccupancy]:
-    rows = _occupancy_rows(pool, keys, fingerprint)
+    rows = _occupancy_rows(pool, keys, fingerprint, paths_version)
     # Keyed by id and owner: ids count per owner (docs/design.md §7, "Workflow ids").
     per_workflow: dict[tuple[str, int], WorkflowOccupancy] = {}
-    viewer = user.get_username()
+    url_of = workflow_urls(viewer=user.get_username())
     for row in rows:
         workflow_id = row["workflow_id"]
         path = tuple(row[f"domain_value_{index}"] for index in range(len(keys)))
@@ -180,7 +189,7 @@ def _pool_occupancy(
         entry = per_workflow.get((workflow_id, row["owner_id"]))
         if entry is None:
             visible = bool(user.is_staff or row["owner_id"] == user.pk)
-            url = workflow_url(workflow_id, row["owner_username"], viewer=viewer) if visible else ""
+            url = url_of(workflow_id, row["owner_username"]) if visible else ""
             entry = per_workflow[(workflow_id, row["owner_id"])] = WorkflowOccupancy(
                 workflow_id=workflow_id, username=row["owner_username"], visible=visible, url=url
             )
@@ -262,26 +271,30 @@ def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | 
 def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str, fingerprint: tuple[Any, ...] | None
                ) -> tuple[Page[Any], list[Node]]:
     """A page of the pool's nodes in natural name order, in two queries like the database-ordered
-    paginator (the order itself: :func:`_node_order`)."""
-    nodes = node_queryset_with_usage(pool).annotate(**aliases)
+    paginator (the order itself: :func:`_node_order`): the page's nodes, then their reservations
+    (:func:`scheduler.selectors.node_usage_attach`)."""
     ordered = _node_order(pool, fingerprint)
     if ordered is None:
+        nodes = node_queryset_with_usage(pool).annotate(**aliases)
         by_name = Paginator(nodes.order_by("name", "pk"), NODES_PER_PAGE).get_page(page_number)
         return by_name, list(by_name.object_list)
     page = Paginator(ordered, NODES_PER_PAGE).get_page(page_number)
-    by_pk = {node.pk: node for node in nodes.filter(pk__in=list(page.object_list))}
-    return page, [by_pk[pk] for pk in page.object_list if pk in by_pk]
+    by_pk = {node.pk: node for node in Node.objects.filter(pool=pool, pk__in=list(page.object_list))
+             .annotate(**aliases)}
+    rows = [by_pk[pk] for pk in page.object_list if pk in by_pk]
+    node_usage_attach(rows)
+    return page, rows
 
 
 def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:
     keys = pool_keys(pool)
     aliases: dict[str, Any] = {f"v{index}": label_text(key.label) for index, key in enumerate(keys)}
-    fingerprint = pool_state_fingerprint(pool)
+    fingerprint, node_buckets = pool_state(pool)
     page, nodes = _node_page(pool, aliases, page_number, fingerprint)
     return PoolDetail(
         pool=pool,
         keys=[key.key for key in keys],
-        heat=pool_heat_map(pool, keys, user=user, fingerprint=fingerprint),
+        heat=pool_heat_map(pool, keys, user=user, fingerprint=fingerprint, node_buckets=node_buckets),
         page=page,
         nodes=[NodeRow(node=node, values=[getattr(node, alias) or "—" for alias in aliases]) for node in nodes],
         quotas=pool_quota_use(pool),
