@@ -293,8 +293,6 @@ def pool_domain_tree_cached(
     return tree
 
 
-
-
 def _with_reservations(domain: Domain, adjust: dict[DomainPath, tuple[int, int]]) -> Domain:
     """``domain`` (totals without reservations) with the reserved GPUs under it; subtrees nothing is
     reserved in are reused as they are."""
