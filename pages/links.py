@@ -14,8 +14,12 @@ from django.urls import reverse
 def workflow_url(workflow_id: str, owner: str, *, viewer: str, view: str = "workflow-detail") -> str:
     """The URL of ``view`` (``workflow-detail`` or ``workflow-cancel``) of ``owner``'s workflow
     ``workflow_id`` as ``viewer`` (a username) follows it."""
-    url = reverse(view, args=[workflow_id])
-    return url if owner == viewer else f"{url}?{urlencode({'user': owner})}"
+    return _as_viewer(reverse(view, args=[workflow_id]), owner, viewer)
+
+
+def _as_viewer(path: str, owner: str, viewer: str) -> str:
+    """``path`` naming ``owner`` unless the viewer is the owner."""
+    return path if owner == viewer else f"{path}?{urlencode({'user': owner})}"
 
 
 _KEPT_AS_IS = re.compile(r"[A-Za-z0-9._~-]+")  # characters a URL path keeps unquoted (RFC 3986 unreserved)
@@ -31,7 +35,6 @@ def workflow_urls(*, viewer: str, view: str = "workflow-detail") -> Callable[[st
     def url(workflow_id: str, owner: str) -> str:
         if not _KEPT_AS_IS.fullmatch(workflow_id):
             return workflow_url(workflow_id, owner, viewer=viewer, view=view)
-        path = f"{prefix}{workflow_id}{suffix}"
-        return path if owner == viewer else f"{path}?{urlencode({'user': owner})}"
+        return _as_viewer(f"{prefix}{workflow_id}{suffix}", owner, viewer)
 
     return url

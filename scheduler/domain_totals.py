@@ -9,7 +9,7 @@ node's part in them, and a write costs what it changed:
 
 - The pool's nodes are split into buckets of :data:`BUCKET_IDS` consecutive ids (a pool's nodes are
   mostly created together, so a bucket holds up to that many of its nodes). One aggregate query gives each
-  bucket's count and sum of row versions (the versions of :data:`scheduler.snapshot.NODES_VERSION_SQL`:
+  bucket's count and sum of row versions (the versions of :data:`scheduler.snapshot.NODE_ROW_VERSION_SQL`:
   any write to a row changes its version); only the buckets whose aggregate differs from the kept one
   are read again, each node row with its version, in one query.
 - Within a read bucket, a node that is gone is taken out of every domain on its path, a new node is
@@ -43,11 +43,11 @@ from parsing.natural import natural_key
 from scheduler.domains import Domain, DomainPath, DomainTree
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import label_text
+from scheduler.snapshot import NODE_ROW_VERSION_SQL
 
 BUCKET_IDS = 128  # a node write reads the rows of its bucket again: at most this many, by the primary key
-_ROW_VERSION = "hashtextextended(ctid::text || ':' || xmin::text, 0)"  # as scheduler.snapshot.NODES_VERSION_SQL
 _BUCKETS_SQL = (
-    f"SELECT id / %s, count(*), sum({_ROW_VERSION}) FROM {Node._meta.db_table} WHERE pool_id = %s GROUP BY 1"
+    f"SELECT id / %s, count(*), sum({NODE_ROW_VERSION_SQL}) FROM {Node._meta.db_table} WHERE pool_id = %s GROUP BY 1"
 )
 
 # (version, path, schedulable, gpu, used_gpu) of one node
@@ -205,7 +205,7 @@ def _rows(pool: Pool, key_labels: tuple[tuple[str, str], ...], buckets: set[int]
             ranges |= Q(pk__gte=bucket * BUCKET_IDS, pk__lt=(bucket + 1) * BUCKET_IDS)
         queryset = queryset.filter(ranges)
     rows = queryset.annotate(
-        version=RawSQL(_ROW_VERSION, (), output_field=BigIntegerField()), **aliases
+        version=RawSQL(NODE_ROW_VERSION_SQL, (), output_field=BigIntegerField()), **aliases
     ).values_list("pk", "version", "schedulable", "gpu", "used_gpu", *aliases)
     return [(pk, (version, tuple(path), schedulable, gpu, used))
             for pk, version, schedulable, gpu, used, *path in rows]

@@ -88,30 +88,6 @@ def node_queryset_with_usage(pool: Pool | int | None = None) -> QuerySet[Node]:
     )
 
 
-def node_usage_attach(nodes: Sequence[Node]) -> None:
-    """Give each of ``nodes`` (a page of them, read without usage) the ``reserved_<r>`` and
-    ``free_<r>`` attributes of :func:`node_queryset_with_usage`, in one grouped query over their
-    active reservations. The correlated subqueries cost what the planner guesses about the
-    reservations table: while its statistics predate a burst of placements it scans every active
-    reservation of the pool per node and resource (8 x 25 x 1,500 rows for a page of the bench's
-    pool: 11 ms against 8 ms here, and growing with the reservations)."""
-    if not nodes:
-        return
-    held = {
-        row["node_id"]: row
-        for row in Reservation.objects.filter(node_id__in=[node.pk for node in nodes], released_at__isnull=True)
-        .order_by()
-        .values("node_id")
-        .annotate(**{f"held_{name}": Sum(field) for name, _capacity, _used, field in RESOURCES})
-    }
-    for node in nodes:
-        row = held.get(node.pk, {})
-        for name, capacity, used, _field in RESOURCES:
-            reserved = row.get(f"held_{name}") or 0
-            setattr(node, f"reserved_{name}", reserved)
-            setattr(node, f"free_{name}", getattr(node, capacity) - getattr(node, used) - reserved)
-
-
 def node_usage_dict(node: Node) -> dict[str, dict[str, int]]:
     """``capacity``/``used``/``reserved``/``free`` of a node from :func:`node_queryset_with_usage`."""
     return {
@@ -365,7 +341,6 @@ __all__ = [
     "node_labels_by_name",
     "node_list",
     "node_queryset_with_usage",
-    "node_usage_attach",
     "node_usage_dict",
     "pool_capacity_summary",
     "pool_get",

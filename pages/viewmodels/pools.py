@@ -29,7 +29,6 @@ from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
     label_text,
     node_queryset_with_usage,
-    node_usage_attach,
     pool_keys,
     pool_list,
     pool_quota_use,
@@ -271,19 +270,15 @@ def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | 
 def _node_page(pool: Pool, aliases: dict[str, Any], page_number: str, fingerprint: tuple[Any, ...] | None
                ) -> tuple[Page[Any], list[Node]]:
     """A page of the pool's nodes in natural name order, in two queries like the database-ordered
-    paginator (the order itself: :func:`_node_order`): the page's nodes, then their reservations
-    (:func:`scheduler.selectors.node_usage_attach`)."""
+    paginator (the order itself: :func:`_node_order`)."""
+    nodes = node_queryset_with_usage(pool).annotate(**aliases)
     ordered = _node_order(pool, fingerprint)
     if ordered is None:
-        nodes = node_queryset_with_usage(pool).annotate(**aliases)
         by_name = Paginator(nodes.order_by("name", "pk"), NODES_PER_PAGE).get_page(page_number)
         return by_name, list(by_name.object_list)
     page = Paginator(ordered, NODES_PER_PAGE).get_page(page_number)
-    by_pk = {node.pk: node for node in Node.objects.filter(pool=pool, pk__in=list(page.object_list))
-             .annotate(**aliases)}
-    rows = [by_pk[pk] for pk in page.object_list if pk in by_pk]
-    node_usage_attach(rows)
-    return page, rows
+    by_pk = {node.pk: node for node in nodes.filter(pk__in=list(page.object_list))}
+    return page, [by_pk[pk] for pk in page.object_list if pk in by_pk]
 
 
 def pool_detail_build(pool: Pool, *, user: Viewer, page_number: str) -> PoolDetail:

@@ -261,7 +261,7 @@ def test_pool_list_shows_capacity(alice_client, django_assert_max_num_queries):
 
 def test_pool_detail_shows_heat_map_occupancy_and_nodes(alice_client, scene, django_assert_max_num_queries):
     # when
-    # (the occupancy's holders and the node page's reservations are one query each beside their rows)
+    # (the occupancy's holders are one query beside their reservations)
     with django_assert_max_num_queries(20):  # a first read: the natural node order's names fingerprint too
         response = alice_client.get("/pools/nvl72/")
     with django_assert_max_num_queries(15):  # unchanged pool: tree and occupancy kept, two version queries

@@ -33,27 +33,6 @@ def test_node_free_subtracts_external_usage_and_active_reservations_only(small_p
     }
 
 
-def test_usage_attached_to_nodes_read_without_it_is_the_usage_the_queryset_annotates(
-    small_pool, reserve, django_assert_num_queries
-):
-    # given: reservations active and released, one over-committing b1 (4 GPUs), none on a2
-    a1, b1 = (Node.objects.get(pool=small_pool, name=name) for name in ("a1", "b1"))
-    reserve(a1, gpu=1, cpu_millis=500)
-    reserve(a1, gpu=2, memory_bytes=1024)
-    reserve(a1, gpu=4, released=True)
-    reserve(b1, gpu=6)
-    nodes = list(Node.objects.filter(pool=small_pool, name__in=["a1", "a2", "b1"]).order_by("name"))
-
-    # when
-    with django_assert_num_queries(1):
-        selectors.node_usage_attach(nodes)
-
-    # then
-    assert [selectors.node_usage_dict(node) for node in nodes] == [
-        selectors.node_usage_dict(_node(small_pool, name)) for name in ("a1", "a2", "b1")]
-    assert [(node.reserved_gpu, node.free_gpu) for node in nodes] == [(3, 3), (0, 8), (6, -2)]
-
-
 def test_pool_summary_totals_and_domains(small_pool, reserve):
     # given
     reserve(Node.objects.get(pool=small_pool, name="a2"), gpu=5)
