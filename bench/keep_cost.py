@@ -119,8 +119,8 @@ def queue(snapshot: ClusterSnapshot, k: int, state: str, low: int, min_runtime: 
 
 
 class KeepsUnshared(Walk):
-    """The walk without the waiting gangs' shortcuts (``Walk._waits_shared``): each waiting gang solves
-    its views afresh and every narrowed search runs whole, as before them."""
+    """The walk without the waiting gangs' shortcuts (``Walk._waits_shared``, handed to its ``LowWork``):
+    each waiting gang solves its views afresh and every narrowed search runs whole, as before them."""
 
     def _waits_shared(self) -> bool:
         return False
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 kept, w, kept_s, kept_cpu = walk(Walk, cycle, source, args.repeat)
                 row = {"bench": "keep-cost", "pool": seed, "state": state, "gangs": k, "low": args.low,
                        "min_runtime": args.min_runtime,
-                       "keeping": len(w.keeps) + len(w.evict_waits), "evict_waits": len(w.evict_waits),
+                       "keeping": len(w.low.keeps) + len(w.low.evict_waits), "evict_waits": len(w.low.evict_waits),
                        "evictions": len(kept.evictions), "placed": len(kept.placements), "solved": kept.solved,
                        "keep_seconds": round(kept_s, 3), "keep_cpu_seconds": round(kept_cpu, 3),
                        "baseline_seconds": round(base_s, 3), "baseline_cpu_seconds": round(base_cpu, 3),

@@ -19,7 +19,8 @@ runtime, a HIGH or NORMAL gang that would evict LOW work first waits that long s
 fit within its quota, and keeps its placement without LOW work from LOW gangs meanwhile (a hold that
 binds LOW gangs only: docs/design.md §9, waiting before evicting); then NORMAL work evicts only LOW
 gangs that have run at most twice the minimum runtime, and a gang that finds no victims keeps that
-placement from LOW gangs for as long as it waits (the eviction window).
+placement from LOW gangs for as long as it waits (the eviction window). What a protected gang does
+about LOW work is decided by :class:`~workflows.scheduling.cycle.low_work.LowWork`; the walk applies it.
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -32,8 +33,9 @@ What a walk costs is what changed, not what is queued:
   waiting gangs cost a cycle).
 
 All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
-one :class:`WalkMemo`. The hooks marked "incremental" are the shortcuts the benchmark's baseline
-(``bench.cycle_baseline``) turns off to replay the algorithm this one replaced.
+one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. The hooks marked
+"incremental" are the shortcuts the benchmark's baseline (``bench.cycle_baseline``) turns off to
+replay the algorithm this one replaced.
 """
 
 from __future__ import annotations
@@ -48,10 +50,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from scheduler.hold import Holder, may_backfill
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
-from scheduler.preemption import eviction_window
 from scheduler.results import result_to_json
-from workflows.scheduling.admission import LOW_RANK, NORMAL_RANK, Quotas
+from workflows.scheduling.admission import LOW_RANK, Quotas
 from workflows.scheduling.cycle.holds import Hold, Holds
+from workflows.scheduling.cycle.low_work import LowWork
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
@@ -64,7 +66,7 @@ from workflows.scheduling.cycle.values import (
     Verdict,
 )
 from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
-from workflows.scheduling.preemption import Preemptions, fits_on, takes
+from workflows.scheduling.preemption import Preemptions, takes
 from workflows.scheduling.requests import gang_request_from_row
 
 logger = logging.getLogger(__name__)
@@ -87,10 +89,6 @@ class WalkMemo:
     # one too: ``proofs``): a gang of one is skipped even when its own row does not record the proof.
     prior_proofs: dict[str, int] = field(default_factory=dict)
     proofs: dict[str, int] = field(default_factory=dict)
-    absent_there: dict[int, frozenset[str]] = field(default_factory=dict)  # pk -> machines without LOW work
-    # Solves on the view without LOW work, per request, while that view is unchanged (its change count)
-    absent_solves: dict[GangRequest, Placement | Unplaceable] = field(default_factory=dict)
-    absent_at: tuple[DomainIndex, int] | None = None
     behind_starving: Reason = field(default_factory=lambda: Reason(dict(BEHIND_STARVING)))
     # (which hold, has an exec_timeout) -> the reason of a gang kept off that hold
     behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
@@ -108,19 +106,15 @@ class Walk:
         self.holds = Holds(lambda: self.index, cycle.pool_name)
         self._holders: list[Holder] | None = None  # the pool's placed gangs and their expected ends
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
-        self.preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low,
-                                        now=cycle.now.timestamp(), share=self._waits_shared())
-                            if cycle.preemption else None)
-        # Gangs that would preempt but for the pool's minimum runtime: (when, domains in the way).
-        self.runtime_waits: dict[int, tuple[float, list[str]]] = {}
-        # With a minimum runtime: when each HIGH/NORMAL gang first did not fit within its quota (carried
-        # between cycles), and the gangs that wait before evicting: (when they evict, the machines kept).
+        now = cycle.now.timestamp()
+        preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low, now=now,
+                                   share=self._waits_shared())
+                       if cycle.preemption else None)
+        # What protected gangs do about LOW work: packing without it, evicting, waiting before evicting.
         queued = {g.pk for g in cycle.queue}
-        self.blocked_since = {pk: at for pk, at in cycle.blocked_since.items() if pk in queued}
-        self.evict_waits: dict[int, tuple[float, str]] = {}
-        # Gangs that found no victims and keep their placement without LOW work from LOW gangs while
-        # they wait: (the machines kept, NORMAL's eviction window in seconds or None).
-        self.keeps: dict[int, tuple[str, float | None]] = {}
+        self.low = LowWork(preemptions, self.holds, policy, now=now, min_runtime=cycle.min_runtime,
+                           blocked_since={pk: at for pk, at in cycle.blocked_since.items() if pk in queued},
+                           shared=self._waits_shared(), view=self._view)
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
@@ -242,11 +236,8 @@ class Walk:
                 break
             self._step(g, walk[position + 1:position + FETCH_BATCH])
         self.holds.bind(())
-        until = self.preemptions.protected_until() if self.preemptions is not None else None
-        if self.evict_waits:  # a gang's wait before evicting ends: the queue is walked again then
-            first = min(at for at, _where in self.evict_waits.values())
-            until = first if until is None else min(until, first)
-        if until is not None:  # a LOW gang's minimum runtime ends: the queue is walked again then
+        until = self.low.wake_until()
+        if until is not None:  # a LOW gang's minimum runtime or a wait before evicting ends: walked again then
             at = datetime.fromtimestamp(until, tz=now.tzinfo or UTC)
             wake_at = min(datetime.fromisoformat(wake_at), at).isoformat() if wake_at else at.isoformat()
         return self._decision(new_cursor, wake_at, resumed=start > 0, budget_exhausted=budget_exhausted)
@@ -306,15 +297,7 @@ class Walk:
         retried = starves and proven and self._proofs_stand()
         if status == "unschedulable" and g.rank < LOW_RANK and not retried and self._preempt(g, upcoming):
             return
-        waiting_runtime = self.runtime_waits.get(g.pk)
-        if waiting_runtime is not None:
-            reason = reason.preemptible_at(*waiting_runtime)
-        evict_wait = self.evict_waits.get(g.pk)
-        if evict_wait is not None:
-            reason = reason.evicts_at(*evict_wait)
-        keep = self.keeps.get(g.pk)
-        if keep is not None:
-            reason = reason.keeps(*keep)
+        reason = self.low.explain(g.pk, reason)
         hold: Hold | None = None
         if check_idle:
             if self._fits_idle(g, upcoming, idle_known):
@@ -330,8 +313,7 @@ class Walk:
         proof = cycle.capacity_epoch if status == "unschedulable" and not blocking else None
         if proof is not None and g.rank < LOW_RANK and self.low_placed:
             proof, self.retry = None, True
-        if proof is not None and g.rank < LOW_RANK and self.preemptions is not None and (
-                self.preemptions.protected or evict_wait is not None or keep is not None):
+        if proof is not None and g.rank < LOW_RANK and self.low.defers_proof(g.pk):
             proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
         (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
@@ -358,8 +340,7 @@ class Walk:
         The first hold's machines are None (hold every such gang) if it has no such placement; a later
         gang without a soonest placement gets no hold (None)."""
         request = self.request(g, upcoming)
-        evicted = self.preemptions.evicted if self.preemptions is not None else {}
-        # Gangs evicted in this walk have given their machines back on the index already.
+        evicted = self.low.evicted  # they have given their machines back on the index already
         if self._holders is None:  # read once per walk (two queries), for every hold
             self._holders = self.source.holders(self.cycle.now.timestamp())
         holders = [h for h in self._holders if int(h.key) not in evicted]
@@ -397,7 +378,9 @@ class Walk:
         request = self.request(g, upcoming)
         index = self.index
         try:
-            if self._absent_place(g, request):
+            absent = self.low.place_absent(g, request, index)
+            if absent is not None:
+                self._take(g, request, absent)
                 return None
             outcome = solve(self._view(index), request, self.policy)
         except SoftTimeLimitExceeded:
@@ -405,8 +388,7 @@ class Walk:
         except Exception:  # a solver bug on one gang must not block the pool's whole queue
             logger.exception("placement.solver_error", extra={"pool": self.cycle.pool_name, "group": g.pk})
             self._index = DomainIndex(index.snapshot(self.cycle.pool_name))  # the search may have left it half-way
-            if self.preemptions is not None:
-                self.preemptions.forget_absent()
+            self.low.forget_absent()
             self.failed.append(g)
             return None
         self.solved += 1
@@ -424,8 +406,7 @@ class Walk:
         """Place the gang on the walk's index (and, protected work, on the view without LOW work)."""
         assignments = takes(request, placement)
         self.index.place(assignments)
-        if g.rank < LOW_RANK and self.preemptions is not None:
-            self.preemptions.protected_placed(assignments)
+        self.low.protected_placed(g, assignments)
         self._placed(g, request, placement)
 
     def _placed(self, g: QueuedGang, request: GangRequest, placement: Placement) -> None:
@@ -433,117 +414,20 @@ class Walk:
         team's quota and kept to be written."""
         if self.quotas:
             self.quotas.add(g, request)
-        self.blocked_since.pop(g.pk, None)
+        self.low.gang_placed(g.pk)
         self.placed.append(Placed(g, placement))
         self.low_placed |= g.rank >= LOW_RANK
 
-    def _absent_place(self, g: QueuedGang, request: GangRequest) -> bool:
-        """A HIGH or NORMAL gang while LOW gangs run: solve it on the view without LOW work and take
-        that placement when it is free on the real index too (docs/design.md §9: protected work packed
-        as if LOW work were not there). A gang that does not fit that view cannot be helped by
-        preemption in this cycle. True when it was placed."""
-        if g.rank >= LOW_RANK or self.preemptions is None:
-            return False
-        outcome = self._absent_solve(request)
-        if outcome is None:
-            return False
-        if isinstance(outcome, Placement):
-            if fits_on(self.index, takes(request, outcome)):
-                self._take(g, request, outcome)
-                return True
-            self.memo.absent_there[g.pk] = outcome.nodes
-        elif outcome.status == "unschedulable":
-            self.preemptions.hopeless_mark(self.holds.memo_key(g.signature))
-        return False
-
-    def _absent_solve(self, request: GangRequest) -> Placement | Unplaceable | None:
-        """Solve on the view without LOW work (None: no LOW gang runs)."""
-        assert self.preemptions is not None
-        if self.preemptions.absent is None and self.holds.active:  # built on the whole pool, kept machines free
-            with self.holds.unbound():
-                self.preemptions.absent_view(self.index)
-        absent = self.preemptions.absent_view(self.index)
-        if absent is None:
-            return None
-        memo = self.memo
-        shared = self._waits_shared()
-        if shared:
-            if memo.absent_at is None or memo.absent_at[0] is not absent or memo.absent_at[1] != absent.changes:
-                memo.absent_solves, memo.absent_at = {}, (absent, absent.changes)
-            known = memo.absent_solves.get(request)
-            if known is not None:
-                return known
-        self.solved += 1
-        outcome = solve(self._view(absent), request, self.policy)
-        if shared:
-            memo.absent_solves[request] = outcome
-        return outcome
-
-    def _absent_region(self, g: QueuedGang, request: GangRequest) -> frozenset[str] | None:
-        """The machines of the gang's placement on the view without LOW work, where its victims are
-        sought first: kept from :meth:`_absent_place`, or solved now for a gang that took an identical
-        gang's verdict instead of being solved."""
-        if g.pk in self.memo.absent_there:
-            return self.memo.absent_there.pop(g.pk)
-        outcome = self._absent_solve(request)
-        return outcome.nodes if isinstance(outcome, Placement) else None
-
     def _preempt(self, g: QueuedGang, upcoming: list[QueuedGang]) -> bool:
-        """Place a HIGH or NORMAL gang (within its quota: checked before) by evicting LOW gangs
-        (:mod:`workflows.scheduling.preemption`). True when it was placed."""
-        if self.preemptions is None:
-            return False
-        signature = self.holds.memo_key(g.signature)
-        kept = self.holds.kept()
-        placement = None
-        now = self.cycle.now.timestamp()
-        if self.cycle.min_runtime > 0:  # it does not fit within its quota: since when (carried on)
-            self.blocked_since.setdefault(g.pk, now)
-        there: frozenset[str] | None = None
-        window = eviction_window(g.rank == NORMAL_RANK, self.cycle.min_runtime)
-        if self.preemptions.worth_trying(signature):  # before reading the gang's request: no query
-            request = self.request(g, upcoming)
-            there = self._absent_region(g, request)
-            if there is not None and self._wait_first(g, there):
-                return False
-            placement = self.preemptions.try_place(self.index, request, signature, g.workflow_label, kept,
-                                                   there=there, window=window)
-        if placement is None:
-            if self.preemptions.protected:  # LOW gangs within the pool's minimum runtime: when may it?
-                wait = self.preemptions.wait_for(self.index, self.request(g, upcoming), kept)
-                if wait is not None:
-                    self.runtime_waits[g.pk] = wait
-            if there is not None and self.cycle.min_runtime > 0:
-                self._keep(g, there, window)
+        """Place a HIGH or NORMAL gang by evicting LOW gangs (:meth:`LowWork.preempt`). True when it was
+        placed."""
+        placed = self.low.preempt(g, lambda: self.request(g, upcoming), self.index)
+        if placed is None:
             return False
         if self.holds.active:  # victims' machines among the kept ones: hold back what they freed there too
             self.holds.refresh()
-        self._placed(g, request, placement)
+        self._placed(g, *placed)
         return True
-
-    def _wait_first(self, g: QueuedGang, there: frozenset[str]) -> bool:
-        """With a minimum runtime, a HIGH or NORMAL gang that starts only by evicting LOW work (it fits
-        the pool without LOW work on ``there``) first waits until it has waited the minimum runtime
-        since it first did not fit within its quota (docs/design.md §9): the machines of ``there`` are
-        kept from the LOW gangs behind it meanwhile (EASY backfill: but those that end by then), so that
-        what frees there stays free for it and LOW work that would be evicted does not start there.
-        True while it waits (nothing is evicted)."""
-        since = self.blocked_since.get(g.pk)
-        if since is None:
-            return False
-        until = since + self.cycle.min_runtime
-        if self.cycle.now.timestamp() >= until:
-            return False
-        self.evict_waits[g.pk] = (until, self.holds.keep_from_low(g.order, there, until))
-        return True
-
-    def _keep(self, g: QueuedGang, there: frozenset[str], window: float | None) -> None:
-        """With a minimum runtime, a HIGH or NORMAL gang that found no victims (NORMAL work evicts only
-        LOW gangs within its ``window``) keeps its placement without LOW work, ``there``, from the LOW
-        gangs behind it for as long as it waits (docs/design.md §9, the eviction window): what frees
-        there stays free for it, and no LOW work starts there only to be evicted. No time: no LOW gang
-        backfills it."""
-        self.keeps[g.pk] = (self.holds.keep_from_low(g.order, there, None), window)
 
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (stored on the gang per
@@ -588,7 +472,7 @@ class Walk:
         by_proof: dict[int | None, list[int]] = {}
         for pk, proof in self.proofs_only.items():
             by_proof.setdefault(proof, []).append(pk)
-        evicted = self.preemptions.evicted if self.preemptions is not None else {}
+        evicted = self.low.evicted
         return Decision(
             placements=tuple(self.placed),
             node_ids=dict(self.node_ids) if self.placed else {},
@@ -605,9 +489,9 @@ class Walk:
             cursor=cursor,
             proofs=dict(self.memo.proofs),
             wake_at=wake_at,
-            blocked_since=dict(self.blocked_since),
+            blocked_since=dict(self.low.blocked_since),
             retry=self.retry,
-            solved=self.solved,
+            solved=self.solved + self.low.solved,
             proven=self.proven,
             shared=self.shared,
             resumed=resumed,
