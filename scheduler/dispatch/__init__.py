@@ -39,13 +39,25 @@ def backend_for(name: str, **options) -> PodBackend:
         elif name == "local":
             from scheduler.dispatch.local import LocalBackend
 
-            backend = LocalBackend(**options)
+            backend = LocalBackend(**{**_local_service_folders(), **options})
         else:
             from scheduler.dispatch.simulated import SimulatedBackend
 
             backend = SimulatedBackend()
         _BACKENDS[cache_key] = backend
     return backend
+
+
+def _local_service_folders() -> dict[str, tuple[str, ...]]:
+    """The service's folders the local backend keeps from its tasks (``scheduler.dispatch.local``): the
+    data folder (SQLite database, broker, metrics) hidden; the broker's and the metrics' folders, wherever
+    they are, never written."""
+    from django.conf import settings
+
+    sealed = [str(settings.OSMO_METRICS_DIR)]
+    if getattr(settings, "BROKER_DIR", None) is not None:
+        sealed.append(str(settings.BROKER_DIR))
+    return {"hidden": (str(settings.DATA_DIR),), "sealed": tuple(sealed)}
 
 
 __all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",

@@ -17,6 +17,13 @@ bound on a tmpfs root), its own ``/tmp``, ``/osmo``, ``/dev`` and ``/proc``, a p
 supervisor, and the host network (tasks of a group reach each other on the loopback). The folders of
 the plan's ``file://`` upload URLs are bound writable.
 
+The service's own folders are not the tasks': the pod root (every pod's plan and credential files, in
+clear for their own sandbox) and the ``hidden`` folders (the data folder: the SQLite database with
+every API token, the broker's messages) are covered by an empty tmpfs in the sandbox, so a task of one
+user cannot read another's credentials or the service's secrets there. A ``file://`` upload URL whose
+folder holds one of them, lies inside the pod root or overlaps a ``sealed`` folder is refused
+(:class:`DispatchPermanentError`), never bound writable.
+
 Phases are read from the folder: no ``pid`` yet -> Pending; a live ``pid`` and no ``exit`` ->
 Running; ``exit`` -> Succeeded when the task's code (the result's, else the status) is 0, else Failed
 with that code and the result's message. Deleting a pod signals the process group (SIGTERM, then
@@ -87,6 +94,11 @@ def _file_url_folders(plan: dict[str, Any]) -> list[str]:
     return sorted(set(folders))
 
 
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (both real, absolute paths)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 _PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo"})
 
 
@@ -144,12 +156,43 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap") -> None:
+    def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap",
+                 hidden: Iterable[str] = (), sealed: Iterable[str] = ()) -> None:
         import sys
 
         self.root = Path(root) if root is not None else default_root()
         self.python = python or sys.executable
         self.bwrap = bwrap
+        # The service's folders (module docstring): hidden from every sandbox; sealed ones never written.
+        self.hidden = tuple(sorted({os.path.realpath(str(path)) for path in (self.root, *hidden)}))
+        self.sealed = tuple(sorted({os.path.realpath(path) for path in sealed}))
+
+    def _concealed(self) -> list[str]:
+        """bwrap arguments covering the hidden folders with an empty tmpfs. Those under a folder the
+        sandbox has of its own (``/tmp``) are not the host's there anyway; one holding the interpreter
+        or the runtime would leave the sandbox nothing to run, so it stays visible."""
+        needed = [os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())]
+        args: list[str] = []
+        for folder in self.hidden:
+            top = Path(folder).parts[1] if len(Path(folder).parts) > 1 else ""
+            if top in _PRIVATE_TOP or not os.path.isdir(folder) or any(_within(path, folder) for path in needed):
+                continue
+            args += ["--tmpfs", folder]
+        return args
+
+    def _writable_folders(self, pod: PodRequest, plan: dict[str, Any]) -> list[str]:
+        """The plan's ``file://`` upload folders, each checked against the service's folders."""
+        root = os.path.realpath(self.root)
+        folders = _file_url_folders(plan)
+        for folder in folders:
+            real = os.path.realpath(folder)
+            clash = next((kept for kept in self.hidden if _within(kept, real)), None)
+            clash = clash or (root if _within(real, root) else None)
+            clash = clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
+            if clash is not None:
+                raise DispatchPermanentError(f"pod {pod.pod_name}: the upload folder {folder[:200]!r} may not be "
+                                             f"written by a task: it overlaps the service's folder {clash!r}")
+        return folders
 
     # -- layout ---------------------------------------------------------------------------------
     def pod_dir(self, namespace: str, pod_name: str) -> Path:
@@ -183,7 +226,8 @@ class LocalBackend:
             target.write_text(value)
         return folders
 
-    def _supervisor(self, folder: Path, plan: dict[str, Any], credential_dirs: dict[str, str] | None = None) -> str:
+    def _supervisor(self, folder: Path, plan: dict[str, Any], credential_dirs: dict[str, str] | None = None,
+                    writable: list[str] | None = None) -> str:
         sandbox = folder / "sandbox"
         binds = []
         for mount, where in sorted((credential_dirs or {}).items()):
@@ -193,14 +237,14 @@ class LocalBackend:
         for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
             if Path(host_path).is_relative_to("/tmp"):
                 binds += ["--ro-bind", host_path, host_path]
-        for target in _file_url_folders(plan):
+        for target in _file_url_folders(plan) if writable is None else writable:
             os.makedirs(target, exist_ok=True)
             binds += ["--bind", target, target]
         for entry in plan.get("inputs") or ():
             parsed = urlparse(entry.get("url", ""))
             if parsed.scheme == "file" and os.path.exists(parsed.path):
                 binds += ["--ro-bind", parsed.path, parsed.path]
-        argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc",
+        argv = [self.bwrap, *_host_root(), *self._concealed(), "--dev", "/dev", "--proc", "/proc",
                 "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
                 "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
                 "--unshare-pid", "--die-with-parent", "--chdir", "/tmp",
@@ -229,6 +273,7 @@ class LocalBackend:
             raise DispatchPermanentError(f"pod {pod.pod_name}: the runtime plan is not JSON: {exc}") from exc
         if shutil.which(self.bwrap) is None:
             raise DispatchPermanentError(f"the local backend needs bubblewrap ({self.bwrap!r} is not on PATH)")
+        writable = self._writable_folders(pod, plan)
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
@@ -241,7 +286,7 @@ class LocalBackend:
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
                 "task": pod.task, "node": pod.node_name}))
-            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan, credential_dirs))
+            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan, credential_dirs, writable))
             try:
                 staging.rename(folder)
             except OSError:

@@ -197,9 +197,15 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     # when
     backend = backend_for("local")
 
-    # then
+    # then it keeps the service's folders from its tasks: the pod root and the data folder hidden, the
+    # metrics (and, on the embedded default, the broker's) never written
+    from django.conf import settings
+
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "here"
+    assert backend.hidden == tuple(sorted({os.path.realpath(tmp_path / "here"), os.path.realpath(settings.DATA_DIR)}))
+    broker = [os.path.realpath(settings.BROKER_DIR)] if hasattr(settings, "BROKER_DIR") else []
+    assert backend.sealed == tuple(sorted({os.path.realpath(settings.OSMO_METRICS_DIR), *broker}))
 
 
 def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sandbox(local, tmp_path):
@@ -224,3 +230,91 @@ def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sand
     assert sorted(oct(path.stat().st_mode & 0o777) for path in (folder / "credentials").rglob("*")
                   if path.is_file()) == ["0o600", "0o600"]
     assert oct((folder / "run" / "plan.json").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp (the sandbox's /tmp is its own, so a pod root there is hidden anyway):
+    where ``make run`` keeps its pod folders and data (``var/``)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="osmo-local-test-", dir="/var/tmp"))
+    backends: list[LocalBackend] = []
+    yield folder, backends
+    for backend in backends:
+        for namespace in backend.root.glob("*"):
+            for pod_folder in namespace.iterdir():
+                backend._remove(pod_folder, 0)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_task_cannot_read_other_pods_credentials_nor_the_service_data(outside_tmp):
+    """Replays the audit's finding: with the pod folders and the data folder outside /tmp (``make run``:
+    ``var/local-pods``, ``var/``), a task of any user read another task's decrypted credentials from its
+    ``run/plan.json`` and credential files, and the SQLite database holding every API token."""
+    # given another user's task holding a credential, and the service's database in the data folder
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    (data / "osmo.sqlite3").write_text("admin-token-0123456789")
+    local = LocalBackend(folder / "pods", hidden=(str(data),))
+    backends.append(local)
+    victim = replace(request("victim", command=["sleep", "30"]),
+                     credentials=SecretPayload(env={"HF_TOKEN": "hf_victim_value"}, files={"/creds/key": "key-value"}))
+    local.create_pod(victim)
+    pods = local.root / "osmo"
+    thief = request("thief", command=["sh", "-c", f"cat {pods}/victim/run/plan.json {pods}/victim/credentials/0/key "
+                                                  f"{data}/osmo.sqlite3; echo cat=$?; find {local.root} {data}"])
+
+    # when
+    local.create_pod(thief)
+    states = wait_done(local, [thief])
+
+    # then the thief saw empty folders where the pods and the data are, and none of their contents
+    assert states == {"thief": PodState("Succeeded", 0)}
+    lines = [line for line in local.pod_log(thief, tail=100, now=datetime.now(tz=UTC)).lines
+             if not line.startswith("[osmo]")]
+    assert lines == [f"cat: {pods}/victim/run/plan.json: No such file or directory",
+                     f"cat: {pods}/victim/credentials/0/key: No such file or directory",
+                     f"cat: {data}/osmo.sqlite3: No such file or directory",
+                     "cat=1", str(local.root), str(data)]
+
+
+def test_a_task_cannot_bind_the_service_folders_writable_through_a_file_url(outside_tmp):
+    """Replays the audit's finding: a ``file://`` output URL naming the data folder (or one holding it,
+    or another pod's folder) was bound writable into the sandbox, so a task could overwrite the
+    database or another pod's result."""
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    local = LocalBackend(folder / "pods", hidden=(str(data),))
+    backends.append(local)
+    for index, target in enumerate((data, folder, local.root / "osmo" / "other" / "run", Path("/"))):
+        # given
+        pod = request(f"writer-{index}", plan={"command": ["true"], "outputs": [{"url": target.as_uri()}]})
+
+        # when / then
+        with pytest.raises(DispatchPermanentError, match="may not be written by a task"):
+            local.create_pod(pod)
+        assert not local.pod_dir("osmo", f"writer-{index}").exists()
+    assert not (local.root / "osmo" / "other").exists()
+
+
+def test_a_file_url_beside_the_service_folders_is_still_written(outside_tmp):
+    # given an output folder inside the data folder (make run's tutorials: var/storage)
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    local = LocalBackend(folder / "pods", hidden=(str(data),))
+    backends.append(local)
+    pod = request("writer", plan={"command": ["sh", "-c", "echo result > {{output}}/r.txt"],
+                                  "artifact_url": (data / "storage" / "wf-1").as_uri()})
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then
+    assert states == {"writer": PodState("Succeeded", 0)}
+    assert (data / "storage" / "wf-1" / "r.txt").read_text() == "result\n"
