@@ -37,6 +37,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -145,6 +146,46 @@ def _alive(pid: int) -> bool:
         return True
     fields = _stat(Path(f"/proc/{pid}/stat"))
     return fields is None or fields[0] != "Z"
+
+
+RESULT_MAX_BYTES = 1 << 20  # a runtime result is a few hundred bytes; more is not one
+LOG_CHUNK_BYTES = 1 << 16
+LOG_TAIL_MAX_BYTES = 64 << 20  # what one log answer may read, whatever the number of lines asked for
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``path`` when it is a regular file. The pod's ``run`` folder is the
+    task's ``/osmo/run``: the task may have put a symlink (to a host file) or a named pipe (whose
+    ``open()`` blocks until someone writes) there, so neither is followed nor opened for real."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return os.read(descriptor, limit)
+    finally:
+        os.close(descriptor)
+
+
+def _tail_lines(path: Path, tail: int) -> tuple[list[str], bool]:
+    """The last ``tail`` lines of ``path`` and whether there are more before them, reading the file
+    backwards from its end (never more than :data:`LOG_TAIL_MAX_BYTES`): a log can be gigabytes."""
+    with open(path, "rb") as handle:
+        position = handle.seek(0, os.SEEK_END)
+        chunks: list[bytes] = []
+        newlines = 0
+        read = 0
+        while position > 0 and newlines <= tail and read < LOG_TAIL_MAX_BYTES:
+            size = min(LOG_CHUNK_BYTES, position, LOG_TAIL_MAX_BYTES - read)
+            position -= size
+            handle.seek(position)
+            chunk = handle.read(size)
+            chunks.append(chunk)
+            read += len(chunk)
+            newlines += chunk.count(b"\n")
+    lines = b"".join(reversed(chunks)).decode("utf-8", errors="replace").splitlines()
+    if position > 0 and lines:
+        lines = lines[1:]  # the first line read may be the end of a longer one
+    return (lines[-tail:] if tail else []), position > 0 or len(lines) > tail
 
 
 def _mtime(path: Path) -> datetime:
@@ -356,11 +397,10 @@ class LocalBackend:
         if not folder.exists():
             raise DispatchPermanentError(f"pod {pod.pod_name} does not exist on the local backend")
         try:
-            text = (folder / "log").read_text(encoding="utf-8", errors="replace")
+            lines, truncated = _tail_lines(folder / "log", tail)
         except FileNotFoundError as exc:
             raise DispatchPermanentError(f'container "task" in pod {pod.pod_name} is waiting to start') from exc
-        lines = text.splitlines()
-        return PodLog(tuple(lines[-tail:]) if tail else (), truncated=len(lines) > tail)
+        return PodLog(tuple(lines), truncated=truncated)
 
     def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
         events: list[PodEvent] = []
@@ -422,7 +462,7 @@ class LocalBackend:
             return PodState("Failed", None, "the task's exit status is unreadable")
         code, message = status, ""
         try:
-            result = json.loads((folder / "run" / "result.json").read_text())
+            result = json.loads(_read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))
             code, message = int(result["exit_code"]), str(result.get("message") or "")
         except (OSError, ValueError, KeyError, TypeError):
             if status:

@@ -318,3 +318,72 @@ def test_a_file_url_beside_the_service_folders_is_still_written(outside_tmp):
     # then
     assert states == {"writer": PodState("Succeeded", 0)}
     assert (data / "storage" / "wf-1" / "r.txt").read_text() == "result\n"
+
+
+def test_a_result_file_a_task_turned_into_a_pipe_does_not_hang_the_pod_sync(local):
+    """Replays the audit's finding: ``/osmo/run`` is the pod's ``run`` folder, writable by the task; a task
+    that replaced ``result.json`` by a named pipe (a reader kept it open while the runtime wrote) left a
+    pipe without a writer, and the worker's ``open()`` of it in every pod sync blocked for good."""
+    import threading
+
+    # given a task whose result file ends as a pipe nobody writes to
+    pod = request("pipe", command=["sh", "-c", "rm -f /osmo/run/result.json; mkfifo /osmo/run/result.json; "
+                                               "(cat /osmo/run/result.json > /dev/null &); exit 3"])
+    local.create_pod(pod)
+    exit_file = local.pod_dir("osmo", "pipe") / "exit"
+    deadline = time.monotonic() + 60
+    while not exit_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    result_file = local.pod_dir("osmo", "pipe") / "run" / "result.json"
+    assert result_file.is_fifo()
+
+    # when the pod's state is read
+    states: dict[str, PodState] = {}
+    reader = threading.Thread(target=lambda: states.update(local.pod_states([pod], now=datetime.now(tz=UTC))),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    hung = reader.is_alive()
+    if hung:  # unblock the stuck reader before failing: a writer that closes at once
+        os.close(os.open(result_file, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+
+    # then it answered, from the sandbox's exit status
+    assert hung is False
+    assert states == {"pipe": PodState("Failed", 3, "the sandbox exited with status 3 (no runtime result)")}
+
+
+def test_a_huge_log_is_read_from_its_end(local):
+    """Replays the audit's finding: the log endpoint read a local pod's whole log into memory to answer
+    its last lines, so a task printing gigabytes took the web process's memory with it."""
+    import subprocess
+
+    # given a finished task whose log is 1 GiB (sparse: no disk spent) followed by its last lines
+    pod = request("chatty", command=["sh", "-c", "echo first"])
+    local.create_pod(pod)
+    assert wait_done(local, [pod]) == {"chatty": PodState("Succeeded", 0)}
+    log = local.pod_dir("osmo", "chatty") / "log"
+    with open(log, "r+b") as handle:
+        handle.truncate(1 << 30)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\nlast-1\nlast-2\nlast-3\n")
+    # when a process that may not take 256 MiB more than it holds reads its last 2 lines
+    script = "\n".join([
+        "import json, os, resource, sys",
+        "from datetime import UTC, datetime",
+        "from scheduler.dispatch.base import PodRequest",
+        "from scheduler.dispatch.local import LocalBackend",
+        "size = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')",
+        "resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))",
+        "pod = PodRequest(**json.loads(sys.argv[2]))",
+        "answer = LocalBackend(sys.argv[1]).pod_log(pod, tail=2, now=datetime.now(tz=UTC))",
+        "print(json.dumps([list(answer.lines), answer.truncated]))",
+    ])
+    fields = {"pod_name": "chatty", "namespace": "osmo", "node_name": "slot-1", "workflow_id": "wf-1", "group": "g",
+              "task": "chatty", "pool": "local", "image": "ignored"}
+    result = subprocess.run([sys.executable, "-c", script, str(local.root), json.dumps(fields)],
+                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+
+    # then
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == [["last-2", "last-3"], True]
