@@ -21,8 +21,9 @@ The service's own folders are not the tasks': the pod root (every pod's plan and
 clear for their own sandbox) and the ``hidden`` folders (the data folder: the SQLite database with
 every API token, the broker's messages) are covered by an empty tmpfs in the sandbox, so a task of one
 user cannot read another's credentials or the service's secrets there. A ``file://`` upload URL whose
-folder holds one of them, lies inside the pod root or overlaps a ``sealed`` folder is refused
-(:class:`DispatchPermanentError`), never bound writable.
+folder holds one of them, lies inside the pod root or overlaps a ``sealed`` path (the database files,
+the broker's and the metrics' folders) is refused (:class:`DispatchPermanentError`), never bound
+writable; so is such a ``file://`` input, never bound read-only over the tmpfs.
 
 Phases are read from the folder: no ``pid`` yet -> Pending; a live ``pid`` and no ``exit`` ->
 Running; ``exit`` -> Succeeded when the task's code (the result's, else the status) is 0, else Failed
@@ -221,19 +222,28 @@ class LocalBackend:
             args += ["--tmpfs", folder]
         return args
 
-    def _writable_folders(self, pod: PodRequest, plan: dict[str, Any]) -> list[str]:
-        """The plan's ``file://`` upload folders, each checked against the service's folders."""
+    def _service_clash(self, path: str) -> str | None:
+        """The service's folder a ``file://`` bind of ``path`` would show to the task, if any: one that
+        ``path`` holds, the pod root's inside (other pods), or a sealed path it overlaps."""
+        real = os.path.realpath(path)
         root = os.path.realpath(self.root)
-        folders = _file_url_folders(plan)
-        for folder in folders:
-            real = os.path.realpath(folder)
-            clash = next((kept for kept in self.hidden if _within(kept, real)), None)
-            clash = clash or (root if _within(real, root) else None)
-            clash = clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
-            if clash is not None:
-                raise DispatchPermanentError(f"pod {pod.pod_name}: the upload folder {folder[:200]!r} may not be "
-                                             f"written by a task: it overlaps the service's folder {clash!r}")
-        return folders
+        clash = next((kept for kept in self.hidden if _within(kept, real)), None)
+        clash = clash or (root if _within(real, root) else None)
+        return clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
+
+    def _file_binds(self, pod: PodRequest, plan: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """The plan's ``file://`` upload folders (bound writable) and existing input paths (bound
+        read-only), each checked against the service's folders."""
+        uploads = _file_url_folders(plan)
+        urls = [urlparse(entry.get("url", "")) for entry in plan.get("inputs") or ()]
+        inputs = sorted({url.path for url in urls if url.scheme == "file" and url.path and os.path.exists(url.path)})
+        for kind, paths in (("upload folder", uploads), ("input", inputs)):
+            for path in paths:
+                clash = self._service_clash(path)
+                if clash is not None:
+                    raise DispatchPermanentError(f"pod {pod.pod_name}: the {kind} {path[:200]!r} may not be used by "
+                                                 f"a task: it overlaps the service's folder {clash!r}")
+        return uploads, inputs
 
     # -- layout ---------------------------------------------------------------------------------
     def pod_dir(self, namespace: str, pod_name: str) -> Path:
@@ -267,24 +277,23 @@ class LocalBackend:
             target.write_text(value)
         return folders
 
-    def _supervisor(self, folder: Path, plan: dict[str, Any], credential_dirs: dict[str, str] | None = None,
-                    writable: list[str] | None = None) -> str:
+    def _supervisor(self, folder: Path, credential_dirs: dict[str, str],
+                    file_binds: tuple[list[str], list[str]]) -> str:
         sandbox = folder / "sandbox"
         binds = []
-        for mount, where in sorted((credential_dirs or {}).items()):
+        for mount, where in sorted(credential_dirs.items()):
             binds += ["--ro-bind", str(folder / where), mount]
         # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
         # there, its virtualenv) is bound back read-only, or the runtime cannot start.
         for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
             if Path(host_path).is_relative_to("/tmp"):
                 binds += ["--ro-bind", host_path, host_path]
-        for target in _file_url_folders(plan) if writable is None else writable:
+        uploads, inputs = file_binds
+        for target in uploads:
             os.makedirs(target, exist_ok=True)
             binds += ["--bind", target, target]
-        for entry in plan.get("inputs") or ():
-            parsed = urlparse(entry.get("url", ""))
-            if parsed.scheme == "file" and os.path.exists(parsed.path):
-                binds += ["--ro-bind", parsed.path, parsed.path]
+        for path in inputs:
+            binds += ["--ro-bind", path, path]
         argv = [self.bwrap, *_host_root(), *self._concealed(), "--dev", "/dev", "--proc", "/proc",
                 "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
                 "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
@@ -314,7 +323,7 @@ class LocalBackend:
             raise DispatchPermanentError(f"pod {pod.pod_name}: the runtime plan is not JSON: {exc}") from exc
         if shutil.which(self.bwrap) is None:
             raise DispatchPermanentError(f"the local backend needs bubblewrap ({self.bwrap!r} is not on PATH)")
-        writable = self._writable_folders(pod, plan)
+        binds = self._file_binds(pod, plan)
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
@@ -327,7 +336,7 @@ class LocalBackend:
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
                 "task": pod.task, "node": pod.node_name}))
-            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan, credential_dirs, writable))
+            (staging / "supervisor.sh").write_text(self._supervisor(folder, credential_dirs, binds))
             try:
                 staging.rename(folder)
             except OSError:

@@ -197,15 +197,19 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     # when
     backend = backend_for("local")
 
-    # then it keeps the service's folders from its tasks: the pod root and the data folder hidden, the
-    # metrics (and, on the embedded default, the broker's) never written
+    # then it keeps the service's paths from its tasks: the pod root and the data folder hidden, the
+    # metrics, the beat schedule (and, on the embedded default, the broker's folder and the database) sealed
     from django.conf import settings
 
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "here"
     assert backend.hidden == tuple(sorted({os.path.realpath(tmp_path / "here"), os.path.realpath(settings.DATA_DIR)}))
-    broker = [os.path.realpath(settings.BROKER_DIR)] if hasattr(settings, "BROKER_DIR") else []
-    assert backend.sealed == tuple(sorted({os.path.realpath(settings.OSMO_METRICS_DIR), *broker}))
+    broker = [settings.BROKER_DIR] if hasattr(settings, "BROKER_DIR") else []
+    database = settings.DATABASES["default"]
+    sqlite = ([f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+              if database["ENGINE"].endswith("sqlite3") else [])
+    assert backend.sealed == tuple(sorted({os.path.realpath(path) for path in (
+        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, *broker, *sqlite)}))
 
 
 def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sandbox(local, tmp_path):
@@ -295,10 +299,31 @@ def test_a_task_cannot_bind_the_service_folders_writable_through_a_file_url(outs
         pod = request(f"writer-{index}", plan={"command": ["true"], "outputs": [{"url": target.as_uri()}]})
 
         # when / then
-        with pytest.raises(DispatchPermanentError, match="may not be written by a task"):
+        with pytest.raises(DispatchPermanentError, match="may not be used by a task"):
             local.create_pod(pod)
         assert not local.pod_dir("osmo", f"writer-{index}").exists()
     assert not (local.root / "osmo" / "other").exists()
+
+
+def test_a_task_cannot_bind_the_service_folders_back_as_inputs(outside_tmp):
+    """Replays the audit's finding: a ``file://`` input was bound read-only over the tmpfs that hides
+    the service's folders, so ``inputs: [{url: file:///<data folder>}]`` showed the database again."""
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    (data / "osmo.sqlite3").write_text("admin-token-0123456789")
+    local = LocalBackend(folder / "pods", hidden=(str(data),), sealed=(str(data / "osmo.sqlite3"),))
+    backends.append(local)
+    local.create_pod(request("victim", command=["sleep", "30"]))
+    victim_run = local.pod_dir("osmo", "victim") / "run"
+    for index, target in enumerate((data, data / "osmo.sqlite3", victim_run, folder)):
+        # given
+        pod = request(f"reader-{index}", plan={"command": ["true"], "inputs": [{"url": target.as_uri()}]})
+
+        # when / then
+        with pytest.raises(DispatchPermanentError, match="may not be used by a task"):
+            local.create_pod(pod)
+        assert not local.pod_dir("osmo", f"reader-{index}").exists()
 
 
 def test_a_file_url_beside_the_service_folders_is_still_written(outside_tmp):
