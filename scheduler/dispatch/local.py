@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
@@ -102,6 +102,20 @@ def _within(path: str, folder: str) -> bool:
 
 
 _PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo"})
+#: What a sandbox keeps of the worker's environment (the rest holds the service's secrets: its secret
+#: key, the credential store's keys, the database's and the broker's passwords): the programs' search
+#: path, the locale and time zone, proxies, and the storage libraries' settings and credentials, which
+#: the runtime needs for a pool's artifact store (docs/runtime.md).
+SANDBOX_ENV_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                               "http_proxy", "https_proxy", "no_proxy", "GOOGLE_APPLICATION_CREDENTIALS"})
+SANDBOX_ENV_PREFIXES = ("LC_", "AWS_", "AZURE_STORAGE_", "FSSPEC_")
+
+
+def _sandbox_env_names(environ: Mapping[str, str]) -> list[str]:
+    """The names of the worker's variables a sandbox keeps (:data:`SANDBOX_ENV_NAMES`, the prefixes)."""
+    return sorted(name for name in environ
+                  if (name in SANDBOX_ENV_NAMES or name.startswith(SANDBOX_ENV_PREFIXES))
+                  and name.replace("_", "").isalnum() and name.isascii())
 
 
 def _host_root() -> list[str]:
@@ -301,13 +315,16 @@ class LocalBackend:
                 "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", _runtime_path(),
                 "--setenv", "PYTHONUNBUFFERED", "1", "--setenv", "OSMO_RESULT_PATH", f"{SANDBOX_RUN}/result.json",
                 "--", self.python, "-m", "runtime", f"{SANDBOX_RUN}/plan.json"]
+        # The sandbox starts from an empty environment plus the kept variables, passed by name: their
+        # values (storage credentials) are read from the supervisor's environment, never written here.
+        kept = " ".join(f'{name}="${{{name}}}"' for name in _sandbox_env_names(os.environ))
         return "\n".join([
             "#!/bin/sh",
             "# The supervisor of one local pod (scheduler/dispatch/local.py): writes its pid, runs the sandbox,",
             "# writes the sandbox's exit status.",
             f"cd {shlex.quote(str(folder))} || exit 1",
             "echo $$ > pid.tmp && mv pid.tmp pid",
-            f"{shlex.join(argv)} < /dev/null > log 2>&1",
+            f"env -i {kept} {shlex.join(argv)} < /dev/null > log 2>&1",
             "echo $? > exit.tmp && mv exit.tmp exit",
             "",
         ])

@@ -412,3 +412,29 @@ def test_a_huge_log_is_read_from_its_end(local):
     # then
     assert (result.returncode, result.stderr) == (0, "")
     assert json.loads(result.stdout) == [["last-2", "last-3"], True]
+
+
+def test_a_task_does_not_inherit_the_services_secrets_from_the_workers_environment(local, monkeypatch):
+    """Replays the audit's finding: a local task ran with the worker's whole environment, so ``env``
+    printed ``DJANGO_SECRET_KEY``, ``OSMO_CREDENTIALS_KEYS`` (every stored credential opens with them)
+    and ``DATABASE_URL`` with its password to any user of a local pool."""
+    # given a worker whose environment holds the service's secrets and the artifact store's credentials
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "service-secret-key-value")
+    monkeypatch.setenv("OSMO_CREDENTIALS_KEYS", "service-fernet-key-value")
+    monkeypatch.setenv("DATABASE_URL", "postgres://osmo:db-password@db/osmo")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "artifact-store-key-id")
+    pod = request("envy", command=["sh", "-c", "env | sort"])
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then the task saw the storage library's variables and its PATH, none of the service's secrets
+    assert states == {"envy": PodState("Succeeded", 0)}
+    variables = dict(line.split("=", 1) for line in local.pod_log(pod, tail=200, now=datetime.now(tz=UTC)).lines
+                     if "=" in line and not line.startswith("[osmo]"))
+    assert variables["AWS_ACCESS_KEY_ID"] == "artifact-store-key-id"
+    assert variables["PATH"] == os.environ["PATH"]
+    assert variables["HOME"] == "/tmp"
+    assert sorted(set(variables) & {"DJANGO_SECRET_KEY", "OSMO_CREDENTIALS_KEYS", "DATABASE_URL"}) == []
+    assert "db-password" not in json.dumps(variables)
