@@ -103,12 +103,14 @@ def _within(path: str, folder: str) -> bool:
 
 _PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo"})
 #: What a sandbox keeps of the worker's environment (the rest holds the service's secrets: its secret
-#: key, the credential store's keys, the database's and the broker's passwords): the programs' search
-#: path, the locale and time zone, proxies, and the storage libraries' settings and credentials, which
-#: the runtime needs for a pool's artifact store (docs/runtime.md).
-SANDBOX_ENV_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-                               "http_proxy", "https_proxy", "no_proxy", "GOOGLE_APPLICATION_CREDENTIALS"})
-SANDBOX_ENV_PREFIXES = ("LC_", "AWS_", "AZURE_STORAGE_", "FSSPEC_")
+#: key, the credential store's keys, the database's and the broker's passwords): the programs' and
+#: libraries' search paths, the GPUs' selection, the locale and time zone, proxies, and the storage
+#: libraries' settings and credentials, which the runtime needs for a pool's artifact store
+#: (docs/runtime.md).
+SANDBOX_ENV_NAMES = frozenset({"PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "TERM", "HTTP_PROXY",
+                               "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+                               "GOOGLE_APPLICATION_CREDENTIALS"})
+SANDBOX_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "AWS_", "AZURE_STORAGE_", "FSSPEC_")
 
 
 def _sandbox_env_names(environ: Mapping[str, str]) -> list[str]:
