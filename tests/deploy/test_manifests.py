@@ -105,11 +105,16 @@ def test_web_probes_security_and_single_beat(tree):
     web = objects[("Deployment", "osmo-web")]["spec"]["template"]["spec"]
     beat = objects[("Deployment", "osmo-beat")]
 
-    # then: the probes are the service's own endpoints
+    # then: the probes are the service's own endpoints. A pod starts serving once it reached the
+    # database and the broker; afterwards readiness does not depend on them: with PostgreSQL or Redis
+    # down, every replica would turn unready at once and the Service lose all endpoints, so clients got
+    # the ingress's own 503 page instead of the envelope's 503 with Retry-After (the database) or the
+    # answers the fail-open cache lets through (Redis; docs/operations.md, "Failure answers")
     container = web["containers"][0]
     assert container["command"] == ["gunicorn", "-c", "python:osmo.gunicorn_conf", "osmo.wsgi"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?checks=database,broker"
+    assert container["startupProbe"]["httpGet"]["path"] == "/readyz?checks=database,broker"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     # and every pod of the service runs as a user with a read-only root filesystem, /tmp writable
     for key in [("Deployment", "osmo-web"), ("Deployment", "osmo-worker"), ("Deployment", "osmo-beat"),
                 ("Job", "osmo-migrate")]:
