@@ -28,7 +28,7 @@ COPY . .
 # Static files are collected (hashed and compressed for WhiteNoise) into the image, outside the /data
 # volume. The secret and the credential key here only let the production settings load; it is not kept in the image.
 RUN pip install --no-cache-dir --no-deps -e . \
-    && DJANGO_SETTINGS_MODULE=osmo.settings.production DJANGO_SECRET_KEY=collectstatic-only \
+    && DJANGO_SETTINGS_MODULE=osmo.settings.production DJANGO_SECRET_KEY=collectstatic-only-at-build-time-never-used-to-sign \
        OSMO_CREDENTIALS_KEYS=Y29sbGVjdHN0YXRpYy1vbmx5LW5vdC1hLXJlYWwta2U= \
        OSMO_DATA_DIR=/tmp/build python manage.py collectstatic --no-input -v0 \
     && rm -rf /tmp/build \

@@ -8,6 +8,15 @@ from osmo.settings.base import OSMO_CREDENTIALS_KEYS, SECRET_KEY, env
 
 if not SECRET_KEY:
     raise ImproperlyConfigured("Set DJANGO_SECRET_KEY (or SECRET_KEY): production refuses to start without one.")
+# Sessions, password-reset links and the task runtime's tokens are signed with it: a key printed in the
+# repository's examples (or Django's development prefix, or a short one) lets anyone forge them.
+SECRET_KEY_PLACEHOLDERS = ("change-me", "replace-with-", "django-insecure-")
+SECRET_KEY_MIN_LENGTH = 32
+if len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH or SECRET_KEY.startswith(SECRET_KEY_PLACEHOLDERS):
+    raise ImproperlyConfigured(
+        f"DJANGO_SECRET_KEY is a placeholder or shorter than {SECRET_KEY_MIN_LENGTH} characters: production refuses "
+        "to start with a key anyone can know. Generate one: python -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))'")
 if not OSMO_CREDENTIALS_KEYS:
     raise ImproperlyConfigured("Set OSMO_CREDENTIALS_KEYS (one or more Fernet keys, comma-separated): production "
                                "refuses to start without the credential store's keys (docs/operations.md).")

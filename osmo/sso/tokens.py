@@ -14,9 +14,9 @@ from typing import Any
 
 import jwt
 from django.conf import settings
-from django.core.cache import cache
 
 from osmo.sso import config
+from osmo.sso.shared_cache import cache_get, cache_set
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +42,12 @@ def _jwks_fetch() -> dict[str, Any]:
         data: dict[str, Any] = client.fetch_data()
     except jwt.PyJWKClientError as error:
         raise ProviderUnreachable(f"the identity provider's JWKS could not be fetched: {error}") from error
-    cache.set(_CACHE_KEY, {"fetched": time.time(), "jwks": data}, timeout=settings.OSMO_OIDC_JWKS_STALE_SECONDS)
+    cache_set(_CACHE_KEY, {"fetched": time.time(), "jwks": data}, timeout=settings.OSMO_OIDC_JWKS_STALE_SECONDS)
     return data
 
 
 def _jwks(*, kid: str | None) -> dict[str, Any]:
-    cached = cache.get(_CACHE_KEY)
+    cached = cache_get(_CACHE_KEY)
     if cached is not None:
         age = time.time() - cached["fetched"]
         known = any(key.get("kid") == kid for key in cached["jwks"].get("keys", []))

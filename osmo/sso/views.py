@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 
 import requests
 from django.conf import settings
-from django.core.cache import cache
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
@@ -18,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.sso import config
+from osmo.sso.shared_cache import cache_get, cache_set
 
 PROVIDER_STATUS_KEY = "osmo-sso:provider-up"
 PROVIDER_STATUS_SECONDS = 10
@@ -25,14 +25,14 @@ PROVIDER_STATUS_SECONDS = 10
 
 def provider_up() -> bool:
     """Whether the provider answers (its JWKS), remembered for a few seconds."""
-    known = cache.get(PROVIDER_STATUS_KEY)
+    known = cache_get(PROVIDER_STATUS_KEY)
     if known is not None:
         return bool(known)
     try:
         up = requests.get(settings.OIDC_OP_JWKS_ENDPOINT, timeout=3).status_code == 200
     except requests.RequestException:
         up = False
-    cache.set(PROVIDER_STATUS_KEY, up, timeout=PROVIDER_STATUS_SECONDS)
+    cache_set(PROVIDER_STATUS_KEY, up, timeout=PROVIDER_STATUS_SECONDS)
     return up
 
 

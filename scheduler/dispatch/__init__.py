@@ -39,13 +39,28 @@ def backend_for(name: str, **options) -> PodBackend:
         elif name == "local":
             from scheduler.dispatch.local import LocalBackend
 
-            backend = LocalBackend(**options)
+            backend = LocalBackend(**{**_local_service_folders(), **options})
         else:
             from scheduler.dispatch.simulated import SimulatedBackend
 
             backend = SimulatedBackend()
         _BACKENDS[cache_key] = backend
     return backend
+
+
+def _local_service_folders() -> dict[str, tuple[str, ...]]:
+    """The service's paths the local backend keeps from its tasks (``scheduler.dispatch.local``): the
+    data folder hidden; the SQLite database's files, the beat schedule, the broker's and the metrics'
+    folders, wherever they are, never bound into a sandbox."""
+    from django.conf import settings
+
+    sealed = [str(settings.OSMO_METRICS_DIR), str(settings.CELERY_BEAT_SCHEDULE_FILENAME)]
+    if getattr(settings, "BROKER_DIR", None) is not None:
+        sealed.append(str(settings.BROKER_DIR))
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        sealed += [f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+    return {"hidden": (str(settings.DATA_DIR),), "sealed": tuple(sealed)}
 
 
 __all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",

@@ -17,6 +17,14 @@ bound on a tmpfs root), its own ``/tmp``, ``/osmo``, ``/dev`` and ``/proc``, a p
 supervisor, and the host network (tasks of a group reach each other on the loopback). The folders of
 the plan's ``file://`` upload URLs are bound writable.
 
+The service's own folders are not the tasks': the pod root (every pod's plan and credential files, in
+clear for their own sandbox) and the ``hidden`` folders (the data folder: the SQLite database with
+every API token, the broker's messages) are covered by an empty tmpfs in the sandbox, so a task of one
+user cannot read another's credentials or the service's secrets there. A ``file://`` upload URL whose
+folder holds one of them, lies inside the pod root or overlaps a ``sealed`` path (the database files,
+the broker's and the metrics' folders) is refused (:class:`DispatchPermanentError`), never bound
+writable; so is such a ``file://`` input, never bound read-only over the tmpfs.
+
 Phases are read from the folder: no ``pid`` yet -> Pending; a live ``pid`` and no ``exit`` ->
 Running; ``exit`` -> Succeeded when the task's code (the result's, else the status) is 0, else Failed
 with that code and the result's message. Deleting a pod signals the process group (SIGTERM, then
@@ -30,11 +38,12 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
@@ -87,7 +96,28 @@ def _file_url_folders(plan: dict[str, Any]) -> list[str]:
     return sorted(set(folders))
 
 
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (both real, absolute paths)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 _PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo"})
+#: What a sandbox keeps of the worker's environment (the rest holds the service's secrets: its secret
+#: key, the credential store's keys, the database's and the broker's passwords): the programs' and
+#: libraries' search paths, the GPUs' selection, the locale and time zone, proxies, and the storage
+#: libraries' settings and credentials, which the runtime needs for a pool's artifact store
+#: (docs/runtime.md).
+SANDBOX_ENV_NAMES = frozenset({"PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "TERM", "HTTP_PROXY",
+                               "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+                               "GOOGLE_APPLICATION_CREDENTIALS"})
+SANDBOX_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "AWS_", "AZURE_STORAGE_", "FSSPEC_")
+
+
+def _sandbox_env_names(environ: Mapping[str, str]) -> list[str]:
+    """The names of the worker's variables a sandbox keeps (:data:`SANDBOX_ENV_NAMES`, the prefixes)."""
+    return sorted(name for name in environ
+                  if (name in SANDBOX_ENV_NAMES or name.startswith(SANDBOX_ENV_PREFIXES))
+                  and name.replace("_", "").isalnum() and name.isascii())
 
 
 def _host_root() -> list[str]:
@@ -135,6 +165,46 @@ def _alive(pid: int) -> bool:
     return fields is None or fields[0] != "Z"
 
 
+RESULT_MAX_BYTES = 1 << 20  # a runtime result is a few hundred bytes; more is not one
+LOG_CHUNK_BYTES = 1 << 16
+LOG_TAIL_MAX_BYTES = 64 << 20  # what one log answer may read, whatever the number of lines asked for
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``path`` when it is a regular file. The pod's ``run`` folder is the
+    task's ``/osmo/run``: the task may have put a symlink (to a host file) or a named pipe (whose
+    ``open()`` blocks until someone writes) there, so neither is followed nor opened for real."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return os.read(descriptor, limit)
+    finally:
+        os.close(descriptor)
+
+
+def _tail_lines(path: Path, tail: int) -> tuple[list[str], bool]:
+    """The last ``tail`` lines of ``path`` and whether there are more before them, reading the file
+    backwards from its end (never more than :data:`LOG_TAIL_MAX_BYTES`): a log can be gigabytes."""
+    with open(path, "rb") as handle:
+        position = handle.seek(0, os.SEEK_END)
+        chunks: list[bytes] = []
+        newlines = 0
+        read = 0
+        while position > 0 and newlines <= tail and read < LOG_TAIL_MAX_BYTES:
+            size = min(LOG_CHUNK_BYTES, position, LOG_TAIL_MAX_BYTES - read)
+            position -= size
+            handle.seek(position)
+            chunk = handle.read(size)
+            chunks.append(chunk)
+            read += len(chunk)
+            newlines += chunk.count(b"\n")
+    lines = b"".join(reversed(chunks)).decode("utf-8", errors="replace").splitlines()
+    if position > 0 and lines:
+        lines = lines[1:]  # the first line read may be the end of a longer one
+    return (lines[-tail:] if tail else []), position > 0 or len(lines) > tail
+
+
 def _mtime(path: Path) -> datetime:
     return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
 
@@ -144,12 +214,52 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap") -> None:
+    def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap",
+                 hidden: Iterable[str] = (), sealed: Iterable[str] = ()) -> None:
         import sys
 
         self.root = Path(root) if root is not None else default_root()
         self.python = python or sys.executable
         self.bwrap = bwrap
+        # The service's folders (module docstring): hidden from every sandbox; sealed ones never written.
+        self.hidden = tuple(sorted({os.path.realpath(str(path)) for path in (self.root, *hidden)}))
+        self.sealed = tuple(sorted({os.path.realpath(path) for path in sealed}))
+
+    def _concealed(self) -> list[str]:
+        """bwrap arguments covering the hidden folders with an empty tmpfs. Those under a folder the
+        sandbox has of its own (``/tmp``) are not the host's there anyway; one holding the interpreter
+        or the runtime would leave the sandbox nothing to run, so it stays visible."""
+        needed = [os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())]
+        args: list[str] = []
+        for folder in self.hidden:
+            top = Path(folder).parts[1] if len(Path(folder).parts) > 1 else ""
+            if top in _PRIVATE_TOP or not os.path.isdir(folder) or any(_within(path, folder) for path in needed):
+                continue
+            args += ["--tmpfs", folder]
+        return args
+
+    def _service_clash(self, path: str) -> str | None:
+        """The service's folder a ``file://`` bind of ``path`` would show to the task, if any: one that
+        ``path`` holds, the pod root's inside (other pods), or a sealed path it overlaps."""
+        real = os.path.realpath(path)
+        root = os.path.realpath(self.root)
+        clash = next((kept for kept in self.hidden if _within(kept, real)), None)
+        clash = clash or (root if _within(real, root) else None)
+        return clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
+
+    def _file_binds(self, pod: PodRequest, plan: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """The plan's ``file://`` upload folders (bound writable) and existing input paths (bound
+        read-only), each checked against the service's folders."""
+        uploads = _file_url_folders(plan)
+        urls = [urlparse(entry.get("url", "")) for entry in plan.get("inputs") or ()]
+        inputs = sorted({url.path for url in urls if url.scheme == "file" and url.path and os.path.exists(url.path)})
+        for kind, paths in (("upload folder", uploads), ("input", inputs)):
+            for path in paths:
+                clash = self._service_clash(path)
+                if clash is not None:
+                    raise DispatchPermanentError(f"pod {pod.pod_name}: the {kind} {path[:200]!r} may not be used by "
+                                                 f"a task: it overlaps the service's folder {clash!r}")
+        return uploads, inputs
 
     # -- layout ---------------------------------------------------------------------------------
     def pod_dir(self, namespace: str, pod_name: str) -> Path:
@@ -183,37 +293,40 @@ class LocalBackend:
             target.write_text(value)
         return folders
 
-    def _supervisor(self, folder: Path, plan: dict[str, Any], credential_dirs: dict[str, str] | None = None) -> str:
+    def _supervisor(self, folder: Path, credential_dirs: dict[str, str],
+                    file_binds: tuple[list[str], list[str]]) -> str:
         sandbox = folder / "sandbox"
         binds = []
-        for mount, where in sorted((credential_dirs or {}).items()):
+        for mount, where in sorted(credential_dirs.items()):
             binds += ["--ro-bind", str(folder / where), mount]
         # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
         # there, its virtualenv) is bound back read-only, or the runtime cannot start.
         for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
             if Path(host_path).is_relative_to("/tmp"):
                 binds += ["--ro-bind", host_path, host_path]
-        for target in _file_url_folders(plan):
+        uploads, inputs = file_binds
+        for target in uploads:
             os.makedirs(target, exist_ok=True)
             binds += ["--bind", target, target]
-        for entry in plan.get("inputs") or ():
-            parsed = urlparse(entry.get("url", ""))
-            if parsed.scheme == "file" and os.path.exists(parsed.path):
-                binds += ["--ro-bind", parsed.path, parsed.path]
-        argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc",
+        for path in inputs:
+            binds += ["--ro-bind", path, path]
+        argv = [self.bwrap, *_host_root(), *self._concealed(), "--dev", "/dev", "--proc", "/proc",
                 "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
                 "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
                 "--unshare-pid", "--die-with-parent", "--chdir", "/tmp",
                 "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", _runtime_path(),
                 "--setenv", "PYTHONUNBUFFERED", "1", "--setenv", "OSMO_RESULT_PATH", f"{SANDBOX_RUN}/result.json",
                 "--", self.python, "-m", "runtime", f"{SANDBOX_RUN}/plan.json"]
+        # The sandbox starts from an empty environment plus the kept variables, passed by name: their
+        # values (storage credentials) are read from the supervisor's environment, never written here.
+        kept = " ".join(f'{name}="${{{name}}}"' for name in _sandbox_env_names(os.environ))
         return "\n".join([
             "#!/bin/sh",
             "# The supervisor of one local pod (scheduler/dispatch/local.py): writes its pid, runs the sandbox,",
             "# writes the sandbox's exit status.",
             f"cd {shlex.quote(str(folder))} || exit 1",
             "echo $$ > pid.tmp && mv pid.tmp pid",
-            f"{shlex.join(argv)} < /dev/null > log 2>&1",
+            f"env -i {kept} {shlex.join(argv)} < /dev/null > log 2>&1",
             "echo $? > exit.tmp && mv exit.tmp exit",
             "",
         ])
@@ -229,6 +342,7 @@ class LocalBackend:
             raise DispatchPermanentError(f"pod {pod.pod_name}: the runtime plan is not JSON: {exc}") from exc
         if shutil.which(self.bwrap) is None:
             raise DispatchPermanentError(f"the local backend needs bubblewrap ({self.bwrap!r} is not on PATH)")
+        binds = self._file_binds(pod, plan)
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
@@ -241,7 +355,7 @@ class LocalBackend:
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
                 "task": pod.task, "node": pod.node_name}))
-            (staging / "supervisor.sh").write_text(self._supervisor(folder, plan, credential_dirs))
+            (staging / "supervisor.sh").write_text(self._supervisor(folder, credential_dirs, binds))
             try:
                 staging.rename(folder)
             except OSError:
@@ -311,11 +425,10 @@ class LocalBackend:
         if not folder.exists():
             raise DispatchPermanentError(f"pod {pod.pod_name} does not exist on the local backend")
         try:
-            text = (folder / "log").read_text(encoding="utf-8", errors="replace")
+            lines, truncated = _tail_lines(folder / "log", tail)
         except FileNotFoundError as exc:
             raise DispatchPermanentError(f'container "task" in pod {pod.pod_name} is waiting to start') from exc
-        lines = text.splitlines()
-        return PodLog(tuple(lines[-tail:]) if tail else (), truncated=len(lines) > tail)
+        return PodLog(tuple(lines), truncated=truncated)
 
     def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
         events: list[PodEvent] = []
@@ -377,7 +490,7 @@ class LocalBackend:
             return PodState("Failed", None, "the task's exit status is unreadable")
         code, message = status, ""
         try:
-            result = json.loads((folder / "run" / "result.json").read_text())
+            result = json.loads(_read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))
             code, message = int(result["exit_code"]), str(result.get("message") or "")
         except (OSError, ValueError, KeyError, TypeError):
             if status:

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,11 +109,16 @@ def test_web_probes_security_and_single_beat(tree):
     web = objects[("Deployment", "osmo-web")]["spec"]["template"]["spec"]
     beat = objects[("Deployment", "osmo-beat")]
 
-    # then: the probes are the service's own endpoints
+    # then: the probes are the service's own endpoints. A pod starts serving once it reached the
+    # database and the broker; afterwards readiness does not depend on them: with PostgreSQL or Redis
+    # down, every replica would turn unready at once and the Service lose all endpoints, so clients got
+    # the ingress's own 503 page instead of the envelope's 503 with Retry-After (the database) or the
+    # answers the fail-open cache lets through (Redis; docs/operations.md, "Failure answers")
     container = web["containers"][0]
     assert container["command"] == ["gunicorn", "-c", "python:osmo.gunicorn_conf", "osmo.wsgi"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?checks=database,broker"
+    assert container["startupProbe"]["httpGet"]["path"] == "/readyz?checks=database,broker"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     # and every pod of the service runs as a user with a read-only root filesystem, /tmp writable
     for key in [("Deployment", "osmo-web"), ("Deployment", "osmo-worker"), ("Deployment", "osmo-beat"),
                 ("Job", "osmo-migrate")]:
@@ -174,3 +183,50 @@ def test_node_reading_cluster_role_grants_exactly_what_docs_kubernetes_says(tree
     assert documented["metadata"]["name"] == "osmo-nodes-read"
     assert objects[("ClusterRoleBinding", "osmo-nodes-read")]["subjects"] == [
         {"kind": "ServiceAccount", "name": "osmo-scheduler", "namespace": "osmo"}]
+
+
+def _worker_liveness(tree: Path) -> list[str]:
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+    pod = objects[("Deployment", "osmo-worker")]["spec"]["template"]["spec"]
+    return pod["containers"][0]["livenessProbe"]["exec"]["command"]
+
+
+def _probe_run(command: list[str], redis_url: str) -> subprocess.CompletedProcess[str]:
+    """The probe's command as the kubelet runs it in the worker's container: the image's ``celery`` on
+    PATH, the pod's name as ``HOSTNAME``, the settings from the environment."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOSTNAME": "no-such-pod",
+           "REDIS_URL": redis_url, "DJANGO_SETTINGS_MODULE": "osmo.settings.test"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_broker_outage_does_not_fail_the_workers_liveness_probe(tree):
+    """Replays the audit's finding: the worker's liveness probe (``celery inspect ping``) goes through the
+    broker, so a Redis outage of 5 minutes failed it on every worker at once and Kubernetes restarted
+    them all, into a crash-loop back-off that outlasted the outage (docs/operations.md: workers wait for
+    the broker without limit)."""
+    # given the probe, and a broker that cannot be reached
+    command = _worker_liveness(tree)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
+
+    # when
+    result = _probe_run(command, closed)
+
+    # then it passes, saying why
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the broker cannot be reached" in result.stdout
+
+
+def test_a_worker_that_does_not_answer_fails_its_liveness_probe(tree):
+    # given the probe and a reachable broker where no worker of that name answers
+    if not os.environ.get("REDIS_URL"):
+        pytest.fail("needs Redis: run with make test")
+    command = _worker_liveness(tree)
+
+    # when
+    result = _probe_run(command, os.environ["REDIS_URL"])
+
+    # then
+    assert result.returncode == 1
+    assert "No nodes replied" in result.stdout

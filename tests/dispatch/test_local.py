@@ -197,9 +197,19 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     # when
     backend = backend_for("local")
 
-    # then
+    # then it keeps the service's paths from its tasks: the pod root and the data folder hidden, the
+    # metrics, the beat schedule (and, on the embedded default, the broker's folder and the database) sealed
+    from django.conf import settings
+
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "here"
+    assert backend.hidden == tuple(sorted({os.path.realpath(tmp_path / "here"), os.path.realpath(settings.DATA_DIR)}))
+    broker = [settings.BROKER_DIR] if hasattr(settings, "BROKER_DIR") else []
+    database = settings.DATABASES["default"]
+    sqlite = ([f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
+              if database["ENGINE"].endswith("sqlite3") else [])
+    assert backend.sealed == tuple(sorted({os.path.realpath(path) for path in (
+        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, *broker, *sqlite)}))
 
 
 def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sandbox(local, tmp_path):
@@ -224,3 +234,207 @@ def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sand
     assert sorted(oct(path.stat().st_mode & 0o777) for path in (folder / "credentials").rglob("*")
                   if path.is_file()) == ["0o600", "0o600"]
     assert oct((folder / "run" / "plan.json").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp (the sandbox's /tmp is its own, so a pod root there is hidden anyway):
+    where ``make run`` keeps its pod folders and data (``var/``)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="osmo-local-test-", dir="/var/tmp"))
+    backends: list[LocalBackend] = []
+    yield folder, backends
+    for backend in backends:
+        for namespace in backend.root.glob("*"):
+            for pod_folder in namespace.iterdir():
+                backend._remove(pod_folder, 0)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_task_cannot_read_other_pods_credentials_nor_the_service_data(outside_tmp):
+    """Replays the audit's finding: with the pod folders and the data folder outside /tmp (``make run``:
+    ``var/local-pods``, ``var/``), a task of any user read another task's decrypted credentials from its
+    ``run/plan.json`` and credential files, and the SQLite database holding every API token."""
+    # given another user's task holding a credential, and the service's database in the data folder
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    (data / "osmo.sqlite3").write_text("admin-token-0123456789")
+    local = LocalBackend(folder / "pods", hidden=(str(data),))
+    backends.append(local)
+    victim = replace(request("victim", command=["sleep", "30"]),
+                     credentials=SecretPayload(env={"HF_TOKEN": "hf_victim_value"}, files={"/creds/key": "key-value"}))
+    local.create_pod(victim)
+    pods = local.root / "osmo"
+    thief = request("thief", command=["sh", "-c", f"cat {pods}/victim/run/plan.json {pods}/victim/credentials/0/key "
+                                                  f"{data}/osmo.sqlite3; echo cat=$?; find {local.root} {data}"])
+
+    # when
+    local.create_pod(thief)
+    states = wait_done(local, [thief])
+
+    # then the thief saw empty folders where the pods and the data are, and none of their contents
+    assert states == {"thief": PodState("Succeeded", 0)}
+    lines = [line for line in local.pod_log(thief, tail=100, now=datetime.now(tz=UTC)).lines
+             if not line.startswith("[osmo]")]
+    assert lines == [f"cat: {pods}/victim/run/plan.json: No such file or directory",
+                     f"cat: {pods}/victim/credentials/0/key: No such file or directory",
+                     f"cat: {data}/osmo.sqlite3: No such file or directory",
+                     "cat=1", str(local.root), str(data)]
+
+
+def test_a_task_cannot_bind_the_service_folders_writable_through_a_file_url(outside_tmp):
+    """Replays the audit's finding: a ``file://`` output URL naming the data folder (or one holding it,
+    or another pod's folder) was bound writable into the sandbox, so a task could overwrite the
+    database or another pod's result."""
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    local = LocalBackend(folder / "pods", hidden=(str(data),))
+    backends.append(local)
+    for index, target in enumerate((data, folder, local.root / "osmo" / "other" / "run", Path("/"))):
+        # given
+        pod = request(f"writer-{index}", plan={"command": ["true"], "outputs": [{"url": target.as_uri()}]})
+
+        # when / then
+        with pytest.raises(DispatchPermanentError, match="may not be used by a task"):
+            local.create_pod(pod)
+        assert not local.pod_dir("osmo", f"writer-{index}").exists()
+    assert not (local.root / "osmo" / "other").exists()
+
+
+def test_a_task_cannot_bind_the_service_folders_back_as_inputs(outside_tmp):
+    """Replays the audit's finding: a ``file://`` input was bound read-only over the tmpfs that hides
+    the service's folders, so ``inputs: [{url: file:///<data folder>}]`` showed the database again."""
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    (data / "osmo.sqlite3").write_text("admin-token-0123456789")
+    local = LocalBackend(folder / "pods", hidden=(str(data),), sealed=(str(data / "osmo.sqlite3"),))
+    backends.append(local)
+    local.create_pod(request("victim", command=["sleep", "30"]))
+    victim_run = local.pod_dir("osmo", "victim") / "run"
+    for index, target in enumerate((data, data / "osmo.sqlite3", victim_run, folder)):
+        # given
+        pod = request(f"reader-{index}", plan={"command": ["true"], "inputs": [{"url": target.as_uri()}]})
+
+        # when / then
+        with pytest.raises(DispatchPermanentError, match="may not be used by a task"):
+            local.create_pod(pod)
+        assert not local.pod_dir("osmo", f"reader-{index}").exists()
+
+
+def test_a_file_url_beside_the_service_folders_is_still_written(outside_tmp):
+    # given an output folder inside the data folder (make run's tutorials: var/storage)
+    folder, backends = outside_tmp
+    data = folder / "data"
+    data.mkdir()
+    local = LocalBackend(folder / "pods", hidden=(str(data),))
+    backends.append(local)
+    pod = request("writer", plan={"command": ["sh", "-c", "echo result > {{output}}/r.txt"],
+                                  "artifact_url": (data / "storage" / "wf-1").as_uri()})
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then
+    assert states == {"writer": PodState("Succeeded", 0)}
+    assert (data / "storage" / "wf-1" / "r.txt").read_text() == "result\n"
+
+
+def test_a_result_file_a_task_turned_into_a_pipe_does_not_hang_the_pod_sync(local):
+    """Replays the audit's finding: ``/osmo/run`` is the pod's ``run`` folder, writable by the task; a task
+    that replaced ``result.json`` by a named pipe (a reader kept it open while the runtime wrote) left a
+    pipe without a writer, and the worker's ``open()`` of it in every pod sync blocked for good."""
+    import threading
+
+    # given a task whose result file ends as a pipe nobody writes to
+    pod = request("pipe", command=["sh", "-c", "rm -f /osmo/run/result.json; mkfifo /osmo/run/result.json; "
+                                               "(cat /osmo/run/result.json > /dev/null &); exit 3"])
+    local.create_pod(pod)
+    exit_file = local.pod_dir("osmo", "pipe") / "exit"
+    deadline = time.monotonic() + 60
+    while not exit_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    result_file = local.pod_dir("osmo", "pipe") / "run" / "result.json"
+    assert result_file.is_fifo()
+
+    # when the pod's state is read
+    states: dict[str, PodState] = {}
+    reader = threading.Thread(target=lambda: states.update(local.pod_states([pod], now=datetime.now(tz=UTC))),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    hung = reader.is_alive()
+    if hung:  # unblock the stuck reader before failing: a writer that closes at once
+        os.close(os.open(result_file, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+
+    # then it answered, from the sandbox's exit status
+    assert hung is False
+    assert states == {"pipe": PodState("Failed", 3, "the sandbox exited with status 3 (no runtime result)")}
+
+
+def test_a_huge_log_is_read_from_its_end(local):
+    """Replays the audit's finding: the log endpoint read a local pod's whole log into memory to answer
+    its last lines, so a task printing gigabytes took the web process's memory with it."""
+    import subprocess
+
+    # given a finished task whose log is 1 GiB (sparse: no disk spent) followed by its last lines
+    pod = request("chatty", command=["sh", "-c", "echo first"])
+    local.create_pod(pod)
+    assert wait_done(local, [pod]) == {"chatty": PodState("Succeeded", 0)}
+    log = local.pod_dir("osmo", "chatty") / "log"
+    with open(log, "r+b") as handle:
+        handle.truncate(1 << 30)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\nlast-1\nlast-2\nlast-3\n")
+    # when a process that may not take 256 MiB more than it holds reads its last 2 lines
+    script = "\n".join([
+        "import json, os, resource, sys",
+        "from datetime import UTC, datetime",
+        "from scheduler.dispatch.base import PodRequest",
+        "from scheduler.dispatch.local import LocalBackend",
+        "size = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')",
+        "resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))",
+        "pod = PodRequest(**json.loads(sys.argv[2]))",
+        "answer = LocalBackend(sys.argv[1]).pod_log(pod, tail=2, now=datetime.now(tz=UTC))",
+        "print(json.dumps([list(answer.lines), answer.truncated]))",
+    ])
+    fields = {"pod_name": "chatty", "namespace": "osmo", "node_name": "slot-1", "workflow_id": "wf-1", "group": "g",
+              "task": "chatty", "pool": "local", "image": "ignored"}
+    result = subprocess.run([sys.executable, "-c", script, str(local.root), json.dumps(fields)],
+                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+
+    # then
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == [["last-2", "last-3"], True]
+
+
+def test_a_task_does_not_inherit_the_services_secrets_from_the_workers_environment(local, monkeypatch):
+    """Replays the audit's finding: a local task ran with the worker's whole environment, so ``env``
+    printed ``DJANGO_SECRET_KEY``, ``OSMO_CREDENTIALS_KEYS`` (every stored credential opens with them)
+    and ``DATABASE_URL`` with its password to any user of a local pool."""
+    # given a worker whose environment holds the service's secrets and the artifact store's credentials
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "service-secret-key-value")
+    monkeypatch.setenv("OSMO_CREDENTIALS_KEYS", "service-fernet-key-value")
+    monkeypatch.setenv("DATABASE_URL", "postgres://osmo:db-password@db/osmo")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "artifact-store-key-id")
+    pod = request("envy", command=["sh", "-c", "env | sort"])
+
+    # when
+    local.create_pod(pod)
+    states = wait_done(local, [pod])
+
+    # then the task saw the storage library's variables and its PATH, none of the service's secrets
+    assert states == {"envy": PodState("Succeeded", 0)}
+    variables = dict(line.split("=", 1) for line in local.pod_log(pod, tail=200, now=datetime.now(tz=UTC)).lines
+                     if "=" in line and not line.startswith("[osmo]"))
+    assert variables["AWS_ACCESS_KEY_ID"] == "artifact-store-key-id"
+    assert variables["PATH"] == os.environ["PATH"]
+    assert variables["HOME"] == "/tmp"
+    assert sorted(set(variables) & {"DJANGO_SECRET_KEY", "OSMO_CREDENTIALS_KEYS", "DATABASE_URL"}) == []
+    assert "db-password" not in json.dumps(variables)

@@ -40,7 +40,7 @@ def production_env(worker_env: dict[str, str], data_dir: Path) -> dict[str, str]
     env.pop("DEBUG", None)
     env.update({
         "DJANGO_SETTINGS_MODULE": "osmo.settings.production",
-        "DJANGO_SECRET_KEY": "ops-tests-secret-key",
+        "DJANGO_SECRET_KEY": "ops-tests-secret-key-0123456789abcdefghij",
         "OSMO_CREDENTIALS_KEYS": "b3BzLXRlc3RzLWNyZWRlbnRpYWxzLWtleS0wMTIzNDU=",
         "OSMO_DATA_DIR": str(data_dir),
         "STATIC_ROOT": str(data_dir / "static"),
