@@ -9,6 +9,7 @@ message. Imports nothing from Django, so gunicorn's configuration can use it too
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 FORMATS = ("plain", "json")
@@ -94,3 +95,18 @@ class CeleryRoutineFilter(logging.Filter):
         if name is None and isinstance(record.args, tuple) and len(record.args) == 2:
             name = record.args[1]  # celery.beat: "Sending due task %s (%s)", entry name, task name
         return name in ROUTINE_TASKS
+
+
+class OutageLog:
+    """Logs that a dependency could not be reached, as ``event`` with the error, at most every
+    ``every`` seconds per process: a Redis outage touches every request, one line says it."""
+
+    def __init__(self, logger: logging.Logger, event: str, every: float = 10.0) -> None:
+        self.logger, self.event, self.every = logger, event, every
+        self.last = float("-inf")
+
+    def __call__(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self.logger.warning(self.event, extra={"error": f"{exc.__class__.__name__}: {exc}"[:300]})

@@ -12,7 +12,7 @@ classes read them once at import), so they can be changed per deployment and per
 
 The counters live in the cache (Redis when configured). When the cache cannot be reached the
 throttles fail open: the request goes on unthrottled and a warning is logged (at most once per
-``OUTAGE_LOG_SECONDS`` per process), so a Redis outage never turns API calls into 500s
+10 s per process), so a Redis outage never turns API calls into 500s
 (docs/operations.md, "Redis outage").
 """
 
@@ -28,20 +28,13 @@ from redis.exceptions import RedisError
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
+from osmo.logs import OutageLog
+
 logger = logging.getLogger(__name__)
 
 KNOWN_TOKEN_SECONDS = 24 * 3600
-OUTAGE_LOG_SECONDS = 10.0
-_last_outage_log = 0.0
-
-
-def cache_unavailable(exc: Exception) -> None:
-    """Log that the cache could not be reached (throttles fail open), at most every few seconds."""
-    global _last_outage_log
-    now = time.monotonic()
-    if now - _last_outage_log >= OUTAGE_LOG_SECONDS:
-        _last_outage_log = now
-        logger.warning("throttle.cache_unavailable", extra={"error": f"{exc.__class__.__name__}: {exc}"[:300]})
+#: Logs that the cache could not be reached (throttles fail open), at most every 10 s per process.
+cache_unavailable = OutageLog(logger, "throttle.cache_unavailable")
 
 
 def client_ip(request: HttpRequest) -> str:

@@ -8,24 +8,15 @@ again instead of every provider-token request and the login page answering 500 (
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from django.core.cache import cache
 from redis.exceptions import RedisError
 
+from osmo.logs import OutageLog
+
 logger = logging.getLogger(__name__)
-
-OUTAGE_LOG_SECONDS = 10.0
-_last_outage_log = float("-inf")
-
-
-def _unavailable(exc: Exception) -> None:
-    global _last_outage_log
-    now = time.monotonic()
-    if now - _last_outage_log >= OUTAGE_LOG_SECONDS:
-        _last_outage_log = now
-        logger.warning("sso.cache_unavailable", extra={"error": f"{exc.__class__.__name__}: {exc}"[:300]})
+_unavailable = OutageLog(logger, "sso.cache_unavailable")
 
 
 def cache_get(key: str) -> Any:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def test_token_calls_answer_while_redis_is_down(api_client, user, redis_process, caplog, monkeypatch):
     """Replays the attack run's finding: 34 x 500 (10 submissions lost) during a 4 s Redis outage."""
     # given no outage logged yet by this process (the warning is rate-limited)
-    monkeypatch.setattr(throttling, "_last_outage_log", float("-inf"))
+    monkeypatch.setattr(throttling.cache_unavailable, "last", float("-inf"))
     # and the throttles' cache on a real redis-server of this test, a pool, a user's token
     pool = make_pool("outage", keys=[("rack", "rack")])
     make_node(pool, "a1", {"rack": "r1"}, gpu=8)
