@@ -290,6 +290,10 @@ OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 # pool (OSMO_ARTIFACT_STORES="pool-a=s3://bucket/osmo,pool-b=file:///data/artifacts"), else the default.
 OSMO_ARTIFACT_STORE = env.str("OSMO_ARTIFACT_STORE", default=(DATA_DIR / "artifacts").as_uri())
 OSMO_ARTIFACT_STORES = env.dict("OSMO_ARTIFACT_STORES", default={})
+# The folders (and everything below them) a task of the local backend may name as a file:// output,
+# checkpoint or artifact store: bound writable into its sandbox (docs/runtime.md). The file:// artifact
+# stores above are added to them.
+OSMO_LOCAL_WRITABLE = env.list("OSMO_LOCAL_WRITABLE", default=["/tmp", "/var/tmp", str(DATA_DIR)])
 # Where a task's runtime reaches the service (the barrier): the address the tasks can connect to.
 OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://127.0.0.1:8000")
 # Kubernetes pools run tasks through the runtime when this image (the Dockerfile's `runtime` target) is set.

@@ -50,8 +50,12 @@ def backend_for(name: str, **options) -> PodBackend:
 
 def _local_service_folders() -> dict[str, tuple[str, ...]]:
     """The service's paths the local backend keeps from its tasks (``scheduler.dispatch.local``): the
-    data folder hidden; the SQLite database's files, the beat schedule, the broker's and the metrics'
-    folders, wherever they are, never bound into a sandbox."""
+    data folder and the worker user's home hidden; the SQLite database's files, the beat schedule, the
+    broker's and the metrics' folders, wherever they are, never bound into a sandbox; the folders a task
+    may write (``OSMO_LOCAL_WRITABLE`` and the ``file://`` artifact stores)."""
+    from pathlib import Path
+    from urllib.parse import urlparse
+
     from django.conf import settings
 
     sealed = [str(settings.OSMO_METRICS_DIR), str(settings.CELERY_BEAT_SCHEDULE_FILENAME)]
@@ -60,7 +64,14 @@ def _local_service_folders() -> dict[str, tuple[str, ...]]:
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("sqlite3"):
         sealed += [f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
-    return {"hidden": (str(settings.DATA_DIR),), "sealed": tuple(sealed)}
+    hidden = [str(settings.DATA_DIR)]
+    home = Path.home()
+    if home != Path(home.anchor):  # its keys and cloud credentials (~/.ssh, ~/.aws, ~/.kube)
+        hidden.append(str(home))
+    stores = [settings.OSMO_ARTIFACT_STORE, *settings.OSMO_ARTIFACT_STORES.values()]
+    writable = [*settings.OSMO_LOCAL_WRITABLE,
+                *(urlparse(url).path for url in stores if urlparse(url).scheme == "file" and urlparse(url).path)]
+    return {"hidden": tuple(hidden), "sealed": tuple(sealed), "writable": tuple(writable)}
 
 
 __all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",

@@ -23,7 +23,8 @@ every API token, the broker's messages) are covered by an empty tmpfs in the san
 user cannot read another's credentials or the service's secrets there. A ``file://`` upload URL whose
 folder holds one of them, lies inside the pod root or overlaps a ``sealed`` path (the database files,
 the broker's and the metrics' folders) is refused (:class:`DispatchPermanentError`), never bound
-writable; so is such a ``file://`` input, never bound read-only over the tmpfs.
+writable; so is such a ``file://`` input, never bound read-only over the tmpfs. Upload folders must
+lie in the ``writable`` folders (``OSMO_LOCAL_WRITABLE``), so a task cannot name ``/etc`` as an output.
 
 Phases are read from the folder: no ``pid`` yet -> Pending; a live ``pid`` and no ``exit`` ->
 Running; ``exit`` -> Succeeded when the task's code (the result's, else the status) is 0, else Failed
@@ -215,7 +216,8 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap",
-                 hidden: Iterable[str] = (), sealed: Iterable[str] = ()) -> None:
+                 hidden: Iterable[str] = (), sealed: Iterable[str] = (), writable: Iterable[str] | None = None
+                 ) -> None:
         import sys
 
         self.root = Path(root) if root is not None else default_root()
@@ -224,18 +226,25 @@ class LocalBackend:
         # The service's folders (module docstring): hidden from every sandbox; sealed ones never written.
         self.hidden = tuple(sorted({os.path.realpath(str(path)) for path in (self.root, *hidden)}))
         self.sealed = tuple(sorted({os.path.realpath(path) for path in sealed}))
+        # Where a file:// upload may go (None: anywhere the service's folders are not).
+        self.writable = (tuple(sorted({os.path.realpath(str(path)) for path in writable}))
+                         if writable is not None else None)
 
     def _concealed(self) -> list[str]:
         """bwrap arguments covering the hidden folders with an empty tmpfs. Those under a folder the
-        sandbox has of its own (``/tmp``) are not the host's there anyway; one holding the interpreter
-        or the runtime would leave the sandbox nothing to run, so it stays visible."""
-        needed = [os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())]
+        sandbox has of its own (``/tmp``) are not the host's there anyway. What the sandbox runs (the
+        interpreter, its base installation, the runtime) is bound back read-only inside a hidden folder
+        that holds it (a home with ``~/.pyenv``); a hidden folder that is one of them stays visible."""
+        needed = sorted({os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, _runtime_path())})
         args: list[str] = []
         for folder in self.hidden:
             top = Path(folder).parts[1] if len(Path(folder).parts) > 1 else ""
-            if top in _PRIVATE_TOP or not os.path.isdir(folder) or any(_within(path, folder) for path in needed):
+            if top in _PRIVATE_TOP or not os.path.isdir(folder) or any(_within(folder, path) for path in needed):
                 continue
             args += ["--tmpfs", folder]
+            for path in needed:
+                if _within(path, folder):
+                    args += ["--ro-bind", path, path]
         return args
 
     def _service_clash(self, path: str) -> str | None:
@@ -259,6 +268,12 @@ class LocalBackend:
                 if clash is not None:
                     raise DispatchPermanentError(f"pod {pod.pod_name}: the {kind} {path[:200]!r} may not be used by "
                                                  f"a task: it overlaps the service's folder {clash!r}")
+        if self.writable is not None:
+            for path in uploads:
+                if not any(_within(os.path.realpath(path), root) for root in self.writable):
+                    raise DispatchPermanentError(
+                        f"pod {pod.pod_name}: the upload folder {path[:200]!r} may not be used by a task: it is "
+                        f"outside the folders tasks may write ({', '.join(self.writable)}; OSMO_LOCAL_WRITABLE)")
         return uploads, inputs
 
     # -- layout ---------------------------------------------------------------------------------

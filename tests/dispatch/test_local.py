@@ -197,13 +197,15 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     # when
     backend = backend_for("local")
 
-    # then it keeps the service's paths from its tasks: the pod root and the data folder hidden, the
-    # metrics, the beat schedule (and, on the embedded default, the broker's folder and the database) sealed
+    # then it keeps the service's paths from its tasks: the pod root, the data folder and the worker's home
+    # hidden, the metrics, the beat schedule (and, on the embedded default, the broker's folder and the
+    # database) sealed
     from django.conf import settings
 
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "here"
-    assert backend.hidden == tuple(sorted({os.path.realpath(tmp_path / "here"), os.path.realpath(settings.DATA_DIR)}))
+    assert backend.hidden == tuple(sorted({os.path.realpath(tmp_path / "here"), os.path.realpath(settings.DATA_DIR),
+                                           os.path.realpath(Path.home())}))
     broker = [settings.BROKER_DIR] if hasattr(settings, "BROKER_DIR") else []
     database = settings.DATABASES["default"]
     sqlite = ([f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
@@ -343,6 +345,60 @@ def test_a_file_url_beside_the_service_folders_is_still_written(outside_tmp):
     # then
     assert states == {"writer": PodState("Succeeded", 0)}
     assert (data / "storage" / "wf-1" / "r.txt").read_text() == "result\n"
+
+
+def test_an_upload_folder_outside_the_writable_folders_fails_the_task_before_it_starts(outside_tmp):
+    """Replays the audit's finding: any folder the worker's user may write (``/etc``, as root) could be
+    named as a ``file://`` output and was bound writable into the sandbox."""
+    folder, backends = outside_tmp
+    storage = folder / "storage"
+    local = LocalBackend(folder / "pods", writable=(str(storage),))
+    backends.append(local)
+    for index, target in enumerate((folder / "elsewhere", Path("/etc/osmo-audit"), storage.with_name("storage2"))):
+        # given
+        pod = request(f"writer-{index}", plan={"command": ["true"], "outputs": [{"url": target.as_uri()}]})
+
+        # when / then
+        with pytest.raises(DispatchPermanentError, match="outside the folders tasks may write"):
+            local.create_pod(pod)
+        assert not local.pod_dir("osmo", f"writer-{index}").exists()
+        assert not target.exists()
+    # and a folder below a writable one is written
+    pod = request("writer", plan={"command": ["sh", "-c", "echo kept > {{output}}/r.txt"],
+                                  "artifact_url": (storage / "wf-1").as_uri()})
+    local.create_pod(pod)
+    assert wait_done(local, [pod]) == {"writer": PodState("Succeeded", 0)}
+    assert (storage / "wf-1" / "r.txt").read_text() == "kept\n"
+
+
+def test_the_service_backend_hides_the_workers_home_and_writes_only_where_it_is_told(outside_tmp, monkeypatch,
+                                                                                     settings):
+    """Replays the audit's finding: the sandbox showed the worker user's home read-only (its ``~/.ssh``,
+    ``~/.aws``, ``~/.kube``)."""
+    # given a worker whose home holds a cloud credential, and the service's local backend
+    folder, backends = outside_tmp
+    home = folder / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = worker-secret\n")
+    monkeypatch.setenv("HOME", str(home))
+    settings.OSMO_LOCAL_WRITABLE = [str(folder / "storage")]
+    local = backend_for("local", root=folder / "pods")
+    backends.append(local)
+    thief = request("thief", command=["sh", "-c", f"cat {home}/.aws/credentials; echo cat=$?"])
+
+    # when
+    local.create_pod(thief)
+    states = wait_done(local, [thief])
+
+    # then
+    assert states == {"thief": PodState("Succeeded", 0)}
+    lines = [line for line in local.pod_log(thief, tail=100, now=datetime.now(tz=UTC)).lines
+             if not line.startswith("[osmo]")]
+    assert lines == [f"cat: {home}/.aws/credentials: No such file or directory", "cat=1"]
+    # and it writes only below OSMO_LOCAL_WRITABLE and the file:// artifact stores
+    assert str(folder / "storage") in local.writable
+    assert local.writable == tuple(sorted({os.path.realpath(p) for p in (
+        str(folder / "storage"), settings.OSMO_ARTIFACT_STORE.removeprefix("file://"))}))
 
 
 def test_a_result_file_a_task_turned_into_a_pipe_does_not_hang_the_pod_sync(local):
