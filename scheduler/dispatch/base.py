@@ -108,6 +108,11 @@ class ListedPod:
         return self.phase in ("Succeeded", "Failed")
 
 
+#: What one log answer may read from a backend, whatever the number of lines asked for: a log can be
+#: gigabytes, and a web process reads it into memory.
+LOG_READ_MAX_BYTES = 64 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class PodLog:
     """The last lines of a pod's task container log."""

@@ -40,6 +40,7 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from scheduler.dispatch.base import (
+    LOG_READ_MAX_BYTES,
     DispatchPermanentError,
     DispatchTransientError,
     ListedPod,
@@ -375,13 +376,15 @@ class KubernetesBackend:
         action = f"read log of pod {pod.namespace}/{name}"
         try:
             response = _with_auth_retries(lambda: self.core.read_namespaced_pod_log(
-                name, pod.namespace, container=CONTAINER_NAME, tail_lines=tail + 1, _preload_content=False,
-                _request_timeout=self.request_timeout), patient=False)
+                name, pod.namespace, container=CONTAINER_NAME, tail_lines=tail + 1, limit_bytes=LOG_READ_MAX_BYTES,
+                _preload_content=False, _request_timeout=self.request_timeout), patient=False)
             raw = response.data
         except _CLIENT_ERRORS as exc:
             raise _translate(exc, action) from exc
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
         lines = text.splitlines()
+        if len(raw or b"") >= LOG_READ_MAX_BYTES:  # cut at the byte limit: its last line may be partial
+            return PodLog(tuple(lines[:-1][-tail:]) if tail else (), truncated=True)
         return PodLog(tuple(lines[-tail:]) if tail else (), truncated=len(lines) > tail)
 
     def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:

@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from scheduler.dispatch.base import (
+    LOG_READ_MAX_BYTES,
     DispatchPermanentError,
     DispatchTransientError,
     ListedPod,
@@ -168,7 +169,6 @@ def _alive(pid: int) -> bool:
 
 RESULT_MAX_BYTES = 1 << 20  # a runtime result is a few hundred bytes; more is not one
 LOG_CHUNK_BYTES = 1 << 16
-LOG_TAIL_MAX_BYTES = 64 << 20  # what one log answer may read, whatever the number of lines asked for
 
 
 def _read_regular(path: Path, limit: int) -> bytes:
@@ -186,14 +186,14 @@ def _read_regular(path: Path, limit: int) -> bytes:
 
 def _tail_lines(path: Path, tail: int) -> tuple[list[str], bool]:
     """The last ``tail`` lines of ``path`` and whether there are more before them, reading the file
-    backwards from its end (never more than :data:`LOG_TAIL_MAX_BYTES`): a log can be gigabytes."""
+    backwards from its end (never more than :data:`LOG_READ_MAX_BYTES`): a log can be gigabytes."""
     with open(path, "rb") as handle:
         position = handle.seek(0, os.SEEK_END)
         chunks: list[bytes] = []
         newlines = 0
         read = 0
-        while position > 0 and newlines <= tail and read < LOG_TAIL_MAX_BYTES:
-            size = min(LOG_CHUNK_BYTES, position, LOG_TAIL_MAX_BYTES - read)
+        while position > 0 and newlines <= tail and read < LOG_READ_MAX_BYTES:
+            size = min(LOG_CHUNK_BYTES, position, LOG_READ_MAX_BYTES - read)
             position -= size
             handle.seek(position)
             chunk = handle.read(size)

@@ -15,10 +15,17 @@ import yaml
 from kubernetes import client as k8s_client
 
 from scheduler.dispatch import backend_for
-from scheduler.dispatch.base import DispatchPermanentError, DispatchTransientError, PodRequest, PodState
+from scheduler.dispatch.base import (
+    LOG_READ_MAX_BYTES,
+    DispatchPermanentError,
+    DispatchTransientError,
+    PodRequest,
+    PodState,
+)
 from scheduler.dispatch.k8s_manifest import build_manifest
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.dispatch.naming import label_value
+from tests.dispatch.fake_kube import FIXTURES
 from tests.dispatch.fake_kube import fixture as load_fixture
 
 NS = "osmo-jobs"
@@ -441,7 +448,7 @@ def test_pod_log_reads_the_task_containers_tail_as_text(kube_api, kube_backend):
     log = kube_backend.pod_log(worker(0), tail=4, now=DISPATCHED)
     # then one more line was asked for, to know whether the log was cut
     [request] = kube_api.requests
-    assert request.query == {"container": ["task"], "tailLines": ["5"]}
+    assert request.query == {"container": ["task"], "tailLines": ["5"], "limitBytes": [str(LOG_READ_MAX_BYTES)]}
     assert log.truncated is True
     assert log.lines == (
         "[rank0]: NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.3.17<0>",
@@ -449,6 +456,27 @@ def test_pod_log_reads_the_task_containers_tail_as_text(kube_api, kube_backend):
         "[rank0]: epoch 0 step 200 loss 1.9876 lr 3.0e-04 tokens/s 183377",
         "[rank0]: epoch 0 step 300 loss 1.8120 lr 3.0e-04 tokens/s 182950",
     )
+
+
+def test_pod_log_is_read_up_to_a_byte_limit_and_a_cut_answer_is_said_to_be_cut(kube_api, kube_backend,
+                                                                                 monkeypatch):
+    """Replays the audit's finding: a log was tailed by lines only, so a few long lines could be read
+    into the web process whatever their size."""
+    # given a byte limit exactly the size of the answer the server gives (the server cut it there)
+    from scheduler.dispatch import kubernetes
+
+    answer = (FIXTURES / "pod_log.txt").read_bytes()
+    monkeypatch.setattr(kubernetes, "LOG_READ_MAX_BYTES", len(answer))
+    kube_api.reply_text("GET", f"{PODS}/train-1-trainers-worker-0/log", 200, "pod_log.txt")
+
+    # when
+    log = kube_backend.pod_log(worker(0), tail=100, now=DISPATCHED)
+
+    # then the limit was asked for, and the last (maybe partial) line is dropped and the log said cut
+    [request] = kube_api.requests
+    assert request.query == {"container": ["task"], "tailLines": ["101"], "limitBytes": [str(len(answer))]}
+    assert log.truncated is True
+    assert log.lines == tuple(answer.decode().splitlines()[:-1])
 
 
 def test_pod_log_shorter_than_the_tail_is_whole(kube_api, kube_backend):
