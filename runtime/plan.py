@@ -14,10 +14,12 @@ artifact store), with ``committed_only`` set: only a committed output is read (s
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 DEFAULT_OUTPUT_DIR = "/osmo/output"
 DEFAULT_INPUT_DIR = "/osmo/input"
@@ -183,10 +185,30 @@ def _tokens(text: str, *, workflow_id: str, hosts: Mapping[str, str]) -> str:
     return re.sub(r"\{\{host:([^}]+)\}\}", lambda m: hosts.get(m.group(1).strip(), m.group(0)), text)
 
 
+def _overlaps(url: str, store: str) -> bool:
+    """Whether ``url`` names ``store`` or a place in it, or holds it (same scheme and bucket, one path
+    within the other once ``..`` is resolved)."""
+    a, b = urlparse(url), urlparse(store)
+    if (a.scheme or "file", a.netloc) != (b.scheme or "file", b.netloc):
+        return False
+    path, root = posixpath.normpath("/" + a.path), posixpath.normpath("/" + b.path)
+    return any(inner == outer or inner.startswith(outer.rstrip("/") + "/")
+               for inner, outer in ((path, root), (root, path)))
+
+
+def _store_refused(field_path: str, url: str, store: str) -> None:
+    """A ``url`` input, an output or a checkpoint may not name the artifact store: every workflow's
+    outputs are there, under guessable ids (docs/design.md, the runtime section)."""
+    if store and _overlaps(url, store):
+        raise PlanInvalidError(field_path, f"{url[:200]!r} is in the service's artifact store ({store}), which holds "
+                                           "every workflow's outputs: read an upstream task's output with "
+                                           "`inputs: [{task: NAME}]`, and write yours to {{output}}")
+
+
 def plan_from_osmo_task(
     task: Mapping[str, Any], *, workflow_id: str, artifact_url_for: Mapping[str, str], artifact_url: str = "",
     hosts: Mapping[str, str] | None = None, barrier: BarrierSpec | None = None,
-    start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S, artifact_store: str = "",
 ) -> TaskPlan:
     """The plan of one task from its OSMO spec fields (the parsed task as a dict).
 
@@ -198,7 +220,9 @@ def plan_from_osmo_task(
     ``artifact_url`` this task's own. ``{{workflow_id}}`` and ``{{host:<task>}}`` are resolved here
     (``hosts``: task name -> host name); ``{{output}}`` and ``{{input:N}}`` by the runtime, which knows
     the paths. The group's ``barrier`` is built by the caller (it holds the service URL and the token).
-    Raises :class:`PlanInvalidError` (an unknown upstream task, a bad regex or duration).
+    ``artifact_store``: the pool's artifact store, which a ``url`` input, an output or a checkpoint may
+    not name (nor hold). Raises :class:`PlanInvalidError` (an unknown upstream task, a bad regex or
+    duration, a URL in the artifact store).
     """
     hosts = hosts or {}
 
@@ -215,6 +239,7 @@ def plan_from_osmo_task(
                                     committed_only=True))
         elif "url" in entry:
             inputs.append(InputSpec(url=sub(entry["url"]), regex=str(entry.get("regex") or "")))
+            _store_refused(f"inputs.{index}.url", inputs[-1].url, artifact_store)
         else:
             raise PlanInvalidError(f"inputs.{index}", "needs `task` or `url`")
     checkpoints = tuple(
@@ -223,6 +248,10 @@ def plan_from_osmo_task(
                        regex=str(c.get("regex") or ""))
         for c in task.get("checkpoint") or ()
     )
+    outputs = tuple(OutputSpec(url=sub(o["url"]), regex=str(o.get("regex") or "")) for o in task.get("outputs") or ())
+    for kind, urls in (("outputs", [o.url for o in outputs]), ("checkpoint", [c.url for c in checkpoints])):
+        for index, url in enumerate(urls):
+            _store_refused(f"{kind}.{index}.url", url, artifact_store)
     return TaskPlan(
         command=tuple(sub(part) for part in task.get("command") or ()),
         args=tuple(sub(part) for part in task.get("args") or ()),
@@ -230,8 +259,7 @@ def plan_from_osmo_task(
         files=tuple(FileSpec(path=str(f["path"]), contents=sub(f.get("contents", "")))
                     for f in task.get("files") or ()),
         inputs=tuple(inputs),
-        outputs=tuple(OutputSpec(url=sub(o["url"]), regex=str(o.get("regex") or ""))
-                      for o in task.get("outputs") or ()),
+        outputs=outputs,
         artifact_url=artifact_url,
         barrier=barrier,
         checkpoints=checkpoints,

@@ -172,3 +172,40 @@ def test_the_osmo_tutorial_examples_complete_on_a_local_pool(user, local_pool, c
     assert log(hello, "hello") == ["Hello from OSMO on Linux"]
     assert log(serial, "second") == ["step two read the answer 42"]
     assert [log(parallel, name) for name in "abc"] == [["task a"], ["task b"], ["task c"]]
+
+
+def test_a_task_naming_another_workflows_artifacts_fails_before_it_runs(user, local_pool, celery_worker_factory,
+                                                                        celery_beat, settings):
+    """Replays the audit's finding: artifact ids are guessable (``<name>-<n>-u<user>``), and a task that
+    named another workflow's artifact folder as an output overwrote what that workflow's downstream
+    tasks read."""
+    # given a worker, and another user's committed artifact in the pool's store
+    celery_worker_factory("local", concurrency=1)
+    victim = Path(settings.OSMO_ARTIFACT_STORE.removeprefix("file://")) / "local-chain-1-u99" / "producer"
+    victim.mkdir(parents=True)
+    (victim / "msg.txt").write_text("the victim's data\n")
+    spec = f"""
+workflow:
+  name: overwriter
+  groups:
+  - name: g
+    tasks:
+    - name: writer
+      lead: true
+      image: ubuntu
+      command: [sh, -c, "echo forged > /osmo/output/msg.txt"]
+      outputs: [{{url: "{victim.as_uri()}"}}]
+resources:
+  default: {{cpu: 1, gpu: 0}}
+"""
+
+    # when
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=spec)
+    wait_for(lambda: finished(workflow), timeout=120, message="the workflow to finish")
+
+    # then it failed at dispatch, saying why, and the other workflow's artifact is untouched
+    task = Task.objects.get(workflow=workflow)
+    assert (workflow.status, task.status) == ("FAILED_BACKEND_ERROR", "FAILED_BACKEND_ERROR"), task.failure_message
+    assert "outputs.0.url" in task.failure_message
+    assert "is in the service's artifact store" in task.failure_message
+    assert (victim / "msg.txt").read_text() == "the victim's data\n"

@@ -99,3 +99,41 @@ def test_an_input_of_an_unknown_task_is_refused():
     with pytest.raises(PlanInvalidError) as caught:
         plan_from_osmo_task({"command": ["x"], "inputs": [{"task": "ghost"}]}, workflow_id="w", artifact_url_for={})
     assert (caught.value.field, caught.value.message) == ("inputs.0.task", "no artifact URL for task 'ghost'")
+
+
+STORE = "s3://bucket/osmo"
+
+
+@pytest.mark.parametrize(("task", "field"), [
+    pytest.param({"outputs": [{"url": "s3://bucket/osmo/other-wf-1-u2/train"}]}, "outputs.0.url", id="_case_output_in"),
+    pytest.param({"outputs": [{"url": "s3://bucket"}]}, "outputs.0.url", id="_case_output_holds_it"),
+    pytest.param({"inputs": [{"url": "s3://bucket/osmo/other-wf-1-u2/train/"}]}, "inputs.0.url", id="_case_input_in"),
+    pytest.param({"inputs": [{"url": "s3://bucket/data/../osmo/x"}]}, "inputs.0.url", id="_case_input_dot_dot"),
+    pytest.param({"checkpoint": [{"path": "/ck", "url": "s3://bucket/osmo/x", "frequency": "1m"}]},
+                 "checkpoint.0.url", id="_case_checkpoint_in"),
+])
+def test_a_url_in_the_artifact_store_is_refused_naming_the_field(task, field):
+    """Replays the audit's finding: a task named another workflow's artifacts (guessable ids) as a `url`
+    input or an output, and read or overwrote them."""
+    # when
+    with pytest.raises(PlanInvalidError) as caught:
+        plan_from_osmo_task({"command": ["true"], **task}, workflow_id="wf-1", artifact_url_for={},
+                            artifact_url=f"{STORE}/wf-1-u1/t", artifact_store=STORE)
+
+    # then
+    assert caught.value.field == field
+    assert "is in the service's artifact store (s3://bucket/osmo)" in caught.value.message
+    assert "inputs: [{task: NAME}]" in caught.value.message
+
+
+def test_urls_beside_the_artifact_store_and_upstream_task_inputs_are_taken():
+    # when
+    plan = plan_from_osmo_task(
+        {"command": ["true"], "inputs": [{"task": "prep"}, {"url": "s3://bucket/osmo-datasets/a"}],
+         "outputs": [{"url": "s3://other/osmo/x"}, {"url": "file:///bucket/osmo/y"}]},
+        workflow_id="wf-1", artifact_url_for={"prep": f"{STORE}/wf-1-u1/prep"}, artifact_url=f"{STORE}/wf-1-u1/t",
+        artifact_store=STORE)
+
+    # then
+    assert [i.url for i in plan.inputs] == [f"{STORE}/wf-1-u1/prep", "s3://bucket/osmo-datasets/a"]
+    assert [o.url for o in plan.outputs] == ["s3://other/osmo/x", "file:///bucket/osmo/y"]

@@ -123,7 +123,8 @@ def task_plan(*, pool_name: str, backend: str, workflow_id: str, task_id: int, t
                            token=task_token(task_id, pod_name), group_size=group_size)
     return plan_from_osmo_task(fields, workflow_id=workflow_id, artifact_url_for=artifact_for,
                                artifact_url=task_artifact_url(pool_name, global_id or workflow_id, task_name),
-                               barrier=spec, start_timeout_s=settings.OSMO_TASK_START_TIMEOUT_SECONDS)
+                               barrier=spec, start_timeout_s=settings.OSMO_TASK_START_TIMEOUT_SECONDS,
+                               artifact_store=artifact_store(pool_name))
 
 
 def task_barrier_arrive(*, task_id: int, pod_name: str) -> dict[str, Any] | None:
