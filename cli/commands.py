@@ -28,7 +28,14 @@ from cli.main import (
     workflow_app,
 )
 from cli.output import echo_json, echo_lines
-from cli.specs import read_spec, spec_to_send, spec_validate, submission_pool, template_fields
+from cli.specs import (
+    TemplateValuesCommand,
+    read_spec,
+    spec_to_send,
+    spec_validate,
+    submission_pool,
+    template_fields,
+)
 
 profile_app = typer.Typer(help="Your profile: server, user and default pool.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
@@ -38,7 +45,7 @@ PROFILE_KEYS = ("pool",)
 # ------------------------------------------------------------------------------------------------
 # validate
 # ------------------------------------------------------------------------------------------------
-@workflow_app.command("validate")
+@workflow_app.command("validate", cls=TemplateValuesCommand)
 def workflow_validate(
     file: str = typer.Argument(..., help="Workflow spec (YAML, a Jinja template); - reads stdin."),
     pool: str = typer.Option(None, "--pool", "-p", help="Pool to validate against (default: the profile's pool)."),

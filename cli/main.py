@@ -34,6 +34,7 @@ from cli.errors import EXIT_USAGE, ApiError, CliError, NotLoggedInError
 from cli.follow import finish, follow, watch_list
 from cli.output import echo_json, echo_lines
 from cli.specs import (
+    TemplateValuesCommand,
     annotate_spec_errors,
     read_spec,
     spec_to_send,
@@ -243,13 +244,13 @@ def pool_nodes(name: str = typer.Argument(..., help="Pool name."), json_out: boo
 # workflow submit / wait
 # ------------------------------------------------------------------------------------------------
 SET_OPTION = typer.Option(None, "--set", metavar="NAME=VALUE",
-                          help="Template value (numbers are cast to int/float); repeat for several.")
+                          help="Template value (numbers are cast to int/float); several: --set a=1 b=2, or repeat it.")
 SET_STRING_OPTION = typer.Option(None, "--set-string", metavar="NAME=VALUE", help="Template value kept as text.")
 SET_ENV_OPTION = typer.Option(None, "--set-env", metavar="NAME=VALUE",
                               help="Environment variable set on every task.")
 
 
-@workflow_app.command("submit")
+@workflow_app.command("submit", cls=TemplateValuesCommand)
 def workflow_submit(
     file: str = typer.Argument(..., help="Workflow spec (YAML, a Jinja template); - reads stdin."),
     pool: str = typer.Option(None, "--pool", "-p", help="Pool to run in (default: the profile's pool)."),

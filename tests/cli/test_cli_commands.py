@@ -45,6 +45,38 @@ def test_template_submit_with_set_and_the_profiles_default_pool(osmo, nvl72, con
 
 
 @db
+def test_set_takes_several_values_after_one_option_as_osmos_cli_does(osmo, nvl72):
+    # given: OSMO's documented habit, `--set a=1 b=2` (its --set, --set-string and --set-env take several)
+    # when
+    validated = osmo("workflow", "validate", TEMPLATE, "--pool", "nvl72", "--set", "shards=3", "ngpu=2")
+    submitted = osmo("workflow", "submit", TEMPLATE, "--pool", "nvl72", "--set", "shards=3", "ngpu=2",
+                     "--set-string", "image=busybox:1", "--set-env", "MODE=fast", "STEPS=10")
+    # then
+    assert validated.exit_code == 0, validated.output
+    assert validated.stdout.splitlines()[-1] == (
+        "  template values: image=nvcr.io/nvidia/pytorch:24.03-py3, ngpu=2, shards=3")
+    assert submitted.exit_code == 0, submitted.output
+    values = osmo("workflow", "spec", "sharded-training-1", "--values")
+    assert values.stdout.splitlines() == ["image=busybox:1", "ngpu=2", "shards=3"]
+    spec = osmo("workflow", "spec", "sharded-training-1").stdout
+    assert "MODE: fast" in spec and "STEPS: '10'" in spec and "gpu: 2\n" in spec
+
+
+@db
+def test_set_values_stop_at_the_next_option_or_a_text_without_equals(osmo, nvl72):
+    # given: the spec file after the values, and a stray word after them
+    # when
+    file_last = osmo("workflow", "validate", "--pool", "nvl72", "--set", "shards=1", "ngpu=1", TEMPLATE)
+    stray = osmo("workflow", "validate", TEMPLATE, "--set", "shards=1", "oops", "--pool", "nvl72")
+    # then
+    assert file_last.exit_code == 0, file_last.output
+    assert file_last.stdout.splitlines()[-1] == (
+        "  template values: image=nvcr.io/nvidia/pytorch:24.03-py3, ngpu=1, shards=1")
+    assert stray.exit_code == 2
+    assert "Got unexpected extra argument(s) (oops)" in stray.output
+
+
+@db
 def test_profile_set_refuses_an_unknown_pool_or_key(osmo, nvl72, config_file):
     # when
     pool = osmo("profile", "set", "pool", "nope")
@@ -275,3 +307,22 @@ def test_logs_and_events_against_the_endpoints_contract(tmp_path):
         assert lines[1].split()[2:] == ["service", "-", "status", "submitted"]
         assert lines[2].split()[2:] == ["backend", "t1", "Scheduled", "pod", "bound", "to", "node", "n1"]
         assert (conflict.exit_code, conflict.stderr.strip()) == (1, "error: task t1 has no pod yet")
+
+
+def test_template_values_spread_repeats_the_option_for_each_further_assignment():
+    # given
+    from cli.specs import template_values_spread
+
+    cases = [
+        (["f.yaml", "--set", "a=1", "b=2"], ["f.yaml", "--set", "a=1", "--set", "b=2"]),
+        (["--set=a=1", "b=2", "f.yaml"], ["--set=a=1", "--set", "b=2", "f.yaml"]),
+        (["--set-env", "A=1", "B=2", "--pool", "p", "c=3"], ["--set-env", "A=1", "--set-env", "B=2", "--pool", "p",
+                                                            "c=3"]),
+        (["--set-string", "a=x", "--set", "b=1", "c=2"], ["--set-string", "a=x", "--set", "b=1", "--set", "c=2"]),
+        (["--set", "a=1", "--", "b=2"], ["--set", "a=1", "--", "b=2"]),
+        (["--set", "a=1", "-x=2"], ["--set", "a=1", "-x=2"]),
+    ]
+    # when
+    spread = [template_values_spread(args) for args, _ in cases]
+    # then
+    assert spread == [expected for _, expected in cases]
