@@ -100,11 +100,22 @@ def workflow_logs(
     workflow_id: str = typer.Argument(..., metavar="ID"),
     task: str = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
                                                   "prefixed [task])."),
-    tail: int = typer.Option(None, "--tail", min=1, help="Only the last N lines (of each task)."),
+    tail: int = typer.Option(None, "--tail", "-n", min=1, help="Only the last N lines (of each task)."),
     json_out: bool = JSON_OPTION,
-    format_type: FormatType = FORMAT_OPTION,
+    format_type: FormatType = typer.Option(None, "--format-type", case_sensitive=False,
+                                           help="Output format: text (default) or json (the API's answer unchanged)."),
+    short_t: str = typer.Option(None, "-t", metavar="TASK|text|json",
+                                help="OSMO's -t: a task (as --task); text or json: the output format."),
 ) -> None:
-    """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task)."""
+    """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task, -t)."""
+    if short_t is not None:
+        if short_t.lower() in (FormatType.TEXT, FormatType.JSON):
+            format_type = format_type or FormatType(short_t.lower())
+        elif task and task != short_t:
+            raise CliError(f"two tasks given: --task {task} and -t {short_t} (-t is OSMO's --task, or the output "
+                           "format text|json)", exit_code=EXIT_USAGE)
+        else:
+            task = short_t
     params: dict[str, Any] = {}
     if task:
         params["task"] = task

@@ -332,8 +332,9 @@ def workflow_list(
     pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
     user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
     name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),
-    limit: int = typer.Option(20, "--limit", min=1, max=500, help="At most this many, newest first."),
-    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
+    limit: int = typer.Option(20, "--limit", "--count", "-c", min=1, max=500,
+                              help="At most this many, newest first (--count, -c: OSMO's name)."),
+    offset: int = typer.Option(0, "--offset", "-f", min=0, help="Skip this many first."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
     output: Output = OUTPUT_OPTION,
@@ -382,16 +383,32 @@ def workflow_query(workflow_id: str = typer.Argument(..., metavar="ID"), json_ou
 
 
 @workflow_app.command("cancel")
-def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION,
+def workflow_cancel(workflow_ids: list[str] = typer.Argument(..., metavar="ID..."), json_out: bool = JSON_OPTION,
                     format_type: FormatType = FORMAT_OPTION) -> None:
-    """Cancel a workflow: its unfinished groups become FAILED_CANCELED and their capacity is freed."""
+    """Cancel workflows (several IDs, as OSMO's): unfinished groups become FAILED_CANCELED, their capacity is freed.
+
+    Each ID is cancelled on its own: one that cannot be (not found, finished) is said on stderr and the
+    others still are; the exit code is then 1."""
+    paths = [(workflow_id, workflow_path(workflow_id, "cancel/")) for workflow_id in workflow_ids]
+    answers, failed = [], 0
+    as_json = wants_json(json_out, format_type)
     with api_client() as api:
-        _status, answer = api.post(workflow_path(workflow_id, "cancel/"),
-                                   not_found=f"workflow {workflow_id} not found")
-    if wants_json(json_out, format_type):
-        echo_json(answer)
-        return
-    typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: {render.status_style(str(answer.get('status')))}")
+        for workflow_id, path in paths:
+            try:
+                _status, answer = api.post(path, not_found=f"workflow {workflow_id} not found")
+            except ApiError as exc:
+                failed = max(failed, exc.exit_code)
+                for line in exc.lines():
+                    typer.echo(line, err=True)
+                continue
+            answers.append(answer)
+            if not as_json:
+                typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: "
+                           f"{render.status_style(str(answer.get('status')))}")
+    if as_json and answers:
+        echo_json(answers[0] if len(workflow_ids) == 1 else answers)
+    if failed:
+        raise typer.Exit(failed)
 
 
 # Register validate, logs, events, spec, restart, profile (commands) and credential set/list/delete.

@@ -326,3 +326,41 @@ def test_template_values_spread_repeats_the_option_for_each_further_assignment()
     spread = [template_values_spread(args) for args, _ in cases]
     # then
     assert spread == [expected for _, expected in cases]
+
+
+def test_logs_take_osmos_short_options_t_for_the_task_and_n_for_the_last_lines(tmp_path):
+    # given: OSMO's `osmo workflow logs ID -t TASK -n N`; -t json/text stays the output format
+    logs = {"workflow": "w-1", "task": "t1", "pod": "osmo-w-1-t1", "lines": ["hello", "world"], "truncated": True}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/w-1/logs/": (200, logs)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        osmo_style = runner.invoke(app, ["workflow", "logs", "w-1", "-t", "t1", "-n", "2"], env=env)
+        as_json = runner.invoke(app, ["workflow", "logs", "w-1", "--task", "t1", "-t", "json"], env=env)
+        both = runner.invoke(app, ["workflow", "logs", "w-1", "--task", "t1", "-t", "t2"], env=env)
+        # then
+        assert osmo_style.exit_code == 0, osmo_style.output
+        assert osmo_style.stdout == "hello\nworld\n"
+        assert json.loads(as_json.stdout) == logs
+        assert [request["query"] for request in fake.requests] == ["task=t1&tail=2", "task=t1"]
+        assert (both.exit_code, both.stderr.strip()) == (
+            2, "error: two tasks given: --task t1 and -t t2 (-t is OSMO's --task, or the output format text|json)")
+
+
+@db
+def test_list_takes_osmos_count_and_cancel_takes_several_ids(osmo, nvl72):
+    # given: two queued workflows (no worker runs here)
+    for _ in range(2):
+        assert osmo("workflow", "submit", TEMPLATE, "--pool", "nvl72", "--set", "shards=1").exit_code == 0
+    # when
+    counted = osmo("workflow", "list", "--count", "1")
+    short = osmo("workflow", "list", "-c", "1", "-f", "1")
+    cancelled = osmo("workflow", "cancel", "sharded-training-1", "nope-1", "sharded-training-2")
+    # then
+    assert counted.exit_code == 0, counted.output
+    assert [line.split()[0] for line in counted.stdout.splitlines()[1:]] == ["sharded-training-2", "(1-1"]
+    assert [line.split()[0] for line in short.stdout.splitlines()[1:]] == ["sharded-training-1"]
+    assert cancelled.exit_code == 1
+    assert cancelled.stdout.splitlines() == ["Cancelled workflow sharded-training-1: FAILED_CANCELED",
+                                             "Cancelled workflow sharded-training-2: FAILED_CANCELED"]
+    assert cancelled.stderr.strip() == "error: workflow nope-1 not found"
