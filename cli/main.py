@@ -8,6 +8,7 @@ invalid input, 130 interrupted.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
@@ -139,7 +140,7 @@ def api_client() -> Api:
 def login(
     url: str = typer.Argument(..., help="The service, e.g. http://localhost:8000"),
     token: str | None = typer.Option(None, "--token", help="API token (python manage.py drf_create_token USER); "
-                                     "asked for when neither it nor --device is given."),
+                                     "asked for (or read from a pipe) when neither it nor --device is given."),
     device: bool = typer.Option(False, "--device", help="Sign in through the organisation's identity provider "
                                 "(single sign-on): prints an address and a code to open in a browser, then waits."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the token against the server first."),
@@ -152,6 +153,12 @@ def login(
     if device:
         entries = device_login(url, echo=typer.echo)
         token = entries["token"]
+    elif token is None and not sys.stdin.isatty():
+        # Piped (echo $TOKEN | osmo login URL): read it as is; getpass would warn, quoting its own source.
+        token = sys.stdin.readline()
+        if not token.strip():
+            raise CliError("no token on standard input: pass --token TOKEN, or pipe it (echo $TOKEN | osmo login URL)",
+                           exit_code=EXIT_USAGE)
     elif token is None:
         token = typer.prompt("Token", hide_input=True)
     token = token.strip()
