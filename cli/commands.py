@@ -95,27 +95,37 @@ def _tree_tasks(tree: Any) -> int:
 # ------------------------------------------------------------------------------------------------
 # logs / events
 # ------------------------------------------------------------------------------------------------
+def _task_or_format(task: str | None, short_t: str | None,
+                    format_type: FormatType | None) -> tuple[str | None, FormatType | None]:
+    """OSMO's ``-t`` of ``logs`` and ``events`` is the task; ``-t text|json`` stays the output format."""
+    if short_t is None:
+        return task, format_type
+    if short_t.lower() in (FormatType.TEXT, FormatType.JSON):
+        return task, format_type or FormatType(short_t.lower())
+    if task and task != short_t:
+        raise CliError(f"two tasks given: --task {task} and -t {short_t} (-t is OSMO's --task, or the output "
+                       "format text|json)", exit_code=EXIT_USAGE)
+    return short_t, format_type
+
+
+FORMAT_LONG_OPTION = typer.Option(None, "--format-type", case_sensitive=False,
+                                  help="Output format: text (default) or json (the API's answer unchanged).")
+SHORT_T_OPTION = typer.Option(None, "-t", metavar="TASK|text|json",
+                              help="OSMO's -t: a task (as --task); text or json: the output format.")
+
+
 @workflow_app.command("logs")
 def workflow_logs(
     workflow_id: str = typer.Argument(..., metavar="ID"),
-    task: str = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
+    task: str | None = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
                                                   "prefixed [task])."),
     tail: int = typer.Option(None, "--tail", "-n", min=1, help="Only the last N lines (of each task)."),
     json_out: bool = JSON_OPTION,
-    format_type: FormatType = typer.Option(None, "--format-type", case_sensitive=False,
-                                           help="Output format: text (default) or json (the API's answer unchanged)."),
-    short_t: str = typer.Option(None, "-t", metavar="TASK|text|json",
-                                help="OSMO's -t: a task (as --task); text or json: the output format."),
+    format_type: FormatType | None = FORMAT_LONG_OPTION,
+    short_t: str | None = SHORT_T_OPTION,
 ) -> None:
     """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task, -t)."""
-    if short_t is not None:
-        if short_t.lower() in (FormatType.TEXT, FormatType.JSON):
-            format_type = format_type or FormatType(short_t.lower())
-        elif task and task != short_t:
-            raise CliError(f"two tasks given: --task {task} and -t {short_t} (-t is OSMO's --task, or the output "
-                           "format text|json)", exit_code=EXIT_USAGE)
-        else:
-            task = short_t
+    task, format_type = _task_or_format(task, short_t, format_type)
     params: dict[str, Any] = {}
     if task:
         params["task"] = task
@@ -146,19 +156,26 @@ def workflow_logs(
 @workflow_app.command("events")
 def workflow_events(
     workflow_id: str = typer.Argument(..., metavar="ID"),
+    task: str | None = typer.Option(None, "--task", help="Only this task's events (its transitions and its pod's)."),
     json_out: bool = JSON_OPTION,
-    format_type: FormatType = FORMAT_OPTION,
+    format_type: FormatType | None = FORMAT_LONG_OPTION,
+    short_t: str | None = SHORT_T_OPTION,
     output: Output = OUTPUT_OPTION,
 ) -> None:
     """What happened to a workflow: the service's transitions and the backend's pod events, in time order."""
+    task, format_type = _task_or_format(task, short_t, format_type)
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id, "events/"), not_found=f"workflow {workflow_id} not found")
+    if task:
+        answer = {**answer, "events": [e for e in answer.get("events") or [] if isinstance(e, dict)
+                                       and e.get("task") == task]}
     if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     events = answer.get("events") or []
     if not events:
-        typer.echo(f"No events for workflow {answer.get('workflow', workflow_id)} yet.")
+        what = f"task {task} of workflow" if task else "workflow"
+        typer.echo(f"No events for {what} {answer.get('workflow', workflow_id)} yet.")
         return
     rows = [[render.fmt_time(e.get("time")), e.get("source"), e.get("task"), e.get("kind"), e.get("message")]
             for e in events if isinstance(e, dict)]

@@ -364,3 +364,26 @@ def test_list_takes_osmos_count_and_cancel_takes_several_ids(osmo, nvl72):
     assert cancelled.stdout.splitlines() == ["Cancelled workflow sharded-training-1: FAILED_CANCELED",
                                              "Cancelled workflow sharded-training-2: FAILED_CANCELED"]
     assert cancelled.stderr.strip() == "error: workflow nope-1 not found"
+
+
+def test_events_take_osmos_t_for_the_task(tmp_path):
+    # given: OSMO's `osmo workflow events ID -t TASK`
+    events = {"workflow": "w-1", "backend_error": None, "events": [
+        {"time": "2026-01-02T03:04:05Z", "source": "service", "task": None, "kind": "status", "message": "submitted"},
+        {"time": "2026-01-02T03:04:06Z", "source": "backend", "task": "t1", "kind": "Scheduled", "message": "on n1"},
+        {"time": "2026-01-02T03:04:07Z", "source": "backend", "task": "t2", "kind": "Scheduled", "message": "on n2"},
+    ]}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/w-1/events/": (200, events)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        one = runner.invoke(app, ["workflow", "events", "w-1", "-t", "t2"], env=env)
+        as_json = runner.invoke(app, ["workflow", "events", "w-1", "--task", "t1", "-t", "json"], env=env)
+        none = runner.invoke(app, ["workflow", "events", "w-1", "--task", "t9"], env=env)
+        # then
+        assert one.exit_code == 0, one.output
+        header, *rows = one.stdout.splitlines()
+        assert header.split() == ["TIME", "SOURCE", "TASK", "KIND", "MESSAGE"]
+        assert [row.split()[2:] for row in rows] == [["backend", "t2", "Scheduled", "on", "n2"]]
+        assert json.loads(as_json.stdout) == {**events, "events": [events["events"][1]]}
+        assert none.stdout == "No events for task t9 of workflow w-1 yet.\n"
