@@ -80,6 +80,29 @@ def test_raw_yaml_body_with_pool_query(user_client, pool):
     assert response.json()["groups"][0]["name"] == "train-group"
 
 
+def test_spec_uploaded_as_a_multipart_file_is_read_as_its_text(user_client, pool):
+    # given: curl -F pool=nvl72 -F spec=@spec.yaml (a form upload, as the web page's)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    good = SimpleUploadedFile("spec.yaml", SIMPLE.encode(), content_type="application/x-yaml")
+    binary = SimpleUploadedFile("spec.yaml", b"\xff\xfeworkflow", content_type="application/octet-stream")
+    big = SimpleUploadedFile("big.yaml", b"#" * (1024 * 1024 + 1), content_type="application/x-yaml")
+    # when
+    created = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": good, "priority": "HIGH"})
+    not_text = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": binary})
+    too_big = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": big})
+    # then
+    assert created.status_code == 201, created.json()
+    assert (created.json()["name"], created.json()["priority"]) == ("hello", "HIGH")
+    assert not_text.status_code == 400
+    assert not_text.json()["details"]["errors"] == [
+        {"path": "spec", "message": "The uploaded file spec.yaml is not UTF-8 text (byte 0)."}]
+    assert too_big.status_code == 400
+    assert too_big.json()["details"]["errors"] == [
+        {"path": "spec", "message": "The uploaded file big.yaml is larger than 1048576 bytes, the limit of a spec."}]
+    assert Workflow.objects.count() == 1
+
+
 def test_spec_as_object(user_client, pool):
     response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": yaml.safe_load(SIMPLE)}, format="json")
     assert response.status_code == 201
