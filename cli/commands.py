@@ -29,13 +29,13 @@ from cli.main import (
 )
 from cli.output import echo_json, echo_lines
 from cli.specs import (
-    TemplateValuesCommand,
     read_spec,
     spec_to_send,
     spec_validate,
     submission_pool,
     template_fields,
 )
+from cli.spread import TemplateValuesCommand
 
 profile_app = typer.Typer(help="Your profile: server, user and default pool.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")

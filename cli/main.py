@@ -35,7 +35,6 @@ from cli.errors import EXIT_USAGE, ApiError, CliError, NotLoggedInError
 from cli.follow import finish, follow, watch_list
 from cli.output import echo_json, echo_lines
 from cli.specs import (
-    TemplateValuesCommand,
     annotate_spec_errors,
     read_spec,
     spec_to_send,
@@ -43,6 +42,7 @@ from cli.specs import (
     template_fields,
     warnings_print,
 )
+from cli.spread import StatusValuesCommand, TemplateValuesCommand
 
 
 class OsmoGroup(TyperGroup):
@@ -332,10 +332,10 @@ def workflow_wait(
 # ------------------------------------------------------------------------------------------------
 # workflow list / query / cancel
 # ------------------------------------------------------------------------------------------------
-@workflow_app.command("list")
+@workflow_app.command("list", cls=StatusValuesCommand)
 def workflow_list(
     status: list[Status] = typer.Option(None, "--status", "-s", case_sensitive=False,
-                                        help="Only these statuses (repeat the option for several)."),
+                                        help="Only these statuses: --status RUNNING PENDING, or repeat the option."),
     pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
     user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
     name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),

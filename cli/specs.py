@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
 
 from cli.api import Api
 from cli.config import ENV_POOL, config_read
@@ -104,45 +103,6 @@ def assignments(items: list[str] | None, *, option: str, cast: bool) -> dict[str
             raise CliError(f"{option} expects NAME=VALUE, got {item!r}", exit_code=EXIT_USAGE)
         values[name.strip()] = cast_value(value) if cast else value
     return values
-
-
-TEMPLATE_OPTIONS = ("--set", "--set-string", "--set-env")
-
-
-def template_values_spread(args: list[str]) -> list[str]:
-    """OSMO's ``--set a=1 b=2``: its ``--set``, ``--set-string`` and ``--set-env`` take several
-    ``NAME=VALUE`` each (argparse ``nargs='+'``), as its docs and users write them. Each further word
-    with ``=`` after one of them gets the option again; a word without ``=`` (the spec file), another
-    option or ``--`` ends the run."""
-    spread: list[str] = []
-    current: str | None = None
-    pending = False
-    for index, arg in enumerate(args):
-        if arg == "--":
-            spread.extend(args[index:])
-            break
-        if pending:
-            spread.append(arg)
-            pending = False
-        elif arg in TEMPLATE_OPTIONS:
-            spread.append(arg)
-            current, pending = arg, True
-        elif arg.startswith(tuple(f"{option}=" for option in TEMPLATE_OPTIONS)):
-            spread.append(arg)
-            current = arg.partition("=")[0]
-        elif current and "=" in arg and not arg.startswith("-"):
-            spread.extend((current, arg))
-        else:
-            spread.append(arg)
-            current = None
-    return spread
-
-
-class TemplateValuesCommand(TyperCommand):
-    """``submit`` and ``validate``: ``--set a=1 b=2`` read as ``--set a=1 --set b=2`` (OSMO's CLI)."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, template_values_spread(args))
 
 
 def template_fields(set_values: list[str] | None, set_strings: list[str] | None,

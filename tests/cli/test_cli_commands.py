@@ -311,7 +311,7 @@ def test_logs_and_events_against_the_endpoints_contract(tmp_path):
 
 def test_template_values_spread_repeats_the_option_for_each_further_assignment():
     # given
-    from cli.specs import template_values_spread
+    from cli.spread import template_values_spread
 
     cases = [
         (["f.yaml", "--set", "a=1", "b=2"], ["f.yaml", "--set", "a=1", "--set", "b=2"]),
@@ -387,3 +387,24 @@ def test_events_take_osmos_t_for_the_task(tmp_path):
         assert [row.split()[2:] for row in rows] == [["backend", "t2", "Scheduled", "on", "n2"]]
         assert json.loads(as_json.stdout) == {**events, "events": [events["events"][1]]}
         assert none.stdout == "No events for task t9 of workflow w-1 yet.\n"
+
+
+def test_list_takes_several_statuses_after_one_status_option_as_osmos_cli_does(tmp_path):
+    # given: OSMO's `osmo workflow list --status RUNNING PENDING`
+    page = {"count": 0, "next": None, "previous": None, "results": []}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/": (200, page)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        several = runner.invoke(app, ["workflow", "list", "--status", "RUNNING", "pending", "-c", "5"], env=env)
+        short = runner.invoke(app, ["workflow", "list", "-s", "completed", "failed", "--status=failed_canceled",
+                                    "running"], env=env)
+        bad = runner.invoke(app, ["workflow", "list", "--status", "running", "soon"], env=env)
+        # then
+        assert several.exit_code == 0, several.output
+        assert short.exit_code == 0, short.output
+        assert [request["query"] for request in fake.requests] == [
+            "limit=5&offset=0&status=RUNNING&status=PENDING",
+            "limit=20&offset=0&status=COMPLETED&status=FAILED&status=FAILED_CANCELED&status=RUNNING"]
+        assert bad.exit_code == 2
+        assert "'soon' is not one of" in bad.output
