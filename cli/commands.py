@@ -213,11 +213,12 @@ def workflow_restart(
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
-    """Submit a workflow's stored spec again, as a new workflow (same pool and priority unless told)."""
+    """Submit a workflow's stored spec again, as a new workflow (same pool, priority and template values
+    unless told; the stored spec, rendered already, is not rendered again)."""
     with api_client() as api:
-        stored = api.get(workflow_path(workflow_id, "spec/"), not_found=f"workflow {workflow_id} not found")
-        body = {"pool": pool or stored.get("pool"), "spec": stored.get("spec"), "priority": stored.get("priority")}
-        _status, answer = api.post("/api/workflows/", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
+        _status, answer = api.post(workflow_path(workflow_id, "restart/"), json={"pool": pool} if pool else {},
+                                   headers={"Idempotency-Key": str(uuid.uuid4())},
+                                   not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type):
         echo_json(answer)
         return

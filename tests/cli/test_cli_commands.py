@@ -132,6 +132,25 @@ def test_restart_submits_the_stored_spec_again(osmo, nvl72):
 
 
 @db
+def test_restart_does_not_render_the_stored_spec_again(osmo, nvl72, tmp_path):
+    # given: a template whose rendering leaves text that looks like Jinja ({% raw %}), run with a value
+    spec = tmp_path / "raw.yaml"
+    spec.write_text("default-values:\n  greeting: hello\nworkflow:\n  name: rawtest\n  tasks:\n  - name: t\n"
+                    "    image: busybox\n"
+                    "    command: [sh, -c, \"echo {{ greeting }} '{% raw %}{{ .State }}{% endraw %}'\"]\n")
+    assert osmo("workflow", "submit", str(spec), "--pool", "nvl72", "--set", "greeting=hi").exit_code == 0
+    # when
+    result = osmo("workflow", "restart", "rawtest-1")
+    # then: it was refused with "template: line 8: 'State' is undefined", and the restart's values were
+    # the defaults (greeting=hello), not the ones it ran with
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == ("Restarted rawtest-1 as workflow rawtest-2 in pool nvl72 "
+                                             "(priority NORMAL): PENDING")
+    assert osmo("workflow", "spec", "rawtest-2", "--values").stdout == "greeting=hi\n"
+    assert osmo("workflow", "spec", "rawtest-2").stdout == osmo("workflow", "spec", "rawtest-1").stdout
+
+
+@db
 def test_format_type_output_json_and_wide(osmo, nvl72):
     # given
     osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72")

@@ -52,6 +52,11 @@ class SpecField(serializers.Field):
 PRIORITY_CHOICES_TEXT = ", ".join(Priority.values)
 
 
+class WorkflowRestartInputSerializer(serializers.Serializer):
+    pool = serializers.CharField(max_length=63, required=False, allow_blank=True,
+                                 help_text="Run in this pool (default: the workflow's).")
+
+
 class WorkflowSubmitInputSerializer(serializers.Serializer):
     pool = serializers.CharField(
         max_length=63, required=False, allow_blank=True,
