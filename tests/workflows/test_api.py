@@ -342,6 +342,17 @@ def test_cancel_then_cancel_again(user_client, pool):
     assert again.json()["code"] == "not_cancellable"
 
 
+def test_a_workflow_cancelled_while_queued_never_started(user_client, pool):
+    # given: a workflow still queued (no placement cycle ran)
+    wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    # when
+    body = user_client.post(f"/api/workflows/{wid}/cancel/").json()
+    # then: no start time (the CLI and the page said "ran 10:00:00 -> 10:00:00 (0.0s)")
+    assert body["status"] == "FAILED_CANCELED"
+    assert body["finished_at"] is not None
+    assert (body["started_at"], body["groups"][0]["started_at"]) == (None, None)
+
+
 def test_unknown_workflow_404_envelope(user_client):
     response = user_client.get("/api/workflows/nope-1/")
     assert response.status_code == 404
