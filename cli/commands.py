@@ -54,6 +54,7 @@ def workflow_validate(
     set_env: list[str] = SET_ENV_OPTION,
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """Check a spec against a pool without submitting anything.
 
@@ -64,7 +65,7 @@ def workflow_validate(
         answer = spec_validate(api, text=text, label=label, pool=chosen_pool,
                                template=template_fields(set_values, set_strings, set_env),
                                sent=spec_to_send(text, file, label))
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     groups = answer.get("groups") or []
@@ -123,6 +124,7 @@ def workflow_logs(
     json_out: bool = JSON_OPTION,
     format_type: FormatType | None = FORMAT_LONG_OPTION,
     short_t: str | None = SHORT_T_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task, -t)."""
     task, format_type = _task_or_format(task, short_t, format_type)
@@ -134,7 +136,7 @@ def workflow_logs(
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id, "logs/"), params=params,
                          not_found=f"workflow {workflow_id} not found")
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     echo_lines([str(line) for line in answer.get("lines") or []])
@@ -191,11 +193,12 @@ def workflow_spec(
     values: bool = typer.Option(False, "--values", help="Print the template values instead of the spec."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """The spec a workflow runs (as rendered from its template), ready to edit and submit again."""
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id, "spec/"), not_found=f"workflow {workflow_id} not found")
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     if values:
@@ -231,7 +234,8 @@ def workflow_restart(
 # profile
 # ------------------------------------------------------------------------------------------------
 @profile_app.command("list")
-def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION) -> None:
+def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
+                 output: Output = OUTPUT_OPTION) -> None:
     """The server, user and default pool in use, and where each comes from."""
     stored = config_read()
     settings = settings_load()
@@ -241,7 +245,7 @@ def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_
     pool_source = ENV_POOL if os.environ.get(ENV_POOL) else (str(config_path()) if pool else "")
     profile = {"url": settings.url, "user": me.get("username"), "is_staff": bool(me.get("is_staff")),
                "default_pool": pool, "url_source": settings.url_source, "pool_source": pool_source or None}
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(profile)
         return
     rows = [["server", settings.url, settings.url_source],

@@ -321,9 +321,10 @@ def workflow_wait(
     timeout: float = typer.Option(0, "--timeout", min=0, help="Give up after this many seconds (0: never)."),
     json_out: bool = typer.Option(False, "--json", help="Print the final workflow as JSON; progress to stderr."),
     format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """Follow a submitted workflow until it finishes (exit 0 on COMPLETED, 1 on FAILED*)."""
-    json_out = wants_json(json_out, format_type)
+    json_out = wants_json(json_out, format_type, output)
     with api_client() as api:
         final = follow(api, workflow_id, interval=interval, timeout=timeout, first=None, err=json_out)
     finish(final, json_out=json_out)

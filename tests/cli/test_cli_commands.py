@@ -427,3 +427,25 @@ def test_list_takes_several_statuses_after_one_status_option_as_osmos_cli_does(t
             "limit=20&offset=0&status=COMPLETED&status=FAILED&status=FAILED_CANCELED&status=RUNNING"]
         assert bad.exit_code == 2
         assert "'soon' is not one of" in bad.output
+
+
+@pytest.mark.parametrize("flag", [pytest.param(["-t", "json"], id="_case_t"), pytest.param(["-o", "json"], id="_case_o"),
+                                  pytest.param(["--json"], id="_case_json")])
+def test_every_read_takes_t_json_o_json_and_json(tmp_path, flag):
+    # given: docs/cli.md, "Every read takes -t/--format-type json, -o json or --json"
+    workflow = {"id": "w-1", "name": "w", "status": "COMPLETED", "groups": []}
+    routes = {"/api/workflows/w-1/spec/": (200, {"workflow": "w-1", "spec": "x", "template_values": {}}),
+              "/api/workflows/w-1/logs/": (200, {"workflow": "w-1", "task": "t", "lines": [], "truncated": False}),
+              "/api/workflows/w-1/": (200, workflow),
+              "/api/credentials/": (200, {"count": 0, "next": None, "previous": None, "results": []}),
+              "/api/me/": (200, {"username": "alice", "is_staff": False})}
+    runner = CliRunner()
+    with FakeServer(routes) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        answers = {" ".join(command): runner.invoke(app, [*command, *flag], env=env) for command in (
+            ["workflow", "spec", "w-1"], ["workflow", "logs", "w-1"], ["workflow", "wait", "w-1"],
+            ["credential", "list"], ["profile", "list"])}
+        # then
+        assert {name: (result.exit_code, result.stdout[:1]) for name, result in answers.items()} == {
+            name: (0, "[" if name == "credential list" else "{") for name in answers}
