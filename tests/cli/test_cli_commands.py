@@ -429,7 +429,8 @@ def test_list_takes_several_statuses_after_one_status_option_as_osmos_cli_does(t
         assert "'soon' is not one of" in bad.output
 
 
-@pytest.mark.parametrize("flag", [pytest.param(["-t", "json"], id="_case_t"), pytest.param(["-o", "json"], id="_case_o"),
+@pytest.mark.parametrize("flag", [pytest.param(["-t", "json"], id="_case_t"),
+                                  pytest.param(["-o", "json"], id="_case_o"),
                                   pytest.param(["--json"], id="_case_json")])
 def test_every_read_takes_t_json_o_json_and_json(tmp_path, flag):
     # given: docs/cli.md, "Every read takes -t/--format-type json, -o json or --json"
