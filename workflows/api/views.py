@@ -209,7 +209,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         request=WorkflowRestartInputSerializer,
         parameters=[OWNER_PARAM, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
         responses={201: WorkflowSubmitOutputSerializer, 200: WorkflowSubmitOutputSerializer, **ERRORS,
-                   409: AMBIGUOUS},
+                   404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow."), 409: AMBIGUOUS,
+                   422: OpenApiResponse(ErrorOutputSerializer,
+                                        description="Idempotency-Key already used with a different request.")},
         description="Submit the workflow's stored spec again as a new workflow of yours (`<name>-<n+1>`), in its "
         "pool unless `pool` names another, with its priority and template values. The stored spec is the "
         "rendered one: it is not rendered again.",
