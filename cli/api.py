@@ -181,8 +181,14 @@ def results(page: Any) -> list[dict[str, Any]]:
 def workflow_path(workflow_id: str, action: str = "") -> str:
     """The API path of a workflow (and of its ``action``, e.g. ``"logs/"``). Ids count per owner
     (docs/design.md §7, "Workflow ids"): ``OWNER/ID`` names another user's workflow (``?user=``), for
-    staff whose view holds several workflows with one id."""
-    owner, slash, bare = workflow_id.partition("/")
+    staff whose view holds several workflows with one id. Anything else with a ``/``, and an empty,
+    ``.`` or ``..`` id, is a usage error."""
+    owner, slash, bare = workflow_id.partition("/") if "/" in workflow_id else ("", "", workflow_id)
+    if bare in ("", ".", "..") or "/" in bare:
+        # Each would be another URL (``.``: the workflow list; ``a/b/c``: a path the API does not have)
+        # or none, answered with a page that is not about the workflow at all.
+        raise CliError(f"{workflow_id!r} is not a workflow id: write ID or OWNER/ID (osmo workflow list shows them)",
+                       exit_code=EXIT_USAGE)
     if not slash:
         return f"/api/workflows/{q(workflow_id)}/{action}"
     return f"/api/workflows/{q(bare)}/{action}?{urlencode({'user': owner})}"

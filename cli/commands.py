@@ -28,7 +28,14 @@ from cli.main import (
     workflow_app,
 )
 from cli.output import echo_json, echo_lines
-from cli.specs import read_spec, spec_to_send, spec_validate, submission_pool, template_fields
+from cli.specs import (
+    read_spec,
+    spec_to_send,
+    spec_validate,
+    submission_pool,
+    template_fields,
+)
+from cli.spread import TemplateValuesCommand
 
 profile_app = typer.Typer(help="Your profile: server, user and default pool.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
@@ -38,7 +45,7 @@ PROFILE_KEYS = ("pool",)
 # ------------------------------------------------------------------------------------------------
 # validate
 # ------------------------------------------------------------------------------------------------
-@workflow_app.command("validate")
+@workflow_app.command("validate", cls=TemplateValuesCommand)
 def workflow_validate(
     file: str = typer.Argument(..., help="Workflow spec (YAML, a Jinja template); - reads stdin."),
     pool: str = typer.Option(None, "--pool", "-p", help="Pool to validate against (default: the profile's pool)."),
@@ -47,6 +54,7 @@ def workflow_validate(
     set_env: list[str] = SET_ENV_OPTION,
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """Check a spec against a pool without submitting anything.
 
@@ -57,7 +65,7 @@ def workflow_validate(
         answer = spec_validate(api, text=text, label=label, pool=chosen_pool,
                                template=template_fields(set_values, set_strings, set_env),
                                sent=spec_to_send(text, file, label))
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     groups = answer.get("groups") or []
@@ -88,16 +96,38 @@ def _tree_tasks(tree: Any) -> int:
 # ------------------------------------------------------------------------------------------------
 # logs / events
 # ------------------------------------------------------------------------------------------------
+def _task_or_format(task: str | None, short_t: str | None,
+                    format_type: FormatType | None) -> tuple[str | None, FormatType | None]:
+    """OSMO's ``-t`` of ``logs`` and ``events`` is the task; ``-t text|json`` stays the output format."""
+    if short_t is None:
+        return task, format_type
+    if short_t.lower() in (FormatType.TEXT, FormatType.JSON):
+        return task, format_type or FormatType(short_t.lower())
+    if task and task != short_t:
+        raise CliError(f"two tasks given: --task {task} and -t {short_t} (-t is OSMO's --task, or the output "
+                       "format text|json)", exit_code=EXIT_USAGE)
+    return short_t, format_type
+
+
+FORMAT_LONG_OPTION = typer.Option(None, "--format-type", case_sensitive=False,
+                                  help="Output format: text (default) or json (the API's answer unchanged).")
+SHORT_T_OPTION = typer.Option(None, "-t", metavar="TASK|text|json",
+                              help="OSMO's -t: a task (as --task); text or json: the output format.")
+
+
 @workflow_app.command("logs")
 def workflow_logs(
     workflow_id: str = typer.Argument(..., metavar="ID"),
-    task: str = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
+    task: str | None = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
                                                   "prefixed [task])."),
-    tail: int = typer.Option(None, "--tail", min=1, help="Only the last N lines (of each task)."),
+    tail: int = typer.Option(None, "--tail", "-n", min=1, help="Only the last N lines (of each task)."),
     json_out: bool = JSON_OPTION,
-    format_type: FormatType = FORMAT_OPTION,
+    format_type: FormatType | None = FORMAT_LONG_OPTION,
+    short_t: str | None = SHORT_T_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
-    """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task)."""
+    """The workflow's pod logs: every task's, each line prefixed with its task, or one task's (--task, -t)."""
+    task, format_type = _task_or_format(task, short_t, format_type)
     params: dict[str, Any] = {}
     if task:
         params["task"] = task
@@ -106,7 +136,7 @@ def workflow_logs(
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id, "logs/"), params=params,
                          not_found=f"workflow {workflow_id} not found")
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     echo_lines([str(line) for line in answer.get("lines") or []])
@@ -128,19 +158,26 @@ def workflow_logs(
 @workflow_app.command("events")
 def workflow_events(
     workflow_id: str = typer.Argument(..., metavar="ID"),
+    task: str | None = typer.Option(None, "--task", help="Only this task's events (its transitions and its pod's)."),
     json_out: bool = JSON_OPTION,
-    format_type: FormatType = FORMAT_OPTION,
+    format_type: FormatType | None = FORMAT_LONG_OPTION,
+    short_t: str | None = SHORT_T_OPTION,
     output: Output = OUTPUT_OPTION,
 ) -> None:
     """What happened to a workflow: the service's transitions and the backend's pod events, in time order."""
+    task, format_type = _task_or_format(task, short_t, format_type)
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id, "events/"), not_found=f"workflow {workflow_id} not found")
+    if task:
+        answer = {**answer, "events": [e for e in answer.get("events") or [] if isinstance(e, dict)
+                                       and e.get("task") == task]}
     if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     events = answer.get("events") or []
     if not events:
-        typer.echo(f"No events for workflow {answer.get('workflow', workflow_id)} yet.")
+        what = f"task {task} of workflow" if task else "workflow"
+        typer.echo(f"No events for {what} {answer.get('workflow', workflow_id)} yet.")
         return
     rows = [[render.fmt_time(e.get("time")), e.get("source"), e.get("task"), e.get("kind"), e.get("message")]
             for e in events if isinstance(e, dict)]
@@ -156,11 +193,12 @@ def workflow_spec(
     values: bool = typer.Option(False, "--values", help="Print the template values instead of the spec."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """The spec a workflow runs (as rendered from its template), ready to edit and submit again."""
     with api_client() as api:
         answer = api.get(workflow_path(workflow_id, "spec/"), not_found=f"workflow {workflow_id} not found")
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(answer)
         return
     if values:
@@ -178,11 +216,12 @@ def workflow_restart(
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
-    """Submit a workflow's stored spec again, as a new workflow (same pool and priority unless told)."""
+    """Submit a workflow's stored spec again, as a new workflow (same pool, priority and template values
+    unless told; the stored spec, rendered already, is not rendered again)."""
     with api_client() as api:
-        stored = api.get(workflow_path(workflow_id, "spec/"), not_found=f"workflow {workflow_id} not found")
-        body = {"pool": pool or stored.get("pool"), "spec": stored.get("spec"), "priority": stored.get("priority")}
-        _status, answer = api.post("/api/workflows/", json=body, headers={"Idempotency-Key": str(uuid.uuid4())})
+        _status, answer = api.post(workflow_path(workflow_id, "restart/"), json={"pool": pool} if pool else {},
+                                   headers={"Idempotency-Key": str(uuid.uuid4())},
+                                   not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type):
         echo_json(answer)
         return
@@ -195,7 +234,8 @@ def workflow_restart(
 # profile
 # ------------------------------------------------------------------------------------------------
 @profile_app.command("list")
-def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION) -> None:
+def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
+                 output: Output = OUTPUT_OPTION) -> None:
     """The server, user and default pool in use, and where each comes from."""
     stored = config_read()
     settings = settings_load()
@@ -205,7 +245,7 @@ def profile_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_
     pool_source = ENV_POOL if os.environ.get(ENV_POOL) else (str(config_path()) if pool else "")
     profile = {"url": settings.url, "user": me.get("username"), "is_staff": bool(me.get("is_staff")),
                "default_pool": pool, "url_source": settings.url_source, "pool_source": pool_source or None}
-    if wants_json(json_out, format_type):
+    if wants_json(json_out, format_type, output):
         echo_json(profile)
         return
     rows = [["server", settings.url, settings.url_source],

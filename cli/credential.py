@@ -13,7 +13,7 @@ import typer
 from cli import render
 from cli.api import q
 from cli.errors import EXIT_USAGE, CliError
-from cli.main import JSON_OPTION, api_client, app
+from cli.main import FORMAT_OPTION, JSON_OPTION, OUTPUT_OPTION, FormatType, Output, api_client, app, wants_json
 from cli.output import echo_json, echo_lines
 
 credential_app = typer.Typer(help="Your credentials: registry, data and generic secrets your workflows use.",
@@ -110,11 +110,12 @@ def credential_set(
 
 
 @credential_app.command("list")
-def credential_list(json_out: bool = JSON_OPTION) -> None:
+def credential_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
+                    output: Output = OUTPUT_OPTION) -> None:
     """Your credentials: name, type, key names and when updated (never the values)."""
     with api_client() as api:
         items = list(api.get_all("/api/credentials/"))
-    if json_out:
+    if wants_json(json_out, format_type, output):
         echo_json(items)
         return
     if not items:

@@ -92,7 +92,7 @@ def follow(api: Api, workflow_id: str, *, interval: float, timeout: float, first
             if seen.get(("group", name)) != group_status:
                 seen[("group", name)] = group_status
                 progress.line(f"{stamp()}   group {name}: {render.status_style(str(group_status))}")
-            reason = render.reason_message(group.get("unschedulable_reason"))
+            reason = render.waiting_reason(group.get("unschedulable_reason"))
             if group_status in ("SCHEDULING", "WAITING") and reason and seen.get(("reason", name)) != reason:
                 seen[("reason", name)] = reason
                 progress.line(f"{stamp()}   group {name} waiting: {reason}")

@@ -8,6 +8,7 @@ invalid input, 130 interrupted.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from enum import StrEnum
@@ -41,6 +42,7 @@ from cli.specs import (
     template_fields,
     warnings_print,
 )
+from cli.spread import StatusValuesCommand, TemplateValuesCommand
 
 
 class OsmoGroup(TyperGroup):
@@ -138,7 +140,7 @@ def api_client() -> Api:
 def login(
     url: str = typer.Argument(..., help="The service, e.g. http://localhost:8000"),
     token: str | None = typer.Option(None, "--token", help="API token (python manage.py drf_create_token USER); "
-                                     "asked for when neither it nor --device is given."),
+                                     "asked for (or read from a pipe) when neither it nor --device is given."),
     device: bool = typer.Option(False, "--device", help="Sign in through the organisation's identity provider "
                                 "(single sign-on): prints an address and a code to open in a browser, then waits."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the token against the server first."),
@@ -151,6 +153,12 @@ def login(
     if device:
         entries = device_login(url, echo=typer.echo)
         token = entries["token"]
+    elif token is None and not sys.stdin.isatty():
+        # Piped (echo $TOKEN | osmo login URL): read it as is; getpass would warn, quoting its own source.
+        token = sys.stdin.readline()
+        if not token.strip():
+            raise CliError("no token on standard input: pass --token TOKEN, or pipe it (echo $TOKEN | osmo login URL)",
+                           exit_code=EXIT_USAGE)
     elif token is None:
         token = typer.prompt("Token", hide_input=True)
     token = token.strip()
@@ -243,13 +251,13 @@ def pool_nodes(name: str = typer.Argument(..., help="Pool name."), json_out: boo
 # workflow submit / wait
 # ------------------------------------------------------------------------------------------------
 SET_OPTION = typer.Option(None, "--set", metavar="NAME=VALUE",
-                          help="Template value (numbers are cast to int/float); repeat for several.")
+                          help="Template value (numbers are cast to int/float); several: --set a=1 b=2, or repeat it.")
 SET_STRING_OPTION = typer.Option(None, "--set-string", metavar="NAME=VALUE", help="Template value kept as text.")
 SET_ENV_OPTION = typer.Option(None, "--set-env", metavar="NAME=VALUE",
                               help="Environment variable set on every task.")
 
 
-@workflow_app.command("submit")
+@workflow_app.command("submit", cls=TemplateValuesCommand)
 def workflow_submit(
     file: str = typer.Argument(..., help="Workflow spec (YAML, a Jinja template); - reads stdin."),
     pool: str = typer.Option(None, "--pool", "-p", help="Pool to run in (default: the profile's pool)."),
@@ -313,9 +321,10 @@ def workflow_wait(
     timeout: float = typer.Option(0, "--timeout", min=0, help="Give up after this many seconds (0: never)."),
     json_out: bool = typer.Option(False, "--json", help="Print the final workflow as JSON; progress to stderr."),
     format_type: FormatType = FORMAT_OPTION,
+    output: Output = OUTPUT_OPTION,
 ) -> None:
     """Follow a submitted workflow until it finishes (exit 0 on COMPLETED, 1 on FAILED*)."""
-    json_out = wants_json(json_out, format_type)
+    json_out = wants_json(json_out, format_type, output)
     with api_client() as api:
         final = follow(api, workflow_id, interval=interval, timeout=timeout, first=None, err=json_out)
     finish(final, json_out=json_out)
@@ -324,15 +333,16 @@ def workflow_wait(
 # ------------------------------------------------------------------------------------------------
 # workflow list / query / cancel
 # ------------------------------------------------------------------------------------------------
-@workflow_app.command("list")
+@workflow_app.command("list", cls=StatusValuesCommand)
 def workflow_list(
     status: list[Status] = typer.Option(None, "--status", "-s", case_sensitive=False,
-                                        help="Only these statuses (repeat the option for several)."),
+                                        help="Only these statuses: --status RUNNING PENDING, or repeat the option."),
     pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
     user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
     name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),
-    limit: int = typer.Option(20, "--limit", min=1, max=500, help="At most this many, newest first."),
-    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many first."),
+    limit: int = typer.Option(20, "--limit", "--count", "-c", min=1, max=500,
+                              help="At most this many, newest first (--count, -c: OSMO's name)."),
+    offset: int = typer.Option(0, "--offset", "-f", min=0, help="Skip this many first."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
     output: Output = OUTPUT_OPTION,
@@ -381,16 +391,32 @@ def workflow_query(workflow_id: str = typer.Argument(..., metavar="ID"), json_ou
 
 
 @workflow_app.command("cancel")
-def workflow_cancel(workflow_id: str = typer.Argument(..., metavar="ID"), json_out: bool = JSON_OPTION,
+def workflow_cancel(workflow_ids: list[str] = typer.Argument(..., metavar="ID..."), json_out: bool = JSON_OPTION,
                     format_type: FormatType = FORMAT_OPTION) -> None:
-    """Cancel a workflow: its unfinished groups become FAILED_CANCELED and their capacity is freed."""
+    """Cancel workflows (several IDs, as OSMO's): unfinished groups become FAILED_CANCELED, their capacity is freed.
+
+    Each ID is cancelled on its own: one that cannot be (not found, finished) is said on stderr and the
+    others still are; the exit code is then 1."""
+    paths = [(workflow_id, workflow_path(workflow_id, "cancel/")) for workflow_id in workflow_ids]
+    answers, failed = [], 0
+    as_json = wants_json(json_out, format_type)
     with api_client() as api:
-        _status, answer = api.post(workflow_path(workflow_id, "cancel/"),
-                                   not_found=f"workflow {workflow_id} not found")
-    if wants_json(json_out, format_type):
-        echo_json(answer)
-        return
-    typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: {render.status_style(str(answer.get('status')))}")
+        for workflow_id, path in paths:
+            try:
+                _status, answer = api.post(path, not_found=f"workflow {workflow_id} not found")
+            except ApiError as exc:
+                failed = max(failed, exc.exit_code)
+                for line in exc.lines():
+                    typer.echo(line, err=True)
+                continue
+            answers.append(answer)
+            if not as_json:
+                typer.echo(f"Cancelled workflow {answer.get('id', workflow_id)}: "
+                           f"{render.status_style(str(answer.get('status')))}")
+    if as_json and answers:
+        echo_json(answers[0] if len(workflow_ids) == 1 else answers)
+    if failed:
+        raise typer.Exit(failed)
 
 
 # Register validate, logs, events, spec, restart, profile (commands) and credential set/list/delete.

@@ -193,6 +193,12 @@ def reason_message(reason: Any) -> str:
     return str(reason)
 
 
+def waiting_reason(reason: Any) -> str:
+    """:func:`reason_message` after a "waiting:" label (a reason of status ``waiting``, such as a pool
+    that is not ONLINE, would say "waiting: waiting: ...")."""
+    return reason_message(reason).removeprefix("waiting: ")
+
+
 def dry_run_lines(answer: dict[str, Any], *, pool: str) -> list[str]:
     groups = answer.get("groups") or []
     name = answer.get("workflow")
@@ -304,7 +310,7 @@ def group_lines(group: dict[str, Any]) -> list[str]:
         lines.append(f"  queued again {group['requeues']} time(s): the cluster refused to schedule its pods on "
                      "the nodes chosen")
     waiting = group.get("waiting") if isinstance(group.get("waiting"), dict) else None
-    reason = reason_message(group.get("unschedulable_reason"))
+    reason = waiting_reason(group.get("unschedulable_reason"))
     if waiting and waiting.get("lines"):
         lines.append("  Waiting:")
         lines.extend(f"    {line}" for line in waiting["lines"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from osmo.errors import ConflictError, NotFoundError, OsmoError
+from workflows.lifecycle.rules import TERMINAL
 
 
 class WorkflowSpecInvalidError(OsmoError):
@@ -92,13 +93,17 @@ class WorkflowNeverFitsError(OsmoError):
 
 
 class TaskNotDispatchedError(ConflictError):
-    """The task has no pod yet (not placed, or its pod not created): nothing to read a log from."""
+    """The task has no pod (not placed yet, its pod not created yet, or it ended before it was
+    started): nothing to read a log from."""
 
     code = "not_dispatched"
 
     def __init__(self, workflow_id: str, task: str, status: str) -> None:
-        super().__init__(f"Task {task} of workflow {workflow_id} has no pod yet (it is {status}).",
-                         details={"workflow": workflow_id, "task": task, "status": status})
+        if status in TERMINAL:
+            message = f"Task {task} of workflow {workflow_id} has no pod: it ended {status} before it was started."
+        else:
+            message = f"Task {task} of workflow {workflow_id} has no pod yet (it is {status})."
+        super().__init__(message, details={"workflow": workflow_id, "task": task, "status": status})
 
 
 class LogUnavailableError(ConflictError):

@@ -110,17 +110,24 @@ def workflow_validate(
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
     user: Viewer | None = None,
+    rendered_values: dict[str, Any] | None = None,
 ) -> ValidatedSubmission:
     """Render ``spec`` as a template with ``values`` and ``env`` (docs/design.md §11), parse and
     validate it against the pool, and check that every gang could be placed on the pool's whole
     inventory if nothing else ran. Raises ``PoolNotFoundError``, ``PoolForbiddenError`` and
     ``PoolUnavailableError`` (for ``user``: no access, maintenance), ``WorkflowSpecInvalidError``
     (every problem, each with its path; template errors with their line) or ``WorkflowNeverFitsError``.
-    Without ``pool_name`` the spec's ``workflow.pool`` is used (:mod:`workflows.spec_pool`)."""
-    try:
-        source, template_values = render_submission(spec, values=values, env=env)
-    except SpecInvalidError as exc:
-        raise WorkflowSpecInvalidError(exc.to_list()) from exc
+    Without ``pool_name`` the spec's ``workflow.pool`` is used (:mod:`workflows.spec_pool`). With
+    ``rendered_values`` the spec is a stored one, rendered already (a restart): it is parsed as it is,
+    not rendered again (what its rendering left, like a ``{% raw %}`` block's ``{{ x }}``, is text now),
+    and those are its values."""
+    if rendered_values is not None:
+        source, template_values = spec, dict(rendered_values)
+    else:
+        try:
+            source, template_values = render_submission(spec, values=values, env=env)
+        except SpecInvalidError as exc:
+            raise WorkflowSpecInvalidError(exc.to_list()) from exc
     pool_name = submission_pool(pool_name, source)
     pool = pool_with_access(pool_name, user=user) if user is not None else Pool.objects.filter(name=pool_name).first()
     if pool is None:
@@ -263,6 +270,7 @@ def workflow_submit(
     values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None,
     warnings: list[dict[str, str]] | None = None,
+    rendered_values: dict[str, Any] | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
@@ -276,13 +284,15 @@ def workflow_submit(
     under concurrency: submissions of one owner's name get distinct numbers (see :func:`_next_seq`), and
     racing retries with one key store one workflow.
     """
-    request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority, values=values, env=env)
+    request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority,
+                                  values=values if rendered_values is None else rendered_values, env=env)
                     if idempotency_key else "")
     if idempotency_key:
         existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
         if existing is not None:
             return existing, False
-    submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user)
+    submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user,
+                                   rendered_values=rendered_values)
     if warnings is not None:
         warnings.extend(submission.warnings)
     chosen_team = team_for_submission(submission.pool, user=user, team=team)
@@ -301,6 +311,16 @@ def workflow_submit(
     jobs.placement_cycle_request(workflow.pool_id)
     logger.info("workflow.submitted", extra={"workflow": workflow.global_id, "pool": submission.pool.name})
     return workflow, True
+
+
+def workflow_restart(*, workflow: Workflow, user: User, pool_name: str | None = None,
+                     idempotency_key: str | None = None) -> tuple[Workflow, bool]:
+    """Submit ``workflow``'s stored spec again as a new workflow of ``user`` (``osmo workflow restart``),
+    in its pool unless ``pool_name`` says otherwise, with its priority and template values. The stored
+    spec is the rendered one: it is not rendered again (:func:`workflow_validate`'s ``rendered_values``)."""
+    return workflow_submit(user=user, pool_name=pool_name or workflow.pool.name, spec=workflow.spec_text,
+                           priority=workflow.priority, idempotency_key=idempotency_key,
+                           rendered_values=dict(workflow.template_values or {}))
 
 
 def _workflow_create(

@@ -63,8 +63,11 @@ def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> tuple[dict[int, dict[
         f" FROM {TaskGroup._meta.db_table} g JOIN {Workflow._meta.db_table} w ON w.id = g.workflow_id"
         " WHERE w.pool_id = %s AND g.status = %s GROUP BY w.priority" + (", w.team_id" if fair else "")
     )
+    # The time as the backend stores it: SQLite keeps naive UTC text, and compared with an aware
+    # datetime's text ("...+00:00") every workflow was submitted before itself.
+    submitted_at = connection.ops.adapt_datetimefield_value(workflow.submitted_at)
     with connection.cursor() as cursor:
-        cursor.execute(query, [workflow.priority, workflow.submitted_at, workflow.submitted_at, workflow.pk,
+        cursor.execute(query, [workflow.priority, submitted_at, submitted_at, workflow.pk,
                                workflow.pool_id, TaskStatus.SCHEDULING])
         rows = cursor.fetchall()
     everything = {name: 0 for name in PRIORITY_RANK}

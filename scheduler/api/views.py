@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from osmo.api.parsers import TextYAMLParser, XYAMLTextParser, YAMLTextParser
 from osmo.api.views import NulSafeLookupMixin
+from osmo.errors import NotFoundError
 from scheduler import selectors
 from scheduler import services as pool_services
 from scheduler.api.filters import NodeFilter
@@ -78,6 +79,14 @@ def _key_specs(items: list[dict[str, str]] | None) -> list[pool_services.KeySpec
     return [pool_services.KeySpec(key=item["key"], label=item["label"]) for item in items]
 
 
+def pool_named(name: str) -> Pool:
+    """The pool of a URL, or 404 naming it (not DRF's bare "Not found.")."""
+    pool = selectors.pool_list().filter(name=name).first()
+    if pool is None:
+        raise NotFoundError(f"Pool {name!r} not found.", details={"pool": name})
+    return pool
+
+
 @extend_schema_view(
     list=extend_schema(summary="List pools", responses={200: PoolOutputSerializer(many=True), **READ_ERRORS}),
     retrieve=extend_schema(
@@ -120,7 +129,7 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
         return access.pools_visible(selectors.pool_list(), user=self.request.user)
 
     def get_object(self) -> Pool:
-        pool = get_object_or_404(selectors.pool_list(), name=self.kwargs["name"])
+        pool = pool_named(self.kwargs["name"])
         if not access.pool_accessible(pool, user=self.request.user):
             raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.", details={"pool": pool.name})
         return pool
@@ -270,7 +279,7 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
     @property
     def pool(self) -> Pool:
         if not hasattr(self, "_pool"):
-            pool = get_object_or_404(selectors.pool_list(), name=self.kwargs["pool_name"])
+            pool = pool_named(self.kwargs["pool_name"])
             if not access.pool_accessible(pool, user=self.request.user):
                 raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.",
                                                 details={"pool": pool.name})
@@ -295,6 +304,14 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
     def _render(self, node: Node, *, status_code: int = status.HTTP_200_OK) -> Response:
         fresh = get_object_or_404(self.get_queryset(), pk=node.pk)
         return Response(self.get_serializer(fresh).data, status=status_code)
+
+    def get_object(self) -> Node:
+        node = self.get_queryset().filter(name=self.kwargs["name"]).first()
+        if node is None:
+            raise NotFoundError(f"Node {self.kwargs['name']!r} not found in pool {self.pool.name!r}.",
+                                details={"pool": self.pool.name, "node": self.kwargs["name"]})
+        self.check_object_permissions(self.request, node)
+        return node
 
     def retrieve(self, request: Request, pool_name: str, name: str) -> Response:
         return Response(self.get_serializer(self.get_object()).data)

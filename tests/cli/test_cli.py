@@ -55,6 +55,23 @@ def test_login_with_a_rejected_token_saves_nothing(osmo, live_server, config_fil
     assert not config_file.exists()
 
 
+def test_login_reads_a_piped_token_without_a_prompt_or_a_python_warning(osmo_process, live_server, token, nvl72,
+                                                                        config_file):
+    # given: the token on standard input, as scripts pipe it (echo $TOKEN | osmo login URL)
+    bare = {"OSMO_URL": "", "OSMO_TOKEN": ""}
+    # when
+    piped = osmo_process("login", live_server.url, input=f"{token}\n", env=bare)
+    empty = osmo_process("login", live_server.url, input="", env=bare)
+    # then: no "Token:" prompt and no getpass warning quoting its source; nothing read is an error
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == ""
+    assert piped.stdout.splitlines()[0] == (f"Logged in to {live_server.url} as alice: token accepted; "
+                                            "pools visible: nvl72.")
+    assert json.loads(config_file.read_text()) == {"url": live_server.url, "token": token}
+    assert (empty.returncode, empty.stdout, empty.stderr) == (
+        2, "", "error: no token on standard input: pass --token TOKEN, or pipe it (echo $TOKEN | osmo login URL)\n")
+
+
 def test_bad_token_exits_non_zero_with_the_login_hint(osmo):
     result = osmo("workflow", "list", env={"OSMO_TOKEN": "wrong"})
     assert result.exit_code == 1

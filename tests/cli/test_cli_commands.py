@@ -45,6 +45,38 @@ def test_template_submit_with_set_and_the_profiles_default_pool(osmo, nvl72, con
 
 
 @db
+def test_set_takes_several_values_after_one_option_as_osmos_cli_does(osmo, nvl72):
+    # given: OSMO's documented habit, `--set a=1 b=2` (its --set, --set-string and --set-env take several)
+    # when
+    validated = osmo("workflow", "validate", TEMPLATE, "--pool", "nvl72", "--set", "shards=3", "ngpu=2")
+    submitted = osmo("workflow", "submit", TEMPLATE, "--pool", "nvl72", "--set", "shards=3", "ngpu=2",
+                     "--set-string", "image=busybox:1", "--set-env", "MODE=fast", "STEPS=10")
+    # then
+    assert validated.exit_code == 0, validated.output
+    assert validated.stdout.splitlines()[-1] == (
+        "  template values: image=nvcr.io/nvidia/pytorch:24.03-py3, ngpu=2, shards=3")
+    assert submitted.exit_code == 0, submitted.output
+    values = osmo("workflow", "spec", "sharded-training-1", "--values")
+    assert values.stdout.splitlines() == ["image=busybox:1", "ngpu=2", "shards=3"]
+    spec = osmo("workflow", "spec", "sharded-training-1").stdout
+    assert "MODE: fast" in spec and "STEPS: '10'" in spec and "gpu: 2\n" in spec
+
+
+@db
+def test_set_values_stop_at_the_next_option_or_a_text_without_equals(osmo, nvl72):
+    # given: the spec file after the values, and a stray word after them
+    # when
+    file_last = osmo("workflow", "validate", "--pool", "nvl72", "--set", "shards=1", "ngpu=1", TEMPLATE)
+    stray = osmo("workflow", "validate", TEMPLATE, "--set", "shards=1", "oops", "--pool", "nvl72")
+    # then
+    assert file_last.exit_code == 0, file_last.output
+    assert file_last.stdout.splitlines()[-1] == (
+        "  template values: image=nvcr.io/nvidia/pytorch:24.03-py3, ngpu=1, shards=1")
+    assert stray.exit_code == 2
+    assert "Got unexpected extra argument(s) (oops)" in stray.output
+
+
+@db
 def test_profile_set_refuses_an_unknown_pool_or_key(osmo, nvl72, config_file):
     # when
     pool = osmo("profile", "set", "pool", "nope")
@@ -97,6 +129,25 @@ def test_restart_submits_the_stored_spec_again(osmo, nvl72):
     first, second = (osmo("workflow", "spec", f"sharded-training-{n}").stdout for n in (1, 2))
     assert first == second
     assert osmo("workflow", "restart", "nope-1").stderr.strip() == "error: workflow nope-1 not found"
+
+
+@db
+def test_restart_does_not_render_the_stored_spec_again(osmo, nvl72, tmp_path):
+    # given: a template whose rendering leaves text that looks like Jinja ({% raw %}), run with a value
+    spec = tmp_path / "raw.yaml"
+    spec.write_text("default-values:\n  greeting: hello\nworkflow:\n  name: rawtest\n  tasks:\n  - name: t\n"
+                    "    image: busybox\n"
+                    "    command: [sh, -c, \"echo {{ greeting }} '{% raw %}{{ .State }}{% endraw %}'\"]\n")
+    assert osmo("workflow", "submit", str(spec), "--pool", "nvl72", "--set", "greeting=hi").exit_code == 0
+    # when
+    result = osmo("workflow", "restart", "rawtest-1")
+    # then: it was refused with "template: line 8: 'State' is undefined", and the restart's values were
+    # the defaults (greeting=hello), not the ones it ran with
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == ("Restarted rawtest-1 as workflow rawtest-2 in pool nvl72 "
+                                             "(priority NORMAL): PENDING")
+    assert osmo("workflow", "spec", "rawtest-2", "--values").stdout == "greeting=hi\n"
+    assert osmo("workflow", "spec", "rawtest-2").stdout == osmo("workflow", "spec", "rawtest-1").stdout
 
 
 @db
@@ -275,3 +326,127 @@ def test_logs_and_events_against_the_endpoints_contract(tmp_path):
         assert lines[1].split()[2:] == ["service", "-", "status", "submitted"]
         assert lines[2].split()[2:] == ["backend", "t1", "Scheduled", "pod", "bound", "to", "node", "n1"]
         assert (conflict.exit_code, conflict.stderr.strip()) == (1, "error: task t1 has no pod yet")
+
+
+def test_template_values_spread_repeats_the_option_for_each_further_assignment():
+    # given
+    from cli.spread import template_values_spread
+
+    cases = [
+        (["f.yaml", "--set", "a=1", "b=2"], ["f.yaml", "--set", "a=1", "--set", "b=2"]),
+        (["--set=a=1", "b=2", "f.yaml"], ["--set=a=1", "--set", "b=2", "f.yaml"]),
+        (["--set-env", "A=1", "B=2", "--pool", "p", "c=3"], ["--set-env", "A=1", "--set-env", "B=2", "--pool", "p",
+                                                            "c=3"]),
+        (["--set-string", "a=x", "--set", "b=1", "c=2"], ["--set-string", "a=x", "--set", "b=1", "--set", "c=2"]),
+        (["--set", "a=1", "--", "b=2"], ["--set", "a=1", "--", "b=2"]),
+        (["--set", "a=1", "-x=2"], ["--set", "a=1", "-x=2"]),
+    ]
+    # when
+    spread = [template_values_spread(args) for args, _ in cases]
+    # then
+    assert spread == [expected for _, expected in cases]
+
+
+def test_logs_take_osmos_short_options_t_for_the_task_and_n_for_the_last_lines(tmp_path):
+    # given: OSMO's `osmo workflow logs ID -t TASK -n N`; -t json/text stays the output format
+    logs = {"workflow": "w-1", "task": "t1", "pod": "osmo-w-1-t1", "lines": ["hello", "world"], "truncated": True}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/w-1/logs/": (200, logs)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        osmo_style = runner.invoke(app, ["workflow", "logs", "w-1", "-t", "t1", "-n", "2"], env=env)
+        as_json = runner.invoke(app, ["workflow", "logs", "w-1", "--task", "t1", "-t", "json"], env=env)
+        both = runner.invoke(app, ["workflow", "logs", "w-1", "--task", "t1", "-t", "t2"], env=env)
+        # then
+        assert osmo_style.exit_code == 0, osmo_style.output
+        assert osmo_style.stdout == "hello\nworld\n"
+        assert json.loads(as_json.stdout) == logs
+        assert [request["query"] for request in fake.requests] == ["task=t1&tail=2", "task=t1"]
+        assert (both.exit_code, both.stderr.strip()) == (
+            2, "error: two tasks given: --task t1 and -t t2 (-t is OSMO's --task, or the output format text|json)")
+
+
+@db
+def test_list_takes_osmos_count_and_cancel_takes_several_ids(osmo, nvl72):
+    # given: two queued workflows (no worker runs here)
+    for _ in range(2):
+        assert osmo("workflow", "submit", TEMPLATE, "--pool", "nvl72", "--set", "shards=1").exit_code == 0
+    # when
+    counted = osmo("workflow", "list", "--count", "1")
+    short = osmo("workflow", "list", "-c", "1", "-f", "1")
+    cancelled = osmo("workflow", "cancel", "sharded-training-1", "nope-1", "sharded-training-2")
+    # then
+    assert counted.exit_code == 0, counted.output
+    assert [line.split()[0] for line in counted.stdout.splitlines()[1:]] == ["sharded-training-2", "(1-1"]
+    assert [line.split()[0] for line in short.stdout.splitlines()[1:]] == ["sharded-training-1"]
+    assert cancelled.exit_code == 1
+    assert cancelled.stdout.splitlines() == ["Cancelled workflow sharded-training-1: FAILED_CANCELED",
+                                             "Cancelled workflow sharded-training-2: FAILED_CANCELED"]
+    assert cancelled.stderr.strip() == "error: workflow nope-1 not found"
+
+
+def test_events_take_osmos_t_for_the_task(tmp_path):
+    # given: OSMO's `osmo workflow events ID -t TASK`
+    events = {"workflow": "w-1", "backend_error": None, "events": [
+        {"time": "2026-01-02T03:04:05Z", "source": "service", "task": None, "kind": "status", "message": "submitted"},
+        {"time": "2026-01-02T03:04:06Z", "source": "backend", "task": "t1", "kind": "Scheduled", "message": "on n1"},
+        {"time": "2026-01-02T03:04:07Z", "source": "backend", "task": "t2", "kind": "Scheduled", "message": "on n2"},
+    ]}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/w-1/events/": (200, events)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        one = runner.invoke(app, ["workflow", "events", "w-1", "-t", "t2"], env=env)
+        as_json = runner.invoke(app, ["workflow", "events", "w-1", "--task", "t1", "-t", "json"], env=env)
+        none = runner.invoke(app, ["workflow", "events", "w-1", "--task", "t9"], env=env)
+        # then
+        assert one.exit_code == 0, one.output
+        header, *rows = one.stdout.splitlines()
+        assert header.split() == ["TIME", "SOURCE", "TASK", "KIND", "MESSAGE"]
+        assert [row.split()[2:] for row in rows] == [["backend", "t2", "Scheduled", "on", "n2"]]
+        assert json.loads(as_json.stdout) == {**events, "events": [events["events"][1]]}
+        assert none.stdout == "No events for task t9 of workflow w-1 yet.\n"
+
+
+def test_list_takes_several_statuses_after_one_status_option_as_osmos_cli_does(tmp_path):
+    # given: OSMO's `osmo workflow list --status RUNNING PENDING`
+    page = {"count": 0, "next": None, "previous": None, "results": []}
+    runner = CliRunner()
+    with FakeServer({"/api/workflows/": (200, page)}) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        several = runner.invoke(app, ["workflow", "list", "--status", "RUNNING", "pending", "-c", "5"], env=env)
+        short = runner.invoke(app, ["workflow", "list", "-s", "completed", "failed", "--status=failed_canceled",
+                                    "running"], env=env)
+        bad = runner.invoke(app, ["workflow", "list", "--status", "running", "soon"], env=env)
+        # then
+        assert several.exit_code == 0, several.output
+        assert short.exit_code == 0, short.output
+        assert [request["query"] for request in fake.requests] == [
+            "limit=5&offset=0&status=RUNNING&status=PENDING",
+            "limit=20&offset=0&status=COMPLETED&status=FAILED&status=FAILED_CANCELED&status=RUNNING"]
+        assert bad.exit_code == 2
+        assert "'soon' is not one of" in bad.output
+
+
+@pytest.mark.parametrize("flag", [pytest.param(["-t", "json"], id="_case_t"),
+                                  pytest.param(["-o", "json"], id="_case_o"),
+                                  pytest.param(["--json"], id="_case_json")])
+def test_every_read_takes_t_json_o_json_and_json(tmp_path, flag):
+    # given: docs/cli.md, "Every read takes -t/--format-type json, -o json or --json"
+    workflow = {"id": "w-1", "name": "w", "status": "COMPLETED", "groups": []}
+    routes = {"/api/workflows/w-1/spec/": (200, {"workflow": "w-1", "spec": "x", "template_values": {}}),
+              "/api/workflows/w-1/logs/": (200, {"workflow": "w-1", "task": "t", "lines": [], "truncated": False}),
+              "/api/workflows/w-1/": (200, workflow),
+              "/api/credentials/": (200, {"count": 0, "next": None, "previous": None, "results": []}),
+              "/api/me/": (200, {"username": "alice", "is_staff": False})}
+    runner = CliRunner()
+    with FakeServer(routes) as fake:
+        env = {"OSMO_URL": fake.url, "OSMO_TOKEN": "tok", "OSMO_CONFIG": str(tmp_path / "c.json")}
+        # when
+        answers = {" ".join(command): runner.invoke(app, [*command, *flag], env=env) for command in (
+            ["workflow", "spec", "w-1"], ["workflow", "logs", "w-1"], ["workflow", "wait", "w-1"],
+            ["credential", "list"], ["profile", "list"])}
+        # then
+        assert {name: (result.exit_code, result.stdout[:1]) for name, result in answers.items()} == {
+            name: (0, "[" if name == "credential list" else "{") for name in answers}

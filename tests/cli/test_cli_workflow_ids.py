@@ -48,3 +48,19 @@ def test_the_cli_names_another_owners_workflow_as_owner_slash_id(osmo, user, oth
     assert '"submitted_by": "bob"' in bobs.stdout
     assert spec.exit_code == 0, spec.output
     assert "name: alicewf" in spec.stdout
+
+
+def test_an_id_that_is_no_workflow_id_is_a_usage_error_before_any_request(osmo, user):
+    # given: '.' and '..' are path steps (the URL of '.' is the workflow list), a '/' past the owner's
+    # makes another URL, and an empty id or owner names nothing
+    make_nvl72_pool("nvl72", zones=1, spines=1, racks=1, nodes=2)
+    _submit(user)
+    # when
+    results = {given: osmo("workflow", command, given)
+               for command, given in (("query", "."), ("cancel", ".."), ("logs", "a/b/c"), ("wait", "alice/"),
+                                      ("spec", ""), ("events", "/alicewf-1/x"))}
+    # then
+    assert {given: (result.exit_code, result.stderr.strip()) for given, result in results.items()} == {
+        given: (2, f"error: {given!r} is not a workflow id: write ID or OWNER/ID (osmo workflow list shows them)")
+        for given in results}
+    assert osmo("workflow", "query", "alicewf-1", "--json").stdout.count('"status": "PENDING"') == 1

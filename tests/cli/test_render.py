@@ -54,6 +54,20 @@ def test_units_and_durations():
     assert render.reason_message({"status": "unschedulable", "message": "no room"}) == "unschedulable: no room"
 
 
+def test_a_waiting_reason_is_not_said_waiting_twice():
+    # given: a group that waits for its pool (status "waiting"), and one that cannot be placed now
+    offline = {"status": "waiting", "code": "pool_not_online", "message": "pool demo is OFFLINE"}
+    busy = {"status": "unschedulable", "message": "no room"}
+    group = {"name": "g", "status": "SCHEDULING", "unschedulable_reason": offline, "tasks": [],
+             "constraint_tree": {"group": "g", "keys": [], "tasks": ["t"], "children": []}}
+    # when
+    texts = [render.waiting_reason(offline), render.waiting_reason(busy)]
+    lines = render.workflow_lines({"id": "w-1", "status": "PENDING", "groups": [group], "history": []})
+    # then: "group g waiting: waiting: pool demo is OFFLINE" before
+    assert texts == ["pool demo is OFFLINE", "unschedulable: no room"]
+    assert "  waiting: pool demo is OFFLINE" in lines
+
+
 def test_tree_outline_lists_tasks_in_natural_order():
     """A tree stored before its tasks were kept in natural order still reads ``t2`` before ``t10``."""
     # given a tree as an older server stored it (plain string order)

@@ -143,6 +143,19 @@ def test_logs_before_the_pod_exists_is_409_not_dispatched(user, user_client, kub
     assert kube_api.requests == []
 
 
+def test_logs_of_a_task_that_ended_without_a_pod_say_it_never_got_one(user, user_client, kube_api, kube_pool):
+    # given: a task that ended before its pod was made (its upstream failed, or it was cancelled while queued)
+    workflow, [task] = dispatched(user, kube_pool)
+    Task.objects.filter(pk=task.pk).update(dispatched_at=None, pod_name="", status="FAILED_UPSTREAM")
+    # when
+    response = user_client.get(f"/api/workflows/{workflow.workflow_id}/logs/")
+    # then: not "no pod yet", which promises one
+    assert (response.status_code, response.json()["code"]) == (409, "not_dispatched")
+    assert response.json()["message"] == (f"Task t0 of workflow {workflow.workflow_id} has no pod: it ended "
+                                          "FAILED_UPSTREAM before it was started.")
+    assert kube_api.requests == []
+
+
 def test_logs_of_a_pod_waiting_to_start_is_409_with_the_apis_reason(user, user_client, kube_api, kube_pool):
     workflow, [task] = dispatched(user, kube_pool)
     kube_api.reply("GET", f"{PODS}/{task.pod_name}/log", 400, "status_log_waiting.json")
@@ -222,3 +235,16 @@ def test_simulated_pool_logs_and_events(user, user_client):
     assert "started on n1" in log["lines"][0] and log["lines"][-1].endswith("finished: exit code 0")
     backend = [(e["task"], e["kind"]) for e in events["events"] if e["source"] == "backend"]
     assert backend == [("t0", "Scheduled"), ("t0", "Started")]
+
+
+def test_logs_of_a_task_whose_pod_was_deleted_say_so(user, user_client, kube_api, kube_pool):
+    # given: a task cancelled while it ran; the service deleted its pod, and its log with it
+    workflow, [task] = dispatched(user, kube_pool)
+    Task.objects.filter(pk=task.pk).update(status="FAILED_CANCELED", pod_deleted_at=timezone.now())
+    kube_api.reply("GET", f"{PODS}/{task.pod_name}/log", 404, "status_not_found.json")
+    # when
+    response = user_client.get(f"/api/workflows/{workflow.workflow_id}/logs/")
+    # then: not only "pod ... not found", which reads like a fault
+    assert (response.status_code, response.json()["code"]) == (409, "log_unavailable")
+    assert response.json()["message"].endswith(
+        "; its pod was deleted (the task is FAILED_CANCELED), and its log with it")

@@ -399,6 +399,28 @@ def test_submit_accepts_an_uploaded_file(alice_client, scene):
     assert "Dry run: single-nvl72-rack on pool nvl72" in _text(response)
 
 
+def test_submit_takes_an_uploaded_file_as_large_as_a_spec_may_be(alice_client, scene):
+    # given: a file within the spec's 1 MiB (over 1,000,000 bytes), and one over it
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from workflows.spec.loader import SpecLimits
+
+    spec = example_spec("single-nvl72-rack")
+    limit = SpecLimits().max_bytes
+    within = SimpleUploadedFile("wf.yaml", (spec + "#" * (limit - len(spec.encode()) - 1) + "\n").encode())
+    over = SimpleUploadedFile("big.yaml", (spec + "#" * (limit - len(spec.encode())) + "\n").encode())
+
+    # when
+    accepted = alice_client.post("/submit/", {"spec_file": within, "pool": "nvl72", "action": "dry_run"})
+    refused = alice_client.post("/submit/", {"spec_file": over, "pool": "nvl72", "action": "dry_run"})
+
+    # then
+    assert accepted.status_code == 200
+    assert "Dry run: single-nvl72-rack on pool nvl72" in _text(accepted)
+    assert refused.status_code == 400
+    assert "The file is larger than 1048576 bytes, the limit of a spec." in _text(refused)
+
+
 def test_submit_page_loads_an_example(alice_client):
     # when
     response = alice_client.get("/submit/?example=scoped-group-example&pool=nvl72")

@@ -73,6 +73,20 @@ def test_unknown_pool_is_404_envelope(user_client):
     assert response.json()["code"] == "not_found"
 
 
+def test_a_pool_or_node_not_found_is_named_in_the_404(user_client, small_pool):
+    # when
+    answers = [user_client.get(path) for path in ("/api/pools/nope/", "/api/pools/nope/nodes/",
+                                                  "/api/pools/nope/inventory/", "/api/pools/small/nodes/zz/")]
+    # then: not a bare "Not found.", which does not say what was missing
+    assert [(a.status_code, a.json()) for a in answers] == [
+        (404, {"code": "not_found", "message": "Pool 'nope' not found.", "details": {"pool": "nope"}}),
+        (404, {"code": "not_found", "message": "Pool 'nope' not found.", "details": {"pool": "nope"}}),
+        (404, {"code": "not_found", "message": "Pool 'nope' not found.", "details": {"pool": "nope"}}),
+        (404, {"code": "not_found", "message": "Node 'zz' not found in pool 'small'.",
+               "details": {"pool": "small", "node": "zz"}}),
+    ]
+
+
 def test_pool_reads_run_a_constant_number_of_queries(user_client, generated_pool, reserve, django_assert_num_queries):
     small = generated_pool("gen-small", racks=1)  # 72 nodes
     big = generated_pool("gen-big", racks=6)  # 432 nodes

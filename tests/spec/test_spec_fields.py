@@ -191,10 +191,12 @@ def test_group_flags_pool_labels_platform_and_default_values_are_kept():
             id="_case_checkpoint_frequency",
         ),
         pytest.param(
-            {"volumeMounts": ["/a:/b:rx", "relative"], "privileged": "yes"},
+            {"volumeMounts": ["/a:/b:rx", "relative", "/data:data"], "privileged": "yes"},
             [("workflow.tasks[1].privileged", "must be true or false, got a string"),
              ("workflow.tasks[1].volumeMounts[0]", "'/a:/b:rx': write <host path>[:<container path>[:ro]]"),
-             ("workflow.tasks[1].volumeMounts[1]", "'relative' must be an absolute path in the container "
+             ("workflow.tasks[1].volumeMounts[1]", "'relative' must be an absolute path on the host "
+                                                   "(starting with /)"),
+             ("workflow.tasks[1].volumeMounts[2]", "'data' must be an absolute path in the container "
                                                    "(starting with /)")],
             id="_case_mounts_and_flags",
         ),

@@ -44,6 +44,17 @@ def test_default_values_fill_a_quoted_quantity():
     assert spec.groups[0].tasks[0].resource_spec.gpu == 2
 
 
+def test_a_template_saved_with_a_byte_order_mark_keeps_its_default_values():
+    """A file saved as "UTF-8 with BOM" (Windows editors) said "template: line 4: 'ngpu' is undefined":
+    its first line, ``\ufeffdefault-values:``, was not found as the defaults' block."""
+    # when
+    rendered = render_spec("\ufeff" + QUOTED)
+    spec = parse_workflow(rendered.text, pool=POOL)
+    # then
+    assert rendered.values == {"ngpu": 2}
+    assert spec.groups[0].tasks[0].resource_spec.gpu == 2
+
+
 def test_set_values_override_defaults_and_drive_a_loop():
     # given
     text = TEMPLATE.read_text()

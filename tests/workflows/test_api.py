@@ -80,6 +80,29 @@ def test_raw_yaml_body_with_pool_query(user_client, pool):
     assert response.json()["groups"][0]["name"] == "train-group"
 
 
+def test_spec_uploaded_as_a_multipart_file_is_read_as_its_text(user_client, pool):
+    # given: curl -F pool=nvl72 -F spec=@spec.yaml (a form upload, as the web page's)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    good = SimpleUploadedFile("spec.yaml", SIMPLE.encode(), content_type="application/x-yaml")
+    binary = SimpleUploadedFile("spec.yaml", b"\xff\xfeworkflow", content_type="application/octet-stream")
+    big = SimpleUploadedFile("big.yaml", b"#" * (1024 * 1024 + 1), content_type="application/x-yaml")
+    # when
+    created = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": good, "priority": "HIGH"})
+    not_text = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": binary})
+    too_big = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": big})
+    # then
+    assert created.status_code == 201, created.json()
+    assert (created.json()["name"], created.json()["priority"]) == ("hello", "HIGH")
+    assert not_text.status_code == 400
+    assert not_text.json()["details"]["errors"] == [
+        {"path": "spec", "message": "The uploaded file spec.yaml is not UTF-8 text (byte 0)."}]
+    assert too_big.status_code == 400
+    assert too_big.json()["details"]["errors"] == [
+        {"path": "spec", "message": "The uploaded file big.yaml is larger than 1048576 bytes, the limit of a spec."}]
+    assert Workflow.objects.count() == 1
+
+
 def test_spec_as_object(user_client, pool):
     response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": yaml.safe_load(SIMPLE)}, format="json")
     assert response.status_code == 201
@@ -317,6 +340,17 @@ def test_cancel_then_cancel_again(user_client, pool):
     again = user_client.post(f"/api/workflows/{wid}/cancel/")
     assert again.status_code == 409
     assert again.json()["code"] == "not_cancellable"
+
+
+def test_a_workflow_cancelled_while_queued_never_started(user_client, pool):
+    # given: a workflow still queued (no placement cycle ran)
+    wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json").json()["id"]
+    # when
+    body = user_client.post(f"/api/workflows/{wid}/cancel/").json()
+    # then: no start time (the CLI and the page said "ran 10:00:00 -> 10:00:00 (0.0s)")
+    assert body["status"] == "FAILED_CANCELED"
+    assert body["finished_at"] is not None
+    assert (body["started_at"], body["groups"][0]["started_at"]) == (None, None)
 
 
 def test_unknown_workflow_404_envelope(user_client):

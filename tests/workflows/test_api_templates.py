@@ -113,3 +113,39 @@ def test_invalid_priority_lists_the_choices(user_client, pool):
     assert response.status_code == 400
     assert response.json()["details"]["errors"] == [
         {"path": "priority", "message": '"URGENT" is not a priority; choose one of LOW, NORMAL, HIGH.'}]
+
+
+RAW_TEMPLATE = """\
+default-values:
+  greeting: hello
+workflow:
+  name: rawtest
+  tasks:
+  - name: t
+    image: busybox
+    command: [sh, -c, "echo {{ greeting }} '{% raw %}{{ .State }}{% endraw %}' > {{output}}/a"]
+"""
+
+
+def test_restart_submits_the_stored_spec_as_rendered_with_its_values(user_client, pool):
+    # given: a template whose rendering keeps text that looks like Jinja ({% raw %}: a Go template
+    # of docker inspect), submitted with a value
+    first = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": RAW_TEMPLATE, "set": {"greeting": "hi"},
+                                                 "priority": "HIGH"}, format="json")
+    assert first.status_code == 201, first.json()
+    # when: it is restarted, as is and in another pool
+    make_nvl72_pool("other", zones=1, spines=1, racks=1, nodes=2)
+    again = user_client.post("/api/workflows/rawtest-1/restart/", {}, format="json")
+    moved = user_client.post("/api/workflows/rawtest-1/restart/", {"pool": "other"}, format="json")
+    missing = user_client.post("/api/workflows/nope-1/restart/", {}, format="json")
+    # then: not rendered a second time (which said "'State' is undefined"), and its values kept
+    assert again.status_code == 201, again.json()
+    assert (again.json()["id"], again.json()["pool"], again.json()["priority"]) == ("rawtest-2", "nvl72", "HIGH")
+    assert moved.status_code == 201, moved.json()
+    assert (moved.json()["id"], moved.json()["pool"]) == ("rawtest-3", "other")
+    stored = {w.workflow_id: (w.spec_text, w.template_values) for w in Workflow.objects.all()}
+    assert stored["rawtest-2"] == stored["rawtest-1"] == stored["rawtest-3"]
+    assert "echo hi '{{ .State }}' > {{output}}/a" in stored["rawtest-1"][0]
+    assert stored["rawtest-1"][1] == {"greeting": "hi"}
+    assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
+    assert Workflow.objects.count() == 3

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.files.uploadedfile import UploadedFile
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -13,26 +14,47 @@ from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.podspec import workflow_pods
 from workflows.scheduling.runtime import artifact_store, runtime_backend
 from workflows.selectors import task_domains
+from workflows.spec.loader import SpecLimits
 from workflows.waiting import workflow_waiting
 
 
 @extend_schema_field({"oneOf": [{"type": "string", "minLength": 1, "pattern": "\\S"},
                                {"type": "object", "additionalProperties": True}]})
 class SpecField(serializers.Field):
-    """The workflow spec: YAML (or JSON) text, or an already-parsed object."""
+    """The workflow spec: YAML (or JSON) text, or an already-parsed object; in a multipart form (``curl -F
+    spec=@spec.yaml``), an uploaded file, read as its text."""
 
     default_error_messages = {"invalid": "Must be YAML text or an object."}
 
     def to_internal_value(self, data: Any) -> str | dict[str, Any]:
         if isinstance(data, (str, dict)):
             return data
+        if isinstance(data, UploadedFile):
+            return self._uploaded_text(data)
         self.fail("invalid")
+
+    @staticmethod
+    def _uploaded_text(upload: UploadedFile) -> str:
+        limit = SpecLimits().max_bytes
+        if (upload.size or 0) > limit:
+            raise serializers.ValidationError(
+                f"The uploaded file {upload.name} is larger than {limit} bytes, the limit of a spec.")
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise serializers.ValidationError(
+                f"The uploaded file {upload.name} is not UTF-8 text (byte {exc.start}).") from exc
 
     def to_representation(self, value: Any) -> Any:
         return value
 
 
 PRIORITY_CHOICES_TEXT = ", ".join(Priority.values)
+
+
+class WorkflowRestartInputSerializer(serializers.Serializer):
+    pool = serializers.CharField(max_length=63, required=False, allow_blank=True,
+                                 help_text="Run in this pool (default: the workflow's).")
 
 
 class WorkflowSubmitInputSerializer(serializers.Serializer):

@@ -22,6 +22,7 @@ from workflows.api.serializers import (
     UserOutputSerializer,
     WorkflowEventsOutputSerializer,
     WorkflowOutputSerializer,
+    WorkflowRestartInputSerializer,
     WorkflowSpecOutputSerializer,
     WorkflowSubmitInputSerializer,
     WorkflowSubmitOutputSerializer,
@@ -203,6 +204,28 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         return Response(WorkflowOutputSerializer(workflow).data)
 
+
+    @extend_schema(
+        request=WorkflowRestartInputSerializer,
+        parameters=[OWNER_PARAM, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={201: WorkflowSubmitOutputSerializer, 200: WorkflowSubmitOutputSerializer, **ERRORS,
+                   404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow."), 409: AMBIGUOUS,
+                   422: OpenApiResponse(ErrorOutputSerializer,
+                                        description="Idempotency-Key already used with a different request.")},
+        description="Submit the workflow's stored spec again as a new workflow of yours (`<name>-<n+1>`), in its "
+        "pool unless `pool` names another, with its priority and template values. The stored spec is the "
+        "rendered one: it is not rendered again.",
+    )
+    @action(detail=True, methods=["post"])
+    def restart(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = WorkflowRestartInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        workflow, created = services.workflow_restart(workflow=self.get_object(), user=signed_in(request),
+                                                      pool_name=serializer.validated_data.get("pool") or None,
+                                                      idempotency_key=_idempotency_key(request))
+        workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
+        answer = {**WorkflowOutputSerializer(workflow).data, "warnings": []}
+        return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(
         request=None,

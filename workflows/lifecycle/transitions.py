@@ -141,7 +141,9 @@ def workflow_status_refresh(workflow: Workflow, *, message: str = "") -> bool:
     previous = workflow.status
     workflow.status = status
     fields = ["status", "updated_at"]
-    if status != WorkflowStatus.PENDING and workflow.started_at is None:
+    # Started: first RUNNING (or COMPLETED, if a refresh saw it only then). A workflow failed while it
+    # was never RUNNING (cancelled or timed out in the queue) has no start time.
+    if status in (WorkflowStatus.RUNNING, WorkflowStatus.COMPLETED) and workflow.started_at is None:
         workflow.started_at = now
         fields.append("started_at")
     if workflow.is_terminal:

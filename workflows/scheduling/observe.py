@@ -79,7 +79,10 @@ def _pod_log(workflow: Workflow, task: Task, *, tail: int, now: datetime) -> tup
     except DispatchTransientError as exc:
         raise BackendUnavailableError(pool.name, str(exc)) from exc
     except DispatchPermanentError as exc:
-        raise LogUnavailableError(workflow.workflow_id, task.name, task.pod_name, str(exc)) from exc
+        reason = str(exc)
+        if task.pod_deleted_at is not None:  # cancelled, stopped with its lead, cleaned up: not only "not found"
+            reason += f"; its pod was deleted (the task is {task.status}), and its log with it"
+        raise LogUnavailableError(workflow.workflow_id, task.name, task.pod_name, reason) from exc
     return list(log.lines), log.truncated
 
 

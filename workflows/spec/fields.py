@@ -60,10 +60,12 @@ class TaskFields(SpecWalker):
 
     # -- shared ---------------------------------------------------------------------------------
 
-    def container_path(self, value: object, path: str, *, relative: bool = False, reserved: bool = True) -> str | None:
+    def container_path(self, value: object, path: str, *, relative: bool = False, reserved: bool = True,
+                       side: str = "in the container") -> str | None:
         """An absolute (or, with ``relative``, a relative: to the task's working directory),
         normalised path in the container, outside :data:`RESERVED_DIRS` (unless not ``reserved``:
-        host mounts such as /dev/shm, which the pool's platforms decide on)."""
+        host mounts such as /dev/shm, which the pool's platforms decide on). ``side`` says where the
+        path is in the message (a ``volumeMounts`` item's first part is on the host)."""
         text = self.string(value, path)
         if text is None:
             return None
@@ -74,7 +76,7 @@ class TaskFields(SpecWalker):
                 return None
             return text
         if not text.startswith("/"):
-            self.error(path, f"{text[:80]!r} must be an absolute path in the container (starting with /)")
+            self.error(path, f"{text[:80]!r} must be an absolute path {side} (starting with /)")
             return None
         parts = text.split("/")
         if ".." in parts or "." in parts or "//" in text or (len(text) > 1 and text.endswith("/")):
@@ -365,7 +367,7 @@ class TaskFields(SpecWalker):
             if len(parts) > 3 or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
                 self.error(item_path, f"{text[:80]!r}: write <host path>[:<container path>[:ro]]")
                 continue
-            host = self.container_path(parts[0], item_path, reserved=False)
+            host = self.container_path(parts[0], item_path, reserved=False, side="on the host")
             inside = self.container_path(parts[1], item_path, reserved=False) if len(parts) > 1 else host
             if host is None or inside is None:
                 continue

@@ -355,6 +355,8 @@ def render_spec(
     """
     limits = limits or TemplateLimits()
     spec_limits = spec_limits or SpecLimits()
+    # A file saved as "UTF-8 with BOM": the mark would hide a first line's `default-values:`.
+    text = text.removeprefix("\ufeff")
     values = dict(values or {})
     env = dict(env or {})
     errors = check_values(values, path="set", limits=limits)
