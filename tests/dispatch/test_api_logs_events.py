@@ -58,7 +58,7 @@ def test_logs_of_the_only_task_read_the_pods_tail(user, user_client, kube_api, k
                                "truncated": True,
                                "tasks": [{"task": "t0", "pod": task.pod_name, "truncated": True, "error": None}],
                                "tasks_omitted": 0}
-    assert kube_api.requests[0].query == {"container": ["task"], "tailLines": ["3"]}
+    assert kube_api.requests[0].query == {"container": ["task"], "tailLines": ["3"], "limitBytes": ["67108864"]}
 
 
 @pytest.mark.parametrize(("query", "path", "words"), [
