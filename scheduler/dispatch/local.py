@@ -266,13 +266,13 @@ class LocalBackend:
             for path in paths:
                 clash = self._service_clash(path)
                 if clash is not None:
-                    raise DispatchPermanentError(f"pod {pod.pod_name}: the {kind} {path[:200]!r} may not be used by "
+                    raise DispatchPermanentError(f"the {kind} {path[:200]!r} may not be used by "
                                                  f"a task: it overlaps the service's folder {clash!r}")
         if self.writable is not None:
             for path in uploads:
                 if not any(_within(os.path.realpath(path), root) for root in self.writable):
                     raise DispatchPermanentError(
-                        f"pod {pod.pod_name}: the upload folder {path[:200]!r} may not be used by a task: it is "
+                        f"the upload folder {path[:200]!r} may not be used by a task: it is "
                         f"outside the folders tasks may write ({', '.join(self.writable)}; OSMO_LOCAL_WRITABLE)")
         return uploads, inputs
 
@@ -285,7 +285,7 @@ class LocalBackend:
             plan = json.loads(pod.runtime_plan)
         else:
             if not pod.command:
-                raise DispatchPermanentError(f"pod {pod.pod_name}: the local backend needs a command (it does not "
+                raise DispatchPermanentError(f"the local backend needs a command (it does not "
                                              f"run the image {pod.image!r}'s entrypoint)")
             plan = {"command": list(pod.command), "args": list(pod.args), "env": dict(pod.environment)}
         plan["output_dir"] = SANDBOX_OUTPUT
@@ -354,7 +354,7 @@ class LocalBackend:
         try:
             plan = self._plan(pod)
         except ValueError as exc:
-            raise DispatchPermanentError(f"pod {pod.pod_name}: the runtime plan is not JSON: {exc}") from exc
+            raise DispatchPermanentError(f"the runtime plan is not JSON: {exc}") from exc
         if shutil.which(self.bwrap) is None:
             raise DispatchPermanentError(f"the local backend needs bubblewrap ({self.bwrap!r} is not on PATH)")
         binds = self._file_binds(pod, plan)
