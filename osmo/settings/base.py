@@ -286,6 +286,12 @@ OSMO_TEMPLATE_MAX_WALL_SECONDS = env.float("OSMO_TEMPLATE_MAX_WALL_SECONDS", def
 # A placement cycle stops trying further groups after this long, commits, and requests another cycle.
 OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
+# File parts of a multipart request count against DATA_UPLOAD_MAX_MEMORY_SIZE too (osmo/uploads.py).
+FILE_UPLOAD_HANDLERS = [
+    "osmo.uploads.BoundedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 # The task runtime (docs/runtime.md). The artifact store carries `task` inputs between tasks: a URL per
 # pool (OSMO_ARTIFACT_STORES="pool-a=s3://bucket/osmo,pool-b=file:///data/artifacts"), else the default.
 OSMO_ARTIFACT_STORE = env.str("OSMO_ARTIFACT_STORE", default=(DATA_DIR / "artifacts").as_uri())

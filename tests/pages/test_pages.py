@@ -421,6 +421,23 @@ def test_submit_takes_an_uploaded_file_as_large_as_a_spec_may_be(alice_client, s
     assert "The file is larger than 1048576 bytes, the limit of a spec." in _text(refused)
 
 
+def test_submit_refuses_an_upload_past_the_request_limit_before_writing_it(alice_client, scene, settings, tmp_path):
+    # given a body limit, a temporary folder to watch, and a file past the limit
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024
+    big = SimpleUploadedFile("big.yaml", b"#" * (64 * 1024 + 1))
+
+    # when
+    refused = alice_client.post("/submit/", {"spec_file": big, "pool": "nvl72", "action": "dry_run"})
+
+    # then
+    assert refused.status_code == 400
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_submit_page_loads_an_example(alice_client):
     # when
     response = alice_client.get("/submit/?example=scoped-group-example&pool=nvl72")

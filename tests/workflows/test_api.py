@@ -103,6 +103,28 @@ def test_spec_uploaded_as_a_multipart_file_is_read_as_its_text(user_client, pool
     assert Workflow.objects.count() == 1
 
 
+def test_a_multipart_body_past_the_request_limit_is_refused_before_its_files_are_written(user_client, pool,
+                                                                                        settings, tmp_path):
+    """Replays the audit's finding: Django's body limit leaves file parts out and streams them to disk,
+    so a multipart spec upload of any size was written to a temporary file before it was refused."""
+    # given a body limit, a temporary folder to watch, and a file past the limit
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024  # anything bigger would go to a temporary file
+    big = SimpleUploadedFile("big.yaml", b"#" * (64 * 1024 + 1), content_type="application/x-yaml")
+
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": big})
+
+    # then
+    assert response.status_code == 413
+    assert response.json()["code"] == "request_too_large"
+    assert list(tmp_path.iterdir()) == []
+    assert Workflow.objects.count() == 0
+
+
 def test_spec_as_object(user_client, pool):
     response = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": yaml.safe_load(SIMPLE)}, format="json")
     assert response.status_code == 201
