@@ -185,7 +185,7 @@ def _tokens(text: str, *, workflow_id: str, hosts: Mapping[str, str]) -> str:
     return re.sub(r"\{\{host:([^}]+)\}\}", lambda m: hosts.get(m.group(1).strip(), m.group(0)), text)
 
 
-def _overlaps(url: str, store: str) -> bool:
+def store_overlaps(url: str, store: str) -> bool:
     """Whether ``url`` names ``store`` or a place in it, or holds it (same scheme and bucket, one path
     within the other once ``..`` is resolved)."""
     a, b = urlparse(url), urlparse(store)
@@ -196,13 +196,20 @@ def _overlaps(url: str, store: str) -> bool:
                for inner, outer in ((path, root), (root, path)))
 
 
+def store_refusal(url: str, store: str) -> str | None:
+    """Why a ``url`` input, an output or a checkpoint may not name ``url`` (None: it may): the pool's
+    artifact store holds every workflow's outputs under guessable ids (docs/design.md, the runtime
+    section). The spec parser says it at submission, the plan again at dispatch (after tokens)."""
+    if not store or not store_overlaps(url, store):
+        return None
+    return (f"{url[:200]!r} is in the service's artifact store ({store}), which holds every workflow's outputs: "
+            "read an upstream task's output with `inputs: [{task: NAME}]`, and write yours to {{output}}")
+
+
 def _store_refused(field_path: str, url: str, store: str) -> None:
-    """A ``url`` input, an output or a checkpoint may not name the artifact store: every workflow's
-    outputs are there, under guessable ids (docs/design.md, the runtime section)."""
-    if store and _overlaps(url, store):
-        raise PlanInvalidError(field_path, f"{url[:200]!r} is in the service's artifact store ({store}), which holds "
-                                           "every workflow's outputs: read an upstream task's output with "
-                                           "`inputs: [{task: NAME}]`, and write yours to {{output}}")
+    refusal = store_refusal(url, store)
+    if refusal is not None:
+        raise PlanInvalidError(field_path, refusal)
 
 
 def plan_from_osmo_task(

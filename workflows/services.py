@@ -42,6 +42,7 @@ from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
 from workflows.scheduling.gang_dispatch import tasks_with_pods
 from workflows.scheduling.requests import gang_request_from_spec, task_requests_to_json
+from workflows.scheduling.runtime import artifact_store
 from workflows.spec import (
     PoolContext,
     SpecInvalidError,
@@ -81,7 +82,8 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
         .distinct()
         .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
     )
-    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool))
+    return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool),
+                       artifact_store=artifact_store(pool.name))
 
 
 # The pool facts of recent submissions by (pool, inventory epoch, keys version): its keys and its

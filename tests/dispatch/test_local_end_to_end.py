@@ -178,7 +178,7 @@ def test_a_task_naming_another_workflows_artifacts_fails_before_it_runs(user, lo
                                                                         celery_beat, settings):
     """Replays the audit's finding: artifact ids are guessable (``<name>-<n>-u<user>``), and a task that
     named another workflow's artifact folder as an output overwrote what that workflow's downstream
-    tasks read."""
+    tasks read. Submission refuses such a URL; one made with a token is known only at dispatch."""
     # given a worker, and another user's committed artifact in the pool's store
     celery_worker_factory("local", concurrency=1)
     victim = Path(settings.OSMO_ARTIFACT_STORE.removeprefix("file://")) / "local-chain-1-u99" / "producer"
@@ -194,7 +194,7 @@ workflow:
       lead: true
       image: ubuntu
       command: [sh, -c, "echo forged > /osmo/output/msg.txt"]
-      outputs: [{{url: "{victim.as_uri()}"}}]
+      outputs: [{{url: "{victim.as_uri()}/{{{{workflow_id}}}}"}}]
 resources:
   default: {{cpu: 1, gpu: 0}}
 """

@@ -243,3 +243,37 @@ def test_a_tasks_outputs_list_the_urls_its_spec_uploads_to(user_client, pools):
     assert outputs == {"save": ["s3://bucket/models/"], "plain": []}
     assert [t["outputs"] for g in created.json()["groups"] for t in g["tasks"]] == \
         [t["outputs"] for g in read["groups"] for t in g["tasks"]]
+
+
+def test_urls_in_the_pools_artifact_store_are_refused_at_submission_by_path(user_client, pools, settings):
+    """Replays the audit's finding: artifact ids are guessable, so a `url` input, an output or a
+    checkpoint naming the artifact store reads or overwrites another workflow's outputs."""
+    # given the pools' artifact store, and a spec naming it three ways (and once through a token, left
+    # to dispatch, and once beside it)
+    settings.OSMO_ARTIFACT_STORES = {"alpha": "s3://bucket/osmo"}
+    spec = """workflow:
+  name: reader
+  tasks:
+  - name: t
+    image: busybox
+    command: [sh, -c, "true"]
+    inputs:
+    - url: s3://bucket/osmo/hello-1-u7/train
+    - url: s3://bucket/osmo-datasets/a
+    outputs:
+    - url: s3://bucket
+    - url: s3://bucket/osmo/{{workflow_id}}
+    checkpoint:
+    - {path: /ck, url: "s3://bucket/osmo/../osmo/x", frequency: 1m}
+"""
+
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "alpha", "spec": spec}, format="json")
+
+    # then
+    assert response.status_code == 400, response.json()
+    errors = response.json()["details"]["errors"]
+    assert sorted(error["path"] for error in errors) == [
+        "workflow.tasks[0].checkpoint[0].url", "workflow.tasks[0].inputs[0].url", "workflow.tasks[0].outputs[0].url"]
+    assert all("is in the service's artifact store (s3://bucket/osmo)" in error["message"] for error in errors)
+    assert Workflow.objects.count() == 0

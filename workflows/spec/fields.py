@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from parsing.quantity import QuantityError, parse_duration
+from runtime.plan import store_refusal
 from workflows.spec.drafts import GroupDraft, ResourceDraft, TaskDraft, listing
 from workflows.spec.errors import join_path
 from workflows.spec.model import (
@@ -104,6 +105,10 @@ class TaskFields(SpecWalker):
             return None
         if not URL_PATTERN.fullmatch(text):
             self.error(path, f"{text[:80]!r} is not a storage URL like s3://bucket/path")
+            return None
+        refusal = store_refusal(text, self.pool.artifact_store) if self.pool is not None and "{{" not in text else None
+        if refusal is not None:  # (with a token, dispatch checks it once it is resolved)
+            self.error(path, refusal)
             return None
         return text
 

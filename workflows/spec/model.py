@@ -42,13 +42,15 @@ class PlatformRule:
 @dataclass(frozen=True, slots=True)
 class PoolContext:
     """What the spec is validated against: the pool's name, its topology keys (coarsest first),
-    the distinct capacities of its nodes and its platforms. An empty ``node_capacities`` skips the
-    fit check; an empty ``platforms`` accepts any platform name (stored, not checked)."""
+    the distinct capacities of its nodes, its platforms and its artifact store. An empty
+    ``node_capacities`` skips the fit check; an empty ``platforms`` accepts any platform name (stored,
+    not checked); a URL input, output or checkpoint may not name the ``artifact_store``."""
 
     name: str
     keys: tuple[str, ...] = ()
     node_capacities: tuple[NodeCapacity, ...] = ()
     platforms: tuple[PlatformRule, ...] = ()
+    artifact_store: str = ""
 
 
 @dataclass(frozen=True, slots=True)
