@@ -42,3 +42,25 @@ def test_provider_tokens_and_the_login_page_answer_while_redis_is_down(client, s
     assert me.json() == {"username": "alice", "is_staff": False}
     assert login.status_code == 200
     assert b'id="sso-login"' in login.content
+
+
+def test_the_login_page_asks_the_provider_once_per_status_period_while_redis_is_down(client, sso, redis_cache,
+                                                                                      monkeypatch):
+    """Replays the audit's finding: with no cache to remember the provider's state, every load of the
+    login page during a Redis outage asked the provider (up to 3 s each when it is slow)."""
+    # given Redis down, and the provider's probes counted
+    from osmo.sso import shared_cache, views
+
+    monkeypatch.setattr(shared_cache, "_local", {})
+    probes = []
+    real_get = views.requests.get
+    monkeypatch.setattr(views.requests, "get", lambda *args, **kwargs: probes.append(args) or real_get(*args, **kwargs))
+    redis_cache.kill()
+
+    # when the login page is loaded three times
+    pages = [client.get("/accounts/login/") for _ in range(3)]
+
+    # then each offers the provider, which was asked once
+    assert [page.status_code for page in pages] == [200, 200, 200]
+    assert all(b'id="sso-login"' in page.content for page in pages)
+    assert len(probes) == 1
