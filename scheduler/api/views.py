@@ -79,11 +79,13 @@ def _key_specs(items: list[dict[str, str]] | None) -> list[pool_services.KeySpec
     return [pool_services.KeySpec(key=item["key"], label=item["label"]) for item in items]
 
 
-def pool_named(name: str) -> Pool:
-    """The pool of a URL, or 404 naming it (not DRF's bare "Not found.")."""
+def pool_named(name: str, user: Any) -> Pool:
+    """The pool of a URL: 404 naming it (not DRF's bare "Not found."), 403 when ``user`` has no access."""
     pool = selectors.pool_list().filter(name=name).first()
     if pool is None:
         raise NotFoundError(f"Pool {name!r} not found.", details={"pool": name})
+    if not access.pool_accessible(pool, user=user):
+        raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.", details={"pool": pool.name})
     return pool
 
 
@@ -129,10 +131,7 @@ class PoolViewSet(NulSafeLookupMixin, viewsets.GenericViewSet):
         return access.pools_visible(selectors.pool_list(), user=self.request.user)
 
     def get_object(self) -> Pool:
-        pool = pool_named(self.kwargs["name"])
-        if not access.pool_accessible(pool, user=self.request.user):
-            raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.", details={"pool": pool.name})
-        return pool
+        return pool_named(self.kwargs["name"], self.request.user)
 
     def _detail(self, pool: Pool, *, status_code: int = status.HTTP_200_OK) -> Response:
         keys = selectors.pool_keys(pool)
@@ -279,11 +278,7 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
     @property
     def pool(self) -> Pool:
         if not hasattr(self, "_pool"):
-            pool = pool_named(self.kwargs["pool_name"])
-            if not access.pool_accessible(pool, user=self.request.user):
-                raise access.PoolForbiddenError(f"You have no access to pool {pool.name!r}.",
-                                                details={"pool": pool.name})
-            self._pool = pool
+            self._pool = pool_named(self.kwargs["pool_name"], self.request.user)
         return self._pool
 
     @property

@@ -69,8 +69,8 @@ def _local_service_folders() -> dict[str, tuple[str, ...]]:
     if home != Path(home.anchor):  # its keys and cloud credentials (~/.ssh, ~/.aws, ~/.kube)
         hidden.append(str(home))
     stores = [settings.OSMO_ARTIFACT_STORE, *settings.OSMO_ARTIFACT_STORES.values()]
-    writable = [*settings.OSMO_LOCAL_WRITABLE,
-                *(urlparse(url).path for url in stores if urlparse(url).scheme == "file" and urlparse(url).path)]
+    file_stores = [urlparse(url) for url in stores]
+    writable = [*settings.OSMO_LOCAL_WRITABLE, *(url.path for url in file_stores if url.scheme == "file" and url.path)]
     return {"hidden": tuple(hidden), "sealed": tuple(sealed), "writable": tuple(writable)}
 
 

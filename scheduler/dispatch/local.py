@@ -218,8 +218,6 @@ class LocalBackend:
     def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap",
                  hidden: Iterable[str] = (), sealed: Iterable[str] = (), writable: Iterable[str] | None = None
                  ) -> None:
-        import sys
-
         self.root = Path(root) if root is not None else default_root()
         self.python = python or sys.executable
         self.bwrap = bwrap
