@@ -27,13 +27,15 @@ Policies rank the racks with room for a model (smallest key first):
 - ``reserved``: the first ``RESERVED`` racks of each zone are offered to models smaller than a large
   gang's last (a soft partition for large gangs), then ``best``.
 
-``--protect`` (admission): while a large gang (2-4 models of 16 trays) queued ahead of it has waited,
-a smaller model may not take a rack with 16 or more whole free trays. ``--orders``: the window's
-order at each scan, for the proxy and its ceiling alike (``fifo``; ``big``: most GPUs first; ``small``:
-fewest first; ``big-aged``: GPUs x (1 + wait / mean duration) first). The ceiling is the same loop
-with the constraints dropped (a model takes whole free trays anywhere), as :mod:`bench.simulate`'s
-``ceiling``; each line gives the policy's utilisation over [0, last arrival], the ceiling's and the
-loss (ceiling less policy, in points), per seed and on average.
+``--plain``: where a plain task goes among the trays with the fewest free GPUs (``tightest``: the lowest
+rack; ``fewest-whole``: the rack with the fewest whole free trays; ``partial-rack``: the rack with the
+most part-used trays). ``--protect`` (admission): while a large gang (2-4 models of 16 trays) queued
+ahead of it has waited, a smaller model may not take a rack with 16 or more whole free trays.
+``--orders``: the window's order at each scan, for the proxy and its ceiling alike (``fifo``; ``big``:
+most GPUs first; ``small``: fewest first; ``big-aged``: GPUs x (1 + wait / mean duration) first). The
+ceiling is the same loop with the constraints dropped (a model takes whole free trays anywhere), as
+:mod:`bench.simulate`'s ``ceiling``; each line gives the policy's utilisation over [0, last arrival],
+the ceiling's and the loss (ceiling less policy, in points), per seed and on average.
 """
 
 from __future__ import annotations
@@ -205,11 +207,22 @@ def place_models(p: Racks, sizes: list[int], zoned: bool, rank: Rank, end: float
     return None
 
 
-def place_plain(p: Racks, gpus: list[int]) -> list[tuple[int, int, int]] | None:
-    """Each task (GPUs) on the tray with the fewest free GPUs that has room: [(rack, tray, GPUs)]."""
+PlainRank = Callable[[Racks, int, int, int], tuple]
+PLAIN: dict[str, PlainRank] = {  # a plain task's tray (free GPUs f, rack r, tray t): smallest key first
+    "tightest": lambda p, f, r, t: (f, r, t),
+    "fewest-whole": lambda p, f, r, t: (f, p.whole[r] if f == TRAY_GPUS else 0, r, t),
+    "partial-rack": lambda p, f, r, t: (f, -sum(0 < x < TRAY_GPUS for x in p.trays[r]) if f == TRAY_GPUS else 0,
+                                        p.whole[r] if f == TRAY_GPUS else 0, r, t),
+}
+
+
+def place_plain(p: Racks, gpus: list[int], rule: PlainRank = PLAIN["tightest"]) -> list[tuple[int, int, int]] | None:
+    """Each task (GPUs) on the tray with room that ``rule`` ranks first (by default the one with the fewest
+    free GPUs, then the lowest rack): [(rack, tray, GPUs)]."""
     took: list[tuple[int, int, int]] = []
     for g in sorted(gpus, reverse=True):
-        spot = min(((f, r, t) for r, row in enumerate(p.trays) for t, f in enumerate(row) if f >= g), default=None)
+        spot = min(((f, r, t) for r, row in enumerate(p.trays) for t, f in enumerate(row) if f >= g),
+                   key=lambda c: rule(p, *c), default=None)
         if spot is None:
             release_plain(p, took)
             return None
@@ -297,7 +310,8 @@ def _take(p: Racks, r: int, trays: int) -> list[int]:
 
 
 def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: bool = False,
-        ceiling: bool = False, pool: Racks | None = None, moves: Repack | None = None) -> dict:
+        ceiling: bool = False, pool: Racks | None = None, moves: Repack | None = None,
+        plain_rule: str = "tightest") -> dict:
     """The trace through the proxy's loop: GPU utilisation over [0, last arrival] (busy GPU time, a
     moved gang's re-run included), goodput (less the work moves threw away), and the pool at the end
     (every job that started has ended by then: the events run out)."""
@@ -403,7 +417,7 @@ def run(jobs: list[Job], rank: Rank = best, *, order: str = "fifo", protect: boo
                 ends[q] = finish
                 put(q, racks, [])
             else:
-                trays = place_plain(p, plain[q])
+                trays = place_plain(p, plain[q], PLAIN[plain_rule])
                 if trays is None:
                     waiting.append(q)
                     continue
@@ -427,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", default="fifo", help="comma-separated, of " + ", ".join(ORDERS))
     parser.add_argument("--protect", action="store_true",
                         help="smaller models keep off racks with 16+ whole free trays while a large gang waits ahead")
+    parser.add_argument("--plain", choices=tuple(PLAIN), default="tightest",
+                        help="a plain task's tray among those with the fewest free GPUs: the lowest rack (tightest), "
+                        "the rack with the fewest whole trays, or the rack with the most part-used trays")
     parser.add_argument("--repack", choices=("resume", "checkpoint", "restart"), default=None,
                         help="a large gang that waited --repack-wait and does not fit may have every running model "
                         "placed again if it then fits; moved gangs resume (free), go on from their last checkpoint, "
@@ -450,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.policies.split(","):
             if name not in RANKS:
                 parser.error(f"--policies: {name!r} is none of {', '.join(RANKS)}")
-            rows = [run(jobs, RANKS[name], order=order, protect=args.protect, moves=moves) for jobs in traces]
+            rows = [run(jobs, RANKS[name], order=order, protect=args.protect, moves=moves, plain_rule=args.plain)
+                    for jobs in traces]
             mine = [row["gpu_utilisation"] for row in rows]
             good = [row["goodput"] for row in rows]
             loss = [100 * (c - m) for c, m in zip(top, mine, strict=True)]
@@ -462,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                 "repacks": [row["repacks"] for row in rows], "moved": [row["moved"] for row in rows]}
             print(json.dumps({
                 "load": args.load, "seeds": seeds, "policy": name, "order": order, "protect": args.protect,
+                "plain": args.plain,
                 "utilisation": [round(100 * m, 1) for m in mine], "mean": round(100 * statistics.fmean(mine), 2),
                 "ceiling": [round(100 * c, 1) for c in top], "ceiling_mean": round(100 * statistics.fmean(top), 2),
                 "loss_points": [round(x, 1) for x in loss], "loss_points_mean": round(statistics.fmean(loss), 2),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from bench.pools import nvl72_pool
-from bench.rack_policies import Racks, Repack, best, ends, place_models, repack, run
+from bench.rack_policies import PLAIN, Racks, Repack, best, ends, place_models, place_plain, repack, run
 from bench.simulate import trace
 
 
@@ -140,3 +140,18 @@ def test_moves_for_any_waiting_gang_try_more_often_than_for_large_gangs_only():
     assert any_["repacks"] > large["repacks"] > 0
     assert any_["goodput"] == any_["gpu_utilisation"]
     assert any_["pool"].whole == [18] * 56
+
+
+def test_a_plain_task_breaks_a_tray_of_the_rack_the_rule_ranks_first():
+    # given racks with 18, 5 and 9 whole free trays, the third with two part-used trays
+    def pool() -> Racks:
+        p = _racks([18, 5, 9])
+        p.trays = [[4] * 18, [4] * 5 + [0] * 13, [4] * 9 + [2, 1] + [0] * 7]
+        return p
+    # when a task of 4 GPUs is placed by each rule
+    tightest, fewest, partial = (place_plain(pool(), [4], PLAIN[rule]) for rule in
+                                 ("tightest", "fewest-whole", "partial-rack"))
+    # then the lowest rack, the rack with the fewest whole trays, and the one with part-used trays gave one
+    assert tightest == [(0, 0, 4)]
+    assert fewest == [(1, 0, 4)]
+    assert partial == [(2, 0, 4)]
