@@ -9,6 +9,8 @@ import re
 from typing import Any
 
 _SEGMENT = re.compile(r'\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]|\.?([^.\[\]]+)')
+# A Jinja expression within one line: ``{{ storage_url }}``, ``{{output}}``.
+_EXPRESSION = re.compile(r"\{\{.*?\}\}")
 
 
 def path_segments(path: str) -> list[str | int] | None:
@@ -30,16 +32,27 @@ def path_segments(path: str) -> list[str | int] | None:
     return segments
 
 
+def yaml_shape(text: str) -> str:
+    """``text`` as YAML with the same lines: a template without block tags (``{% ... %}``) has each
+    one-line expression replaced by a plain word as wide, so ``url: {{ storage_url }}/out/`` parses
+    and the lines of the file are the lines of the spec the service renders from it. Block tags can
+    repeat or drop lines, so a template with them is left as it is (its paths need not match it)."""
+    if "{{" not in text or "{%" in text:
+        return text
+    return _EXPRESSION.sub(lambda match: "x" * len(match.group(0)), text)
+
+
 def line_of(text: str, path: str) -> int | None:
-    """1-based line of ``path`` in the YAML ``text``, or of its parent when the last part is missing
-    (an error about a key that should be there); ``None`` otherwise."""
+    """1-based line of ``path`` in the YAML ``text`` (a template: see :func:`yaml_shape`), or of its
+    parent when the last part is missing (an error about a key that should be there); ``None``
+    otherwise."""
     segments = path_segments(path)
     if not segments:
         return None
     try:
         import yaml
 
-        node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
+        node: Any = yaml.compose(yaml_shape(text), Loader=yaml.SafeLoader)
     except Exception:
         return None
     if node is None:
