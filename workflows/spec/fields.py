@@ -439,7 +439,8 @@ class TaskFields(SpecWalker):
                                          "{{input:<task>}} or {{host:<task>}}")
                     for token in find_tokens(text):
                         if token.kind == "host" and token.arg not in known:
-                            self.error(path, f"{token.text} names no task of this workflow; tasks: {listing(names)}")
+                            self.error(path, f"{token.text} names no task of this workflow; tasks: {listing(names)}"
+                                             f"{_host_hint(str(token.arg), groups)}")
                         elif token.kind == "input" and isinstance(token.arg, int):
                             if token.arg >= len(task.input_specs):
                                 count = len(task.input_specs)
@@ -449,6 +450,22 @@ class TaskFields(SpecWalker):
                             have = f"its task inputs: {listing(sorted(input_tasks))}" if input_tasks else \
                                 "it has no task inputs"
                             self.error(path, f"{token.text} names no input of task {task.name!r}; {have}")
+
+
+def _host_hint(name: str, groups: list[GroupDraft]) -> str:
+    """What ``{{host:<name>}}`` named, when ``name`` is a group or a resource rather than a task (OSMO's
+    NIM recipe writes ``{{host:nim-server}}``, its server task's resource): the task to write instead."""
+    by_group = sorted(task.name for group in groups if group.name == name and not group.derived
+                      for task in group.tasks if task.name is not None)
+    if by_group:
+        return f" ({name!r} is a group: {{{{host:<task>}}}} takes one of its tasks, {listing(by_group)})"
+    by_resource = sorted(task.name for group in groups for task in group.tasks
+                         if task.resource == name and task.name is not None)
+    if by_resource:
+        first = by_resource[0] if len(by_resource) == 1 else "<task>"
+        return (f" ({name!r} is a resource, used by task{'s' if len(by_resource) > 1 else ''} "
+                f"{listing(by_resource)}: write {{{{host:{first}}}}})")
+    return ""
 
 
 def _codes(low: int, high: int) -> str:
