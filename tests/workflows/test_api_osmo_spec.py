@@ -125,8 +125,8 @@ def test_a_repeated_key_is_accepted_with_a_warning_in_the_answer(user_client, po
         pytest.param(
             ("    files:", "    inputs:\n    - dataset: {{name: mnist}}\n    files:"),
             "workflow.tasks[0].inputs[0].dataset",
-            "dataset inputs are not supported: this service stores no datasets; give the data's storage location "
-            "as url",
+            "dataset inputs are not supported (this service keeps no datasets): give where the files of dataset "
+            "'mnist' are stored instead, as url: <scheme>://<bucket>/<path>/",
             id="_case_dataset",
         ),
     ],

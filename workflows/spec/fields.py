@@ -49,7 +49,7 @@ FILE_FIELDS = ("path", "contents", "localpath")
 # ``source``/``destination``/``frequency`` and ``checkpoint_cadence``: the same fields.
 CHECKPOINT_ALIASES = {"source": "path", "destination": "url", "checkpoint_cadence": "frequency"}
 CHECKPOINT_FIELDS = ("path", "url", "frequency", "regex", *CHECKPOINT_ALIASES)
-NO_DATASETS = "this service stores no datasets; give the data's storage location as url"
+NO_DATASETS = "this service keeps no datasets"
 LOCALPATH = (
     "localpath is read by the CLI (osmo workflow submit), relative to the spec file, and sent as "
     "contents; the API takes files with contents only"
@@ -166,7 +166,8 @@ class TaskFields(SpecWalker):
                 continue
             regex = self.regex(body["regex"], join_path(item_path, "regex")) if "regex" in body else None
             if kinds[0] == "dataset":
-                self.error(join_path(item_path, "dataset"), f"dataset inputs are not supported: {NO_DATASETS}")
+                self.error(join_path(item_path, "dataset"),
+                           f"dataset inputs are not supported ({NO_DATASETS}): {_instead(body['dataset'], 'stored')}")
                 draft.input_specs.append(placeholder)
             elif kinds[0] == "task":
                 name = self.string(body["task"], join_path(item_path, "task"))
@@ -186,7 +187,8 @@ class TaskFields(SpecWalker):
             if body is None:
                 continue
             if "dataset" in body:
-                self.error(join_path(item_path, "dataset"), f"dataset outputs are not supported: {NO_DATASETS}")
+                self.error(join_path(item_path, "dataset"), f"dataset outputs are not supported ({NO_DATASETS}): "
+                                                            f"{_instead(body['dataset'], 'uploaded')}")
                 continue
             if "url" not in body:
                 self.error(join_path(item_path, "url"), "this field is required")
@@ -450,6 +452,14 @@ class TaskFields(SpecWalker):
                             have = f"its task inputs: {listing(sorted(input_tasks))}" if input_tasks else \
                                 "it has no task inputs"
                             self.error(path, f"{token.text} names no input of task {task.name!r}; {have}")
+
+
+def _instead(dataset: object, done: str) -> str:
+    """What to write instead of a ``dataset`` input or output, naming the dataset (OSMO writes
+    ``dataset: {name: <name>}``, its cookbook also ``dataset: <name>``)."""
+    name = dataset.get("name") if isinstance(dataset, Mapping) else dataset
+    which = f"dataset {str(name)[:80]!r}" if isinstance(name, str | int) and str(name) else "the dataset"
+    return f"give where the files of {which} are {done} instead, as url: <scheme>://<bucket>/<path>/"
 
 
 def _host_hint(name: str, groups: list[GroupDraft]) -> str:
