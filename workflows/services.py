@@ -52,6 +52,7 @@ from workflows.spec import (
 )
 from workflows.spec.model import ScalarValue
 from workflows.spec.template import is_template, render_spec
+from workflows.spec.template_lines import template_lines
 from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
 from workflows.templating import template_limits
 
@@ -145,7 +146,10 @@ def workflow_validate(
         if user is not None:
             spec_credentials_check(parsed, source, user)
     except SpecInvalidError as exc:
-        raise WorkflowSpecInvalidError(exc.to_list()) from exc
+        errors = exc.to_list()
+        if rendered_values is None and not env:
+            errors = _with_template_lines(errors, template=spec, rendered=source, values=template_values)
+        raise WorkflowSpecInvalidError(errors) from exc
     _never_fits_check(pool, parsed, facts_key)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
@@ -202,6 +206,17 @@ def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarVal
                                dump=_dump_yaml, limits=template_limits())
         return rendered.text, rendered.values
     return spec, {}
+
+
+def _with_template_lines(errors: list[dict[str, Any]], *, template: str | dict[str, Any],
+                         rendered: str | dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The errors of a spec rendered from a template, each with the template ``line`` it comes from
+    when that is known (docs/api.md, "Errors"); a spec that was no template is returned as it is."""
+    if not isinstance(template, str) or not isinstance(rendered, str) or template == rendered:
+        return errors
+    lines = template_lines(template, values, rendered, [error["path"] for error in errors if error["path"]],
+                           template_limits())
+    return [{**error, "line": lines[error["path"]]} if error["path"] in lines else error for error in errors]
 
 
 def _dump_yaml(data: dict[str, Any]) -> str:

@@ -277,3 +277,38 @@ def test_urls_in_the_pools_artifact_store_are_refused_at_submission_by_path(user
         "workflow.tasks[0].checkpoint[0].url", "workflow.tasks[0].inputs[0].url", "workflow.tasks[0].outputs[0].url"]
     assert all("is in the service's artifact store (s3://bucket/osmo)" in error["message"] for error in errors)
     assert Workflow.objects.count() == 0
+
+
+LOOPED = """workflow:
+  name: ranks
+  pool: alpha
+  groups:
+  - name: ranks
+    tasks:
+    {% for rank in range(2) %}
+    - name: rank-{{ rank }}
+      lead: {{ rank == 0 }}
+      image: busybox
+      command: [sh, -c, "echo {{host:rank-0}}"]
+      credentials:
+        hub-token:
+          TOKEN: token
+    {% endfor %}
+"""
+
+
+def test_errors_of_a_looped_template_carry_their_template_line(user_client, pools):
+    """Regression: a refused template (OSMO's cookbook writes its ranks in loops) said paths of the
+    rendered spec only, which has more tasks than the file; each error now has the template's line."""
+    # when: the submitter has no credential 'hub-token'
+    response = user_client.post("/api/workflows/", {"spec": LOOPED}, format="json")
+
+    # then: both ranks' errors name line 13 of the template; nothing stored
+    assert response.status_code == 400, response.json()
+    message = ("you have no credential named 'hub-token'; create it with `osmo credential set hub-token ...` "
+               "(osmo credential list shows yours)")
+    assert response.json()["details"]["errors"] == [
+        {"path": f"workflow.groups[0].tasks[{index}].credentials.hub-token", "message": message, "line": 13}
+        for index in (0, 1)
+    ]
+    assert Workflow.objects.count() == 0

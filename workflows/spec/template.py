@@ -381,6 +381,12 @@ def render_spec(
     return RenderedSpec(text=rendered, values=merged, env=env)
 
 
+def render_text(text: str, values: Mapping[str, Any], limits: TemplateLimits) -> str:
+    """Render ``text`` as it is (run-time tokens protected already) with ``values``, bounded as
+    :func:`render_spec` renders (:mod:`workflows.spec.template_lines` renders a marked copy)."""
+    return _render_bounded(text, dict(values), limits)
+
+
 def _render_bounded(text: str, values: dict[str, ScalarValue], limits: TemplateLimits) -> str:
     """:func:`_render`, in a child process under ``limits.process`` when set."""
     if limits.process is None:
