@@ -45,6 +45,7 @@ from workflows.scheduling.requests import gang_request_from_spec, task_requests_
 from workflows.scheduling.runtime import artifact_store
 from workflows.spec import (
     PoolContext,
+    SpecError,
     SpecInvalidError,
     WorkflowSpec,
     parse_workflow,
@@ -66,11 +67,12 @@ class ValidatedSubmission:
     spec_text: str
     template_values: dict[str, Any]
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
+    render_warnings: tuple[SpecError, ...] = ()  # said by the rendering (a repeated key before set_env)
 
     @property
     def warnings(self) -> list[dict[str, str]]:
         """What was accepted but is worth saying (a repeated key), as ``[{"path", "message"}]``."""
-        return [warning.to_dict() for warning in self.spec.warnings]
+        return [warning.to_dict() for warning in (*self.render_warnings, *self.spec.warnings)]
 
 
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
@@ -124,11 +126,12 @@ def workflow_validate(
     ``rendered_values`` the spec is a stored one, rendered already (a restart): it is parsed as it is,
     not rendered again (what its rendering left, like a ``{% raw %}`` block's ``{{ x }}``, is text now),
     and those are its values."""
+    render_warnings: tuple[SpecError, ...] = ()
     if rendered_values is not None:
         source, template_values = spec, dict(rendered_values)
     else:
         try:
-            source, template_values = render_submission(spec, values=values, env=env)
+            source, template_values, render_warnings = render_submission(spec, values=values, env=env)
         except SpecInvalidError as exc:
             raise WorkflowSpecInvalidError(exc.to_list()) from exc
     pool_name = submission_pool(pool_name, source)
@@ -153,7 +156,7 @@ def workflow_validate(
     _never_fits_check(pool, parsed, facts_key)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
-                               keys=keys)
+                               keys=keys, render_warnings=render_warnings)
 
 
 # Gangs not refused by the check below, by (pool, inventory epoch, keys version, gang signature): the
@@ -198,14 +201,16 @@ def _ever_words(message: str) -> str:
         "the whole pool fits", "the whole pool could ever hold")
 
 
-def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None,
-                      env: dict[str, str] | None) -> tuple[str | dict[str, Any], dict[str, Any]]:
-    """The spec to parse (rendered when it is a template or values are given) and the values used."""
+def render_submission(
+    spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None, env: dict[str, str] | None,
+) -> tuple[str | dict[str, Any], dict[str, Any], tuple[SpecError, ...]]:
+    """The spec to parse (rendered when it is a template or values are given), the values used and
+    the rendering's warnings (:attr:`RenderedSpec.warnings`)."""
     if values or env or (isinstance(spec, str) and is_template(spec)):
         rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
                                dump=_dump_yaml, limits=template_limits())
-        return rendered.text, rendered.values
-    return spec, {}
+        return rendered.text, rendered.values, rendered.warnings
+    return spec, {}, ()
 
 
 def _with_template_lines(errors: list[dict[str, Any]], *, template: str | dict[str, Any],
