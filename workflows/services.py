@@ -52,7 +52,7 @@ from workflows.spec import (
     tree_to_json,
 )
 from workflows.spec.model import ScalarValue
-from workflows.spec.template import is_template, render_spec
+from workflows.spec.template import RenderedSpec, is_template, render_spec
 from workflows.spec.template_lines import template_lines
 from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
 from workflows.templating import template_limits
@@ -126,14 +126,15 @@ def workflow_validate(
     ``rendered_values`` the spec is a stored one, rendered already (a restart): it is parsed as it is,
     not rendered again (what its rendering left, like a ``{% raw %}`` block's ``{{ x }}``, is text now),
     and those are its values."""
-    render_warnings: tuple[SpecError, ...] = ()
+    rendered: RenderedSpec | None = None
     if rendered_values is not None:
         source, template_values = spec, dict(rendered_values)
     else:
         try:
-            source, template_values, render_warnings = render_submission(spec, values=values, env=env)
+            source, rendered = render_submission(spec, values=values, env=env)
         except SpecInvalidError as exc:
             raise WorkflowSpecInvalidError(exc.to_list()) from exc
+        template_values = rendered.values if rendered is not None else {}
     pool_name = submission_pool(pool_name, source)
     pool = pool_with_access(pool_name, user=user) if user is not None else Pool.objects.filter(name=pool_name).first()
     if pool is None:
@@ -150,13 +151,14 @@ def workflow_validate(
             spec_credentials_check(parsed, source, user)
     except SpecInvalidError as exc:
         errors = exc.to_list()
-        if rendered_values is None and not env:
-            errors = _with_template_lines(errors, template=spec, rendered=source, values=template_values)
+        if rendered is not None and isinstance(spec, str) and rendered.before_env is not None:
+            errors = _with_template_lines(errors, template=spec, rendered=rendered.before_env,
+                                          values=template_values)
         raise WorkflowSpecInvalidError(errors) from exc
     _never_fits_check(pool, parsed, facts_key)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
-                               keys=keys, render_warnings=render_warnings)
+                               keys=keys, render_warnings=rendered.warnings if rendered is not None else ())
 
 
 # Gangs not refused by the check below, by (pool, inventory epoch, keys version, gang signature): the
@@ -201,16 +203,14 @@ def _ever_words(message: str) -> str:
         "the whole pool fits", "the whole pool could ever hold")
 
 
-def render_submission(
-    spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None, env: dict[str, str] | None,
-) -> tuple[str | dict[str, Any], dict[str, Any], tuple[SpecError, ...]]:
-    """The spec to parse (rendered when it is a template or values are given), the values used and
-    the rendering's warnings (:attr:`RenderedSpec.warnings`)."""
+def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None,
+                      env: dict[str, str] | None) -> tuple[str | dict[str, Any], RenderedSpec | None]:
+    """The spec to parse, and its rendering when it is a template or values are given (None when not)."""
     if values or env or (isinstance(spec, str) and is_template(spec)):
         rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
                                dump=_dump_yaml, limits=template_limits())
-        return rendered.text, rendered.values, rendered.warnings
-    return spec, {}, ()
+        return rendered.text, rendered
+    return spec, None
 
 
 def _with_template_lines(errors: list[dict[str, Any]], *, template: str | dict[str, Any],

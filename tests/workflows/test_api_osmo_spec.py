@@ -319,11 +319,13 @@ LOOPED = """workflow:
 """
 
 
-def test_errors_of_a_looped_template_carry_their_template_line(user_client, pools):
+@pytest.mark.parametrize("extra", [{}, {"set_env": {"RUN": "1"}}], ids=["_case_plain", "_case_set_env"])
+def test_errors_of_a_looped_template_carry_their_template_line(user_client, pools, extra):
     """Regression: a refused template (OSMO's cookbook writes its ranks in loops) said paths of the
-    rendered spec only, which has more tasks than the file; each error now has the template's line."""
+    rendered spec only, which has more tasks than the file; each error now has the template's line,
+    with set_env too (whose rendered spec is a YAML dump)."""
     # when: the submitter has no credential 'hub-token'
-    response = user_client.post("/api/workflows/", {"spec": LOOPED}, format="json")
+    response = user_client.post("/api/workflows/", {"spec": LOOPED, **extra}, format="json")
 
     # then: both ranks' errors name line 13 of the template; nothing stored
     assert response.status_code == 400, response.json()
