@@ -61,10 +61,11 @@ def workflow_validate(
     Exit 0 when valid; 2 when invalid (every problem with its line) or when a gang can never fit the pool."""
     text, label = read_spec(file)
     chosen_pool = submission_pool(pool, text)
+    sent, origins = spec_to_send(text, file, label)
     with api_client() as api:
         answer = spec_validate(api, text=text, label=label, pool=chosen_pool,
                                template=template_fields(set_values, set_strings, set_env),
-                               sent=spec_to_send(text, file, label))
+                               sent=sent, origins=origins)
     if wants_json(json_out, format_type, output):
         echo_json(answer)
         return

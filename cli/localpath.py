@@ -48,13 +48,21 @@ def _block(lead: str, contents: str) -> list[str]:
 def inline_localpaths(text: str, base: Path, label: str) -> str:
     """``text`` with every ``localpath:`` line replaced by the file's ``contents`` (read relative to
     ``base``). Raises :class:`CliError` naming the spec line when a file cannot be read."""
+    return inline_localpaths_traced(text, base, label)[0]
+
+
+def inline_localpaths_traced(text: str, base: Path, label: str) -> tuple[str, list[int]]:
+    """:func:`inline_localpaths`, and for each line of the result the line of ``text`` it comes from
+    (1-based), so that a line the service names in what was sent is said in the user's file."""
     if "localpath:" not in text:
-        return text
+        return text, list(range(1, text.count("\n") + 2))
     out: list[str] = []
+    origins: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
         match = _LOCALPATH.match(line)
         if match is None:
             out.append(line)
+            origins.append(number)
             continue
         name = _unquote(match.group("value"))
         path = base / name
@@ -67,5 +75,7 @@ def inline_localpaths(text: str, base: Path, label: str) -> str:
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
             raise CliError(f"{where}: cannot read {path}: {reason}", exit_code=EXIT_USAGE) from exc
-        out.extend(_block(match.group("lead"), contents))
-    return "\n".join(out)
+        block = _block(match.group("lead"), contents)
+        out.extend(block)
+        origins.extend([number] * len(block))
+    return "\n".join(out), origins

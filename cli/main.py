@@ -281,7 +281,8 @@ def workflow_submit(
     json_out = wants_json(json_out, format_type)
     text, label = read_spec(file)
     chosen_pool = submission_pool(pool, text)
-    body = {**({"pool": chosen_pool} if chosen_pool else {}), "spec": spec_to_send(text, file, label),
+    sent, origins = spec_to_send(text, file, label)
+    body = {**({"pool": chosen_pool} if chosen_pool else {}), "spec": sent,
             "priority": priority.value, "dry_run": dry_run,
             **template_fields(set_values, set_strings, set_env), **({"team": team} if team else {})}
     headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
@@ -290,7 +291,7 @@ def workflow_submit(
             status_code, answer = api.post("/api/workflows/", json=body, headers=headers)
         except ApiError as exc:
             if exc.status == 400:
-                raise annotate_spec_errors(exc, text, label) from None
+                raise annotate_spec_errors(exc, text, label, origins) from None
             raise
         warnings_print(answer, label)
         if dry_run:

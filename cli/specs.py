@@ -15,7 +15,7 @@ import typer
 from cli.api import Api
 from cli.config import ENV_POOL, config_read
 from cli.errors import EXIT_USAGE, ApiError, CliError
-from cli.localpath import inline_localpaths
+from cli.localpath import inline_localpaths_traced
 from cli.yamlpos import line_of
 from parsing.errors import errors_collapse
 
@@ -35,11 +35,12 @@ def read_spec(file: str) -> tuple[str, str]:
     return text, label
 
 
-def spec_to_send(text: str, file: str, label: str) -> str:
+def spec_to_send(text: str, file: str, label: str) -> tuple[str, list[int]]:
     """The spec as sent: ``files[].localpath`` read relative to the spec file (stdin: the current
-    directory) and inlined as ``contents`` (:mod:`cli.localpath`)."""
+    directory) and inlined as ``contents`` (:mod:`cli.localpath`); and the line of ``text`` each of
+    its lines comes from."""
     base = Path.cwd() if file == "-" else Path(file).resolve().parent
-    return inline_localpaths(text, base, label)
+    return inline_localpaths_traced(text, base, label)
 
 
 _SPEC_POOL = re.compile(r"(?m)^[ \t]+pool:[ \t]*[^\s#]")
@@ -63,15 +64,25 @@ def warnings_print(answer: dict[str, Any], label: str) -> None:
                    err=True)
 
 
-def annotate_spec_errors(exc: ApiError, text: str, label: str) -> ApiError:
-    """Add ``(file line N)`` to each spec error the YAML lets us locate; the same message at paths
-    that differ only in list indices (30 tasks without ``command``) is said once, with the count."""
+def annotate_spec_errors(exc: ApiError, text: str, label: str, origins: list[int] | None = None) -> ApiError:
+    """Add ``(file line N)`` to each spec error located in ``text``: the service's ``line`` (a
+    template's errors: the line in what was sent, ``origins`` giving each sent line's line of
+    ``text``), else the YAML's; the same message at paths that differ only in list indices (30 tasks
+    without ``command``) is said once, with the count."""
     if not exc.errors:
         return exc
+    sent_lines: dict[str, int] = {}
+    for error in exc.errors:
+        given: object = error.get("line")
+        if isinstance(given, int) and not isinstance(given, bool):
+            sent_lines[str(error.get("path"))] = given
     lines = []
     for shown, message, paths in errors_collapse(exc.errors):
         first = paths[0]
         line = line_of(text, first) if first and exc.code != "pool_not_found" and first != "pool" else None
+        sent_line = sent_lines.get(first)
+        if sent_line is not None and sent_line >= 1:
+            line = origins[sent_line - 1] if origins is not None and sent_line <= len(origins) else sent_line
         if len(paths) > 1:
             at = f" ({label} line {line} and {len(paths) - 1} more)" if line else ""
             lines.append(f"{shown}{at}: {message} ({len(paths)} times)")
@@ -129,16 +140,16 @@ def pool_or_default(pool: str | None) -> str:
 
 
 def spec_validate(api: Api, *, text: str, label: str, pool: str | None, template: dict[str, Any],
-                  sent: str | None = None) -> dict[str, Any]:
-    """The dry-run answer for a spec (``sent``: the text as sent, default ``text``), its errors
-    located in the file, its warnings printed."""
+                  sent: str | None = None, origins: list[int] | None = None) -> dict[str, Any]:
+    """The dry-run answer for a spec (``sent``: the text as sent, default ``text``; ``origins``: the
+    line of ``text`` each of its lines comes from), its errors located in the file, its warnings printed."""
     body = {**({"pool": pool} if pool else {}), "spec": sent if sent is not None else text, "dry_run": True,
             **template}
     try:
         _status, answer = api.post("/api/workflows/", json=body)
     except ApiError as exc:
         if exc.status == 400:
-            raise annotate_spec_errors(exc, text, label) from None
+            raise annotate_spec_errors(exc, text, label, origins) from None
         raise
     warnings_print(answer, label)
     return dict(answer)

@@ -1,64 +1,8 @@
-"""Line numbers for the server's error paths (``workflow.resources.model-1.topology[0].key``) in the
-user's own YAML file, so an error can say where to look. Best effort: PyYAML is optional and any
-surprise gives ``None``."""
+"""Line numbers for the server's error paths in the user's own YAML file (:mod:`parsing.yamlpos`),
+templates included (:func:`yaml_shape`)."""
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
+from parsing.yamlpos import line_of, path_segments, yaml_shape
 
-_SEGMENT = re.compile(r'\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]|\.?([^.\[\]]+)')
-
-
-def path_segments(path: str) -> list[str | int] | None:
-    """``a.b[0]["x.y"]`` -> ``["a", "b", 0, "x.y"]``; ``None`` when the path does not parse."""
-    segments: list[str | int] = []
-    position = 0
-    while position < len(path):
-        match = _SEGMENT.match(path, position)
-        if not match or match.end() == position:
-            return None
-        index, quoted, plain = match.groups()
-        if index is not None:
-            segments.append(int(index))
-        elif quoted is not None:
-            segments.append(json.loads(f'"{quoted}"'))
-        else:
-            segments.append(plain)
-        position = match.end()
-    return segments
-
-
-def line_of(text: str, path: str) -> int | None:
-    """1-based line of ``path`` in the YAML ``text``, or of its parent when the last part is missing
-    (an error about a key that should be there); ``None`` otherwise."""
-    segments = path_segments(path)
-    if not segments:
-        return None
-    try:
-        import yaml
-
-        node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
-    except Exception:
-        return None
-    if node is None:
-        return None
-    found = None
-    depth = 0
-    for segment in segments:
-        child = None
-        if isinstance(node, yaml.MappingNode) and isinstance(segment, str):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == segment:
-                    child = (key, value)
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(segment, int) and segment < len(node.value):
-            item = node.value[segment]
-            child = (item, item)
-        if child is None:
-            break
-        found = child[0].start_mark.line + 1
-        node = child[1]
-        depth += 1
-    return found if depth >= len(segments) - 1 else None
+__all__ = ["line_of", "path_segments", "yaml_shape"]

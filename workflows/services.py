@@ -45,13 +45,15 @@ from workflows.scheduling.requests import gang_request_from_spec, task_requests_
 from workflows.scheduling.runtime import artifact_store
 from workflows.spec import (
     PoolContext,
+    SpecError,
     SpecInvalidError,
     WorkflowSpec,
     parse_workflow,
     tree_to_json,
 )
 from workflows.spec.model import ScalarValue
-from workflows.spec.template import is_template, render_spec
+from workflows.spec.template import RenderedSpec, is_template, render_spec
+from workflows.spec.template_lines import template_lines
 from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
 from workflows.templating import template_limits
 
@@ -65,11 +67,12 @@ class ValidatedSubmission:
     spec_text: str
     template_values: dict[str, Any]
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
+    render_warnings: tuple[SpecError, ...] = ()  # said by the rendering (a repeated key before set_env)
 
     @property
     def warnings(self) -> list[dict[str, str]]:
         """What was accepted but is worth saying (a repeated key), as ``[{"path", "message"}]``."""
-        return [warning.to_dict() for warning in self.spec.warnings]
+        return [warning.to_dict() for warning in (*self.render_warnings, *self.spec.warnings)]
 
 
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
@@ -123,13 +126,15 @@ def workflow_validate(
     ``rendered_values`` the spec is a stored one, rendered already (a restart): it is parsed as it is,
     not rendered again (what its rendering left, like a ``{% raw %}`` block's ``{{ x }}``, is text now),
     and those are its values."""
+    rendered: RenderedSpec | None = None
     if rendered_values is not None:
         source, template_values = spec, dict(rendered_values)
     else:
         try:
-            source, template_values = render_submission(spec, values=values, env=env)
+            source, rendered = render_submission(spec, values=values, env=env)
         except SpecInvalidError as exc:
             raise WorkflowSpecInvalidError(exc.to_list()) from exc
+        template_values = rendered.values if rendered is not None else {}
     pool_name = submission_pool(pool_name, source)
     pool = pool_with_access(pool_name, user=user) if user is not None else Pool.objects.filter(name=pool_name).first()
     if pool is None:
@@ -145,11 +150,15 @@ def workflow_validate(
         if user is not None:
             spec_credentials_check(parsed, source, user)
     except SpecInvalidError as exc:
-        raise WorkflowSpecInvalidError(exc.to_list()) from exc
+        errors = exc.to_list()
+        if rendered is not None and isinstance(spec, str) and rendered.before_env is not None:
+            errors = _with_template_lines(errors, template=spec, rendered=rendered.before_env,
+                                          values=template_values)
+        raise WorkflowSpecInvalidError(errors) from exc
     _never_fits_check(pool, parsed, facts_key)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
-                               keys=keys)
+                               keys=keys, render_warnings=rendered.warnings if rendered is not None else ())
 
 
 # Gangs not refused by the check below, by (pool, inventory epoch, keys version, gang signature): the
@@ -195,13 +204,24 @@ def _ever_words(message: str) -> str:
 
 
 def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None,
-                      env: dict[str, str] | None) -> tuple[str | dict[str, Any], dict[str, Any]]:
-    """The spec to parse (rendered when it is a template or values are given) and the values used."""
+                      env: dict[str, str] | None) -> tuple[str | dict[str, Any], RenderedSpec | None]:
+    """The spec to parse, and its rendering when it is a template or values are given (None when not)."""
     if values or env or (isinstance(spec, str) and is_template(spec)):
         rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
                                dump=_dump_yaml, limits=template_limits())
-        return rendered.text, rendered.values
-    return spec, {}
+        return rendered.text, rendered
+    return spec, None
+
+
+def _with_template_lines(errors: list[dict[str, Any]], *, template: str | dict[str, Any],
+                         rendered: str | dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The errors of a spec rendered from a template, each with the template ``line`` it comes from
+    when that is known (docs/api.md, "Errors"); a spec that was no template is returned as it is."""
+    if not isinstance(template, str) or not isinstance(rendered, str) or template == rendered:
+        return errors
+    lines = template_lines(template, values, rendered, [error["path"] for error in errors if error["path"]],
+                           template_limits())
+    return [{**error, "line": lines[error["path"]]} if error["path"] in lines else error for error in errors]
 
 
 def _dump_yaml(data: dict[str, Any]) -> str:

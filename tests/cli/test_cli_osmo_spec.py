@@ -104,3 +104,77 @@ def test_submit_prints_the_warnings_of_a_repeated_key(osmo, nvl72, tmp_path):
     assert (f"warning: {tmp_path / 'twice.yaml'}: workflow.name: duplicate key 'name' at line 3 (first at line 2): "
             "the last value is kept") in result.stderr
     assert "workflow once is valid for pool nvl72" in result.stdout
+
+
+TEMPLATE_SPEC = """workflow:
+  name: tpl
+  tasks:
+  - name: fetch
+    image: busybox
+    command: [sh, -c, "echo {{ greeting }}"]
+    credentials:
+      hub-token:
+        TOKEN: token
+    outputs:
+    - url: {{ bucket }}/fetched/{{workflow_id}}/
+default-values:
+  greeting: hi
+  bucket: s3://bucket
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_error_in_a_template_without_block_tags_names_its_line(osmo, nvl72, tmp_path):
+    """Regression: `url: {{ bucket }}/...` is no YAML before rendering, so the errors of a templated
+    spec (OSMO's cookbook writes its storage URLs so) were said without their line."""
+    # given: a template whose submitter has no credential 'hub-token'
+    path = tmp_path / "tpl.yaml"
+    path.write_text(TEMPLATE_SPEC)
+
+    # when
+    result = osmo("workflow", "submit", str(path), "--pool", "nvl72", "--dry-run")
+
+    # then: refused, the credential's line (8) named in the file
+    assert result.exit_code == 2, result.output
+    assert (f"workflow.tasks[0].credentials.hub-token ({path} line 8): you have no credential named 'hub-token'"
+            in result.stderr)
+    assert "is valid" not in result.stdout
+
+
+LOOPED_SPEC = """workflow:
+  name: ranks
+  groups:
+  - name: ranks
+    tasks:
+    {% for rank in range(2) %}
+    - name: rank-{{ rank }}
+      lead: {{ rank == 0 }}
+      image: busybox
+      command: [sh, /tmp/run.sh]
+      files:
+      - path: /tmp/train.py
+        localpath: train.py
+      credentials:
+        hub-token:
+          TOKEN: token
+    {% endfor %}
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_error_in_a_looped_template_names_its_line_in_the_file(osmo, nvl72, spec_dir):
+    """Regression: errors of a template with block tags (OSMO's multi-node recipes loop over ranks)
+    were said without a line; the service's template line is said in the file, past the lines a
+    localpath file added to what was sent."""
+    # given: a loop whose tasks name a credential the submitter does not have, after a localpath file
+    path = spec_dir / "ranks.yaml"
+    path.write_text(LOOPED_SPEC)
+
+    # when
+    result = osmo("workflow", "submit", str(path), "--pool", "nvl72", "--dry-run")
+
+    # then: both ranks' errors at line 15 of the file
+    assert result.exit_code == 2, result.output
+    for index in (0, 1):
+        assert (f"workflow.groups[0].tasks[{index}].credentials.hub-token ({path} line 15): you have no "
+                "credential named 'hub-token'") in result.stderr

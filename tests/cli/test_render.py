@@ -46,6 +46,16 @@ def test_paths_and_lines():
     assert line_of("{not: [yaml", "workflow") is None
 
 
+def test_line_of_a_template_reads_its_expressions_as_words():
+    # given: expressions YAML cannot read before rendering (a flow mapping followed by text)
+    text = "workflow:\n  name: {{ name }}\n  tasks:\n  - name: t\n    outputs:\n    - url: {{ bucket }}/o/{{output}}\n"
+    looped = "workflow:\n  tasks:\n{% for i in range(2) %}\n  - name: t{{ i }}\n{% endfor %}\n"
+    # when / then: the lines of the file; a template with block tags is not guessed at
+    assert line_of(text, "workflow.tasks[0].outputs[0].url") == 6
+    assert line_of(text, "workflow.name") == 2
+    assert line_of(looped, "workflow.tasks[1].name") is None
+
+
 def test_units_and_durations():
     assert render.fmt_bytes(960 * 2**30) == "960Gi"
     assert render.fmt_bytes(1536 * 2**20) == "1.5Gi"

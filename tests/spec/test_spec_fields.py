@@ -148,11 +148,24 @@ def test_group_flags_pool_labels_platform_and_default_values_are_kept():
         ),
         pytest.param(
             {"inputs": [{"dataset": {"name": "mnist"}}], "outputs": [{"dataset": {"name": "out"}}]},
-            [("workflow.tasks[1].inputs[0].dataset", "dataset inputs are not supported: this service stores no "
-                                                     "datasets; give the data's storage location as url"),
-             ("workflow.tasks[1].outputs[0].dataset", "dataset outputs are not supported: this service stores no "
-                                                      "datasets; give the data's storage location as url")],
+            [("workflow.tasks[1].inputs[0].dataset", "dataset inputs are not supported (this service keeps no "
+                                                     "datasets): give where the files of dataset 'mnist' are stored "
+                                                     "instead, as url: <scheme>://<bucket>/<path>/"),
+             ("workflow.tasks[1].outputs[0].dataset", "dataset outputs are not supported (this service keeps no "
+                                                      "datasets): give where the files of dataset 'out' are uploaded "
+                                                      "instead, as url: <scheme>://<bucket>/<path>/")],
             id="_case_datasets",
+        ),
+        pytest.param(
+            # OSMO's cookbook also names a dataset bare: `dataset: <name>`
+            {"inputs": [{"dataset": "frames"}], "outputs": [{"dataset": "clips"}]},
+            [("workflow.tasks[1].inputs[0].dataset", "dataset inputs are not supported (this service keeps no "
+                                                     "datasets): give where the files of dataset 'frames' are stored "
+                                                     "instead, as url: <scheme>://<bucket>/<path>/"),
+             ("workflow.tasks[1].outputs[0].dataset", "dataset outputs are not supported (this service keeps no "
+                                                      "datasets): give where the files of dataset 'clips' are "
+                                                      "uploaded instead, as url: <scheme>://<bucket>/<path>/")],
+            id="_case_datasets_by_bare_name",
         ),
         pytest.param(
             {"inputs": [{"url": "not a url"}]},

@@ -212,3 +212,37 @@ def test_a_host_token_built_in_a_loop_keeps_its_line_indented():
 
     # then
     assert spec.groups[0].tasks[1].files[0].contents == "{{host:worker_0}} slots=8\n{{host:worker_1}} slots=8\n"
+
+
+def test_a_host_token_naming_a_resource_or_a_group_says_which_task_to_write():
+    """A server/client recipe that wrote its server's resource name in {{host:...}} (OSMO's NIM recipe
+    does) was told only that no task has that name."""
+    # given: the client reaches the server by its resource's name, then by its group's name
+    text = """workflow:
+  name: serve
+  groups:
+  - name: serving
+    tasks:
+    - name: server
+      image: busybox
+      command: [sh]
+      resource: model-server
+    - name: client
+      lead: true
+      image: busybox
+      command: [sh, -c, "wget http://{{host:model-server}}:8000/ http://{{host:serving}}:8000/"]
+  resources:
+    model-server: {cpu: 1}
+"""
+    # when
+    errors = errors_of(text)
+
+    # then: each error names the task to write instead
+    assert errors == [
+        ("workflow.groups[0].tasks[1].command[2]",
+         "{{host:model-server}} names no task of this workflow; tasks: client, server ('model-server' is a "
+         "resource, used by task server: write {{host:server}})"),
+        ("workflow.groups[0].tasks[1].command[2]",
+         "{{host:serving}} names no task of this workflow; tasks: client, server ('serving' is a group: "
+         "{{host:<task>}} takes one of its tasks, client, server)"),
+    ]

@@ -508,6 +508,22 @@ def test_inputs_within_the_same_group_are_rejected() -> None:
     ]
 
 
+def test_a_task_naming_itself_as_input_is_told_so() -> None:
+    """OSMO's inputs page shows a task whose task input is itself; it was told the task is "in the
+    same group" as itself."""
+    # given
+    source = {"workflow": {"name": "wf", "tasks": [task("a", inputs=[{"task": "a"}])]}}
+
+    # when
+    errors = errors_of(source)
+
+    # then
+    assert errors == [
+        ("workflow.tasks[0].inputs[0].task",
+         "task 'a' names itself: its inputs come from tasks of other groups, which finish before it starts"),
+    ]
+
+
 def test_group_cycles_are_reported_in_data_flow_order() -> None:
     # given: x feeds y, y feeds z, z feeds x; w is fine
     source = {

@@ -100,6 +100,28 @@ def test_a_repeated_key_is_accepted_with_a_warning_in_the_answer(user_client, po
     assert Task.objects.get().image == "busybox"
 
 
+def test_a_repeated_key_is_accepted_with_a_warning_when_environment_is_set_too(user_client, pools):
+    """Regression: with `set_env` (`--set-env`) the rendered spec was loaded again to add the variables,
+    strictly, so a repeated key (OSMO's GitHub recipe writes a file's `path` twice) was refused as
+    invalid YAML while the same spec without `set_env` was accepted."""
+    # given
+    spec = SPEC.format(pool="alpha").replace("    image: busybox\n", "    image: ubuntu\n    image: busybox\n")
+
+    # when
+    dry = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True, "set_env": {"RUN": "1"}},
+                           format="json")
+    submitted = user_client.post("/api/workflows/", {"spec": spec, "set_env": {"RUN": "1"}}, format="json")
+
+    # then: accepted, the last value kept, the warning said with the lines of the spec as sent
+    warning = {"path": "workflow.tasks[0].image",
+               "message": "duplicate key 'image' at line 7 (first at line 6): the last value is kept"}
+    assert dry.status_code == 200, dry.json()
+    assert dry.json()["warnings"] == [warning]
+    assert submitted.status_code == 201, submitted.json()
+    assert submitted.json()["warnings"] == [warning]
+    assert list(Task.objects.values_list("image", "environment")) == [("busybox", {"RUN": "1"})]
+
+
 @pytest.mark.parametrize(
     ("replace", "path", "message"),
     [
@@ -125,8 +147,8 @@ def test_a_repeated_key_is_accepted_with_a_warning_in_the_answer(user_client, po
         pytest.param(
             ("    files:", "    inputs:\n    - dataset: {{name: mnist}}\n    files:"),
             "workflow.tasks[0].inputs[0].dataset",
-            "dataset inputs are not supported: this service stores no datasets; give the data's storage location "
-            "as url",
+            "dataset inputs are not supported (this service keeps no datasets): give where the files of dataset "
+            "'mnist' are stored instead, as url: <scheme>://<bucket>/<path>/",
             id="_case_dataset",
         ),
     ],
@@ -276,4 +298,41 @@ def test_urls_in_the_pools_artifact_store_are_refused_at_submission_by_path(user
     assert sorted(error["path"] for error in errors) == [
         "workflow.tasks[0].checkpoint[0].url", "workflow.tasks[0].inputs[0].url", "workflow.tasks[0].outputs[0].url"]
     assert all("is in the service's artifact store (s3://bucket/osmo)" in error["message"] for error in errors)
+    assert Workflow.objects.count() == 0
+
+
+LOOPED = """workflow:
+  name: ranks
+  pool: alpha
+  groups:
+  - name: ranks
+    tasks:
+    {% for rank in range(2) %}
+    - name: rank-{{ rank }}
+      lead: {{ rank == 0 }}
+      image: busybox
+      command: [sh, -c, "echo {{host:rank-0}}"]
+      credentials:
+        hub-token:
+          TOKEN: token
+    {% endfor %}
+"""
+
+
+@pytest.mark.parametrize("extra", [{}, {"set_env": {"RUN": "1"}}], ids=["_case_plain", "_case_set_env"])
+def test_errors_of_a_looped_template_carry_their_template_line(user_client, pools, extra):
+    """Regression: a refused template (OSMO's cookbook writes its ranks in loops) said paths of the
+    rendered spec only, which has more tasks than the file; each error now has the template's line,
+    with set_env too (whose rendered spec is a YAML dump)."""
+    # when: the submitter has no credential 'hub-token'
+    response = user_client.post("/api/workflows/", {"spec": LOOPED, **extra}, format="json")
+
+    # then: both ranks' errors name line 13 of the template; nothing stored
+    assert response.status_code == 400, response.json()
+    message = ("you have no credential named 'hub-token'; create it with `osmo credential set hub-token ...` "
+               "(osmo credential list shows yours)")
+    assert response.json()["details"]["errors"] == [
+        {"path": f"workflow.groups[0].tasks[{index}].credentials.hub-token", "message": message, "line": 13}
+        for index in (0, 1)
+    ]
     assert Workflow.objects.count() == 0

@@ -115,6 +115,9 @@ class CrossChecks:
                 for name, path in task.inputs:
                     if name not in group_of:
                         self.error(path, f"unknown task {name!r}; inputs must name a task of this workflow")
+                    elif name == task.name:
+                        self.error(path, f"task {name!r} names itself: its inputs come from tasks of other "
+                                         "groups, which finish before it starts")
                     elif group_of[name] == index:
                         self.error(
                             path,

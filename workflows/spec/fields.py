@@ -49,7 +49,7 @@ FILE_FIELDS = ("path", "contents", "localpath")
 # ``source``/``destination``/``frequency`` and ``checkpoint_cadence``: the same fields.
 CHECKPOINT_ALIASES = {"source": "path", "destination": "url", "checkpoint_cadence": "frequency"}
 CHECKPOINT_FIELDS = ("path", "url", "frequency", "regex", *CHECKPOINT_ALIASES)
-NO_DATASETS = "this service stores no datasets; give the data's storage location as url"
+NO_DATASETS = "this service keeps no datasets"
 LOCALPATH = (
     "localpath is read by the CLI (osmo workflow submit), relative to the spec file, and sent as "
     "contents; the API takes files with contents only"
@@ -166,7 +166,8 @@ class TaskFields(SpecWalker):
                 continue
             regex = self.regex(body["regex"], join_path(item_path, "regex")) if "regex" in body else None
             if kinds[0] == "dataset":
-                self.error(join_path(item_path, "dataset"), f"dataset inputs are not supported: {NO_DATASETS}")
+                self.error(join_path(item_path, "dataset"),
+                           f"dataset inputs are not supported ({NO_DATASETS}): {_instead(body['dataset'], 'stored')}")
                 draft.input_specs.append(placeholder)
             elif kinds[0] == "task":
                 name = self.string(body["task"], join_path(item_path, "task"))
@@ -186,7 +187,8 @@ class TaskFields(SpecWalker):
             if body is None:
                 continue
             if "dataset" in body:
-                self.error(join_path(item_path, "dataset"), f"dataset outputs are not supported: {NO_DATASETS}")
+                self.error(join_path(item_path, "dataset"), f"dataset outputs are not supported ({NO_DATASETS}): "
+                                                            f"{_instead(body['dataset'], 'uploaded')}")
                 continue
             if "url" not in body:
                 self.error(join_path(item_path, "url"), "this field is required")
@@ -439,7 +441,8 @@ class TaskFields(SpecWalker):
                                          "{{input:<task>}} or {{host:<task>}}")
                     for token in find_tokens(text):
                         if token.kind == "host" and token.arg not in known:
-                            self.error(path, f"{token.text} names no task of this workflow; tasks: {listing(names)}")
+                            self.error(path, f"{token.text} names no task of this workflow; tasks: {listing(names)}"
+                                             f"{_host_hint(str(token.arg), groups)}")
                         elif token.kind == "input" and isinstance(token.arg, int):
                             if token.arg >= len(task.input_specs):
                                 count = len(task.input_specs)
@@ -449,6 +452,30 @@ class TaskFields(SpecWalker):
                             have = f"its task inputs: {listing(sorted(input_tasks))}" if input_tasks else \
                                 "it has no task inputs"
                             self.error(path, f"{token.text} names no input of task {task.name!r}; {have}")
+
+
+def _instead(dataset: object, done: str) -> str:
+    """What to write instead of a ``dataset`` input or output, naming the dataset (OSMO writes
+    ``dataset: {name: <name>}``, its cookbook also ``dataset: <name>``)."""
+    name = dataset.get("name") if isinstance(dataset, Mapping) else dataset
+    which = f"dataset {str(name)[:80]!r}" if isinstance(name, str | int) and str(name) else "the dataset"
+    return f"give where the files of {which} are {done} instead, as url: <scheme>://<bucket>/<path>/"
+
+
+def _host_hint(name: str, groups: list[GroupDraft]) -> str:
+    """What ``{{host:<name>}}`` named, when ``name`` is a group or a resource rather than a task (OSMO's
+    NIM recipe writes ``{{host:nim-server}}``, its server task's resource): the task to write instead."""
+    by_group = sorted(task.name for group in groups if group.name == name and not group.derived
+                      for task in group.tasks if task.name is not None)
+    if by_group:
+        return f" ({name!r} is a group: {{{{host:<task>}}}} takes one of its tasks, {listing(by_group)})"
+    by_resource = sorted(task.name for group in groups for task in group.tasks
+                         if task.resource == name and task.name is not None)
+    if by_resource:
+        first = by_resource[0] if len(by_resource) == 1 else "<task>"
+        return (f" ({name!r} is a resource, used by task{'s' if len(by_resource) > 1 else ''} "
+                f"{listing(by_resource)}: write {{{{host:{first}}}}})")
+    return ""
 
 
 def _codes(low: int, high: int) -> str:

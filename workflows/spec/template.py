@@ -76,11 +76,16 @@ class TemplateLimits:
 @dataclass(frozen=True, slots=True)
 class RenderedSpec:
     """The rendered spec text and the values it was rendered with (``default-values`` overridden by
-    the submission's); ``values`` and ``env`` are empty when the spec was not a template."""
+    the submission's); ``values`` and ``env`` are empty when the spec was not a template. ``warnings``:
+    the keys repeated in the rendered spec when ``env`` was applied (the text is then a YAML dump, which
+    has none left for the parser to say); ``before_env``: the rendered text before ``env`` was applied
+    (its lines follow the template's: :mod:`workflows.spec.template_lines`), ``text`` without ``env``."""
 
     text: str
     values: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[SpecError, ...] = ()
+    before_env: str | None = None
 
 
 class TemplateLimitError(TemplateError):
@@ -374,11 +379,20 @@ def render_spec(
         merged.update(values)
         # OSMO's run-time tokens ({{output}}, {{host:master}} ...) pass through rendering unchanged
         rendered = _render_bounded(keep_inline_indentation(protect_tokens(text)), merged, limits)
+    warnings: list[SpecError] = []
+    before_env = rendered
     if env:
         if dump is None:
             raise ValueError("render_spec needs dump= to apply env")
-        rendered = dump(apply_env(load_document(rendered, spec_limits), env))
-    return RenderedSpec(text=rendered, values=merged, env=env)
+        # A repeated key keeps its last value, as the parser does without env (OSMO's loader does so).
+        rendered = dump(apply_env(load_document(rendered, spec_limits, warnings), env))
+    return RenderedSpec(text=rendered, values=merged, env=env, warnings=tuple(warnings), before_env=before_env)
+
+
+def render_text(text: str, values: Mapping[str, Any], limits: TemplateLimits) -> str:
+    """Render ``text`` as it is (run-time tokens protected already) with ``values``, bounded as
+    :func:`render_spec` renders (:mod:`workflows.spec.template_lines` renders a marked copy)."""
+    return _render_bounded(text, dict(values), limits)
 
 
 def _render_bounded(text: str, values: dict[str, ScalarValue], limits: TemplateLimits) -> str:
