@@ -16,8 +16,8 @@ from cli.api import Api
 from cli.config import ENV_POOL, config_read
 from cli.errors import EXIT_USAGE, ApiError, CliError
 from cli.localpath import inline_localpaths_traced
-from cli.yamlpos import line_of
 from parsing.errors import errors_collapse
+from parsing.yamlpos import line_of
 
 
 def read_spec(file: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from cli import render
-from cli.yamlpos import line_of, path_segments
+from parsing.yamlpos import line_of, path_segments
 from tests.factories import EXAMPLES, SEED_EXAMPLES
 
 SERVER_PACKAGES = ("django", "rest_framework", "celery", "workflows", "scheduler", "osmo")
