@@ -147,7 +147,8 @@ def test_submit_page_dry_run_then_submit(scene, page_factory, live_server, scree
     page.click("nav >> text=Submit")
     page.wait_for_selector("#submit-form")
     page.click("text=multiple-nvl72-same-zone")
-    page.wait_for_function("() => document.querySelector('#id_spec').value.includes('workflow-group')")
+    # (the link loads the page again: until the new one is parsed there may be no #id_spec)
+    page.wait_for_function("() => document.querySelector('#id_spec')?.value.includes('workflow-group')")
     page.click("#dry-run-button")
     page.wait_for_selector("#dry-run")
 
