@@ -1,0 +1,70 @@
+"""What a hostile spec costs the status pages (docs/design.md §7: no input yields a 5xx, and none holds
+a web process): the submit page's error rows."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pages.forms import yaml_lines_for_paths
+from workflows.models import Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+def _unknown_resources_spec(tasks: int) -> str:
+    lines = ["workflow:", "  name: many-errors", "  resources:", "    default: {gpu: 1}", "  tasks:"]
+    for index in range(tasks):
+        lines += [f"  - name: t{index}", "    image: busybox", "    command: [a]", f"    resource: missing{index}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_thousand_distinct_errors_compose_the_spec_once(alice_client, scene, monkeypatch):
+    """Replays the attack run's finding: the submit page composed the whole YAML once per error row, so
+    a 70 KB spec of 1,000 tasks each naming an unknown resource (1,000 distinct messages) held the web
+    process for 240 s of CPU before answering."""
+    # given
+    spec = _unknown_resources_spec(1000)
+    composed: list[int] = []
+    compose = yaml.compose
+    monkeypatch.setattr(yaml, "compose", lambda *args, **kwargs: composed.append(1) or compose(*args, **kwargs))
+    before = Workflow.objects.count()
+
+    # when
+    response = alice_client.post("/submit/", {"spec": spec, "pool": "nvl72", "action": "dry_run"})
+
+    # then every row has its own line, from one composition of the text
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert composed == [1]
+    assert "The spec has 1000 problems" in text
+    lines = spec.splitlines()
+    for index in (0, 517, 999):
+        line = lines.index(f"    resource: missing{index}") + 1
+        assert f"unknown resource &#x27;missing{index}&#x27;" in text
+        assert f"(line {line})" in text
+    assert Workflow.objects.count() == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["workflow: " + "[" * 200_000 + "]" * 200_000, "workflow: [unclosed"],
+    ids=["_case_nested_past_the_recursion_limit", "_case_unreadable"],
+)
+def test_a_spec_that_cannot_be_composed_has_no_lines(text):
+    # when
+    lines = yaml_lines_for_paths(text, ["workflow.name", ""])
+
+    # then
+    assert lines == [None, None]
+
+
+def test_paths_that_name_no_element_do_not_compose_the_spec(monkeypatch):
+    # given
+    monkeypatch.setattr(yaml, "compose", lambda *args, **kwargs: pytest.fail("composed"))
+
+    # when
+    lines = yaml_lines_for_paths("workflow: " + "[" * 5000, ["", "(whole spec)"])
+
+    # then
+    assert lines == [None, None]
