@@ -1,0 +1,60 @@
+"""What a hostile spec may cost one web process (docs/spec.md, "Limits"; docs/design.md §7: refused
+with the envelope before the work, nothing stored)."""
+
+from __future__ import annotations
+
+import pytest
+
+from parsing.errors import PathError
+from tests.factories import make_node, make_pool
+from workflows.models import Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pool():
+    pool = make_pool("hostile", keys=[("rack", "rack")])
+    make_node(pool, "a1", {"rack": "r1"})
+    return pool
+
+
+def test_a_megabyte_of_tiny_yaml_values_is_refused_while_it_is_composed(user_client, pool):
+    """Replays the attack run's finding: 1 MiB of ``[1,1,...`` (520,000 values) was composed whole by the
+    pure-Python loader, 12 s of CPU and ~300 MB, before the walk after loading refused it."""
+    # given: past the limit by a tenth (the replayed text had five times as many)
+    spec = "workflow:\n  name: flat\n  junk: [" + ",".join(["1"] * 110_000) + "]\n"
+
+    # when
+    response = user_client.post("/api/workflows/?pool=hostile", spec, content_type="application/yaml")
+
+    # then: refused at the 100,001st node, the 99,994th value (column 10 + 2 x 99,993)
+    assert response.status_code == 400
+    assert response.json() == {"code": "spec_invalid", "message": "Workflow spec is invalid.", "details": {"errors": [
+        {"path": "", "message": "too many YAML nodes (more than 100000, keys included) at line 3, column 199996"}]}}
+    assert Workflow.objects.count() == 0
+
+
+def test_tens_of_thousands_of_errors_are_sorted_by_one_key_each(user_client, pool, monkeypatch):
+    """Replays the attack run's finding: 20,000 resources with a negative gpu gave 20,000 errors, sorted
+    through ``PathError.__lt__``, which built both sides' natural keys at every comparison (8 s of the
+    10 s the answer took for 46,000)."""
+    # given
+    spec = "workflow:\n  name: many\n  tasks:\n  - {name: t0, image: x, command: [a]}\n  resources:\n" + "".join(
+        f"    r{index}: {{gpu: -1}}\n" for index in range(20_000))
+    keys: list[int] = []
+    sort_key = PathError.sort_key
+    monkeypatch.setattr(PathError, "sort_key", lambda error: keys.append(1) or sort_key(error))
+
+    # when
+    response = user_client.post("/api/workflows/?pool=hostile&dry_run=true", spec, content_type="application/yaml")
+
+    # then: one key per error, in natural order
+    errors = response.json()["details"]["errors"]
+    assert response.status_code == 400
+    assert len(errors) == 20_000
+    assert len(keys) == 20_000
+    assert [error["path"] for error in errors[:3]] == ["workflow.resources.r0.gpu", "workflow.resources.r1.gpu",
+                                                        "workflow.resources.r2.gpu"]
+    assert errors[-1]["path"] == "workflow.resources.r19999.gpu"
+    assert Workflow.objects.count() == 0
