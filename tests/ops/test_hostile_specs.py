@@ -58,3 +58,23 @@ def test_tens_of_thousands_of_errors_are_sorted_by_one_key_each(user_client, poo
                                                         "workflow.resources.r2.gpu"]
     assert errors[-1]["path"] == "workflow.resources.r19999.gpu"
     assert Workflow.objects.count() == 0
+
+
+def test_set_env_that_would_grow_the_spec_past_its_size_is_refused_and_nothing_stored(user_client, pool):
+    """Replays the attack run's finding: ``set_env`` of 1 MB on a spec of 100 tasks answered 400 after 40 s
+    of CPU (the spec dumped at 100 MB, then refused for its size)."""
+    # given: 250 variables of 4,000 characters (~1 MB) on 3 tasks
+    rows = "".join(f"  - {{name: t{index}, image: busybox, command: ['true']}}\n" for index in range(3))
+    body = {"pool": "hostile", "spec": f"workflow:\n  name: env\n  tasks:\n{rows}",
+            "set_env": {f"V{index}": "x" * 4000 for index in range(250)}}
+
+    # when
+    response = user_client.post("/api/workflows/", body, format="json")
+
+    # then
+    per_task = sum(len(f"V{index}") + 4003 for index in range(250))
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [
+        {"path": "set_env", "message": f"250 environment variables of {per_task} bytes on each of 3 tasks make the "
+                                       "spec larger than 1048576 bytes"}]
+    assert Workflow.objects.count() == 0
