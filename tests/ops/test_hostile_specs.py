@@ -109,3 +109,31 @@ def test_logs_and_events_read_the_stored_spec_once(user, user_client, what):
     # then: the spec comes with the workflow's own row only
     assert response.status_code == 200, response.json()
     assert sum("spec_text" in query["sql"] for query in queries.captured_queries) == 1
+
+
+def _regex_spec(field: str, regex: str) -> str:
+    item = "inputs:\n    - url: s3://bucket/data" if field == "inputs" else "outputs:\n    - url: s3://bucket/out"
+    return (f"workflow:\n  name: rx\n  tasks:\n  - name: t0\n    image: busybox\n    command: [a]\n    {item}\n"
+            f"      regex: '{regex}'\n")
+
+
+@pytest.mark.parametrize(
+    ("regex", "message"),
+    [("(" * 5000 + ")" * 5000, "it nests groups too deeply"),
+     ("a{99999999999}", "the repetition number is too large")],
+    ids=["_case_nested_groups", "_case_repeat_count"],
+)
+@pytest.mark.parametrize("field", ["inputs", "outputs"])
+def test_a_regex_python_cannot_compile_is_refused_at_its_path(user_client, pool, field, regex, message):
+    """Replays the attack run's findings: ``regex: a{99999999999}`` answered 500 (OverflowError escaped
+    ``re.compile``), and 5,000 nested groups 400 "JSON parse error - nested deeper than 200 levels"
+    for a YAML body (a RecursionError caught as a deep body), 500 on the submit page."""
+    # when
+    response = user_client.post("/api/workflows/?pool=hostile", _regex_spec(field, regex),
+                                content_type="application/yaml")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [
+        {"path": f"workflow.tasks[0].{field}[0].regex", "message": f"regex {regex[:80]!r} does not compile: {message}"}]
+    assert Workflow.objects.count() == 0

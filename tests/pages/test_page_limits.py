@@ -84,3 +84,20 @@ def test_paths_that_name_no_element_do_not_compose_the_spec(monkeypatch):
 
     # then
     assert lines == [None, None]
+
+
+def test_a_regex_nested_past_the_recursion_limit_is_a_spec_error_on_the_page(alice_client, scene):
+    """Replays the attack run's finding: an input ``regex`` of 5,000 nested groups answered the submit
+    page with a 500 (RecursionError from ``re.compile``)."""
+    # given
+    spec = ("workflow:\n  name: rx\n  tasks:\n  - name: t0\n    image: busybox\n    command: [a]\n    inputs:\n"
+            f"    - url: s3://bucket/data\n      regex: '{'(' * 5000 + ')' * 5000}'\n")
+    before = Workflow.objects.count()
+
+    # when
+    response = alice_client.post("/submit/", {"spec": spec, "pool": "nvl72", "action": "dry_run"})
+
+    # then
+    assert response.status_code == 400
+    assert "does not compile: it nests groups too deeply" in response.content.decode()
+    assert Workflow.objects.count() == before
