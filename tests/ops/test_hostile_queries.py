@@ -4,10 +4,20 @@ parameter, never a 5xx)."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
+from rest_framework.authtoken.models import Token
 
 from tests.factories import make_node, make_pool
 
 pytestmark = pytest.mark.django_db
+
+
+def rates(**overrides: str):
+    return override_settings(REST_FRAMEWORK={
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], **overrides},
+    })
 
 
 @pytest.fixture
@@ -43,3 +53,42 @@ def test_a_node_filter_of_32_terms_is_applied(user_client, pool, name, term):
     # then
     assert response.status_code == 200
     assert [node["name"] for node in response.json()["results"]] == ["a1"]
+
+
+def _guess_then_staff(client, staff_user, path: str):
+    """Three wrong tokens from 10.77.9.1 at ``path`` under a rate of 3 failures a minute; then a staff token
+    new to that address at the API and at ``path``, and at ``path`` from another address."""
+    staff_token = Token.objects.create(user=staff_user)
+    staff = {"HTTP_AUTHORIZATION": f"Token {staff_token.key}"}
+    with rates(auth_failure="3/min"):
+        wrong = [client.get(path, HTTP_AUTHORIZATION=f"Token {index:040d}", REMOTE_ADDR="10.77.9.1")
+                 for index in range(3)]
+        api = client.get("/api/pools/", REMOTE_ADDR="10.77.9.1", **staff)
+        probe = client.get(path, REMOTE_ADDR="10.77.9.1", **staff)
+        elsewhere = client.get(path, REMOTE_ADDR="10.77.9.2", **staff)
+    return wrong, api, probe, elsewhere
+
+
+def test_wrong_tokens_at_metrics_count_against_the_api_throttle(client, staff_user):
+    """Replays the attack run's finding: ``/metrics`` (and ``/readyz``) looked every presented token up
+    without the API's failed-token throttle: 25 wrong tokens from one address all answered 401 there,
+    while ``/api/`` answered 429 from the 21st."""
+    # when
+    wrong, api, probe, elsewhere = _guess_then_staff(client, staff_user, "/metrics")
+
+    # then the guesses count at the API, and the address gets no more token lookups at the probe
+    assert [response.status_code for response in wrong] == [401] * 3
+    assert api.status_code == 429
+    assert probe.status_code == 401
+    assert elsewhere.status_code == 200
+
+
+def test_wrong_tokens_at_readyz_count_against_the_api_throttle(client, staff_user):
+    # when
+    wrong, api, probe, elsewhere = _guess_then_staff(client, staff_user, "/readyz")
+
+    # then: no detail for the guesses nor for the throttled address; the detail elsewhere
+    assert [response.json()["details"] for response in wrong] == [{}] * 3
+    assert api.status_code == 429
+    assert probe.json()["details"] == {}
+    assert set(elsewhere.json()["details"]["checks"]) >= {"database", "broker"}
