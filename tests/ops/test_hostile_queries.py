@@ -8,6 +8,7 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
+from credentials.models import Credential
 from tests.factories import make_node, make_pool
 
 pytestmark = pytest.mark.django_db
@@ -92,3 +93,19 @@ def test_wrong_tokens_at_readyz_count_against_the_api_throttle(client, staff_use
     assert api.status_code == 429
     assert probe.json()["details"] == {}
     assert set(elsewhere.json()["details"]["checks"]) >= {"database", "broker"}
+
+
+def test_a_credential_of_too_many_keys_is_refused_in_one_problem(user_client):
+    """Replays the attack run's finding: a 2 MB credential of 100,000 unknown keys was answered with a
+    problem per key, 10.8 MB."""
+    # given
+    values = {"registry": "r", "username": "u", "auth": "a", **{f"x{index}": "y" for index in range(10_000)}}
+
+    # when
+    response = user_client.post("/api/credentials/", {"name": "c", "kind": "registry", "values": values},
+                                format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [{"path": "values", "message": "at most 32 keys, got 10003"}]
+    assert Credential.objects.count() == 0
