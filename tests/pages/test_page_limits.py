@@ -101,3 +101,13 @@ def test_a_regex_nested_past_the_recursion_limit_is_a_spec_error_on_the_page(ali
     assert response.status_code == 400
     assert "does not compile: it nests groups too deeply" in response.content.decode()
     assert Workflow.objects.count() == before
+
+
+@pytest.mark.parametrize("url", ["/pools/%00/", "/pools/a%00b/?page=1"], ids=["_case_nul", "_case_nul_inside"])
+def test_a_pool_page_named_with_a_nul_is_a_404(alice_client, scene, url):
+    """Replays the attack run's finding: ``/pools/%00/`` answered 500 on PostgreSQL (a NUL in the query)."""
+    # when
+    response = alice_client.get(url)
+
+    # then
+    assert response.status_code == 404
