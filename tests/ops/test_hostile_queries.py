@@ -109,3 +109,15 @@ def test_a_credential_of_too_many_keys_is_refused_in_one_problem(user_client):
     assert response.status_code == 400
     assert response.json()["details"]["errors"] == [{"path": "values", "message": "at most 32 keys, got 10003"}]
     assert Credential.objects.count() == 0
+
+
+@pytest.mark.parametrize("method", ["get", "delete"])
+def test_a_credential_named_with_a_nul_is_a_404(user_client, method):
+    """Replays the attack run's finding: ``GET`` and ``DELETE /api/credentials/a%00/`` answered 500 on
+    PostgreSQL (a NUL in the query)."""
+    # when
+    response = getattr(user_client, method)("/api/credentials/a%00/")
+
+    # then
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
