@@ -9,6 +9,7 @@ from typing import Any, cast
 import yaml
 from django import forms
 
+from parsing.loader import DocumentLimits, DocumentLoader
 from workflows.choices import Priority, WorkflowStatus
 
 # The spec's own limit (workflows.spec.loader.SpecLimits.max_bytes, docs/spec.md "Limits"), so a file the API
@@ -68,6 +69,10 @@ class WorkflowSubmitForm(forms.Form):
             raise forms.ValidationError("Paste a workflow spec or upload a file.")
         return data
 
+
+#: The YAML the submit page composes to find error lines: a spec's own limits (docs/spec.md, "Limits").
+LINES_LIMITS = DocumentLimits(max_bytes=1024 * 1024, max_aliases=100, max_depth=64, max_nodes=200_000,
+                              max_yaml_nodes=100_000)
 
 _PATH_TOKEN = re.compile(r'\.?([A-Za-z0-9_-]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 
@@ -150,14 +155,20 @@ def yaml_lines_for_paths(text: str, paths: list[str]) -> list[int | None]:
     """The 1-based line of the YAML element each error path points at (its key, for a mapping entry),
     or of its closest existing ancestor; None for the whole document or unreadable YAML. The text is
     composed once for all the paths, and not at all when no path names an element (an unreadable or
-    too deeply nested spec says so at the whole spec). Pure-Python PyYAML on purpose: libyaml's
-    composer recurses in C and crashes the process on a few hundred thousand ``[``."""
+    too deeply nested spec says so at the whole spec), within the spec's YAML limits
+    (:data:`LINES_LIMITS`): the text is what was submitted, and a template's comments may hold what its
+    rendering drops (``# {% if false %}`` before 480,000 values cost the page 10 s and 300 MB).
+    Pure-Python PyYAML on purpose: libyaml's composer recurses in C and crashes the process on a few
+    hundred thousand ``[``, and its parser takes quadratic time on them."""
     if not any(path_tokens(path) for path in paths if path):
         return [None] * len(paths)
+    loader = DocumentLoader(text, LINES_LIMITS)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except (yaml.YAMLError, RecursionError):
+        root = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError):  # past the limits too: the rows are shown without lines
         return [None] * len(paths)
+    finally:
+        loader.dispose()
     if root is None:
         return [None] * len(paths)
     composed = _Composed(root)

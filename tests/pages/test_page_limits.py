@@ -4,8 +4,8 @@ a web process): the submit page's error rows."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
+from pages import forms
 from pages.forms import yaml_lines_for_paths
 from workflows.models import Workflow
 
@@ -26,8 +26,13 @@ def test_a_thousand_distinct_errors_compose_the_spec_once(alice_client, scene, m
     # given
     spec = _unknown_resources_spec(1000)
     composed: list[int] = []
-    compose = yaml.compose
-    monkeypatch.setattr(yaml, "compose", lambda *args, **kwargs: composed.append(1) or compose(*args, **kwargs))
+
+    class Counted(forms.DocumentLoader):
+        def get_single_node(self):
+            composed.append(1)
+            return super().get_single_node()
+
+    monkeypatch.setattr(forms, "DocumentLoader", Counted)
     before = Workflow.objects.count()
 
     # when
@@ -77,7 +82,7 @@ def test_a_spec_that_cannot_be_composed_has_no_lines(text):
 
 def test_paths_that_name_no_element_do_not_compose_the_spec(monkeypatch):
     # given
-    monkeypatch.setattr(yaml, "compose", lambda *args, **kwargs: pytest.fail("composed"))
+    monkeypatch.setattr(forms, "DocumentLoader", lambda *args, **kwargs: pytest.fail("composed"))
 
     # when
     lines = yaml_lines_for_paths("workflow: " + "[" * 5000, ["", "(whole spec)"])
@@ -111,3 +116,32 @@ def test_a_pool_page_named_with_a_nul_is_a_404(alice_client, scene, url):
 
     # then
     assert response.status_code == 404
+
+
+def test_a_template_hiding_a_megabyte_of_values_in_comments_is_not_composed_past_the_limits(alice_client, scene):
+    """Replays the attack run's finding: ``# {% if false %}`` before 480,000 values (which the rendering
+    drops, so the API refuses the rest in 0.02 s) made the submit page compose all of them to find the
+    error lines: 10 s of CPU and 300 MB."""
+    # given
+    spec = ("# {% if false %}\njunk: [" + ",".join(["1"] * 120_000) + "]\n# {% endif %}\n\n"
+            "workflow:\n  name: tpl\n  tasks:\n  - {name: t0, image: busybox, command: [a], resource: missing}\n")
+
+    # when
+    response = alice_client.post("/submit/", {"spec": spec, "pool": "nvl72", "action": "dry_run"})
+
+    # then the rows are listed without lines
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "unknown resource &#x27;missing&#x27;" in text
+    assert "(line " not in text
+
+
+def test_lines_are_found_within_the_limits():
+    # given
+    text = "workflow:\n  name: wf\n  tasks:\n  - name: a\n    image: b\n"
+
+    # when
+    lines = yaml_lines_for_paths(text, ["workflow.tasks[0].image", "workflow.tasks[3]", "workflow.nope"])
+
+    # then: the element, else its closest ancestor
+    assert lines == [5, 3, 1]
