@@ -18,6 +18,7 @@ from credentials import services
 from credentials.kinds import NAME, NAME_MAX, VALUE_MAX_BYTES, Kind
 from credentials.models import Credential
 from osmo.api.pagination import OsmoLimitOffsetPagination
+from osmo.api.views import NulSafeLookupMixin
 from osmo.errors import ValidationFailedError
 from osmo.types import signed_in
 
@@ -81,7 +82,7 @@ class CredentialListView(generics.ListAPIView):
         return Response(CredentialOutputSerializer(services.describe(credential)).data, status=status.HTTP_201_CREATED)
 
 
-class CredentialDetailView(APIView):
+class CredentialDetailView(NulSafeLookupMixin, APIView):
     @extend_schema(operation_id="credentials_retrieve", responses={200: CredentialOutputSerializer, **ERRORS,
                                                                    **NOT_FOUND})
     def get(self, request: Request, name: str) -> Response:

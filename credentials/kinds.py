@@ -63,7 +63,8 @@ def values_problems(kind: Kind, values: object, path: str = "values") -> list[Pr
     if not values:
         problems.append((path, "at least one key"))
     if len(values) > MAX_KEYS:
-        problems.append((path, f"at most {MAX_KEYS} keys, got {len(values)}"))
+        # said once: a problem per key made a 2 MB request of 100,000 keys a 10.8 MB answer
+        return [(path, f"at most {MAX_KEYS} keys, got {len(values)}")]
     total = 0
     for key, value in values.items():
         item = f"{path}.{key}" if isinstance(key, str) and KEY.fullmatch(key) else f"{path}[{str(key)[:40]!r}]"

@@ -18,6 +18,8 @@ from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 from rest_framework.authtoken.models import Token
 
+from osmo.api.throttling import AuthFailureThrottle
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,7 +39,7 @@ def privileged(request: HttpRequest) -> bool:
         return True
     try:
         if key is not None and "\x00" not in key:
-            return Token.objects.filter(key=key, user__is_active=True, user__is_staff=True).exists()
+            return _staff_token(request, key)
         session_key = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
         if not session_key:
             return False
@@ -48,3 +50,19 @@ def privileged(request: HttpRequest) -> bool:
     except DjangoDatabaseError:
         logger.warning("ops.access_unreadable", exc_info=True)
         return False
+
+
+def _staff_token(request: HttpRequest, key: str) -> bool:
+    """Whether ``key`` is an active staff user's API token, under the API's failed-token throttle: a key
+    that is no token counts as a failure of the client's address, and past the API's rate the address
+    gets no answer from the tokens table (any key is refused, but those that authenticated from it
+    before). Without it these paths let anyone test tokens without limit (docs/operations.md)."""
+    throttle = AuthFailureThrottle()
+    if throttle.blocked(request, key):
+        return False
+    found = Token.objects.filter(key=key).values_list("user__is_active", "user__is_staff").first()
+    if found is None:
+        throttle.failure_record(request)
+        return False
+    throttle.success_record(request, key)
+    return bool(found[0] and found[1])

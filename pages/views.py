@@ -25,7 +25,7 @@ from pages.forms import WorkflowFilterForm, WorkflowSubmitForm
 from pages.links import workflow_url
 from pages.viewmodels.dashboard import dashboard_build
 from pages.viewmodels.pools import pool_detail_build, pool_rows
-from pages.viewmodels.submit import dry_run_build, spec_error_rows, submit_example_text, submit_examples
+from pages.viewmodels.submit import dry_run_build, spec_error_rows, spec_errors, submit_example_text, submit_examples
 from pages.viewmodels.workflows import workflow_detail_build, workflow_page_list, workflow_user_may_cancel
 from scheduler.selectors import pool_get, pool_names
 from scheduler.selectors import pool_list as scheduler_pool_list
@@ -197,8 +197,8 @@ def submit(request: HttpRequest) -> HttpResponse:
         context.update(_fields(dry_run_build(pool_name=pool_name, spec=text, user=request.user,
                                              priority=form.cleaned_data["priority"])))
     except (WorkflowSpecInvalidError, PoolNotFoundError) as exc:
-        context["errors"] = spec_error_rows(text, exc.details.get("errors", []))
-        context["problems"] = len(exc.details.get("errors", []))
+        found = spec_errors(text, exc.details.get("errors", []))
+        context.update(errors=found.rows, problems=found.problems, errors_hidden=found.hidden)
         return render(request, "pages/submit.html", context, status=400)
     except OsmoError as exc:  # no access, maintenance, a team to choose: one line, the API's words
         context["errors"] = spec_error_rows(text, [{"path": "pool", "message": exc.message}])

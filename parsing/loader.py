@@ -59,7 +59,10 @@ class DocumentLimits:
     """Size limits of one kind of document.
 
     ``max_nodes`` bounds the values walked after loading (aliases expanded); ``max_alias_values``,
-    when set, bounds the values that alias uses stand for while the YAML is composed.
+    when set, bounds the values that alias uses stand for while the YAML is composed;
+    ``max_yaml_nodes``, when set, bounds the YAML nodes the pure-Python loader composes (mapping keys,
+    values and alias uses, each one), so the refusal of a document too large for ``max_nodes`` comes
+    while it is composed, not after (composing costs ~20 µs a node: 1 MiB of ``[1,1,...`` is 520,000).
     """
 
     max_bytes: int
@@ -67,6 +70,7 @@ class DocumentLimits:
     max_depth: int
     max_nodes: int
     max_alias_values: int | None = None
+    max_yaml_nodes: int | None = None
 
 
 class _LoaderLimitError(yaml.YAMLError):
@@ -174,7 +178,9 @@ class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreR
         _CoreResolver.__init__(self)
         self.max_aliases = limits.max_aliases
         self.max_alias_values = limits.max_alias_values
+        self.max_yaml_nodes = limits.max_yaml_nodes
         self.alias_count = 0
+        self.yaml_nodes = 0
         # Values composed so far, each alias use counting the values under its anchor; the values
         # under each anchor; the values all alias uses stood for.
         self.composed_values = 0
@@ -182,6 +188,10 @@ class DocumentLoader(Reader, Scanner, Parser, Composer, _CoreConstructor, _CoreR
         self.alias_values = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self.yaml_nodes += 1
+        if self.max_yaml_nodes is not None and self.yaml_nodes > self.max_yaml_nodes:
+            raise _LoaderLimitError(f"too many YAML nodes (more than {self.max_yaml_nodes}, keys included) at "
+                                    f"{_position(self._next_event().start_mark)}")
         if self.check_event(yaml.AliasEvent):
             event = self._next_event()
             self.alias_count += 1
@@ -313,7 +323,7 @@ def duplicate_keys(root: Node) -> list[PathError]:
                 stack.append((value_node, join_path(path, key)))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, join_path(path, index)) for index, item in enumerate(node.value))
-    return sorted(found)
+    return sorted(found, key=PathError.sort_key)
 
 
 def _fast_load(text: str, duplicates: list[PathError] | None = None) -> Any:
@@ -374,6 +384,10 @@ def _check_plain(document: Any, limits: DocumentLimits, what: str) -> None:
             raise _invalid("", f"{what} is too large (more than {limits.max_nodes} values)")
         if depth > limits.max_depth:
             raise _invalid(path, f"{what} is nested too deeply (more than {limits.max_depth})")
+        if isinstance(value, Mapping | list | tuple) and count + len(stack) + len(value) > limits.max_nodes:
+            # every value on the stack is counted when it is taken: refuse before making the paths of a
+            # list of 800,000 values (1.5 s), not after
+            raise _invalid("", f"{what} is too large (more than {limits.max_nodes} values)")
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if not isinstance(key, str):

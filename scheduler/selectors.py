@@ -111,6 +111,10 @@ def pool_list() -> QuerySet[Pool]:
 
 
 def pool_get(*, name: str) -> Pool | None:
+    """The pool of that name, or None; None for a name with a NUL character, which no pool has (PostgreSQL
+    refuses NUL in a query: the pool page of ``/pools/%00/`` answered 500)."""
+    if "\x00" in name:
+        return None
     return pool_list().filter(name=name).first()
 
 

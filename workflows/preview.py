@@ -53,7 +53,7 @@ def workflow_dry_run(
     quotas = Quotas.load(pool) if gang.rank < LOW_RANK and gang.team_id is not None else None
     snapshot = snapshot_load(pool) if pool.status == PoolStatus.ONLINE else None
     platforms = platform_exclusions(pool.pk) if snapshot is not None else {}
-    groups = []
+    groups: list[dict[str, Any]] = []
     for group in submission.spec.groups:
         request = request_on_platforms(gang_request_from_spec(group), platforms)
         over = quotas.over(gang, request) if quotas and gang.team_id in quotas.quota else None
@@ -73,9 +73,11 @@ def workflow_dry_run(
                 "constraint_tree": tree_to_json(group.tree),
                 "constraint_outline": tree_to_outline(group.tree),
                 "placement": placement,
-                "waiting_lines": preview_waiting_lines(pool, placement),
             }
         )
+    for group_answer, lines in zip(groups, preview_waiting_lines(pool, [g["placement"] for g in groups]),
+                                   strict=True):
+        group_answer["waiting_lines"] = lines
     # Groups are previewed independently on the same snapshot: a downstream group only starts after
     # its upstream groups finished and released their capacity.
     answer = {"valid": True, "workflow": submission.spec.name, "pool": pool.name, "pool_status": pool.status,

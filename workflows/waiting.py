@@ -206,23 +206,37 @@ def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = No
     return answers
 
 
-def preview_waiting_lines(pool: Pool, placement: dict[str, Any]) -> list[str]:
-    """For a dry run's group that cannot be placed now: who holds the capacity it needs, in the
-    words of :func:`waiting_lines` (without the queue line; one query). Empty when it is placed, or
-    its reason names no domain of a topology key."""
-    detail = placement.get("reason") or {}
+def preview_waiting_lines(pool: Pool, placements: list[dict[str, Any]]) -> list[list[str]]:
+    """For each of a dry run's groups that cannot be placed now: who holds the capacity it needs, in the
+    words of :func:`waiting_lines` (without the queue line). Empty for a group that is placed, or whose
+    reason names no domain of a topology key. Two queries for all the groups (the pool's keys, the
+    holders of every group's best domain): a query per group made a dry run of 1,000 waiting groups
+    2,000 queries and 2.7 s."""
     keys = [(key.key, key.label) for key in sorted(pool.topology_keys.all(), key=lambda k: k.position)]
-    fits = (detail.get("best_domain") or {}).get("fits")
-    path = [str(value) for value in (detail.get("best_domain") or {}).get("path") or []]
-    if fits == 0:
-        path = []  # no domain has room for a task: every one comes as close, name all holders
-    elif not path:
-        return []
-    if placement.get("status") != "unschedulable" or detail.get("key") not in dict(keys):
-        return []
-    answer = {"ahead": {}, "position": 1, "domain": {"key": detail["key"], "path": path},
-              "holders": _holders(pool, keys, {0: path})[0]}
-    return waiting_lines(answer, best_fits=fits, needed=detail.get("tasks_needed"))[1:]
+    best: dict[int, list[str]] = {}
+    for index, placement in enumerate(placements):
+        detail = placement.get("reason") or {}
+        fits = (detail.get("best_domain") or {}).get("fits")
+        path = [str(value) for value in (detail.get("best_domain") or {}).get("path") or []]
+        if fits == 0:
+            path = []  # no domain has room for a task: every one comes as close, name all holders
+        elif not path:
+            continue
+        if placement.get("status") != "unschedulable" or detail.get("key") not in dict(keys):
+            continue
+        best[index] = path
+    holders = _holders(pool, keys, best)
+    lines: list[list[str]] = []
+    for index, placement in enumerate(placements):
+        if index not in best:
+            lines.append([])
+            continue
+        detail = placement.get("reason") or {}
+        answer = {"ahead": {}, "position": 1, "domain": {"key": detail["key"], "path": best[index]},
+                  "holders": holders[index]}
+        lines.append(waiting_lines(answer, best_fits=(detail.get("best_domain") or {}).get("fits"),
+                                   needed=detail.get("tasks_needed"))[1:])
+    return lines
 
 
 def reason_reworded(reason: dict[str, Any] | None, domains: dict[str, Any] | None) -> str:

@@ -1,4 +1,4 @@
-from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -14,20 +14,21 @@ JSON_TOO_DEEP_MESSAGE = f"JSON parse error - nested deeper than {JSON_MAX_DEPTH}
 
 
 def json_depth_exceeds(data: Any, limit: int = JSON_MAX_DEPTH) -> bool:
-    """True when ``data`` nests lists/objects more than ``limit`` levels (iterative: no recursion)."""
-    stack = [(data, 1)]
+    """True when ``data`` nests lists/objects more than ``limit`` levels (iterative: no recursion). One
+    iterator per open container, so a list of 800,000 empty lists is not copied into a stack of pairs
+    first (1.5 s of a 2.5 MB body's 2.8 s)."""
+    if not isinstance(data, dict | list):
+        return False
+    stack: list[Iterator[Any]] = [iter(data.values() if isinstance(data, dict) else data)]
     while stack:
-        value, depth = stack.pop()
-        children: Iterable[Any]
-        if isinstance(value, dict):
-            children = value.values()
-        elif isinstance(value, list):
-            children = value
+        for child in stack[-1]:
+            if isinstance(child, dict | list):
+                if len(stack) >= limit:
+                    return True
+                stack.append(iter(child.values() if isinstance(child, dict) else child))
+                break
         else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+            stack.pop()
     return False
 
 

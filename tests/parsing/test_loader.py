@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parsing import DocumentInvalidError, DocumentLimits, PathError, join_path, load_document
+from parsing import loader as document_loader
 
 LIMITS = DocumentLimits(max_bytes=10_000, max_aliases=100, max_depth=64, max_nodes=1000)
 SHARED = "a: &a {x: 1, y: 2}\nb: &b [*a, *a]\nc: [*b, *b]\n"
@@ -126,3 +127,20 @@ def test_an_error_without_problems_still_says_what_is_wrong():
 
     # then
     assert (error.message, error.errors) == ("The document is invalid.", (PathError("", "the document is invalid"),))
+
+
+def test_a_list_past_the_value_limit_is_refused_before_its_paths_are_made(monkeypatch):
+    """Replays the attack run's finding: a 2.5 MB JSON body with a list of 800,000 empty lists spent 1.5 s
+    making a path for each of them before the walk counted past ``max_nodes``."""
+    # given
+    paths: list[str] = []
+    monkeypatch.setattr(document_loader, "join_path", lambda path, key: paths.append(key) or join_path(path, key))
+    document = {"workflow": {"name": "wf"}, "junk": [[]] * 5000}
+
+    # when
+    with pytest.raises(DocumentInvalidError) as caught:
+        load_document(document, LIMITS, what="the spec")
+
+    # then: the two top-level keys got paths, no item of the list
+    assert caught.value.to_list() == [{"path": "", "message": "the spec is too large (more than 1000 values)"}]
+    assert sorted(paths) == ["junk", "workflow"]

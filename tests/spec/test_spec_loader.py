@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from parsing.loader import FAST_MAX_BYTES
 from workflows.spec import PoolContext, SpecInvalidError, SpecLimits, parse_workflow
 
 POOL = PoolContext(name="nvl72", keys=("zone", "spine", "rack", "gpu-clique"))
@@ -324,3 +325,45 @@ def test_a_spec_without_repeated_keys_has_no_warnings() -> None:
 
     # then
     assert spec.warnings == ()
+
+
+def test_yaml_past_the_node_limit_is_refused_where_it_passes_it() -> None:
+    """Replays the attack run's finding: 1 MiB of ``[1,1,...`` (520,000 values) was composed whole, 12 s
+    of CPU and ~300 MB, before the walk after loading refused it for its 200,000 values."""
+    # given: the 13th node (keys included) is ``f``; past 64 KiB, so not libyaml's (FAST_MAX_BYTES, whose
+    # texts hold too few nodes to reach the default limit)
+    source = "workflow:\n  name: wf\n  tasks: [a, b, c, d, e, f" + ", g" * 30_000 + "]\n"
+    assert len(source) > FAST_MAX_BYTES
+
+    # when
+    errors = errors_of(source, SpecLimits(max_yaml_nodes=12))
+
+    # then
+    assert errors == [("", "too many YAML nodes (more than 12, keys included) at line 3, column 26")]
+
+
+def test_yaml_within_the_node_limit_loads() -> None:
+    # given: 12 nodes
+    source = "workflow:\n  name: wf\n  tasks: [a, b, c, d, e]\n"
+
+    # when
+    errors = errors_of(source, SpecLimits(max_yaml_nodes=12))
+
+    # then: the loader took it; the parser speaks of the tasks
+    assert errors and all(path.startswith("workflow.tasks") for path, _message in errors)
+
+
+def test_a_thousand_task_spec_with_variables_fits_the_default_node_limit() -> None:
+    # given: 1,000 tasks, each with arguments and ten environment variables (~36,000 YAML nodes)
+    lines = ["workflow:", "  name: wide", "  tasks:"]
+    for index in range(1000):
+        lines += [f"  - name: t{index}", "    image: busybox", "    command: [python, train.py]",
+                  "    args: [--epochs, '3', --lr, '0.1']", "    environment:",
+                  *[f"      VAR_{var}: value-{var}" for var in range(10)]]
+    source = "\n".join(lines) + "\n"
+
+    # when
+    spec = parse_workflow(source, pool=POOL)
+
+    # then
+    assert len(list(spec.tasks())) == 1000

@@ -152,3 +152,57 @@ def test_bad_value_names_and_types_are_refused():
 def test_default_values_must_be_plain():
     errors = render_errors("default-values:\n  a: '{{ b }}'\nworkflow: {}\n")
     assert errors == [{"path": "default-values", "message": "default-values must be plain values, not template code"}]
+
+
+def _tasks_spec(tasks: int) -> str:
+    rows = "".join(f"  - {{name: t{index}, image: busybox, command: ['true']}}\n" for index in range(tasks))
+    return f"workflow:\n  name: many\n  tasks:\n{rows}"
+
+
+def test_set_env_that_alone_makes_the_spec_too_large_is_refused_before_it_is_dumped():
+    """Replays the attack run's finding: 1 MB of ``set_env`` on 100 tasks was dumped into a 100 MB spec
+    (40 s of CPU) before the size check after the dump refused it."""
+    # given: 200 x 1 KB variables on 10 tasks, ~2 MB; a dump that must not run
+    env = {f"V{index}": "x" * 1000 for index in range(200)}
+
+    def dump(document):
+        raise AssertionError("dumped")
+
+    # when
+    errors = render_errors(_tasks_spec(10), env=env, dump=dump)
+
+    # then: each variable is NAME: value on a line at least (1000 + 3 + len(name))
+    per_task = sum(len(name) + 1003 for name in env)
+    assert errors == [{"path": "set_env", "message": f"200 environment variables of {per_task} bytes on each of 10 "
+                                                     "tasks make the spec larger than 1048576 bytes"}]
+
+
+def test_set_env_within_the_spec_size_is_dumped():
+    # given: 100 x 1 KB on 5 tasks, ~500 KB
+    env = {f"V{index}": "x" * 1000 for index in range(100)}
+
+    # when
+    rendered = render_spec(_tasks_spec(5), env=env, dump=lambda doc: yaml.safe_dump(doc, sort_keys=False))
+
+    # then
+    assert [len(task["environment"]) for task in yaml.safe_load(rendered.text)["workflow"]["tasks"]] == [100] * 5
+
+
+@pytest.mark.parametrize(
+    ("values", "env", "expected"),
+    [
+        ({}, {"E": "x" * 4097}, [{"path": "set_env.E", "message": "longer than 4096 characters"}]),
+        ({}, {f"E{index}": "x" for index in range(257)},
+         [{"path": "set_env", "message": "257 environment variables; at most 256"}]),
+        ({f"v{index}": 1 for index in range(257)}, {}, [{"path": "set", "message": "257 values; at most 256"}]),
+    ],
+    ids=["_case_env_value_too_long", "_case_too_many_env", "_case_too_many_values"],
+)
+def test_submitted_values_and_variables_are_bounded(values, env, expected):
+    """Replays the attack run's findings: a 1 MB ``set_env`` value went to every task unchecked (``set``
+    values stop at 4,096 characters), and 100,000 ``set`` values were stored with the workflow."""
+    # when
+    errors = render_errors(QUOTED, values=values, env=env, dump=yaml.safe_dump)
+
+    # then
+    assert errors == expected

@@ -55,7 +55,9 @@ def log_tail_parse(raw: str | None) -> int | None:
 
 def _tasks_in_order(workflow: Workflow) -> list[Task]:
     """The workflow's tasks, group after group, in natural order of names within a group (t2 before t10)."""
-    tasks = workflow.tasks.select_related("node", "workflow", "group")
+    # Not select_related("workflow"): the related manager gives every task ``workflow`` itself, and the
+    # join copied the workflow's stored spec (up to 1 MiB) into each of its 1,000 tasks' rows: 1 GB.
+    tasks = workflow.tasks.select_related("node", "group")
     return sorted(tasks, key=lambda task: (task.group.position, natural_key(task.name)))
 
 
@@ -146,7 +148,7 @@ def workflow_events(workflow: Workflow, *, now: datetime | None = None) -> dict[
     events = [_transition_event(t) for t in workflow.transitions.select_related("task", "group").order_by("at", "pk")]
     backend_error: str | None = None
     tasks = list(workflow.tasks.filter(dispatched_at__isnull=False).exclude(pod_name="")
-                 .select_related("node", "workflow", "group").order_by("pk"))
+                 .select_related("node", "group").order_by("pk"))  # task.workflow: see _tasks_in_order
     if tasks:
         pool = workflow.pool
         by_pod = {task.pod_name: task.name for task in tasks}

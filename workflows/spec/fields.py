@@ -94,8 +94,11 @@ class TaskFields(SpecWalker):
             return None
         try:
             re.compile(text)
-        except re.error as exc:
+        except (re.error, OverflowError) as exc:  # OverflowError: a repeat count past 4294967295 (a{99999999999})
             self.error(path, f"regex {text[:80]!r} does not compile: {exc}")
+            return None
+        except RecursionError:  # the compiler recurses per group: ((((...)))) a few thousand deep
+            self.error(path, f"regex {text[:80]!r} does not compile: it nests groups too deeply")
             return None
         return text
 

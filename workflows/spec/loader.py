@@ -19,13 +19,17 @@ from workflows.spec.errors import SpecError, SpecInvalidError
 @dataclass(frozen=True, slots=True)
 class SpecLimits(DocumentLimits):
     """Size limits applied to every submitted spec. Alias fan-out is bounded by ``max_nodes`` (the
-    walk after loading) and ``max_aliases``; ``max_alias_values`` stays unset."""
+    walk after loading) and ``max_aliases``; ``max_alias_values`` stays unset. ``max_yaml_nodes``
+    bounds the YAML composed (docs/spec.md, "Limits")."""
 
     max_bytes: int = 1024 * 1024
     max_aliases: int = 100
     max_depth: int = 64
     max_nodes: int = 200_000
     max_alias_values: int | None = None
+    #: keys included; what one web process may spend composing a spec (~2 s), where a spec of the
+    #: 1,000 tasks allowed, each with a few dozen fields and variables, takes ~40,000
+    max_yaml_nodes: int | None = 100_000
     max_tasks: int = 1000
 
 

@@ -63,13 +63,15 @@ MAX_POWER_BITS = 4096
 @dataclass(frozen=True, slots=True)
 class TemplateLimits:
     """Bounds of one rendering: output characters, steps (loop iterations + calls), ``range`` length,
-    the length of one submitted value, and the operating-system limits of the process that renders
+    the length of one submitted value (``set`` and ``set_env``) and their number (of each), and the
+    operating-system limits of the process that renders
     (None: render in the calling process)."""
 
     max_output: int = 1024 * 1024
     max_steps: int = 100_000
     max_range: int = 10_000
     max_value_length: int = 4096
+    max_values: int = 256
     process: ProcessLimits | None = None
 
 
@@ -326,22 +328,50 @@ def check_values(values: Mapping[str, Any], *, path: str, limits: TemplateLimits
     return errors
 
 
-def apply_env(document: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """Every task's ``environment`` with ``env`` set on top (tasks of ``workflow.groups`` or
-    ``workflow.tasks``; anything not shaped like a task is left for the parser to report)."""
+def check_env(env: Mapping[str, str], *, limits: TemplateLimits) -> list[SpecError]:
+    """``set_env``: how many, their names, and the length of each value (the bounds of ``set``)."""
+    if len(env) > limits.max_values:
+        return [SpecError("set_env", f"{len(env)} environment variables; at most {limits.max_values}")]
+    errors = []
+    for name, value in env.items():
+        if not ENV_NAME.fullmatch(name):
+            errors.append(SpecError(join_path("set_env", name), f"invalid environment variable name {name[:80]!r}"))
+        elif len(value) > limits.max_value_length:
+            errors.append(SpecError(join_path("set_env", name), f"longer than {limits.max_value_length} characters"))
+    return errors
+
+
+def _env_tasks(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tasks ``set_env`` goes to (of ``workflow.groups`` or ``workflow.tasks``; anything not
+    shaped like a task is left for the parser to report)."""
     body = document.get("workflow")
     if not isinstance(body, dict):
-        return document
+        return []
     tasks: list[Any] = []
     if isinstance(body.get("tasks"), list):
         tasks.extend(body["tasks"])
     for group in body.get("groups") or [] if isinstance(body.get("groups"), list) else []:
         if isinstance(group, dict) and isinstance(group.get("tasks"), list):
             tasks.extend(group["tasks"])
-    for task in tasks:
-        if isinstance(task, dict) and isinstance(task.get("environment") or {}, dict):
-            task["environment"] = {**(task.get("environment") or {}), **env}
+    return [task for task in tasks if isinstance(task, dict) and isinstance(task.get("environment") or {}, dict)]
+
+
+def apply_env(document: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """Every task's ``environment`` with ``env`` set on top."""
+    for task in _env_tasks(document):
+        task["environment"] = {**(task.get("environment") or {}), **env}
     return document
+
+
+def _env_fits(document: dict[str, Any], env: Mapping[str, str], text: str, max_bytes: int) -> None:
+    """Refuse ``env`` before it is dumped when it alone makes the spec too large: each task gets every
+    variable, at least ``NAME: value`` on a line (a dump never writes less), so 1 MB of variables on
+    100 tasks was a 100 MB dump (40 s of CPU) before the size check after it refused the spec."""
+    per_task = sum(len(name.encode()) + len(value.encode()) + 3 for name, value in env.items())
+    tasks = len(_env_tasks(document))
+    if len(text.encode()) + tasks * per_task > max_bytes:
+        raise SpecInvalidError([SpecError("set_env", f"{len(env)} environment variables of {per_task} bytes on each "
+                                                     f"of {tasks} tasks make the spec larger than {max_bytes} bytes")])
 
 
 def render_spec(
@@ -365,8 +395,9 @@ def render_spec(
     values = dict(values or {})
     env = dict(env or {})
     errors = check_values(values, path="set", limits=limits)
-    errors += [SpecError(join_path("set_env", name), f"invalid environment variable name {name[:80]!r}")
-               for name in env if not ENV_NAME.fullmatch(name)]
+    if len(values) > limits.max_values:
+        errors = [SpecError("set", f"{len(values)} values; at most {limits.max_values}")]
+    errors += check_env(env, limits=limits)
     if errors:
         raise SpecInvalidError(errors)
     merged: dict[str, Any] = {}
@@ -385,7 +416,9 @@ def render_spec(
         if dump is None:
             raise ValueError("render_spec needs dump= to apply env")
         # A repeated key keeps its last value, as the parser does without env (OSMO's loader does so).
-        rendered = dump(apply_env(load_document(rendered, spec_limits, warnings), env))
+        document = load_document(rendered, spec_limits, warnings)
+        _env_fits(document, env, rendered, spec_limits.max_bytes)
+        rendered = dump(apply_env(document, env))
     return RenderedSpec(text=rendered, values=merged, env=env, warnings=tuple(warnings), before_env=before_env)
 
 
