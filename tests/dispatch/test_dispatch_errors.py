@@ -8,6 +8,7 @@ import os
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -101,3 +102,17 @@ def test_a_gang_whose_pods_were_created_after_a_retry_keeps_no_dispatch_error(us
     assert Task.objects.get(workflow=workflow).dispatched_at is not None
     assert TaskGroup.objects.get(pk=group.pk).dispatch_error == ""
     assert Workflow.objects.get(pk=workflow.pk).failure_message == ""
+
+
+def test_groups_inserted_by_the_previous_release_get_an_empty_dispatch_error(db):
+    """During a rollout, after the migration, processes of the previous release insert groups without
+    the column: its default is the database's too, or every submission they took answered 500."""
+    # given the migrated database
+    # when its default for the column is read
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT column_default, is_nullable FROM information_schema.columns "
+                       "WHERE table_name = 'workflows_taskgroup' AND column_name = 'dispatch_error'")
+        found = cursor.fetchall()
+
+    # then
+    assert found == [("''::text", "NO")]
