@@ -8,11 +8,17 @@ polling, and takes over when the first one's connection ends (its process exits 
 whose lock connection breaks (the database restarted) exits rather than go on unlocked; its
 supervisor (Kubernetes, compose) starts it again as a standby. The embedded default (SQLite, one
 host, ``make run``) runs one beat and takes no lock.
+
+The schedule file (``-s``, on the data volume) only remembers when each periodic task last ran. When
+it cannot be written (the volume is full or read-only), at start or later, beat keeps the schedule in
+memory and goes on sending (``beat.schedule_in_memory``, once): losing the last-run times costs at
+most one early tick, while exiting would stop beat for as long as the volume stays full.
 """
 
 from __future__ import annotations
 
 import logging
+import shelve
 import time
 from typing import Any
 
@@ -64,16 +70,42 @@ def beat_lock_acquire(*, poll: float = STANDBY_POLL_SECONDS) -> Any:
         time.sleep(poll)
 
 
+class MemoryPersistence:
+    """``shelve``'s ``open`` for :attr:`PersistentScheduler.persistence`, keeping the schedule in memory."""
+
+    @staticmethod
+    def open(filename: str, writeback: bool = True) -> shelve.Shelf[Any]:
+        return shelve.Shelf({}, writeback=writeback)
+
+
 class LockedPersistentScheduler(PersistentScheduler):
-    """Celery's default scheduler, started only once the beat lock is held (on PostgreSQL)."""
+    """Celery's default scheduler, started only once the beat lock is held (on PostgreSQL), with its
+    schedule in memory when the schedule file cannot be written (see the module docstring)."""
 
     _lock: Any = None
     _lock_checked_at = 0.0
 
     def setup_schedule(self) -> None:
-        if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        if self._lock is None and settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
             self._lock = beat_lock_acquire()
             self._lock_checked_at = time.monotonic()
+        try:
+            super().setup_schedule()
+        except OSError as error:
+            self._schedule_in_memory(error)
+
+    def sync(self) -> None:
+        try:
+            super().sync()
+        except OSError as error:
+            self._schedule_in_memory(error)
+
+    def _schedule_in_memory(self, error: OSError) -> None:
+        if self.persistence is MemoryPersistence:
+            raise error
+        logger.error("beat.schedule_in_memory",
+                     extra={"path": getattr(self, "schedule_filename", ""), "reason": str(error)})
+        self.persistence = MemoryPersistence  # type: ignore[assignment]  # shelve's open, in memory
         super().setup_schedule()
 
     def tick(self, *args: Any, **kwargs: Any) -> Any:

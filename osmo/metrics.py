@@ -57,7 +57,50 @@ def metrics_dir() -> str:
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir()
 # What prometheus_client does itself when PROMETHEUS_MULTIPROC_DIR is set before it is imported, with
 # the host in the file names (process ids repeat across containers that share the directory).
-values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)
+_MultiProcessValue = values.MultiProcessValue(process_identifier=_process_identifier)
+
+#: A value is written to the shared directory only while it has this much room. prometheus_client's
+#: files are sparse and memory-mapped: a page it first touches on a full volume kills the process with
+#: SIGBUS, which no exception handler sees. Files start at 64 KiB and double when full, so this margin
+#: covers any one growth of a process's files but the largest.
+METRICS_MIN_FREE_BYTES = 16 << 20
+_unusable_said = False
+
+
+def _metrics_dir_problem() -> str | None:
+    """Why the metrics directory cannot take a new value now (read-only, nearly full), or None."""
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    try:
+        stats = os.statvfs(directory)
+    except OSError as error:
+        return f"{error.__class__.__name__}: {error}"
+    if stats.f_flag & os.ST_RDONLY:
+        return f"OSError: [Errno 30] Read-only file system: {directory!r}"
+    free = stats.f_bavail * stats.f_frsize
+    if free < METRICS_MIN_FREE_BYTES:
+        return f"OSError: [Errno 28] No space left on device: {directory!r} has {free} bytes free"
+    return None
+
+
+def _value(*args: Any, **kwargs: Any) -> Any:
+    """The value of one metric child: in the shared directory, or, when the directory cannot take it
+    (full, read-only, unwritable), in this process's memory only, so recording never fails the work
+    that records (its events are then missing from the scrape; ``metrics.dir_unusable`` says so once
+    per process)."""
+    global _unusable_said
+    problem = _metrics_dir_problem()
+    if problem is None:
+        try:
+            return _MultiProcessValue(*args, **kwargs)
+        except OSError as error:
+            problem = f"{error.__class__.__name__}: {error}"
+    if not _unusable_said:
+        _unusable_said = True
+        logger.error("metrics.dir_unusable", extra={"reason": problem})
+    return values.MutexValue(*args, **kwargs)
+
+
+values.ValueClass = _value
 
 # ------------------------------------------------------------------------------------------------
 # Event metrics (observed in worker processes)

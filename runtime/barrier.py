@@ -2,9 +2,11 @@
 
 One call is ``POST <barrier url>`` with ``Authorization: Bearer <task token>``; the service answers
 ``{"arrived": n, "size": m, "open": bool, "abort": bool}`` (docs/runtime.md). The call is repeated
-every ``poll_s`` until the barrier opens. Connection failures and 5xx answers are retried with
-backoff; a service still unreachable after ``retries`` consecutive failures is a clear failure
-(2021), a token the service refuses (401/403) fails at once (2020), a group that stopped (a task
+every ``poll_s`` until the barrier opens. Connection failures and 5xx answers (a database restart
+answers 503, a web rollout refuses connections) are retried with backoff (0.5 s doubling, at most
+``max_delay_s``) until the deadline, the start timeout: an outage shorter than that delays the group,
+it does not fail it. A service still unreachable at the deadline is a clear failure (2021, with the
+last error), a token the service refuses (401/403) fails at once (2020), a group that stopped (a task
 failed or the workflow was cancelled, ``abort``) fails 2024, and a barrier that has not opened by the
 deadline fails with OSMO's start timeout (3005).
 """
@@ -46,14 +48,15 @@ def _post(url: str, token: str, timeout: float) -> dict[str, object]:
     return answer
 
 
-def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, retries: int = 5,
+def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, max_delay_s: float = 10.0,
                  retry_first_delay_s: float = 0.5, clock: BarrierClock | None = None,
                  log: Callable[[str], None] = lambda _line: None) -> int:
     """Arrive at the barrier and return once it is open (the number of tasks that arrived).
     Raises :class:`BarrierError` with OSMO's code (see the module docstring)."""
     clock = clock or BarrierClock()
     deadline = clock.now() + deadline_s
-    failures = 0
+    failures = 0  # consecutive ones
+    attempts = 0
     delay = retry_first_delay_s
     last_error = ""
     announced = -1
@@ -72,6 +75,9 @@ def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, r
             reason = getattr(exc, "reason", None) or exc
             last_error = f"{exc.__class__.__name__}: {reason}"
         else:
+            attempts += 1
+            if failures:
+                log(f"service reachable again at {spec.url} after {failures} failed attempts")
             failures = 0
             delay = retry_first_delay_s
             if answer.get("abort"):
@@ -93,10 +99,14 @@ def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, r
             clock.sleep(poll_s)
             continue
         failures += 1
-        log(f"service unreachable at {spec.url} ({last_error}); attempt {failures} of {retries + 1}")
-        if failures > retries or clock.now() + delay > deadline:
+        attempts += 1
+        if failures == 1:  # one line per outage, not one per attempt
+            log(f"service unavailable at {spec.url} ({last_error}); retrying until the start timeout "
+                f"({deadline_s:g} s)")
+        left = deadline - clock.now()
+        if left <= 0:
             raise BarrierError(exitcodes.SERVICE_TIMEOUT,
-                               f"the service at {spec.url} could not be reached after {failures} attempts: "
-                               f"{last_error}")
-        clock.sleep(delay)
-        delay *= 2
+                               f"the service at {spec.url} could not be reached within the start timeout "
+                               f"({deadline_s:g} s, {attempts} attempts): {last_error}")
+        clock.sleep(min(delay, left))
+        delay = min(delay * 2, max_delay_s)

@@ -139,6 +139,11 @@ class TaskGroup(RunState):
     dispatch_requested_at = models.DateTimeField(
         null=True, blank=True, help_text="When pod creation was last requested (placement or re-dispatch)."
     )
+    # db_default: processes of the previous release, still running during a rollout, insert groups without it.
+    dispatch_error = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="Why the backend could not create the gang's pods at the last try (a transient error: retried "
+        "until OSMO_DISPATCH_DEADLINE_SECONDS); empty once they are created.")
     # The solver's input, stored at submission so a placement cycle needs no task rows to solve
     # (docs/design.md §8): each task as [name, gpu, cpu_millis, memory_bytes, storage_bytes, [excluded]].
     task_requests = models.JSONField(null=True, blank=True, editable=False)

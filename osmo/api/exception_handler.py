@@ -57,9 +57,10 @@ def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> 
 
 DATABASE_UNAVAILABLE = envelope("database_unavailable", "The database is unavailable; retry shortly.")
 DATABASE_RETRY_AFTER_SECONDS = 5
-# PostgreSQL SQLSTATEs that mean "not reachable now": class 08 (connection exception), too many
-# connections, and the server shutting down or starting up (a restart).
-_UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+# PostgreSQL SQLSTATEs that mean "not reachable now": class 08 (connection exception), its volume
+# full (a table or index cannot grow: 53100), too many connections, and the server shutting down or
+# starting up (a restart).
+_UNAVAILABLE_SQLSTATES = frozenset({"53100", "53300", "57P01", "57P02", "57P03"})
 
 
 def database_unavailable(exc: BaseException | None) -> bool:

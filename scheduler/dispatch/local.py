@@ -8,11 +8,15 @@ A pod is a folder ``<root>/<namespace>/<pod>/`` (``root``: ``OSMO_LOCAL_DIR``):
 * ``sandbox/tmp`` and ``sandbox/osmo``: the task's own ``/tmp`` and ``/osmo`` (``{{output}}`` is
   ``/osmo/output``, ``{{input:N}}`` ``/osmo/input/N``), so two tasks can both write ``/tmp/run.sh``;
 * ``log``: the runtime's and the command's stdout and stderr (the container log);
-* ``pid``: the supervisor's process id (a session and process group leader); ``exit``: the
-  sandbox's exit status, written by the supervisor once it ended.
+* ``started``: made (atomically) by the one supervisor that runs the pod; ``pid``: its process id (a
+  session and process group leader); ``exit``: the sandbox's exit status, written by the supervisor
+  once it ended.
 
 The supervisor is a ``/bin/sh`` script started with ``setsid -f``, so it outlives the worker process
-that created it and is nobody's child to reap. The sandbox sees the machine's folders read-only (each top-level one
+that created it and is nobody's child to reap. A worker killed between making the folder and starting
+the supervisor leaves a folder nothing runs: creating the pod again (the redelivered dispatch) starts
+its supervisor, and the ``started`` claim lets only one supervisor of a pod run, however many were
+started. The sandbox sees the machine's folders read-only (each top-level one
 bound on a tmpfs root), its own ``/tmp``, ``/osmo``, ``/dev`` and ``/proc``, a private PID namespace that dies with the
 supervisor, and the host network (tasks of a group reach each other on the loopback). The folders of
 the plan's ``file://`` upload URLs are bound writable.
@@ -338,6 +342,7 @@ class LocalBackend:
             "# The supervisor of one local pod (scheduler/dispatch/local.py): writes its pid, runs the sandbox,",
             "# writes the sandbox's exit status.",
             f"cd {shlex.quote(str(folder))} || exit 1",
+            "mkdir started 2>/dev/null || exit 0  # another supervisor of this pod runs it",
             "echo $$ > pid.tmp && mv pid.tmp pid",
             f"env -i {kept} {shlex.join(argv)} < /dev/null > log 2>&1",
             "echo $? > exit.tmp && mv exit.tmp exit",
@@ -348,6 +353,7 @@ class LocalBackend:
     def create_pod(self, pod: PodRequest) -> None:
         folder = self.pod_dir(pod.namespace, pod.pod_name)
         if folder.exists():  # AlreadyExists: the deterministic name says it is this task's pod
+            self._supervisor_ensure(folder)
             return
         try:
             plan = self._plan(pod)
@@ -376,11 +382,25 @@ class LocalBackend:
                     shutil.rmtree(staging, ignore_errors=True)
                     return
                 raise
-            subprocess.run(["setsid", "-f", "/bin/sh", str(folder / "supervisor.sh")], check=True,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+            self._supervisor_start(folder)
         except (OSError, subprocess.SubprocessError) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise DispatchTransientError(f"local pod {pod.pod_name}: {exc.__class__.__name__}: {exc}") from exc
+
+    @staticmethod
+    def _supervisor_start(folder: Path) -> None:
+        subprocess.run(["setsid", "-f", "/bin/sh", str(folder / "supervisor.sh")], check=True,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+
+    def _supervisor_ensure(self, folder: Path) -> None:
+        """Start the supervisor of an existing pod folder that no supervisor claimed (its creator was
+        killed before starting it). Harmless when one is starting right now: only one claims the pod."""
+        if (folder / "started").exists() or (folder / "pid").exists() or not (folder / "supervisor.sh").is_file():
+            return
+        try:
+            self._supervisor_start(folder)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise DispatchTransientError(f"local pod {folder.name}: {exc.__class__.__name__}: {exc}") from exc
 
     def delete_pod(self, *, namespace: str, pod_name: str, grace_seconds: int | None = None) -> None:
         self._remove(self.pod_dir(namespace, pod_name),

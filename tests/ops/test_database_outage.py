@@ -96,3 +96,39 @@ def test_an_unreadable_sqlite_database_answers_503_from_inside_the_api_views(gun
     # then
     assert [(r.status_code, r.json(), r.headers["retry-after"]) for r in responses] == [(503, ENVELOPE_503, "5")] * 2
     assert "api.database_unavailable" in server.log()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_out_of_disk_answers_503_and_stores_nothing(gunicorn_server, worker_env, tmp_path, user):
+    """Replays the fault run with PostgreSQL's volume full: every submission answered 500 `server_error`
+    ("could not extend file ...: No space left on device", SQLSTATE 53100). The server raises that error
+    here from a trigger, as it does when a table cannot grow."""
+    # given a database whose workflows table cannot grow
+    from tests.factories import make_node, make_pool
+    from tests.pipeline.helpers import gang_spec
+    from workflows.models import Workflow
+
+    pool = make_pool("full", keys=[])
+    make_node(pool, "n1", {}, gpu=8)
+    token = Token.objects.create(user=user)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                       "RAISE EXCEPTION USING ERRCODE = 'disk_full', MESSAGE = 'could not extend file "
+                       "\"base/16384/16712\": No space left on device'; END $$")
+        cursor.execute("CREATE TRIGGER disk_full BEFORE INSERT ON workflows_workflow "
+                       "FOR EACH ROW EXECUTE FUNCTION disk_full()")
+    server = gunicorn_server(production_env(worker_env, tmp_path / "data"))
+    try:
+        # when a workflow is submitted
+        with httpx.Client(base_url=server.base_url, timeout=30) as client:
+            response = client.post("/api/workflows/", json={"pool": "full", "spec": gang_spec("w", 1, 1, key=None)},
+                                   headers={"Authorization": f"Token {token.key}"})
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER disk_full ON workflows_workflow")
+            cursor.execute("DROP FUNCTION disk_full()")
+
+    # then it is told to come back later, and nothing was stored
+    assert (response.status_code, response.json(), response.headers["retry-after"]) == (503, ENVELOPE_503, "5")
+    assert Workflow.objects.count() == 0
+    assert "api.database_unavailable" in server.log()

@@ -238,9 +238,12 @@ class _Barrier(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         type(self).seen.append((self.path, self.headers.get("Authorization", "")))
-        answer = self.answers[min(len(self.seen) - 1, len(self.answers) - 1)]
+        answer = dict(self.answers[min(len(self.seen) - 1, len(self.answers) - 1)])
+        status = answer.pop("_status", 200)
         body = json.dumps(answer).encode()
-        self.send_response(200)
+        self.send_response(status)
+        if status == 503:
+            self.send_header("Retry-After", "5")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -300,13 +303,10 @@ def test_a_barrier_that_never_fills_ends_in_the_start_timeout(barrier_server, tm
     assert not marker.exists()
 
 
-def test_service_unreachable_is_retried_then_a_clear_failure(tmp_path):
-    # given a barrier URL on a port nobody listens on
-    from runtime.barrier import BarrierClock, BarrierError, barrier_wait
-    from runtime.plan import BarrierSpec
+def _fake_clock():
+    """A clock whose sleeps advance it at once, and the sleeps it was asked for."""
+    from runtime.barrier import BarrierClock
 
-    port = free_port()
-    spec = BarrierSpec(url=f"http://127.0.0.1:{port}/api/runtime/barrier/", token="t", group_size=2)
     slept: list[float] = []
     now = [0.0]
 
@@ -314,19 +314,74 @@ def test_service_unreachable_is_retried_then_a_clear_failure(tmp_path):
         slept.append(seconds)
         now[0] += seconds
 
+    return BarrierClock(now=lambda: now[0], sleep=sleep), slept
+
+
+DATABASE_UNAVAILABLE = {"_status": 503, "code": "database_unavailable",
+                        "message": "The database is unavailable; retry shortly.", "details": {}}
+
+
+def test_a_service_outage_is_waited_out_until_the_start_deadline(barrier_server):
+    """Replays a PostgreSQL restart of about 20 s: the barrier answered 503 six times in 15.5 s and
+    every task of the groups starting then failed 2021 (docs/operations.md, "Failure answers")."""
+    # given a barrier that answers the service's 503 envelope eight times (45.5 s of backoff), then opens
+    from runtime.barrier import barrier_wait
+    from runtime.plan import BarrierSpec
+
+    server, handler = barrier_server
+    handler.answers = [DATABASE_UNAVAILABLE] * 8 + [{"arrived": 2, "size": 2, "open": True}]
+    spec = BarrierSpec(url=f"http://127.0.0.1:{server.server_address[1]}/api/runtime/barrier/", token="t",
+                       group_size=2)
+    clock, slept = _fake_clock()
     lines: list[str] = []
 
     # when
+    arrived = barrier_wait(spec, deadline_s=600, clock=clock, log=lines.append)
+
+    # then the runtime kept asking, backing off to at most 10 s, and the barrier opened
+    assert arrived == 2
+    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
+    assert len(handler.seen) == 9
+    assert lines[0] == f"service unavailable at {spec.url} (HTTP 503); retrying until the start timeout (600 s)"
+    assert lines[-1] == "barrier open: 2/2 tasks of the group arrived"
+
+
+def test_service_unreachable_until_the_start_deadline_is_a_clear_failure(tmp_path):
+    # given a barrier URL on a port nobody listens on
+    from runtime.barrier import BarrierError, barrier_wait
+    from runtime.plan import BarrierSpec
+
+    port = free_port()
+    spec = BarrierSpec(url=f"http://127.0.0.1:{port}/api/runtime/barrier/", token="t", group_size=2)
+    clock, slept = _fake_clock()
+
+    # when
     with pytest.raises(BarrierError) as caught:
-        barrier_wait(spec, deadline_s=600, retries=3, clock=BarrierClock(now=lambda: now[0], sleep=sleep),
-                     log=lines.append)
+        barrier_wait(spec, deadline_s=60, clock=clock)
+
+    # then it was asked until the deadline (the last wait shortened to end there), then 2021
+    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0, 4.5]
+    assert caught.value.code == exitcodes.SERVICE_TIMEOUT == 2021
+    assert str(caught.value) == (f"the service at {spec.url} could not be reached within the start timeout "
+                                 "(60 s, 11 attempts): URLError: [Errno 111] Connection refused")
+
+
+def test_a_refused_token_fails_at_once_whatever_the_deadline(barrier_server):
+    # given a barrier that refuses the token
+    from runtime.barrier import BarrierError, barrier_wait
+    from runtime.plan import BarrierSpec
+
+    server, handler = barrier_server
+    handler.answers = [{"_status": 401, "code": "authentication_failed"}]
+    spec = BarrierSpec(url=f"http://127.0.0.1:{server.server_address[1]}/b/", token="t", group_size=2)
+    clock, slept = _fake_clock()
+
+    # when
+    with pytest.raises(BarrierError) as caught:
+        barrier_wait(spec, deadline_s=600, clock=clock)
 
     # then
-    assert caught.value.code == exitcodes.SERVICE_TIMEOUT == 2021
-    assert str(caught.value) == (f"the service at {spec.url} could not be reached after 4 attempts: "
-                                 "URLError: [Errno 111] Connection refused")
-    assert slept == [0.5, 1.0, 2.0]
-    assert len(lines) == 4
+    assert (caught.value.code, slept, len(handler.seen)) == (exitcodes.INVALID_TOKEN, [], 1)
 
 
 def test_a_denied_s3_input_fails_2010_with_the_storage_text_and_the_secret_masked(denied_s3, tmp_path):

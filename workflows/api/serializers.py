@@ -190,7 +190,7 @@ class TaskGroupOutputSerializer(OutputModelSerializer):
         model = TaskGroup
         fields = ["name", "status", "upstream", "constraint_tree", "unschedulable_reason", "waiting",
                   "placement_report", "scheduling_since", "started_at", "finished_at", "failure_message",
-                  "preemptions", "retries", "requeues", "tasks"]
+                  "dispatch_error", "preemptions", "retries", "requeues", "tasks"]
 
     @extend_schema_field(WaitingOutputSerializer(allow_null=True))
     def get_waiting(self, group: TaskGroup) -> dict[str, Any] | None:

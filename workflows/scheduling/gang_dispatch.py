@@ -18,7 +18,7 @@ from osmo.bulk import ids_match
 from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch import DispatchPermanentError, PodBackend, PodRequest, backend_for
+from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, PodBackend, PodRequest, backend_for
 from scheduler.models import Pool
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
@@ -48,6 +48,7 @@ class DispatchGang(NamedTuple):
     spec_text: str  # the workflow's stored spec: its tasks' pod fields and tokens
     labels: dict[str, Any] | None  # the workflow's labels, copied to its pods
     submitted_by: int  # whose credentials the tasks' ``credentials`` name
+    dispatch_error: str  # the backend's error at the gang's last dispatch try ("" when none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
     rows = TaskGroup.objects.filter(pk__in=group_ids).order_by().values_list(
         "pk", "status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id", "workflow__pool_id",
         "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels",
-        "workflow__submitted_by_id")
+        "workflow__submitted_by_id", "dispatch_error")
     gangs = {gang.pk: gang for gang in map(DispatchGang._make, rows)}
     active = [pk for pk, gang in gangs.items() if gang.status in ACTIVE]
     tasks: dict[int, list[PodRow]] = {pk: [] for pk in active}
@@ -133,6 +134,10 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None) -> Gang
                 request = replace(request, runtime_plan=plan)
             try:
                 backend.create_pod(request)
+            except DispatchTransientError as exc:
+                # Retried (Celery, the tick) until the dispatch deadline; meanwhile the gang says why.
+                TaskGroup.objects.filter(pk=group_id).update(dispatch_error=f"pod {request.pod_name}: {exc}"[:2000])
+                raise
             except DispatchPermanentError as exc:
                 logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": gang.workflow_label,
                                                        "group": gang.name, "task": request.task,
@@ -148,6 +153,8 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None) -> Gang
         return GangDispatch(pool=pool.name, refused=True)
     if not complete or len(created) < len(tasks):
         return GangDispatch(pool=pool.name)
+    if gang.dispatch_error:  # created at last: the error is gone with the problem
+        TaskGroup.objects.filter(pk=group_id).update(dispatch_error="")
     # Every pod the gang was missing when this run began is recorded now, by this run.
     return GangDispatch(pool=pool.name,
                         ready_to_dispatched=recorded_at - (gang.scheduling_since or gang.submitted_at))

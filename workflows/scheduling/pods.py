@@ -353,16 +353,18 @@ def tick() -> dict[str, list[int]]:
             tasks__status=TaskStatus.INITIALIZING,
         )
         .filter(Q(dispatch_requested_at__isnull=True) | Q(dispatch_requested_at__lt=grace))
-        .values_list("pk", "placed_at")
+        .values_list("pk", "placed_at", "dispatch_error")
         .distinct()
     )
-    expired = sorted(pk for pk, placed_at in stranded if placed_at is not None and placed_at < deadline)
-    redispatch = sorted(pk for pk, _placed_at in stranded if pk not in expired)
+    last_error = {pk: error for pk, _placed_at, error in stranded}
+    expired = sorted(pk for pk, placed_at, _error in stranded if placed_at is not None and placed_at < deadline)
+    redispatch = sorted(pk for pk, _placed_at, _error in stranded if pk not in expired)
     TaskGroup.objects.filter(pk__in=redispatch).update(dispatch_requested_at=now)
     for group_id in expired:
-        group_backend_failure(
-            group_id, f"pods could not be created within {settings.OSMO_DISPATCH_DEADLINE_SECONDS}s of placement"
-        )
+        message = f"pods could not be created within {settings.OSMO_DISPATCH_DEADLINE_SECONDS}s of placement"
+        if last_error[group_id]:
+            message += f"; the backend's last error: {last_error[group_id]}"
+        group_backend_failure(group_id, message)
     # Simulated pools: the tasks the service stopped whose delete was not confirmed. (Pools with real
     # pods are reconciled against the cluster by their sync, which keeps finished pods for a while.)
     undeleted = list(

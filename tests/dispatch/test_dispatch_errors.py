@@ -1,0 +1,118 @@
+"""A gang whose pods cannot be created for a reason that may pass (the local backend's pod folder on a
+full or broken volume, an unreachable Kubernetes API) says why while it is retried, and fails with that
+reason at the dispatch deadline (docs/design.md §6, docs/operations.md "Recovery")."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from scheduler.dispatch import DispatchTransientError
+from tests.factories import make_node, make_pool
+from workflows.models import Task, TaskGroup, Workflow
+from workflows.scheduling import pods
+from workflows.scheduling.cycle import placement_cycle_run
+from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.services import workflow_submit
+
+pytestmark = pytest.mark.django_db
+
+SPEC = """
+workflow:
+  name: broken-volume
+  tasks:
+  - {name: t, image: ubuntu, command: [sh, -c, "echo hi"]}
+resources:
+  default: {cpu: 1, gpu: 0}
+"""
+
+
+@pytest.fixture
+def unwritable_local_pool(tmp_path, monkeypatch, inline_jobs):
+    """A local pool whose pod folder cannot be made: its path runs through a regular file."""
+    (tmp_path / "volume").write_text("not a folder")
+    monkeypatch.setenv("OSMO_LOCAL_DIR", str(tmp_path / "volume" / "pods"))
+    pool = make_pool("local", keys=[], backend="local")
+    make_node(pool, "slot-1", {}, gpu=0, cpu=2)
+    return pool
+
+
+def test_a_gang_retried_for_a_transient_backend_error_says_why_and_fails_with_it(user, unwritable_local_pool,
+                                                                                settings, tmp_path):
+    """Replays the fault run with the pod folder's volume full: the gang stayed INITIALIZING with no word
+    of why for the dispatch deadline, then failed "pods could not be created within 600s of placement"
+    (the ENOSPC was only in the worker's log)."""
+    # given a placed gang of the local pool
+    settings.OSMO_DISPATCH_DEADLINE_SECONDS = 300
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=SPEC)
+    placement_cycle_run(pool_id=unwritable_local_pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    pod_name = Task.objects.get(workflow=workflow).pod_name
+
+    # when its dispatch meets the backend's error (Celery retries it)
+    with pytest.raises(DispatchTransientError):
+        group_dispatch(group_id=group.pk)
+
+    # then the group is still INITIALIZING, and the API says why its pods are not there yet
+    client = APIClient()
+    client.force_authenticate(user)
+    detail = client.get(f"/api/workflows/{workflow.workflow_id}/").json()
+    [shown] = detail["groups"]
+    assert shown["status"] == "INITIALIZING"
+    assert shown["dispatch_error"] == (f"pod {pod_name}: local pod {pod_name}: NotADirectoryError: [Errno 20] "
+                                       f"Not a directory: '{tmp_path}/volume/pods/default/.{pod_name}.creating-"
+                                       f"{os.getpid()}/run'")
+    assert shown["failure_message"] == ""
+
+    # when the dispatch deadline passes without the pods
+    long_ago = timezone.now() - timedelta(seconds=301)
+    TaskGroup.objects.filter(pk=group.pk).update(placed_at=long_ago, dispatch_requested_at=long_ago)
+    result = pods.tick()
+
+    # then the gang fails with the backend's last error in its message, and its capacity is released
+    group.refresh_from_db()
+    workflow.refresh_from_db()
+    assert result["dispatch_expired"] == [group.pk]
+    assert (group.status, workflow.status) == ("FAILED_BACKEND_ERROR", "FAILED_BACKEND_ERROR")
+    assert group.failure_message == (f"pods could not be created within 300s of placement; the backend's last "
+                                     f"error: {shown['dispatch_error']}")
+    assert not Task.objects.filter(workflow=workflow, node__isnull=False, status="INITIALIZING").exists()
+
+
+def test_a_gang_whose_pods_were_created_after_a_retry_keeps_no_dispatch_error(user, unwritable_local_pool,
+                                                                              tmp_path, monkeypatch):
+    # given a gang whose first dispatch failed
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=SPEC)
+    placement_cycle_run(pool_id=unwritable_local_pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    with pytest.raises(DispatchTransientError):
+        group_dispatch(group_id=group.pk)
+    assert TaskGroup.objects.get(pk=group.pk).dispatch_error != ""
+
+    # when the volume is back (another pod folder) and the retry creates the pod
+    monkeypatch.setenv("OSMO_LOCAL_DIR", str(tmp_path / "pods"))
+    group_dispatch(group_id=group.pk)
+
+    # then the error is gone with the problem
+    assert Task.objects.get(workflow=workflow).dispatched_at is not None
+    assert TaskGroup.objects.get(pk=group.pk).dispatch_error == ""
+    assert Workflow.objects.get(pk=workflow.pk).failure_message == ""
+
+
+def test_groups_inserted_by_the_previous_release_get_an_empty_dispatch_error(db):
+    """During a rollout, after the migration, processes of the previous release insert groups without
+    the column: its default is the database's too, or every submission they took answered 500."""
+    # given the migrated database
+    # when its default for the column is read
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT column_default, is_nullable FROM information_schema.columns "
+                       "WHERE table_name = 'workflows_taskgroup' AND column_name = 'dispatch_error'")
+        found = cursor.fetchall()
+
+    # then
+    assert found == [("''::text", "NO")]
