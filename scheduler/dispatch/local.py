@@ -43,7 +43,6 @@ import os
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -56,7 +55,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from scheduler.dispatch.base import (
-    LOG_READ_MAX_BYTES,
     DispatchPermanentError,
     DispatchTransientError,
     ListedPod,
@@ -64,6 +62,14 @@ from scheduler.dispatch.base import (
     PodLog,
     PodRequest,
     PodState,
+)
+from scheduler.dispatch.local_files import (
+    RESULT_MAX_BYTES,
+    alive,
+    group_running,
+    mtime,
+    read_regular,
+    tail_lines,
 )
 from scheduler.dispatch.naming import kube_pod_name
 
@@ -138,80 +144,6 @@ def _host_root() -> list[str]:
         elif entry.is_dir():
             args += ["--ro-bind", entry.path, entry.path]
     return args
-
-
-def _stat(path: Path) -> list[str] | None:
-    """The fields of a ``/proc/<pid>/stat`` after the command name (state first, then ppid and pgrp), or
-    None when the process is gone."""
-    try:
-        return path.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split() or None
-    except (OSError, IndexError):
-        return None
-
-
-def _group_running(pgid: int) -> bool:
-    """Whether any process of the process group still runs (zombies do not count)."""
-    for path in Path("/proc").glob("[0-9]*/stat"):
-        fields = _stat(path)
-        if fields is not None and len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-            return True
-    return False
-
-
-def _alive(pid: int) -> bool:
-    """Whether the process runs (a zombie does not: where nothing reaps orphans, a supervisor that was
-    killed stays one)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    fields = _stat(Path(f"/proc/{pid}/stat"))
-    return fields is None or fields[0] != "Z"
-
-
-RESULT_MAX_BYTES = 1 << 20  # a runtime result is a few hundred bytes; more is not one
-LOG_CHUNK_BYTES = 1 << 16
-
-
-def _read_regular(path: Path, limit: int) -> bytes:
-    """At most ``limit`` bytes of ``path`` when it is a regular file. The pod's ``run`` folder is the
-    task's ``/osmo/run``: the task may have put a symlink (to a host file) or a named pipe (whose
-    ``open()`` blocks until someone writes) there, so neither is followed nor opened for real."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return os.read(descriptor, limit)
-    finally:
-        os.close(descriptor)
-
-
-def _tail_lines(path: Path, tail: int) -> tuple[list[str], bool]:
-    """The last ``tail`` lines of ``path`` and whether there are more before them, reading the file
-    backwards from its end (never more than :data:`LOG_READ_MAX_BYTES`): a log can be gigabytes."""
-    with open(path, "rb") as handle:
-        position = handle.seek(0, os.SEEK_END)
-        chunks: list[bytes] = []
-        newlines = 0
-        read = 0
-        while position > 0 and newlines <= tail and read < LOG_READ_MAX_BYTES:
-            size = min(LOG_CHUNK_BYTES, position, LOG_READ_MAX_BYTES - read)
-            position -= size
-            handle.seek(position)
-            chunk = handle.read(size)
-            chunks.append(chunk)
-            read += len(chunk)
-            newlines += chunk.count(b"\n")
-    lines = b"".join(reversed(chunks)).decode("utf-8", errors="replace").splitlines()
-    if position > 0 and lines:
-        lines = lines[1:]  # the first line read may be the end of a longer one
-    return (lines[-tail:] if tail else []), position > 0 or len(lines) > tail
-
-
-def _mtime(path: Path) -> datetime:
-    return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
 
 
 class LocalBackend:
@@ -413,13 +345,13 @@ class LocalBackend:
         if pid is not None and not (folder / "exit").exists():
             self._signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace_seconds
-            while time.monotonic() < deadline and not (folder / "exit").exists() and _alive(pid):
+            while time.monotonic() < deadline and not (folder / "exit").exists() and alive(pid):
                 time.sleep(0.05)
             self._signal(pid, signal.SIGKILL)
             # SIGKILL is delivered at once but a loaded machine takes a moment to end the processes:
             # the pod is gone only when none of them runs any more.
             deadline = time.monotonic() + KILL_WAIT_SECONDS
-            while _group_running(pid) and time.monotonic() < deadline:
+            while group_running(pid) and time.monotonic() < deadline:
                 time.sleep(0.02)
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -458,7 +390,7 @@ class LocalBackend:
         if not folder.exists():
             raise DispatchPermanentError(f"pod {pod.pod_name} does not exist on the local backend")
         try:
-            lines, truncated = _tail_lines(folder / "log", tail)
+            lines, truncated = tail_lines(folder / "log", tail)
         except FileNotFoundError as exc:
             raise DispatchPermanentError(f'container "task" in pod {pod.pod_name} is waiting to start') from exc
         return PodLog(tuple(lines), truncated=truncated)
@@ -468,15 +400,15 @@ class LocalBackend:
         for pod in pods:
             folder = self.pod_dir(pod.namespace, pod.pod_name)
             try:
-                events.append(PodEvent(_mtime(folder / "request.json"), pod.pod_name, "Scheduled",
+                events.append(PodEvent(mtime(folder / "request.json"), pod.pod_name, "Scheduled",
                                        f"Assigned {pod.pod_name} to local slot {pod.node_name}"))
                 if (folder / "pid").exists():
-                    events.append(PodEvent(_mtime(folder / "pid"), pod.pod_name, "Started",
+                    events.append(PodEvent(mtime(folder / "pid"), pod.pod_name, "Started",
                                            "Started the task's sandbox (bubblewrap)"))
                 if (folder / "exit").exists():
                     state = self._state(folder, now=now)
                     reason = "Completed" if state.phase == "Succeeded" else "Error"
-                    events.append(PodEvent(_mtime(folder / "exit"), pod.pod_name, reason,
+                    events.append(PodEvent(mtime(folder / "exit"), pod.pod_name, reason,
                                            f"exited with code {state.exit_code}" + (
                                                f": {state.message}" if state.message else "")))
             except FileNotFoundError:
@@ -511,19 +443,19 @@ class LocalBackend:
         except FileNotFoundError:
             pid = self._pid(folder)
             if pid is None:
-                waited = (now - _mtime(folder / "request.json")).total_seconds()
+                waited = (now - mtime(folder / "request.json")).total_seconds()
                 if waited > START_DEADLINE_SECONDS:
                     return PodState("Failed", None, f"the task's sandbox did not start within {waited:.0f} s",
                                     live=True)
                 return PodState("Pending")
-            if _alive(pid):
+            if alive(pid):
                 return PodState("Running")
             return PodState("Failed", None, "the task's process ended without an exit status (killed)")
         except ValueError:
             return PodState("Failed", None, "the task's exit status is unreadable")
         code, message = status, ""
         try:
-            result = json.loads(_read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))
+            result = json.loads(read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))
             code, message = int(result["exit_code"]), str(result.get("message") or "")
         except (OSError, ValueError, KeyError, TypeError):
             if status:
