@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import OperationalError
 
 from scheduler import jobs
@@ -19,6 +19,7 @@ from scheduler.dispatch import DispatchTransientError
 
 logger = logging.getLogger(__name__)
 
+BATCH_RETRY_SECONDS = 2.0  # a gang of a batch that met a transient error is retried alone this much later
 PODS_SYNC_ERROR_AFTER = 4  # failed syncs in a row before the outage's one ERROR (~8 s at the 2 s tick)
 
 
@@ -45,15 +46,22 @@ def placement_cycle_task(*, pool_id: int, attempt: int = 0) -> None:
         jobs.placement_cycle_continue(pool_id, attempt=attempt + 1, countdown=0.2 * 2**attempt)
 
 
-@shared_task(name=jobs.GROUP_DISPATCH, ignore_result=True, acks_late=True, reject_on_worker_lost=True,
-             autoretry_for=(DispatchTransientError, OperationalError), retry_backoff=2, retry_backoff_max=120,
+@shared_task(bind=True, name=jobs.GROUP_DISPATCH, ignore_result=True, acks_late=True,
+             reject_on_worker_lost=True, autoretry_for=(OperationalError,), retry_backoff=2, retry_backoff_max=120,
              max_retries=8, soft_time_limit=110, time_limit=120)
-def group_dispatch_task(*, group_id: int) -> None:
-    # acks_late is safe: pod names are deterministic and AlreadyExists counts as success.
+def group_dispatch_task(self: Task, *, group_id: int) -> None:
+    """acks_late is safe: pod names are deterministic and AlreadyExists counts as success. A transient
+    backend error is retried after :func:`dispatch_retry_countdown`, and the gang records that retry as
+    its dispatch request, so the tick does not start a second chain of retries beside this one."""
     from osmo.metrics import gang_dispatch_observe
-    from workflows.scheduling.gang_dispatch import group_dispatch
+    from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
 
-    gang_dispatch_observe(group_dispatch(group_id=group_id))
+    countdown = dispatch_retry_countdown(self.request.retries)
+    try:
+        outcome = group_dispatch(group_id=group_id, retry_in=countdown)
+    except DispatchTransientError as exc:
+        raise self.retry(exc=exc, countdown=countdown) from exc
+    gang_dispatch_observe(outcome)
 
 
 @shared_task(name=jobs.GROUPS_DISPATCH, ignore_result=True, acks_late=True, reject_on_worker_lost=True,
@@ -74,11 +82,11 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
         batch = None
     for group_id in group_ids:
         try:
-            outcome = group_dispatch(group_id=group_id, batch=batch)
+            outcome = group_dispatch(group_id=group_id, batch=batch, retry_in=BATCH_RETRY_SECONDS)
         except (DispatchTransientError, OperationalError) as exc:
             logger.warning("dispatch.retry_alone", extra={"group_id": group_id, "reason": str(exc)})
             dispatch_handed_over()
-            jobs.group_dispatch_request(group_id, countdown=2)
+            jobs.group_dispatch_request(group_id, countdown=BATCH_RETRY_SECONDS)
             continue
         except Exception:  # noqa: BLE001 - a bug on one gang must not strand the rest of the batch
             logger.exception("dispatch.batch_gang_failed", extra={"group_id": group_id})

@@ -17,7 +17,7 @@ from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
 from workflows.services import workflow_submit
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +116,42 @@ def test_groups_inserted_by_the_previous_release_get_an_empty_dispatch_error(db)
 
     # then
     assert found == [("''::text", "NO")]
+
+
+def test_a_gang_whose_dispatch_is_retried_is_not_dispatched_again_by_the_tick_meanwhile(user,
+                                                                                      unwritable_local_pool):
+    """The fault run saw the tick start a new dispatch every OSMO_REDISPATCH_AFTER_SECONDS beside the
+    retries Celery already had queued for the gang: several chains of retries for one gang."""
+    # given a gang placed a minute ago, whose dispatch meets the backend's error and is retried in 64 s
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=SPEC)
+    placement_cycle_run(pool_id=unwritable_local_pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    a_minute_ago = timezone.now() - timedelta(seconds=60)
+    TaskGroup.objects.filter(pk=group.pk).update(placed_at=a_minute_ago, dispatch_requested_at=a_minute_ago)
+    before = timezone.now()
+    with pytest.raises(DispatchTransientError):
+        group_dispatch(group_id=group.pk, retry_in=dispatch_retry_countdown(5))
+    after = timezone.now()
+
+    # when the tick runs
+    result = pods.tick()
+
+    # then it leaves the gang to its retry: the request counts from the retry's time
+    requested = TaskGroup.objects.get(pk=group.pk).dispatch_requested_at
+    assert result["redispatch"] == []
+    assert before + timedelta(seconds=64) <= requested <= after + timedelta(seconds=64)
+
+    # when the retry was lost (nothing dispatched it in OSMO_REDISPATCH_AFTER_SECONDS past its time)
+    TaskGroup.objects.filter(pk=group.pk).update(dispatch_requested_at=requested - timedelta(seconds=64 + 21))
+    result = pods.tick()
+
+    # then the tick dispatches it again
+    assert result["redispatch"] == [group.pk]
+
+
+def test_the_retries_of_a_gang_dispatch_back_off_to_two_minutes():
+    # given / when the countdowns of the first nine tries
+    countdowns = [dispatch_retry_countdown(retries) for retries in range(9)]
+
+    # then
+    assert countdowns == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 120.0, 120.0, 120.0]

@@ -137,10 +137,10 @@ def test_an_unexpected_error_on_one_gang_leaves_the_rest_of_the_batch_dispatched
     placed = place(user, racks, 3, django_capture_on_commit_callbacks)
     dispatch = gang_dispatch.group_dispatch
 
-    def failing_first(*, group_id: int, batch=None):
+    def failing_first(*, group_id: int, batch=None, retry_in=0.0):
         if group_id == placed[0]:
             raise RuntimeError("a bug")
-        return dispatch(group_id=group_id, batch=batch)
+        return dispatch(group_id=group_id, batch=batch, retry_in=retry_in)
 
     monkeypatch.setattr(gang_dispatch, "group_dispatch", failing_first)
     # when the batch meets an unexpected error on its first gang

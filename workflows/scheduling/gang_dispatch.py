@@ -90,12 +90,21 @@ class GangDispatch:
     refused: bool = False  # the backend refused a pod: the gang failed with FAILED_BACKEND_ERROR
 
 
-def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None) -> GangDispatch | None:
+def dispatch_retry_countdown(retries: int) -> float:
+    """Seconds before the ``retries``-th retry of a gang's dispatch after a transient error: 2, 4, 8, ...
+    up to 120."""
+    return float(min(120, 2 ** (retries + 1)))
+
+
+def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
+                   retry_in: float = 0.0) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
     None when there was nothing to do (the gang is gone or no longer active). ``batch``: what the
     message this gang came in read of all its gangs before the first pod was created
-    (:func:`dispatch_batch_read`); read here for this gang alone when not given.
+    (:func:`dispatch_batch_read`); read here for this gang alone when not given. ``retry_in``: when the
+    caller retries after a transient error (seconds): the gang's dispatch counts as requested until
+    then, so the tick does not start a second retry beside it.
 
     The gang's pods are recorded as dispatched together once created (one UPDATE), and also when an
     error stops the run (so a retry does not create them again). A worker killed before that leaves
@@ -136,7 +145,9 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None) -> Gang
                 backend.create_pod(request)
             except DispatchTransientError as exc:
                 # Retried (Celery, the tick) until the dispatch deadline; meanwhile the gang says why.
-                TaskGroup.objects.filter(pk=group_id).update(dispatch_error=f"pod {request.pod_name}: {exc}"[:2000])
+                TaskGroup.objects.filter(pk=group_id).update(
+                    dispatch_error=f"pod {request.pod_name}: {exc}"[:2000],
+                    dispatch_requested_at=timezone.now() + timedelta(seconds=retry_in))
                 raise
             except DispatchPermanentError as exc:
                 logger.error("dispatch.failed", extra={"pool": pool.name, "workflow": gang.workflow_label,
