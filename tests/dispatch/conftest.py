@@ -7,6 +7,7 @@ from kubernetes import client as k8s_client
 
 from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
+from scheduler.dispatch.local import LocalBackend
 from tests.dispatch.fake_kube import FakeKubeApi
 from tests.dispatch.kube_pool import kube_pool  # noqa: F401  (a fixture: the database tests' Kubernetes pool)
 
@@ -35,3 +36,14 @@ def kube_backend(kube_api, monkeypatch):
 def inline_jobs(monkeypatch):
     """Jobs are not sent to the broker: the test runs what it needs itself."""
     monkeypatch.setattr(jobs, "_send", lambda name, countdown=None, **kwargs: None)
+
+
+@pytest.fixture
+def local(tmp_path):
+    """A local backend whose pods live under the test's folder; anything a failed test left running is
+    stopped."""
+    backend = LocalBackend(tmp_path / "pods")
+    yield backend
+    for namespace in (tmp_path / "pods").glob("*"):
+        for folder in namespace.iterdir():
+            backend._remove(folder, 0)

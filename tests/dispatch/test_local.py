@@ -18,15 +18,6 @@ from scheduler.dispatch.base import DispatchPermanentError, PodRequest, PodState
 from scheduler.dispatch.local import LocalBackend
 
 
-@pytest.fixture
-def local(tmp_path):
-    backend = LocalBackend(tmp_path / "pods")
-    yield backend
-    for namespace in (tmp_path / "pods").glob("*"):  # stop anything a failed test left running
-        for folder in namespace.iterdir():
-            backend._remove(folder, 0)
-
-
 def request(name: str, *, plan: dict | None = None, command=(), group: str = "g", pool: str = "local") -> PodRequest:
     return PodRequest(pod_name=name, namespace="osmo", node_name="slot-1", workflow_id="wf-1", group=group, task=name,
                       pool=pool, image="ignored", command=tuple(command),

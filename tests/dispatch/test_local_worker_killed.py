@@ -10,22 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from scheduler.dispatch.local import LocalBackend
 from tests.conftest import wait_for
 from tests.dispatch.test_local import request, wait_done
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture
-def local(tmp_path):
-    backend = LocalBackend(tmp_path / "pods")
-    yield backend
-    for namespace in (tmp_path / "pods").glob("*"):  # stop anything a failed test left running
-        for folder in namespace.iterdir():
-            backend._remove(folder, 0)
 
 # A worker's dispatch: create one pod. Its `setsid` (which starts the pod's supervisor) never returns.
 CREATE = """

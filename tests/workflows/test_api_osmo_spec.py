@@ -82,35 +82,17 @@ def test_no_pool_in_the_request_nor_the_spec_is_refused(user_client, pools):
     assert Workflow.objects.count() == 0
 
 
-def test_a_repeated_key_is_accepted_with_a_warning_in_the_answer(user_client, pools):
+@pytest.mark.parametrize("set_env", [{}, {"RUN": "1"}], ids=["plain", "with-set-env"])
+def test_a_repeated_key_is_accepted_with_a_warning_in_the_answer(user_client, pools, set_env):
+    """Regression (with-set-env): with `set_env` (`--set-env`) the rendered spec was loaded again to add
+    the variables, strictly, so a repeated key (OSMO's GitHub recipe writes a file's `path` twice) was
+    refused as invalid YAML while the same spec without `set_env` was accepted."""
     # given
     spec = SPEC.format(pool="alpha").replace("    image: busybox\n", "    image: ubuntu\n    image: busybox\n")
 
     # when
-    dry = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True}, format="json")
-    submitted = user_client.post("/api/workflows/", {"spec": spec}, format="json")
-
-    # then
-    warning = {"path": "workflow.tasks[0].image",
-               "message": "duplicate key 'image' at line 7 (first at line 6): the last value is kept"}
-    assert dry.status_code == 200, dry.json()
-    assert dry.json()["warnings"] == [warning]
-    assert submitted.status_code == 201, submitted.json()
-    assert submitted.json()["warnings"] == [warning]
-    assert Task.objects.get().image == "busybox"
-
-
-def test_a_repeated_key_is_accepted_with_a_warning_when_environment_is_set_too(user_client, pools):
-    """Regression: with `set_env` (`--set-env`) the rendered spec was loaded again to add the variables,
-    strictly, so a repeated key (OSMO's GitHub recipe writes a file's `path` twice) was refused as
-    invalid YAML while the same spec without `set_env` was accepted."""
-    # given
-    spec = SPEC.format(pool="alpha").replace("    image: busybox\n", "    image: ubuntu\n    image: busybox\n")
-
-    # when
-    dry = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True, "set_env": {"RUN": "1"}},
-                           format="json")
-    submitted = user_client.post("/api/workflows/", {"spec": spec, "set_env": {"RUN": "1"}}, format="json")
+    dry = user_client.post("/api/workflows/", {"spec": spec, "dry_run": True, "set_env": set_env}, format="json")
+    submitted = user_client.post("/api/workflows/", {"spec": spec, "set_env": set_env}, format="json")
 
     # then: accepted, the last value kept, the warning said with the lines of the spec as sent
     warning = {"path": "workflow.tasks[0].image",
@@ -119,7 +101,7 @@ def test_a_repeated_key_is_accepted_with_a_warning_when_environment_is_set_too(u
     assert dry.json()["warnings"] == [warning]
     assert submitted.status_code == 201, submitted.json()
     assert submitted.json()["warnings"] == [warning]
-    assert list(Task.objects.values_list("image", "environment")) == [("busybox", {"RUN": "1"})]
+    assert list(Task.objects.values_list("image", "environment")) == [("busybox", set_env)]
 
 
 @pytest.mark.parametrize(
