@@ -147,6 +147,8 @@ class Api:
                             details=lines, exit_code=EXIT_USAGE)
         if status == 409:
             return ApiError(message or "conflict with the current state", status=status, code=code)
+        if code == "active_workflow_limit":  # not a busy server: the user's own workflows
+            return ApiError(message, status=status, code=code)
         if status == 429 or status in RETRY_STATUSES:
             retry = response.headers.get("Retry-After")
             extra = f"; retry after {retry}s" if retry else ""

@@ -76,6 +76,22 @@ class IdempotencyKeyReusedError(OsmoError):
         )
 
 
+class ActiveWorkflowLimitError(OsmoError):
+    """The submitter already has ``OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER`` workflows that have not ended
+    (docs/design.md §7): 429, until some end or are cancelled."""
+
+    http_status = 429
+    code = "active_workflow_limit"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Your workflows that have not ended are at the limit of {limit} per user; submit again once some "
+            f"have ended (osmo workflow list --status PENDING RUNNING shows them, osmo workflow cancel stops "
+            f"them).",
+            details={"limit": limit},
+        )
+
+
 class WorkflowNeverFitsError(OsmoError):
     """A gang cannot be placed even on the pool's whole inventory as if idle (docs/design.md §11):
     ``details.groups`` carries each such group's structured reason from the solver."""

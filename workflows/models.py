@@ -86,7 +86,8 @@ class Workflow(models.Model):
                 name="workflow_unique_idempotency_key",
             ),
         ]
-        indexes = [models.Index(fields=["status", "pool"], name="workflow_status_pool")]
+        indexes = [models.Index(fields=["status", "pool"], name="workflow_status_pool"),
+                   models.Index(fields=["submitted_by", "status"], name="workflow_owner_status")]
 
     def __str__(self) -> str:
         return self.workflow_id

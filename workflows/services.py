@@ -29,9 +29,10 @@ from scheduler.placement.signature import gang_signature
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
 from scheduler.snapshot import idle_index, idle_index_key
-from workflows.choices import TASK_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
+from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (
+    ActiveWorkflowLimitError,
     IdempotencyKeyReusedError,
     PoolNotFoundError,
     WorkflowNeverFitsError,
@@ -313,6 +314,7 @@ def workflow_submit(
         existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
         if existing is not None:
             return existing, False
+    _active_limit_check(user)
     submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user,
                                    rendered_values=rendered_values)
     if warnings is not None:
@@ -333,6 +335,18 @@ def workflow_submit(
     jobs.placement_cycle_request(workflow.pool_id)
     logger.info("workflow.submitted", extra={"workflow": workflow.global_id, "pool": submission.pool.name})
     return workflow, True
+
+
+def _active_limit_check(user: User) -> None:
+    """Refuse a submission of a user who has ``OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER`` workflows that have
+    not ended (before the spec is read: one count on an index). Two submissions at once may both pass
+    at the limit less one: it bounds a flood, it is no quota."""
+    limit = settings.OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER
+    if limit <= 0:
+        return
+    active = Workflow.objects.filter(submitted_by=user).exclude(status__in=WORKFLOW_TERMINAL_STATUSES)
+    if active[limit - 1:limit].exists():
+        raise ActiveWorkflowLimitError(limit)
 
 
 def workflow_restart(*, workflow: Workflow, user: User, pool_name: str | None = None,

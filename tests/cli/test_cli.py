@@ -397,3 +397,17 @@ def test_console_script_says_when_the_server_is_unreachable(osmo_process):
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == f"error: cannot connect to the osmo server at {url}: connection refused"
     assert "Traceback" not in result.stderr
+
+
+def test_submit_past_the_active_workflow_limit_says_so_not_that_the_server_is_busy(osmo, nvl72, settings):
+    # given a user at the limit of one workflow that has not ended
+    settings.OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER = 1
+    assert osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72").exit_code == 0
+
+    # when another is submitted
+    result = osmo("workflow", "submit", SPEC_FILE, "--pool", "nvl72")
+
+    # then the server's words are printed
+    assert result.exit_code != 0
+    assert "Your workflows that have not ended are at the limit of 1 per user; " in result.output
+    assert "busy" not in result.output

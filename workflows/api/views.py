@@ -42,6 +42,8 @@ ERRORS = {
 # Ids count per owner (docs/design.md §7, "Workflow ids"): every lookup by id takes ``?user=``.
 OWNER_PARAM = OpenApiParameter("user", str, description="The workflow's owner (a username): picks among several "
                                                         "visible workflows with the id (staff)")
+ACTIVE_LIMIT = OpenApiResponse(ErrorOutputSerializer, description="`active_workflow_limit`: you already have "
+                               "OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER workflows that have not ended.")
 AMBIGUOUS = OpenApiResponse(ErrorOutputSerializer, description="`workflow_ambiguous`: several visible workflows "
                                                                "have the id; name the owner with `?user=`.")
 QUERY_PARAMS = [
@@ -148,7 +150,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         parameters=[*QUERY_PARAMS, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
         responses={201: WorkflowSubmitOutputSerializer, 200: DryRunOutputSerializer, **ERRORS,
                    422: OpenApiResponse(ErrorOutputSerializer,
-                                        description="Idempotency-Key already used with a different request.")},
+                                        description="Idempotency-Key already used with a different request."),
+                   429: ACTIVE_LIMIT},
         description="Submit a workflow (JSON body, or a raw YAML body with `?pool=`). With `dry_run` the spec is "
         "validated, its constraint trees built and a placement preview computed on the current snapshot; "
         "nothing is stored.",
@@ -211,7 +214,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         responses={201: WorkflowSubmitOutputSerializer, 200: WorkflowSubmitOutputSerializer, **ERRORS,
                    404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow."), 409: AMBIGUOUS,
                    422: OpenApiResponse(ErrorOutputSerializer,
-                                        description="Idempotency-Key already used with a different request.")},
+                                        description="Idempotency-Key already used with a different request."),
+                   429: ACTIVE_LIMIT},
         description="Submit the workflow's stored spec again as a new workflow of yours (`<name>-<n+1>`), in its "
         "pool unless `pool` names another, with its priority and template values. The stored spec is the "
         "rendered one: it is not rendered again.",
