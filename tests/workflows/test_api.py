@@ -551,13 +551,14 @@ def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool, dja
 
     submit("warm")
     # when a workflow is submitted
-    # then: the request's savepoint (its transaction here), the token, the idempotency key, the pool with
+    # then: the request's savepoint (its transaction here), the token, the idempotency key, the user's
+    # workflows that have not ended (the active limit), the pool with
     # the user's access, its epochs, the user's teams, the inner savepoint, the name's lock, the name's
     # last number, four inserts, the savepoint's release, the queue ahead of the new gang, the request's
     # release (the rows just written are not read back; the answer's pool keys are those stored with
     # the workflow, the pool's keys version being the same; the pool's keys and node shapes for
     # validation were read by the first submission: they are kept while its inventory epoch stands)
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(17):
         submit("counted")
 
 
