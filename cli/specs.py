@@ -17,7 +17,7 @@ from cli.config import ENV_POOL, config_read
 from cli.errors import EXIT_USAGE, ApiError, CliError
 from cli.localpath import inline_localpaths_traced
 from parsing.errors import errors_collapse
-from parsing.yamlpos import line_of
+from parsing.yamlpos import lines_of
 
 
 def read_spec(file: str) -> tuple[str, str]:
@@ -76,10 +76,11 @@ def annotate_spec_errors(exc: ApiError, text: str, label: str, origins: list[int
         given: object = error.get("line")
         if isinstance(given, int) and not isinstance(given, bool):
             sent_lines[str(error.get("path"))] = given
+    collapsed = errors_collapse(exc.errors)
+    firsts = [paths[0] if exc.code != "pool_not_found" and paths[0] != "pool" else "" for _s, _m, paths in collapsed]
     lines = []
-    for shown, message, paths in errors_collapse(exc.errors):
+    for (shown, message, paths), line in zip(collapsed, lines_of(text, firsts), strict=True):
         first = paths[0]
-        line = line_of(text, first) if first and exc.code != "pool_not_found" and first != "pool" else None
         sent_line = sent_lines.get(first)
         if sent_line is not None and sent_line >= 1:
             line = origins[sent_line - 1] if origins is not None and sent_line <= len(origins) else sent_line

@@ -47,32 +47,49 @@ def line_of(text: str, path: str) -> int | None:
     """1-based line of ``path`` in the YAML ``text`` (a template: see :func:`yaml_shape`), or of its
     parent when the last part is missing (an error about a key that should be there); ``None``
     otherwise."""
-    segments = path_segments(path)
-    if not segments:
-        return None
+    return lines_of(text, [path])[0]
+
+
+def lines_of(text: str, paths: list[str]) -> list[int | None]:
+    """:func:`line_of` of each of ``paths``, the text composed once for all of them (a spec of 1,000
+    tasks has 1,000 errors: one composition each took 0.3 s on 100 KB, five minutes in all)."""
+    wanted = [path_segments(path) if path else None for path in paths]
+    if not any(wanted):
+        return [None] * len(paths)
     try:
         import yaml
 
-        node: Any = yaml.compose(yaml_shape(text), Loader=yaml.SafeLoader)
+        root: Any = yaml.compose(yaml_shape(text), Loader=yaml.SafeLoader)
     except Exception:
-        return None
-    if node is None:
-        return None
-    found = None
-    depth = 0
-    for segment in segments:
-        child = None
-        if isinstance(node, yaml.MappingNode) and isinstance(segment, str):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == segment:
-                    child = (key, value)
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(segment, int) and segment < len(node.value):
-            item = node.value[segment]
-            child = (item, item)
-        if child is None:
-            break
-        found = child[0].start_mark.line + 1
-        node = child[1]
-        depth += 1
-    return found if depth >= len(segments) - 1 else None
+        return [None] * len(paths)
+    if root is None:
+        return [None] * len(paths)
+    keys: dict[int, dict[str, tuple[Any, Any]]] = {}  # each mapping's keys, indexed on first use
+
+    def entry(node: Any, key: str) -> tuple[Any, Any] | None:
+        index = keys.get(id(node))
+        if index is None:
+            index = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    index.setdefault(key_node.value, (key_node, value_node))  # the first of a repeated key
+            keys[id(node)] = index
+        return index.get(key)
+
+    def line(segments: list[str | int]) -> int | None:
+        node, found, depth = root, None, 0
+        for segment in segments:
+            child = None
+            if isinstance(node, yaml.MappingNode) and isinstance(segment, str):
+                child = entry(node, segment)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(segment, int) and segment < len(node.value):
+                item = node.value[segment]
+                child = (item, item)
+            if child is None:
+                break
+            found = child[0].start_mark.line + 1
+            node = child[1]
+            depth += 1
+        return found if depth >= len(segments) - 1 else None
+
+    return [line(segments) if segments else None for segments in wanted]

@@ -10,7 +10,7 @@ a path in the template is found by rendering the template once more with each li
 2. Render that text with the same values and limits as the spec was rendered with.
 3. Check the result is the rendered spec line for line once the marks are taken off; else give up
    (nothing is guessed).
-4. Each path's line in the rendered spec (:func:`parsing.yamlpos.line_of`) carries the mark of the
+4. Each path's line in the rendered spec (:func:`parsing.yamlpos.lines_of`, composed once) carries the mark of the
    template line it came from; a line without a mark (the output of a tag) gives no line.
 
 A loop's lines all come from its body, so every task a loop writes has the line of the body's text.
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from parsing.yamlpos import line_of
+from parsing.yamlpos import lines_of
 from workflows.spec.errors import SpecInvalidError
 from workflows.spec.template import TemplateLimits, keep_inline_indentation, render_text
 from workflows.spec.tokens import protect_tokens
@@ -75,9 +75,9 @@ def template_lines(text: str, values: Mapping[str, Any], rendered: str, paths: I
         if (got[:match.start()] if match else got) != want:
             return {}
         origins.append(int(match.group(1)) if match else None)
+    paths = list(paths)
     found = {}
-    for path in paths:
-        line = line_of(rendered, path)
+    for path, line in zip(paths, lines_of(rendered, paths), strict=True):
         origin = origins[line - 1] if line is not None and line <= len(origins) else None
         if origin is not None:
             found[path] = origin
