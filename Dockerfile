@@ -1,20 +1,25 @@
 # Two images. The last stage (built by default) is the service: web, worker and beat (docker-compose.yml).
 # The `runtime` stage is the task runtime's image (docs/runtime.md), used by Kubernetes pools' init
 # container (OSMO_RUNTIME_IMAGE):  docker build --target runtime -t osmo-runtime .
-# It holds /opt/osmo-runtime: a Python interpreter, the runtime package and its storage libraries, and an
-# `osmo-runtime` launcher needing only /bin/sh, copied into each task's pod and run there.
+# It holds /opt/osmo-runtime: a Python interpreter, the runtime package and its storage libraries, the
+# service's CLI and its libraries, an `osmo-runtime` launcher needing only /bin/sh, copied into each
+# task's pod and run there, and `cli/osmo`, the task's `osmo` command. RUNTIME_PACKAGES is what the
+# runtime and the CLI import (tests/runtime/test_launchers.py checks it against their imports).
 FROM python:3.11-slim AS runtime
+ARG RUNTIME_PACKAGES="fsspec s3fs aiobotocore aiohttp aiohappyeyeballs aiosignal aioitertools attrs botocore \
+    frozenlist idna jmespath multidict propcache python-dateutil six urllib3 typing_extensions wrapt yarl \
+    httpx httpcore h11 anyio certifi typer click rich shellingham annotated-doc pydantic pydantic_core \
+    annotated-types typing-inspection markdown-it-py mdurl Pygments PyYAML"
 COPY requirements.txt /tmp/requirements.txt
-RUN grep -E '^(fsspec|s3fs|aiobotocore|aiohttp|aiohappyeyeballs|aiosignal|aioitertools|attrs|botocore|frozenlist|idna|jmespath|multidict|propcache|python-dateutil|six|urllib3|typing_extensions|wrapt|yarl)==' \
-        /tmp/requirements.txt > /tmp/runtime-requirements.txt \
+RUN for name in $RUNTIME_PACKAGES; do grep -E "^$name==" /tmp/requirements.txt || exit 1; done \
+        > /tmp/runtime-requirements.txt \
     && pip install --no-cache-dir --no-deps --target /opt/osmo-runtime/lib -r /tmp/runtime-requirements.txt \
-    && cp -a /usr/local/. /opt/osmo-runtime/python/ \
-    && printf '%s\n' '#!/bin/sh' 'here=$(dirname "$0")' \
-       'export PYTHONHOME="$here/python" PYTHONPATH="$here/lib:$here/app" PYTHONUNBUFFERED=1' \
-       'export LD_LIBRARY_PATH="$here/python/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"' \
-       'exec "$here/python/bin/python3" -m runtime "$@"' > /opt/osmo-runtime/osmo-runtime \
-    && chmod 755 /opt/osmo-runtime/osmo-runtime
+    && cp -a /usr/local/. /opt/osmo-runtime/python/
+COPY runtime/launchers/osmo-runtime /opt/osmo-runtime/osmo-runtime
+COPY runtime/launchers/osmo /opt/osmo-runtime/cli/osmo
 COPY runtime /opt/osmo-runtime/app/runtime
+COPY cli /opt/osmo-runtime/app/cli
+COPY parsing /opt/osmo-runtime/app/parsing
 
 # The service's image (web, worker, beat). Not used by `make run` / `make test`.
 # Runtime dependencies only (requirements.txt); test and benchmark tools stay out of it.

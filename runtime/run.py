@@ -30,6 +30,7 @@ from types import FrameType
 
 from runtime import exitcodes
 from runtime.barrier import BarrierError, barrier_wait
+from runtime.environment import command_env
 from runtime.plan import CheckpointSpec, TaskPlan
 from runtime.storage import StorageError, download, upload
 
@@ -109,7 +110,7 @@ def run(plan: TaskPlan, *, log: Callable[[str], None] = log_line) -> Result:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(substitute(file.contents, plan))
     argv = [substitute(part, plan) for part in (*plan.command, *plan.args)]
-    env = {**os.environ, **{name: substitute(value, plan) for name, value in plan.env.items()}}
+    env = command_env(os.environ, {name: substitute(value, plan) for name, value in plan.env.items()})
     checkpointers = [_Checkpointer(spec, plan, log) for spec in plan.checkpoints]
     try:
         process = subprocess.Popen(argv, env=env)

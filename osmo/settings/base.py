@@ -304,6 +304,9 @@ OSMO_ARTIFACT_STORES = env.dict("OSMO_ARTIFACT_STORES", default={})
 OSMO_LOCAL_WRITABLE = env.list("OSMO_LOCAL_WRITABLE", default=["/tmp", "/var/tmp", str(DATA_DIR)])
 # Where a task's runtime reaches the service (the barrier): the address the tasks can connect to.
 OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://127.0.0.1:8000")
+# Whether a task run by the runtime gets the `osmo` command logged in as its submitter (OSMO_URL and
+# OSMO_TOKEN in its environment; the token works while the task runs, for workflows and pools only).
+OSMO_TASK_API_ACCESS = env.bool("OSMO_TASK_API_ACCESS", default=True)
 # Kubernetes pools run tasks through the runtime when this image (the Dockerfile's `runtime` target) is set.
 OSMO_RUNTIME_IMAGE = env.str("OSMO_RUNTIME_IMAGE", default="")
 # A task whose group's barrier has not opened this long after its runtime started fails (OSMO code 3005).
@@ -383,6 +386,7 @@ else:
 # address; a client's own X-Forwarded-For must not let it dodge throttles and the lockout).
 OSMO_TRUSTED_PROXIES = env.int("OSMO_TRUSTED_PROXIES", default=0)
 REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "workflows.api.task_auth.TaskApiTokenAuthentication",  # a task's `osmo` command (docs/runtime.md)
     "osmo.api.authentication.ThrottledTokenAuthentication",
     "rest_framework.authentication.SessionAuthentication",
 ]

@@ -5,6 +5,7 @@ A pod is a folder ``<root>/<namespace>/<pod>/`` (``root``: ``OSMO_LOCAL_DIR``):
 
 * ``request.json``: the pod's identity (pool, workflow, group, task, node), for listings;
 * ``run/plan.json``: the runtime's plan; ``run/result.json``: its result (termination message);
+  ``run/bin/osmo``: the task's ``osmo`` command (the service's CLI, at the end of the command's ``PATH``);
 * ``sandbox/tmp`` and ``sandbox/osmo``: the task's own ``/tmp`` and ``/osmo`` (``{{output}}`` is
   ``/osmo/output``, ``{{input:N}}`` ``/osmo/input/N``), so two tasks can both write ``/tmp/run.sh``;
 * ``log``: the runtime's and the command's stdout and stderr (the container log);
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from runtime.environment import CLI_DIR_ENV, OWN_ENV
 from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
@@ -77,6 +79,8 @@ LOCAL_DIR_ENV = "OSMO_LOCAL_DIR"
 SANDBOX_OUTPUT = "/osmo/output"
 SANDBOX_INPUT = "/osmo/input"
 SANDBOX_RUN = "/osmo/run"
+#: The folder of ``run/`` holding the task's ``osmo`` command (``OSMO_CLI_DIR`` in the sandbox).
+CLI_FOLDER = "bin"
 DEFAULT_GRACE_SECONDS = 5
 #: After SIGKILL, how long a delete waits for the pod's processes to have ended.
 KILL_WAIT_SECONDS = 5
@@ -228,6 +232,18 @@ class LocalBackend:
             plan["env"] = {**dict(plan.get("env") or {}), **pod.credentials.env}
         return dict(plan)
 
+    def _cli_launcher(self) -> str:
+        """The task's ``osmo`` command: the service's CLI with the worker's interpreter (docs/runtime.md,
+        "The osmo command in a task"); ``OSMO_URL`` and ``OSMO_TOKEN`` come from the plan."""
+        return "\n".join([
+            "#!/bin/sh",
+            "# The service's CLI in a local task (docs/runtime.md). PYTHONPATH is this process's only.",
+            f"PYTHONPATH={shlex.quote(_runtime_path())}",
+            "export PYTHONPATH",
+            f'exec {shlex.quote(self.python)} -m cli "$@"',
+            "",
+        ])
+
     @staticmethod
     def _credential_files(staging: Path, pod: PodRequest) -> dict[str, str]:
         """Write the task's credential files under ``credentials/<n>/`` (owner-only), one folder per
@@ -265,6 +281,8 @@ class LocalBackend:
                 "--unshare-pid", "--die-with-parent", "--chdir", "/tmp",
                 "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", _runtime_path(),
                 "--setenv", "PYTHONUNBUFFERED", "1", "--setenv", "OSMO_RESULT_PATH", f"{SANDBOX_RUN}/result.json",
+                # PYTHONPATH is the runtime's, not the command's; the command finds `osmo` in the CLI folder
+                "--setenv", OWN_ENV, "PYTHONPATH", "--setenv", CLI_DIR_ENV, f"{SANDBOX_RUN}/{CLI_FOLDER}",
                 "--", self.python, "-m", "runtime", f"{SANDBOX_RUN}/plan.json"]
         # The sandbox starts from an empty environment plus the kept variables, passed by name: their
         # values (storage credentials) are read from the supervisor's environment, never written here.
@@ -302,6 +320,9 @@ class LocalBackend:
             (staging / "sandbox" / "tmp").chmod(0o1777)
             (staging / "run" / "plan.json").touch(mode=0o600)  # it may hold credentials
             (staging / "run" / "plan.json").write_text(json.dumps(plan))
+            (staging / "run" / CLI_FOLDER).mkdir()
+            (staging / "run" / CLI_FOLDER / "osmo").write_text(self._cli_launcher())
+            (staging / "run" / CLI_FOLDER / "osmo").chmod(0o755)
             credential_dirs = self._credential_files(staging, pod)
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,

@@ -131,8 +131,9 @@ def test_the_local_backend_gets_the_values_and_the_allowed_mount(user, inline_jo
     # when
     gang_dispatch.group_dispatch(group_id=group.pk)
 
-    # then
+    # then (beside the task's `osmo` login, docs/runtime.md)
     (pod,) = recorder.created
+    assert pod.credentials.env.pop("OSMO_URL") and pod.credentials.env.pop("OSMO_TOKEN")
     assert (pod.credentials.env, pod.credentials.files) == (
         {"HF_TOKEN": TOKEN},
         {"/root/.aws/access_key": "sk-value", "/root/.aws/access_key_id": "AKIAEXAMPLE",

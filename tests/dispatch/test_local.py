@@ -476,12 +476,14 @@ def test_a_task_does_not_inherit_the_services_secrets_from_the_workers_environme
     local.create_pod(pod)
     states = wait_done(local, [pod])
 
-    # then the task saw the storage library's variables and its PATH, none of the service's secrets
+    # then the task saw the storage library's variables and its PATH (with its `osmo` command at the end),
+    # none of the service's secrets, nor the runtime's PYTHONPATH
     assert states == {"envy": PodState("Succeeded", 0)}
     variables = dict(line.split("=", 1) for line in local.pod_log(pod, tail=200, now=datetime.now(tz=UTC)).lines
                      if "=" in line and not line.startswith("[osmo]"))
     assert variables["AWS_ACCESS_KEY_ID"] == "artifact-store-key-id"
-    assert variables["PATH"] == os.environ["PATH"]
+    assert variables["PATH"] == f"{os.environ['PATH']}:/osmo/run/bin"
     assert variables["HOME"] == "/tmp"
+    assert "PYTHONPATH" not in variables
     assert sorted(set(variables) & {"DJANGO_SECRET_KEY", "OSMO_CREDENTIALS_KEYS", "DATABASE_URL"}) == []
     assert "db-password" not in json.dumps(variables)

@@ -1,9 +1,13 @@
-"""The task runtime's endpoints (docs/runtime.md): the group barrier and the task's own status.
+"""The task runtime's endpoints (docs/runtime.md): the group barrier and the task's own status; and
+the authentication of a task's ``osmo`` command on the user API.
 
 A runtime authenticates with its per-task token (``Authorization: Bearer <token>``, see
 :mod:`workflows.scheduling.runtime`), never with a user's credentials; the token reaches these two
 endpoints and only for its own task. A token that is not ours, or whose pod is no longer its task's,
 answers 401 in the error envelope.
+
+The task's command gets another token, its API token (``OSMO_TOKEN``), authenticated on the user API
+by :class:`workflows.api.task_auth.TaskApiTokenAuthentication` (its schema entry is here).
 """
 
 from __future__ import annotations
@@ -50,6 +54,17 @@ class TaskTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": "The per-task token of a task's runtime."}
+
+
+class TaskApiTokenScheme(OpenApiAuthenticationExtension):
+    """The task API token in the OpenAPI schema (what a task's ``osmo`` command sends)."""
+
+    target_class = "workflows.api.task_auth.TaskApiTokenAuthentication"
+    name = "taskApiToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "A task's API token (OSMO_TOKEN in the task), as 'Token <token>'."}
 
 
 class HasTaskToken(BasePermission):

@@ -24,7 +24,7 @@ from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import workflows_lock
-from workflows.scheduling.pod_credentials import requests_credentials
+from workflows.scheduling.pod_credentials import requests_credentials, with_api_access
 from workflows.scheduling.pod_requests import ACTIVE, PodRow, pod_osmo_fields, pod_rows, pool_platforms, row_pod_request
 from workflows.scheduling.podspec import TaskPodFields, token_hosts, workflow_pods
 from workflows.scheduling.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
@@ -140,7 +140,7 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
                 refused = f"pod {request.pod_name}: the task's runtime plan is invalid: {plan}"
                 break
             if plan:
-                request = replace(request, runtime_plan=plan)
+                request = replace(request, runtime_plan=plan, credentials=with_api_access(request, row.pk))
             try:
                 backend.create_pod(request)
             except DispatchTransientError as exc:

@@ -8,6 +8,10 @@ holds a registry credential for also gets that credential's ``.dockerconfigjson`
 pod's ``imagePullSecrets``. The spec does not name registry credentials: as in OSMO, the image's
 registry host picks them.
 
+A task run by the runtime also gets the variables its ``osmo`` command logs in with (``OSMO_URL``,
+``OSMO_TOKEN``: :func:`with_api_access`), in the same Secret (Kubernetes) or plan (local), so the token
+is never in the pod's spec; a variable the task sets itself (``environment`` or a credential) is its own.
+
 A credential deleted since the submission, or lacking a key the spec maps a variable to, stops the
 gang's dispatch: the gang fails FAILED_BACKEND_ERROR with a message naming the credential and the key,
 never a value.
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from credentials.secrets import image_registry
+from credentials.secrets import SecretPayload, image_registry
 from credentials.services import (
     CredentialKeyMissingError,
     CredentialNotFoundError,
@@ -28,6 +32,7 @@ from osmo.types import User
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import PodRequest
 from workflows.scheduling.podspec import WorkflowPods
+from workflows.scheduling.runtime import task_api_env
 
 #: The backends that run a task's process and so give it its credentials.
 CREDENTIAL_BACKENDS = frozenset({DispatchBackend.KUBERNETES, DispatchBackend.LOCAL})
@@ -78,4 +83,14 @@ def _pull_configs(requests: dict[int, PodRequest], owner_id: int) -> None:
             requests[pk] = replace(request, pull_config=config)
 
 
-__all__ = ["CREDENTIAL_BACKENDS", "requests_credentials"]
+def with_api_access(request: PodRequest, task_id: int) -> SecretPayload:
+    """The request's secret variables with the task's ``osmo`` login added (``OSMO_URL``, ``OSMO_TOKEN``),
+    each unless the task sets that variable itself."""
+    own = {*request.environment, *request.credentials.env}
+    added = {name: value for name, value in task_api_env(task_id, request.pod_name).items() if name not in own}
+    if not added:
+        return request.credentials
+    return replace(request.credentials, env={**request.credentials.env, **added})
+
+
+__all__ = ["CREDENTIAL_BACKENDS", "requests_credentials", "with_api_access"]

@@ -10,6 +10,11 @@ environment of the task row (:func:`task_osmo_fields`).
 The token is a Django signature of the task's id and pod name (salted for the runtime): it lets the
 bearer arrive at its own group's barrier and read its own task's status, nothing else, and it dies
 with the pod (a re-placed task has a new pod name).
+
+The API token (:func:`task_api_env`, another salt) is what the task's ``osmo`` command logs in with
+(``OSMO_URL``, ``OSMO_TOKEN``): it acts as the workflow's submitter while the task runs in that pod
+(:func:`task_api_user`), for the workflow and pool endpoints only (docs/runtime.md, "The osmo command
+in a task").
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from runtime import BarrierSpec, TaskPlan, plan_from_osmo_task
 from scheduler.choices import DispatchBackend
 
 TOKEN_SALT = "osmo.runtime.task"
+API_TOKEN_SALT = "osmo.runtime.api"
 BARRIER_PATH = "/api/runtime/barrier/"
 
 
@@ -48,19 +54,50 @@ def task_artifact_url(pool_name: str, global_id: str, task_name: str) -> str:
     return f"{artifact_store(pool_name)}/{global_id}/{task_name}"
 
 
-def task_token(task_id: int, pod_name: str) -> str:
-    return signing.dumps({"task": task_id, "pod": pod_name}, salt=TOKEN_SALT, compress=True)
+def task_token(task_id: int, pod_name: str, *, salt: str = TOKEN_SALT) -> str:
+    return signing.dumps({"task": task_id, "pod": pod_name}, salt=salt, compress=True)
 
 
-def task_token_read(token: str) -> tuple[int, str] | None:
+def task_token_read(token: str, *, salt: str = TOKEN_SALT) -> tuple[int, str] | None:
     """The (task id, pod name) a token was made for, or None when it is not one of ours."""
     try:
-        data = signing.loads(token, salt=TOKEN_SALT)
+        data = signing.loads(token, salt=salt)
     except signing.BadSignature:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("task"), int) or not isinstance(data.get("pod"), str):
         return None
     return data["task"], data["pod"]
+
+
+def task_api_env(task_id: int, pod_name: str) -> dict[str, str]:
+    """What the task's ``osmo`` command logs in with: the service's address and the task's API token
+    (none with ``OSMO_TASK_API_ACCESS`` off)."""
+    if not settings.OSMO_TASK_API_ACCESS:
+        return {}
+    return {"OSMO_URL": settings.OSMO_RUNTIME_SERVICE_URL.rstrip("/"),
+            "OSMO_TOKEN": task_token(task_id, pod_name, salt=API_TOKEN_SALT)}
+
+
+def task_api_user(token: str) -> tuple[Any, str] | None:
+    """Who a task API token acts as: ``(submitter, "")`` while the token's pod is its task's and the
+    task holds capacity (placed, starting or running), ``(None, why not)`` when it no longer does, and
+    None when ``token`` is not a task API token at all. One query."""
+    found = task_token_read(token, salt=API_TOKEN_SALT)
+    if found is None:
+        return None
+    from workflows.choices import TASK_ACTIVE_STATUSES
+    from workflows.models import Task
+
+    task_id, pod_name = found
+    task = Task.objects.select_related("workflow__submitted_by").filter(pk=task_id).first()
+    if task is None or task.pod_name != pod_name:
+        return None, "its task was re-placed or deleted"
+    if task.status not in TASK_ACTIVE_STATUSES:
+        return None, f"its task is {task.status}"
+    user = task.workflow.submitted_by
+    if not user.is_active:
+        return None, "its workflow's submitter is inactive"
+    return user, ""
 
 
 @dataclass(frozen=True)
