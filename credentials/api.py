@@ -73,7 +73,9 @@ class CredentialListView(generics.ListAPIView):
 
     @extend_schema(operation_id="credentials_create", request=CredentialInputSerializer,
                    responses={201: CredentialOutputSerializer, **ERRORS,
-                              409: OpenApiResponse(CredentialErrorSerializer, description="The name is taken.")})
+                              409: OpenApiResponse(CredentialErrorSerializer, description=(
+                                  "`conflict`: the name is taken; `credential_limit`: you keep "
+                                  "OSMO_MAX_CREDENTIALS_PER_USER credentials already."))})
     def post(self, request: Request) -> Response:
         """Create a credential (409 when you have one of that name: PUT replaces)."""
         body = _body(request)
@@ -91,7 +93,9 @@ class CredentialDetailView(NulSafeLookupMixin, APIView):
         return Response(CredentialOutputSerializer(services.describe(credential)).data)
 
     @extend_schema(operation_id="credentials_set", request=CredentialValuesInputSerializer,
-                   responses={200: CredentialOutputSerializer, 201: CredentialOutputSerializer, **ERRORS})
+                   responses={200: CredentialOutputSerializer, 201: CredentialOutputSerializer, **ERRORS,
+                              409: OpenApiResponse(CredentialErrorSerializer, description=(
+                                  "`credential_limit`: creating it would pass OSMO_MAX_CREDENTIALS_PER_USER."))})
     def put(self, request: Request, name: str) -> Response:
         """Create the credential ``name`` (201) or replace its kind and values (200)."""
         body = _body(request)

@@ -16,7 +16,7 @@ from credentials.crypto import Keyring
 from credentials.kinds import Kind, kind_of, name_problems, values_problems
 from credentials.models import Credential
 from credentials.secrets import CredentialRef, SecretPayload, docker_config, image_registry, registry_host
-from osmo.errors import NameTakenError, NotFoundError, ValidationFailedError
+from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
 from osmo.types import User
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ def credential_set(*, owner: User, name: object, kind: object, values: object,
             raise NameTakenError([{"path": "name", "message": f"you already have a credential named {name!r}; "
                                                               "PUT /api/credentials/<name>/ replaces it"}])
         if existing is None:
+            _room_for_one_more(owner)
             try:
                 with transaction.atomic():
                     credential = Credential.objects.create(owner=owner, name=name, **fields)
@@ -78,6 +79,29 @@ def credential_set(*, owner: User, name: object, kind: object, values: object,
     logger.info("credential.set", extra={"user": owner.username, "credential": name, "kind": parsed.value,
                                          "keys": sorted(clean), "new": created})
     return credential, created
+
+
+class CredentialLimitError(OsmoError):
+    """The owner already keeps ``OSMO_MAX_CREDENTIALS_PER_USER`` credentials (docs/design.md §15): 409
+    until one is deleted. Replacing an existing credential is always allowed."""
+
+    http_status = 409
+    code = "credential_limit"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"You keep {limit} credentials, the limit per user; delete one you no longer need "
+                         "(osmo credential delete <name>) before creating another.", details={"limit": limit})
+
+
+def _room_for_one_more(owner: User) -> None:
+    """Refuse a new credential past the owner's limit. The owner's row is locked first, so two creates
+    at once cannot both take the last place (a no-op on SQLite, which writes one at a time anyway)."""
+    limit = settings.OSMO_MAX_CREDENTIALS_PER_USER
+    if limit <= 0:
+        return
+    list(type(owner).objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+    if Credential.objects.filter(owner=owner).count() >= limit:
+        raise CredentialLimitError(limit)
 
 
 def credential_delete(*, owner: User, name: str) -> None:
@@ -170,6 +194,6 @@ def describe(credential: Credential) -> dict[str, Any]:
             "created_at": credential.created_at, "updated_at": credential.updated_at}
 
 
-__all__ = ["CredentialKeyMissingError", "CredentialNotFoundError", "CredentialRef", "SecretPayload",
-           "credential_delete", "credential_get", "credential_set", "credentials_missing", "credentials_rotate",
-           "keyring", "registry_pull_config", "registry_pull_configs", "task_secret_payload"]
+__all__ = ["CredentialKeyMissingError", "CredentialLimitError", "CredentialNotFoundError", "CredentialRef",
+           "SecretPayload", "credential_delete", "credential_get", "credential_set", "credentials_missing",
+           "credentials_rotate", "keyring", "registry_pull_config", "registry_pull_configs", "task_secret_payload"]

@@ -261,6 +261,8 @@ OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
 OSMO_STARVATION_MAX_HOLDS = env.int("OSMO_STARVATION_MAX_HOLDS", default=8)
 # Workflows one user may have that have not ended (0: no limit); a submission past it answers 429.
 OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER = env.int("OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER", default=5000)
+# Credentials one user may keep (0: no limit); creating one past it answers 409 credential_limit.
+OSMO_MAX_CREDENTIALS_PER_USER = env.int("OSMO_MAX_CREDENTIALS_PER_USER", default=500)
 # Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
 OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
 # The gangs a placement cycle placed are dispatched in messages of up to this many gangs each

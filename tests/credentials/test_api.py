@@ -156,3 +156,35 @@ def test_the_log_lines_of_a_set_name_the_credential_and_never_a_value(user_clien
     assert [message for message, _ in lines] == ["credential.set"]
     assert lines[0][1]["credential"] == "ngc"
     assert "nvapi-very-secret" not in repr([record.__dict__ for record in caplog.records])
+
+
+def test_a_new_credential_past_the_per_user_limit_is_a_409_and_replacing_one_still_works(user_client, user,
+                                                                                         other_user, settings):
+    # given a limit of two, reached by this user; another user has none
+    settings.OSMO_MAX_CREDENTIALS_PER_USER = 2
+    for name in ("one", "two"):
+        assert user_client.put(f"/api/credentials/{name}/", {"kind": "generic", "values": {"k": name}},
+                               format="json").status_code == 201
+
+    # when the user creates a third, by PUT and by POST, and replaces one of the two
+    put = user_client.put("/api/credentials/three/", {"kind": "generic", "values": {"k": "3"}}, format="json")
+    post = user_client.post("/api/credentials/", {"name": "three", "kind": "generic", "values": {"k": "3"}},
+                            format="json")
+    replaced = user_client.put("/api/credentials/two/", {"kind": "generic", "values": {"k": "2b"}}, format="json")
+
+    # then the new ones are refused in the envelope, saying what to do, and nothing was stored
+    for refused in (put, post):
+        assert refused.status_code == 409, refused.json()
+        assert refused.json()["code"] == "credential_limit"
+        assert refused.json()["details"] == {"limit": 2}
+        assert "osmo credential delete" in refused.json()["message"]
+    assert replaced.status_code == 200, replaced.json()
+    assert sorted(Credential.objects.filter(owner=user).values_list("name", flat=True)) == ["one", "two"]
+
+    # and once one is deleted, or with the limit off, a new one is created
+    assert user_client.delete("/api/credentials/one/").status_code == 204
+    assert user_client.put("/api/credentials/three/", {"kind": "generic", "values": {"k": "3"}},
+                           format="json").status_code == 201
+    settings.OSMO_MAX_CREDENTIALS_PER_USER = 0
+    assert user_client.put("/api/credentials/four/", {"kind": "generic", "values": {"k": "4"}},
+                           format="json").status_code == 201
