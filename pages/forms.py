@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any, cast
 
 import yaml
 from django import forms
 
 from parsing.loader import DocumentLimits, DocumentLoader
+from parsing.yamlpos import ComposedYaml, path_segments
 from workflows.choices import Priority, WorkflowStatus
 
 # The spec's own limit (workflows.spec.loader.SpecLimits.max_bytes, docs/spec.md "Limits"), so a file the API
@@ -74,81 +73,25 @@ class WorkflowSubmitForm(forms.Form):
 LINES_LIMITS = DocumentLimits(max_bytes=1024 * 1024, max_aliases=100, max_depth=64, max_nodes=200_000,
                               max_yaml_nodes=100_000)
 
-_PATH_TOKEN = re.compile(r'\.?([A-Za-z0-9_-]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 
-
-def path_tokens(path: str) -> list[str | int] | None:
-    """``workflow.resources.model-1.topology[0].key`` -> ``["workflow", "resources", "model-1", "topology", 0,
-    "key"]`` (the path syntax of ``workflows.spec.errors``); None when the path does not parse."""
-    tokens: list[str | int] = []
-    position = 0
-    while position < len(path):
-        match = _PATH_TOKEN.match(path, position)
-        if match is None or match.end() == position:
-            return None
-        plain, index, quoted = match.groups()
-        if plain is not None:
-            tokens.append(plain)
-        elif index is not None:
-            tokens.append(int(index))
-        else:
-            tokens.append(json.loads(quoted))
-        position = match.end()
-    return tokens
-
-
-class _Composed:
-    """A spec's YAML composed once, with each mapping's keys indexed on first use: the submit page looks
-    up the line of every error of one spec, up to thousands of paths through the same mappings."""
-
-    def __init__(self, root: yaml.Node) -> None:
-        self.root = root
-        self._keys: dict[int, dict[str, tuple[yaml.Node, yaml.Node]]] = {}
-
-    def entry(self, node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
-        index = self._keys.get(id(node))
-        if index is None:
-            index = {}
-            for key_node, value_node in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    index.setdefault(key_node.value, (key_node, value_node))  # the first of a repeated key
-            self._keys[id(node)] = index
-        return index.get(key)
-
-    def walk(self, tokens: list[str | int]) -> tuple[yaml.Node, int]:
-        """The element reached along ``tokens`` (a mapping entry's key node, a list item) and how many
-        tokens matched; stops at the last element that exists."""
-        anchor = node = self.root
-        consumed = 0
-        for token in tokens:
-            if isinstance(node, yaml.MappingNode) and isinstance(token, str):
-                found = self.entry(node, token)
-                if found is None:
-                    break
-                anchor, node = found
-            elif isinstance(node, yaml.SequenceNode) and isinstance(token, int) and 0 <= token < len(node.value):
-                anchor = node = node.value[token]
-            else:
-                break
-            consumed += 1
-        return anchor, consumed
-
-    def line(self, path: str) -> int | None:
-        tokens = path_tokens(path) if path else None
-        if not tokens:
-            return None
-        candidates = [tokens]
-        # `resources` may sit under `workflow` (canonical) or at the top level (as seed 003 writes it).
-        if tokens[:2] == ["workflow", "resources"]:
-            candidates.append(tokens[1:])
-        elif tokens[:1] == ["resources"]:
-            candidates.append(["workflow", *tokens])
-        best: tuple[int, yaml.Node] | None = None
-        for candidate in candidates:
-            node, consumed = self.walk(candidate)
-            if consumed and (best is None or consumed > best[0]):
-                best = (consumed, node)
-        return None if best is None else best[1].start_mark.line + 1
+def _closest_line(composed: ComposedYaml, path: str) -> int | None:
+    """The line of the element ``path`` points at, or of its closest existing ancestor. ``resources``
+    may sit under ``workflow`` (canonical) or at the top level (as seed 003 writes it): the spelling
+    that reaches deeper wins."""
+    segments = path_segments(path) if path else None
+    if not segments:
+        return None
+    candidates = [segments]
+    if segments[:2] == ["workflow", "resources"]:
+        candidates.append(segments[1:])
+    elif segments[:1] == ["resources"]:
+        candidates.append(["workflow", *segments])
+    best: tuple[int, Any] | None = None
+    for candidate in candidates:
+        node, consumed = composed.walk(candidate)
+        if consumed and (best is None or consumed > best[0]):
+            best = (consumed, node)
+    return None if best is None else best[1].start_mark.line + 1
 
 
 def yaml_lines_for_paths(text: str, paths: list[str]) -> list[int | None]:
@@ -160,7 +103,7 @@ def yaml_lines_for_paths(text: str, paths: list[str]) -> list[int | None]:
     rendering drops (``# {% if false %}`` before 480,000 values cost the page 10 s and 300 MB).
     Pure-Python PyYAML on purpose: libyaml's composer recurses in C and crashes the process on a few
     hundred thousand ``[``, and its parser takes quadratic time on them."""
-    if not any(path_tokens(path) for path in paths if path):
+    if not any(path_segments(path) for path in paths if path):
         return [None] * len(paths)
     loader = DocumentLoader(text, LINES_LIMITS)
     try:
@@ -171,8 +114,8 @@ def yaml_lines_for_paths(text: str, paths: list[str]) -> list[int | None]:
         loader.dispose()
     if root is None:
         return [None] * len(paths)
-    composed = _Composed(root)
-    return [composed.line(path) for path in paths]
+    composed = ComposedYaml(root)
+    return [_closest_line(composed, path) for path in paths]
 
 
 def yaml_line_for_path(text: str, path: str) -> int | None:

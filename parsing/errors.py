@@ -25,7 +25,9 @@ from typing import Any
 
 from parsing.natural import NaturalKey, natural_key
 
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+#: A key written plain in a path (``a.b``); any other is quoted (``a["b.c"]``).
+PLAIN_KEY = r"[A-Za-z0-9_-]+"
+_PLAIN_KEY = re.compile(PLAIN_KEY)
 
 
 @total_ordering

@@ -9,7 +9,10 @@ import json
 import re
 from typing import Any
 
-_SEGMENT = re.compile(r'\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]|\.?([^.\[\]]+)')
+from parsing.errors import PLAIN_KEY
+
+# A path as join_path writes it: plain keys, [index], ["quoted key"]; anything else does not parse.
+_SEGMENT = re.compile(r'\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]|\.?(' + PLAIN_KEY + ')')
 # A Jinja expression within one line: ``{{ storage_url }}``, ``{{output}}``.
 _EXPRESSION = re.compile(r"\{\{.*?\}\}")
 
@@ -50,6 +53,56 @@ def line_of(text: str, path: str) -> int | None:
     return lines_of(text, [path])[0]
 
 
+class ComposedYaml:
+    """A YAML document composed once (its root node), with each mapping's keys indexed on first use: a
+    spec of 1,000 tasks has 1,000 error paths through the same mappings. The CLI, the template lines
+    and the submit page look their paths up here; each composes the text its own way."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self._keys: dict[int, dict[str, tuple[Any, Any]]] = {}
+
+    def _entry(self, node: Any, key: str) -> tuple[Any, Any] | None:
+        index = self._keys.get(id(node))
+        if index is None:
+            index = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, _yaml().ScalarNode):
+                    index.setdefault(key_node.value, (key_node, value_node))  # the first of a repeated key
+            self._keys[id(node)] = index
+        return index.get(key)
+
+    def walk(self, segments: list[str | int]) -> tuple[Any, int]:
+        """The element reached along ``segments`` (a mapping entry's key node, a list item) and how many
+        segments matched: it stops at the last element that exists (the root when none does)."""
+        yaml = _yaml()
+        anchor = node = self.root
+        consumed = 0
+        for segment in segments:
+            if isinstance(node, yaml.MappingNode) and isinstance(segment, str):
+                found = self._entry(node, segment)
+                if found is None:
+                    break
+                anchor, node = found
+            elif isinstance(node, yaml.SequenceNode) and isinstance(segment, int) and 0 <= segment < len(node.value):
+                anchor = node = node.value[segment]
+            else:
+                break
+            consumed += 1
+        return anchor, consumed
+
+    def line(self, segments: list[str | int]) -> int | None:
+        """1-based line of the element, or of its parent when only the last segment is missing."""
+        anchor, consumed = self.walk(segments)
+        return anchor.start_mark.line + 1 if segments and consumed >= max(1, len(segments) - 1) else None
+
+
+def _yaml() -> Any:
+    import yaml  # optional for the CLI: imported where a document is looked at
+
+    return yaml
+
+
 def lines_of(text: str, paths: list[str]) -> list[int | None]:
     """:func:`line_of` of each of ``paths``, the text composed once for all of them (a spec of 1,000
     tasks has 1,000 errors: one composition each took 0.3 s on 100 KB, five minutes in all)."""
@@ -57,39 +110,10 @@ def lines_of(text: str, paths: list[str]) -> list[int | None]:
     if not any(wanted):
         return [None] * len(paths)
     try:
-        import yaml
-
-        root: Any = yaml.compose(yaml_shape(text), Loader=yaml.SafeLoader)
+        root: Any = _yaml().compose(yaml_shape(text), Loader=_yaml().SafeLoader)
     except Exception:
         return [None] * len(paths)
     if root is None:
         return [None] * len(paths)
-    keys: dict[int, dict[str, tuple[Any, Any]]] = {}  # each mapping's keys, indexed on first use
-
-    def entry(node: Any, key: str) -> tuple[Any, Any] | None:
-        index = keys.get(id(node))
-        if index is None:
-            index = {}
-            for key_node, value_node in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    index.setdefault(key_node.value, (key_node, value_node))  # the first of a repeated key
-            keys[id(node)] = index
-        return index.get(key)
-
-    def line(segments: list[str | int]) -> int | None:
-        node, found, depth = root, None, 0
-        for segment in segments:
-            child = None
-            if isinstance(node, yaml.MappingNode) and isinstance(segment, str):
-                child = entry(node, segment)
-            elif isinstance(node, yaml.SequenceNode) and isinstance(segment, int) and segment < len(node.value):
-                item = node.value[segment]
-                child = (item, item)
-            if child is None:
-                break
-            found = child[0].start_mark.line + 1
-            node = child[1]
-            depth += 1
-        return found if depth >= len(segments) - 1 else None
-
-    return [line(segments) if segments else None for segments in wanted]
+    composed = ComposedYaml(root)
+    return [composed.line(segments) if segments else None for segments in wanted]

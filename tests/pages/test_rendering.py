@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from pages.forms import path_tokens, yaml_line_for_path
+from pages.forms import yaml_line_for_path
 from pages.templatetags.tree_svg import tree_svg
+from parsing.yamlpos import path_segments
 from tests.factories import example_spec
 
 SCOPED = {  # seed 003 example 5: rack-group-1 under zone-a and under zone-b are different nodes
@@ -95,7 +96,7 @@ def test_yaml_line_for_path_maps_error_paths_to_lines(path, expected):
 
 
 def test_yaml_line_for_path_handles_quoted_keys_and_bad_input():
-    assert path_tokens('workflow.labels["a.b"][2]') == ["workflow", "labels", "a.b", 2]
+    assert path_segments('workflow.labels["a.b"][2]') == ["workflow", "labels", "a.b", 2]
     assert yaml_line_for_path("workflow:\n  labels:\n    a.b: x\n", 'workflow.labels["a.b"]') == 3
     assert yaml_line_for_path("workflow: [unclosed", "workflow.name") is None
     assert yaml_line_for_path("workflow: {}", "") is None
