@@ -24,6 +24,7 @@ from tests.dispatch.recorder import Recorder
 from tests.dispatch.test_kubernetes_manifest import K8S_VERSION
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import backend_use
+from tests.workflows.test_runtime_api import placed as placed_gang
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import gang_dispatch
 from workflows.scheduling.cycle import placement_cycle_run
@@ -268,3 +269,28 @@ def test_without_a_registry_credential_for_the_image_no_pull_secret_is_made(user
     # then the two pods were made, no Secret (the fake server fails on any unscripted call)
     assert [(r.method, r.path) for r in kube_api.requests] == [("POST", PODS), ("POST", PODS)]
     assert [r.body["spec"].get("imagePullSecrets") for r in kube_api.requests] == [None, None]
+
+
+@pytest.mark.parametrize(("runtime_image", "gets_login"), [
+    pytest.param("registry.example/osmo-runtime:1", True, id="_case_run_by_the_runtime"),
+    pytest.param("", False, id="_case_the_user_s_command_alone"),
+])
+def test_on_kubernetes_the_login_goes_in_the_pod_s_secret_only_when_the_runtime_runs_it(
+        user, inline_jobs, monkeypatch, settings, runtime_image, gets_login):
+    # given a placed task on a Kubernetes pool, with or without the runtime image
+    settings.OSMO_RUNTIME_IMAGE = runtime_image
+    recorder = Recorder()
+    backend_use(monkeypatch, recorder)
+    _workflow, tasks = placed_gang(user, tasks=1, backend="kubernetes")
+
+    # when its gang is dispatched
+    gang_dispatch.group_dispatch(group_id=tasks[0].group_id)
+
+    # then the task's `osmo` login (docs/runtime.md) is among the secret variables (the pod's Secret),
+    # never in the plan or the pod's env
+    (pod,) = recorder.created
+    assert sorted(pod.credentials.env) == (["OSMO_TOKEN", "OSMO_URL"] if gets_login else [])
+    assert bool(pod.runtime_plan) is gets_login
+    if gets_login:
+        token = pod.credentials.env["OSMO_TOKEN"]
+        assert token not in pod.runtime_plan and token not in json.dumps(dict(pod.environment))

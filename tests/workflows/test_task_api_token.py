@@ -127,3 +127,4 @@ def test_the_login_goes_with_the_task_s_secrets_unless_the_task_sets_the_variabl
     assert sorted(with_api_access(request, task.pk).env) == ["OSMO_TOKEN", "OSMO_URL"]
     assert sorted(with_api_access(own_url, task.pk).env) == ["OSMO_TOKEN"]
     assert request.credentials.env == {}  # the request's own payload is not changed
+
