@@ -8,6 +8,7 @@ transactions) and Celery's filesystem broker, both under ``OSMO_DATA_DIR``. With
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import environ
 from kombu import Exchange
@@ -306,6 +307,12 @@ OSMO_ARTIFACT_STORES = env.dict("OSMO_ARTIFACT_STORES", default={})
 OSMO_LOCAL_WRITABLE = env.list("OSMO_LOCAL_WRITABLE", default=["/tmp", "/var/tmp", str(DATA_DIR)])
 # Where a task's runtime reaches the service (the barrier): the address the tasks can connect to.
 OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://127.0.0.1:8000")
+# Tasks call the service at that address (the barrier, their `osmo` command), with its host name in
+# `Host`: on Kubernetes the web Service's in-cluster name, which is not the ingress's ALLOWED_HOSTS.
+_runtime_host = urlsplit(OSMO_RUNTIME_SERVICE_URL).hostname or ""
+_runtime_host = f"[{_runtime_host}]" if ":" in _runtime_host else _runtime_host
+if _runtime_host and _runtime_host not in ALLOWED_HOSTS and "*" not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(_runtime_host)
 # Whether a task run by the runtime gets the `osmo` command logged in as its submitter (OSMO_URL and
 # OSMO_TOKEN in its environment; the token works while the task runs, for workflows and pools only).
 OSMO_TASK_API_ACCESS = env.bool("OSMO_TASK_API_ACCESS", default=True)

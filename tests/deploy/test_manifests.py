@@ -230,3 +230,28 @@ def test_a_worker_that_does_not_answer_fails_its_liveness_probe(tree):
     # then
     assert result.returncode == 1
     assert "No nodes replied" in result.stdout
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_tasks_reach_the_web_service_and_the_service_accepts_that_host(tree, overlay):
+    # given the rendered overlay's settings and its web Service
+    objects = _by_kind_name(render(tree / "overlays" / overlay))
+    data = objects[("ConfigMap", "osmo-settings")]["data"]
+    service = objects[("Service", "osmo-web")]
+    url = data["OSMO_RUNTIME_SERVICE_URL"]
+
+    # then the address is the web Service's in-cluster name on its port
+    port = service["spec"]["ports"][0]["port"]
+    assert url == f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc" + (
+        "" if port == 80 else f":{port}")
+
+    # and the service started with these settings takes requests to that host (a task's barrier,
+    # its `osmo` command) beside the ingress's hosts
+    code = "from django.conf import settings; import json; print(json.dumps(settings.ALLOWED_HOSTS))"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "osmo.settings.test", "ALLOWED_HOSTS": data["ALLOWED_HOSTS"],
+           "OSMO_RUNTIME_SERVICE_URL": url}
+    done = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    hosts = yaml.safe_load(done.stdout)
+    assert hosts == [*data["ALLOWED_HOSTS"].split(","), f"osmo-web.{service['metadata']['namespace']}.svc"]
