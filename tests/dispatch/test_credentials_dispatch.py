@@ -134,7 +134,8 @@ def test_the_local_backend_gets_the_values_and_the_allowed_mount(user, inline_jo
 
     # then (beside the task's `osmo` login, docs/runtime.md)
     (pod,) = recorder.created
-    assert pod.credentials.env.pop("OSMO_URL") and pod.credentials.env.pop("OSMO_TOKEN")
+    assert [pod.credentials.env.pop(name) for name in ("OSMO_URL", "OSMO_POOL")] == ["http://127.0.0.1:8000", "local"]
+    assert pod.credentials.env.pop("OSMO_TOKEN")
     assert (pod.credentials.env, pod.credentials.files) == (
         {"HF_TOKEN": TOKEN},
         {"/root/.aws/access_key": "sk-value", "/root/.aws/access_key_id": "AKIAEXAMPLE",
@@ -289,7 +290,7 @@ def test_on_kubernetes_the_login_goes_in_the_pod_s_secret_only_when_the_runtime_
     # then the task's `osmo` login (docs/runtime.md) is among the secret variables (the pod's Secret),
     # never in the plan or the pod's env
     (pod,) = recorder.created
-    assert sorted(pod.credentials.env) == (["OSMO_TOKEN", "OSMO_URL"] if gets_login else [])
+    assert sorted(pod.credentials.env) == (["OSMO_POOL", "OSMO_TOKEN", "OSMO_URL"] if gets_login else [])
     assert bool(pod.runtime_plan) is gets_login
     if gets_login:
         token = pod.credentials.env["OSMO_TOKEN"]

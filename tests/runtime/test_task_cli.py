@@ -34,5 +34,5 @@ def test_a_task_reads_its_workflow_and_submits_another_as_its_submitter(user, ce
     assert any("A task's token reaches workflows, your profile and reading pools" in line for line in lines), lines
     assert lines[-1] == "credential list refused with exit code 1", lines
     follow_up = Workflow.objects.get(workflow_id="follow-up-1")
-    assert follow_up.submitted_by_id == user.pk
+    assert (follow_up.submitted_by_id, follow_up.pool.name) == (user.pk, "local")  # its pool by default
     assert run_to_the_end(follow_up).status == "COMPLETED", tasks_of(follow_up)

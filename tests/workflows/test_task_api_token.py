@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def api_token(task: Task) -> str:
-    return task_api_env(task.pk, task.pod_name)["OSMO_TOKEN"]
+    return task_api_env(task.pk, task.pod_name, "local-pool")["OSMO_TOKEN"]
 
 
 def as_task(api_client, task: Task, token: str | None = None):
@@ -30,7 +30,7 @@ def test_the_api_token_acts_as_the_submitter_on_workflows_me_and_pools(user, api
     workflow, [task, _] = placed(user)
 
     # when its command reads the API with the token it was given
-    env = task_api_env(task.pk, task.pod_name)
+    env = task_api_env(task.pk, task.pod_name, "local-pool")
     client = as_task(api_client, task)
     listed = client.get("/api/workflows/")
     detail = client.get(f"/api/workflows/{workflow.workflow_id}/")
@@ -112,7 +112,7 @@ def test_the_barrier_token_and_the_api_token_do_not_stand_in_for_each_other(user
 def test_no_api_token_when_task_api_access_is_off(user, settings):
     settings.OSMO_TASK_API_ACCESS = False
     _workflow, [task, _] = placed(user)
-    assert task_api_env(task.pk, task.pod_name) == {}
+    assert task_api_env(task.pk, task.pod_name, "local-pool") == {}
 
 
 def test_the_login_goes_with_the_task_s_secrets_unless_the_task_sets_the_variable(user):
@@ -124,7 +124,7 @@ def test_the_login_goes_with_the_task_s_secrets_unless_the_task_sets_the_variabl
                          task=task.name, pool="local-pool", image="busybox", environment={"OSMO_URL": "http://mine"})
 
     # when / then: both variables are secret ones (a Secret, the plan's 0600 file), never the pod's own env
-    assert sorted(with_api_access(request, task.pk).env) == ["OSMO_TOKEN", "OSMO_URL"]
-    assert sorted(with_api_access(own_url, task.pk).env) == ["OSMO_TOKEN"]
+    assert sorted(with_api_access(request, task.pk).env) == ["OSMO_POOL", "OSMO_TOKEN", "OSMO_URL"]
+    assert sorted(with_api_access(own_url, task.pk).env) == ["OSMO_POOL", "OSMO_TOKEN"]
     assert request.credentials.env == {}  # the request's own payload is not changed
 

@@ -9,8 +9,9 @@ pod's ``imagePullSecrets``. The spec does not name registry credentials: as in O
 registry host picks them.
 
 A task run by the runtime also gets the variables its ``osmo`` command logs in with (``OSMO_URL``,
-``OSMO_TOKEN``: :func:`with_api_access`), in the same Secret (Kubernetes) or plan (local), so the token
-is never in the pod's spec; a variable the task sets itself (``environment`` or a credential) is its own.
+``OSMO_TOKEN``, and ``OSMO_POOL``, its default pool: :func:`with_api_access`), in the same Secret
+(Kubernetes) or plan (local), so the token is never in the pod's spec; a variable the task sets itself
+(``environment`` or a credential) is its own.
 
 A credential deleted since the submission, or lacking a key the spec maps a variable to, stops the
 gang's dispatch: the gang fails FAILED_BACKEND_ERROR with a message naming the credential and the key,
@@ -84,10 +85,11 @@ def _pull_configs(requests: dict[int, PodRequest], owner_id: int) -> None:
 
 
 def with_api_access(request: PodRequest, task_id: int) -> SecretPayload:
-    """The request's secret variables with the task's ``osmo`` login added (``OSMO_URL``, ``OSMO_TOKEN``),
-    each unless the task sets that variable itself."""
+    """The request's secret variables with the task's ``osmo`` login added (``OSMO_URL``, ``OSMO_TOKEN``,
+    ``OSMO_POOL``), each unless the task sets that variable itself."""
     own = {*request.environment, *request.credentials.env}
-    added = {name: value for name, value in task_api_env(task_id, request.pod_name).items() if name not in own}
+    added = {name: value for name, value in task_api_env(task_id, request.pod_name, request.pool).items()
+             if name not in own}
     if not added:
         return request.credentials
     return replace(request.credentials, env={**request.credentials.env, **added})

@@ -69,13 +69,13 @@ def task_token_read(token: str, *, salt: str = TOKEN_SALT) -> tuple[int, str] | 
     return data["task"], data["pod"]
 
 
-def task_api_env(task_id: int, pod_name: str) -> dict[str, str]:
-    """What the task's ``osmo`` command logs in with: the service's address and the task's API token
-    (none with ``OSMO_TASK_API_ACCESS`` off)."""
+def task_api_env(task_id: int, pod_name: str, pool_name: str) -> dict[str, str]:
+    """What the task's ``osmo`` command logs in with: the service's address and the task's API token,
+    and the task's pool as its default pool (none with ``OSMO_TASK_API_ACCESS`` off)."""
     if not settings.OSMO_TASK_API_ACCESS:
         return {}
     return {"OSMO_URL": settings.OSMO_RUNTIME_SERVICE_URL.rstrip("/"),
-            "OSMO_TOKEN": task_token(task_id, pod_name, salt=API_TOKEN_SALT)}
+            "OSMO_TOKEN": task_token(task_id, pod_name, salt=API_TOKEN_SALT), "OSMO_POOL": pool_name}
 
 
 def task_api_user(token: str) -> tuple[Any, str] | None:
