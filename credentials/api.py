@@ -1,6 +1,7 @@
 """``/api/credentials/``: the signed-in user's credentials (docs/api.md "Credentials"). Every query is
 filtered by the requesting user (staff included): another user's credential is a 404, and no answer
-ever holds a value."""
+ever holds a value. ``/api/tokens/``: the user's personal access tokens (:mod:`credentials.tokens`),
+the same way: a key is in the answer that makes it, never again."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from credentials import services
+from credentials import services, tokens
 from credentials.kinds import NAME, NAME_MAX, VALUE_MAX_BYTES, Kind
-from credentials.models import Credential
+from credentials.models import AccessToken, Credential
 from osmo.api.pagination import OsmoLimitOffsetPagination
 from osmo.api.views import NulSafeLookupMixin
 from osmo.errors import ValidationFailedError
@@ -114,7 +115,71 @@ class CredentialDetailView(NulSafeLookupMixin, APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class AccessTokenOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    expires_at = serializers.DateTimeField(help_text="The token works until this moment (the end of its "
+                                                     "expiry date, UTC).")
+    expired = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+
+    def get_expired(self, token: AccessToken) -> bool:
+        return tokens.expired(token)
+
+
+class AccessTokenCreatedSerializer(AccessTokenOutputSerializer):
+    token = serializers.CharField(help_text="The key: shown in this answer only.")
+
+
+class AccessTokenInputSerializer(serializers.Serializer):
+    name = serializers.RegexField(f"^{NAME.pattern}$", max_length=NAME_MAX)
+    expires_at = serializers.DateField(required=False, help_text=f"Last day it works (UTC), YYYY-MM-DD; default "
+                                                                 f"{tokens.DEFAULT_DAYS} days from today.")
+    description = serializers.CharField(required=False, max_length=tokens.DESCRIPTION_MAX)
+
+
+class AccessTokenListView(generics.ListAPIView):
+    """``/api/tokens/``: your personal access tokens (OSMO's ``osmo token``), never their keys."""
+
+    serializer_class = AccessTokenOutputSerializer
+    pagination_class = OsmoLimitOffsetPagination
+    filter_backends: list[type] = []
+
+    def get_queryset(self) -> QuerySet[AccessToken]:
+        return AccessToken.objects.filter(user=signed_in(self.request)).order_by("name")
+
+    @extend_schema(operation_id="tokens_list", responses={200: AccessTokenOutputSerializer(many=True), **ERRORS})
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Your access tokens: name, description, expiry, whether expired. Never the keys."""
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(operation_id="tokens_create", request=AccessTokenInputSerializer,
+                   responses={201: AccessTokenCreatedSerializer, **ERRORS,
+                              409: OpenApiResponse(CredentialErrorSerializer, description=(
+                                  "`conflict`: the name is taken; `access_token_limit`: you have "
+                                  f"{tokens.MAX_PER_USER} already."))})
+    def post(self, request: Request) -> Response:
+        """Make an access token. The answer's ``token`` is the key, shown this once."""
+        body = _body(request)
+        token, key = tokens.token_create(user=signed_in(request), name=body.get("name"),
+                                         expires_at=body.get("expires_at", tokens.ABSENT),
+                                         description=body.get("description", ""))
+        data = dict(AccessTokenOutputSerializer(token).data)
+        return Response({**data, "token": key}, status=status.HTTP_201_CREATED)
+
+
+class AccessTokenDetailView(NulSafeLookupMixin, APIView):
+    @extend_schema(operation_id="tokens_destroy", responses={204: None, 401: ERRORS[401], 404: OpenApiResponse(
+        CredentialErrorSerializer, description="You have no access token of that name.")})
+    def delete(self, request: Request, name: str) -> Response:
+        """Delete one of your access tokens: its key stops working at once."""
+        tokens.token_delete(user=signed_in(request), name=name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
 urlpatterns = [
     path("credentials/", CredentialListView.as_view(), name="credential-list"),
     path("credentials/<str:name>/", CredentialDetailView.as_view(), name="credential-detail"),
+    path("tokens/", AccessTokenListView.as_view(), name="token-list"),
+    path("tokens/<str:name>/", AccessTokenDetailView.as_view(), name="token-detail"),
 ]

@@ -24,3 +24,23 @@ class Credential(models.Model):
     def __str__(self) -> str:
         # Never the values: this is what logs and the admin print.
         return f"{self.name} ({self.kind})"
+
+
+class AccessToken(models.Model):
+    """A personal access token (OSMO's ``osmo token set``): named, with an expiry, for scripts and CI.
+    Only the SHA-256 ``digest`` of the key is kept; the key is shown once, when it is made
+    (:mod:`credentials.tokens`)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens")
+    name = models.CharField(max_length=63)
+    description = models.CharField(max_length=200, blank=True, default="")
+    digest = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="access_token_user_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.name} (expires {self.expires_at:%Y-%m-%d})"

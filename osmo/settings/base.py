@@ -264,6 +264,8 @@ OSMO_STARVATION_MAX_HOLDS = env.int("OSMO_STARVATION_MAX_HOLDS", default=8)
 OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER = env.int("OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER", default=5000)
 # Credentials one user may keep (0: no limit); creating one past it answers 409 credential_limit.
 OSMO_MAX_CREDENTIALS_PER_USER = env.int("OSMO_MAX_CREDENTIALS_PER_USER", default=500)
+# How far ahead a personal access token may expire (days; `osmo token set --expires-at`).
+OSMO_ACCESS_TOKEN_MAX_DAYS = env.int("OSMO_ACCESS_TOKEN_MAX_DAYS", default=365)
 # Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
 OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
 # The gangs a placement cycle placed are dispatched in messages of up to this many gangs each

@@ -51,6 +51,8 @@ def test_the_api_token_acts_as_the_submitter_on_workflows_me_and_pools(user, api
     pytest.param("put", "/api/credentials/mine/", id="_case_credential_set"),
     pytest.param("delete", "/api/credentials/mine/", id="_case_credential_delete"),
     pytest.param("patch", "/api/pools/local-pool/", id="_case_pool_change"),
+    pytest.param("post", "/api/tokens/", id="_case_access_token_make"),
+    pytest.param("get", "/api/tokens/", id="_case_access_token_list"),
 ])
 def test_the_api_token_is_403_outside_workflows_and_reading_pools(admin_user, api_client, method, path):
     # given a staff user's placed task (staff may change pools with their own token)
