@@ -147,3 +147,22 @@ def test_a_wrong_key_of_the_token_form_counts_as_a_failed_guess(api_client, sett
 
     # then the third is throttled like any wrong token
     assert answers == [401, 401, 429]
+
+
+def test_the_admin_lists_tokens_without_keys_and_revokes_by_deleting(client, admin_user, user_client):
+    # given a user's token
+    key = user_client.post("/api/tokens/", {"name": "ci", "description": "nightly"}, format="json").json()["token"]
+    token = AccessToken.objects.get(name="ci")
+    client.force_login(admin_user)
+
+    # when an admin looks, tries to add one, and deletes it
+    listed = client.get("/admin/credentials/accesstoken/")
+    add = client.get("/admin/credentials/accesstoken/add/")
+    deleted = client.post(f"/admin/credentials/accesstoken/{token.pk}/delete/", {"post": "yes"})
+
+    # then the list names it without its key or digest, nobody adds one there, and the key is dead
+    assert listed.status_code == 200 and "ci" in listed.content.decode()
+    assert key not in listed.content.decode() and token.digest not in listed.content.decode()
+    assert add.status_code == 403
+    assert deleted.status_code == 302 and not AccessToken.objects.exists()
+    assert with_key(None, key).get("/api/me/").status_code == 401
