@@ -54,6 +54,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz and /readyz answer before host validation and the request transaction.
     "ops.health.ProbeMiddleware",
+    # Under /api/, Django's refusals (unknown URL, a Host not allowed) as the envelope with DEBUG on too.
+    "osmo.api.middleware.ApiRefusalEnvelopeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
     "whitenoise.middleware.WhiteNoiseMiddleware",
