@@ -241,7 +241,7 @@ class PoolInputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=PoolStatus.choices, required=False)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
     sim_task_seconds = StrictFloatField(min_value=0, required=False)
-    max_retries = serializers.IntegerField(min_value=0, max_value=MAX_RETRIES, required=False,
+    max_retries = StrictIntegerField(min_value=0, max_value=MAX_RETRIES, required=False,
                                            help_text="How many times a gang may be rescheduled by an exit action.")
     k8s_namespace = StrictCharField(max_length=63, required=False, allow_blank=True)
     k8s_node_selector = StrictCharField(max_length=255, required=False, allow_blank=True)

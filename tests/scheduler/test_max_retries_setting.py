@@ -51,3 +51,13 @@ def test_export_then_import_keeps_it(tmp_path, small_pool):
     assert document["pool"]["max_retries"] == 0
     assert Pool.objects.get(name="copy").max_retries == 0
     assert pool_export(Pool.objects.get(name="copy"))["pool"]["max_retries"] == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", [-1, "3", 1.0, True, 101])
+def test_the_api_refuses_what_the_document_refuses_naming_the_field(staff_client, small_pool, value):
+    # PATCH took "3" and 1.0 (DRF's IntegerField casts them) while min_runtime and the document refuse them
+    response = staff_client.patch("/api/pools/small/", {"max_retries": value}, format="json")
+    assert response.status_code == 400, response.content
+    assert [e["path"] for e in response.json()["details"]["errors"]] == ["max_retries"]
+    assert Pool.objects.get(name="small").max_retries == 3
