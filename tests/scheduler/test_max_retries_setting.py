@@ -61,3 +61,17 @@ def test_the_api_refuses_what_the_document_refuses_naming_the_field(staff_client
     assert response.status_code == 400, response.content
     assert [e["path"] for e in response.json()["details"]["errors"]] == ["max_retries"]
     assert Pool.objects.get(name="small").max_retries == 3
+
+
+@pytest.mark.django_db
+def test_the_admins_form_keeps_the_same_bound(small_pool):
+    # the model (and so the admin's form) took any positive number: a pool set to 150 there exported a
+    # file that import_pool then refused
+    from django.core.exceptions import ValidationError
+
+    small_pool.max_retries = 101
+    with pytest.raises(ValidationError) as caught:
+        small_pool.full_clean()
+    assert list(caught.value.message_dict) == ["max_retries"]
+    small_pool.max_retries = 100
+    small_pool.full_clean()
