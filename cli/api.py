@@ -131,6 +131,11 @@ class Api:
         message = str(envelope.get("message") or envelope.get("detail") or "").strip()
         details = envelope.get("details") if isinstance(envelope.get("details"), dict) else {}
         errors = [e for e in details.get("errors", []) if isinstance(e, dict)] if details else []
+        if status in (400, 403, 409, 422) and not isinstance(body, dict):
+            # Not the API's answer (the API's are the envelope, docs/api.md): a proxy's page, or another server's.
+            return ApiError(f"{self.url} answered HTTP {status} on {path} without the osmo API's error envelope",
+                            status=status, hint="Is a proxy in the way, or is this not an osmo server? "
+                            "Check the URL (osmo login URL or OSMO_URL).")
         if status == 401:
             return _not_logged_in(self.url, message)
         if status == 403:

@@ -119,8 +119,9 @@ SHORT_T_OPTION = typer.Option(None, "-t", metavar="TASK|text|json",
 @workflow_app.command("logs")
 def workflow_logs(
     workflow_id: str = typer.Argument(..., metavar="ID"),
+    # Help is Rich markup: an unescaped "[task]" would be read as a style tag and dropped.
     task: str | None = typer.Option(None, "--task", help="Only this task's log (default: every task's, each line "
-                                                  "prefixed [task])."),
+                                                  "prefixed \\[task])."),
     tail: int = typer.Option(None, "--tail", "-n", min=1, help="Only the last N lines (of each task)."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType | None = FORMAT_LONG_OPTION,

@@ -49,7 +49,11 @@ def normalize_url(url: str) -> str:
         raise CliError("the server URL is empty", exit_code=2)
     if "://" not in text:
         text = f"http://{text}"
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  # parsed on access: a port out of range or not a number raises here
+    except ValueError as exc:  # e.g. "http://[::1": an IPv6 address without its closing bracket
+        raise CliError(f"{url!r} is not a valid URL ({exc}); example: http://localhost:8000", exit_code=2) from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise CliError(f"{url!r} is not an http(s) URL (example: http://localhost:8000)", exit_code=2)
     path = parts.path.rstrip("/")

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from scheduler.choices import DispatchBackend, PoolStatus
+from scheduler.inventory.document import MAX_RETRIES
 
 KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
@@ -46,7 +47,8 @@ class Pool(models.Model):
         default=10.0, help_text="Simulated backend: how long a task runs unless its spec says otherwise."
     )
     max_retries = models.PositiveIntegerField(
-        default=3, help_text="How many times a gang may be rescheduled (its tasks' RESCHEDULE exit action, a pod "
+        default=3, validators=[MaxValueValidator(MAX_RETRIES)],
+        help_text="How many times a gang may be rescheduled (its tasks' RESCHEDULE exit action, a pod "
         "lost to the infrastructure) before the task fails (preemption does not count)."
     )
     k8s_namespace = models.CharField(max_length=63, default="default", blank=True)

@@ -68,6 +68,8 @@ WAIT_ENDS = {
                                      "the pool leaves room in the quota (or the quota grows).",
     ReasonCode.CLUSTER_REFUSED.value: "The cluster refused to schedule its pods: it is placed again once its "
                                       "nodes were read anew (a bounded number of times, then it fails).",
+    ReasonCode.POOL_KEYS_CHANGED.value: "It is not placed while the pool's keys differ from those it was "
+                                        "submitted under: cancel it and submit the spec again.",
 }
 
 TASK_TERMINAL_STATUSES = frozenset(TaskStatus(s) for s in rules.TERMINAL)

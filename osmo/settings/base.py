@@ -55,6 +55,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz and /readyz answer before host validation and the request transaction.
     "ops.health.ProbeMiddleware",
+    # Under /api/, Django's refusals (unknown URL, a Host not allowed) as the envelope with DEBUG on too.
+    "osmo.api.middleware.ApiRefusalEnvelopeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (pages, admin, /api/docs/) straight from the WSGI app, before sessions and auth.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -426,6 +428,8 @@ AXES_CLIENT_IP_CALLABLE = "osmo.api.throttling.client_ip"
 
 # Logs: one line per record on stderr, as text (`plain`) or JSON objects (`json`); both carry the
 # records' extra fields (workflow, pool, group ids of the scheduler's lines).
+# How often the web pages fetch their live region (pages/views.py, docs/pages.md).
+OSMO_PAGE_REFRESH_MS = env.int("OSMO_PAGE_REFRESH_MS", default=4000)
 LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

@@ -14,7 +14,7 @@ from rest_framework import serializers
 
 from osmo.api.serializers import StrictCharField, StrictFloatField
 from scheduler.choices import DispatchBackend, PoolStatus
-from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE
+from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE, MAX_RETRIES
 from scheduler.models import MAX_FAIRSHARE_HALF_LIFE, MAX_MIN_RUNTIME, Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
@@ -241,7 +241,7 @@ class PoolInputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=PoolStatus.choices, required=False)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
     sim_task_seconds = StrictFloatField(min_value=0, required=False)
-    max_retries = serializers.IntegerField(min_value=0, max_value=100, required=False,
+    max_retries = StrictIntegerField(min_value=0, max_value=MAX_RETRIES, required=False,
                                            help_text="How many times a gang may be rescheduled by an exit action.")
     k8s_namespace = StrictCharField(max_length=63, required=False, allow_blank=True)
     k8s_node_selector = StrictCharField(max_length=255, required=False, allow_blank=True)
@@ -311,6 +311,7 @@ class PoolSectionInputSerializer(serializers.Serializer):
     description = StrictCharField(required=False, allow_blank=True, allow_null=True)
     backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
     sim_task_seconds = StrictFloatField(required=False)
+    max_retries = StrictIntegerField(required=False)
     k8s_namespace = StrictCharField(required=False, allow_blank=True, allow_null=True)
     k8s_node_selector = StrictCharField(required=False, allow_blank=True, allow_null=True,
                                         help_text="null: none (as for description and k8s_namespace).")

@@ -85,8 +85,10 @@ NODE_VALUE_FIELDS: tuple[str, ...] = (
     "used_storage_bytes",
     "schedulable",
 )
-POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "k8s_namespace", "k8s_node_selector",
-                                "min_runtime", "fairshare_half_life")
+POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "max_retries", "k8s_namespace",
+                                "k8s_node_selector", "min_runtime", "fairshare_half_life")
+#: The most reschedules a pool may allow a gang (the pools API's bound of ``max_retries``).
+MAX_RETRIES = 100
 #: The longest ``min_runtime`` (seconds): a week (``scheduler.models.MAX_MIN_RUNTIME``, a test keeps the two equal).
 MAX_MIN_RUNTIME = 7 * 24 * 3600
 #: The longest ``fairshare_half_life`` (seconds): 30 days (``scheduler.models.MAX_FAIRSHARE_HALF_LIFE``, a test
@@ -427,6 +429,12 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
             errors.add("pool.sim_task_seconds", "must be a non-negative number of seconds")
         else:
             fields_out["sim_task_seconds"] = float(seconds)
+    if "max_retries" in value:
+        retries = value["max_retries"]
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+            errors.add("pool.max_retries", f"must be a whole number from 0 to {MAX_RETRIES}")
+        else:
+            fields_out["max_retries"] = retries
     if "min_runtime" in value:
         seconds = value["min_runtime"]
         if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 <= seconds <= MAX_MIN_RUNTIME:

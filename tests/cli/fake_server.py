@@ -24,9 +24,10 @@ class FakeServer:
                                       "authorization": self.headers.get("Authorization", "")})
                 status, body = fake.routes.get(parts.path, (404, {"code": "not_found", "message": "Not found.",
                                                                   "details": {}}))
-                data = json.dumps(body).encode()
+                # bytes are sent as they are, as an HTML page (what a proxy in front of the service answers)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if isinstance(body, bytes) else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

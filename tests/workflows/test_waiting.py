@@ -11,7 +11,7 @@ from workflows.models import TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.selectors import group_waiting, workflow_detail_queryset
 from workflows.services import workflow_submit
-from workflows.waiting import reason_reworded, workflow_waiting
+from workflows.waiting import reason_reworded, waiting_lines, workflow_waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -253,3 +253,15 @@ def test_the_queue_position_is_one_query_whatever_the_queue(user, django_assert_
         answers = workflow_waiting(loaded)
     # then one query counted what is ahead
     assert [a["ahead"] for a in answers.values()] == [{"HIGH": 0, "NORMAL": 3, "LOW": 0}]
+
+
+def test_a_gang_whose_pool_keys_changed_is_not_told_that_capacity_will_place_it():
+    # given the reason the cycle gives a queued gang whose tree uses a key the pool no longer has
+    answer = {"position": 1, "ahead": {"HIGH": 0, "NORMAL": 0, "LOW": 0}, "domain": None,
+              "reason": "pool demo topology keys changed since submission (removed key(s) gpu-clique); this group's "
+                        "constraint tree no longer means the same thing. Cancel and resubmit it."}
+    # when its waiting lines are said
+    lines = waiting_lines(answer, code="pool_keys_changed")
+    # then the last does not contradict "Cancel and resubmit it" ("placed as soon as capacity frees up")
+    assert lines[-1] == ("It is not placed while the pool's keys differ from those it was submitted under: "
+                         "cancel it and submit the spec again.")
