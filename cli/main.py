@@ -368,6 +368,8 @@ def workflow_list(
             return
         items = results(answer)
         if not items and not watch:
+            if pool:  # a pool that does not exist matches nothing: say that, not "no workflows"
+                api.get(f"/api/pools/{q(pool)}/", not_found=f"pool {pool} not found (osmo pool list shows them)")
             typer.echo("No workflows match." if len(params) > 2 or offset else "No workflows yet.")
             return
         if watch:

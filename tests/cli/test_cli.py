@@ -205,7 +205,11 @@ def test_submit_creates_a_workflow_then_list_query_cancel(osmo, nvl72, user):
     limited = osmo("workflow", "list", "--limit", "1")
     assert "(1-1 of 2; see more with --offset 1)" in limited.stdout
     assert osmo("workflow", "list", "--status", "completed").stdout.strip() == "No workflows match."
-    assert osmo("workflow", "list", "--pool", "other").stdout.strip() == "No workflows match."
+    assert osmo("workflow", "list", "--pool", "nvl72", "--name", "nothing-like-it").stdout.strip() == (
+        "No workflows match.")
+    unknown_pool = osmo("workflow", "list", "--pool", "other")  # a pool that does not exist is said to be so
+    assert unknown_pool.exit_code == 1, unknown_pool.output
+    assert "pool other not found (osmo pool list shows them)" in unknown_pool.output
     assert json.loads(osmo("workflow", "list", "--name", "same-zone", "--json").stdout)["count"] == 2
 
     query = osmo("workflow", "query", f"{SPEC}-1")
