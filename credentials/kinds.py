@@ -7,6 +7,8 @@ import re
 from enum import StrEnum
 from urllib.parse import urlsplit
 
+from parsing.errors import join_path
+
 # The spec's credential names (workflows.spec.fields.CREDENTIAL_NAME), at most 63 characters.
 NAME = re.compile(r"[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?")
 NAME_MAX = 63
@@ -67,7 +69,7 @@ def values_problems(kind: Kind, values: object, path: str = "values") -> list[Pr
         return [(path, f"at most {MAX_KEYS} keys, got {len(values)}")]
     total = 0
     for key, value in values.items():
-        item = f"{path}.{key}" if isinstance(key, str) and KEY.fullmatch(key) else f"{path}[{str(key)[:40]!r}]"
+        item = join_path(path, str(key)[:KEY_MAX + 1])  # values.user, values["1a"]: the paths of every error
         if not isinstance(key, str) or len(key) > KEY_MAX or not KEY.fullmatch(key):
             problems.append((item, f"invalid key: 1-{KEY_MAX} letters, digits, '_', '-', '.', not starting with "
                                    "a digit"))
@@ -86,9 +88,9 @@ def values_problems(kind: Kind, values: object, path: str = "values") -> list[Pr
     if kind is Kind.GENERIC:
         return problems
     allowed = REQUIRED[kind] + OPTIONAL[kind]
-    problems += [(f"{path}.{key}", f"required for a {kind.value} credential") for key in REQUIRED[kind]
+    problems += [(join_path(path, key), f"required for a {kind.value} credential") for key in REQUIRED[kind]
                  if key not in values]
-    problems += [(f"{path}.{key}", f"not a key of a {kind.value} credential; its keys: {', '.join(allowed)}")
+    problems += [(join_path(path, key), f"not a key of a {kind.value} credential; its keys: {', '.join(allowed)}")
                  for key in values if isinstance(key, str) and key not in allowed]
     endpoint = values.get("endpoint")
     if kind is Kind.DATA and isinstance(endpoint, str) and endpoint:

@@ -188,3 +188,15 @@ def test_a_new_credential_past_the_per_user_limit_is_a_409_and_replacing_one_sti
     settings.OSMO_MAX_CREDENTIALS_PER_USER = 0
     assert user_client.put("/api/credentials/four/", {"kind": "generic", "values": {"k": "4"}},
                            format="json").status_code == 201
+
+
+def test_a_bad_key_s_path_is_written_as_every_error_path_is(user_client):
+    # when keys of every form are refused
+    response = user_client.put("/api/credentials/x/", {"kind": "data", "values": {
+        "1a": "v", "a.b": "v", "endpoint": "s3://b"}}, format="json")
+
+    # then a key with a dot is quoted (the form the CLI and the pages locate), a plain one is not
+    assert response.status_code == 400, response.json()
+    paths = [error["path"] for error in response.json()["details"]["errors"]]
+    assert paths == ["values.1a", 'values["a.b"]', "values.access_key_id", "values.access_key",
+                     'values["a.b"]']
