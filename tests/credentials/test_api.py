@@ -198,4 +198,4 @@ def test_a_bad_key_s_path_is_written_as_every_error_path_is(user_client):
     # then a key with a dot is quoted (the form the CLI and the pages locate), a plain one is not
     assert response.status_code == 400, response.json()
     paths = [error["path"] for error in response.json()["details"]["errors"]]
-    assert paths == ["values.1a", "values.access_key_id", "values.access_key", 'values["a.b"]']
+    assert paths == ["values.1a", "values.access_key_id", "values.access_key", "values.1a", 'values["a.b"]']
