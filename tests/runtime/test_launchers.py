@@ -98,11 +98,16 @@ def test_the_kubernetes_launcher_runs_the_runtime_and_the_command_gets_the_conta
     assert json.loads((tmp_path / "r.json").read_text())["exit_code"] == 0
 
 
-def _runtime_packages() -> set[str]:
+def _runtime_package_names() -> list[str]:
+    """RUNTIME_PACKAGES as the Dockerfile writes them (its RUN greps ``^<name>==`` in requirements.txt)."""
     text = (ROOT / "Dockerfile").read_text()
     found = re.search(r'ARG RUNTIME_PACKAGES="([^"]*)"', text)
     assert found, "the Dockerfile's runtime stage lists RUNTIME_PACKAGES"
-    return {_normal(name) for name in found.group(1).replace("\\\n", " ").split()}
+    return found.group(1).replace("\\\n", " ").split()
+
+
+def _runtime_packages() -> set[str]:
+    return {_normal(name) for name in _runtime_package_names()}
 
 
 def _normal(name: str) -> str:
@@ -144,3 +149,6 @@ print(json.dumps(sorted(seen)))
     assert {"httpx", "typer", "fsspec", "pyyaml"} <= needed
     assert needed - _runtime_packages() == set()
     assert _runtime_packages() - pinned == set()
+    # spelt as requirements.txt spells them: the image's grep is case-sensitive
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    assert [name for name in _runtime_package_names() if not any(line.startswith(f"{name}==") for line in lines)] == []
