@@ -77,7 +77,7 @@ def template_lines(text: str, values: Mapping[str, Any], rendered: str, paths: I
         origins.append(int(match.group(1)) if match else None)
     paths = list(paths)
     found = {}
-    for path, line in zip(paths, lines_of(rendered, paths), strict=True):
+    for path, line in zip(paths, lines_of(rendered, paths, template=False), strict=True):
         origin = origins[line - 1] if line is not None and line <= len(origins) else None
         if origin is not None:
             found[path] = origin
