@@ -19,6 +19,7 @@ from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
 from workflows.services import workflow_submit
+from workflows.tasks import group_dispatch_task
 
 pytestmark = pytest.mark.django_db
 
@@ -181,3 +182,20 @@ def test_a_gang_still_retried_by_celery_fails_at_the_dispatch_deadline(user, unw
     assert group.status == "FAILED_BACKEND_ERROR"
     assert group.failure_message.startswith("pods could not be created within 300s of placement; the backend's "
                                             "last error: pod ")
+
+
+def test_the_last_retry_of_a_gang_dispatch_leaves_the_gang_to_the_tick_at_once(user, unwritable_local_pool):
+    """After its last retry nothing else dispatches the gang but the tick: the request must not count
+    the two minutes a further retry would have waited, or the tick takes over 140 s late, not 20 s."""
+    # given a placed gang whose dispatch keeps meeting the backend's error
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=SPEC)
+    placement_cycle_run(pool_id=unwritable_local_pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+
+    # when the task runs its last try (Celery's retries exhausted)
+    outcome = group_dispatch_task.apply(kwargs={"group_id": group.pk}, retries=group_dispatch_task.max_retries)
+    after = timezone.now()
+
+    # then it failed with the backend's error, and the gang counts as requested now, not in 120 s
+    assert isinstance(outcome.result, DispatchTransientError)
+    assert TaskGroup.objects.get(pk=group.pk).dispatch_requested_at <= after
