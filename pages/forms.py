@@ -111,7 +111,7 @@ class _Composed:
             index = {}
             for key_node, value_node in node.value:
                 if isinstance(key_node, yaml.ScalarNode):
-                    index.setdefault(key_node.value, (key_node, value_node))  # the first of a repeated key
+                    index[key_node.value] = (key_node, value_node)  # the last of a repeated key: the value kept
             self._keys[id(node)] = index
         return index.get(key)
 

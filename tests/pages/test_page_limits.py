@@ -179,3 +179,14 @@ def test_an_error_of_a_template_shows_the_template_line_the_service_found(alice_
     text = response.content.decode()
     assert response.status_code == 400
     assert "(line 15)</span>: unknown field &#x27;bogus&#x27;" in text
+
+
+def test_a_repeated_key_has_the_line_of_its_last_occurrence_on_the_page():
+    # given a key written twice: the loader keeps the last value (with a warning), as OSMO's does
+    text = "workflow:\n  name: first\n  tasks: []\n  name: second\n"
+
+    # when
+    lines = yaml_lines_for_paths(text, ["workflow.name"])
+
+    # then
+    assert lines == [4]

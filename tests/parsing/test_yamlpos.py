@@ -55,3 +55,14 @@ def test_the_lines_of_a_rendered_spec_read_a_left_expression_as_data():
     assert rendered.text.splitlines()[2] == '  tags: ["{{", "}}", {k: v}]'
     assert in_rendered == [3]
     assert in_template == {path: 3}
+
+
+def test_a_repeated_key_has_the_line_of_its_last_occurrence_the_one_the_spec_keeps():
+    # given a key written twice: the loader keeps the last value (with a warning), as OSMO's does
+    text = "workflow:\n  name: first\n  tasks: []\n  name: second\n"
+
+    # when
+    lines = lines_of(text, ["workflow.name"], template=False)
+
+    # then the error of the kept value points at it
+    assert lines == [4]
