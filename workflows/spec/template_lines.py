@@ -58,7 +58,7 @@ def template_lines(text: str, values: Mapping[str, Any], rendered: str, paths: I
     ``values`` (the merged template values); paths whose line is not known are left out."""
     text = text.removeprefix("\ufeff")
     lines = text.split("\n")
-    marked = "\n".join(f"{line}{_MARK}{number}" if markable else line
+    marked = "\n".join(_marked(line, number) if markable else line
                        for number, (line, markable) in enumerate(zip(lines, _markable(lines), strict=True),
                                                                  start=1))
     try:
@@ -76,9 +76,31 @@ def template_lines(text: str, values: Mapping[str, Any], rendered: str, paths: I
             return {}
         origins.append(int(match.group(1)) if match else None)
     paths = list(paths)
+    text_line = _text_lines(rendered)
     found = {}
     for path, line in zip(paths, lines_of(rendered, paths, template=False), strict=True):
-        origin = origins[line - 1] if line is not None and line <= len(origins) else None
+        origin = origins[text_line[line - 1]] if line is not None and line <= len(text_line) else None
         if origin is not None:
             found[path] = origin
     return found
+
+
+def _marked(line: str, number: int) -> str:
+    """``line`` with its mark, before a CRLF file's ``\r``: Jinja renders a line end ``\r\n`` as
+    ``\n``, and a mark after the ``\r`` would be a line of its own."""
+    if line.endswith("\r"):
+        return f"{line[:-1]}{_MARK}{number}\r"
+    return f"{line}{_MARK}{number}"
+
+
+# What PyYAML counts as a line break (its marks' lines), of which only "\n" ends a line of the rendering.
+_YAML_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def _text_lines(text: str) -> list[int]:
+    """For each YAML line of ``text`` (0-based), the index of its ``\n``-separated line: a value holding
+    U+2028 made a path after it the YAML line of another path of the rendering."""
+    indexes = [0]
+    for match in _YAML_BREAK.finditer(text):
+        indexes.append(indexes[-1] + (match.group(0) in ("\n", "\r\n")))
+    return indexes
