@@ -4,14 +4,16 @@ Jinja2 (through :mod:`workflows.spec.template`) and PyYAML.
 A spec's errors are found in the rendered document, by path; a user reads the template. The line of
 a path in the template is found by rendering the template once more with each line marked:
 
-1. Append ``#@osmo-line:<n>`` to every line ``n`` of the template that holds text and no template
-   code other than whole ``{{ ... }}`` expressions (a line with a block tag, a comment, or within a
-   tag spanning lines is left as it is: a mark there would change what the tag does).
+1. Append ``#@osmo-line:<n>`` (before a CRLF file's ``\r``) to every line ``n`` of the template that
+   holds text and no template code other than whole ``{{ ... }}`` expressions (a line with a block
+   tag, a comment, or within a tag spanning lines is left as it is: a mark there would change what
+   the tag does).
 2. Render that text with the same values and limits as the spec was rendered with.
 3. Check the result is the rendered spec line for line once the marks are taken off; else give up
    (nothing is guessed).
-4. Each path's line in the rendered spec (:func:`parsing.yamlpos.lines_of`, composed once) carries the mark of the
-   template line it came from; a line without a mark (the output of a tag) gives no line.
+4. Each path's line in the rendered spec (:func:`parsing.yamlpos.lines_of`, composed once; PyYAML's
+   line counted back to the rendering's ``\n`` lines) carries the mark of the template line it came
+   from; a line without a mark (the output of a tag) gives no line.
 
 A loop's lines all come from its body, so every task a loop writes has the line of the body's text.
 Used only when a rendered spec is refused: one more rendering, under the same limits.
