@@ -13,8 +13,6 @@ from parsing.errors import PLAIN_KEY
 
 # A path as join_path writes it: plain keys, [index], ["quoted key"]; anything else does not parse.
 _SEGMENT = re.compile(r'\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]|\.?(' + PLAIN_KEY + ')')
-# A Jinja expression within one line: ``{{ storage_url }}``, ``{{output}}``.
-_EXPRESSION = re.compile(r"\{\{.*?\}\}")
 
 
 def path_segments(path: str) -> list[str | int] | None:
@@ -43,7 +41,24 @@ def yaml_shape(text: str) -> str:
     repeat or drop lines, so a template with them is left as it is (its paths need not match it)."""
     if "{{" not in text or "{%" in text:
         return text
-    return _EXPRESSION.sub(lambda match: "x" * len(match.group(0)), text)
+    return "\n".join(_words_for_expressions(line) for line in text.split("\n"))
+
+
+def _words_for_expressions(line: str) -> str:
+    """``line`` with each ``{{ ... }}`` (the first ``}}`` after its ``{{``) replaced by as many ``x``.
+    Searched with ``str.find``, once per expression: a line of ``{{`` without ``}}`` costs one pass (the
+    regex ``\\{\\{.*?\\}\\}`` read to the line's end from each ``{{``: 160 KB of them held a web process
+    200 s)."""
+    parts: list[str] = []
+    position = 0
+    while (start := line.find("{{", position)) >= 0:
+        end = line.find("}}", start + 2)
+        if end < 0:  # no later "{{" on this line has a "}}" after it either
+            break
+        parts += [line[position:start], "x" * (end + 2 - start)]
+        position = end + 2
+    parts.append(line[position:])
+    return "".join(parts)
 
 
 def line_of(text: str, path: str) -> int | None:
@@ -56,7 +71,8 @@ def line_of(text: str, path: str) -> int | None:
 class ComposedYaml:
     """A YAML document composed once (its root node), with each mapping's keys indexed on first use: a
     spec of 1,000 tasks has 1,000 error paths through the same mappings. The CLI, the template lines
-    and the submit page look their paths up here; each composes the text its own way."""
+    and the submit page look their paths up here; each composes the text its own way. A key written
+    twice is found at its last occurrence, the one whose value the loader keeps."""
 
     def __init__(self, root: Any) -> None:
         self.root = root
@@ -68,7 +84,7 @@ class ComposedYaml:
             index = {}
             for key_node, value_node in node.value:
                 if isinstance(key_node, _yaml().ScalarNode):
-                    index.setdefault(key_node.value, (key_node, value_node))  # the first of a repeated key
+                    index[key_node.value] = (key_node, value_node)  # the last of a repeated key: the value kept
             self._keys[id(node)] = index
         return index.get(key)
 
@@ -103,14 +119,16 @@ def _yaml() -> Any:
     return yaml
 
 
-def lines_of(text: str, paths: list[str]) -> list[int | None]:
+def lines_of(text: str, paths: list[str], *, template: bool = True) -> list[int | None]:
     """:func:`line_of` of each of ``paths``, the text composed once for all of them (a spec of 1,000
-    tasks has 1,000 errors: one composition each took 0.3 s on 100 KB, five minutes in all)."""
+    tasks has 1,000 errors: one composition each took 0.3 s on 100 KB, five minutes in all). Without
+    ``template`` the text is YAML as it is (a rendered spec: a ``{{`` left in it is data, and
+    :func:`yaml_shape` would change what a line like ``["{{", "}}"]`` holds)."""
     wanted = [path_segments(path) if path else None for path in paths]
     if not any(wanted):
         return [None] * len(paths)
     try:
-        root: Any = _yaml().compose(yaml_shape(text), Loader=_yaml().SafeLoader)
+        root: Any = _yaml().compose(yaml_shape(text) if template else text, Loader=_yaml().SafeLoader)
     except Exception:
         return [None] * len(paths)
     if root is None:

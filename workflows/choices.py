@@ -76,6 +76,7 @@ TASK_TERMINAL_STATUSES = frozenset(TaskStatus(s) for s in rules.TERMINAL)
 TASK_FAILED_STATUSES = frozenset(TaskStatus(s) for s in rules.FAILURES)
 TASK_ACTIVE_STATUSES = frozenset(TaskStatus(s) for s in rules.ACTIVE)  # holding capacity
 WORKFLOW_TERMINAL_STATUSES = frozenset(WorkflowStatus(s) for s in rules.WORKFLOW_TERMINAL)
+WORKFLOW_ACTIVE_STATUSES = frozenset(WorkflowStatus) - WORKFLOW_TERMINAL_STATUSES  # not ended: PENDING, RUNNING
 
 STATUS_COLOURS = {
     "WAITING": "grey",

@@ -25,7 +25,7 @@ from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
-from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, TaskGroup, Workflow
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 
 
@@ -61,7 +61,7 @@ def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
     tasks = Task.objects.select_related("node").order_by("position")
     groups = TaskGroup.objects.order_by("position").prefetch_related(
         Prefetch("tasks", queryset=tasks, to_attr="tasks_in_order"))  # type: ignore[no-redef]
-    history = StatusTransition.objects.select_related("group", "task").order_by("at", "pk")
+    history = StatusTransition.objects.select_related("group", "task").defer(*GROUP_JSON_JOINED).order_by("at", "pk")
     return (
         workflow_visible_to(user)  # type: ignore[no-redef]
         .select_related("pool", "submitted_by", "team")

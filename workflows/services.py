@@ -29,7 +29,7 @@ from scheduler.placement.signature import gang_signature
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
 from scheduler.snapshot import idle_index, idle_index_key
-from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_TERMINAL_STATUSES, Priority, TaskStatus, WorkflowStatus
+from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_ACTIVE_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (
     ActiveWorkflowLimitError,
@@ -339,12 +339,13 @@ def workflow_submit(
 
 def _active_limit_check(user: User) -> None:
     """Refuse a submission of a user who has ``OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER`` workflows that have
-    not ended (before the spec is read: one count on an index). Two submissions at once may both pass
-    at the limit less one: it bounds a flood, it is no quota."""
+    not ended (before the spec is read: one count on an index). Submissions at once may all pass at
+    the limit less one: it bounds a flood, it is no quota. The statuses are named, not the ended ones
+    excluded: ended workflows are kept, and the index then reads only the ones that have not ended."""
     limit = settings.OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER
     if limit <= 0:
         return
-    active = Workflow.objects.filter(submitted_by=user).exclude(status__in=WORKFLOW_TERMINAL_STATUSES)
+    active = Workflow.objects.filter(submitted_by=user, status__in=sorted(WORKFLOW_ACTIVE_STATUSES))
     if active[limit - 1:limit].exists():
         raise ActiveWorkflowLimitError(limit)
 

@@ -57,8 +57,10 @@ def group_dispatch_task(self: Task, *, group_id: int) -> None:
     from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
 
     countdown = dispatch_retry_countdown(self.request.retries)
+    # The last try is followed by no retry: the tick takes over OSMO_REDISPATCH_AFTER_SECONDS after it.
+    last = self.max_retries is not None and self.request.retries >= self.max_retries
     try:
-        outcome = group_dispatch(group_id=group_id, retry_in=countdown)
+        outcome = group_dispatch(group_id=group_id, retry_in=0.0 if last else countdown)
     except DispatchTransientError as exc:
         raise self.retry(exc=exc, countdown=countdown) from exc
     gang_dispatch_observe(outcome)

@@ -16,6 +16,7 @@ busy), are all cordoned, or really do not exist, and the reason is reworded acco
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import connection
@@ -127,7 +128,7 @@ def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
     aliases = {f"domain_value_{i}": label_text(label, "node__labels") for i, (_key, label) in enumerate(keys[:depth])}
     match = Q()
     if all(best.values()):  # an empty path (every domain) matches every reservation of the pool
-        for path in best.values():
+        for path in {tuple(path) for path in best.values()}:
             match |= Q(**{f"domain_value_{i}": value for i, value in enumerate(path)})
     rows = (
         Reservation.objects.filter(pool_id=workflow.pk if isinstance(workflow, Pool) else workflow.pool_id,
@@ -139,18 +140,34 @@ def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
         .values(*aliases, workflow_key=held_by("workflow__global_id"), workflow_shown=held_by("workflow__workflow_id"))
         .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
     )
-    found = list(rows)
+    return holders_ranked(rows, best, depth)
+
+
+def holders_ranked(rows: Iterable[Mapping[str, Any]], best: dict[int, list[str]],
+                   depth: int) -> dict[int, list[dict]]:
+    """Per group of ``best``: the holders among ``rows`` (:func:`_holders`' query) of its path, most
+    GPUs first. The rows are indexed by path once and each distinct path summed once: groups share
+    their best domains (a dry run of 1,000 groups has a few), and matching every row for every group
+    cost 0.9 s per 1,000 reservations at 1,000 groups."""
+    lengths = {len(path) for path in best.values()}
+    by_prefix: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        values = tuple(row[f"domain_value_{i}"] for i in range(depth))
+        for length in lengths:
+            by_prefix.setdefault(values[:length], []).append(row)
+    ranked_by_path: dict[tuple[str, ...], list[dict]] = {}
     result: dict[int, list[dict]] = {}
     for group_pk, path in best.items():
-        totals: dict[str, dict[str, Any]] = {}
-        for row in found:
-            if all(row[f"domain_value_{i}"] == value for i, value in enumerate(path)):
+        key = tuple(path)
+        if key not in ranked_by_path:
+            totals: dict[str, dict[str, Any]] = {}
+            for row in by_prefix.get(key, ()):
                 entry = totals.setdefault(row["workflow_key"],
                                           {"workflow": row["workflow_shown"], "gpu": 0, "tasks": 0})
                 entry["gpu"] += row["gpu"] or 0
                 entry["tasks"] += row["tasks"]
-        ranked = sorted(totals.values(), key=lambda e: (-e["gpu"], e["workflow"]))
-        result[group_pk] = ranked[:HOLDERS_LIMIT]
+            ranked_by_path[key] = sorted(totals.values(), key=lambda e: (-e["gpu"], e["workflow"]))[:HOLDERS_LIMIT]
+        result[group_pk] = [dict(entry) for entry in ranked_by_path[key]]
     return result
 
 

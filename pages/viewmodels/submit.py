@@ -58,14 +58,19 @@ def spec_errors(text: str, errors: list[dict[str, str]]) -> SpecErrors:
     return SpecErrors(rows=shown, problems=len(errors), hidden=hidden)
 
 
-def spec_error_rows(text: str, errors: list[dict[str, str]], *, limit: int | None = None) -> list[SpecErrorRow]:
+def spec_error_rows(text: str, errors: list[dict[str, Any]], *, limit: int | None = None) -> list[SpecErrorRow]:
     lines = text.splitlines()
     collapsed = errors_collapse(errors)[:limit]
-    # one composition of the text for every row (docs/pages.md, "Submit"): a spec of 1,000 tasks has
-    # 1,000 distinct errors, and a composition per row held the web worker for minutes
-    firsts = [paths[0] if paths[0] != "pool" else "" for _shown, _message, paths in collapsed]
+    # A template's errors come with their template line from the service (its paths are the rendered
+    # spec's: docs/spec.md, "Templates"); the others are found in the text, composed once for every
+    # row (docs/pages.md, "Submit"): a spec of 1,000 tasks has 1,000 distinct errors, and a
+    # composition per row held the web worker for minutes.
+    given = {error["path"]: error["line"] for error in errors if error.get("path") and error.get("line")}
+    firsts = [paths[0] if paths[0] != "pool" and paths[0] not in given else "" for _shown, _message, paths in collapsed]
+    found = yaml_lines_for_paths(text, firsts)
     rows = []
-    for (shown, message, paths), line in zip(collapsed, yaml_lines_for_paths(text, firsts), strict=True):
+    for (shown, message, paths), composed in zip(collapsed, found, strict=True):
+        line = given.get(paths[0]) or composed
         rows.append(
             SpecErrorRow(
                 path=shown or "(whole spec)",

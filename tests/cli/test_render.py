@@ -122,5 +122,5 @@ def test_lines_of_many_paths_composes_the_text_once_and_answers_as_line_of(monke
 
     # then one composition answered every path as line_of does one by one
     assert composed == [1]
-    assert lines == [2, 7, 5, None, None, 4]
+    assert lines == [3, 7, 5, None, None, 4]  # a repeated key: its last line, the value kept
     assert lines == [line_of(text, path) for path in paths]

@@ -19,6 +19,7 @@ from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
 from workflows.services import workflow_submit
+from workflows.tasks import group_dispatch_task
 
 pytestmark = pytest.mark.django_db
 
@@ -155,3 +156,46 @@ def test_the_retries_of_a_gang_dispatch_back_off_to_two_minutes():
 
     # then
     assert countdowns == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 120.0, 120.0, 120.0]
+
+
+def test_a_gang_still_retried_by_celery_fails_at_the_dispatch_deadline(user, unwritable_local_pool, settings):
+    """A retried gang counts as requested until its retry (in the future): the deadline must not wait for
+    the tick to see it as stranded too, or a gang failing at its 9th retry ended about 1,100 s after
+    placement instead of OSMO_DISPATCH_DEADLINE_SECONDS (600)."""
+    # given a gang placed past the deadline, whose latest dispatch met the backend's error and is
+    # retried in two minutes
+    settings.OSMO_DISPATCH_DEADLINE_SECONDS = 300
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=SPEC)
+    placement_cycle_run(pool_id=unwritable_local_pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+    TaskGroup.objects.filter(pk=group.pk).update(placed_at=timezone.now() - timedelta(seconds=301))
+    with pytest.raises(DispatchTransientError):
+        group_dispatch(group_id=group.pk, retry_in=120)
+
+    # when the tick runs
+    result = pods.tick()
+
+    # then the gang fails now, quoting the backend's error, and is not dispatched again
+    group.refresh_from_db()
+    assert result["dispatch_expired"] == [group.pk]
+    assert result["redispatch"] == []
+    assert group.status == "FAILED_BACKEND_ERROR"
+    assert group.failure_message.startswith("pods could not be created within 300s of placement; the backend's "
+                                            "last error: pod ")
+
+
+def test_the_last_retry_of_a_gang_dispatch_leaves_the_gang_to_the_tick_at_once(user, unwritable_local_pool):
+    """After its last retry nothing else dispatches the gang but the tick: the request must not count
+    the two minutes a further retry would have waited, or the tick takes over 140 s late, not 20 s."""
+    # given a placed gang whose dispatch keeps meeting the backend's error
+    workflow, _ = workflow_submit(user=user, pool_name="local", spec=SPEC)
+    placement_cycle_run(pool_id=unwritable_local_pool.pk)
+    group = TaskGroup.objects.get(workflow=workflow)
+
+    # when the task runs its last try (Celery's retries exhausted)
+    outcome = group_dispatch_task.apply(kwargs={"group_id": group.pk}, retries=group_dispatch_task.max_retries)
+    after = timezone.now()
+
+    # then it failed with the backend's error, and the gang counts as requested now, not in 120 s
+    assert isinstance(outcome.result, DispatchTransientError)
+    assert TaskGroup.objects.get(pk=group.pk).dispatch_requested_at <= after

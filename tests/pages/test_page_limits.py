@@ -118,7 +118,8 @@ def test_a_pool_page_named_with_a_nul_is_a_404(alice_client, scene, url):
     assert response.status_code == 404
 
 
-def test_a_template_hiding_a_megabyte_of_values_in_comments_is_not_composed_past_the_limits(alice_client, scene):
+def test_a_template_hiding_a_megabyte_of_values_in_comments_is_not_composed_past_the_limits(alice_client, scene,
+                                                                                             monkeypatch):
     """Replays the attack run's finding: ``# {% if false %}`` before 480,000 values (which the rendering
     drops, so the API refuses the rest in 0.02 s) made the submit page compose all of them to find the
     error lines: 10 s of CPU and 300 MB."""
@@ -126,14 +127,15 @@ def test_a_template_hiding_a_megabyte_of_values_in_comments_is_not_composed_past
     spec = ("# {% if false %}\njunk: [" + ",".join(["1"] * 120_000) + "]\n# {% endif %}\n\n"
             "workflow:\n  name: tpl\n  tasks:\n  - {name: t0, image: busybox, command: [a], resource: missing}\n")
 
+    monkeypatch.setattr(forms, "DocumentLoader", lambda *args, **kwargs: pytest.fail("composed"))
+
     # when
     response = alice_client.post("/submit/", {"spec": spec, "pool": "nvl72", "action": "dry_run"})
 
-    # then the rows are listed without lines
+    # then the row has the template line the service found, and the page composed nothing
     text = response.content.decode()
     assert response.status_code == 400
-    assert "unknown resource &#x27;missing&#x27;" in text
-    assert "(line " not in text
+    assert "(line 8)</span>: unknown resource &#x27;missing&#x27;" in text
 
 
 def test_lines_are_found_within_the_limits():
@@ -145,3 +147,46 @@ def test_lines_are_found_within_the_limits():
 
     # then: the element, else its closest ancestor
     assert lines == [5, 3, 1]
+
+
+TEMPLATE_WITH_A_BRANCH = """workflow:
+  name: branched
+  tasks:
+  - name: a
+    image: busybox
+    command: [sh]
+  {% if extra %}
+  - name: extra
+    image: busybox
+    command: [sh]
+  {% endif %}
+  - name: b
+    image: busybox
+    command: [sh]
+    bogus: 1
+default-values:
+  extra: false
+"""
+
+
+def test_an_error_of_a_template_shows_the_template_line_the_service_found(alice_client, scene):
+    """A finding of the review: the service adds each template error's line (docs/spec.md, "Templates"),
+    but the page composed the template itself, which is no YAML with block tags: no line was shown."""
+    # when
+    response = alice_client.post("/submit/", {"spec": TEMPLATE_WITH_A_BRANCH, "pool": "nvl72", "action": "dry_run"})
+
+    # then the row says the line of `bogus: 1` and shows it
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "(line 15)</span>: unknown field &#x27;bogus&#x27;" in text
+
+
+def test_a_repeated_key_has_the_line_of_its_last_occurrence_on_the_page():
+    # given a key written twice: the loader keeps the last value (with a warning), as OSMO's does
+    text = "workflow:\n  name: first\n  tasks: []\n  name: second\n"
+
+    # when
+    lines = yaml_lines_for_paths(text, ["workflow.name"])
+
+    # then
+    assert lines == [4]

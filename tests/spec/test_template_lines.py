@@ -71,3 +71,29 @@ def test_a_template_whose_marked_rendering_differs_gives_no_lines():
 
     # then
     assert lines == {}
+
+
+def test_a_template_with_windows_line_ends_has_its_lines():
+    # given a template saved with CRLF line ends (Jinja renders them as "\n")
+    text = ("workflow:\r\n  name: '{{ \"w\" }}'\r\n  tasks:\r\n  - name: a\r\n    image: busybox\r\n"
+            "    command: [sh]\r\n")
+
+    # when
+    lines = lines_of(text, ["workflow.name", "workflow.tasks[0].image"])
+
+    # then
+    assert lines == {"workflow.name": 2, "workflow.tasks[0].image": 5}
+
+
+def test_a_rendering_holding_a_character_yaml_counts_as_a_line_break_has_the_lines_of_its_text():
+    """PyYAML counts U+2028 (and U+2029, U+0085) as line breaks, the rendering's lines do not: a path
+    after such a value would be given the template line of another path."""
+    # given a value of three U+2028, and a path on a line after it
+    text = ("workflow:\n  name: w\n  tasks:\n  - {name: a, image: '{{ \"\\u2028\" * 3 }}', command: [sh]}\n"
+            "  - {name: b, image: busybox, command: [sh]}\n  labels:\n    x: y\n  timeout: 1\n  pool: p\n")
+
+    # when
+    lines = lines_of(text, ["workflow.tasks[1].name"])
+
+    # then line 5, not line 8 (the YAML line of the path, counting the three)
+    assert lines == {"workflow.tasks[1].name": 5}

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from tests.factories import make_nvl72_pool
@@ -92,3 +94,20 @@ def test_zero_means_no_limit(user_client, limited, settings):
 
     # then
     assert codes == [201, 201, 201]
+
+
+def test_the_limit_query_names_the_statuses_that_have_not_ended(user_client, limited):
+    """Workflows are kept once ended: a query excluding the ended statuses cannot use the index's status
+    and read every workflow the user ever had at each submission (a sequential scan, 41 ms of a 55 ms
+    submission at 300,000 ended; 0.05 ms naming PENDING and RUNNING, an index range)."""
+    # given
+    _submit(user_client)
+
+    # when a submission's limit query is read
+    with CaptureQueriesContext(connection) as queries:
+        assert _submit(user_client).status_code == 201
+    [limit_query] = [query["sql"] for query in queries.captured_queries if "OFFSET 1" in query["sql"]]
+
+    # then it asks for the statuses that have not ended, by the owner
+    assert '"status" IN (\'PENDING\', \'RUNNING\')' in limit_query
+    assert "NOT" not in limit_query

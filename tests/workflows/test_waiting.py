@@ -11,7 +11,7 @@ from workflows.models import TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.selectors import group_waiting, workflow_detail_queryset
 from workflows.services import workflow_submit
-from workflows.waiting import reason_reworded, waiting_lines, workflow_waiting
+from workflows.waiting import holders_ranked, reason_reworded, waiting_lines, workflow_waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -265,3 +265,35 @@ def test_a_gang_whose_pool_keys_changed_is_not_told_that_capacity_will_place_it(
     # then the last does not contradict "Cancel and resubmit it" ("placed as soon as capacity frees up")
     assert lines[-1] == ("It is not placed while the pool's keys differ from those it was submitted under: "
                          "cancel it and submit the spec again.")
+
+
+class _CountedRow(dict):
+    """A row of the holders' query that counts how often its holder is read."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        if key == "workflow_key":
+            type(self).reads += 1
+        return super().__getitem__(key)
+
+
+def test_the_holders_of_many_groups_sharing_domains_are_summed_once_per_domain():
+    """A finding of the review: a dry run's 1,000 groups read every holder row once per group (0.9 s per
+    1,000 reservations, 347,320 reads here); groups share their best domains, and each domain's holders
+    are summed once."""
+    # given 1,000 holder rows in 50 racks, and 1,000 groups whose best domains are 2 racks or the pool
+    rows = [_CountedRow(domain_value_0=f"r{index % 50}", workflow_key=f"g{index}", workflow_shown=f"w{index}",
+                        gpu=index % 7, tasks=1) for index in range(1000)]
+    best = {group: ([] if group % 3 == 0 else [f"r{group % 2}"]) for group in range(1000)}
+    _CountedRow.reads = 0
+
+    # when
+    holders = holders_ranked(rows, best, depth=1)
+
+    # then each row was read once per distinct path it is under (its rack, and the pool), and the
+    # answers are those of the rows of each path
+    assert _CountedRow.reads == 20 + 20 + 1000
+    in_r1 = [(251, 6), (601, 6), (951, 6), (201, 5), (551, 5), (901, 5), (151, 4), (501, 4), (851, 4), (101, 3)]
+    assert holders[1] == holders[5] == [{"workflow": f"w{index}", "gpu": gpu, "tasks": 1} for index, gpu in in_r1]
+    assert [entry["gpu"] for entry in holders[0]] == [6] * 10

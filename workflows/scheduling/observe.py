@@ -19,7 +19,7 @@ from osmo.errors import ValidationFailedError
 from parsing.natural import natural_key
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
 from workflows.errors import BackendUnavailableError, LogUnavailableError, TaskNotDispatchedError
-from workflows.models import StatusTransition, Task, Workflow
+from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, Workflow
 from workflows.scheduling.pod_requests import pod_request
 
 LOG_TAIL_DEFAULT = 1000
@@ -57,7 +57,7 @@ def _tasks_in_order(workflow: Workflow) -> list[Task]:
     """The workflow's tasks, group after group, in natural order of names within a group (t2 before t10)."""
     # Not select_related("workflow"): the related manager gives every task ``workflow`` itself, and the
     # join copied the workflow's stored spec (up to 1 MiB) into each of its 1,000 tasks' rows: 1 GB.
-    tasks = workflow.tasks.select_related("node", "group")
+    tasks = workflow.tasks.select_related("node", "group").defer(*GROUP_JSON_JOINED)
     return sorted(tasks, key=lambda task: (task.group.position, natural_key(task.name)))
 
 
@@ -145,10 +145,11 @@ def _transition_event(transition: StatusTransition) -> Event:
 
 def workflow_events(workflow: Workflow, *, now: datetime | None = None) -> dict[str, Any]:
     """Everything that happened to the workflow, oldest first: ``{"workflow", "events", "backend_error"}``."""
-    events = [_transition_event(t) for t in workflow.transitions.select_related("task", "group").order_by("at", "pk")]
+    events = [_transition_event(t) for t in workflow.transitions.select_related("task", "group")
+              .defer(*GROUP_JSON_JOINED).order_by("at", "pk")]
     backend_error: str | None = None
     tasks = list(workflow.tasks.filter(dispatched_at__isnull=False).exclude(pod_name="")
-                 .select_related("node", "group").order_by("pk"))  # task.workflow: see _tasks_in_order
+                 .select_related("node", "group").defer(*GROUP_JSON_JOINED).order_by("pk"))  # see _tasks_in_order
     if tasks:
         pool = workflow.pool
         by_pod = {task.pod_name: task.name for task in tasks}

@@ -332,7 +332,7 @@ def tick() -> dict[str, list[int]]:
     - a placement cycle for every pool with queued groups, a pod sync for every pool with active tasks;
     - placed gangs whose pods were not all created: dispatched again once the last request is older
       than ``OSMO_REDISPATCH_AFTER_SECONDS``, failed with FAILED_BACKEND_ERROR (capacity released)
-      when placed longer than ``OSMO_DISPATCH_DEADLINE_SECONDS`` ago;
+      when placed longer than ``OSMO_DISPATCH_DEADLINE_SECONDS`` ago (a retry still due or not);
     - pods of failed or cancelled tasks that were never confirmed deleted: deleted again.
     """
     now = timezone.now()
@@ -352,13 +352,17 @@ def tick() -> dict[str, list[int]]:
             tasks__dispatched_at__isnull=True,
             tasks__status=TaskStatus.INITIALIZING,
         )
-        .filter(Q(dispatch_requested_at__isnull=True) | Q(dispatch_requested_at__lt=grace))
-        .values_list("pk", "placed_at", "dispatch_error")
+        # Past the deadline whatever its last request: a gang retried after a transient error counts as
+        # requested until its retry (in the future), which must not put its deadline off.
+        .filter(Q(dispatch_requested_at__isnull=True) | Q(dispatch_requested_at__lt=grace) | Q(placed_at__lt=deadline))
+        .values_list("pk", "placed_at", "dispatch_requested_at", "dispatch_error")
         .distinct()
     )
-    last_error = {pk: error for pk, _placed_at, error in stranded}
-    expired = sorted(pk for pk, placed_at, _error in stranded if placed_at is not None and placed_at < deadline)
-    redispatch = sorted(pk for pk, _placed_at, _error in stranded if pk not in expired)
+    last_error = {pk: error for pk, _placed_at, _requested_at, error in stranded}
+    expired = sorted(pk for pk, placed_at, _requested_at, _error in stranded
+                     if placed_at is not None and placed_at < deadline)
+    redispatch = sorted(pk for pk, _placed_at, requested_at, _error in stranded
+                        if pk not in expired and (requested_at is None or requested_at < grace))
     TaskGroup.objects.filter(pk__in=redispatch).update(dispatch_requested_at=now)
     for group_id in expired:
         message = f"pods could not be created within {settings.OSMO_DISPATCH_DEADLINE_SECONDS}s of placement"

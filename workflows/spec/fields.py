@@ -435,6 +435,7 @@ class TaskFields(SpecWalker):
         task inputs, ``{{host:<task>}}`` naming a task of the workflow; malformed tokens reported."""
         names = sorted({task.name for group in groups for task in group.tasks if task.name is not None})
         known = set(names)
+        hints: dict[str, str] = {}  # by unknown name: each hint reads every task, a token may repeat 100,000 times
         for group in groups:
             for task in group.tasks:
                 input_tasks = {spec.task for spec in task.input_specs if spec.task is not None}
@@ -444,8 +445,11 @@ class TaskFields(SpecWalker):
                                          "{{input:<task>}} or {{host:<task>}}")
                     for token in find_tokens(text):
                         if token.kind == "host" and token.arg not in known:
+                            name = str(token.arg)
+                            if name not in hints:
+                                hints[name] = _host_hint(name, groups)
                             self.error(path, f"{token.text} names no task of this workflow; tasks: {listing(names)}"
-                                             f"{_host_hint(str(token.arg), groups)}")
+                                             f"{hints[name]}")
                         elif token.kind == "input" and isinstance(token.arg, int):
                             if token.arg >= len(task.input_specs):
                                 count = len(task.input_specs)
