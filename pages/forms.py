@@ -91,7 +91,7 @@ def _closest_line(composed: ComposedYaml, path: str) -> int | None:
         node, consumed = composed.walk(candidate)
         if consumed and (best is None or consumed > best[0]):
             best = (consumed, node)
-    return None if best is None else best[1].start_mark.line + 1
+    return None if best is None else composed.line_at(best[1])
 
 
 def yaml_lines_for_paths(text: str, paths: list[str]) -> list[int | None]:
@@ -114,7 +114,7 @@ def yaml_lines_for_paths(text: str, paths: list[str]) -> list[int | None]:
         loader.dispose()
     if root is None:
         return [None] * len(paths)
-    composed = ComposedYaml(root)
+    composed = ComposedYaml(root, text)
     return [_closest_line(composed, path) for path in paths]
 
 

@@ -5,6 +5,7 @@ gives ``None``. Pure: stdlib and PyYAML."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from typing import Any
@@ -74,9 +75,18 @@ class ComposedYaml:
     and the submit page look their paths up here; each composes the text its own way. A key written
     twice is found at its last occurrence, the one whose value the loader keeps."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: Any, text: str | None = None) -> None:
         self.root = root
         self._keys: dict[int, dict[str, tuple[Any, Any]]] = {}
+        # Where each "\n" of the composed text is: PyYAML also breaks lines at "\r", U+0085, U+2028 and
+        # U+2029, which an editor (and the template's marks) do not count, so its lines are counted back.
+        self._newlines = None if text is None else [m.start() for m in re.finditer("\n", text)]
+
+    def line_at(self, node: Any) -> int:
+        """1-based ``\n``-separated line where ``node`` starts (PyYAML's own line without the text)."""
+        if self._newlines is None:
+            return int(node.start_mark.line) + 1
+        return bisect.bisect_left(self._newlines, node.start_mark.index) + 1
 
     def _entry(self, node: Any, key: str) -> tuple[Any, Any] | None:
         index = self._keys.get(id(node))
@@ -110,7 +120,7 @@ class ComposedYaml:
     def line(self, segments: list[str | int]) -> int | None:
         """1-based line of the element, or of its parent when only the last segment is missing."""
         anchor, consumed = self.walk(segments)
-        return anchor.start_mark.line + 1 if segments and consumed >= max(1, len(segments) - 1) else None
+        return self.line_at(anchor) if segments and consumed >= max(1, len(segments) - 1) else None
 
 
 def _yaml() -> Any:
@@ -127,11 +137,12 @@ def lines_of(text: str, paths: list[str], *, template: bool = True) -> list[int 
     wanted = [path_segments(path) if path else None for path in paths]
     if not any(wanted):
         return [None] * len(paths)
+    shaped = yaml_shape(text) if template else text
     try:
-        root: Any = _yaml().compose(yaml_shape(text) if template else text, Loader=_yaml().SafeLoader)
+        root: Any = _yaml().compose(shaped, Loader=_yaml().SafeLoader)
     except Exception:
         return [None] * len(paths)
     if root is None:
         return [None] * len(paths)
-    composed = ComposedYaml(root)
+    composed = ComposedYaml(root, shaped)
     return [composed.line(segments) if segments else None for segments in wanted]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -66,3 +67,11 @@ def test_a_repeated_key_has_the_line_of_its_last_occurrence_the_one_the_spec_kee
 
     # then the error of the kept value points at it
     assert lines == [4]
+
+
+@pytest.mark.parametrize("breaker", ["\u2028", "\u2029", "\x85"], ids=["_case_u2028", "_case_u2029", "_case_nel"])
+def test_lines_are_the_files_lines_when_a_value_holds_a_break_pyyaml_counts(breaker):
+    """PyYAML also ends a line at U+2028, U+2029 and U+0085; an editor does not. The CLI names the
+    file's line (a finding of the review: the CLI's line was one off after such a value)."""
+    text = f'workflow:\n  name: "a{breaker}b"\n  tasks:\n  - name: t\n    image: x\n'
+    assert lines_of(text, ["workflow.tasks[0].image", "workflow.name"]) == [5, 2]

@@ -11,8 +11,8 @@ a path in the template is found by rendering the template once more with each li
 2. Render that text with the same values and limits as the spec was rendered with.
 3. Check the result is the rendered spec line for line once the marks are taken off; else give up
    (nothing is guessed).
-4. Each path's line in the rendered spec (:func:`parsing.yamlpos.lines_of`, composed once; PyYAML's
-   line counted back to the rendering's ``\n`` lines) carries the mark of the template line it came
+4. Each path's line in the rendered spec (:func:`parsing.yamlpos.lines_of`, composed once, in the
+   rendering's ``\n``-separated lines) carries the mark of the template line it came
    from; a line without a mark (the output of a tag) gives no line.
 
 A loop's lines all come from its body, so every task a loop writes has the line of the body's text.
@@ -78,10 +78,9 @@ def template_lines(text: str, values: Mapping[str, Any], rendered: str, paths: I
             return {}
         origins.append(int(match.group(1)) if match else None)
     paths = list(paths)
-    text_line = _text_lines(rendered)
     found = {}
     for path, line in zip(paths, lines_of(rendered, paths, template=False), strict=True):
-        origin = origins[text_line[line - 1]] if line is not None and line <= len(text_line) else None
+        origin = origins[line - 1] if line is not None and line <= len(origins) else None
         if origin is not None:
             found[path] = origin
     return found
@@ -93,16 +92,3 @@ def _marked(line: str, number: int) -> str:
     if line.endswith("\r"):
         return f"{line[:-1]}{_MARK}{number}\r"
     return f"{line}{_MARK}{number}"
-
-
-# What PyYAML counts as a line break (its marks' lines), of which only "\n" ends a line of the rendering.
-_YAML_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-
-
-def _text_lines(text: str) -> list[int]:
-    """For each YAML line of ``text`` (0-based), the index of its ``\n``-separated line: a value holding
-    U+2028 made a path after it the YAML line of another path of the rendering."""
-    indexes = [0]
-    for match in _YAML_BREAK.finditer(text):
-        indexes.append(indexes[-1] + (match.group(0) in ("\n", "\r\n")))
-    return indexes
