@@ -4,11 +4,12 @@ One call is ``POST <barrier url>`` with ``Authorization: Bearer <task token>``; 
 ``{"arrived": n, "size": m, "open": bool, "abort": bool}`` (docs/runtime.md). The call is repeated
 every ``poll_s`` until the barrier opens. Connection failures and 5xx answers (a database restart
 answers 503, a web rollout refuses connections) are retried with backoff (0.5 s doubling, at most
-``max_delay_s``) until the deadline, the start timeout: an outage shorter than that delays the group,
-it does not fail it. A service still unreachable at the deadline is a clear failure (2021, with the
-last error), a token the service refuses (401/403) fails at once (2020), a group that stopped (a task
-failed or the workflow was cancelled, ``abort``) fails 2024, and a barrier that has not opened by the
-deadline fails with OSMO's start timeout (3005).
+``max_delay_s``, and never sooner than the answer's ``Retry-After``, up to 60 s) until the deadline,
+the start timeout: an outage shorter than that delays the group, it does not fail it. No request
+runs past the deadline by more than half a second. A service still unreachable at the deadline is a
+clear failure (2021, with the last error), a token the service refuses (401/403) fails at once (2020),
+a group that stopped (a task failed or the workflow was cancelled, ``abort``) fails 2024, and a
+barrier that has not opened by the deadline fails with OSMO's start timeout (3005).
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ class BarrierClock:
     sleep: Callable[[float], None] = time.sleep
 
 
+REQUEST_TIMEOUT_S = 10.0
+#: The longest ``Retry-After`` followed (seconds): a longer one is read as this.
+RETRY_AFTER_MAX_S = 60.0
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds of a ``Retry-After`` header in seconds (0 when absent or an HTTP date)."""
+    try:
+        return min(max(float(value or 0), 0.0), RETRY_AFTER_MAX_S)
+    except ValueError:
+        return 0.0
+
+
 def _post(url: str, token: str, timeout: float) -> dict[str, object]:
     request = urllib.request.Request(url, data=b"{}", method="POST", headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"})
@@ -61,8 +75,10 @@ def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, m
     last_error = ""
     announced = -1
     while True:
+        retry_after = 0.0
         try:
-            answer = _post(spec.url, spec.token, timeout=10.0)
+            # a request does not run past the deadline by more than half a second
+            answer = _post(spec.url, spec.token, timeout=max(0.5, min(REQUEST_TIMEOUT_S, deadline - clock.now())))
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 raise BarrierError(exitcodes.INVALID_TOKEN,
@@ -71,6 +87,7 @@ def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, m
                 raise BarrierError(exitcodes.SERVICE_MESSAGE_FAILED,
                                    f"the barrier at {spec.url} answered HTTP {exc.code}") from exc
             last_error = f"HTTP {exc.code}"
+            retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             last_error = f"{exc.__class__.__name__}: {reason}"
@@ -108,5 +125,5 @@ def barrier_wait(spec: BarrierSpec, *, deadline_s: float, poll_s: float = 0.5, m
             raise BarrierError(exitcodes.SERVICE_TIMEOUT,
                                f"the service at {spec.url} could not be reached within the start timeout "
                                f"({deadline_s:g} s, {attempts} attempts): {last_error}")
-        clock.sleep(min(delay, left))
+        clock.sleep(min(max(delay, retry_after), left))  # the service's Retry-After, when it said one
         delay = min(delay * 2, max_delay_s)

@@ -338,9 +338,10 @@ def test_a_service_outage_is_waited_out_until_the_start_deadline(barrier_server)
     # when
     arrived = barrier_wait(spec, deadline_s=600, clock=clock, log=lines.append)
 
-    # then the runtime kept asking, backing off to at most 10 s, and the barrier opened
+    # then the runtime kept asking, never sooner than the service's Retry-After (5 s), backing off to at
+    # most 10 s, and the barrier opened
     assert arrived == 2
-    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
+    assert slept == [5.0, 5.0, 5.0, 5.0, 8.0, 10.0, 10.0, 10.0]
     assert len(handler.seen) == 9
     assert lines[0] == f"service unavailable at {spec.url} (HTTP 503); retrying until the start timeout (600 s)"
     assert lines[-1] == "barrier open: 2/2 tasks of the group arrived"
@@ -412,3 +413,31 @@ def test_an_output_bucket_denying_writes_fails_2012_and_keeps_the_command_code(d
     assert (ran.result["exit_code"], ran.result["command_exit_code"]) == (2012, 5)
     assert ran.result["message"].startswith(f"upload failed: s3://{denied_s3.bucket}/results: PermissionError: ")
     assert ran.result["message"].endswith("(the command exited with code 5)")
+
+
+def test_no_barrier_request_outlasts_the_start_deadline_by_more_than_half_a_second(monkeypatch):
+    """A finding of the review: every request could wait 10 s, so the last one ended up to 10 s after
+    the start timeout."""
+    # given a service that never answers within the timeout it is given
+    import urllib.error
+
+    from runtime import barrier
+    from runtime.plan import BarrierSpec
+
+    timeouts: list[float] = []
+
+    def silent(url: str, token: str, timeout: float) -> dict:
+        timeouts.append(timeout)
+        raise urllib.error.URLError("timed out")
+
+    monkeypatch.setattr(barrier, "_post", silent)
+    clock, slept = _fake_clock()
+
+    # when the start timeout is 3 s
+    with pytest.raises(barrier.BarrierError) as caught:
+        barrier.barrier_wait(BarrierSpec(url="http://svc/b/", token="t", group_size=2), deadline_s=3, clock=clock)
+
+    # then each request had at most what was left of the 3 s (and at least half a second), then 2021
+    assert timeouts == [3.0, 2.5, 1.5, 0.5]
+    assert slept == [0.5, 1.0, 1.5]
+    assert caught.value.code == exitcodes.SERVICE_TIMEOUT
