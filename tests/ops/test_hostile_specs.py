@@ -89,6 +89,17 @@ def test_set_env_that_would_grow_the_spec_past_its_size_is_refused_and_nothing_s
     assert Workflow.objects.count() == 0
 
 
+def _three_dispatched_tasks(user):
+    """A workflow of one group of three tasks, placed and dispatched half a minute ago."""
+    pool = make_pool("sim", keys=[("rack", "rack")])
+    for name in ("n1", "n2", "n3"):
+        make_node(pool, name, {"rack": "r1"}, gpu=4)
+    workflow, _ = workflow_submit(user=user, pool_name="sim", spec=gang_spec("wide", 3, 4))
+    placement_cycle_run(pool_id=pool.pk)
+    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=30))
+    return workflow
+
+
 @pytest.mark.parametrize("what", ["logs/", "logs/?task=t1", "events/"], ids=["_case_logs", "_case_task_log",
                                                                           "_case_events"])
 def test_logs_and_events_read_the_stored_spec_once(user, user_client, what):
@@ -96,12 +107,7 @@ def test_logs_and_events_read_the_stored_spec_once(user, user_client, what):
     3.4 s of CPU and grew the web process by 840 MB: the tasks' query joined the workflow, copying its
     stored spec into every task's row (events: 1.7 s)."""
     # given three dispatched tasks
-    pool = make_pool("sim", keys=[("rack", "rack")])
-    for name in ("n1", "n2", "n3"):
-        make_node(pool, name, {"rack": "r1"}, gpu=4)
-    workflow, _ = workflow_submit(user=user, pool_name="sim", spec=gang_spec("wide", 3, 4))
-    placement_cycle_run(pool_id=pool.pk)
-    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=30))
+    workflow = _three_dispatched_tasks(user)
 
     # when
     with CaptureQueriesContext(connection) as queries:
@@ -119,12 +125,7 @@ def test_logs_events_and_detail_do_not_copy_the_groups_json_into_every_row(user,
     constraint tree and per-task requests (34 KB for a group of 1,000 tasks) into every row: one task's
     log of such a workflow took 6.1 s (0.5 s without), its events 10.6 s (0.4 s), the workflow 4 s (0.3 s)."""
     # given three dispatched tasks of one group
-    pool = make_pool("sim", keys=[("rack", "rack")])
-    for name in ("n1", "n2", "n3"):
-        make_node(pool, name, {"rack": "r1"}, gpu=4)
-    workflow, _ = workflow_submit(user=user, pool_name="sim", spec=gang_spec("wide", 3, 4))
-    placement_cycle_run(pool_id=pool.pk)
-    Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=30))
+    workflow = _three_dispatched_tasks(user)
 
     # when
     with CaptureQueriesContext(connection) as queries:
