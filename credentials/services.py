@@ -93,13 +93,19 @@ class CredentialLimitError(OsmoError):
                          "(osmo credential delete <name>) before creating another.", details={"limit": limit})
 
 
+def user_row_lock(user: User) -> None:
+    """Lock ``user``'s row to the end of the transaction, before counting what the user keeps: two
+    creates at once cannot both take the last place under a per-user limit (a no-op on SQLite, which
+    writes one at a time anyway)."""
+    list(type(user).objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+
+
 def _room_for_one_more(owner: User) -> None:
-    """Refuse a new credential past the owner's limit. The owner's row is locked first, so two creates
-    at once cannot both take the last place (a no-op on SQLite, which writes one at a time anyway)."""
+    """Refuse a new credential past the owner's limit (counted under :func:`user_row_lock`)."""
     limit = settings.OSMO_MAX_CREDENTIALS_PER_USER
     if limit <= 0:
         return
-    list(type(owner).objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+    user_row_lock(owner)
     if Credential.objects.filter(owner=owner).count() >= limit:
         raise CredentialLimitError(limit)
 
@@ -196,4 +202,5 @@ def describe(credential: Credential) -> dict[str, Any]:
 
 __all__ = ["CredentialKeyMissingError", "CredentialLimitError", "CredentialNotFoundError", "CredentialRef",
            "SecretPayload", "credential_delete", "credential_get", "credential_set", "credentials_missing",
-           "credentials_rotate", "keyring", "registry_pull_config", "registry_pull_configs", "task_secret_payload"]
+           "credentials_rotate", "keyring", "registry_pull_config", "registry_pull_configs", "task_secret_payload",
+           "user_row_lock"]

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from credentials.kinds import name_problems
 from credentials.models import AccessToken
+from credentials.services import user_row_lock
 from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
 from osmo.types import User
 
@@ -94,12 +95,12 @@ def token_create(*, user: User, name: object, expires_at: object = ABSENT,
     assert isinstance(name, str) and isinstance(description, str) and expiry is not None
     key = PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
-        # The user's row first: two requests at once cannot both take the last place.
-        list(type(user).objects.select_for_update().filter(pk=user.pk).values_list("pk"))
-        if AccessToken.objects.filter(user=user, name=name).exists():
+        user_row_lock(user)
+        names = set(AccessToken.objects.filter(user=user).values_list("name", flat=True))  # at most MAX_PER_USER
+        if name in names:
             raise NameTakenError([{"path": "name", "message": f"you already have an access token named {name!r}; "
                                                               "delete it first to make a new one"}])
-        if AccessToken.objects.filter(user=user).count() >= MAX_PER_USER:
+        if len(names) >= MAX_PER_USER:
             raise AccessTokenLimitError()
         try:
             with transaction.atomic():
