@@ -18,6 +18,7 @@ from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 
+from osmo.api.authentication import KEYWORDS
 from workflows.scheduling.runtime import task_api_user
 
 
@@ -45,13 +46,12 @@ class TaskApiTokenAuthentication(BaseAuthentication):
     its workflow's submitter while the task runs. A header that is not a task API token is left to
     the next authentication (the users' API tokens: theirs never hold a ``:``, a signed token always
     does). One whose task ended or was re-placed is 401; an endpoint outside :func:`task_api_allowed`
-    is 403."""
-
-    keywords = (b"token", b"bearer")
+    is 403, decided here rather than by a permission class: views that name their own permissions
+    (pools: staff or read-only) do not run the default ones."""
 
     def authenticate(self, request: Request) -> tuple[Any, TaskApiAccess] | None:
         parts = get_authorization_header(request).split()
-        if len(parts) != 2 or parts[0].lower() not in self.keywords or b":" not in parts[1]:
+        if len(parts) != 2 or parts[0].lower() not in KEYWORDS or b":" not in parts[1]:
             return None
         found = task_api_user(parts[1].decode("ascii", "replace"))
         if found is None:
