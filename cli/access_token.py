@@ -8,10 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import typer
 
-from cli import render
 from cli.api import q
 from cli.main import FORMAT_OPTION, JSON_OPTION, OUTPUT_OPTION, FormatType, Output, api_client, app, wants_json
-from cli.output import echo_json, echo_lines
+from cli.output import echo_items, echo_json
 
 
 def last_day(expires_at: str) -> str:
@@ -59,16 +58,11 @@ def token_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OP
     """Your access tokens: name, expiry, description (never the keys)."""
     with api_client() as api:
         items = list(api.get_all("/api/tokens/"))
-    if wants_json(json_out, format_type, output):
-        echo_json(items)
-        return
-    if not items:
-        typer.echo("No access tokens. Make one with: osmo token set NAME --expires-at YYYY-MM-DD")
-        return
-    echo_lines(render.table(
-        ["NAME", "LAST DAY (UTC)", "STATUS", "DESCRIPTION"],
-        [(item["name"], last_day(item["expires_at"]), "expired" if item["expired"] else "active",
-          item["description"]) for item in items]))
+    echo_items(items, as_json=wants_json(json_out, format_type, output),
+               empty="No access tokens. Make one with: osmo token set NAME --expires-at YYYY-MM-DD",
+               headers=["NAME", "LAST DAY (UTC)", "STATUS", "DESCRIPTION"],
+               row=lambda item: (item["name"], last_day(item["expires_at"]),
+                                 "expired" if item["expired"] else "active", item["description"]))
 
 
 @token_app.command("delete")

@@ -14,7 +14,7 @@ from cli import render
 from cli.api import q
 from cli.errors import EXIT_USAGE, CliError
 from cli.main import FORMAT_OPTION, JSON_OPTION, OUTPUT_OPTION, FormatType, Output, api_client, app, wants_json
-from cli.output import echo_json, echo_lines
+from cli.output import echo_items, echo_json
 
 credential_app = typer.Typer(help="Your credentials: registry, data and generic secrets your workflows use.",
                              no_args_is_help=True)
@@ -115,15 +115,11 @@ def credential_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORM
     """Your credentials: name, type, key names and when updated (never the values)."""
     with api_client() as api:
         items = list(api.get_all("/api/credentials/"))
-    if wants_json(json_out, format_type, output):
-        echo_json(items)
-        return
-    if not items:
-        typer.echo("No credentials. Create one with: osmo credential set NAME --type generic --value KEY=VALUE")
-        return
-    echo_lines(render.table(["NAME", "TYPE", "KEYS", "UPDATED"],
-                            [(item["name"], item["kind"], ",".join(item["keys"]), render.fmt_time(item["updated_at"]))
-                             for item in items]))
+    echo_items(items, as_json=wants_json(json_out, format_type, output),
+               empty="No credentials. Create one with: osmo credential set NAME --type generic --value KEY=VALUE",
+               headers=["NAME", "TYPE", "KEYS", "UPDATED"],
+               row=lambda item: (item["name"], item["kind"], ",".join(item["keys"]),
+                                 render.fmt_time(item["updated_at"])))
 
 
 @credential_app.command("delete")
