@@ -14,12 +14,13 @@ artifact store), with ``committed_only`` set: only a committed output is read (s
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 DEFAULT_OUTPUT_DIR = "/osmo/output"
 DEFAULT_INPUT_DIR = "/osmo/input"
@@ -204,6 +205,25 @@ def store_refusal(url: str, store: str) -> str | None:
         return None
     return (f"{url[:200]!r} is in the service's artifact store ({store}), which holds every workflow's outputs: "
             "read an upstream task's output with `inputs: [{task: NAME}]`, and write yours to {{output}}")
+
+
+def service_path_refusal(url: str, service_paths: Sequence[str]) -> str | None:
+    """Why a ``file://`` ``url`` may not be used on a pool whose tasks run on the service's own machine
+    (None: it may): it names a place in one of ``service_paths`` (the checkout, the virtualenv, the data
+    folder, the pods' folders), or holds one, however it is spelt (``.``, ``..``, ``//``, a host part,
+    percent escapes, a link: the path is compared as written, unescaped and with links resolved)."""
+    parsed = urlparse(url)
+    if parsed.scheme != "file" or not service_paths:
+        return None
+    spellings = {posixpath.normpath("/" + parsed.path), posixpath.normpath("/" + unquote(parsed.path))}
+    spellings |= {os.path.realpath(path) for path in spellings}
+    for path in sorted(spellings):
+        for kept in service_paths:
+            if path == kept or path.startswith(kept.rstrip("/") + "/") or kept.startswith(path.rstrip("/") + "/"):
+                return (f"{url[:200]!r} is in the service's own folders ({kept}: its code, its interpreter or "
+                        "its data), which a task may not read or write: use a folder of its own, such as "
+                        "file:///var/tmp/osmo-storage")
+    return None
 
 
 def _store_refused(field_path: str, url: str, store: str) -> None:

@@ -52,6 +52,11 @@ class Result:
                            "message": self.message})
 
 
+def _names(paths: tuple[str, ...], shown: int = 10) -> str:
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
 def log_line(text: str) -> None:
     sys.stderr.write(f"[osmo] {text}\n")
     sys.stderr.flush()
@@ -99,6 +104,8 @@ def run(plan: TaskPlan, *, log: Callable[[str], None] = log_line) -> Result:
         except StorageError as exc:
             return Result(exitcodes.DOWNLOAD_FAILED, f"download of input {index} failed: {exc}")
         log(f"downloaded input {index}: {done.files} files, {done.bytes} bytes")
+        if done.skipped:
+            log(f"not downloaded (links leading out of the input, or not files): {_names(done.skipped)}")
     if plan.barrier is not None:
         try:
             barrier_wait(plan.barrier, deadline_s=plan.start_timeout_s, log=log)
@@ -144,6 +151,8 @@ def run(plan: TaskPlan, *, log: Callable[[str], None] = log_line) -> Result:
             log(f"uploading {src} to {url}")
             done = upload(src, url, regex=regex)
             log(f"uploaded {done.files} files, {done.bytes} bytes to {url}")
+            if done.skipped:
+                log(f"not uploaded (links leading out of {{{{output}}}}, or not files): {_names(done.skipped)}")
     except StorageError as exc:
         return Result(exitcodes.UPLOAD_FAILED, f"upload failed: {exc} (the command exited with code {code})",
                       command_exit_code=code)

@@ -71,11 +71,21 @@ def _selected(names: Iterable[str], regex: str) -> list[str]:
 class Transfer:
     files: int
     bytes: int
+    # What was left out: a link leading out of the folder (or the prefix, on a local file system), or
+    # something not a file (a pipe, a socket). Relative paths.
+    skipped: tuple[str, ...] = ()
+
+
+def _escapes(path: str, root: str) -> bool:
+    """Whether ``path`` (in the folder ``root``) is a link leading out of it, or no regular file."""
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    return not (real.startswith(real_root.rstrip("/") + "/") and os.path.isfile(real))
 
 
 def download(url: str, dest: str, *, regex: str = "", committed_only: bool = False) -> Transfer:
     """Copy the object (or every object under the prefix) at ``url`` into the folder ``dest``, keeping
-    relative paths; ``regex`` keeps the relative paths it matches (``re.search``). With
+    relative paths; ``regex`` keeps the relative paths it matches (``re.search``). From a local folder,
+    a link leading out of it is not followed (left out, named in ``skipped``). With
     ``committed_only`` only a committed upload is read: the files its manifest lists. Raises
     :class:`StorageError` (missing, denied, not committed)."""
     fs, root = _fs(url)
@@ -101,8 +111,12 @@ def download(url: str, dest: str, *, regex: str = "", committed_only: bool = Fal
                 if not relative:
                     fs.ls(root, detail=False)  # a folder find() walked silently (unreadable) raises here
         chosen = _selected(relative, regex)
+        skipped: tuple[str, ...] = ()
+        if "file" in _protocols(fs):  # a link in a local folder may lead anywhere on this file system
+            skipped = tuple(name for name in chosen if _escapes(f"{root}/{name}", root))
+            chosen = [name for name in chosen if name not in skipped]
         if not chosen:
-            return Transfer(0, 0)
+            return Transfer(0, 0, skipped)
         local = [os.path.join(dest, *name.split("/")) for name in chosen]
         for path in {os.path.dirname(p) for p in local}:
             os.makedirs(path, exist_ok=True)
@@ -111,19 +125,23 @@ def download(url: str, dest: str, *, regex: str = "", committed_only: bool = Fal
         raise
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
-    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local))
+    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), skipped)
 
 
 def upload(src: str, url: str, *, regex: str = "") -> Transfer:
     """Copy every file under the folder ``src`` (``regex`` as for :func:`download`) to ``url`` and
-    commit it (see the module docstring). An empty or missing ``src`` commits an empty manifest.
+    commit it (see the module docstring). A link leading out of ``src`` is not followed: it is left
+    out and named in the result's ``skipped``, as is anything not a regular file. An empty or missing
+    ``src`` commits an empty manifest.
     Raises :class:`StorageError`."""
     fs, root = _fs(url)
     relative: list[str] = []
+    skipped: list[str] = []
     if os.path.isdir(src):
         for folder, _dirs, names in os.walk(src):
             for name in names:
-                relative.append(os.path.relpath(os.path.join(folder, name), src).replace(os.sep, "/"))
+                path = os.path.join(folder, name)
+                (skipped if _escapes(path, src) else relative).append(os.path.relpath(path, src).replace(os.sep, "/"))
     chosen = _selected(relative, regex)
     manifest = f"{root}/{MANIFEST}"
     try:
@@ -144,7 +162,7 @@ def upload(src: str, url: str, *, regex: str = "") -> Transfer:
             handle.write(body)
     except (OSError, ValueError, RuntimeError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
-    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local))
+    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), tuple(sorted(skipped)))
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

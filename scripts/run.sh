@@ -20,8 +20,22 @@ DATA=${OSMO_DATA_DIR:-var}
 case "$DATA" in /*) ;; *) DATA="$PWD/$DATA" ;; esac
 export OSMO_LOCAL_DIR=${OSMO_LOCAL_DIR:-$DATA/local-pods}
 export OSMO_RUNTIME_SERVICE_URL=${OSMO_RUNTIME_SERVICE_URL:-http://$HOST:$PORT}
-command -v bwrap >/dev/null || echo "warning: bubblewrap (bwrap) is not installed: the local pool's tasks will fail" \
-  "(apt-get install bubblewrap)" >&2
+# The local pool's sandbox (docs/runtime.md, "What a task can and cannot do"): bubblewrap, pasta (passt)
+# for each workflow's network, libseccomp for its system call filter. Installed here when missing, as root.
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+[ "${OSMO_LOCAL_NETWORK:-workflow}" = workflow ] && ! command -v pasta >/dev/null && need+=(passt)
+ls /usr/lib/*/libseccomp.so.2 >/dev/null 2>&1 || need+=(libseccomp2)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing ${need[*]} (Debian packages) for the local pool's sandbox"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; } \
+      || echo "warning: could not install ${need[*]}: the local pool's tasks will fail" >&2
+  else
+    echo "warning: ${need[*]} not installed: the local pool's tasks will fail (apt-get install ${need[*]})" >&2
+  fi
+fi
 
 echo "==> migrating the database"
 $PY manage.py migrate --no-input -v0

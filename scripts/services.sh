@@ -12,6 +12,8 @@ services_install() {
   command -v kubectl >/dev/null || need+=(kubernetes-client)
   [ "${OSMO_NEED_CHROMIUM:-1}" = 1 ] && ! command -v chromium >/dev/null && need+=(chromium)
   command -v bwrap >/dev/null || need+=(bubblewrap)  # the local backend's sandbox (docs/runtime.md)
+  command -v pasta >/dev/null || need+=(passt)  # its network per workflow
+  ls /usr/lib/*/libseccomp.so.2 >/dev/null 2>&1 || need+=(libseccomp2)  # its system call filter
   command -v nc >/dev/null || need+=(netcat-openbsd)  # the local group-communication tutorial's nc
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then

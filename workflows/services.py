@@ -23,6 +23,7 @@ from osmo.bulk import bulk_insert
 from osmo.process_cache import ProcessCache
 from osmo.types import User, Viewer
 from scheduler import jobs
+from scheduler.choices import DispatchBackend
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
@@ -43,7 +44,7 @@ from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
 from workflows.scheduling.gang_dispatch import tasks_with_pods
 from workflows.scheduling.requests import gang_request_from_spec, task_requests_to_json
-from workflows.scheduling.runtime import artifact_store
+from workflows.scheduling.runtime import artifact_store, local_service_paths
 from workflows.spec import (
     PoolContext,
     SpecError,
@@ -87,7 +88,8 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
         .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
     )
     return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool),
-                       artifact_store=artifact_store(pool.name))
+                       artifact_store=artifact_store(pool.name),
+                       service_paths=local_service_paths() if pool.backend == DispatchBackend.LOCAL else ())
 
 
 # The pool facts of recent submissions by (pool, inventory epoch, keys version): its keys and its

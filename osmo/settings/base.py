@@ -308,7 +308,13 @@ OSMO_ARTIFACT_STORES = env.dict("OSMO_ARTIFACT_STORES", default={})
 # The folders (and everything below them) a task of the local backend may name as a file:// output,
 # checkpoint or artifact store: bound writable into its sandbox (docs/runtime.md). The file:// artifact
 # stores above are added to them.
-OSMO_LOCAL_WRITABLE = env.list("OSMO_LOCAL_WRITABLE", default=["/tmp", "/var/tmp", str(DATA_DIR)])
+OSMO_LOCAL_WRITABLE = env.list("OSMO_LOCAL_WRITABLE", default=["/tmp", "/var/tmp"])
+# The local backend's sandbox (docs/runtime.md, "What a task can and cannot do"): "workflow" gives each
+# workflow a network namespace of its own (pasta, Debian package passt: the outside and the service's
+# port, not the host's loopback); "host" shares the host's network with every task (no isolation).
+OSMO_LOCAL_NETWORK = env.str("OSMO_LOCAL_NETWORK", default="workflow")
+# The most processes (and threads) one local task may run at once; past it the task is ended.
+OSMO_LOCAL_MAX_PROCESSES = env.int("OSMO_LOCAL_MAX_PROCESSES", default=1024)
 # Where a task's runtime reaches the service (the barrier): the address the tasks can connect to.
 OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://127.0.0.1:8000")
 # Tasks call the service at that address (the barrier, their `osmo` command), with its host name in

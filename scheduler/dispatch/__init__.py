@@ -48,8 +48,9 @@ def backend_for(name: str, **options) -> PodBackend:
     return backend
 
 
-def _local_service_folders() -> dict[str, tuple[str, ...]]:
-    """The service's paths the local backend keeps from its tasks (``scheduler.dispatch.local``): the
+def _local_service_folders() -> dict[str, object]:
+    """The local backend's options from the settings: its sandbox's network, process limit and the
+    service's address (docs/runtime.md), and the service's paths it keeps from its tasks: the
     data folder and the worker user's home hidden; the SQLite database's files, the beat schedule, the
     broker's and the metrics' folders, wherever they are, never bound into a sandbox; the folders a task
     may write (``OSMO_LOCAL_WRITABLE`` and the ``file://`` artifact stores)."""
@@ -71,7 +72,9 @@ def _local_service_folders() -> dict[str, tuple[str, ...]]:
     stores = [settings.OSMO_ARTIFACT_STORE, *settings.OSMO_ARTIFACT_STORES.values()]
     file_stores = [urlparse(url) for url in stores]
     writable = [*settings.OSMO_LOCAL_WRITABLE, *(url.path for url in file_stores if url.scheme == "file" and url.path)]
-    return {"hidden": tuple(hidden), "sealed": tuple(sealed), "writable": tuple(writable)}
+    return {"hidden": tuple(hidden), "sealed": tuple(sealed), "writable": tuple(writable),
+            "network": settings.OSMO_LOCAL_NETWORK, "service_url": settings.OSMO_RUNTIME_SERVICE_URL,
+            "max_processes": settings.OSMO_LOCAL_MAX_PROCESSES}
 
 
 __all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",

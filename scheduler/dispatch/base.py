@@ -40,6 +40,9 @@ class PodRequest:
     task: str
     pool: str
     image: str
+    # The workflow's and its submitter's database ids: the local backend's sandbox user and group.
+    workflow_pk: int = 0
+    owner_pk: int = 0
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)

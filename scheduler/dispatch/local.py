@@ -53,7 +53,7 @@ from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from runtime.environment import CLI_DIR_ENV, OWN_ENV
 from scheduler.dispatch.base import (
@@ -73,6 +73,23 @@ from scheduler.dispatch.local_files import (
     read_regular,
     tail_lines,
 )
+from scheduler.dispatch.local_sandbox import (
+    DEFAULT_MAX_PROCESSES,
+    DEFAULT_MEMORY_BYTES,
+    DEFAULT_TMP_BYTES,
+    Cgroups,
+    LimitHit,
+    Limits,
+    SandboxSpec,
+    WorkflowNetwork,
+    netns_key,
+    owned_folder_ready,
+    pod_cgroup_name,
+    sandbox_gid,
+    sandbox_uid,
+    seccomp_filter_write,
+    setpriv_argv,
+)
 from scheduler.dispatch.naming import kube_pod_name
 
 LOCAL_DIR_ENV = "OSMO_LOCAL_DIR"
@@ -91,12 +108,35 @@ def default_root() -> Path:
     return Path(os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir()) / "osmo-local")
 
 
-def _runtime_path() -> str:
-    """The folder holding the ``runtime`` package (put on the sandbox's PYTHONPATH)."""
-    spec = find_spec("runtime")
+#: Where the sandbox sees the service's packages its runtime and its ``osmo`` command need (each bound
+#: read-only from the service's installation: the rest of the checkout is not the task's to read).
+SANDBOX_LIB = "/osmo/lib"
+SANDBOX_PACKAGES = ("runtime", "cli", "parsing")
+
+
+def _package_folder(name: str) -> str:
+    spec = find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise DispatchPermanentError("the task runtime package (runtime) is not installed")
-    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+        raise DispatchPermanentError(f"the package {name!r} of the task runtime is not installed")
+    return os.path.realpath(next(iter(spec.submodule_search_locations)))
+
+
+def _runtime_path() -> str:
+    """The folder holding the service's packages (the supervisor's PYTHONPATH: it runs outside the sandbox)."""
+    return str(Path(_package_folder("scheduler")).parent)
+
+
+def _loopback_ports(url: str) -> tuple[int, ...]:
+    """The port of the service's address when it is on this machine's loopback (a workflow's network
+    forwards exactly that one to the host)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if host not in ("localhost", "::1") and not host.startswith("127."):
+        return ()
+    try:
+        return (parts.port or (443 if parts.scheme == "https" else 80),)
+    except ValueError:
+        return ()
 
 
 def _file_url_folders(plan: dict[str, Any]) -> list[str]:
@@ -117,7 +157,7 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-_PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo"})
+_PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo", "run"})
 #: What a sandbox keeps of the worker's environment (the rest holds the service's secrets: its secret
 #: key, the credential store's keys, the database's and the broker's passwords): the programs' and
 #: libraries' search paths, the GPUs' selection, the locale and time zone, proxies, and the storage
@@ -150,39 +190,115 @@ def _host_root() -> list[str]:
     return args
 
 
+def _traversable(path: str, uid: int, gid: int) -> bool:
+    """Whether the task's user may pass through the host's folder ``path`` (a missing one: yes)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return True
+    mode = info.st_mode
+    return bool(mode & 0o001 or (info.st_gid == gid and mode & 0o010) or (info.st_uid == uid and mode & 0o100))
+
+
+_WIDTH = {"--bind": 3, "--ro-bind": 3, "--tmpfs": 2, "--perms": 2, "--size": 2, "--symlink": 3, "--dir": 2}
+
+
+def _reachable(args: list[str], *, uid: int, gid: int) -> list[str]:
+    """``args`` (bwrap mounts, in order) with what the task's user needs to reach each mount made first.
+    bwrap makes the folders a mount needs owner-only, so each is made world-traversable beforehand
+    (on the sandbox's root or one of its tmpfs: ``/tmp``, a hidden folder's cover); and a host folder
+    on the way that the task's user may not pass (a ``mkdtemp`` folder, ``0700``) is covered with an
+    empty tmpfs: its other contents were out of the task's reach anyway."""
+    host_tops = {entry.name for entry in os.scandir("/")} - _PRIVATE_TOP
+    fresh: list[str] = []
+    made: set[str] = set()
+    out: list[str] = []
+    index = 0
+    while index < len(args):
+        option = args[index]
+        width = _WIDTH.get(option, 1)
+        if option in ("--bind", "--ro-bind", "--tmpfs"):
+            destination = args[index + width - 1]
+            for parent in reversed(Path(destination).parents):
+                text = str(parent)
+                if text == "/" or text in made:
+                    continue
+                on_fresh = any(_within(text, root) and text != root for root in fresh)
+                if not on_fresh and Path(text).parts[1] not in host_tops:  # on the sandbox's own root
+                    on_fresh = True
+                if on_fresh:
+                    out += ["--perms", "0755", "--dir", text]
+                    made.add(text)
+                elif not _traversable(text, uid, gid):
+                    out += ["--perms", "0755", "--tmpfs", text]
+                    fresh.append(text)
+                    made.add(text)
+            if option == "--tmpfs":
+                fresh.append(destination)
+        out += args[index:index + width]
+        index += width
+    return out
+
+
 class LocalBackend:
     """Tasks as sandboxed processes on this machine (see the module docstring)."""
 
     name = "local"
 
     def __init__(self, root: Path | str | None = None, *, python: str | None = None, bwrap: str = "bwrap",
-                 hidden: Iterable[str] = (), sealed: Iterable[str] = (), writable: Iterable[str] | None = None
-                 ) -> None:
+                 hidden: Iterable[str] = (), sealed: Iterable[str] = (), writable: Iterable[str] | None = None,
+                 network: str = "workflow", service_url: str = "", max_processes: int = DEFAULT_MAX_PROCESSES,
+                 pasta: str = "pasta", cgroups: str | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
         self.python = python or sys.executable
         self.bwrap = bwrap
-        # The service's folders (module docstring): hidden from every sandbox; sealed ones never written.
+        # "workflow": a network namespace per workflow (local_sandbox); "host": the host's network
+        if network not in ("workflow", "host"):
+            raise ValueError(f"network must be 'workflow' or 'host', not {network!r} (OSMO_LOCAL_NETWORK)")
+        self.network = network
+        self.service_ports = _loopback_ports(service_url) if service_url else ()
+        self.max_processes = max_processes
+        self.pasta = pasta
+        self.cgroups = Cgroups.detect() if cgroups is None else cgroups
+        # The service's folders (module docstring): hidden from every sandbox; sealed ones never written
+        # (the service's own code and interpreter are always sealed, wherever they are).
         self.hidden = tuple(sorted({os.path.realpath(str(path)) for path in (self.root, *hidden)}))
-        self.sealed = tuple(sorted({os.path.realpath(path) for path in sealed}))
+        self.sealed = tuple(sorted({os.path.realpath(path) for path in (*sealed, *self._needed())}))
+        # The service's code: nothing of it is a task's to name, but for the hidden (data) folders in it.
+        self.code_root = os.path.realpath(_runtime_path())
         # Where a file:// upload may go (None: anywhere the service's folders are not).
         self.writable = (tuple(sorted({os.path.realpath(str(path)) for path in writable}))
                          if writable is not None else None)
 
-    def _concealed(self) -> list[str]:
-        """bwrap arguments covering the hidden folders with an empty tmpfs. Those under a folder the
-        sandbox has of its own (``/tmp``) are not the host's there anyway. What the sandbox runs (the
-        interpreter, its base installation, the runtime) is bound back read-only inside a hidden folder
-        that holds it (a home with ``~/.pyenv``); a hidden folder that is one of them stays visible."""
-        needed = sorted({os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, _runtime_path())})
+    def _needed(self) -> list[str]:
+        """What the sandbox runs: the interpreter's installation (the virtualenv and its base)."""
+        return sorted({os.path.realpath(path) for path in (sys.prefix, sys.base_prefix)})
+
+    def _mounts(self) -> list[str]:
+        """bwrap arguments after the host's root: what runs, bound back where the sandbox's own folders
+        (``/tmp``) cover the host's; every hidden folder covered with an empty tmpfs wherever the sandbox
+        would see it, then what runs bound back inside one (an interpreter under the worker's home);
+        the host's ``/run`` (sockets of its servers) and the cgroup tree (every pod's name) covered."""
+        needed = self._needed()
         args: list[str] = []
+        bound_back = [path for path in needed if Path(path).parts[1:2] and Path(path).parts[1] in _PRIVATE_TOP]
+        for path in bound_back:
+            args += ["--ro-bind", path, path]
         for folder in self.hidden:
-            top = Path(folder).parts[1] if len(Path(folder).parts) > 1 else ""
-            if top in _PRIVATE_TOP or not os.path.isdir(folder) or any(_within(folder, path) for path in needed):
+            parts = Path(folder).parts
+            shown = len(parts) > 1 and (parts[1] not in _PRIVATE_TOP or any(_within(folder, p) for p in bound_back))
+            if not shown or not os.path.isdir(folder):
                 continue
             args += ["--tmpfs", folder]
             for path in needed:
-                if _within(path, folder):
+                if _within(path, folder) and path != folder:
                     args += ["--ro-bind", path, path]
+        args += ["--tmpfs", "/run"]
+        resolv = os.path.realpath("/etc/resolv.conf")
+        if resolv.startswith("/run/") and os.path.isfile(resolv):  # a resolver's file under /run stays readable
+            args += ["--ro-bind", resolv, resolv]
+        if os.path.isdir("/sys/fs/cgroup"):
+            args += ["--tmpfs", "/sys/fs/cgroup"]
         return args
 
     def _service_clash(self, path: str) -> str | None:
@@ -192,7 +308,9 @@ class LocalBackend:
         root = os.path.realpath(self.root)
         clash = next((kept for kept in self.hidden if _within(kept, real)), None)
         clash = clash or (root if _within(real, root) else None)
-        return clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
+        clash = clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
+        in_code = _within(real, self.code_root) and not any(_within(real, kept) for kept in self.hidden)
+        return clash or (self.code_root if in_code or _within(self.code_root, real) else None)
 
     def _file_binds(self, pod: PodRequest, plan: dict[str, Any]) -> tuple[list[str], list[str]]:
         """The plan's ``file://`` upload folders (bound writable) and existing input paths (bound
@@ -238,7 +356,7 @@ class LocalBackend:
         return "\n".join([
             "#!/bin/sh",
             "# The service's CLI in a local task (docs/runtime.md). PYTHONPATH is this process's only.",
-            f"PYTHONPATH={shlex.quote(_runtime_path())}",
+            f"PYTHONPATH={SANDBOX_LIB}",
             "export PYTHONPATH",
             f'exec {shlex.quote(self.python)} -m cli "$@"',
             "",
@@ -258,46 +376,71 @@ class LocalBackend:
             target.write_text(value)
         return folders
 
-    def _supervisor(self, folder: Path, credential_dirs: dict[str, str],
-                    file_binds: tuple[list[str], list[str]]) -> str:
+    def _limits(self, pod: PodRequest) -> Limits:
+        return Limits(memory_bytes=pod.memory_bytes or DEFAULT_MEMORY_BYTES, cpu_millis=pod.cpu_millis,
+                      processes=self.max_processes, tmp_bytes=pod.storage_bytes or DEFAULT_TMP_BYTES)
+
+    def _seccomp_path(self) -> str:
+        """The compiled seccomp filter (made once per pod root and process)."""
+        path = self.root / ".sandbox" / "seccomp.bpf"
+        if not getattr(self, "_seccomp_written", False) or not path.exists():
+            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+            seccomp_filter_write(path)
+            self._seccomp_written = True
+        return str(path)
+
+    def _sandbox_spec(self, pod: PodRequest, folder: Path, credential_dirs: dict[str, str],
+                      file_binds: tuple[list[str], list[str]]) -> SandboxSpec:
+        """How the supervisor runs the pod (module docstring; :mod:`scheduler.dispatch.local_sandbox`)."""
         sandbox = folder / "sandbox"
+        limits = self._limits(pod)
+        uid, gid = sandbox_uid(pod.workflow_pk), sandbox_gid(pod.owner_pk)
         binds = []
+        for name in SANDBOX_PACKAGES:
+            binds += ["--ro-bind", _package_folder(name), f"{SANDBOX_LIB}/{name}"]
         for mount, where in sorted(credential_dirs.items()):
             binds += ["--ro-bind", str(folder / where), mount]
-        # The sandbox's /tmp is its own: an interpreter or a checkout under the host's /tmp (a clone
-        # there, its virtualenv) is bound back read-only, or the runtime cannot start.
-        for host_path in sorted({os.path.realpath(sys.prefix), os.path.realpath(_runtime_path())}):
-            if Path(host_path).is_relative_to("/tmp"):
-                binds += ["--ro-bind", host_path, host_path]
         uploads, inputs = file_binds
         for target in uploads:
-            os.makedirs(target, exist_ok=True)
             binds += ["--bind", target, target]
         for path in inputs:
             binds += ["--ro-bind", path, path]
-        argv = [self.bwrap, *_host_root(), *self._concealed(), "--dev", "/dev", "--proc", "/proc",
-                "--bind", str(sandbox / "tmp"), "/tmp", "--bind", str(sandbox / "osmo"), "/osmo",
-                "--bind", str(folder / "run"), SANDBOX_RUN, *binds,
-                "--unshare-pid", "--die-with-parent", "--chdir", "/tmp",
-                "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", _runtime_path(),
+        mounts = _reachable(["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+                             "--bind", str(sandbox / "osmo"), "/osmo", "--bind", str(folder / "run"), SANDBOX_RUN,
+                             *self._mounts(), *binds], uid=uid, gid=gid)
+        argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc", *mounts,
+                "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+                "--chdir", "/tmp",
+                "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", SANDBOX_LIB,
                 "--setenv", "PYTHONUNBUFFERED", "1", "--setenv", "OSMO_RESULT_PATH", f"{SANDBOX_RUN}/result.json",
                 # PYTHONPATH is the runtime's, not the command's; the command finds `osmo` in the CLI folder
                 "--setenv", OWN_ENV, "PYTHONPATH", "--setenv", CLI_DIR_ENV, f"{SANDBOX_RUN}/{CLI_FOLDER}",
-                "--", self.python, "-m", "runtime", f"{SANDBOX_RUN}/plan.json"]
+                "--", *setpriv_argv(uid, gid), self.python, "-m", "runtime", f"{SANDBOX_RUN}/plan.json"]
+        network = ""
+        if self.network == "workflow":
+            network = str(self.root / ".sandbox" / "netns" / netns_key(pod.workflow_id))
         # The sandbox starts from an empty environment plus the kept variables, passed by name: their
-        # values (storage credentials) are read from the supervisor's environment, never written here.
-        kept = " ".join(f'{name}="${{{name}}}"' for name in _sandbox_env_names(os.environ))
-        return "\n".join([
-            "#!/bin/sh",
-            "# The supervisor of one local pod (scheduler/dispatch/local.py): writes its pid, runs the sandbox,",
-            "# writes the sandbox's exit status.",
-            f"cd {shlex.quote(str(folder))} || exit 1",
-            "mkdir started 2>/dev/null || exit 0  # another supervisor of this pod runs it",
-            "echo $$ > pid.tmp && mv pid.tmp pid",
-            f"env -i {kept} {shlex.join(argv)} < /dev/null > log 2>&1",
-            "echo $? > exit.tmp && mv exit.tmp exit",
-            "",
-        ])
+        # values (storage credentials) are read from the supervisor's environment, never written down.
+        return SandboxSpec(argv=tuple(argv), env_names=tuple(_sandbox_env_names(os.environ)), limits=limits,
+                           seccomp=self._seccomp_path(), cgroups=self.cgroups, network=network,
+                           service_ports=self.service_ports, pasta=self.pasta)
+
+    def _ownership(self, staging: Path, pod: PodRequest, uploads: list[str]) -> None:
+        """The task's folders are its user's: its /osmo and run folder, its credential files, its upload
+        folders (made or given to it, or refused when another user's tasks own them)."""
+        uid, gid = sandbox_uid(pod.workflow_pk), sandbox_gid(pod.owner_pk)
+        for path in (staging / "run", staging / "run" / "plan.json", staging / "sandbox" / "osmo",
+                     staging / "sandbox" / "osmo" / "output", staging / "sandbox" / "osmo" / "input",
+                     *(staging / "credentials").rglob("*")):
+            os.chown(path, uid, gid)
+        roots = self.writable or ()
+        for target in uploads:
+            real = os.path.realpath(target)
+            claimable = real not in roots and real not in ("/", "/tmp", "/var/tmp") and (
+                self.writable is None or any(_within(real, root) for root in roots))
+            refusal = owned_folder_ready(target, uid=uid, gid=gid, claimable=claimable)
+            if refusal is not None:
+                raise DispatchPermanentError(f"the upload folder {target[:200]!r} may not be used by a task: {refusal}")
 
     # -- PodBackend -----------------------------------------------------------------------------
     def create_pod(self, pod: PodRequest) -> None:
@@ -309,25 +452,30 @@ class LocalBackend:
             plan = self._plan(pod)
         except ValueError as exc:
             raise DispatchPermanentError(f"the runtime plan is not JSON: {exc}") from exc
-        if shutil.which(self.bwrap) is None:
-            raise DispatchPermanentError(f"the local backend needs bubblewrap ({self.bwrap!r} is not on PATH)")
+        for program, package in ((self.bwrap, "bubblewrap"), ("setpriv", "util-linux"),
+                                 *([(self.pasta, "passt")] if self.network == "workflow" else [])):
+            if shutil.which(program) is None:
+                raise DispatchPermanentError(f"the local backend needs {program!r} (Debian package {package}), "
+                                             "which is not on PATH")
         binds = self._file_binds(pod, plan)
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
-            for part in ("run", "sandbox/tmp", "sandbox/osmo/output", "sandbox/osmo/input"):
-                (staging / part).mkdir(parents=True)
-            (staging / "sandbox" / "tmp").chmod(0o1777)
+            staging.mkdir(parents=True, mode=0o700)
+            for part in ("run", "sandbox/osmo/output", "sandbox/osmo/input",
+                         *(f"sandbox{SANDBOX_LIB}/{name}" for name in SANDBOX_PACKAGES)):
+                (staging / part).mkdir(parents=True, mode=0o755)
             (staging / "run" / "plan.json").touch(mode=0o600)  # it may hold credentials
             (staging / "run" / "plan.json").write_text(json.dumps(plan))
             (staging / "run" / CLI_FOLDER).mkdir()
             (staging / "run" / CLI_FOLDER / "osmo").write_text(self._cli_launcher())
             (staging / "run" / CLI_FOLDER / "osmo").chmod(0o755)
             credential_dirs = self._credential_files(staging, pod)
+            self._ownership(staging, pod, binds[0])
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
                 "task": pod.task, "node": pod.node_name}))
-            (staging / "supervisor.sh").write_text(self._supervisor(folder, credential_dirs, binds))
+            (staging / "sandbox.json").write_text(self._sandbox_spec(pod, folder, credential_dirs, binds).to_json())
             try:
                 staging.rename(folder)
             except OSError:
@@ -336,19 +484,23 @@ class LocalBackend:
                     return
                 raise
             self._supervisor_start(folder)
+        except DispatchPermanentError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         except (OSError, subprocess.SubprocessError) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise DispatchTransientError(f"local pod {pod.pod_name}: {exc.__class__.__name__}: {exc}") from exc
 
-    @staticmethod
-    def _supervisor_start(folder: Path) -> None:
-        subprocess.run(["setsid", "-f", "/bin/sh", str(folder / "supervisor.sh")], check=True,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    def _supervisor_start(self, folder: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": _runtime_path()}
+        subprocess.run(["setsid", "-f", self.python, "-m", "scheduler.dispatch.local_supervisor", str(folder)],
+                       check=True, env=env, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30)
 
     def _supervisor_ensure(self, folder: Path) -> None:
         """Start the supervisor of an existing pod folder that no supervisor claimed (its creator was
         killed before starting it). Harmless when one is starting right now: only one claims the pod."""
-        if (folder / "started").exists() or (folder / "pid").exists() or not (folder / "supervisor.sh").is_file():
+        if (folder / "started").exists() or (folder / "pid").exists() or not (folder / "sandbox.json").is_file():
             return
         try:
             self._supervisor_start(folder)
@@ -374,7 +526,20 @@ class LocalBackend:
             deadline = time.monotonic() + KILL_WAIT_SECONDS
             while group_running(pid) and time.monotonic() < deadline:
                 time.sleep(0.02)
+            self._sandbox_cleanup(folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+    def _sandbox_cleanup(self, folder: Path) -> None:
+        """What a supervisor killed before it could clean up leaves: the pod's cgroups, its place in its
+        workflow's network (the network itself when it was the last task there)."""
+        Cgroups.for_pod(pod_cgroup_name(folder), kind=self.cgroups).remove()
+        try:
+            workflow_id = str(json.loads((folder / "request.json").read_text())["workflow_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if self.network == "workflow":
+            WorkflowNetwork(self.root / ".sandbox" / "netns" / netns_key(workflow_id), self.service_ports, self.pasta
+                            ).release(folder.name)
 
     @staticmethod
     def _signal(pid: int, signum: int) -> None:
@@ -474,6 +639,13 @@ class LocalBackend:
             return PodState("Failed", None, "the task's process ended without an exit status (killed)")
         except ValueError:
             return PodState("Failed", None, "the task's exit status is unreadable")
+        try:
+            hit = LimitHit.from_json(read_regular(folder / "limit.json", RESULT_MAX_BYTES).decode())
+            return PodState("Failed", 137, hit.message)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, KeyError, TypeError):
+            return PodState("Failed", 137, "the task went over a limit of its sandbox")
         code, message = status, ""
         try:
             result = json.loads(read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))

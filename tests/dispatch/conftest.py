@@ -44,6 +44,6 @@ def local(tmp_path):
     stopped."""
     backend = LocalBackend(tmp_path / "pods")
     yield backend
-    for namespace in (tmp_path / "pods").glob("*"):
+    for namespace in (tmp_path / "pods").glob("[!.]*"):  # (.sandbox: the seccomp filter, the networks)
         for folder in namespace.iterdir():
             backend._remove(folder, 0)

@@ -201,8 +201,12 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     database = settings.DATABASES["default"]
     sqlite = ([f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
               if database["ENGINE"].endswith("sqlite3") else [])
+    # and the interpreter's installation (the virtualenv and its base) sealed too, the checkout below its data
     assert backend.sealed == tuple(sorted({os.path.realpath(path) for path in (
-        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, *broker, *sqlite)}))
+        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, *broker, *sqlite, sys.prefix,
+        sys.base_prefix)}))
+    assert backend.code_root == os.path.realpath(settings.BASE_DIR)
+    assert (backend.network, backend.service_ports, backend.max_processes) == ("workflow", (8000,), 1024)
 
 
 def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sandbox(local, tmp_path):

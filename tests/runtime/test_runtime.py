@@ -176,10 +176,13 @@ def test_a_regex_that_does_not_compile_is_refused_before_anything_runs(tmp_path)
 
 
 def test_killed_during_upload_leaves_nothing_visible_downstream(tmp_path):
-    # given a task whose output holds 20 files and, last in upload order, a FIFO nobody writes to: the
-    # upload copies the files, then blocks on the FIFO
+    # given a task whose output holds 20 files and, last in upload order, one whose place in the store is
+    # a FIFO nobody reads: the upload copies the files, then cannot write that one (a FIFO in the output
+    # itself is no file and is left out: see the test of links below)
     store = tmp_path / "store" / "producer"
-    script = "for i in $(seq 10 29); do echo $i > {{output}}/f$i.txt; done; mkfifo {{output}}/zz-fifo"
+    store.mkdir(parents=True)
+    os.mkfifo(store / "zz-fifo")
+    script = "for i in $(seq 10 29); do echo $i > {{output}}/f$i.txt; done; echo last > {{output}}/zz-fifo"
     task = plan(["sh", "-c", script], tmp_path, artifact_url=store.as_uri())
     (tmp_path / "plan.json").write_text(json.dumps(task))
     process = subprocess.Popen([sys.executable, "-m", "runtime", str(tmp_path / "plan.json"), "--result",
@@ -213,6 +216,46 @@ def test_killed_during_upload_leaves_nothing_visible_downstream(tmp_path):
                                      f"[Errno 2] No such file or directory: '{store}/{MANIFEST}'")
     assert not marker.exists()
     assert not (downstream / "in" / "0").exists() or not any((downstream / "in" / "0").iterdir())
+
+
+def test_an_output_never_follows_a_link_out_of_its_folder(tmp_path):
+    """Replays the audit's finding: ``ln -s <checkout>/var/osmo.sqlite3 {{output}}/db`` copied the
+    service's database into the artifact store. A link within the output is copied as its file."""
+    # given an output holding a file, a link to it, a link to a secret outside, a link to a folder
+    # outside and a FIFO
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "db").write_text("every token")
+    store = tmp_path / "store"
+    script = (f"echo kept > {{{{output}}}}/kept.txt; ln -s kept.txt {{{{output}}}}/alias.txt; "
+              f"ln -s {secret}/db {{{{output}}}}/db; ln -s {secret} {{{{output}}}}/dir; mkfifo {{{{output}}}}/fifo")
+
+    # when
+    ran = run_runtime(plan(["sh", "-c", script], tmp_path, artifact_url=store.as_uri()), tmp_path)
+
+    # then only what lies in the output is uploaded, and the log names what was left out
+    assert ran.result["exit_code"] == 0
+    assert sorted(path.name for path in store.iterdir()) == [MANIFEST, "alias.txt", "kept.txt"]
+    assert (store / "alias.txt").read_text() == "kept\n"
+    assert committed_files(store.as_uri()) == ["alias.txt", "kept.txt"]
+    assert "[osmo] not uploaded (links leading out of {{output}}, or not files): db, fifo" in ran.stderr
+
+
+def test_a_local_input_never_follows_a_link_out_of_its_folder(tmp_path):
+    # given an input folder with a file and a link to a secret beside it
+    (tmp_path / "secret").write_text("every token")
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "data.txt").write_text("data")
+    (source / "db").symlink_to(tmp_path / "secret")
+
+    # when
+    ran = run_runtime(plan(["ls", "{{input:0}}"], tmp_path, inputs=[{"url": source.as_uri()}]), tmp_path)
+
+    # then
+    assert ran.result["exit_code"] == 0
+    assert sorted(os.listdir(tmp_path / "in" / "0")) == ["data.txt"]
+    assert "[osmo] not downloaded (links leading out of the input, or not files): db" in ran.stderr
 
 
 def test_a_checkpoint_is_uploaded_while_the_command_runs(tmp_path):

@@ -44,7 +44,7 @@ def pod_request(task: Task, pool: Pool) -> PodRequest:
         task=task.name, image=task.image,
         command=task.command, args=task.args, environment=task.environment, gpu=task.gpu,
         cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
-        dispatched_at=task.dispatched_at,
+        dispatched_at=task.dispatched_at, workflow_pk=task.workflow_id, owner_pk=task.workflow.submitted_by_id,
     )
     if pool.backend != DispatchBackend.SIMULATED:
         return request
@@ -111,7 +111,8 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
 def _pod_request(
     pool: Pool, *, pod_name: str, node_name: str, workflow_id: str, workflow_label: str, group: str, task: str,
     image: str, command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None, gpu: int,
-    cpu_millis: int, memory_bytes: int, storage_bytes: int, dispatched_at: datetime | None,
+    cpu_millis: int, memory_bytes: int, storage_bytes: int, dispatched_at: datetime | None, workflow_pk: int = 0,
+    owner_pk: int = 0,
 ) -> PodRequest:
     """``workflow_id``: the workflow's global id; ``workflow_label``: its id as its owner sees it."""
     env = {str(k): str(v) for k, v in (environment or {}).items()}
@@ -138,6 +139,8 @@ def _pod_request(
         storage_bytes=storage_bytes,
         dispatched_at=dispatched_at,
         sim_seconds=max(sim_seconds, 0.0),
+        workflow_pk=workflow_pk,
+        owner_pk=owner_pk,
     )
 
 
@@ -146,7 +149,7 @@ def _pod_request(
 # task and its node, workflow and group cost most of its CPU).
 _POD_COLUMNS = ("pk", "status", "workflow_id", "group_id", "pod_name", "node__name", "workflow__workflow_id",
                 "workflow__global_id", "group__name", "name", "image", "command", "args", "environment", "gpu",
-                "cpu_millis", "memory_bytes", "storage_bytes", "dispatched_at")
+                "cpu_millis", "memory_bytes", "storage_bytes", "dispatched_at", "workflow__submitted_by_id")
 
 
 class PodRow(NamedTuple):
@@ -171,6 +174,7 @@ class PodRow(NamedTuple):
     memory_bytes: int
     storage_bytes: int
     dispatched_at: datetime | None
+    owner_pk: int  # the workflow's submitter
 
 
 def pod_rows(tasks: QuerySet[Task]) -> list[PodRow]:
@@ -182,4 +186,4 @@ def row_pod_request(row: PodRow, pool: Pool) -> PodRequest:
                         workflow_label=row.workflow_label, group=row.group, task=row.task, image=row.image,
                         command=row.command, args=row.args, environment=row.environment, gpu=row.gpu,
                         cpu_millis=row.cpu_millis, memory_bytes=row.memory_bytes, storage_bytes=row.storage_bytes,
-                        dispatched_at=row.dispatched_at)
+                        dispatched_at=row.dispatched_at, workflow_pk=row.workflow_id, owner_pk=row.owner_pk)

@@ -19,6 +19,8 @@ in a task").
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +48,15 @@ def artifact_store(pool_name: str) -> str:
     """The pool's artifact store URL (``OSMO_ARTIFACT_STORES``, else ``OSMO_ARTIFACT_STORE``)."""
     stores: Mapping[str, str] = settings.OSMO_ARTIFACT_STORES
     return str(stores.get(pool_name) or settings.OSMO_ARTIFACT_STORE).rstrip("/")
+
+
+def local_service_paths() -> tuple[str, ...]:
+    """The service's own folders on its machine, which a local pool's file:// URLs may not name (docs/runtime.md,
+    "What a task can and cannot do"): the checkout, the virtualenv, the data folder, the pods' folders."""
+    from scheduler.dispatch.local import default_root
+
+    paths = (settings.BASE_DIR, sys.prefix, settings.DATA_DIR, default_root())
+    return tuple(sorted({os.path.realpath(str(path)) for path in paths}))
 
 
 def task_artifact_url(pool_name: str, global_id: str, task_name: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from parsing.quantity import QuantityError, parse_duration
-from runtime.plan import store_refusal
+from runtime.plan import service_path_refusal, store_refusal
 from workflows.spec.drafts import GroupDraft, ResourceDraft, TaskDraft, listing
 from workflows.spec.errors import join_path
 from workflows.spec.model import (
@@ -109,7 +109,10 @@ class TaskFields(SpecWalker):
         if not URL_PATTERN.fullmatch(text):
             self.error(path, f"{text[:80]!r} is not a storage URL like s3://bucket/path")
             return None
-        refusal = store_refusal(text, self.pool.artifact_store) if self.pool is not None and "{{" not in text else None
+        refusal = None
+        if self.pool is not None and "{{" not in text:
+            refusal = store_refusal(text, self.pool.artifact_store) or service_path_refusal(text,
+                                                                                         self.pool.service_paths)
         if refusal is not None:  # (with a token, dispatch checks it once it is resolved)
             self.error(path, refusal)
             return None

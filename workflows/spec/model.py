@@ -51,6 +51,9 @@ class PoolContext:
     node_capacities: tuple[NodeCapacity, ...] = ()
     platforms: tuple[PlatformRule, ...] = ()
     artifact_store: str = ""
+    # The service's own folders, on a pool whose tasks run on the service's machine (the local backend):
+    # a file:// URL may not name them (runtime.plan.service_path_refusal).
+    service_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
