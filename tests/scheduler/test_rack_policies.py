@@ -1,4 +1,4 @@
-"""The rack-level proxy of bench.simulate where placement ideas are screened (docs/benchmarks.md,
+"""The rack-level proxy of bench.simulate where placement ideas are screened (docs/benchmarks-log.md,
 "Placement policies screened at rack level")."""
 
 from __future__ import annotations

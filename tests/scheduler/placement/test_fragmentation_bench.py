@@ -1,4 +1,4 @@
-"""bench.fragmentation (docs/benchmarks.md, "Against a ceiling without topology"): its re-pack test and
+"""bench.fragmentation (docs/benchmarks-log.md, "Against a ceiling without topology"): its re-pack test and
 its copy of the trace loop, which must measure what bench.simulate measures."""
 
 from __future__ import annotations
