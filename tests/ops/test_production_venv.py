@@ -1,5 +1,5 @@
-"""The service from a virtualenv made from requirements.txt alone, as the image installs it (docs/deploy.md,
-"What the image installs"): `manage.py migrate`, web (gunicorn, production settings), a Celery worker,
+"""The service from a virtualenv made from requirements.txt alone, as the image installs it (docs/operations.md,
+"Dependencies"): `manage.py migrate`, web (gunicorn, production settings), a Celery worker,
 beat and the `osmo` CLI, each a real process of that virtualenv. Work submitted through the CLI runs
 through the worker before and after a Redis restart. The rest of the suite runs in the development
 virtualenv, whose test and lint tools bring packages the service needs too; here a runtime dependency
