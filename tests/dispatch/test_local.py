@@ -244,7 +244,7 @@ def outside_tmp():
     backends: list[LocalBackend] = []
     yield folder, backends
     for backend in backends:
-        for namespace in backend.root.glob("*"):
+        for namespace in backend.root.glob("[!.]*"):  # (.sandbox: the seccomp filter, the networks)
             for pod_folder in namespace.iterdir():
                 backend._remove(pod_folder, 0)
     shutil.rmtree(folder, ignore_errors=True)

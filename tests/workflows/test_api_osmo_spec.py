@@ -283,6 +283,48 @@ def test_urls_in_the_pools_artifact_store_are_refused_at_submission_by_path(user
     assert Workflow.objects.count() == 0
 
 
+def test_file_urls_in_the_services_own_folders_are_refused_on_a_local_pool_however_spelt(user_client, settings,
+                                                                                        tmp_path):
+    """Replays the audit's finding: an output ``file:///<checkout>/.venv/lib/python3.11/site-packages``
+    let a task write a ``.pth`` file that the host's Python ran as root. On a local pool (whose tasks run
+    on the service's machine) a file:// URL in the checkout, the virtualenv or the data folder is refused
+    at submission, however it is spelt; one beside them is not."""
+    # given a local pool, and a spec naming the service's folders in six spellings
+    import sys
+
+    from tests.factories import make_pool
+
+    settings.OSMO_ARTIFACT_STORES = {"here": (tmp_path / "artifacts").as_uri()}
+    make_pool("here", keys=[], backend="local")
+    (tmp_path / "link").symlink_to(settings.BASE_DIR)
+    site = next(path for path in sys.path if path.endswith("site-packages") and path.startswith(sys.prefix))
+    checkout, data = settings.BASE_DIR, settings.DATA_DIR
+    urls = [f"file://{site}", f"file://localhost{checkout}/scheduler", f"file://{checkout}/./runtime/../cli",
+            f"file://{data}/storage", f"file://{tmp_path}/link/osmo",
+            f"file://{checkout.parent}/%{ord(checkout.name[0]):02X}{checkout.name[1:]}/osmo",
+            "file:///var/tmp/osmo-storage"]
+    outputs = "\n".join(f"    - url: {url}" for url in urls)
+    spec = f"""workflow:
+  name: writer
+  tasks:
+  - name: t
+    image: busybox
+    command: [sh, -c, "true"]
+    outputs:
+{outputs}
+"""
+
+    # when
+    response = user_client.post("/api/workflows/", {"pool": "here", "spec": spec}, format="json")
+
+    # then every one but the last (a folder of its own) is refused, naming its field
+    assert response.status_code == 400, response.json()
+    errors = response.json()["details"]["errors"]
+    assert [error["path"] for error in errors] == [f"workflow.tasks[0].outputs[{index}].url" for index in range(6)]
+    assert all("is in the service's own folders" in error["message"] for error in errors)
+    assert Workflow.objects.count() == 0
+
+
 LOOPED = """workflow:
   name: ranks
   pool: alpha
