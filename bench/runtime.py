@@ -169,12 +169,14 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--overhead-only", action="store_true", help="only the `true` task through the local backend")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="osmo-bench-runtime-"))
     try:
         print(f"start: {_load()}", flush=True)
-        print(f"{'case':<34} {'s3fs direct s':>13} {'runtime s':>10} {'ratio':>6}")
-        data_bench(options.mib, options.files, options.repeat, work)
+        if not options.overhead_only:
+            print(f"{'case':<34} {'s3fs direct s':>13} {'runtime s':>10} {'ratio':>6}")
+            data_bench(options.mib, options.files, options.repeat, work)
         direct, local = overhead_bench(max(options.repeat, 5), work)
         print(f"task `true`: direct {direct * 1000:.1f} ms, local backend (sandbox + runtime, create to "
               f"Succeeded) {local * 1000:.0f} ms, overhead {(local - direct) * 1000:.0f} ms")
