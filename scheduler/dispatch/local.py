@@ -461,10 +461,10 @@ class LocalBackend:
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True, mode=0o700)
             for part in ("run", "sandbox/osmo/output", "sandbox/osmo/input",
                          *(f"sandbox{SANDBOX_LIB}/{name}" for name in SANDBOX_PACKAGES)):
                 (staging / part).mkdir(parents=True, mode=0o755)
+            staging.chmod(0o700)  # the pod's folder is the service's: the task sees only what is bound
             (staging / "run" / "plan.json").touch(mode=0o600)  # it may hold credentials
             (staging / "run" / "plan.json").write_text(json.dumps(plan))
             (staging / "run" / CLI_FOLDER).mkdir()

@@ -213,6 +213,28 @@ def test_going_over_a_limit_ends_the_task_and_says_which(sandboxed, case, script
     assert not list(local.root.glob("osmo/greedy/sandbox/tmp*"))  # its /tmp was never the host's disk
 
 
+def test_without_cgroups_the_same_limits_hold_as_rlimits(sandboxed):
+    """Where no cgroup hierarchy is writable (docs/runtime.md: cgroups v2, else v1, else rlimits) a fork
+    bomb and an allocation past the request are refused by rlimits instead (the task fails with its own
+    code: which limit it was is not known then)."""
+    folder, make = sandboxed
+    local = make(max_processes=64, cgroups="")
+    forks = hostile("forks", "for i in $(seq 1 2000); do sleep 30 & done; wait", workflow_pk=61)
+    memory = hostile("memory", "python3 -c 'x = bytearray(4 << 30)' 2>&1 | tail -1; exit 3", workflow_pk=62,
+                     memory_bytes=1 << 30)
+
+    # when
+    local.create_pod(forks)
+    local.create_pod(memory)
+
+    # then
+    states = wait_done(local, [forks, memory])
+    assert states["forks"].phase == "Failed" and states["forks"].exit_code != 137, states
+    assert any("fork" in line.lower() for line in output(local, forks)), output(local, forks)
+    assert states["memory"] == PodState("Failed", 3, "the command exited with code 3")
+    assert output(local, memory) == ["MemoryError"]
+
+
 class _Server:
     """A TCP server on the host's loopback that answers every connection with its name."""
 
