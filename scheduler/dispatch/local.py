@@ -39,16 +39,20 @@ SIGKILL after the grace period) and removes the folder. Imports nothing from Dja
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
@@ -70,6 +74,7 @@ from scheduler.dispatch.local_files import (
     alive,
     group_running,
     mtime,
+    proc_stat,
     read_regular,
     tail_lines,
 )
@@ -82,6 +87,8 @@ from scheduler.dispatch.local_sandbox import (
     Limits,
     SandboxSpec,
     WorkflowNetwork,
+    listening_ports,
+    netns_connect,
     netns_key,
     owned_folder_ready,
     pod_cgroup_name,
@@ -238,6 +245,55 @@ def _reachable(args: list[str], *, uid: int, gid: int) -> list[str]:
         out += args[index:index + width]
         index += width
     return out
+
+
+@dataclass
+class LocalExec:
+    """A process started in a task's sandbox: ``terminal`` is the controlling side of its terminal (tty
+    sessions), else its stdin, stdout and stderr are the process's pipes."""
+
+    process: subprocess.Popen[bytes]
+    terminal: int | None = None
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    env = {}
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep:
+            env[name.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+# <asm-generic/ioctls.h> (Python's termios does not name them): lock/unlock a pty, its number.
+_TIOCSPTLCK = 0x40045431
+_TIOCGPTN = 0x80045430
+
+
+def _sandbox_terminal(pid: int) -> tuple[int, int]:
+    """A terminal made in the devpts of the sandbox ``pid`` is in (so the session sees its name under
+    its own ``/dev/pts``): the controlling side and the session's side, both opened here."""
+    controlling = os.open(f"/proc/{pid}/root/dev/pts/ptmx", os.O_RDWR | os.O_NOCTTY)
+    try:
+        fcntl.ioctl(controlling, _TIOCSPTLCK, struct.pack("i", 0))  # unlock
+        number = struct.unpack("I", fcntl.ioctl(controlling, _TIOCGPTN, struct.pack("I", 0)))[0]
+        session = os.open(f"/proc/{pid}/root/dev/pts/{number}", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        os.close(controlling)
+        raise
+    return controlling, session
+
+
+def _task_command_pid(init: int) -> int | None:
+    """The task's command (the runtime's first child, below the sandbox's init), or None."""
+    children: dict[int, list[int]] = {}
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        fields = proc_stat(stat_path)
+        if fields is not None and len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(stat_path.parent.name))
+    runtime = min(children.get(init, []), default=None)
+    return min(children.get(runtime, []), default=None) if runtime is not None else None
 
 
 class LocalBackend:
@@ -423,7 +479,7 @@ class LocalBackend:
         # values (storage credentials) are read from the supervisor's environment, never written down.
         return SandboxSpec(argv=tuple(argv), env_names=tuple(_sandbox_env_names(os.environ)), limits=limits,
                            seccomp=self._seccomp_path(), cgroups=self.cgroups, network=network,
-                           service_ports=self.service_ports, pasta=self.pasta)
+                           service_ports=self.service_ports, pasta=self.pasta, uid=uid, gid=gid)
 
     def _ownership(self, staging: Path, pod: PodRequest, uploads: list[str]) -> None:
         """The task's folders are its user's: its /osmo and run folder, its credential files, its upload
@@ -600,6 +656,73 @@ class LocalBackend:
             except FileNotFoundError:
                 continue  # deleted meanwhile
         return events
+
+    # -- sessions into a running task (exec, port-forward) ---------------------------------------
+    def _running_sandbox(self, namespace: str, pod_name: str) -> tuple[Path, SandboxSpec, int]:
+        """The pod's folder, its sandbox's instructions and its init's pid, or DispatchPermanentError when
+        the task is not running."""
+        folder = self.pod_dir(namespace, pod_name)
+        try:
+            spec = SandboxSpec.from_json((folder / "sandbox.json").read_text())
+            pid = int((folder / "sandbox.pid").read_text().strip())
+        except (OSError, ValueError, KeyError):
+            raise DispatchPermanentError(f"pod {pod_name} is not running on the local backend") from None
+        if (folder / "exit").exists() or not alive(pid):
+            raise DispatchPermanentError(f"pod {pod_name} is not running on the local backend")
+        return folder, spec, pid
+
+    def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> LocalExec:
+        """Start ``argv`` inside the running task's sandbox, as the task's user with its limits, system
+        call filter, namespaces (files, processes, network), working folder and environment. With
+        ``tty`` the process gets a terminal of the sandbox's own (``LocalExec.terminal`` is its other
+        side) and leads a session there, else its stdin, stdout and stderr are pipes."""
+        folder, spec, pid = self._running_sandbox(namespace, pod_name)
+        command = _task_command_pid(pid) or pid
+        try:
+            env = _environ(command)
+        except OSError:
+            raise DispatchPermanentError(f"pod {pod_name} is not running on the local backend") from None
+        cgroups = Cgroups.for_pod(pod_cgroup_name(folder), kind=spec.cgroups)
+        terminal, child = _sandbox_terminal(command) if tty else (None, None)
+        seccomp = os.open(spec.seccomp, os.O_RDONLY) if spec.seccomp else None
+        confine = [self.python, "-c", f"import sys; sys.path.insert(0, {SANDBOX_LIB!r}); "
+                                      "from runtime.confine import main; sys.exit(main(sys.argv))",
+                   str(seccomp) if seccomp is not None else "-", *(["--tty"] if tty else [])]
+        # the command's namespaces, root and working folder (nsenter reads both from its /proc entry)
+        full = ["nsenter", f"--target={command}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd",
+                "--", *setpriv_argv(spec.uid, spec.gid), *confine, "--", *argv]
+
+        def in_child() -> None:
+            if cgroups.kind:
+                cgroups.enter(os.getpid())
+            os.setsid()  # its own session: the web server's signals and terminal are not its
+
+        stdio: int = child if child is not None else subprocess.PIPE
+        try:
+            process = subprocess.Popen(full, stdin=stdio, stdout=stdio, stderr=stdio, env=env, preexec_fn=in_child,
+                                       pass_fds=[seccomp] if seccomp is not None else [], cwd="/")
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
+            if child is not None:
+                os.close(child)
+        return LocalExec(process=process, terminal=terminal)
+
+    def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        """The TCP ports the running task listens on (its user's sockets in its workflow's network), each
+        with the address to connect to."""
+        _folder, spec, pid = self._running_sandbox(namespace, pod_name)
+        return listening_ports(pid, spec.uid)
+
+    def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
+        """A TCP connection to a port the running task listens on, made inside its network (nothing else:
+        not the service's forward, not another workflow's port, not the host's loopback)."""
+        _folder, spec, pid = self._running_sandbox(namespace, pod_name)
+        ports = listening_ports(pid, spec.uid)
+        if port not in ports:
+            listed = ", ".join(str(p) for p in sorted(ports)) or "none"
+            raise DispatchPermanentError(f"the task does not listen on port {port} (it listens on: {listed})")
+        return netns_connect(pid, ports[port], port, timeout=timeout)
 
     # -- helpers --------------------------------------------------------------------------------
     def _pods(self, namespace: str) -> list[tuple[Path, dict[str, Any]]]:

@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -408,6 +409,8 @@ class SandboxSpec:
     network: str = ""  # the workflow's WorkflowNetwork folder ("" the host's network)
     service_ports: tuple[int, ...] = ()
     pasta: str = "pasta"
+    uid: int = UID_BASE
+    gid: int = UID_BASE
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -417,7 +420,8 @@ class SandboxSpec:
         data = json.loads(text)
         return cls(argv=tuple(data["argv"]), env_names=tuple(data["env_names"]), limits=Limits(**data["limits"]),
                    seccomp=data["seccomp"], cgroups=data["cgroups"], network=data["network"],
-                   service_ports=tuple(data["service_ports"]), pasta=data["pasta"])
+                   service_ports=tuple(data["service_ports"]), pasta=data["pasta"],
+                   uid=int(data.get("uid", UID_BASE)), gid=int(data.get("gid", UID_BASE)))
 
 
 def setpriv_argv(uid: int, gid: int) -> list[str]:
@@ -443,3 +447,49 @@ def owned_folder_ready(path: str, *, uid: int, gid: int, claimable: bool) -> str
         return None
     return f"it belongs to another user (uid {info.st_uid}, gid {info.st_gid}) and the task's may not write there"
 
+
+
+def listening_ports(pid: int, uid: int) -> dict[int, str]:
+    """The TCP ports that processes of ``uid`` listen on in the network namespace of ``pid``, with the
+    address to connect to each (the loopback for a wildcard)."""
+    found: dict[int, str] = {}
+    for table, wildcard, loopback in (("tcp", "0.0.0.0", "127.0.0.1"), ("tcp6", "::", "::1")):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 8 or fields[3] != "0A" or int(fields[7]) != uid:  # 0A: LISTEN
+                continue
+            address_hex, port_hex = fields[1].split(":")
+            address = _proc_address(address_hex)
+            found.setdefault(int(port_hex, 16), loopback if address == wildcard else address)
+    return found
+
+
+def _proc_address(text: str) -> str:
+    """An address of /proc/net/tcp{,6} (host-order 32-bit words in hex) as text."""
+    import ipaddress
+
+    raw = bytes.fromhex(text)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
+def netns_connect(pid: int, host: str, port: int, *, timeout: float) -> socket.socket:
+    """A TCP connection to ``host:port`` made from inside the network namespace of ``pid``: the calling
+    thread enters it, connects, and goes back (the socket stays in the namespace it was made in)."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "could not enter the task's network")
+        try:
+            return socket.create_connection((host, port), timeout=timeout)
+        finally:
+            if _libc.setns(own, CLONE_NEWNET) != 0:  # a thread left in the task's network would be a leak
+                raise OSError(ctypes.get_errno(), "could not leave the task's network")
+    finally:
+        os.close(target)
+        os.close(own)

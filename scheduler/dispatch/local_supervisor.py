@@ -95,6 +95,8 @@ def run(folder: Path) -> int:
         if seccomp_fd is not None:
             os.close(seccomp_fd)
         child_pid = _child_pid(info_read)
+        if child_pid is not None:  # the sandbox's init: exec sessions join its namespaces (local.py)
+            _write_atomic(folder / "sandbox.pid", f"{child_pid}\n")
         while True:
             try:
                 status = process.wait(timeout=POLL_SECONDS)

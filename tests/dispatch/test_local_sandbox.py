@@ -107,7 +107,8 @@ def test_the_service_data_is_hidden_even_when_the_checkout_is_under_tmp(tmp_path
               "from scheduler.dispatch.local import LocalBackend\n"
               "LocalBackend(sys.argv[1], hidden=(sys.argv[2],)).create_pod(PodRequest(\n"
               "    pod_name='reader', namespace='osmo', node_name='slot-1', workflow_id='wf-1', group='g',\n"
-              "    task='reader', pool='local', image='x', runtime_plan=json.dumps({'command': ['sh', '-c', sys.argv[3]]})))\n")
+              "    task='reader', pool='local', image='x',\n"
+              "    runtime_plan=json.dumps({'command': ['sh', '-c', sys.argv[3]]})))\n")
     env = {**os.environ, "PYTHONPATH": str(checkout)}
 
     # when the service's worker (from that checkout) starts a task that looks for them
@@ -266,7 +267,8 @@ def test_a_workflow_reaches_its_own_tasks_the_service_and_nothing_else_on_the_lo
     probe = ("import socket, sys\n"
              "for port in sys.argv[1:]:\n"
              "    try:\n"
-             "        print(port, socket.create_connection(('127.0.0.1', int(port)), timeout=3).recv(64).decode().strip())\n"
+             "        answer = socket.create_connection(('127.0.0.1', int(port)), timeout=3).recv(64)\n"
+             "        print(port, answer.decode().strip())\n"
              "    except OSError as exc:\n"
              "        print(port, 'refused' if isinstance(exc, ConnectionRefusedError) else type(exc).__name__)\n")
     listener = ("import socket\n"
