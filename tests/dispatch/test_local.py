@@ -189,8 +189,8 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     backend = backend_for("local")
 
     # then it keeps the service's paths from its tasks: the pod root, the data folder and the worker's home
-    # hidden, the metrics, the beat schedule (and, on the embedded default, the broker's folder and the
-    # database) sealed
+    # hidden, the metrics, the beat schedule, the secret key's folder (and, on the embedded default, the
+    # broker's folder and the database) sealed
     from django.conf import settings
 
     assert isinstance(backend, LocalBackend)
@@ -202,7 +202,8 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     sqlite = ([f"{database['NAME']}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")]
               if database["ENGINE"].endswith("sqlite3") else [])
     assert backend.sealed == tuple(sorted({os.path.realpath(path) for path in (
-        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, *broker, *sqlite)}))
+        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, settings.DATA_DIR / "secrets", *broker,
+        *sqlite)}))
 
 
 def test_a_tasks_credentials_are_its_environment_and_read_only_files_in_the_sandbox(local, tmp_path):
