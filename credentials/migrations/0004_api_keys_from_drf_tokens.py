@@ -4,10 +4,20 @@ none stays readable in the database. A database that never had the table (a new 
 nothing to move."""
 
 import hashlib
+from datetime import UTC
 
 from django.db import migrations
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 DRF_TOKENS = "authtoken_token"
+
+
+def _aware(created):
+    """A raw column's time: SQLite hands back text or a naive datetime, in UTC (Django's storage)."""
+    if isinstance(created, str):
+        created = parse_datetime(created)
+    return timezone.make_aware(created, UTC) if timezone.is_naive(created) else created
 
 
 def drf_tokens_hash(apps, schema_editor):
@@ -20,7 +30,7 @@ def drf_tokens_hash(apps, schema_editor):
         rows = cursor.fetchall()
     api_key = apps.get_model("credentials", "ApiKey")
     api_key.objects.bulk_create([
-        api_key(user_id=user_id, digest=hashlib.sha256(key.encode()).hexdigest(), created_at=created)
+        api_key(user_id=user_id, digest=hashlib.sha256(key.encode()).hexdigest(), created_at=_aware(created))
         for key, user_id, created in rows
     ])
     with connection.cursor() as cursor:
