@@ -113,3 +113,35 @@ def test_credentials_stored_under_the_fixed_key_open_after_the_upgrade_and_move_
     assert Keyring([derived_key(new_secret)]).open(stored, owner_id=user.pk, name="hf") == {"token": "v1"}
     with pytest.raises(DecryptError, match="cannot be decrypted"):
         Keyring([derived_key(LEGACY_LOCAL_SECRET_KEY)]).open(stored, owner_id=user.pk, name="hf")
+
+
+FORGE = """
+import django
+django.setup()
+from django.core import signing
+from workflows.scheduling.runtime import API_TOKEN_SALT, TOKEN_SALT, task_token, task_token_read
+from credentials.crypto import LEGACY_LOCAL_SECRET_KEY
+for salt in (TOKEN_SALT, API_TOKEN_SALT):
+    forged = signing.dumps({"task": 1, "pod": "train-1-u1-train-0"}, key=LEGACY_LOCAL_SECRET_KEY, salt=salt,
+                           compress=True)
+    own = task_token(1, "train-1-u1-train-0", salt=salt)
+    print(task_token_read(forged, salt=salt), task_token_read(own, salt=salt))
+"""
+
+
+def test_a_task_token_forged_with_the_repositorys_old_key_is_refused_by_make_runs_settings(tmp_path):
+    """docs/operations.md "Secrets": the fixed key let anyone compute a signed task token for any running
+    task (pod names follow from workflow and task names, task ids are sequential); one authenticated as
+    the admin and cancelled the admin's workflow. Under the embedded default's settings a token signed
+    with that key (for the barrier and for the task's `osmo` command) is no token, and one the service
+    signs itself still is."""
+    # given the embedded default's settings in a fresh data folder
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "SECRET_KEY", "OSMO_CREDENTIALS_KEYS")}
+    env |= {"DJANGO_SETTINGS_MODULE": "osmo.settings.local", "OSMO_DATA_DIR": str(tmp_path / "data")}
+
+    # when both tokens are read back
+    result = subprocess.run([sys.executable, "-c", FORGE], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, check=True)
+
+    # then
+    assert result.stdout.splitlines() == ["None (1, 'train-1-u1-train-0')"] * 2
