@@ -75,7 +75,7 @@ def workflow_dry_run(
                 "placement": placement,
             }
         )
-    for group_answer, lines in zip(groups, preview_waiting_lines(pool, [g["placement"] for g in groups]),
+    for group_answer, lines in zip(groups, preview_waiting_lines(pool, [g["placement"] for g in groups], viewer=user),
                                    strict=True):
         group_answer["waiting_lines"] = lines
     # Groups are previewed independently on the same snapshot: a downstream group only starts after

@@ -26,6 +26,7 @@ from scheduler.selectors import label_text
 from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
 from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, TaskGroup, Workflow
+from workflows.visibility import workflow_owner_visible as workflow_owner_visible
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 
 
@@ -36,12 +37,6 @@ def workflow_visible_to(user: Viewer) -> QuerySet[Workflow]:
     if not user.is_staff:
         queryset = queryset.filter(submitted_by_id=user.pk)
     return queryset
-
-
-def workflow_owner_visible(user: Viewer, owner_id: int | None) -> bool:
-    """Whether ``user`` may see a workflow submitted by ``owner_id``: :func:`workflow_visible_to` for a
-    row a page has read already (its id, its owner's name), so that no page names what the API hides."""
-    return bool(user.is_staff or (owner_id is not None and owner_id == user.pk))
 
 
 def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:

@@ -24,12 +24,14 @@ from django.db.models import Count, Q, Sum, TextField, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from osmo.types import Viewer
 from scheduler.models import Node, Pool, Reservation
 from scheduler.selectors import label_text
 from scheduler.usage import team_usage_by_id
 from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
 from workflows.holders import held_by
 from workflows.models import TaskGroup, Workflow
+from workflows.visibility import workflow_owner_visible
 
 HOLDERS_LIMIT = 10
 ORDINALS = {1: "st", 2: "nd", 3: "rd"}
@@ -119,9 +121,9 @@ def _domain_counts(workflow: Workflow, keys: list[tuple[str, str]], levels: set[
 
 
 def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
-             best: dict[int, list[str]]) -> dict[int, list[dict]]:
+             best: dict[int, list[str]], viewer: Viewer | None = None) -> dict[int, list[dict]]:
     """Per group: the workflows holding capacity in its best domain (an empty path: anywhere in the
-    pool), most GPUs first (one query)."""
+    pool), most GPUs first (one query); with a ``viewer``, those it may not see summed as one entry."""
     if not best:
         return {}
     depth = max(len(path) for path in best.values())  # 0 when every path is empty: no alias, one row per workflow
@@ -137,14 +139,18 @@ def _holders(workflow: Workflow | Pool, keys: list[tuple[str, str]],
         .filter(match)
         .order_by()
         # Per workflow by its global id: ids count per owner (docs/design.md §7, "Workflow ids").
-        .values(*aliases, workflow_key=held_by("workflow__global_id"), workflow_shown=held_by("workflow__workflow_id"))
+        .values(*aliases, workflow_key=held_by("workflow__global_id"), workflow_shown=held_by("workflow__workflow_id"),
+                **({"owner": held_by("workflow__submitted_by_id")} if viewer is not None else {}))
         .annotate(gpu=Sum("gpu"), tasks=Count("pk"))
     )
-    return holders_ranked(rows, best, depth)
+    return holders_ranked(rows, best, depth, viewer=viewer)
+
+
+OTHERS_KEY = "\0others"  # the entry of the holders a viewer may not see (no global id looks like it)
 
 
 def holders_ranked(rows: Iterable[Mapping[str, Any]], best: dict[int, list[str]],
-                   depth: int) -> dict[int, list[dict]]:
+                   depth: int, *, viewer: Viewer | None = None) -> dict[int, list[dict]]:
     """Per group of ``best``: the holders among ``rows`` (:func:`_holders`' query) of its path, most
     GPUs first. The rows are indexed by path once and each distinct path summed once: groups share
     their best domains (a dry run of 1,000 groups has a few), and matching every row for every group
@@ -161,17 +167,26 @@ def holders_ranked(rows: Iterable[Mapping[str, Any]], best: dict[int, list[str]]
         key = tuple(path)
         if key not in ranked_by_path:
             totals: dict[str, dict[str, Any]] = {}
+            hidden: set[str] = set()
             for row in by_prefix.get(key, ()):
-                entry = totals.setdefault(row["workflow_key"],
-                                          {"workflow": row["workflow_shown"], "gpu": 0, "tasks": 0})
+                if viewer is not None and not workflow_owner_visible(viewer, row["owner"]):
+                    # the API hides other users' workflows from this viewer: so do the reasons it reads
+                    hidden.add(row["workflow_key"])
+                    entry = totals.setdefault(OTHERS_KEY, {"workflow": "", "gpu": 0, "tasks": 0})
+                else:
+                    entry = totals.setdefault(row["workflow_key"],
+                                              {"workflow": row["workflow_shown"], "gpu": 0, "tasks": 0})
                 entry["gpu"] += row["gpu"] or 0
                 entry["tasks"] += row["tasks"]
+            if OTHERS_KEY in totals:
+                totals[OTHERS_KEY]["workflow"] = _plural(len(hidden), "workflow") + " of other users"
             ranked_by_path[key] = sorted(totals.values(), key=lambda e: (-e["gpu"], e["workflow"]))[:HOLDERS_LIMIT]
         result[group_pk] = [dict(entry) for entry in ranked_by_path[key]]
     return result
 
 
-def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = None) -> dict[int, dict[str, Any]]:
+def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = None, *,
+                     viewer: Viewer | None = None) -> dict[int, dict[str, Any]]:
     """Why each SCHEDULING group of ``workflow`` waits, by group pk (see the module docstring).
 
     ``workflow`` comes from :func:`workflows.selectors.workflow_detail_queryset` (groups and pool keys
@@ -179,7 +194,8 @@ def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = No
     Each answer: ``position``, ``ahead`` ({"HIGH", "NORMAL", "LOW"}), ``domain`` ({"key", "path"} of the
     failing constraint's best domain, or None), ``holders`` ([{"workflow", "gpu", "tasks"}], at most
     10), ``domains`` ({"key", "exist", "schedulable"} or None), ``reason`` (the reason reworded against
-    the inventory) and ``lines`` (the sentences to show)."""
+    the inventory) and ``lines`` (the sentences to show). With a ``viewer``, the holders it may not see
+    (:func:`workflows.selectors.workflow_owner_visible`) are one entry, "N workflows of other users"."""
     groups = [group for group in workflow.groups_in_order if group.status == TaskStatus.SCHEDULING]
     if not groups:
         return {}
@@ -201,7 +217,7 @@ def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = No
                 best[group.pk] = [str(value) for value in path]
     ahead, moved = _ahead(workflow, groups)
     counts = _domain_counts(workflow, keys, set(levels.values()))
-    holders = _holders(workflow, keys, best)
+    holders = _holders(workflow, keys, best, viewer)
     answers = {}
     for group in groups:
         detail = details[group.pk]
@@ -223,7 +239,8 @@ def workflow_waiting(workflow: Workflow, keys: list[tuple[str, str]] | None = No
     return answers
 
 
-def preview_waiting_lines(pool: Pool, placements: list[dict[str, Any]]) -> list[list[str]]:
+def preview_waiting_lines(pool: Pool, placements: list[dict[str, Any]], *,
+                          viewer: Viewer | None = None) -> list[list[str]]:
     """For each of a dry run's groups that cannot be placed now: who holds the capacity it needs, in the
     words of :func:`waiting_lines` (without the queue line). Empty for a group that is placed, or whose
     reason names no domain of a topology key. Two queries for all the groups (the pool's keys, the
@@ -242,7 +259,7 @@ def preview_waiting_lines(pool: Pool, placements: list[dict[str, Any]]) -> list[
         if placement.get("status") != "unschedulable" or detail.get("key") not in dict(keys):
             continue
         best[index] = path
-    holders = _holders(pool, keys, best)
+    holders = _holders(pool, keys, best, viewer)
     lines: list[list[str]] = []
     for index, placement in enumerate(placements):
         if index not in best:

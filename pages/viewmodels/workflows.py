@@ -147,7 +147,7 @@ def workflow_detail_build(workflow: Workflow, *, user: Viewer) -> WorkflowDetail
     """The workflow page of a workflow from :func:`workflows.selectors.workflow_detail_queryset`."""
     keys = pool_keys(workflow.pool)
     groups = workflow.groups_in_order
-    rows = _group_rows(groups, [(key.key, key.label) for key in keys], workflow_waiting(workflow))
+    rows = _group_rows(groups, [(key.key, key.label) for key in keys], workflow_waiting(workflow, viewer=user))
     transitions = workflow.history_in_order[:HISTORY_LIMIT]  # prefetched by the detail queryset
     return WorkflowDetail(
         workflow=workflow,

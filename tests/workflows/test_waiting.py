@@ -127,6 +127,39 @@ def test_dry_run_names_the_holders_when_no_gpu_clique_has_room(user, user_client
     ]
 
 
+def test_a_waiting_reason_names_only_the_holders_its_reader_may_see(user, other_user, staff_user):
+    """Found while the pages were made to follow the API's visibility (docs/operations.md, "Threat
+    model"): a waiting gang's reason, in the API, the CLI and the pages, named the workflows of other
+    users holding the capacity (their ids, which the API hides from this user). Another user's holders
+    are summed as one entry; its own and, for staff, every one are named."""
+    # given bob's gang waiting for a clique that alice's two workflows and one of bob's hold
+    from rest_framework.test import APIClient
+
+    pool = make_pool("cliques", keys=[("gpu-clique", "clique")])
+    for n in range(1, 5):
+        make_node(pool, f"c1-n{n}", {"clique": "c1"}, gpu=8)
+    for name, owner in (("alpha", user), ("beta", user), ("mine", other_user)):
+        workflow_submit(user=owner, pool_name=pool.name, spec=gang_spec(name, 1, 8, key=None))
+    placement_cycle_run(pool_id=pool.pk)
+    blocked, _ = workflow_submit(user=other_user, pool_name=pool.name,
+                                 spec=gang_spec("blocked", 4, 8, key="gpu-clique"))
+    placement_cycle_run(pool_id=pool.pk)
+    client = APIClient()
+
+    # when bob and the staff read it
+    answers = {}
+    for reader in (other_user, staff_user):
+        client.force_authenticate(reader)
+        [group] = client.get(f"/api/workflows/{blocked.workflow_id}/").json()["groups"]
+        answers[reader.username] = group["waiting"]
+
+    # then
+    assert answers["bob"]["holders"] == [{"workflow": "2 workflows of other users", "gpu": 16, "tasks": 2},
+                                         {"workflow": "mine-1", "gpu": 8, "tasks": 1}]
+    assert "alpha-1" not in " ".join(answers["bob"]["lines"])
+    assert [holder["workflow"] for holder in answers["root"]["holders"]] == ["alpha-1", "beta-1", "mine-1"]
+
+
 def test_reason_says_when_no_domain_exists():
     # given: a reason of a gang whose key no node carries
     reason = {"message": "rack=x (required) needs 2 tasks of 4 gpu in one rack; no rack exists"}

@@ -254,7 +254,10 @@ class WorkflowOutputSerializer(OutputModelSerializer):
             keys = [(k.key, k.label) for k in sorted(workflow.pool.topology_keys.all(), key=lambda k: k.position)]
         outputs_store = (f"{artifact_store(workflow.pool.name)}/{workflow.global_id}"
                          if runtime_backend(workflow.pool.backend) else "")
-        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow, keys),
+        # the reader's view of who holds what (its own request; without one, the owner's)
+        request = self.context.get("request")
+        viewer = request.user if request is not None and request.user.is_authenticated else workflow.submitted_by
+        context = {**self.context, "pool_keys": keys, "waiting": workflow_waiting(workflow, keys, viewer=viewer),
                    "outputs_store": outputs_store, "pods": workflow_pods(workflow.spec_text or "")}
         return list(TaskGroupOutputSerializer(workflow.groups_in_order, many=True, context=context).data)
 
