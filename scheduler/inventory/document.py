@@ -43,6 +43,7 @@ from parsing import (
     QuantityError,
     join_path,
     load_document,
+    parse_duration,
     parse_quantity,
     storable_text,
 )
@@ -397,6 +398,24 @@ def _raise(errors: ErrorList, message: str) -> None:
         raise InventoryInvalidError(errors.errors, message=message)
 
 
+DURATIONS = "45s, 10m, 2h, 1d or 1h30m, as a spec's timeouts"
+_ZERO_DURATION = re.compile(r"0+[smhd]?")
+
+
+def _duration(value: Any) -> Any:
+    """A pool's duration field in seconds: a number as it is, the spec's duration syntax
+    (:func:`parsing.parse_duration`: ``45s``, ``10m``, ``2h``) as whole seconds, ``0``/``0s`` as 0; any
+    other value as it is (its field's check refuses it, naming the field)."""
+    if not isinstance(value, str):
+        return value
+    if _ZERO_DURATION.fullmatch(value.strip()):
+        return 0
+    try:
+        return parse_duration(value, "duration")
+    except QuantityError:
+        return value
+
+
 def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[str, Any]]:
     fields_out: dict[str, Any] = {}
     if not _check_mapping(value, "pool", errors, allowed=("name", *POOL_FIELDS)):
@@ -424,9 +443,9 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
         else:
             fields_out["backend"] = value["backend"]
     if "sim_task_seconds" in value:
-        seconds = value["sim_task_seconds"]
+        seconds = _duration(value["sim_task_seconds"])
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < 1e9:
-            errors.add("pool.sim_task_seconds", "must be a non-negative number of seconds")
+            errors.add("pool.sim_task_seconds", f"must be a non-negative number of seconds or a duration ({DURATIONS})")
         else:
             fields_out["sim_task_seconds"] = float(seconds)
     if "max_retries" in value:
@@ -436,17 +455,19 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
         else:
             fields_out["max_retries"] = retries
     if "min_runtime" in value:
-        seconds = value["min_runtime"]
+        seconds = _duration(value["min_runtime"])
         if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 <= seconds <= MAX_MIN_RUNTIME:
-            errors.add("pool.min_runtime", f"must be a whole number of seconds from 0 to {MAX_MIN_RUNTIME}")
+            errors.add("pool.min_runtime", f"must be a whole number of seconds from 0 to {MAX_MIN_RUNTIME} "
+                                           f"or a duration ({DURATIONS})")
         else:
             fields_out["min_runtime"] = seconds
     if "fairshare_half_life" in value:
-        seconds = value["fairshare_half_life"]
+        seconds = _duration(value["fairshare_half_life"])
         if (isinstance(seconds, bool) or not isinstance(seconds, int)
                 or not 0 <= seconds <= MAX_FAIRSHARE_HALF_LIFE):
             errors.add("pool.fairshare_half_life",
-                       f"must be a whole number of seconds from 0 (off) to {MAX_FAIRSHARE_HALF_LIFE}")
+                       f"must be a whole number of seconds from 0 (off) to {MAX_FAIRSHARE_HALF_LIFE} "
+                       f"or a duration ({DURATIONS})")
         else:
             fields_out["fairshare_half_life"] = seconds
     return name, fields_out

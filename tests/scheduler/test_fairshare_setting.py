@@ -33,13 +33,14 @@ def test_the_document_takes_whole_seconds():
     assert inventory.pool_fields == {"fairshare_half_life": 3600}
 
 
-@pytest.mark.parametrize("value", [-1, 1.5, "3600", True, 30 * 24 * 3600 + 1, None])
+@pytest.mark.parametrize("value", [-1, 1.5, "an hour", True, 30 * 24 * 3600 + 1, "31d", None])
 def test_the_document_refuses_anything_else_naming_the_field(value):
     document = {"pool": {"name": "p", "fairshare_half_life": value}, "topology_keys": KEYS, "nodes": []}
     with pytest.raises(InventoryInvalidError) as caught:
         parse_inventory(document)
     assert [(e.path, e.message) for e in caught.value.errors] == [
-        ("pool.fairshare_half_life", "must be a whole number of seconds from 0 (off) to 2592000")]
+        ("pool.fairshare_half_life", "must be a whole number of seconds from 0 (off) to 2592000 or a duration "
+                                     "(45s, 10m, 2h, 1d or 1h30m, as a spec's timeouts)")]
 
 
 @pytest.mark.django_db

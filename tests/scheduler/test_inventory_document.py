@@ -406,3 +406,32 @@ def test_node_list_paging_arguments_and_pages():
     assert second == {"limit": 2, "_preload_content": False, "label_selector": "pool=a", "_continue": "tok"}
     assert (middle.items, middle.continue_token) == ([{"metadata": {"name": "n"}}], "tok")
     assert (last.items, last.continue_token) == ([], None)
+
+
+@pytest.mark.parametrize(("_case", "fields", "expected"), [
+    ("_case_seconds", {"min_runtime": 600, "fairshare_half_life": 3600, "sim_task_seconds": 2.5},
+     {"min_runtime": 600, "fairshare_half_life": 3600, "sim_task_seconds": 2.5}),
+    ("_case_spec_durations", {"min_runtime": "10m", "fairshare_half_life": "1h30m", "sim_task_seconds": "45s"},
+     {"min_runtime": 600, "fairshare_half_life": 5400, "sim_task_seconds": 45.0}),
+    ("_case_zero_spelt", {"min_runtime": "0s", "fairshare_half_life": "0"},
+     {"min_runtime": 0, "fairshare_half_life": 0}),
+    ("_case_seconds_as_text", {"min_runtime": "90"}, {"min_runtime": 90}),
+])
+def test_a_pools_durations_take_the_specs_duration_syntax(_case, fields, expected):
+    """A papercut an operator met: `min_runtime: 10m` in a pool document (the spec's own syntax, as in
+    `exec_timeout`) was refused as "must be a whole number of seconds"."""
+    # when
+    inventory = parse_inventory({"pool": {"name": "durations", **fields}})
+
+    # then
+    assert {name: inventory.pool_fields[name] for name in expected} == expected
+
+
+def test_a_pools_duration_that_does_not_parse_or_is_too_long_names_its_field():
+    # when
+    with pytest.raises(InventoryInvalidError) as caught:
+        parse_inventory({"pool": {"name": "durations", "min_runtime": "10 minutes", "fairshare_half_life": "400d"}})
+
+    # then
+    assert [error.path for error in caught.value.errors] == ["pool.min_runtime", "pool.fairshare_half_life"]
+    assert "or a duration (45s, 10m, 2h, 1d or 1h30m" in caught.value.errors[0].message

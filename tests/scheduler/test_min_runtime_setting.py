@@ -26,13 +26,14 @@ def test_the_document_takes_whole_seconds():
     assert inventory.pool_fields == {"min_runtime": 600}
 
 
-@pytest.mark.parametrize("value", [-1, 1.5, "600", True, 7 * 24 * 3600 + 1, None])
+@pytest.mark.parametrize("value", [-1, 1.5, "10 minutes", True, 7 * 24 * 3600 + 1, "8d", None])
 def test_the_document_refuses_anything_else_naming_the_field(value):
     document = {"pool": {"name": "p", "min_runtime": value}, "topology_keys": KEYS, "nodes": []}
     with pytest.raises(InventoryInvalidError) as caught:
         parse_inventory(document)
     assert [(e.path, e.message) for e in caught.value.errors] == [
-        ("pool.min_runtime", "must be a whole number of seconds from 0 to 604800")]
+        ("pool.min_runtime", "must be a whole number of seconds from 0 to 604800 or a duration (45s, 10m, 2h, 1d "
+                             "or 1h30m, as a spec's timeouts)")]
 
 
 @pytest.mark.django_db
