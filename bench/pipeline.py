@@ -138,8 +138,8 @@ def main() -> None:
     manage(env, "generate_pool", "bench", "--zones", "2", "--spines", "2", "--racks", "18", "--replace", "-v0")
     token = manage(
         env, "shell", "-v0", "-c",
-        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
-        "u, _ = User.objects.get_or_create(username='bench'); print(Token.objects.get_or_create(user=u)[0].key)",
+        "from django.contrib.auth.models import User; from credentials.tokens import api_key_create; "
+        "u, _ = User.objects.get_or_create(username='bench'); print(api_key_create(user=u, replace=True))",
     ).strip()
 
     processes: list[subprocess.Popen] = []

@@ -1,7 +1,7 @@
-"""Personal access tokens in the admin: who has which, until when; an admin revokes one by deleting
-it. Keys are never here (only their digests are stored), so a token is made by its user
-(``osmo token set``), not in the admin. Credentials are not in the admin at all: their values are
-their owners' (docs/design.md §15)."""
+"""Personal access tokens and API keys in the admin: who has which, until when; an admin revokes one by
+deleting it. Keys are never here (only their digests are stored), so a token is made by its user
+(``osmo token set``) and an API key by ``manage.py drf_create_token``, not in the admin. Credentials
+are not in the admin at all: their values are their owners' (docs/design.md §15)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from credentials.models import AccessToken
+from credentials.models import AccessToken, ApiKey
 
 
 @admin.register(AccessToken)
@@ -23,4 +23,19 @@ class AccessTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("user", "name", "created_at")
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("user", "created_at")
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+    fields = ("user", "created_at")
+    readonly_fields = ("user", "created_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

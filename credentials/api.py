@@ -1,7 +1,9 @@
 """``/api/credentials/``: the signed-in user's credentials (docs/api.md "Credentials"). Every query is
 filtered by the requesting user (staff included): another user's credential is a 404, and no answer
 ever holds a value. ``/api/tokens/``: the user's personal access tokens (:mod:`credentials.tokens`),
-the same way: a key is in the answer that makes it, never again."""
+the same way: a key is in the answer that makes it, never again. A token does not make tokens: only
+the user's API key or a signed-in session does (docs/design.md §15), so a leaked token dies with
+its expiry instead of renewing itself."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.db.models import QuerySet
 from django.urls import path
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -155,11 +158,18 @@ class AccessTokenListView(generics.ListAPIView):
 
     @extend_schema(operation_id="tokens_create", request=AccessTokenInputSerializer,
                    responses={201: AccessTokenCreatedSerializer, **ERRORS,
+                              403: OpenApiResponse(CredentialErrorSerializer, description=(
+                                  "`permission_denied`: the request was made with an access token (or a "
+                                  "task's token); make tokens with your API key or a signed-in session.")),
                               409: OpenApiResponse(CredentialErrorSerializer, description=(
                                   "`conflict`: the name is taken; `access_token_limit`: you have "
                                   f"{tokens.MAX_PER_USER} already."))})
     def post(self, request: Request) -> Response:
-        """Make an access token. The answer's ``token`` is the key, shown this once."""
+        """Make an access token. The answer's ``token`` is the key, shown this once. Only with your API
+        key or a signed-in session: a request made with an access token is refused (403)."""
+        if isinstance(request.auth, AccessToken):
+            raise PermissionDenied("An access token cannot make access tokens (a leaked one would renew itself): "
+                                   "use your API key or sign in.")
         body = _body(request)
         token, key = tokens.token_create(user=signed_in(request), name=body.get("name"),
                                          expires_at=body.get("expires_at", tokens.ABSENT),

@@ -13,6 +13,10 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 DERIVATION_LABEL = b"osmo-credentials-key:"
+#: ``osmo.settings.local``'s fixed secret key before it made one per installation (docs/operations.md
+#: "Secrets"). Printed here, so it signs nothing; the credential key derived from it is kept to decrypt
+#: only, for the credentials an embedded default stored before the upgrade.
+LEGACY_LOCAL_SECRET_KEY = "django-insecure-local-only-do-not-deploy"
 KEY_RECIPE = "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`"
 
 
@@ -27,6 +31,14 @@ class DecryptError(Exception):
 def derived_key(secret: str) -> str:
     """A Fernet key derived from ``secret`` (the embedded default and tests only: SECRET_KEY)."""
     return base64.urlsafe_b64encode(hashlib.sha256(DERIVATION_LABEL + secret.encode()).digest()).decode()
+
+
+def local_keys(secret: str) -> list[str]:
+    """The embedded default's credential keys: derived from ``secret`` (encrypts), then from
+    :data:`LEGACY_LOCAL_SECRET_KEY` (decrypts what was stored before the upgrade)."""
+    keys = [derived_key(secret)]
+    legacy = derived_key(LEGACY_LOCAL_SECRET_KEY)
+    return keys if legacy in keys else [*keys, legacy]
 
 
 def parse_keys(keys: Sequence[str]) -> list[Fernet]:
@@ -69,4 +81,5 @@ class Keyring:
         return self._multi.rotate(token.encode()).decode()
 
 
-__all__ = ["DecryptError", "BadKeyError", "Keyring", "derived_key", "parse_keys"]
+__all__ = ["LEGACY_LOCAL_SECRET_KEY", "BadKeyError", "DecryptError", "Keyring", "derived_key", "local_keys",
+           "parse_keys"]

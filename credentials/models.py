@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from credentials.kinds import Kind
 
@@ -44,3 +45,19 @@ class AccessToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (expires {self.expires_at:%Y-%m-%d})"
+
+
+class ApiKey(models.Model):
+    """A user's API key (``Authorization: Token <key>``; ``drf_create_token``, ``make run``): one per user,
+    no expiry. Only the SHA-256 ``digest`` of the key is kept, as for access tokens; the key is shown
+    once, by the command that makes it (:mod:`credentials.tokens`)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_key")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"API key of user {self.user_id}"

@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from credentials.crypto import Keyring
@@ -97,7 +98,8 @@ def user_row_lock(user: User) -> None:
     """Lock ``user``'s row to the end of the transaction, before counting what the user keeps: two
     creates at once cannot both take the last place under a per-user limit (a no-op on SQLite, which
     writes one at a time anyway)."""
-    list(type(user).objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+    # (the user model, not type(user): a session's request.user is Django's SimpleLazyObject around the user)
+    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
 
 
 def _room_for_one_more(owner: User) -> None:

@@ -1,6 +1,6 @@
 """Personal access tokens (OSMO's ``osmo token set | list | delete``, docs/api.md "Access tokens"): named
-API tokens with an expiry, for scripts and CI, beside the one token each user has from
-``drf_create_token`` or ``make run``.
+API tokens with an expiry, for scripts and CI, beside the one API key each user has from
+``drf_create_token`` or ``make run`` (:func:`api_key_create`; stored as a digest the same way).
 
 A key is ``osmo_`` and 43 URL-safe random characters (256 bits). Only its SHA-256 digest is stored, so
 the database, a backup or the admin never holds a usable key; the key is shown once, in the answer
@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from credentials.kinds import name_problems
-from credentials.models import AccessToken
+from credentials.models import AccessToken, ApiKey
 from credentials.services import user_row_lock
 from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
 from osmo.types import User
@@ -52,6 +52,15 @@ class AccessTokenLimitError(OsmoError):
 
 def digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiKeyExistsError(OsmoError):
+    http_status = 409
+    code = "api_key_exists"
+
+    def __init__(self, username: str) -> None:
+        super().__init__(f"{username} has an API key already; only its digest is stored, so it cannot be shown "
+                         "again: replace it (the old key stops working at once).", details={"user": username})
 
 
 def is_access_token(key: str) -> bool:
@@ -127,9 +136,26 @@ def token_user(key: str) -> tuple[Any, AccessToken] | None:
     return None if token is None else (token.user, token)
 
 
+def api_key_create(*, user: User, replace: bool = False) -> str:
+    """Make ``user``'s API key and return it (its digest is all that is stored, so this is the one
+    chance to show it). ``replace`` drops the one the user has (it stops working at once); without
+    it, a user who has one raises :class:`ApiKeyExistsError`."""
+    key = secrets.token_hex(20)  # DRF's form: 40 hex characters, never PREFIX, never a ':'
+    with transaction.atomic():
+        user_row_lock(user)
+        if ApiKey.objects.filter(user=user).exists():
+            if not replace:
+                raise ApiKeyExistsError(user.username)
+            ApiKey.objects.filter(user=user).delete()
+        ApiKey.objects.create(user=user, digest=digest(key))
+    logger.info("api_key.create", extra={"user": user.username, "replaced": replace})
+    return key
+
+
 def expired(token: AccessToken) -> bool:
     return token.expires_at <= timezone.now()
 
 
 __all__ = ["DEFAULT_DAYS", "MAX_PER_USER", "PREFIX", "AccessTokenLimitError", "AccessTokenNotFoundError",
-           "expired", "is_access_token", "token_create", "token_delete", "token_user"]
+           "ApiKeyExistsError", "api_key_create", "digest", "expired", "is_access_token", "token_create",
+           "token_delete", "token_user"]

@@ -16,8 +16,9 @@ from django.db import Error as DjangoDatabaseError
 from django.http import HttpRequest
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
-from rest_framework.authtoken.models import Token
 
+from credentials.models import ApiKey
+from credentials.tokens import digest
 from osmo.api.throttling import AuthFailureThrottle
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def _staff_token(request: HttpRequest, key: str) -> bool:
     throttle = AuthFailureThrottle()
     if throttle.blocked(request, key):
         return False
-    found = Token.objects.filter(key=key).values_list("user__is_active", "user__is_staff").first()
+    found = ApiKey.objects.filter(digest=digest(key)).values_list("user__is_active", "user__is_staff").first()
     if found is None:
         throttle.failure_record(request)
         return False

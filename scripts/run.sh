@@ -39,6 +39,9 @@ fi
 
 echo "==> migrating the database"
 $PY manage.py migrate --no-input -v0
+# Credentials stored before the secret key was generated per installation open with the fixed key's
+# derived key (decrypt only): seal them with this installation's key (docs/operations.md "Secrets").
+$PY manage.py credentials_rotate
 echo "==> loading the demo pools and the admin user"
 $PY manage.py osmo_bootstrap
 

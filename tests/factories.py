@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.management import call_command
 
+from credentials.tokens import api_key_create
 from scheduler.models import Node, Pool, TopologyKey
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +20,11 @@ NVL72_KEYS = [
     ("rack", "topology.kubernetes.io/rack"),
     ("gpu-clique", "nvidia.com/gpu-clique"),
 ]
+
+
+def make_api_key(user) -> str:
+    """A new API key of ``user`` (replacing the one it has): the key, as ``drf_create_token`` prints it."""
+    return api_key_create(user=user, replace=True)
 
 
 def make_pool(name: str = "test", keys: list[tuple[str, str]] | None = None, **fields) -> Pool:

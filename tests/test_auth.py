@@ -1,6 +1,11 @@
+import io
+import re
+
 import pytest
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
+
+from credentials.models import ApiKey
+from tests.factories import make_api_key
 
 pytestmark = pytest.mark.django_db
 
@@ -32,10 +37,11 @@ def test_bad_token_gets_401(api_client):
 
 def test_token_from_management_command_authenticates(api_client, user):
     # given a token handed out by the documented command
-    call_command("drf_create_token", user.username, verbosity=0)
-    token = Token.objects.get(user=user)
+    out = io.StringIO()
+    call_command("drf_create_token", user.username, stdout=out)
+    [key] = re.fullmatch(r"Generated token ([0-9a-f]{40}) for user alice\n", out.getvalue()).groups()
     # when
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     response = api_client.get("/api/pools/")
     # then
     assert response.status_code == 200
@@ -51,9 +57,9 @@ def test_pages_redirect_anonymous_to_login(client):
 def test_bearer_keyword_takes_the_same_token(api_client, user):
     """kubectl habits: `Authorization: Bearer <key>` works like `Token <key>`; a wrong one is 401."""
     # given
-    token = Token.objects.create(user=user)
+    token = make_api_key(user)
     # when
-    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     accepted = api_client.get("/api/me/")
     api_client.credentials(HTTP_AUTHORIZATION="bearer not-a-real-token")
     refused = api_client.get("/api/me/")
@@ -64,8 +70,8 @@ def test_bearer_keyword_takes_the_same_token(api_client, user):
 
 def test_a_deactivated_users_token_is_refused_and_the_request_knows_its_token(api_client, user):
     # given: a token, then its user deactivated
-    token = Token.objects.create(user=user)
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    token = make_api_key(user)
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     assert api_client.get("/api/me/").json()["username"] == user.username
     user.is_active = False
     user.save(update_fields=["is_active"])
@@ -81,8 +87,10 @@ def test_token_authentication_answers_with_the_user_and_the_token_as_stored(user
 
     from osmo.api.authentication import ThrottledTokenAuthentication
 
-    token = Token.objects.create(user=user)
-    request = APIRequestFactory().get("/api/me/", HTTP_AUTHORIZATION=f"Token {token.key}")
-    found_user, found_token = ThrottledTokenAuthentication().authenticate(request)
+    key = make_api_key(user)
+    stored = ApiKey.objects.get(user=user)
+    request = APIRequestFactory().get("/api/me/", HTTP_AUTHORIZATION=f"Token {key}")
+    found_user, found_key = ThrottledTokenAuthentication().authenticate(request)
     assert (found_user.pk, found_user.username, found_user.is_staff) == (user.pk, user.username, user.is_staff)
-    assert (found_token.key, found_token.user_id, found_token.created) == (token.key, user.pk, token.created)
+    assert (found_key.pk, found_key.digest, found_key.user_id, found_key.created_at) == (
+        stored.pk, stored.digest, user.pk, stored.created_at)

@@ -30,11 +30,18 @@ from workflows.waiting import workflow_waiting as workflow_waiting  # re-exporte
 
 
 def workflow_visible_to(user: Viewer) -> QuerySet[Workflow]:
-    """Users see their own workflows; staff see all."""
+    """Users see their own workflows; staff see all (the API's rule; the pages follow it, and
+    :func:`workflow_owner_visible` is the same rule for a row already read)."""
     queryset = Workflow.objects.all()
     if not user.is_staff:
         queryset = queryset.filter(submitted_by_id=user.pk)
     return queryset
+
+
+def workflow_owner_visible(user: Viewer, owner_id: int | None) -> bool:
+    """Whether ``user`` may see a workflow submitted by ``owner_id``: :func:`workflow_visible_to` for a
+    row a page has read already (its id, its owner's name), so that no page names what the API hides."""
+    return bool(user.is_staff or (owner_id is not None and owner_id == user.pk))
 
 
 def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:

@@ -75,11 +75,14 @@ def _box(box: DomainBox, mode: str, out: list[str]) -> None:
     if mode == "pool" and box.occupants:
         out.append('\n<div class="occupants">')
         for occ in box.occupants:
+            if not occ.visible:  # other users' workflows, summed: no ids, no owners (the API's rule)
+                out.append(f'<span class="occ others" data-others="{occ.others}" title="{occ.tasks} '
+                           f'task{_s(occ.tasks)}">{occ.others} workflow{_s(occ.others)} of other users · '
+                           f'{occ.gpu} GPU</span>')
+                continue
             wid = escape(occ.workflow_id)
-            shown = f'<a href="{escape(occ.url)}">{wid}</a>' \
-                if occ.visible else wid
             out.append(f'<span class="occ" data-occupant="{wid}" title="{occ.tasks} task{_s(occ.tasks)} of '
-                       f'{escape(occ.username)}">{shown} · {occ.gpu} GPU</span>')
+                       f'{escape(occ.username)}"><a href="{escape(occ.url)}">{wid}</a> · {occ.gpu} GPU</span>')
         if box.occupants_more > 0:
             out.append(f'<span class="occ more" data-occupants-more="{box.occupants_more}">+{box.occupants_more} '
                        f'more workflow{_s(box.occupants_more)}</span>')

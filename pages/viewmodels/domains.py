@@ -55,8 +55,9 @@ class Occupant:
     username: str
     gpu: int
     tasks: int
-    visible: bool = False
+    visible: bool = False  # False: the other users' workflows in this domain, summed (no id, no owner)
     url: str = ""  # its page, when visible
+    others: int = 0  # how many workflows a summed occupant stands for
 
 
 @dataclass(slots=True)

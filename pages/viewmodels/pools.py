@@ -35,7 +35,7 @@ from scheduler.selectors import (
     pools_totals,
 )
 from scheduler.usage import TeamUsage, pool_team_usage
-from workflows.selectors import pool_occupancy_by_workflow
+from workflows.selectors import pool_occupancy_by_workflow, workflow_owner_visible
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
 NODES_PER_PAGE = 25
@@ -103,15 +103,18 @@ class OccupiedDomain:
 
 @dataclass(slots=True)
 class WorkflowOccupancy:
-    """A workflow holding capacity in the pool: its GPUs and tasks, in total and per finest domain."""
+    """A workflow holding capacity in the pool: its GPUs and tasks, in total and per finest domain. The
+    workflows the viewer may not see (the API's rule, :func:`workflows.selectors.workflow_owner_visible`)
+    are one row together, without ids or owners: ``others`` of them."""
 
-    workflow_id: str
-    username: str
-    visible: bool  # the viewer may open it
+    workflow_id: str  # "" for the other users' workflows
+    username: str  # "" for the other users' workflows
+    visible: bool  # the viewer may see and open it
     url: str = ""  # its page, when visible (naming its owner when that is not the viewer)
     gpu: int = 0
     tasks: int = 0
     domains: list[OccupiedDomain] = field(default_factory=list)
+    others: int = 0  # how many workflows the row of the other users' workflows stands for
 
 
 @dataclass(slots=True)
@@ -178,29 +181,37 @@ def _pool_occupancy(
     fingerprint: tuple[Any, ...] | None, paths_version: int | None,
 ) -> list[WorkflowOccupancy]:
     rows = _occupancy_rows(pool, keys, fingerprint, paths_version)
-    # Keyed by id and owner: ids count per owner (docs/design.md §7, "Workflow ids").
+    # Keyed by id and owner: ids count per owner (docs/design.md §7, "Workflow ids": an id must say nothing
+    # about other users' workflows). What the viewer may not see through the API is summed under OTHERS,
+    # in the list and per domain: the page shows where capacity is held, not whose it is.
     per_workflow: dict[tuple[str, int], WorkflowOccupancy] = {}
+    hidden: set[tuple[str, int]] = set()
+    hidden_per_box: dict[DomainKey, set[tuple[str, int]]] = {}
     url_of = workflow_urls(viewer=user.get_username())
     for row in rows:
-        workflow_id = row["workflow_id"]
+        workflow = (row["workflow_id"], row["owner_id"])
+        visible = workflow_owner_visible(user, row["owner_id"])
         path = tuple(row[f"domain_value_{index}"] for index in range(len(keys)))
         gpu = row["gpu_total"] or 0
-        entry = per_workflow.get((workflow_id, row["owner_id"]))
+        key = workflow if visible else OTHERS
+        entry = per_workflow.get(key)
         if entry is None:
-            visible = bool(user.is_staff or row["owner_id"] == user.pk)
-            url = url_of(workflow_id, row["owner_username"]) if visible else ""
-            entry = per_workflow[(workflow_id, row["owner_id"])] = WorkflowOccupancy(
-                workflow_id=workflow_id, username=row["owner_username"], visible=visible, url=url
-            )
+            entry = per_workflow[key] = (
+                WorkflowOccupancy(workflow_id=row["workflow_id"], username=row["owner_username"], visible=True,
+                                  url=url_of(row["workflow_id"], row["owner_username"]))
+                if visible else WorkflowOccupancy(workflow_id="", username="", visible=False))
+        if not visible:
+            hidden.add(workflow)
         entry.gpu += gpu
         entry.tasks += row["task_count"]
         entry.domains.append(OccupiedDomain(path="/".join(value or "?" for value in path), gpu=gpu))
         box = boxes.get(path) if all(path) else None
         if box is not None:
-            box.occupants.append(
-                Occupant(workflow_id=workflow_id, username=entry.username, gpu=gpu, tasks=row["task_count"],
-                         visible=entry.visible, url=entry.url)
-            )
+            _occupant_add(box, entry, gpu=gpu, tasks=row["task_count"], workflow=workflow,
+                          hidden=hidden_per_box.setdefault(path, set()))
+    if OTHERS in per_workflow:
+        per_workflow[OTHERS].others = len(hidden)
+        per_workflow[OTHERS].domains = _domains_summed(per_workflow[OTHERS].domains)
     result = sorted(per_workflow.values(), key=lambda entry: (-entry.gpu, entry.workflow_id, entry.username))
     for entry in result:
         entry.domains.sort(key=lambda domain: natural_key(domain.path))
@@ -210,6 +221,33 @@ def _pool_occupancy(
             box.occupants_more = len(box.occupants) - OCCUPANTS_PER_DOMAIN
             del box.occupants[OCCUPANTS_PER_DOMAIN:]
     return result
+
+
+OTHERS = ("", -1)  # the key of the other users' workflows, summed
+
+
+def _occupant_add(box: DomainBox, entry: WorkflowOccupancy, *, gpu: int, tasks: int, workflow: tuple[str, int],
+                  hidden: set[tuple[str, int]]) -> None:
+    """Name a visible workflow in ``box``; add a hidden one to the box's one occupant of other users."""
+    if entry.visible:
+        box.occupants.append(Occupant(workflow_id=entry.workflow_id, username=entry.username, gpu=gpu, tasks=tasks,
+                                      visible=True, url=entry.url))
+        return
+    others = next((occupant for occupant in box.occupants if not occupant.visible), None)
+    if others is None:
+        others = Occupant(workflow_id="", username="", gpu=0, tasks=0)
+        box.occupants.append(others)
+    hidden.add(workflow)
+    others.gpu += gpu
+    others.tasks += tasks
+    others.others = len(hidden)
+
+
+def _domains_summed(domains: list[OccupiedDomain]) -> list[OccupiedDomain]:
+    summed: dict[str, int] = {}
+    for domain in domains:
+        summed[domain.path] = summed.get(domain.path, 0) + domain.gpu
+    return [OccupiedDomain(path=path, gpu=gpu) for path, gpu in summed.items()]
 
 
 @dataclass(frozen=True, slots=True)

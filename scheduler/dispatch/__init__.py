@@ -52,14 +52,17 @@ def _local_service_folders() -> dict[str, object]:
     """The local backend's options from the settings: its sandbox's network, process limit and the
     service's address (docs/runtime.md), and the service's paths it keeps from its tasks: the
     data folder and the worker user's home hidden; the SQLite database's files, the beat schedule, the
-    broker's and the metrics' folders, wherever they are, never bound into a sandbox; the folders a task
-    may write (``OSMO_LOCAL_WRITABLE`` and the ``file://`` artifact stores)."""
+    broker's, the metrics' and the secret key's folders, wherever they are, never bound into a sandbox; the
+    folders a task may write (``OSMO_LOCAL_WRITABLE`` and the ``file://`` artifact stores)."""
     from pathlib import Path
     from urllib.parse import urlparse
 
     from django.conf import settings
 
-    sealed = [str(settings.OSMO_METRICS_DIR), str(settings.CELERY_BEAT_SCHEDULE_FILENAME)]
+    from osmo.secret_file import secret_key_path
+
+    sealed = [str(settings.OSMO_METRICS_DIR), str(settings.CELERY_BEAT_SCHEDULE_FILENAME),
+              str(secret_key_path(settings.DATA_DIR).parent)]
     if getattr(settings, "BROKER_DIR", None) is not None:
         sealed.append(str(settings.BROKER_DIR))
     database = settings.DATABASES["default"]

@@ -21,9 +21,9 @@ OSMO_SCRIPT = Path(sys.executable).parent / "osmo"
 
 @pytest.fixture
 def token(user) -> str:
-    from rest_framework.authtoken.models import Token
+    from tests.factories import make_api_key
 
-    return Token.objects.create(user=user).key
+    return make_api_key(user)
 
 
 @pytest.fixture

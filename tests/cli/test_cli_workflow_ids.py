@@ -31,12 +31,12 @@ def _submit(user) -> None:
 
 def test_the_cli_names_another_owners_workflow_as_owner_slash_id(osmo, user, other_user, staff_user):
     # given: alice's and bob's alicewf-1, and a staff token
-    from rest_framework.authtoken.models import Token
+    from tests.factories import make_api_key
 
     make_nvl72_pool("nvl72", zones=1, spines=1, racks=1, nodes=2)
     _submit(user)
     _submit(other_user)
-    staff = {"OSMO_TOKEN": Token.objects.create(user=staff_user).key}
+    staff = {"OSMO_TOKEN": make_api_key(staff_user)}
     # when
     ambiguous = osmo("workflow", "query", "alicewf-1", "--json", env=staff)
     bobs = osmo("workflow", "query", "bob/alicewf-1", "--json", env=staff)

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from credentials import tokens
 from credentials.models import AccessToken
+from tests.factories import make_api_key
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +167,32 @@ def test_the_admin_lists_tokens_without_keys_and_revokes_by_deleting(client, adm
     assert add.status_code == 403
     assert deleted.status_code == 302 and not AccessToken.objects.exists()
     assert with_key(None, key).get("/api/me/").status_code == 401
+
+
+def test_an_access_token_cannot_make_tokens_but_the_api_key_and_a_session_can(user_client, user, api_client):
+    """docs/design.md §15: an access token could make further access tokens, so a leaked one renewed
+    itself past its expiry; only the user's API key or a signed-in session makes them now."""
+    # given an access token, the user's API key and a signed-in session
+    token_key = user_client.post("/api/tokens/", {"name": "ci"}, format="json").json()["token"]
+    api_key = make_api_key(user)
+    session = APIClient()
+    session.force_login(user)
+
+    # when the access token asks for another token
+    refused = with_key(api_client, token_key).post("/api/tokens/", {"name": "renewed"}, format="json")
+
+    # then 403 in the envelope, and nothing was made
+    assert refused.status_code == 403
+    assert refused.json() == {
+        "code": "permission_denied",
+        "message": "An access token cannot make access tokens (a leaked one would renew itself): use your API key "
+                   "or sign in.",
+        "details": {}}
+    assert list(AccessToken.objects.values_list("name", flat=True)) == ["ci"]
+    # and it still works for the rest (listing included)
+    assert with_key(api_client, token_key).get("/api/tokens/").status_code == 200
+    # and the API key and the session make tokens
+    by_key = with_key(api_client, api_key).post("/api/tokens/", {"name": "by-key"}, format="json")
+    by_session = session.post("/api/tokens/", {"name": "by-session"}, format="json")
+    assert (by_key.status_code, by_session.status_code) == (201, 201)
+    assert sorted(AccessToken.objects.values_list("name", flat=True)) == ["by-key", "by-session", "ci"]

@@ -158,13 +158,13 @@ def _gang(name: str, tasks: int, gpu: int, seconds: float) -> str:
 def test_two_web_and_two_worker_processes_never_place_work_twice(
         user, processes, worker_env, tmp_path, celery_worker_factory, celery_beat):
     # given: a 32-GPU pool, two gunicorn and two Celery worker processes on one database and broker
-    from rest_framework.authtoken.models import Token
+    from tests.factories import make_api_key
 
     pool = make_pool("replicas", keys=[("rack", "rack")], sim_task_seconds=0.5)
     for rack in ("r1", "r2"):
         for index in range(4):
             make_node(pool, f"{rack}-n{index}", {"rack": rack}, gpu=4)
-    key = Token.objects.create(user=user).key
+    key = make_api_key(user)
     webs = [_web(processes, worker_env, tmp_path, "web1"), _web(processes, worker_env, tmp_path, "web2")]
     celery_worker_factory("w1", concurrency=2)
     celery_worker_factory("w2", concurrency=2)

@@ -189,8 +189,8 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
     backend = backend_for("local")
 
     # then it keeps the service's paths from its tasks: the pod root, the data folder and the worker's home
-    # hidden, the metrics, the beat schedule (and, on the embedded default, the broker's folder and the
-    # database) sealed
+    # hidden, the metrics, the beat schedule, the secret key's folder (and, on the embedded default, the
+    # broker's folder and the database) sealed
     from django.conf import settings
 
     assert isinstance(backend, LocalBackend)
@@ -203,8 +203,8 @@ def test_backend_for_builds_the_local_backend_from_the_environment(tmp_path, mon
               if database["ENGINE"].endswith("sqlite3") else [])
     # and the interpreter's installation (the virtualenv and its base) sealed too, the checkout below its data
     assert backend.sealed == tuple(sorted({os.path.realpath(path) for path in (
-        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, *broker, *sqlite, sys.prefix,
-        sys.base_prefix)}))
+        settings.OSMO_METRICS_DIR, settings.CELERY_BEAT_SCHEDULE_FILENAME, settings.DATA_DIR / "secrets", *broker,
+        *sqlite, sys.prefix, sys.base_prefix)}))
     assert backend.code_root == os.path.realpath(settings.BASE_DIR)
     assert (backend.network, backend.service_ports, backend.max_processes) == ("workflow", (8000,), 1024)
 

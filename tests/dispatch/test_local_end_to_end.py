@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from runtime.storage import committed_files
 from tests.conftest import wait_for
 from tests.dispatch.test_local import running_in_group
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from workflows.models import Task, Workflow
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -71,7 +70,7 @@ def local_pool(tmp_path, monkeypatch, settings, worker_env):
 
 
 def osmo_cli(live_server, user, *args: str) -> subprocess.CompletedProcess:
-    token = Token.objects.get_or_create(user=user)[0].key
+    token = make_api_key(user)
     env = {**os.environ, "OSMO_URL": live_server.url, "OSMO_TOKEN": token, "OSMO_CONFIG": "/nonexistent/osmo.json"}
     return subprocess.run([str(Path(sys.executable).parent / "osmo"), *args], env=env, capture_output=True, text=True,
                           timeout=60, cwd=ROOT)

@@ -7,8 +7,8 @@ import httpx
 import pytest
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
-from rest_framework.authtoken.models import Token
 
+from tests.factories import make_api_key
 from tests.ops.conftest import METRICS_AUTH, METRICS_TOKEN, free_port, production_env
 
 ENVELOPE_503 = {
@@ -64,9 +64,9 @@ def test_requests_succeed_again_after_the_database_dropped_every_connection(guni
                                                                           user):
     """Replays a PostgreSQL restart: the web process's persistent connections (CONN_MAX_AGE) die under it."""
     # given the production server, one request served (its connection is kept open)
-    token = Token.objects.create(user=user)
+    token = make_api_key(user)
     server = gunicorn_server(production_env(worker_env, tmp_path / "data"))
-    headers = {"Authorization": f"Token {token.key}"}
+    headers = {"Authorization": f"Token {token}"}
     with httpx.Client(base_url=server.base_url, timeout=30) as client:
         assert client.get("/api/pools/", headers=headers).status_code == 200
         # when PostgreSQL terminates every other connection to the database, as a restart does
@@ -110,7 +110,7 @@ def test_a_database_out_of_disk_answers_503_and_stores_nothing(gunicorn_server, 
 
     pool = make_pool("full", keys=[])
     make_node(pool, "n1", {}, gpu=8)
-    token = Token.objects.create(user=user)
+    token = make_api_key(user)
     with connection.cursor() as cursor:
         cursor.execute("CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                        "RAISE EXCEPTION USING ERRCODE = 'disk_full', MESSAGE = 'could not extend file "
@@ -122,7 +122,7 @@ def test_a_database_out_of_disk_answers_503_and_stores_nothing(gunicorn_server, 
         # when a workflow is submitted
         with httpx.Client(base_url=server.base_url, timeout=30) as client:
             response = client.post("/api/workflows/", json={"pool": "full", "spec": gang_spec("w", 1, 1, key=None)},
-                                   headers={"Authorization": f"Token {token.key}"})
+                                   headers={"Authorization": f"Token {token}"})
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TRIGGER disk_full ON workflows_workflow")

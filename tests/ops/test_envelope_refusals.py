@@ -8,10 +8,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from osmo.gunicorn_worker import refusal
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from tests.ops.conftest import production_env
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +51,7 @@ def test_gunicorn_refusals_are_the_envelope_and_a_4096_character_value_fits(guni
     set_string value) and a NUL in a header got gunicorn's HTML pages."""
     # given the production server, a user's token and a pool
     server = gunicorn_server(production_env(worker_env, tmp_path / "data"))
-    token = Token.objects.create(user=django_user_model.objects.create_user(username="carol", password="x"))
+    token = make_api_key(django_user_model.objects.create_user(username="carol", password="x"))
     pool = make_pool("long", keys=[("rack", "rack")])
     make_node(pool, "a1", {"rack": "r1"}, gpu=4)
     spec = "workflow:\n  name: long\n  tasks:\n  - {name: t, image: busybox, command: [echo, '{{ text }}']}\n" \
@@ -61,7 +60,7 @@ def test_gunicorn_refusals_are_the_envelope_and_a_4096_character_value_fits(guni
     # when a dry run is sent with a 4,096-character value in the query string
     fits = httpx.post(f"{server.base_url}/api/workflows/", params={"pool": "long", "dry_run": "true",
                                                                    "set_string": f"text={value}"},
-                      content=spec, headers={"Authorization": f"Token {token.key}", "Content-Type": "application/yaml"},
+                      content=spec, headers={"Authorization": f"Token {token}", "Content-Type": "application/yaml"},
                       timeout=60)
     # and requests gunicorn refuses itself
     too_long = _raw(server.base_url, b"GET /api/pools/?x=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

@@ -7,12 +7,11 @@ from datetime import timedelta
 import pytest
 from django.test import override_settings
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from scheduler.heartbeats import heartbeat_record
 from scheduler.models import WorkerHeartbeat
 from tests.conftest import wait_for
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from tests.ops.conftest import METRICS_AUTH, free_port
 from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup
@@ -194,11 +193,11 @@ def test_anonymous_readyz_says_only_ready_or_not(client, queued_pool, user):
     with their queue lengths."""
     # given a fresh tick: ready, then a pool whose queue waits without cycles: not ready
     heartbeat_record("tick")
-    user_token = Token.objects.create(user=user)
+    user_token = make_api_key(user)
     ready = client.get("/readyz?checks=database,broker")
     # when anonymous callers and a user without staff rights ask
     anonymous = client.get("/readyz")
-    as_user = client.get("/readyz", HTTP_AUTHORIZATION=f"Token {user_token.key}")
+    as_user = client.get("/readyz", HTTP_AUTHORIZATION=f"Token {user_token}")
     # then they learn ready or not, nothing else
     assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
     for response in (anonymous, as_user):

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 from django.test import override_settings
-from rest_framework.authtoken.models import Token
 
 from credentials.models import Credential
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 
 pytestmark = pytest.mark.django_db
 
@@ -59,8 +58,8 @@ def test_a_node_filter_of_32_terms_is_applied(user_client, pool, name, term):
 def _guess_then_staff(client, staff_user, path: str):
     """Three wrong tokens from 10.77.9.1 at ``path`` under a rate of 3 failures a minute; then a staff token
     new to that address at the API and at ``path``, and at ``path`` from another address."""
-    staff_token = Token.objects.create(user=staff_user)
-    staff = {"HTTP_AUTHORIZATION": f"Token {staff_token.key}"}
+    staff_token = make_api_key(staff_user)
+    staff = {"HTTP_AUTHORIZATION": f"Token {staff_token}"}
     with rates(auth_failure="3/min"):
         wrong = [client.get(path, HTTP_AUTHORIZATION=f"Token {index:040d}", REMOTE_ADDR="10.77.9.1")
                  for index in range(3)]

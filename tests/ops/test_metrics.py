@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
-from rest_framework.authtoken.models import Token
 
 from osmo.metrics import DISPATCH_ERRORS, SUBMIT_TO_DISPATCHED_SECONDS, cycle_observe, cycle_result_observe
 from scheduler.heartbeats import heartbeat_record
 from tests.conftest import wait_for
 from tests.dispatch.fake_kube import FakeKubeApi
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from tests.ops.conftest import METRICS_AUTH
 from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup, Workflow
@@ -128,8 +127,8 @@ NOT_AUTHENTICATED = {"code": "not_authenticated", "message": "The metrics bearer
 def test_metrics_need_the_token_or_a_staff_user(client, user, staff_user):
     """Replays the attack run's finding: anonymous /metrics named every pool with its queue and GPU use."""
     # given the metrics token set, a user's and a staff user's API tokens, and a staff session
-    user_token = Token.objects.create(user=user)
-    staff_token = Token.objects.create(user=staff_user)
+    user_token = make_api_key(user)
+    staff_token = make_api_key(staff_user)
     staff_session = Client()
     staff_session.force_login(staff_user)
     user_session = Client()
@@ -138,10 +137,10 @@ def test_metrics_need_the_token_or_a_staff_user(client, user, staff_user):
         # when
         anonymous = client.get("/metrics")
         wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope")
-        as_user = client.get("/metrics", HTTP_AUTHORIZATION=f"Token {user_token.key}")
+        as_user = client.get("/metrics", HTTP_AUTHORIZATION=f"Token {user_token}")
         user_page = user_session.get("/metrics")
         right = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret")
-        as_staff = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {staff_token.key}")
+        as_staff = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {staff_token}")
         staff_page = staff_session.get("/metrics")
     # then only the token and staff get the scrape
     assert [r.status_code for r in (anonymous, wrong, as_user, user_page)] == [401] * 4

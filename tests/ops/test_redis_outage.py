@@ -8,10 +8,9 @@ import logging
 import pytest
 from django.conf import settings
 from django.test import override_settings
-from rest_framework.authtoken.models import Token
 
 from osmo.api import throttling
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from tests.pipeline.helpers import gang_spec
 from workflows.models import Workflow
 
@@ -25,8 +24,8 @@ def test_token_calls_answer_while_redis_is_down(api_client, user, redis_process,
     # and the throttles' cache on a real redis-server of this test, a pool, a user's token
     pool = make_pool("outage", keys=[("rack", "rack")])
     make_node(pool, "a1", {"rack": "r1"}, gpu=8)
-    token = Token.objects.create(user=user)
-    auth = {"HTTP_AUTHORIZATION": f"Token {token.key}", "REMOTE_ADDR": "10.78.0.1"}
+    token = make_api_key(user)
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}", "REMOTE_ADDR": "10.78.0.1"}
     caches = {"default": {**settings.CACHES["default"], "BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": redis_process.url}}
     rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "user": "3/min"}

@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from tests.ops.conftest import production_env
 
 MAX_EXAMPLES = 5
@@ -38,14 +37,14 @@ def test_schemathesis_finds_nothing_as_user_or_staff(gunicorn_server, worker_env
     # 20/min for one address, whose 429 is tests/ops/test_throttling.py's subject, not this test's)
     server = gunicorn_server({**production_env(worker_env, tmp_path / "data"),
                               "OSMO_THROTTLE_AUTH_FAILURE": "100000/min"})
-    user = Token.objects.create(user=django_user_model.objects.create_user(username="dave", password="x"))
-    staff = Token.objects.create(user=django_user_model.objects.create_user(username="erin", password="x",
+    user = make_api_key(django_user_model.objects.create_user(username="dave", password="x"))
+    staff = make_api_key(django_user_model.objects.create_user(username="erin", password="x",
                                                                              is_staff=True, is_superuser=True))
     pool = make_pool("st", keys=[("rack", "rack")])
     make_node(pool, "a1", {"rack": "r1"}, gpu=4)
     # when schemathesis runs as each
-    as_user = schemathesis(server.base_url, user.key)
-    as_staff = schemathesis(server.base_url, staff.key)
+    as_user = schemathesis(server.base_url, user)
+    as_staff = schemathesis(server.base_url, staff)
     # then it finds nothing
     assert as_user.returncode == 0, as_user.stdout[-6000:]
     assert as_staff.returncode == 0, as_staff.stdout[-6000:]

@@ -86,6 +86,17 @@ def test_a_template_past_the_wall_clock_is_refused(user_client, pool):
     assert Workflow.objects.count() == 0
 
 
+def test_the_default_cpu_limit_refuses_a_hostile_template_after_two_seconds(user_client, pool):
+    """docs/spec.md "Templates": legitimate templates render in milliseconds, so the default CPU limit
+    is 2 s; a hostile template used to hold a rendering child for 5 s of CPU before its refusal."""
+    # when the big-integer squarings are submitted under the default limits (no override)
+    response = user_client.post("/api/workflows/", {"pool": "tpl", "spec": spec(SQUARINGS)}, format="json")
+    # then the kernel's CPU limit of 2 s refused it
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"] == [{"path": "template", "message": CPU}]
+    assert Workflow.objects.count() == 0
+
+
 def test_a_template_within_the_limits_renders_in_its_process(user_client, pool):
     # when an ordinary template is submitted under the limits
     with override_settings(**LIMITS):

@@ -12,9 +12,10 @@ import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.test import override_settings
-from rest_framework.authtoken.models import Token
 
+from credentials.models import ApiKey
 from osmo.api.authentication import ThrottledTokenAuthentication
+from tests.factories import make_api_key
 
 pytestmark = pytest.mark.django_db
 
@@ -29,13 +30,13 @@ def rates(**overrides: str):
 def test_wrong_tokens_are_throttled_per_client_address(api_client, user):
     """Replays the fault run's finding: wrong credentials could be tried without limit."""
     # given at most 5 failed token attempts per minute from one address
-    token = Token.objects.create(user=user)
+    token = make_api_key(user)
     wrong = {"HTTP_AUTHORIZATION": "Token 0000000000000000000000000000000000000000", "REMOTE_ADDR": "10.77.0.1"}
     with rates(auth_failure="5/min"):
         # when an address tries 6 wrong tokens, then the right one
         failures = [api_client.get("/api/pools/", **wrong) for _ in range(6)]
-        right = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {token.key}", REMOTE_ADDR="10.77.0.1")
-        elsewhere = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {token.key}", REMOTE_ADDR="10.77.0.2")
+        right = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {token}", REMOTE_ADDR="10.77.0.1")
+        elsewhere = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {token}", REMOTE_ADDR="10.77.0.2")
     # then the first 5 are refused as wrong, and everything after from that address is throttled
     assert [r.status_code for r in failures] == [401] * 5 + [429]
     assert failures[0].json()["code"] == "authentication_failed"
@@ -61,10 +62,10 @@ def test_forwarded_for_headers_do_not_dodge_the_throttle(api_client):
 
 def test_authenticated_requests_are_throttled_per_user(api_client, user):
     # given at most 3 requests per minute per user
-    token = Token.objects.create(user=user)
+    token = make_api_key(user)
     with rates(user="3/min"):
         # when
-        codes = [api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {token.key}",
+        codes = [api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {token}",
                                 REMOTE_ADDR="10.77.2.1").status_code for _ in range(4)]
     # then
     assert codes == [200, 200, 200, 429]
@@ -119,16 +120,16 @@ def test_a_lockout_spares_the_tokens_already_used_from_that_address(api_client, 
     """Replays the attack run's finding: twenty bad tokens from one address locked that address's valid
     tokens out for a minute."""
     # given alice's token in use from an address, and bob's token never used from there
-    alice = Token.objects.create(user=user)
-    bob = Token.objects.create(user=other_user)
+    alice = make_api_key(user)
+    bob = make_api_key(other_user)
     address = "10.77.6.1"
     with rates(auth_failure="20/min"):
-        first = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {alice.key}", REMOTE_ADDR=address)
+        first = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {alice}", REMOTE_ADDR=address)
         # when twenty wrong tokens come from the same address
         wrong = [api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {i:040d}", REMOTE_ADDR=address)
                  for i in range(21)]
-        again = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Bearer {alice.key}", REMOTE_ADDR=address)
-        new = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {bob.key}", REMOTE_ADDR=address)
+        again = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Bearer {alice}", REMOTE_ADDR=address)
+        new = api_client.get("/api/pools/", HTTP_AUTHORIZATION=f"Token {bob}", REMOTE_ADDR=address)
     # then the guesses are locked out, alice's token still works, a token new to the address waits
     assert first.status_code == 200
     assert [r.status_code for r in wrong] == [401] * 20 + [429]
@@ -137,11 +138,13 @@ def test_a_lockout_spares_the_tokens_already_used_from_that_address(api_client, 
 
 
 def test_token_authentication_reads_token_and_user_in_one_query(api_client, user, django_assert_num_queries):
-    # given a token
-    token = Token.objects.create(user=user)
-    # when its key is checked
+    # given a key
+    key = make_api_key(user)
+    stored = ApiKey.objects.get(user=user)
+    # when it is checked
     with django_assert_num_queries(1):
-        authenticated_user, authenticated_token = ThrottledTokenAuthentication().authenticate_credentials(token.key)
-    # then the user and the token come from that one query
-    assert (authenticated_user, authenticated_token) == (user, token)
-    assert authenticated_token.user.username == "alice"
+        authenticated_user, authenticated_key = ThrottledTokenAuthentication().authenticate_credentials(key)
+    # then the user and the key's row come from that one query
+    assert (authenticated_user, authenticated_key) == (user, stored)
+    assert (authenticated_key.digest, authenticated_key.created_at) == (stored.digest, stored.created_at)
+    assert authenticated_key.user.username == "alice"

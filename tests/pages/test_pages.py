@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db.models import Sum
 from django.urls import reverse
 
 from pages.viewmodels.common import heat_level
@@ -281,13 +282,45 @@ def test_pool_detail_shows_heat_map_occupancy_and_nodes(alice_client, scene, dja
     assert int(rack.group(2)) >= 36
     assert int(rack.group(1)) == heat_level(72 - int(rack.group(3)), 72) >= 3
     assert '<tr data-workflow="multiple-nvl72-same-zone-1">' in text
-    assert '<tr data-workflow="single-nvl72-rack-1">' in text
-    assert 'href="/workflows/single-nvl72-rack-1/"' not in text  # bob's: named, not linked for alice
+    assert '<tr data-others="1">' in text  # bob's, not named for alice (test_pool_page_names_only_...)
     assert "Page 1 of 6 · 144 nodes" in text
     assert len(re.findall(r'<tr data-node="', text)) == 25
     assert len(re.findall(r'<tr data-node="', second.content.decode())) == 19
     csrf = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"')
     assert csrf.sub("", _text(again)) == csrf.sub("", text)
+
+
+def test_pool_page_names_only_the_workflows_the_api_shows_the_user(client, scene, django_assert_max_num_queries):
+    """docs/pages.md "Pool": the pool page named other users' workflows and their owners to a non-staff
+    user, whom the API (GET /api/workflows/) shows their own only; staff see everyone's."""
+    bobs = Workflow.objects.get(submitted_by=scene["bob"])
+    bob_gpu = Reservation.objects.filter(pool=scene["pool"], released_at__isnull=True,
+                                         task_id__in=Task.objects.filter(workflow=bobs).values("pk"),
+                                         ).aggregate(total=Sum("gpu"))["total"]
+    assert bob_gpu > 0
+    # given alice, whom the API shows her workflows only
+    client.force_login(scene["alice"])
+    assert {row["id"] for row in client.get("/api/workflows/").json()["results"]} == {
+        "multiple-nvl72-same-zone-1", "big-clique-job-1"}
+
+    # when she opens the pool page (no more queries than before: the rule reads the rows already read)
+    with django_assert_max_num_queries(20):
+        text = _text(client.get("/pools/nvl72/"))
+
+    # then bob's workflow is one row "of other users" with its GPUs, nowhere its id or its owner
+    assert bobs.workflow_id not in text
+    assert ">bob<" not in text and "of bob" not in text
+    row = re.search(r'<tr data-others="1">\s*<td class="muted">1 workflow of other users</td>\s*'
+                    r'<td class="muted">—</td>\s*<td class="num">(\d+)</td>\s*<td class="num">(\d+)</td>', text)
+    assert row is not None and int(row.group(2)) == bob_gpu
+    assert re.search(r'<span class="occ others" data-others="1" title="\d+ tasks?">1 workflow of other users · '
+                     r'\d+ GPU</span>', text)
+    # and staff see it named and linked, with its owner
+    client.force_login(scene["staff"])
+    staff_text = _text(client.get("/pools/nvl72/"))
+    assert f'<tr data-workflow="{bobs.workflow_id}">' in staff_text
+    assert f'of bob"><a href="/workflows/{bobs.workflow_id}/?user=bob">' in staff_text
+    assert "of other users" not in staff_text
 
 
 def test_pool_page_lists_the_largest_holders_and_follows_releases(alice_client, scene, monkeypatch):
@@ -309,8 +342,8 @@ def test_pool_page_lists_the_largest_holders_and_follows_releases(alice_client, 
     # then
     assert len(re.findall(r"<tr data-workflow=", first)) == 1
     assert re.search(rf"… and {len(held) - 1} more workflows? holding \d+ GPUs?", first)
-    assert 'data-occupant="single-nvl72-rack-1"' in first
-    assert 'data-occupant="single-nvl72-rack-1"' not in after
+    assert 'data-others="1"' in first  # bob's, not named for alice
+    assert 'data-others="1"' not in after
 
 
 def test_unknown_pool_and_workflow_are_404(alice_client):

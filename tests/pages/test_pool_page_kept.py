@@ -44,7 +44,10 @@ def test_the_kept_pool_page_is_the_page_built_from_scratch_after_node_writes(ali
     # given: the 144-node pool drawn without machines (its totals kept), read once
     monkeypatch.setattr(pools, "NODE_CELL_LIMIT", 100)
     pool = scene["pool"]
-    holder = Reservation.objects.filter(pool=pool, released_at__isnull=True).select_related("node").order_by("pk")[0]
+    # (one of alice's: the page names the workflows she may see only)
+    alices = Task.objects.filter(workflow__submitted_by=scene["alice"]).values("pk")
+    holder = Reservation.objects.filter(pool=pool, released_at__isnull=True, task_id__in=alices).select_related(
+        "node").order_by("pk")[0]
     holder_id = Task.objects.get(pk=holder.task_id).workflow.workflow_id
     moved = holder.node
     first = _page(alice_client)

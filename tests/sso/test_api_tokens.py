@@ -181,9 +181,9 @@ def test_provider_down_and_no_keys_cached_is_503_not_401(client, sso, pools, req
 
 def test_local_tokens_keep_working_with_single_sign_on_on(client, sso, user):
     # given
-    from rest_framework.authtoken.models import Token
+    from tests.factories import make_api_key
 
-    key = Token.objects.create(user=user).key
+    key = make_api_key(user)
 
     # then
     assert client.get("/api/me/", **_bearer(key)).json()["username"] == "alice"

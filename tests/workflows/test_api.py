@@ -540,9 +540,9 @@ def test_the_facts_a_submission_is_checked_against_follow_every_inventory_write(
 
 def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool, django_assert_num_queries):
     # given a client with an API token, as the CLI and bench.pipeline send submissions
-    from rest_framework.authtoken.models import Token
+    from tests.factories import make_api_key
 
-    api_client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {make_api_key(user)}")
 
     def submit(name: str) -> None:
         response = api_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE.replace("hello", name)},

@@ -8,9 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from rest_framework.authtoken.models import Token
 
-from tests.factories import make_node, make_pool
+from tests.factories import make_api_key, make_node, make_pool
 from tests.pipeline.helpers import gang_spec
 from workflows.models import Task, TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
@@ -79,7 +78,7 @@ def test_a_request_without_a_valid_task_token_is_401_and_records_nothing(user, a
 def test_a_users_api_token_does_not_reach_the_barrier(user, api_client):
     # given
     placed(user)
-    key = Token.objects.create(user=user).key
+    key = make_api_key(user)
 
     # when
     response = api_client.post(BARRIER, HTTP_AUTHORIZATION=f"Bearer {key}")

@@ -1,4 +1,5 @@
-"""`make run`'s set-up step: the demo pools and an admin user with an API token, printed at the end."""
+"""`make run`'s set-up step: the demo pools and an admin user with an API key, printed at the end when
+it is made (only its digest is stored, so a later start cannot show it again: docs/operations.md "Secrets")."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from rest_framework.authtoken.models import Token
 
+from credentials.models import ApiKey
+from credentials.tokens import api_key_create
 from scheduler.models import Pool
 
 
@@ -42,7 +44,7 @@ class Command(BaseCommand):
         if created:
             user.set_password(password)
             user.save(update_fields=["password"])
-        token, _ = Token.objects.get_or_create(user=user)
+        key = None if ApiKey.objects.filter(user=user).exists() else api_key_create(user=user)
         self.stdout.write("")
         # make run passes OSMO_HOST / OSMO_PORT on (scripts/run.sh): print the address it serves on
         url = f"http://{os.environ.get('OSMO_HOST') or '127.0.0.1'}:{os.environ.get('OSMO_PORT') or '8000'}"
@@ -51,5 +53,9 @@ class Command(BaseCommand):
             self.stdout.write(f"  user: {username}   password: {password}")
         else:
             self.stdout.write(f"  user: {username}   (existing user; password unchanged)")
-        self.stdout.write(f"  API token: {token.key}")
-        self.stdout.write(f"  export OSMO_URL={url} OSMO_TOKEN={token.key}")
+        if key is not None:
+            self.stdout.write(f"  API token: {key}   (shown this once: only its digest is stored)")
+            self.stdout.write(f"  export OSMO_URL={url} OSMO_TOKEN={key}")
+        else:
+            self.stdout.write(f"  API token: made at an earlier start (shown then only); a new one: python manage.py "
+                              f"drf_create_token --reset {username}")
