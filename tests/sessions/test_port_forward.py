@@ -204,3 +204,52 @@ def test_the_cli_says_a_malformed_port_before_contacting_anything():
     # (nothing listens at that address: a request would have failed with "cannot connect", exit 1)
     assert done.returncode == 2
     assert "port 99999 is out of range (1-65535)" in done.stderr
+
+
+def test_a_forward_outlives_a_restart_of_the_service(user, local_pool, asgi_server):
+    # given a forward to a task's HTTP server through a service on a fixed port
+    port = _free_port()
+    server = asgi_server(port=port)
+    workflow = running(user, local_pool, tasks={"main": ["sh", "-c", "cd /tmp && echo up > index.html && "
+                                                         "exec python3 -m http.server 8765 --bind 127.0.0.1"]})
+    wait_listening(workflow, "main", 8765)
+    local = _free_port()
+    forward = subprocess.Popen([*OSMO, "workflow", "port-forward", workflow.workflow_id, "main", "--port",
+                                f"{local}:8765", "--host", "127.0.0.1"], env=cli_env(server.url, user), cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html", timeout=20) as answer:
+            return answer.read().decode()
+
+    try:
+        forward.stdout.readline()
+        assert get() == "up\n"
+
+        # when the service stops and comes back on its address
+        server.process.terminate()
+        server.process.wait(10)
+        asgi_server(port=port)
+
+        # then the same forward carries new connections without being started again
+        assert get() == "up\n"
+        assert forward.poll() is None
+    finally:
+        forward.terminate()
+        forward.wait(10)
+
+
+@pytest.mark.parametrize(("body", "path"), [
+    ({"kind": "shell", "command": ["true"]}, "kind"),
+    ({"kind": "exec", "command": []}, "command"),
+    ({"kind": "port-forward", "port": 70000}, "port"),
+])
+def test_a_malformed_session_request_is_a_400_naming_its_field(user, body, path):
+    pool = make_pool("sim", keys=[])
+    make_node(pool, "n1", {}, gpu=0)
+    workflow = running(user, pool)
+    client = APIClient()
+    client.force_authenticate(user)
+    answer = client.post(_sessions(workflow), body, format="json")
+    assert answer.status_code == 400
+    assert path in [error["path"] for error in answer.json()["details"]["errors"]]

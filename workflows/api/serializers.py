@@ -353,7 +353,8 @@ class ErrorOutputSerializer(serializers.Serializer):
 class SessionCreateInputSerializer(serializers.Serializer):
     """A session into a running task (docs/api.md, "Sessions into running tasks")."""
 
-    kind = serializers.ChoiceField(choices=["exec", "port-forward"])
+    # (checked by workflows.sessions.service: a choice field here would collide with the credentials' `kind` enum)
+    kind = serializers.CharField(help_text="`exec` or `port-forward`")
     command = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
                                     required=False, max_length=256,
                                     help_text="exec: the command and its arguments, e.g. [\"/bin/sh\", \"-c\", \"ls\"]")
