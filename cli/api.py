@@ -37,6 +37,7 @@ class Api:
             "Accept": "application/json",
             "User-Agent": f"osmo-cli/{__version__}",
         }
+        self.headers = headers  # the websockets of exec and port-forward send the same credentials (cli.sessions)
         limits = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT)
         self._get_client = httpx.Client(base_url=url, headers=headers, timeout=limits,
                                         transport=httpx.HTTPTransport(retries=GET_RETRIES))

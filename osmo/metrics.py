@@ -159,6 +159,31 @@ K8S_FOREIGN_PODS = Counter(
     ["pool"],
 )
 K8S_SYNC_ERRORS = Counter("osmo_k8s_sync_errors", "Kubernetes syncs of a pool that failed.", ["pool"])
+# Sessions into running tasks (workflows.sessions), observed in the web process that carried them.
+TASK_SESSIONS = Counter(
+    "osmo_task_sessions",
+    "Sessions into running tasks (osmo workflow exec, port-forward) that ended, by kind and how they ended: "
+    "exited (exec: the command ended), closed (either side closed), idle, max_length, task_ended, error.",
+    ["kind", "end"],
+)
+TASK_SESSION_BYTES = Counter(
+    "osmo_task_session_bytes",
+    "Bytes carried by sessions into running tasks, by kind and direction (in: to the task, out: from it).",
+    ["kind", "direction"],
+)
+TASK_SESSION_SECONDS = Histogram(
+    "osmo_task_session_duration_seconds",
+    "How long sessions into running tasks lasted, by kind.",
+    ["kind"],
+    buckets=(0.1, 1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600),
+)
+
+
+def task_session_observe(kind: str, end: str, *, bytes_in: int, bytes_out: int, seconds: float) -> None:
+    TASK_SESSIONS.labels(kind=kind, end=end).inc()
+    TASK_SESSION_BYTES.labels(kind=kind, direction="in").inc(bytes_in)
+    TASK_SESSION_BYTES.labels(kind=kind, direction="out").inc(bytes_out)
+    TASK_SESSION_SECONDS.labels(kind=kind).observe(seconds)
 K8S_REQUEUES = Counter(
     "osmo_k8s_requeues",
     "Gangs whose pod the cluster refused to schedule for OSMO_K8S_UNSCHEDULABLE_SECONDS, by outcome: requeued "

@@ -64,8 +64,8 @@ cleanup() {
 }
 trap cleanup INT TERM HUP EXIT
 
-# A quiet console (docs/operations.md, "Logs"): no start-up banners (-q; runserver's goes to stdout,
-# its requests and errors are logged to stderr), routine Celery lines at DEBUG (osmo.logs). As root,
+# A quiet console (docs/operations.md, "Logs"): no start-up banners (-q; uvicorn's at warning level,
+# its errors on stderr), routine Celery lines at DEBUG (osmo.logs). As root,
 # Celery's seven-line SecurityWarning is said in one line instead.
 if [ "$(id -u)" = 0 ]; then
   echo "==> note: the worker runs as root (Celery advises against it outside a throwaway machine)"
@@ -77,7 +77,11 @@ setsid .venv/bin/celery -A osmo -q worker -Q scheduler,dispatch,default -c 2 -l 
 pids+=($!)
 setsid .venv/bin/celery -A osmo -q beat -l INFO -s "${OSMO_DATA_DIR:-var}/celerybeat-schedule" &
 pids+=($!)
-setsid $PY manage.py runserver "$HOST:$PORT" --noreload --skip-checks >/dev/null &
+# uvicorn serves osmo.asgi: the API and pages as before, and the websockets of `osmo workflow exec` and
+# `port-forward` (docs/operations.md, "Web server"). A restart closes open sessions with code 1012; the CLI
+# opens them again.
+setsid .venv/bin/uvicorn osmo.asgi:application --host "$HOST" --port "$PORT" --log-level warning --no-access-log \
+  --timeout-graceful-shutdown 5 &
 pids+=($!)
 
 echo "==> serving on http://$HOST:$PORT/  (Ctrl-C to stop)"

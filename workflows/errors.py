@@ -142,3 +142,43 @@ class BackendUnavailableError(OsmoError):
     def __init__(self, pool: str, reason: str) -> None:
         super().__init__(f"The backend of pool {pool} cannot be reached; retry shortly: {reason}",
                          details={"pool": pool, "reason": reason})
+
+
+# -- sessions into running tasks (workflows.sessions) ----------------------------------------------
+class TaskNotRunningError(ConflictError):
+    """A session into a task that is not RUNNING (not started yet, or ended)."""
+
+    code = "task_not_running"
+
+    def __init__(self, workflow_id: str, task: str, status: str) -> None:
+        super().__init__(f"Task {task} of workflow {workflow_id} is {status}, not RUNNING: exec and port-forward "
+                         "reach running tasks only.", details={"workflow": workflow_id, "task": task, "status": status})
+
+
+class SessionsUnsupportedError(ConflictError):
+    """The pool's backend opens no sessions (simulated; Kubernetes for now)."""
+
+    code = "sessions_unsupported"
+
+    def __init__(self, pool: str, backend: str, reason: str) -> None:
+        super().__init__(f"Pool {pool} runs its tasks on the {backend} backend: {reason}.",
+                         details={"pool": pool, "backend": backend})
+
+
+class PortNotListeningError(ConflictError):
+    code = "port_not_listening"
+
+    def __init__(self, task: str, port: int, reason: str) -> None:
+        super().__init__(f"Cannot forward to port {port} of task {task}: {reason}.",
+                         details={"task": task, "port": port, "errors": [{"path": "port", "message": reason}]})
+
+
+class SessionForbiddenError(OsmoError):
+    http_status = 403
+    code = "session_forbidden"
+
+
+class SessionTicketInvalidError(NotFoundError):
+    code = "session_ticket_invalid"
+    default_message = ("This session ticket is unknown, already used, expired, or not yours: ask for a new one "
+                       "(POST /api/workflows/{id}/tasks/{task}/sessions/).")

@@ -252,3 +252,37 @@ class StatusTransition(models.Model):
     def __str__(self) -> str:
         subject = self.task or self.group or self.workflow
         return f"{subject}: {self.from_status or '-'} -> {self.to_status}"
+
+
+class TaskSession(models.Model):
+    """A session into a running task (``osmo workflow exec``, ``port-forward``; docs/design.md §13): who,
+    which task, what kind, when it started and ended, the bytes each way. Made by the REST call that
+    checks everything (with the digest of a single-use ticket), started when its websocket opens it."""
+
+    KIND_EXEC = "exec"
+    KIND_PORT_FORWARD = "port-forward"
+    KINDS = [(KIND_EXEC, "exec"), (KIND_PORT_FORWARD, "port-forward")]
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="sessions")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="sessions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="task_sessions")
+    kind = models.CharField(max_length=16, choices=KINDS)
+    command = models.JSONField(default=list, blank=True)
+    tty = models.BooleanField(default=False)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    ticket_digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ticket_expires_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    bytes_in = models.PositiveBigIntegerField(default=0, help_text="From the user to the task.")
+    bytes_out = models.PositiveBigIntegerField(default=0, help_text="From the task to the user.")
+    exit_code = models.IntegerField(null=True, blank=True)
+    end_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["workflow", "created_at"], name="tasksession_workflow")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} session {self.pk} into {self.task_id}"

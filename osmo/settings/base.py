@@ -69,6 +69,8 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "osmo.urls"
 WSGI_APPLICATION = "osmo.wsgi.application"
+# HTTP and the sessions' websockets (Django Channels; osmo/asgi.py): make run and the sessions Deployment.
+ASGI_APPLICATION = "osmo.asgi.application"
 
 TEMPLATES = [
     {
@@ -326,6 +328,14 @@ if _runtime_host and _runtime_host not in ALLOWED_HOSTS and "*" not in ALLOWED_H
 # Whether a task run by the runtime gets the `osmo` command logged in as its submitter (OSMO_URL and
 # OSMO_TOKEN in its environment; the token works while the task runs, for workflows and pools only).
 OSMO_TASK_API_ACCESS = env.bool("OSMO_TASK_API_ACCESS", default=True)
+# Sessions into running tasks (osmo workflow exec / port-forward; docs/operations.md, "Sessions"): a session
+# with no byte either way for OSMO_SESSION_IDLE_SECONDS, or open for OSMO_SESSION_MAX_SECONDS, is closed;
+# a ticket (POST .../sessions/) opens its websocket within OSMO_SESSION_TICKET_SECONDS, once. Only the
+# workflow's owner opens sessions; OSMO_SESSION_STAFF=1 lets staff into any workflow's tasks too.
+OSMO_SESSION_IDLE_SECONDS = env.int("OSMO_SESSION_IDLE_SECONDS", default=1800)
+OSMO_SESSION_MAX_SECONDS = env.int("OSMO_SESSION_MAX_SECONDS", default=43200)
+OSMO_SESSION_TICKET_SECONDS = env.int("OSMO_SESSION_TICKET_SECONDS", default=30)
+OSMO_SESSION_STAFF = env.bool("OSMO_SESSION_STAFF", default=False)
 # Kubernetes pools run tasks through the runtime when this image (the Dockerfile's `runtime` target) is set.
 OSMO_RUNTIME_IMAGE = env.str("OSMO_RUNTIME_IMAGE", default="")
 # A task whose group's barrier has not opened this long after its runtime started fails (OSMO code 3005).

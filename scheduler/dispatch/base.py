@@ -7,7 +7,8 @@ already exists is success, deleting one that is gone is success. Arguments are p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import socket
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -170,3 +171,56 @@ class PodBackend(Protocol):
 
     def pod_events(self, pods: Iterable[PodRequest], *, now: datetime) -> list[PodEvent]:
         """What the backend saw happen to these pods, in no particular order (raises like ``pod_log``)."""
+
+
+# -- sessions into a running task (``osmo workflow exec`` and ``port-forward``; docs/design.md §13) ----------
+class SessionUnsupportedError(DispatchPermanentError):
+    """The pool's backend opens no sessions into its tasks (the simulated backend runs no process; the
+    Kubernetes backend's API-server streams are not written yet)."""
+
+    def __init__(self, backend: str, why: str) -> None:
+        self.backend = backend
+        super().__init__(f"the {backend} backend does not support exec or port-forward: {why}")
+
+
+class TaskExec(Protocol):
+    """A command started in a running task. Blocking calls, each safe from its own thread: the session
+    code reads in one thread and writes, resizes and closes from another."""
+
+    tty: bool
+
+    def read(self) -> tuple[int, bytes]:
+        """The next output: ``(1, data)`` stdout (a terminal's output, with ``tty``), ``(2, data)`` stderr;
+        ``(0, b"")`` once every output ended."""
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` to the command's stdin (its terminal, with ``tty``)."""
+
+    def close_stdin(self) -> None:
+        """End the command's input (end of file; with ``tty``, the terminal's EOF character)."""
+
+    def resize(self, width: int, height: int) -> None:
+        """Set the terminal's size (``tty`` only; the command gets SIGWINCH)."""
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The command's exit code (128 + the signal that ended it), or None if it still runs after ``timeout``."""
+
+    def close(self) -> None:
+        """End the command and everything it started, and free what the session held (idempotent)."""
+
+
+class SessionBackend(Protocol):
+    """What a backend does for sessions into its running tasks; every refusal is a
+    :class:`DispatchPermanentError` whose text the user sees (:class:`SessionUnsupportedError` when
+    the backend has no sessions at all)."""
+
+    name: str
+
+    def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> TaskExec:
+        """Start ``argv`` in the running task, as the task's user and confined as the task is."""
+
+    def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        """The TCP ports the running task itself listens on."""
+
+    def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
+        """A TCP connection to a port the running task listens on (refused for any other port)."""

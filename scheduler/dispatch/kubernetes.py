@@ -27,9 +27,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +49,8 @@ from scheduler.dispatch.base import (
     PodLog,
     PodRequest,
     PodState,
+    SessionUnsupportedError,
+    TaskExec,
 )
 from scheduler.dispatch.k8s_manifest import (
     CONTAINER_NAME,
@@ -182,6 +185,19 @@ class KubernetesBackend:
     """Dispatch through the Kubernetes API (``CoreV1Api``) of one cluster."""
 
     name = "kubernetes"
+
+    # -- sessions (scheduler.dispatch.base.SessionBackend): the API server's exec and port-forward streams
+    # are another change; until then a clear refusal, never a half session.
+    _NO_SESSIONS = "the Kubernetes API server's exec and port-forward streams are not supported yet"
+
+    def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> TaskExec:
+        raise SessionUnsupportedError(self.name, self._NO_SESSIONS)
+
+    def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        raise SessionUnsupportedError(self.name, self._NO_SESSIONS)
+
+    def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
+        raise SessionUnsupportedError(self.name, self._NO_SESSIONS)
 
     def __init__(self, api_client: k8s_client.ApiClient, *, pending_timeout_s: float | None = None,
                  request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> None:

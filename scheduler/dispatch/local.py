@@ -42,6 +42,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -50,9 +51,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
@@ -250,10 +252,84 @@ def _reachable(args: list[str], *, uid: int, gid: int) -> list[str]:
 @dataclass
 class LocalExec:
     """A process started in a task's sandbox: ``terminal`` is the controlling side of its terminal (tty
-    sessions), else its stdin, stdout and stderr are the process's pipes."""
+    sessions), else its stdin, stdout and stderr are the process's pipes. Implements
+    :class:`scheduler.dispatch.base.TaskExec`: :meth:`read` in one thread, the rest from any other."""
 
     process: subprocess.Popen[bytes]
     terminal: int | None = None
+    _open: list[int] = field(default_factory=list)  # the output fds read() still waits on
+    _closed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.terminal is not None:
+            self._open = [self.terminal]
+        else:
+            streams = (self.process.stdout, self.process.stderr)
+            self._open = [stream.fileno() for stream in streams if stream is not None]
+
+    @property
+    def tty(self) -> bool:
+        return self.terminal is not None
+
+    def read(self) -> tuple[int, bytes]:
+        while self._open and not self._closed:
+            try:
+                ready, _, _ = select.select(self._open, [], [], 0.5)
+            except (OSError, ValueError):  # closed meanwhile (close() from another thread)
+                break
+            for fd in ready:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: a terminal whose every user closed it
+                    data = b""
+                if data:
+                    stderr = self.process.stderr
+                    return (2 if stderr is not None and fd == stderr.fileno() else 1), data
+                self._open.remove(fd)
+        return 0, b""
+
+    def write(self, data: bytes) -> None:
+        fd = self.terminal if self.terminal is not None else (self.process.stdin.fileno() if self.process.stdin
+                                                              and not self.process.stdin.closed else None)
+        view = memoryview(data)
+        while fd is not None and view:
+            view = view[os.write(fd, view):]
+
+    def close_stdin(self) -> None:
+        if self.terminal is not None:
+            self.write(b"\x04")  # the terminal's EOF character (VEOF), as a keyboard's Ctrl-D
+        elif self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+
+    def resize(self, width: int, height: int) -> None:
+        if self.terminal is not None:
+            fcntl.ioctl(self.terminal, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return 128 - code if code < 0 else code
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for sig in (signal.SIGHUP, signal.SIGKILL):  # nsenter's group; a terminal's session gets SIGHUP below
+            try:
+                os.killpg(self.process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+        if self.terminal is not None:
+            os.close(self.terminal)  # hangs the terminal up: its session's processes get SIGHUP
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
 
 
 def _environ(pid: int) -> dict[str, str]:

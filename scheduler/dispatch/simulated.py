@@ -13,10 +13,20 @@ the files as dispatch rendered them (OSMO's tokens resolved), then progress line
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+import socket
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from scheduler.dispatch.base import DispatchPermanentError, ListedPod, PodEvent, PodLog, PodRequest, PodState
+from scheduler.dispatch.base import (
+    DispatchPermanentError,
+    ListedPod,
+    PodEvent,
+    PodLog,
+    PodRequest,
+    PodState,
+    SessionUnsupportedError,
+    TaskExec,
+)
 
 SIM_SECONDS_ENV = "OSMO_SIM_SECONDS"
 SIM_EXIT_CODE_ENV = "OSMO_SIM_EXIT_CODE"
@@ -51,6 +61,16 @@ def sim_exit_code(pod: PodRequest) -> int:
 
 class SimulatedBackend:
     name = "simulated"
+
+    # -- sessions (scheduler.dispatch.base.SessionBackend): a simulated pod runs no process to enter
+    def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> TaskExec:
+        raise SessionUnsupportedError(self.name, "its tasks are simulated and run no process")
+
+    def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        raise SessionUnsupportedError(self.name, "its tasks are simulated and run no process")
+
+    def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
+        raise SessionUnsupportedError(self.name, "its tasks are simulated and run no process")
 
     def create_pod(self, pod: PodRequest) -> None:
         return None

@@ -75,8 +75,8 @@ def test_overlay_with_its_secret_missing_fails_validation_naming_it(tree):
     # then: every pod that reads it names it, nothing else is wrong
     assert sorted(found) == [
         f"{kind} osmo/{name}: Secret 'osmo-secrets' is used but not in the rendered output"
-        for kind, name in [("Deployment", "osmo-beat"), ("Deployment", "osmo-web"), ("Deployment", "osmo-worker"),
-                           ("Job", "osmo-migrate")]
+        for kind, name in [("Deployment", "osmo-beat"), ("Deployment", "osmo-sessions"), ("Deployment", "osmo-web"),
+                           ("Deployment", "osmo-worker"), ("Job", "osmo-migrate")]
     ]
 
 
@@ -136,6 +136,25 @@ def test_web_probes_security_and_single_beat(tree):
     # and only the workers get a Kubernetes API token
     assert objects[("ServiceAccount", "osmo")]["automountServiceAccountToken"] is False
     assert objects[("Deployment", "osmo-worker")]["spec"]["template"]["spec"]["serviceAccountName"] == "osmo-scheduler"
+
+
+def test_sessions_run_on_uvicorn_behind_the_ingress_path_ws(tree):
+    # when
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+    sessions = objects[("Deployment", "osmo-sessions")]["spec"]["template"]["spec"]
+    ingress = objects[("Ingress", "osmo-web")]
+
+    # then the websockets of exec and port-forward are served by the ASGI application, probed like web,
+    # and the Ingress sends /ws/ there (everything else to web) with timeouts past the idle timeout
+    container = sessions["containers"][0]
+    assert container["command"][:2] == ["uvicorn", "osmo.asgi:application"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    paths = {p["path"]: p["backend"]["service"]["name"] for p in ingress["spec"]["rules"][0]["http"]["paths"]}
+    assert paths == {"/ws/": "osmo-sessions", "/": "osmo-web"}
+    assert int(ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 1800
+    assert ("Service", "osmo-sessions") in objects and ("NetworkPolicy", "osmo-sessions-http") in objects
 
 
 def _documented(kind: str) -> dict:

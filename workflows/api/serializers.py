@@ -351,3 +351,28 @@ class ErrorOutputSerializer(serializers.Serializer):
     details = serializers.DictField()
 
 
+
+
+class SessionCreateInputSerializer(serializers.Serializer):
+    """A session into a running task (docs/api.md, "Sessions into running tasks")."""
+
+    # (checked by workflows.sessions.service: a choice field here would collide with the credentials' `kind` enum)
+    kind = serializers.CharField(help_text="`exec` or `port-forward`")
+    command = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                    required=False, max_length=256,
+                                    help_text="exec: the command and its arguments, e.g. [\"/bin/sh\", \"-c\", \"ls\"]")
+    tty = serializers.BooleanField(required=False, default=False, help_text="exec: run it on a terminal")
+    port = serializers.IntegerField(required=False, min_value=1, max_value=65535,
+                                    help_text="port-forward: the task's port")
+
+
+class SessionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    workflow = serializers.CharField()
+    task = serializers.CharField()
+    ticket = serializers.CharField(help_text="Opens the websocket once, within `expires_in` seconds.")
+    websocket = serializers.CharField(help_text="The websocket's path: /ws/sessions/<kind>/<ticket>/")
+    expires_in = serializers.IntegerField()
+    idle_timeout = serializers.IntegerField(help_text="Seconds without a byte either way before the session ends.")
+    max_seconds = serializers.IntegerField(help_text="The longest a session stays open.")

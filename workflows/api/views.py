@@ -18,6 +18,8 @@ from workflows.api.filters import WorkflowFilterSet
 from workflows.api.serializers import (
     DryRunOutputSerializer,
     ErrorOutputSerializer,
+    SessionCreateInputSerializer,
+    SessionOutputSerializer,
     TaskLogOutputSerializer,
     UserOutputSerializer,
     WorkflowEventsOutputSerializer,
@@ -28,10 +30,12 @@ from workflows.api.serializers import (
     WorkflowSubmitOutputSerializer,
     WorkflowSummaryOutputSerializer,
 )
-from workflows.errors import WorkflowSpecInvalidError
+from workflows.api.task_auth import TaskApiAccess
+from workflows.errors import SessionForbiddenError, WorkflowSpecInvalidError
 from workflows.models import Workflow
 from workflows.preview import workflow_dry_run
 from workflows.scheduling import observe
+from workflows.sessions.service import SessionSettings, session_open
 from workflows.spec import SpecInvalidError
 from workflows.spec.template import parse_assignments
 
@@ -133,7 +137,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     def get_queryset(self):
         if self.action == "list":
             return selectors.workflow_list(user=self.request.user)
-        if self.action in ("logs", "events"):
+        if self.action in ("logs", "events", "sessions"):
             return selectors.workflow_visible_to(self.request.user).select_related("pool")
         return selectors.workflow_detail_queryset(user=self.request.user)
 
@@ -271,6 +275,40 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     def events(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workflow = self.get_object()
         return Response(WorkflowEventsOutputSerializer(observe.workflow_events(workflow)).data)
+
+
+    @extend_schema(
+        request=SessionCreateInputSerializer,
+        parameters=[OWNER_PARAM, OpenApiParameter("task", str, OpenApiParameter.PATH, description="The task's name")],
+        responses={201: SessionOutputSerializer, **ERRORS,
+                   403: OpenApiResponse(ErrorOutputSerializer, description="`session_forbidden`: not the workflow's "
+                                        "owner (staff, with OSMO_SESSION_STAFF off), or a task's own token."),
+                   404: OpenApiResponse(ErrorOutputSerializer, description="No such workflow (or not yours)."),
+                   409: OpenApiResponse(ErrorOutputSerializer, description="`task_not_running` (naming its status), "
+                                        "`sessions_unsupported` (naming the backend), `port_not_listening`, "
+                                        "`workflow_ambiguous`."),
+                   503: OpenApiResponse(ErrorOutputSerializer, description="`backend_unavailable`.")},
+        description="Open a session into a running task: `exec` (a command, on a terminal with `tty`) or "
+        "`port-forward` (one TCP connection to a port the task listens on). Every check happens here; the answer "
+        "is a single-use ticket for the websocket `websocket` (docs/api.md, \"Sessions into running tasks\").",
+    )
+    @action(detail=True, methods=["post"], url_path=r"tasks/(?P<task>[^/]+)/sessions", url_name="sessions")
+    def sessions(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if isinstance(request.auth, TaskApiAccess):
+            raise SessionForbiddenError("A task's own token opens no session: use your own API token.")
+        serializer = SessionCreateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        values = serializer.validated_data
+        workflow = self.get_object()
+        session, ticket = session_open(workflow=workflow, user=signed_in(request), task_name=kwargs["task"],
+                                       kind=values["kind"], command=values.get("command"), tty=values.get("tty", False),
+                                       port=values.get("port"))
+        config = SessionSettings.load()
+        return Response(SessionOutputSerializer({
+            "id": session.pk, "kind": session.kind, "workflow": workflow.workflow_id, "task": session.task.name,
+            "ticket": ticket, "websocket": f"/ws/sessions/{session.kind}/{ticket}/",
+            "expires_in": config.ticket_seconds, "idle_timeout": config.idle_seconds,
+            "max_seconds": config.max_seconds}).data, status=status.HTTP_201_CREATED)
 
 
 class MeView(APIView):

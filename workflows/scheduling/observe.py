@@ -21,6 +21,7 @@ from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, b
 from workflows.errors import BackendUnavailableError, LogUnavailableError, TaskNotDispatchedError
 from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, Workflow
 from workflows.scheduling.pod_requests import pod_request
+from workflows.sessions.events import session_event_lines
 
 LOG_TAIL_DEFAULT = 1000
 LOG_TAIL_ALL_DEFAULT = 100  # per task, when every task's log is asked for
@@ -147,6 +148,9 @@ def workflow_events(workflow: Workflow, *, now: datetime | None = None) -> dict[
     """Everything that happened to the workflow, oldest first: ``{"workflow", "events", "backend_error"}``."""
     events = [_transition_event(t) for t in workflow.transitions.select_related("task", "group")
               .defer(*GROUP_JSON_JOINED).order_by("at", "pk")]
+    for session in workflow.sessions.filter(started_at__isnull=False).select_related("task", "user"):
+        events += [Event(at, "service", session.task.name, kind, message)
+                   for at, kind, message in session_event_lines(session)]
     backend_error: str | None = None
     tasks = list(workflow.tasks.filter(dispatched_at__isnull=False).exclude(pod_name="")
                  .select_related("node", "group").defer(*GROUP_JSON_JOINED).order_by("pk"))  # see _tasks_in_order

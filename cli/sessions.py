@@ -1,0 +1,485 @@
+"""``osmo workflow exec`` and ``osmo workflow port-forward``: sessions into a running task (docs/cli.md).
+
+Each session is a REST call that does every check and answers a single-use ticket
+(``POST /api/workflows/{id}/tasks/{task}/sessions/``), then a websocket opened with that ticket and the
+same credentials as the API (docs/api.md, "Sessions into running tasks"). Exec speaks Kubernetes'
+``v5.channel.k8s.io`` frames; port-forward opens one websocket per accepted local connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+import websocket
+
+from cli.api import Api, workflow_path
+from cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ApiError, CliError
+from cli.main import api_client, workflow_app
+
+STDIN, STDOUT, STDERR, STATUS, RESIZE, CLOSE_STDIN = 0, 1, 2, 3, 4, 255
+SUBPROTOCOL = "v5.channel.k8s.io"
+# The service's close codes (docs/api.md): what each means to the user.
+CLOSE_REASONS = {4409: "the task is no longer running", 4408: "the session was idle too long",
+                 4410: "the session reached its maximum length", 4500: "the backend failed"}
+RECONNECT_CODES = {1001, 1006, 1011, 1012, 1013}  # going away, lost, server error, restart, try again later
+SHELL = ["/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/bash; else exec /bin/sh; fi"]
+PORTS_MAX = 1000
+
+
+class ConnectionLost(Exception):
+    """The websocket ended without the session's end (a restart, a network failure)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Opening a session
+# ------------------------------------------------------------------------------------------------
+def _websocket_url(api: Api, path: str) -> str:
+    base = api.url.rstrip("/")
+    if base.startswith("https://"):
+        return "wss://" + base[len("https://"):] + path
+    if base.startswith("http://"):
+        return "ws://" + base[len("http://"):] + path
+    return base + path
+
+
+def _refusal(exc: websocket.WebSocketBadStatusException) -> CliError:
+    body: Any = None
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        body = json.loads(exc.resp_body or b"")
+    if isinstance(body, dict) and body.get("message"):
+        return ApiError(str(body["message"]), status=exc.status_code, code=str(body.get("code") or ""))
+    return ApiError(f"the server refused the session's websocket (HTTP {exc.status_code})", status=exc.status_code)
+
+
+def session_open(api: Api, workflow_id: str, task: str, body: dict[str, Any], *,
+                 connect_timeout: float) -> websocket.WebSocket:
+    """POST the session, open its websocket. Retries while the service cannot be reached (it restarts)
+    until ``connect_timeout``; any refusal of the service is raised at once."""
+    deadline = time.monotonic() + connect_timeout
+    path = workflow_path(workflow_id, f"tasks/{_segment(task)}/sessions/")
+    while True:
+        try:
+            _status, answer = api.post(path, json=body, not_found=f"workflow {workflow_id} not found")
+            return websocket.create_connection(
+                _websocket_url(api, str(answer["websocket"])), timeout=max(1.0, deadline - time.monotonic()),
+                header=[f"Authorization: {api.headers['Authorization']}"], subprotocols=[SUBPROTOCOL],
+                enable_multithread=True)
+        except websocket.WebSocketBadStatusException as exc:
+            if exc.status_code not in (502, 503, 504) or time.monotonic() >= deadline:
+                raise _refusal(exc) from None
+        except ApiError as exc:
+            if exc.status not in (502, 503, 504) or time.monotonic() >= deadline:
+                raise
+        except (CliError, OSError, websocket.WebSocketException) as exc:
+            if time.monotonic() >= deadline:
+                if isinstance(exc, CliError):
+                    raise
+                raise CliError(f"cannot open the session's websocket at {api.url}: {exc}") from None
+        time.sleep(0.5)
+
+
+def _segment(text: str) -> str:
+    from cli.api import q
+
+    return q(text)
+
+
+def _close_code(ws: websocket.WebSocket, frame: Any) -> int:
+    data = getattr(frame, "data", b"") or b""
+    return struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 1005
+
+
+# ------------------------------------------------------------------------------------------------
+# exec
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class ExecResult:
+    exit_code: int | None = None
+    close_code: int = 1000
+
+
+def _status_exit_code(payload: bytes) -> int:
+    try:
+        status = json.loads(payload)
+    except ValueError:
+        return 1
+    if status.get("status") == "Success":
+        return 0
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            with contextlib.suppress(ValueError, TypeError):
+                return int(cause.get("message"))
+    return 1
+
+
+def exec_run(ws: websocket.WebSocket, *, tty: bool, forward_stdin: bool, out: Any, err: Any) -> ExecResult:
+    """Carry one exec session: stdin to the task (when ``forward_stdin``), its output to ``out``/``err``
+    (callables taking bytes). Returns when the websocket closes; raises :class:`ConnectionLost` when it
+    was lost before the command's status came."""
+    result = ExecResult()
+    stop = threading.Event()
+
+    def pump_stdin() -> None:
+        fd = sys.stdin.fileno()
+        while not stop.is_set():
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            try:
+                ws.send_binary(bytes([STDIN]) + data if data else bytes([CLOSE_STDIN]))
+            except (OSError, websocket.WebSocketException):
+                return
+            if not data:
+                return
+
+    if forward_stdin:
+        threading.Thread(target=pump_stdin, name="exec-stdin", daemon=True).start()
+    else:
+        ws.send_binary(bytes([CLOSE_STDIN]))
+    try:
+        while True:
+            try:
+                opcode, frame = ws.recv_data_frame(True)
+            except websocket.WebSocketTimeoutException:
+                continue
+            except (OSError, websocket.WebSocketConnectionClosedException) as exc:
+                if result.exit_code is not None:
+                    return result
+                raise ConnectionLost(str(exc) or "the connection was lost") from None
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                result.close_code = _close_code(ws, frame)
+                if result.exit_code is None and result.close_code in RECONNECT_CODES:
+                    raise ConnectionLost(f"the service closed the connection ({result.close_code})")
+                return result
+            data = frame.data or b""
+            if opcode != websocket.ABNF.OPCODE_BINARY or not data:
+                continue
+            channel, payload = data[0], data[1:]
+            if channel == STDOUT:
+                out(payload)
+            elif channel == STDERR:
+                err(payload)
+            elif channel == STATUS:
+                result.exit_code = _status_exit_code(payload)
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            ws.close(timeout=1)
+
+
+def _writer(stream: Any) -> Any:
+    def write(data: bytes) -> None:
+        stream.buffer.write(data)
+        stream.buffer.flush()
+    return write
+
+
+def _terminal_size() -> tuple[int, int]:
+    try:
+        size = os.get_terminal_size(sys.stdout.fileno())
+    except OSError:
+        return 80, 24
+    return size.columns, size.lines
+
+
+def _exec_one(api: Api, workflow_id: str, task: str, argv: list[str], *, tty: bool, keep_alive: bool,
+              connect_timeout: float) -> int:
+    forward_stdin = tty or not sys.stdin.isatty()
+    while True:
+        ws = session_open(api, workflow_id, task, {"kind": "exec", "command": argv, "tty": tty},
+                          connect_timeout=connect_timeout)
+        saved = None
+        previous_winch: Any = None
+        if tty:
+            import termios
+            import tty as tty_module
+
+            saved = termios.tcgetattr(sys.stdin.fileno())
+            tty_module.setraw(sys.stdin.fileno())
+
+            def resize(*_: Any, ws: websocket.WebSocket = ws) -> None:
+                width, height = _terminal_size()
+                with contextlib.suppress(Exception):
+                    ws.send_binary(bytes([RESIZE]) + json.dumps({"Width": width, "Height": height}).encode())
+
+            resize()
+            previous_winch = signal.signal(signal.SIGWINCH, resize)
+        try:
+            result = exec_run(ws, tty=tty, forward_stdin=forward_stdin, out=_writer(sys.stdout),
+                              err=_writer(sys.stderr))
+        except ConnectionLost as exc:
+            if not keep_alive:
+                raise CliError(f"the session into {workflow_id}/{task} was lost: {exc}",
+                               hint="--keep-alive opens it again by itself.") from None
+            typer.echo(f"\r\n[osmo] connection lost ({exc}); reconnecting to {workflow_id}/{task}...", err=True)
+            time.sleep(1)
+            continue
+        finally:
+            if saved is not None:
+                import termios
+
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+                signal.signal(signal.SIGWINCH, previous_winch)
+        if result.exit_code is not None:
+            return result.exit_code
+        reason = CLOSE_REASONS.get(result.close_code, f"the service closed the session ({result.close_code})")
+        raise CliError(f"the session into {workflow_id}/{task} ended: {reason}")
+
+
+def _group_tasks(api: Api, workflow_id: str, group: str) -> list[str]:
+    workflow = api.get(workflow_path(workflow_id), not_found=f"workflow {workflow_id} not found")
+    for each in workflow.get("groups") or []:
+        if each.get("name") == group:
+            return [str(task.get("name")) for task in each.get("tasks") or []]
+    names = ", ".join(str(each.get("name")) for each in workflow.get("groups") or [])
+    raise CliError(f"workflow {workflow_id} has no group {group!r} (groups: {names})", exit_code=EXIT_USAGE)
+
+
+class _Prefixed:
+    """Whole lines of one task's stream, each prefixed ``[task] `` (as ``osmo workflow logs``)."""
+
+    lock = threading.Lock()
+
+    def __init__(self, task: str, stream: Any) -> None:
+        self.prefix = f"[{task}] ".encode()
+        self.stream = stream
+        self.pending = b""
+
+    def __call__(self, data: bytes) -> None:
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        self._write(lines)
+
+    def flush(self) -> None:
+        if self.pending:
+            self._write([self.pending])
+            self.pending = b""
+
+    def _write(self, lines: list[bytes]) -> None:
+        if lines:
+            with self.lock:
+                self.stream.buffer.write(b"".join(self.prefix + line + b"\n" for line in lines))
+                self.stream.buffer.flush()
+
+
+def _exec_group(api: Api, workflow_id: str, group: str, argv: list[str], *, keep_alive: bool,
+                connect_timeout: float) -> int:
+    tasks = _group_tasks(api, workflow_id, group)
+    codes: dict[str, int] = {}
+    failures: dict[str, str] = {}
+
+    def run(task: str) -> None:
+        out, err = _Prefixed(task, sys.stdout), _Prefixed(task, sys.stderr)
+        while True:
+            try:
+                ws = session_open(api, workflow_id, task, {"kind": "exec", "command": argv, "tty": False},
+                                  connect_timeout=connect_timeout)
+                result = exec_run(ws, tty=False, forward_stdin=False, out=out, err=err)
+            except ConnectionLost as exc:
+                if keep_alive:
+                    time.sleep(1)
+                    continue
+                failures[task] = f"the session was lost: {exc}"
+                return
+            except CliError as exc:
+                failures[task] = exc.message
+                return
+            finally:
+                out.flush()
+                err.flush()
+            if result.exit_code is None:
+                failures[task] = CLOSE_REASONS.get(result.close_code, f"closed ({result.close_code})")
+            else:
+                codes[task] = result.exit_code
+            return
+
+    threads = [threading.Thread(target=run, args=(task,), daemon=True) for task in tasks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    for task, why in failures.items():
+        typer.echo(f"error: [{task}] {why}", err=True)
+    failed = [code for code in codes.values() if code != 0]
+    return failed[0] if failed else (1 if failures else 0)
+
+
+@workflow_app.command("exec")
+def workflow_exec(
+    workflow_id: str = typer.Argument(..., metavar="ID", help="The workflow (ID, or OWNER/ID)."),
+    task: str = typer.Argument(None, help="The task to exec into."),
+    group: str = typer.Option(None, "--group", help="Run --entry in every task of this group, output prefixed "
+                                                    "[task]."),
+    entry: str = typer.Option(None, "--entry", help="A command to run (with /bin/sh -c) instead of an interactive "
+                                                    "shell; its output and exit code are this command's."),
+    keep_alive: bool = typer.Option(False, "--keep-alive", help="Open the session again when the connection is lost."),
+    connect_timeout: int = typer.Option(60, "--connect-timeout", min=1, help="Seconds to keep trying to connect."),
+) -> None:
+    """Run a command, or an interactive shell, in a running task.
+
+    Without --entry: a shell (/bin/bash, else /bin/sh) on a terminal when stdin is one (Ctrl-C reaches the
+    task's process, Ctrl-D ends the shell). With --entry: its stdout, stderr and exit code are this command's."""
+    if (task is None) == (group is None):
+        raise CliError("name a TASK or a --group (one of them)", exit_code=EXIT_USAGE)
+    if group is not None and entry is None:
+        raise CliError("--group runs a command in every task of the group: give it with --entry", exit_code=EXIT_USAGE)
+    argv = ["/bin/sh", "-c", entry] if entry is not None else SHELL
+    tty = entry is None and sys.stdin.isatty() and sys.stdout.isatty()
+    with api_client() as api:
+        try:
+            if group is not None:
+                code = _exec_group(api, workflow_id, group, argv, keep_alive=keep_alive,
+                                   connect_timeout=connect_timeout)
+            else:
+                code = _exec_one(api, workflow_id, task, argv, tty=tty, keep_alive=keep_alive,
+                                 connect_timeout=connect_timeout)
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    raise typer.Exit(code)
+
+
+# ------------------------------------------------------------------------------------------------
+# port-forward
+# ------------------------------------------------------------------------------------------------
+_RANGE = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?$")
+
+
+def _port_range(text: str, whole: str) -> list[int]:
+    match = _RANGE.match(text.strip())
+    if not match:
+        raise CliError(f"--port {whole!r}: {text!r} is not a port or a range of ports (like 8000 or 8000-8010)",
+                       exit_code=EXIT_USAGE)
+    first = int(match.group(1))
+    last = int(match.group(2) or first)
+    for port in (first, last):
+        if not 1 <= port <= 65535:
+            raise CliError(f"--port {whole!r}: port {port} is out of range (1-65535)", exit_code=EXIT_USAGE)
+    if last < first:
+        raise CliError(f"--port {whole!r}: the range {text!r} ends before it starts", exit_code=EXIT_USAGE)
+    return list(range(first, last + 1))
+
+
+def parse_ports(text: str) -> list[tuple[int, int]]:
+    """``LOCAL[:REMOTE][,...]``, each side a port or a range ``A-B`` (both ends included); without
+    ``:REMOTE`` the task's port is the local one. Returns ``(local, remote)`` pairs."""
+    pairs: list[tuple[int, int]] = []
+    if not text.strip():
+        raise CliError("--port is empty: give LOCAL[:REMOTE], e.g. 8000 or 8000:80", exit_code=EXIT_USAGE)
+    for item in text.split(","):
+        local_text, colon, remote_text = item.partition(":")
+        local = _port_range(local_text, text)
+        remote = _port_range(remote_text, text) if colon else local
+        if len(local) != len(remote):
+            raise CliError(f"--port {text!r}: {item!r} maps {len(local)} local ports to {len(remote)} task ports",
+                           exit_code=EXIT_USAGE)
+        pairs += list(zip(local, remote, strict=True))
+    locals_ = [local for local, _ in pairs]
+    if len(set(locals_)) != len(locals_):
+        raise CliError(f"--port {text!r}: a local port is named twice", exit_code=EXIT_USAGE)
+    if len(pairs) > PORTS_MAX:
+        raise CliError(f"--port {text!r}: at most {PORTS_MAX} ports at once", exit_code=EXIT_USAGE)
+    return pairs
+
+
+def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.socket, connect_timeout: float) -> None:
+    """One local connection, carried over its own websocket until either side ends."""
+    try:
+        ws = session_open(api, workflow_id, task, {"kind": "port-forward", "port": remote},
+                          connect_timeout=connect_timeout)
+    except CliError as exc:
+        typer.echo(f"error: a connection to {workflow_id}/{task}:{remote} was refused: {exc.message}", err=True)
+        client.close()
+        return
+    ws.settimeout(None)
+
+    def upstream() -> None:
+        try:
+            while data := client.recv(65536):
+                ws.send_binary(data)
+        except (OSError, websocket.WebSocketException):
+            pass
+        with contextlib.suppress(Exception):
+            ws.close(timeout=1)
+
+    threading.Thread(target=upstream, name="forward-up", daemon=True).start()
+    try:
+        while True:
+            opcode, frame = ws.recv_data_frame(True)
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                break
+            if opcode == websocket.ABNF.OPCODE_BINARY and frame.data:
+                client.sendall(frame.data)
+    except (OSError, websocket.WebSocketException):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            client.shutdown(socket.SHUT_RDWR)
+        client.close()
+        with contextlib.suppress(Exception):
+            ws.close(timeout=1)
+
+
+@workflow_app.command("port-forward")
+def workflow_port_forward(
+    workflow_id: str = typer.Argument(..., metavar="ID", help="The workflow (ID, or OWNER/ID)."),
+    task: str = typer.Argument(..., help="The task whose port to forward."),
+    port: str = typer.Option(..., "--port", help="LOCAL[:REMOTE], or ranges: 8000, 8000:80, "
+                                                 "8000-8010:9000-9010,8015 (ranges include both ends)."),
+    host: str = typer.Option("localhost", "--host", help="The local address to listen on."),
+    connect_timeout: int = typer.Option(60, "--connect-timeout", min=1, help="Seconds to keep trying to connect."),
+) -> None:
+    """Forward local TCP ports to ports a running task listens on, through the service. Many connections at once;
+    Ctrl-C stops it. A connection made while the service restarts waits for it (up to --connect-timeout)."""
+    pairs = parse_ports(port)
+    listeners: list[tuple[socket.socket, int, int]] = []
+    with api_client() as api:
+        # every task port checked first (owner, status, the task listens on it): a clear refusal now
+        # (the tickets of these checks are left unused: they expire, and no session is recorded)
+        for remote in sorted({remote for _, remote in pairs}):
+            api.post(workflow_path(workflow_id, f"tasks/{_segment(task)}/sessions/"),
+                     json={"kind": "port-forward", "port": remote}, not_found=f"workflow {workflow_id} not found")
+        try:
+            for local, remote in pairs:
+                listener = socket.create_server((host, local), reuse_port=False)
+                listeners.append((listener, local, remote))
+        except OSError as exc:
+            for listener, _, _ in listeners:
+                listener.close()
+            raise CliError(f"cannot listen on {host}:{local}: {exc.strerror or exc}") from None
+        for _listener, local, remote in listeners:
+            typer.echo(f"Forwarding {host}:{local} -> {workflow_id}/{task}:{remote}")
+        typer.echo("Ctrl-C stops it.")
+
+        def accept(listener: socket.socket, remote: int) -> None:
+            while True:
+                try:
+                    client, _ = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=_bridge, args=(api, workflow_id, task, remote, client, connect_timeout),
+                                 daemon=True).start()
+
+        for listener, _local, remote in listeners:
+            threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            typer.echo("\nStopped forwarding.", err=True)
+        finally:
+            for listener, _, _ in listeners:
+                listener.close()

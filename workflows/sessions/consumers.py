@@ -1,0 +1,354 @@
+"""The sessions' websockets (Django Channels): one consumer per kind of session, beside the DRF views.
+
+``/ws/sessions/exec/<ticket>/`` and ``/ws/sessions/port-forward/<ticket>/``. The ticket comes from the REST
+call (``POST /api/workflows/{id}/tasks/{task}/sessions/``), which did every check; the websocket is
+authenticated by that ticket *and* the same credentials as the API (``Authorization: Token|Bearer``, or the
+signed-in session's cookie), and the ticket must be the same user's. Every refusal before the upgrade is
+an HTTP answer with the API's JSON envelope (the ASGI "websocket denial response"; a server without it
+gets a close code 4000 + the HTTP status). After the upgrade a session ends with a close code the client
+can act on (:data:`CLOSE_CODES`).
+
+Exec frames are Kubernetes' ``v5.channel.k8s.io`` (the first byte of each binary message names the
+stream: 0 stdin, 1 stdout, 2 stderr, 3 status JSON with the exit code, 4 resize JSON ``{"Width",
+"Height"}``, 255 close stdin), so the CLI and a later Kubernetes backend speak one protocol.
+Port-forward carries one TCP connection per websocket: binary messages are its bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.http import HttpRequest
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Throttled
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+
+from osmo import metrics
+from osmo.errors import OsmoError
+from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
+from scheduler.dispatch.base import TaskExec
+from workflows.api.task_auth import TaskApiAccess
+from workflows.errors import SessionForbiddenError
+from workflows.sessions.service import (
+    SessionSettings,
+    SessionTarget,
+    session_finish,
+    task_running,
+    ticket_claim,
+)
+
+logger = logging.getLogger(__name__)
+
+SUBPROTOCOL = "v5.channel.k8s.io"
+STDIN, STDOUT, STDERR, STATUS, RESIZE, CLOSE_STDIN = 0, 1, 2, 3, 4, 255
+
+CLOSE_NORMAL = 1000  # exec: the command ended (its status was sent first); port-forward: the task closed
+CLOSE_TASK_ENDED = 4409  # the task is no longer RUNNING
+CLOSE_IDLE = 4408  # no byte either way for OSMO_SESSION_IDLE_SECONDS
+CLOSE_MAX_LENGTH = 4410  # open for OSMO_SESSION_MAX_SECONDS
+CLOSE_BACKEND_ERROR = 4500  # the backend failed mid-session
+CLOSE_CODES = {CLOSE_NORMAL: "ended", CLOSE_TASK_ENDED: "task_ended", CLOSE_IDLE: "idle",
+               CLOSE_MAX_LENGTH: "max_length", CLOSE_BACKEND_ERROR: "error"}
+WATCH_SECONDS = 1.0
+TASK_CHECK_SECONDS = 3.0
+
+
+class NotAuthenticatedError(OsmoError):
+    http_status = 401
+    code = "not_authenticated"
+    default_message = "Authentication credentials were not provided."
+
+
+class ThrottledError(OsmoError):
+    http_status = 429
+    code = "throttled"
+
+
+def websocket_user(scope: dict[str, Any]) -> Any:
+    """The user of the websocket's credentials: the API's authentications (tokens, API keys, the identity
+    provider's bearer tokens) from its ``Authorization`` header, else the session cookie's user. A
+    task's own API token is refused (403): a task cannot open sessions into itself or its siblings."""
+    headers = {key.lower(): value for key, value in scope.get("headers", [])}
+    authorization = headers.get(b"authorization")
+    if authorization:
+        http = HttpRequest()
+        http.META["HTTP_AUTHORIZATION"] = authorization.decode("latin1")
+        http.META["REMOTE_ADDR"] = (scope.get("client") or ("", 0))[0] or ""
+        if b"x-forwarded-for" in headers:
+            http.META["HTTP_X_FORWARDED_FOR"] = headers[b"x-forwarded-for"].decode("latin1")
+        request = Request(http)
+        classes: list[Any] = list(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+        for authentication in classes:
+            if issubclass(authentication, SessionAuthentication):
+                continue
+            try:
+                found = authentication().authenticate(request)
+            except PermissionDenied as exc:  # a task's token outside the endpoints it may use
+                raise SessionForbiddenError("A task's own token opens no session: use your own API token.") from exc
+            except AuthenticationFailed as exc:
+                raise NotAuthenticatedError(str(exc.detail)) from exc
+            except Throttled as exc:
+                raise ThrottledError(str(exc.detail)) from exc
+            if found is not None:
+                user, auth = found
+                if isinstance(auth, TaskApiAccess):
+                    raise SessionForbiddenError("A task's own token opens no session: use your own API token.")
+                return user
+        raise NotAuthenticatedError("The Authorization header names no credentials this service knows.")
+    user = scope.get("user")
+    if user is not None and getattr(user, "is_authenticated", False):
+        return user
+    raise NotAuthenticatedError()
+
+
+def _claim(scope: dict[str, Any], ticket: str, kind: str) -> SessionTarget:
+    user = websocket_user(scope)
+    target = ticket_claim(ticket, user)
+    if target.kind != kind:
+        session_finish(target.session_pk, reason=f"opened as {kind}")
+        from workflows.errors import SessionTicketInvalidError
+
+        raise SessionTicketInvalidError(f"This ticket is for a {target.kind} session, not {kind}.")
+    return target
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    """What both kinds share: the claim, the refusals before the upgrade, the watch (idle, maximum
+    length, the task's end) and the record at the end."""
+
+    kind = ""
+
+    async def connect(self) -> None:
+        self.target: SessionTarget | None = None
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.finished = False
+        self.tasks: list[asyncio.Task[None]] = []
+        self.config = SessionSettings.load()
+        ticket = self.scope["url_route"]["kwargs"].get("ticket", "")
+        try:
+            self.target = await database_sync_to_async(_claim)(self.scope, ticket, self.kind)
+            await self.start()
+        except OsmoError as exc:
+            if self.target is not None:
+                await database_sync_to_async(session_finish)(self.target.session_pk, reason=f"refused: {exc.message}")
+            await self.refuse(exc.http_status, exc.code, exc.message, exc.details)
+            raise StopConsumer() from None
+        except DispatchTransientError as exc:
+            await self.refuse_backend(503, "backend_unavailable", str(exc))
+        except DispatchPermanentError as exc:
+            await self.refuse_backend(409, "session_refused", str(exc))
+        subprotocols = self.scope.get("subprotocols") or []
+        await self.accept(SUBPROTOCOL if SUBPROTOCOL in subprotocols else None)
+        self.started = time.monotonic()
+        self.last_activity = self.started
+        self.tasks.append(asyncio.create_task(self.watch()))
+        self.tasks.append(asyncio.create_task(self.pump()))
+
+    async def refuse_backend(self, status: int, code: str, message: str) -> None:
+        assert self.target is not None
+        await database_sync_to_async(session_finish)(self.target.session_pk, reason=f"refused: {message}")
+        await self.refuse(status, code, message, {})
+        raise StopConsumer()
+
+    async def refuse(self, status: int, code: str, message: str, details: dict[str, Any]) -> None:
+        """The API's envelope as the HTTP answer to the upgrade, or a close code 4000 + status."""
+        if "websocket.http.response" in (self.scope.get("extensions") or {}):
+            body = json.dumps({"code": code, "message": message, "details": details}).encode()
+            await self.base_send({"type": "websocket.http.response.start", "status": status,
+                                  "headers": [(b"content-type", b"application/json"),
+                                              (b"content-length", str(len(body)).encode())]})
+            await self.base_send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await self.base_send({"type": "websocket.close", "code": 4000 + status, "reason": message[:120]})
+
+    async def start(self) -> None:  # the backend's half, before the upgrade
+        raise NotImplementedError
+
+    async def pump(self) -> None:  # the task's bytes to the websocket, until the end
+        raise NotImplementedError
+
+    async def stop(self) -> None:  # free what the backend holds (idempotent)
+        return None
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    async def watch(self) -> None:
+        assert self.target is not None
+        last_check = time.monotonic()
+        while not self.finished:
+            await asyncio.sleep(WATCH_SECONDS)
+            now = time.monotonic()
+            if now - self.last_activity >= self.config.idle_seconds:
+                await self.finish(f"idle for {self.config.idle_seconds} s", close_code=CLOSE_IDLE)
+            elif now - self.started >= self.config.max_seconds:
+                await self.finish(f"open for its maximum of {self.config.max_seconds} s", close_code=CLOSE_MAX_LENGTH)
+            elif now - last_check >= TASK_CHECK_SECONDS:
+                last_check = now
+                status = await database_sync_to_async(task_running)(self.target.session_pk)
+                if status is not None:
+                    await self.finish(f"the task is {status}", close_code=CLOSE_TASK_ENDED)
+
+    async def finish(self, reason: str, *, close_code: int | None = None, exit_code: int | None = None,
+                     end: str | None = None) -> None:
+        """End the session once: free the backend's side, record it, close the websocket with ``close_code``."""
+        if self.finished or self.target is None:
+            return
+        self.finished = True
+        current = asyncio.current_task()
+        for task in self.tasks:
+            if task is not current:
+                task.cancel()
+        with contextlib.suppress(Exception):
+            await self.stop()
+        seconds = time.monotonic() - getattr(self, "started", time.monotonic())
+        try:
+            await database_sync_to_async(session_finish)(self.target.session_pk, reason=reason, bytes_in=self.bytes_in,
+                                                         bytes_out=self.bytes_out, exit_code=exit_code)
+        except Exception:  # the record must not keep the websocket open
+            logger.exception("could not record the end of session %s", self.target.session_pk)
+        metrics.task_session_observe(self.kind, end or CLOSE_CODES.get(close_code or CLOSE_NORMAL, "closed"),
+                                     bytes_in=self.bytes_in, bytes_out=self.bytes_out, seconds=seconds)
+        if close_code is not None:
+            with contextlib.suppress(Exception):
+                await self.close(code=close_code, reason=reason[:120])
+
+    async def disconnect(self, code: int) -> None:
+        await self.finish(f"the client closed ({code})", end="closed")
+
+
+class ExecConsumer(SessionConsumer):
+    """``osmo workflow exec``: a command in the task, its streams as ``v5.channel.k8s.io`` frames."""
+
+    kind = "exec"
+
+    async def start(self) -> None:
+        assert self.target is not None
+        target = self.target
+        backend: Any = backend_for(target.backend)
+        self.process: TaskExec = await asyncio.to_thread(backend.exec_start, namespace=target.namespace,
+                                                         pod_name=target.pod_name, argv=list(target.command),
+                                                         tty=target.tty)
+
+    async def pump(self) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+        process = self.process
+
+        def read() -> None:  # one thread per session: reads block
+            while True:
+                try:
+                    channel, data = process.read()
+                except Exception:
+                    channel, data = 0, b""
+                loop.call_soon_threadsafe(queue.put_nowait, (channel, data))
+                if not data:
+                    return
+
+        threading.Thread(target=read, name="session-exec-read", daemon=True).start()
+        while True:
+            channel, data = await queue.get()
+            if not data:
+                break
+            self.bytes_out += len(data)
+            self.touch()
+            await self.send(bytes_data=bytes([channel]) + data)
+        code = None
+        while code is None and not self.finished:  # its outputs ended: it is ending
+            code = await asyncio.to_thread(process.wait, 1.0)
+        if code is None:
+            return
+        status: dict[str, Any] = {"metadata": {}, "status": "Success"} if code == 0 else {
+            "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode", "message": f"exit code {code}",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+        await self.send(bytes_data=bytes([STATUS]) + json.dumps(status).encode())
+        await self.finish(f"the command exited with code {code}", close_code=CLOSE_NORMAL, exit_code=code,
+                          end="exited")
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not bytes_data or self.finished:
+            return
+        channel, data = bytes_data[0], bytes_data[1:]
+        self.touch()
+        try:
+            if channel == STDIN and data:
+                self.bytes_in += len(data)
+                await asyncio.to_thread(self.process.write, data)
+            elif channel == RESIZE:
+                size = json.loads(data)
+                width, height = int(size.get("Width", 0)), int(size.get("Height", 0))
+                if 0 < width < 10000 and 0 < height < 10000:
+                    await asyncio.to_thread(self.process.resize, width, height)
+            elif channel == CLOSE_STDIN:
+                await asyncio.to_thread(self.process.close_stdin)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return  # the command closed its input, or a frame the protocol does not have: nothing to do
+
+    async def stop(self) -> None:
+        process = getattr(self, "process", None)
+        if process is not None:
+            await asyncio.to_thread(process.close)
+
+
+class PortForwardConsumer(SessionConsumer):
+    """``osmo workflow port-forward``: one TCP connection to the task's port, its bytes as binary messages."""
+
+    kind = "port-forward"
+
+    async def start(self) -> None:
+        assert self.target is not None and self.target.port is not None
+        target = self.target
+        backend: Any = backend_for(target.backend)
+        sock = await asyncio.to_thread(backend.port_connect, namespace=target.namespace, pod_name=target.pod_name,
+                                       port=target.port)
+        sock.setblocking(False)
+        self.reader, self.writer = await asyncio.open_connection(sock=sock)
+
+    async def pump(self) -> None:
+        while True:
+            try:
+                data = await self.reader.read(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            self.bytes_out += len(data)
+            self.touch()
+            await self.send(bytes_data=data)
+        await self.finish("the task closed the connection", close_code=CLOSE_NORMAL, end="closed")
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not bytes_data or self.finished:
+            return
+        self.bytes_in += len(bytes_data)
+        self.touch()
+        try:
+            self.writer.write(bytes_data)
+            await self.writer.drain()
+        except OSError:
+            await self.finish("the task's connection failed", close_code=CLOSE_NORMAL, end="closed")
+
+    async def stop(self) -> None:
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.close()
+
+
+class UnknownSessionConsumer(AsyncWebsocketConsumer):
+    """Any other websocket path: the API's 404 envelope."""
+
+    async def connect(self) -> None:
+        message = "No such websocket: sessions are /ws/sessions/exec/<ticket>/ and /ws/sessions/port-forward/<ticket>/."
+        await SessionConsumer.refuse(self, 404, "not_found", message, {})
+        raise StopConsumer()
