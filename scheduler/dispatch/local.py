@@ -539,6 +539,7 @@ class LocalBackend:
             binds += ["--ro-bind", path, path]
         mounts = _reachable(["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
                              "--bind", str(sandbox / "osmo"), "/osmo", "--bind", str(folder / "run"), SANDBOX_RUN,
+                             *self._account_binds(folder),
                              *self._mounts(), *binds], uid=uid, gid=gid)
         argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc", *mounts,
                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
@@ -556,6 +557,25 @@ class LocalBackend:
         return SandboxSpec(argv=tuple(argv), env_names=tuple(_sandbox_env_names(os.environ)), limits=limits,
                            seccomp=self._seccomp_path(), cgroups=self.cgroups, network=network,
                            service_ports=self.service_ports, pasta=self.pasta, uid=uid, gid=gid)
+
+    @staticmethod
+    def _account_files(staging: Path, pod: PodRequest) -> None:
+        """The host's ``/etc/passwd`` and ``/etc/group`` with the task's user and group added (``osmo``,
+        home ``/tmp``), bound over the host's in the sandbox: programs that look their user up (a shell's
+        prompt, ``whoami``, pip, ssh) find one."""
+        uid, gid = sandbox_uid(pod.workflow_pk), sandbox_gid(pod.owner_pk)
+        for name, line in (("passwd", f"osmo:x:{uid}:{gid}:OSMO task:/tmp:/bin/sh\n"), ("group", f"osmo:x:{gid}:\n")):
+            try:
+                text = Path("/etc", name).read_text()
+            except OSError:
+                continue
+            (staging / "etc").mkdir(exist_ok=True)
+            (staging / "etc" / name).write_text(text + ("" if text.endswith("\n") or not text else "\n") + line)
+
+    @staticmethod
+    def _account_binds(folder: Path) -> list[str]:
+        return [arg for name in ("passwd", "group") if Path("/etc", name).is_file()
+                for arg in ("--ro-bind", str(folder / "etc" / name), f"/etc/{name}")]
 
     def _ownership(self, staging: Path, pod: PodRequest, uploads: list[str]) -> None:
         """The task's folders are its user's: its /osmo and run folder, its credential files, its upload
@@ -603,6 +623,7 @@ class LocalBackend:
             (staging / "run" / CLI_FOLDER / "osmo").write_text(self._cli_launcher())
             (staging / "run" / CLI_FOLDER / "osmo").chmod(0o755)
             credential_dirs = self._credential_files(staging, pod)
+            self._account_files(staging, pod)
             self._ownership(staging, pod, binds[0])
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
