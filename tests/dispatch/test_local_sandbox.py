@@ -325,3 +325,31 @@ def test_an_output_link_to_the_database_is_not_uploaded(sandboxed):
     # then
     assert wait_done(local, [pod]) == {"linker": PodState("Succeeded", 0)}
     assert sorted(path.name for path in store.iterdir()) == [".osmo-manifest.json", "ok"]
+
+
+def test_cgroup_v2_limits_are_written_where_the_unified_hierarchy_offers_the_controllers(tmp_path):
+    """This machine kind mounts cgroups v1 (hybrid); on a v2-only host the same limits go to the unified
+    hierarchy: the controllers enabled for the pods' folder, then one folder per pod with its limits.
+    Checked on a folder laid out as cgroupfs v2 is (the kernel's files are plain files here)."""
+    from scheduler.dispatch.local_sandbox import CGROUP_GROUP, Limits
+
+    # given a unified hierarchy offering memory, pids and cpu
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    (tmp_path / CGROUP_GROUP).mkdir()
+    (tmp_path / CGROUP_GROUP / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert Cgroups.detect(str(tmp_path)) == "v2"
+
+    # when a pod's cgroup is made
+    cgroups = Cgroups.for_pod("pod-1", kind="v2", root=str(tmp_path))
+    cgroups.create(Limits(memory_bytes=1 << 30, cpu_millis=1500, processes=64, tmp_bytes=1 << 20))
+
+    # then
+    folder = tmp_path / CGROUP_GROUP / "pod-1"
+    assert {name: (folder / name).read_text() for name in ("memory.max", "memory.swap.max", "pids.max", "cpu.max")} == {
+        "memory.max": str(1 << 30), "memory.swap.max": "0", "pids.max": "64", "cpu.max": "150000 100000"}
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    # and its counters are read from memory.events and pids.events
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    (folder / "pids.events").write_text("max 2\n")
+    assert (cgroups.oom_kills(), cgroups.process_limit_hits()) == (1, 2)
