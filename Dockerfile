@@ -9,7 +9,7 @@ FROM python:3.11-slim AS runtime
 ARG RUNTIME_PACKAGES="fsspec s3fs aiobotocore aiohttp aiohappyeyeballs aiosignal aioitertools attrs botocore \
     frozenlist idna jmespath multidict propcache python-dateutil six urllib3 typing_extensions wrapt yarl \
     httpx httpcore h11 anyio certifi typer click rich shellingham annotated-doc pydantic pydantic_core \
-    annotated-types typing-inspection markdown-it-py mdurl Pygments PyYAML"
+    annotated-types typing-inspection markdown-it-py mdurl Pygments PyYAML websocket-client"
 COPY requirements.txt /tmp/requirements.txt
 RUN for name in $RUNTIME_PACKAGES; do grep -E "^$name==" /tmp/requirements.txt || exit 1; done \
         > /tmp/runtime-requirements.txt \
