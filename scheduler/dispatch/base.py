@@ -175,8 +175,7 @@ class PodBackend(Protocol):
 
 # -- sessions into a running task (``osmo workflow exec`` and ``port-forward``; docs/design.md §13) ----------
 class SessionUnsupportedError(DispatchPermanentError):
-    """The pool's backend opens no sessions into its tasks (the simulated backend runs no process; the
-    Kubernetes backend's API-server streams are not written yet)."""
+    """The pool's backend opens no sessions into its tasks (the simulated backend runs no process)."""
 
     def __init__(self, backend: str, why: str) -> None:
         self.backend = backend

@@ -49,7 +49,6 @@ from scheduler.dispatch.base import (
     PodLog,
     PodRequest,
     PodState,
-    SessionUnsupportedError,
     TaskExec,
 )
 from scheduler.dispatch.k8s_manifest import (
@@ -65,6 +64,7 @@ from scheduler.dispatch.k8s_manifest import (
     workflow_selector,
 )
 from scheduler.dispatch.k8s_objects import credentials_objects, pull_secret
+from scheduler.dispatch.k8s_sessions import KubeSessions
 from scheduler.dispatch.k8s_status import aware, container_events, pod_state
 from scheduler.dispatch.naming import kube_pod_name
 
@@ -186,19 +186,6 @@ class KubernetesBackend:
 
     name = "kubernetes"
 
-    # -- sessions (scheduler.dispatch.base.SessionBackend): the API server's exec and port-forward streams
-    # are another change; until then a clear refusal, never a half session.
-    _NO_SESSIONS = "the Kubernetes API server's exec and port-forward streams are not supported yet"
-
-    def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> TaskExec:
-        raise SessionUnsupportedError(self.name, self._NO_SESSIONS)
-
-    def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
-        raise SessionUnsupportedError(self.name, self._NO_SESSIONS)
-
-    def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
-        raise SessionUnsupportedError(self.name, self._NO_SESSIONS)
-
     def __init__(self, api_client: k8s_client.ApiClient, *, pending_timeout_s: float | None = None,
                  request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT) -> None:
         self.api_client = api_client
@@ -207,6 +194,8 @@ class KubernetesBackend:
             pending_timeout_s = float(os.environ.get("OSMO_K8S_PENDING_TIMEOUT") or DEFAULT_PENDING_TIMEOUT_S)
         self.pending_timeout_s = float(pending_timeout_s)
         self.request_timeout = request_timeout
+        read_timeout = request_timeout[1] if isinstance(request_timeout, tuple) else request_timeout
+        self.sessions = KubeSessions(self.core, timeout=float(read_timeout))
 
     @classmethod
     def from_settings(cls, *, kubeconfig: str | None = None, context: str | None = None,
@@ -437,6 +426,19 @@ class KubernetesBackend:
                     if request is not None:
                         events.extend(container_events(listed, request.pod_name, now=now))
         return events
+
+    # -- SessionBackend (scheduler.dispatch.k8s_sessions: pods/exec and pods/portforward) ----------
+    def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> TaskExec:
+        """Start ``argv`` in the pod's ``task`` container (as its user, in its namespaces and limits)."""
+        return self.sessions.exec_start(namespace=namespace, name=kube_pod_name(pod_name), argv=argv, tty=tty)
+
+    def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        """The TCP ports listened on in the pod's network (read by an exec in its ``task`` container)."""
+        return self.sessions.task_ports(namespace=namespace, name=kube_pod_name(pod_name))
+
+    def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
+        """A connection to a port the pod listens on, through the API server's port-forward."""
+        return self.sessions.port_connect(namespace=namespace, name=kube_pod_name(pod_name), port=port)
 
     # -- helpers --------------------------------------------------------------------------------
     def _paged(self, call: Any, namespace: str, *, patient: bool, **selector: str) -> list[Any]:

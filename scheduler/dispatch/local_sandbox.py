@@ -40,6 +40,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from scheduler.dispatch.proc_net import listening_ports_parse
+
 #: Sandbox uids and gids start here: far above any account of the host (Debian's dynamic and
 #: container ranges end below 2^31).
 UID_BASE = 2_000_000_000
@@ -452,29 +454,13 @@ def owned_folder_ready(path: str, *, uid: int, gid: int, claimable: bool) -> str
 def listening_ports(pid: int, uid: int) -> dict[int, str]:
     """The TCP ports that processes of ``uid`` listen on in the network namespace of ``pid``, with the
     address to connect to each (the loopback for a wildcard)."""
-    found: dict[int, str] = {}
-    for table, wildcard, loopback in (("tcp", "0.0.0.0", "127.0.0.1"), ("tcp6", "::", "::1")):
+    texts = []
+    for table in ("tcp", "tcp6"):
         try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+            texts.append(Path(f"/proc/{pid}/net/{table}").read_text())
         except OSError:
             continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 8 or fields[3] != "0A" or int(fields[7]) != uid:  # 0A: LISTEN
-                continue
-            address_hex, port_hex = fields[1].split(":")
-            address = _proc_address(address_hex)
-            found.setdefault(int(port_hex, 16), loopback if address == wildcard else address)
-    return found
-
-
-def _proc_address(text: str) -> str:
-    """An address of /proc/net/tcp{,6} (host-order 32-bit words in hex) as text."""
-    import ipaddress
-
-    raw = bytes.fromhex(text)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    return str(ipaddress.ip_address(words))
+    return listening_ports_parse("".join(texts), uid)
 
 
 def netns_connect(pid: int, host: str, port: int, *, timeout: float) -> socket.socket:

@@ -45,6 +45,7 @@ def test_every_overlay_renders_and_every_object_validates_strictly(tree, overlay
         ("HorizontalPodAutoscaler", "osmo-worker"), ("PodDisruptionBudget", "osmo-web"),
         ("PodDisruptionBudget", "osmo-worker"), ("NetworkPolicy", "osmo-default-deny-ingress"),
         ("NetworkPolicy", "osmo-web-http"), ("Role", "osmo-dispatch"), ("RoleBinding", "osmo-dispatch"),
+        ("ServiceAccount", "osmo-sessions"), ("Role", "osmo-sessions"), ("RoleBinding", "osmo-sessions"),
     } <= kinds
     secrets = [name for kind, name in kinds if kind == "Secret" and name.startswith("osmo-secrets-")]
     assert len(secrets) == 1
@@ -133,7 +134,8 @@ def test_web_probes_security_and_single_beat(tree):
     assert ("HorizontalPodAutoscaler", "osmo-beat") not in objects
     assert {objects[("HorizontalPodAutoscaler", n)]["spec"]["scaleTargetRef"]["name"]
             for n in ("osmo-web", "osmo-worker")} == {"osmo-web", "osmo-worker"}
-    # and only the workers get a Kubernetes API token
+    # and only the workers (osmo-scheduler) and the sessions' exec and port-forward (osmo-sessions, of web and
+    # osmo-sessions) get a Kubernetes API token
     assert objects[("ServiceAccount", "osmo")]["automountServiceAccountToken"] is False
     assert objects[("Deployment", "osmo-worker")]["spec"]["template"]["spec"]["serviceAccountName"] == "osmo-scheduler"
 
@@ -157,19 +159,19 @@ def test_sessions_run_on_uvicorn_behind_the_ingress_path_ws(tree):
     assert ("Service", "osmo-sessions") in objects and ("NetworkPolicy", "osmo-sessions-http") in objects
 
 
-def _documented(kind: str) -> dict:
-    """The ``kind`` object of docs/kubernetes.md §3 (its YAML examples)."""
+def _documented(kind: str, name: str | None = None) -> dict:
+    """The ``kind`` object (named ``name``, if given) of docs/kubernetes.md §3 (its YAML examples)."""
     text = (ROOT / "docs" / "kubernetes.md").read_text()
     for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
         for document in yaml.safe_load_all(block):
-            if document and document.get("kind") == kind:
+            if document and document.get("kind") == kind and name in (None, document["metadata"]["name"]):
                 return document
-    raise AssertionError(f"docs/kubernetes.md shows no {kind}")
+    raise AssertionError(f"docs/kubernetes.md shows no {kind} {name or ''}")
 
 
 def _documented_role() -> dict:
-    """The Role of docs/kubernetes.md §3 (its YAML example)."""
-    return _documented("Role")
+    """The dispatch Role of docs/kubernetes.md §3 (its YAML example)."""
+    return _documented("Role", "osmo-dispatch")
 
 
 def test_job_namespace_role_grants_exactly_the_verbs_docs_kubernetes_lists(tree):
@@ -186,6 +188,26 @@ def test_job_namespace_role_grants_exactly_the_verbs_docs_kubernetes_lists(tree)
     assert role["metadata"]["namespace"] == documented["metadata"]["namespace"] == "osmo-jobs"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "osmo-scheduler", "namespace": "osmo"}]
     assert objects[("Deployment", "osmo-worker")]["metadata"]["namespace"] == "osmo"
+
+
+def test_sessions_role_grants_exactly_exec_and_port_forward_as_docs_kubernetes_lists(tree):
+    # given: the sessions' Role of docs/kubernetes.md §3
+    documented = _documented("Role", "osmo-sessions")
+
+    # when
+    objects = _by_kind_name(render(tree / "overlays" / "production"))
+
+    # then only create on the two subresources, for the account web and the sessions Deployment use, with
+    # a token mounted (the workers' account, which may create pods, is not theirs)
+    assert objects[("Role", "osmo-sessions")]["rules"] == documented["rules"] == [
+        {"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": ["create"]}]
+    assert objects[("Role", "osmo-sessions")]["metadata"]["namespace"] == "osmo-jobs"
+    assert objects[("RoleBinding", "osmo-sessions")]["subjects"] == _documented("RoleBinding", "osmo-sessions")[
+        "subjects"] == [
+        {"kind": "ServiceAccount", "name": "osmo-sessions", "namespace": "osmo"}]
+    for deployment in ("osmo-web", "osmo-sessions"):
+        assert objects[("Deployment", deployment)]["spec"]["template"]["spec"]["serviceAccountName"] == "osmo-sessions"
+    assert objects[("ServiceAccount", "osmo-sessions")]["automountServiceAccountToken"] is True
 
 
 def test_node_reading_cluster_role_grants_exactly_what_docs_kubernetes_says(tree):

@@ -17,8 +17,10 @@ def kube_api():
     """A running fake API server; the test fails if it got a request it had no scripted answer for."""
     api = FakeKubeApi().start()
     yield api
+    api.settle()
     api.stop()
     assert not api.unexpected, f"unscripted requests: {[(r.method, r.path) for r in api.unexpected]}"
+    assert not api.socket_errors, f"websocket scripts failed: {api.socket_errors}"
 
 
 @pytest.fixture
