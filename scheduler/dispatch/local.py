@@ -707,7 +707,21 @@ class LocalBackend:
                     and (folder / "exit").exists():
                 shutil.rmtree(folder, ignore_errors=True)
 
+    def networks_sweep(self) -> None:
+        """Remove the workflows' networks no live supervisor uses any more: one whose last supervisor was
+        killed while a delete gave up waiting for it (a loaded machine) would otherwise keep its
+        namespace and its pasta. The periodic status sync calls it (through :meth:`pods_list`)."""
+        base = self.root / ".sandbox" / "netns"
+        for folder in sorted(base.iterdir()) if base.is_dir() else ():
+            if folder.is_dir():
+                try:
+                    WorkflowNetwork(folder, self.service_ports, self.pasta).release()
+                except OSError:
+                    continue
+
     def pods_list(self, *, namespace: str, pool: str) -> list[ListedPod]:
+        if self.network == "workflow":
+            self.networks_sweep()
         listed = []
         for folder, request in self._pods(namespace):
             if request.get("pool") != pool:

@@ -49,3 +49,4 @@ def local(tmp_path):
     for namespace in (tmp_path / "pods").glob("[!.]*"):  # (.sandbox: the seccomp filter, the networks)
         for folder in namespace.iterdir():
             backend._remove(folder, 0)
+    backend.networks_sweep()  # a network whose last supervisor a delete killed before it left

@@ -247,6 +247,7 @@ def outside_tmp():
         for namespace in backend.root.glob("[!.]*"):  # (.sandbox: the seccomp filter, the networks)
             for pod_folder in namespace.iterdir():
                 backend._remove(pod_folder, 0)
+        backend.networks_sweep()
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -62,6 +62,7 @@ def sandboxed():
         for namespace in backend.root.glob("[!.]*"):
             for pod_folder in namespace.iterdir():
                 backend._remove(pod_folder, 0)
+        backend.networks_sweep()
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -302,7 +303,7 @@ def test_a_workflow_reaches_its_own_tasks_the_service_and_nothing_else_on_the_lo
         database.close()
     # and once the workflows' tasks ended, their networks are gone
     local.delete_pod(namespace="osmo", pod_name="server", grace_seconds=0)
-    assert list((local.root / ".sandbox" / "netns").glob("*")) == []
+    assert [path for path in (local.root / ".sandbox" / "netns").glob("*") if path.is_dir()] == []
     assert subprocess.run(["pgrep", "-f", f"pasta.*{local.root}"], capture_output=True).stdout == b""
 
 
@@ -353,3 +354,35 @@ def test_cgroup_v2_limits_are_written_where_the_unified_hierarchy_offers_the_con
     (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
     (folder / "pids.events").write_text("max 2\n")
     assert (cgroups.oom_kills(), cgroups.process_limit_hits()) == (1, 2)
+
+
+def test_a_network_whose_last_supervisor_was_killed_is_swept_by_the_status_sync(sandboxed):
+    """Seen in a loaded CI run: a delete that stopped waiting for a pod's supervisor left its workflow's
+    network namespace mounted and its pasta running. The sweep the status sync makes removes a network
+    no live supervisor uses."""
+    import signal
+
+    folder, make = sandboxed
+    local = make()
+    pod = hostile("orphan", "sleep 60", workflow="wf-orphan")
+    local.create_pod(pod)
+    pod_folder = local.pod_dir("osmo", "orphan")
+    from tests.conftest import wait_for
+
+    wait_for(lambda: (pod_folder / "sandbox.pid").exists(), timeout=30, message="the sandbox to start")
+    [network] = [path for path in (local.root / ".sandbox" / "netns").iterdir() if path.is_dir()]
+    pasta = int((network / "pasta.pid").read_text())
+    # given its supervisor and sandbox killed outright (nothing left to clean up after them)
+    os.killpg(int((pod_folder / "pid").read_text()), signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{int((pod_folder / 'pid').read_text())}/cmdline").exists()
+             or Path(f"/proc/{int((pod_folder / 'pid').read_text())}/stat").read_text().split(") ")[1][0] == "Z",
+             timeout=10, message="the supervisor to end")
+    assert os.path.ismount(network / "ns")
+
+    # when the status sync lists the pool's pods
+    local.pods_list(namespace="osmo", pool="local")
+
+    # then
+    assert not network.exists()
+    wait_for(lambda: not Path(f"/proc/{pasta}").exists() or "pasta" not in Path(f"/proc/{pasta}/cmdline").read_text(),
+             timeout=10, message="pasta to end")

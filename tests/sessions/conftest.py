@@ -58,6 +58,7 @@ def local_pool(tmp_path, monkeypatch, settings, worker_env):
     for namespace, pod_name in _STARTED:  # the sandboxes this test started, stopped now
         backend.delete_pod(namespace=namespace, pod_name=pod_name, grace_seconds=0)
     _STARTED.clear()
+    backend.networks_sweep()  # type: ignore[attr-defined]  # (the local backend's)
 
 
 _STARTED: list[tuple[str, str]] = []
