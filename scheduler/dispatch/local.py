@@ -6,6 +6,7 @@ A pod is a folder ``<root>/<namespace>/<pod>/`` (``root``: ``OSMO_LOCAL_DIR``):
 * ``request.json``: the pod's identity (pool, workflow, group, task, node), for listings;
 * ``run/plan.json``: the runtime's plan; ``run/result.json``: its result (termination message);
   ``run/bin/osmo``: the task's ``osmo`` command (the service's CLI, at the end of the command's ``PATH``);
+  ``run/workspace``: the task user's folder ``/osmo/run/workspace`` (``osmo workflow rsync``'s usual target);
 * ``sandbox/tmp`` and ``sandbox/osmo``: the task's own ``/tmp`` and ``/osmo`` (``{{output}}`` is
   ``/osmo/output``, ``{{input:N}}`` ``/osmo/input/N``), so two tasks can both write ``/tmp/run.sh``;
 * ``log``: the runtime's and the command's stdout and stderr (the container log);
@@ -581,7 +582,8 @@ class LocalBackend:
         """The task's folders are its user's: its /osmo and run folder, its credential files, its upload
         folders (made or given to it, or refused when another user's tasks own them)."""
         uid, gid = sandbox_uid(pod.workflow_pk), sandbox_gid(pod.owner_pk)
-        for path in (staging / "run", staging / "run" / "plan.json", staging / "sandbox" / "osmo",
+        for path in (staging / "run", staging / "run" / "plan.json", staging / "run" / "workspace",
+                     staging / "sandbox" / "osmo",
                      staging / "sandbox" / "osmo" / "output", staging / "sandbox" / "osmo" / "input",
                      *(staging / "credentials").rglob("*")):
             os.chown(path, uid, gid)
@@ -613,7 +615,7 @@ class LocalBackend:
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
-            for part in ("run", "sandbox/osmo/output", "sandbox/osmo/input",
+            for part in ("run", "run/workspace", "sandbox/osmo/output", "sandbox/osmo/input",
                          *(f"sandbox{SANDBOX_LIB}/{name}" for name in SANDBOX_PACKAGES)):
                 (staging / part).mkdir(parents=True, mode=0o755)
             staging.chmod(0o700)  # the pod's folder is the service's: the task sees only what is bound
