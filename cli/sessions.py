@@ -124,10 +124,12 @@ def _status_exit_code(payload: bytes) -> int:
     return 1
 
 
-def exec_run(ws: websocket.WebSocket, *, tty: bool, forward_stdin: bool, out: Any, err: Any) -> ExecResult:
+def exec_run(ws: websocket.WebSocket, *, tty: bool, forward_stdin: bool, out: Any, err: Any,
+             feed: Any = None) -> ExecResult:
     """Carry one exec session: stdin to the task (when ``forward_stdin``), its output to ``out``/``err``
-    (callables taking bytes). Returns when the websocket closes; raises :class:`ConnectionLost` when it
-    was lost before the command's status came."""
+    (callables taking bytes). ``feed``, when given, is the stdin instead: called with the websocket in a
+    thread of its own, it sends the STDIN frames and the CLOSE_STDIN one. Returns when the websocket closes;
+    raises :class:`ConnectionLost` when it was lost before the command's status came."""
     result = ExecResult()
     stop = threading.Event()
 
@@ -145,7 +147,9 @@ def exec_run(ws: websocket.WebSocket, *, tty: bool, forward_stdin: bool, out: An
             if not data:
                 return
 
-    if forward_stdin:
+    if feed is not None:
+        threading.Thread(target=feed, args=(ws,), name="exec-feed", daemon=True).start()
+    elif forward_stdin:
         threading.Thread(target=pump_stdin, name="exec-stdin", daemon=True).start()
     else:
         ws.send_binary(bytes([CLOSE_STDIN]))

@@ -155,6 +155,8 @@ def cli_env(server_url: str, user) -> dict[str, str]:
             "OSMO_CONFIG": "/nonexistent/osmo.json"}
 
 
-def osmo(server_url: str, user, *args: str, stdin: str = "", timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([*OSMO, *args], env=cli_env(server_url, user), input=stdin, capture_output=True, text=True,
+def osmo(server_url: str, user, *args: str, stdin: str = "", timeout: float = 30,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*OSMO, *args], env={**cli_env(server_url, user), **(env or {})}, input=stdin,
+                          capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
