@@ -257,3 +257,22 @@ def browser():
     finally:
         browser.close()
         playwright.stop()
+
+
+def wait_healthy(url: str, process, log, *, name: str, timeout: float, interval: float, request_timeout: float) -> None:
+    """Poll ``url``/healthz until it answers 200; fail the test with the end of ``log()`` when the server
+    ``process`` exits first or ``timeout`` seconds pass (the web and session servers the tests start)."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=request_timeout).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{name} did not come up:\n{log()[-4000:]}")
+        time.sleep(interval)

@@ -514,12 +514,11 @@ class LocalBackend:
                       processes=self.max_processes, tmp_bytes=pod.storage_bytes or DEFAULT_TMP_BYTES)
 
     def _seccomp_path(self) -> str:
-        """The compiled seccomp filter (made once per pod root and process)."""
+        """The compiled seccomp filter (made once per pod root)."""
         path = self.root / ".sandbox" / "seccomp.bpf"
-        if not getattr(self, "_seccomp_written", False) or not path.exists():
+        if not path.exists():  # (a pod root removed under a running worker gets it again)
             path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
             seccomp_filter_write(path)
-            self._seccomp_written = True
         return str(path)
 
     def _sandbox_spec(self, pod: PodRequest, folder: Path, credential_dirs: dict[str, str],

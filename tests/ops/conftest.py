@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.conftest import wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,16 +78,9 @@ def gunicorn_server(tmp_path) -> Iterator[Callable[[dict[str, str]], Server]]:
         )
         server = Server(f"http://127.0.0.1:{port}", process, log_path)
         servers.append(server)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{server.base_url}/healthz", timeout=2).status_code == 200:
-                    return server
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"gunicorn did not come up:\n{server.log()[-4000:]}")
-            time.sleep(0.2)
+        wait_healthy(server.base_url, process, server.log, name="gunicorn", timeout=60, interval=0.2,
+                     request_timeout=2)
+        return server
 
     yield start
     for server in servers:

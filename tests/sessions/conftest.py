@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import httpx
 import pytest
 from django.utils import timezone
 
 from scheduler.dispatch import DispatchPermanentError, backend_for
+from tests.conftest import wait_healthy
 from tests.factories import make_api_key, make_node, make_pool
 from workflows.models import Task, Workflow
 from workflows.scheduling.pod_requests import pod_request
@@ -79,16 +79,8 @@ def asgi_server(worker_env, tmp_path, request) -> Iterator:
             start_new_session=True)
         server = Server(f"http://127.0.0.1:{port}", process, log_path)
         servers.append(server)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                    return server
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"uvicorn did not come up:\n{server.log()[-4000:]}")
-            time.sleep(0.1)
+        wait_healthy(server.url, process, server.log, name="uvicorn", timeout=30, interval=0.1, request_timeout=1)
+        return server
 
     yield start
     for server in servers:
