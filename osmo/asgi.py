@@ -1,5 +1,7 @@
-"""The ASGI application: HTTP (the API, the pages, the admin: the same Django views as ``osmo.wsgi``) and
-the websockets of the sessions into running tasks (Django Channels; :mod:`workflows.sessions`).
+"""The ASGI application: HTTP (the API, the pages, the admin: the same Django views as ``osmo.wsgi``), the
+websockets of the sessions into running tasks (Django Channels; :mod:`workflows.sessions`) and the MCP
+endpoint ``/mcp`` for AI assistants (:mod:`mcp_server`, docs/mcp.md), whose session manager runs in the
+ASGI lifespan.
 
 Served by uvicorn: ``make run`` (scripts/run.sh) and the Kubernetes ``osmo-sessions`` Deployment
 (docs/deploy.md, "Sessions: exec and port-forward")."""
@@ -14,11 +16,15 @@ django_application = get_asgi_application()  # first: it sets Django up before t
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from mcp_server.server import McpRouter, server_build  # noqa: E402
 from workflows.sessions.routing import websocket_urlpatterns  # noqa: E402
+
+mcp_application = server_build().streamable_http_app()
 
 # No origin check: a websocket opens only with a ticket, which only a (CSRF-checked) POST of the same user
 # hands out, so another site's page cannot open one with a visitor's cookie.
 application = ProtocolTypeRouter({
-    "http": django_application,
+    "http": McpRouter(django_application, mcp_application),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+    "lifespan": mcp_application,  # starts and stops the MCP session manager (Starlette's lifespan)
 })

@@ -465,6 +465,8 @@ LOGGING = {
         "celery.app.trace": {"filters": ["celery_routine"]},
         "celery.beat": {"filters": ["celery_routine"]},
         "axes": {"level": "WARNING" if LOG_LEVEL.upper() != "DEBUG" else "DEBUG"},  # its version, once per process
+        # The MCP SDK logs every request and transport at INFO; its warnings and errors stay.
+        "mcp": {"level": "WARNING" if LOG_LEVEL.upper() != "DEBUG" else "DEBUG"},
     },
 }
 

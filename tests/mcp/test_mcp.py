@@ -1,0 +1,216 @@
+"""``/mcp`` end to end: the official SDK's client (``streamable_http_client`` + ``ClientSession``) against a
+real uvicorn process serving ``osmo.asgi``, authenticated with the user's own API key or access token
+(docs/mcp.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from django.utils import timezone
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from credentials import services as credential_services
+from credentials import tokens
+from scheduler.models import PoolGrant
+from tests.factories import make_api_key, make_node, make_pool
+from workflows.choices import WorkflowStatus
+from workflows.models import Workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SPEC = """\
+workflow:
+  name: {name}
+  groups:
+  - name: g
+    tasks:
+    - {{name: main, lead: true, image: ubuntu, command: [sleep, '60']}}
+resources:
+  default: {{cpu: 1, gpu: 1}}
+"""
+EXPECTED_TOOLS = {
+    "osmo_health", "osmo_get_profile", "osmo_search_pools", "osmo_list_resources", "osmo_list_workflows",
+    "osmo_get_workflow", "osmo_get_workflow_logs", "osmo_get_workflow_events", "osmo_get_workflow_spec",
+    "osmo_validate_workflow", "osmo_submit_workflow", "osmo_cancel_workflow", "osmo_restart_workflow",
+    "osmo_list_credentials",
+}
+
+
+def session_run(url: str, token: str | None, steps: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    """Open an MCP session on ``url`` with the SDK's client (bearer ``token``) and run ``steps`` in it."""
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx.AsyncClient(headers=headers, follow_redirects=True, timeout=30) as http_client:
+            async with streamable_http_client(f"{url}/mcp", http_client=http_client) as (read, write, _):
+                async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=30)) as session:
+                    await session.initialize()
+                    return await steps(session)
+
+    return asyncio.run(run())
+
+
+def _content(result: CallToolResult) -> dict[str, Any]:
+    """The structured content, which the text content repeats as JSON."""
+    assert result.structuredContent is not None
+    assert json.loads(result.content[0].text) == result.structuredContent  # type: ignore[union-attr]
+    return result.structuredContent
+
+
+@pytest.fixture
+def pools(user, other_user):
+    """``open`` (no grant: everyone's) and ``private`` (granted to other_user only), one node each."""
+    open_pool = make_pool("open", keys=[])
+    make_node(open_pool, "open-1", {}, gpu=8, cpu=16)
+    private = make_pool("private", keys=[])
+    make_node(private, "private-1", {}, gpu=8, cpu=16)
+    PoolGrant.objects.create(pool=private, user=other_user)
+    return open_pool, private
+
+
+def test_lists_its_tools_and_answers_health_and_profile_as_the_token_s_user(user, pools, asgi_server):
+    # given a live server and the user's API key
+    server = asgi_server()
+    key = make_api_key(user)
+
+    # when the SDK's client lists the tools and calls health and profile
+    async def steps(session: ClientSession):
+        listed = await session.list_tools()
+        return listed, await session.call_tool("osmo_health", {}), await session.call_tool("osmo_get_profile", {})
+
+    listed, health, profile = session_run(server.url, key, steps)
+
+    # then every tool is there, annotated, with its input schema; and the calls act as that user
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == EXPECTED_TOOLS
+    assert tools["osmo_get_workflow"].annotations.readOnlyHint is True
+    assert tools["osmo_cancel_workflow"].annotations.destructiveHint is True
+    assert tools["osmo_submit_workflow"].annotations.readOnlyHint is False
+    assert tools["osmo_submit_workflow"].inputSchema["required"] == ["spec"]
+    assert "ctx" not in tools["osmo_submit_workflow"].inputSchema["properties"]
+    assert (health.isError, _content(health)) == (False, {"status": "ok", "user": user.username, "database": "ok"})
+    assert _content(profile) == {"username": user.username, "is_staff": False, "teams": [], "pools": ["open"]}
+
+
+def test_submit_then_query_list_spec_events_and_cancel_with_an_access_token(user, pools, asgi_server):
+    # given a live server and one of the user's access tokens (osmo token set)
+    server = asgi_server()
+    _, key = tokens.token_create(user=user, name="assistant", expires_at=tokens.ABSENT, description="")
+
+    # when a workflow is validated, submitted, found, read and cancelled through the tools
+    async def steps(session: ClientSession):
+        answers = {"validate": await session.call_tool("osmo_validate_workflow",
+                                                       {"spec": SPEC.format(name="viamcp"), "pool": "open"})}
+        answers["submit"] = await session.call_tool("osmo_submit_workflow", {
+            "spec": SPEC.format(name="viamcp"), "pool": "open", "priority": "HIGH"})
+        workflow_id = _content(answers["submit"])["id"]
+        answers["query"] = await session.call_tool("osmo_get_workflow", {"workflow_id": workflow_id})
+        answers["list"] = await session.call_tool("osmo_list_workflows", {"status": ["PENDING", "RUNNING"]})
+        answers["spec"] = await session.call_tool("osmo_get_workflow_spec", {"workflow_id": workflow_id})
+        answers["events"] = await session.call_tool("osmo_get_workflow_events", {"workflow_id": workflow_id})
+        answers["cancel"] = await session.call_tool("osmo_cancel_workflow", {"workflow_id": workflow_id})
+        return answers
+
+    answers = session_run(server.url, key, steps)
+
+    # then the dry run stored nothing and placed the group; the submission is the user's workflow
+    assert _content(answers["validate"])["groups"][0]["placement"]["status"] == "placed"
+    submitted = _content(answers["submit"])
+    workflow = Workflow.objects.get()
+    assert (submitted["id"], submitted["pool"], submitted["priority"], submitted["submitted_by"]) == (
+        workflow.workflow_id, "open", "HIGH", user.username)
+    assert submitted["warnings"] == []
+    # and query, list, spec and events read it as the API does
+    query = _content(answers["query"])
+    assert (query["id"], query["status"], [g["name"] for g in query["groups"]]) == (workflow.workflow_id, "PENDING",
+                                                                                    ["g"])
+    assert [row["id"] for row in _content(answers["list"])["results"]] == [workflow.workflow_id]
+    assert _content(answers["spec"])["spec"] == workflow.spec_text
+    assert _content(answers["spec"])["truncated"] is False
+    assert any(event["kind"] == "status" for event in _content(answers["events"])["events"])
+    # and the cancellation went through the service
+    assert _content(answers["cancel"])["status"] == WorkflowStatus.FAILED_CANCELED
+    workflow.refresh_from_db()
+    assert workflow.status == WorkflowStatus.FAILED_CANCELED
+
+
+def test_another_user_s_pool_is_refused_as_the_api_refuses_it_and_nothing_is_stored(user, pools, asgi_server):
+    # given a pool granted to another user only
+    server = asgi_server()
+    key = make_api_key(user)
+
+    # when the user submits to it, lists its nodes, and queries a workflow that does not exist
+    async def steps(session: ClientSession):
+        return (await session.call_tool("osmo_submit_workflow", {"spec": SPEC.format(name="x"), "pool": "private"}),
+                await session.call_tool("osmo_list_resources", {"pool": "private"}),
+                await session.call_tool("osmo_list_resources", {}),
+                await session.call_tool("osmo_get_workflow", {"workflow_id": "nope-1"}),
+                await session.call_tool("osmo_submit_workflow", {"spec": "workflow: [", "pool": "open"}))
+
+    submit, nodes, visible, missing, invalid = session_run(server.url, key, steps)
+
+    # then each is a tool error carrying the API's status and envelope, naming the pool or the field
+    assert submit.isError is True
+    refusal = _content(submit)
+    assert (refusal["status"], refusal["code"], refusal["details"]) == (403, "pool_forbidden", {"pool": "private"})
+    assert (_content(nodes)["status"], _content(nodes)["code"]) == (403, "pool_forbidden")
+    assert [node["name"] for node in _content(visible)["nodes"]] == ["open-1"]  # the private pool's are not listed
+    assert (_content(missing)["status"], _content(missing)["code"]) == (404, "not_found")
+    assert invalid.isError is True
+    assert (_content(invalid)["status"], _content(invalid)["code"]) == (400, "spec_invalid")
+    assert "line 1" in _content(invalid)["details"]["errors"][0]["message"]
+    assert not Workflow.objects.exists()
+
+
+def test_credentials_are_listed_by_name_never_with_their_values(user, pools, asgi_server):
+    # given a credential with a secret value
+    server = asgi_server()
+    credential_services.credential_set(owner=user, name="hf", kind="generic", values={"token": "s3cr3t-value"})
+
+    # when the tool lists them
+    result = session_run(server.url, make_api_key(user),
+                         lambda session: session.call_tool("osmo_list_credentials", {}))
+
+    # then the names and key names are there, the value nowhere
+    [credential] = _content(result)["credentials"]
+    assert (credential["name"], credential["kind"], credential["keys"]) == ("hf", "generic", ["token"])
+    assert "s3cr3t-value" not in result.model_dump_json()
+
+
+def test_without_a_valid_token_the_http_request_is_refused_before_any_tool_runs(user, pools, asgi_server):
+    # given a live server
+    server = asgi_server()
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    expired_token, expired_key = tokens.token_create(user=user, name="old", expires_at=tokens.ABSENT, description="")
+    expired_token.expires_at = timezone.now() - timedelta(days=1)
+    expired_token.save(update_fields=["expires_at"])
+
+    # when the MCP endpoint is called without a token, with a wrong one, with an expired one
+    missing = httpx.post(f"{server.url}/mcp", json=initialize, headers=headers)
+    wrong = httpx.post(f"{server.url}/mcp", json=initialize, headers={**headers, "Authorization": "Bearer nope"})
+    expired = httpx.post(f"{server.url}/mcp", json=initialize,
+                         headers={**headers, "Authorization": f"Bearer {expired_key}"})
+
+    # then each is a 401 in the API's envelope, with the bearer challenge
+    assert (missing.status_code, missing.json()["code"]) == (401, "not_authenticated")
+    assert "Authorization: Bearer" in missing.json()["message"]
+    assert missing.headers["www-authenticate"] == 'Bearer realm="osmo"'
+    assert (wrong.status_code, wrong.json()["code"]) == (401, "authentication_failed")
+    assert (expired.status_code, expired.json()["code"]) == (401, "authentication_failed")
+    assert "expired" in expired.json()["message"]
+    # and the SDK's client cannot open a session without one
+    with pytest.raises(BaseException) as raised:  # noqa: B017,PT011  (the SDK raises the HTTP error in a group)
+        session_run(server.url, None, lambda session: session.list_tools())
+    assert "401" in repr(raised.value) or "Unauthorized" in repr(raised.value)
+    # and the rest of the service is unchanged by the router in front of it
+    assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
