@@ -6,9 +6,10 @@
   sessions), a restart loses nothing, and nothing is kept per client between requests. The tools are
   request and answer; none needs a stream from server to client.
 - :class:`BearerAuthentication` in front of it: ``Authorization: Bearer <token>`` with the user's API key or
-  access token, checked by the API's own authentication class (same lookup, expiry and failed-attempt
-  throttle) and the API's per-user rate; anything else is refused with 401 (429 when throttled) in the
-  API's envelope before the MCP transport sees the request.
+  access token, or the identity provider's access token where single sign-on is configured, checked by
+  the API's own authentication classes (same lookup, expiry and failed-attempt throttle) and the API's
+  per-user rate; anything else is refused with 401 (429 when throttled, 503 when the provider cannot be
+  reached) in the API's envelope before the MCP transport sees the request.
 - The SDK's session manager runs inside the ASGI lifespan (uvicorn's, ``--lifespan auto``, the default):
   ``osmo.asgi`` sends the lifespan scope to the SDK's Starlette application, which starts the manager's
   task group on startup and stops it on shutdown.
@@ -18,20 +19,23 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import NotAuthenticated, Throttled
+from rest_framework.settings import api_settings
 
 from mcp_server import tools
 from mcp_server.registry import TOOLS, tool_adapter
 from osmo.api.authentication import ThrottledTokenAuthentication
 from osmo.api.exception_handler import osmo_exception_handler
 from osmo.api.throttling import UserRateThrottle
+from osmo.sso.authentication import OIDCAccessTokenAuthentication
 
 PATH = "/mcp"
 INSTRUCTIONS = (
@@ -42,6 +46,10 @@ INSTRUCTIONS = (
     "automatically: after an unclear failure, query the workflow list before trying again."
 )
 WWW_AUTHENTICATE = 'Bearer realm="osmo"'
+#: The API's authentication classes the endpoint takes, in the API's configured order: the provider's access
+#: token (single sign-on, where configured: a bearer JWT), then the user's API key or access token. Not the
+#: session cookie (no CSRF check protects /mcp) and not a task's token (it is for the task's own calls).
+BEARER_CLASSES = (OIDCAccessTokenAuthentication, ThrottledTokenAuthentication)
 NO_TOKEN = "Send your API key or access token as Authorization: Bearer <token> (docs/mcp.md)."
 
 
@@ -69,7 +77,13 @@ def _authenticate(scope: dict[str, Any]) -> tuple[Any, int, dict[str, Any], dict
     close_old_connections()
     try:
         request.get_host()  # DisallowedHost (400) unless the Host is one of ALLOWED_HOSTS
-        found = ThrottledTokenAuthentication().authenticate(request)
+        found = None
+        # (the setting holds the imported classes; the stubs type it as the dotted paths it is written with)
+        for authentication in cast(list[type[BaseAuthentication]], api_settings.DEFAULT_AUTHENTICATION_CLASSES):
+            if issubclass(authentication, BEARER_CLASSES):
+                found = authentication().authenticate(request)
+                if found is not None:
+                    break
         if found is None:
             raise NotAuthenticated(NO_TOKEN)
         request.user = found[0]

@@ -140,21 +140,22 @@ def test_web_probes_security_and_single_beat(tree):
     assert objects[("Deployment", "osmo-worker")]["spec"]["template"]["spec"]["serviceAccountName"] == "osmo-scheduler"
 
 
-def test_sessions_run_on_uvicorn_behind_the_ingress_path_ws(tree):
+def test_sessions_run_on_uvicorn_behind_the_ingress_paths_ws_and_mcp(tree):
     # when
     objects = _by_kind_name(render(tree / "overlays" / "production"))
     sessions = objects[("Deployment", "osmo-sessions")]["spec"]["template"]["spec"]
     ingress = objects[("Ingress", "osmo-web")]
 
     # then the websockets of exec and port-forward are served by the ASGI application, probed like web,
-    # and the Ingress sends /ws/ there (everything else to web) with timeouts past the idle timeout
+    # and the Ingress sends /ws/ and the MCP endpoint there (everything else to web: gunicorn serves no
+    # /mcp) with timeouts past the idle timeout
     container = sessions["containers"][0]
     assert container["command"][:2] == ["uvicorn", "osmo.asgi:application"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     paths = {p["path"]: p["backend"]["service"]["name"] for p in ingress["spec"]["rules"][0]["http"]["paths"]}
-    assert paths == {"/ws/": "osmo-sessions", "/": "osmo-web"}
+    assert paths == {"/ws/": "osmo-sessions", "/mcp": "osmo-sessions", "/": "osmo-web"}
     assert int(ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 1800
     assert ("Service", "osmo-sessions") in objects and ("NetworkPolicy", "osmo-sessions-http") in objects
 
