@@ -12,17 +12,21 @@ from typing import Any
 
 import httpx
 import pytest
+from django.db import connection
 from django.utils import timezone
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from rest_framework.test import APIClient
 
 from credentials import services as credential_services
 from credentials import tokens
 from scheduler.models import PoolGrant
+from tests.conftest import wait_for
 from tests.factories import make_api_key, make_node, make_pool
 from workflows.choices import WorkflowStatus
 from workflows.models import Workflow
+from workflows.services import workflow_cancel, workflow_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -214,3 +218,99 @@ def test_without_a_valid_token_the_http_request_is_refused_before_any_tool_runs(
     assert "401" in repr(raised.value) or "Unauthorized" in repr(raised.value)
     # and the rest of the service is unchanged by the router in front of it
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
+
+
+def test_tool_errors_are_the_api_s_answers_for_the_same_requests(user, pools, asgi_server):
+    # given a workflow of the user's, not dispatched yet (no worker runs here), and the API's client
+    server = asgi_server()
+    workflow, _ = workflow_submit(user=user, pool_name="open", spec=SPEC.format(name="parity"))
+    api = APIClient()
+    api.force_authenticate(user)
+    wid = workflow.workflow_id
+
+    # when the same requests go through the tools and through the API
+    async def steps(session: ClientSession):
+        return {
+            "logs": await session.call_tool("osmo_get_workflow_logs", {"workflow_id": wid, "task": "main"}),
+            "restart": await session.call_tool("osmo_restart_workflow", {"workflow_id": wid, "pool": "private"}),
+            "owner": await session.call_tool("osmo_get_workflow", {"workflow_id": wid, "owner": "bob"}),
+            "nodes": await session.call_tool("osmo_list_resources", {"pool": "missing"}),
+            "team": await session.call_tool("osmo_validate_workflow", {"spec": SPEC.format(name="t"), "pool": "open",
+                                                                        "team": "nobody"}),
+        }
+
+    tools = session_run(server.url, make_api_key(user), steps)
+    answers = {
+        "logs": api.get(f"/api/workflows/{wid}/logs/?task=main"),
+        "restart": api.post(f"/api/workflows/{wid}/restart/", {"pool": "private"}, format="json"),
+        "owner": api.get(f"/api/workflows/{wid}/?user=bob"),
+        "nodes": api.get("/api/pools/missing/nodes/"),
+        "team": api.post("/api/workflows/", {"spec": SPEC.format(name="t"), "pool": "open", "team": "nobody",
+                                             "dry_run": True}, format="json"),
+    }
+
+    # then each tool error is the API's status and envelope, field for field
+    for name, response in answers.items():
+        assert response.status_code >= 400, name
+        assert tools[name].isError is True, name
+        assert _content(tools[name]) == {"status": response.status_code, **response.json()}, name
+    # and the refused restart stored nothing
+    assert list(Workflow.objects.values_list("workflow_id", flat=True)) == [wid]
+
+
+def test_restart_logs_and_bounded_lists(user, pools, asgi_server):
+    # given a cancelled workflow of the user's, and a pool of 5 nodes
+    server = asgi_server()
+    workflow, _ = workflow_submit(user=user, pool_name="open", spec=SPEC.format(name="again"))
+    workflow_cancel(workflow_pk=workflow.pk, user=user)
+    for index in range(2, 6):
+        make_node(pools[0], f"open-{index}", {}, gpu=8, cpu=16)
+
+    # when it is restarted, the pools searched, the nodes listed 3 at a time, and the list filtered by name
+    async def steps(session: ClientSession):
+        return (await session.call_tool("osmo_restart_workflow", {"workflow_id": workflow.workflow_id}),
+                await session.call_tool("osmo_search_pools", {"search": "OPE"}),
+                await session.call_tool("osmo_list_resources", {"limit": 3}),
+                await session.call_tool("osmo_list_workflows", {"name": "again", "limit": 1}),
+                await session.call_tool("osmo_list_workflows", {"status": ["NOT_A_STATUS"]}))
+
+    restarted, found, nodes, listed, bad_status = session_run(server.url, make_api_key(user), steps)
+
+    # then the restart is a new workflow of the user's with the next id of that name
+    new = _content(restarted)
+    assert (new["id"], new["status"], new["pool"]) == ("again-2", "PENDING", "open")
+    assert Workflow.objects.filter(workflow_id="again-2", submitted_by=user).exists()
+    # and the pool search, the bounded node list and the paged workflow list say what they left out
+    assert [pool["name"] for pool in _content(found)["pools"]] == ["open"]
+    assert _content(found)["pools"][0]["totals"]["capacity"]["gpu"] == 40
+    assert (_content(nodes)["count"], _content(nodes)["truncated"], len(_content(nodes)["nodes"])) == (5, True, 3)
+    assert (_content(listed)["count"], [row["id"] for row in _content(listed)["results"]]) == (2, ["again-2"])
+    # and an argument outside the tool's schema is a tool error naming it, before the tool runs
+    assert bad_status.isError is True and "NOT_A_STATUS" in bad_status.content[0].text  # type: ignore[union-attr]
+
+
+def test_the_server_keeps_no_database_connection_after_its_calls(user, pools, asgi_server):
+    # given a server that keeps no connection between requests (CONN_MAX_AGE=0, as a request's would close)
+    server = asgi_server(env={"CONN_MAX_AGE": "0"})
+
+    def others() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    before = others()
+
+    # when twenty tool calls run, reads and writes, some of them refused
+    async def steps(session: ClientSession):
+        for index in range(5):
+            await session.call_tool("osmo_get_profile", {})
+            await session.call_tool("osmo_list_workflows", {})
+            await session.call_tool("osmo_submit_workflow", {"spec": SPEC.format(name=f"c{index}"), "pool": "open"})
+            await session.call_tool("osmo_submit_workflow", {"spec": SPEC.format(name="x"), "pool": "private"})
+
+    session_run(server.url, make_api_key(user), steps)
+
+    # then every connection the tools and the authentication opened in their threads is closed again
+    assert Workflow.objects.count() == 5
+    wait_for(lambda: others() == before, timeout=10, message="the server's connections to close")
