@@ -96,11 +96,15 @@ def tool_run(spec: ToolSpec, user: User, arguments: dict[str, Any]) -> CallToolR
     try:
         with transaction.atomic():
             content = spec.function(user, **arguments)
-        return _result(jsonable(content))
+        result = _result(jsonable(content))
     except Exception as exc:  # every failure is answered as a tool error (unknown ones logged as 500s)
-        return error_result(exc, tool_name=spec.name)
+        result = error_result(exc, tool_name=spec.name)
     finally:
         close_old_connections()
+    # who called what and how it ended (never the arguments: a spec may hold what its author pasted)
+    status = (result.structuredContent or {}).get("status", 500) if result.isError else 200
+    logger.info("mcp.tool_call", extra={"tool": spec.name, "user": user.get_username(), "status": status})
+    return result
 
 
 def tool_adapter(spec: ToolSpec) -> Callable[..., Any]:

@@ -172,6 +172,12 @@ def test_another_user_s_pool_is_refused_as_the_api_refuses_it_and_nothing_is_sto
     assert (_content(invalid)["status"], _content(invalid)["code"]) == (400, "spec_invalid")
     assert "line 1" in _content(invalid)["details"]["errors"][0]["message"]
     assert not Workflow.objects.exists()
+    # and each call is one log line with its tool, user and status, never its arguments
+    calls = [line for line in server.log().splitlines() if "mcp.tool_call" in line]
+    assert len(calls) == 5
+    assert all(f"user={user.username}" in line for line in calls)
+    assert any("tool=osmo_submit_workflow" in line and "status=403" in line for line in calls)
+    assert "sleep" not in server.log()
 
 
 def test_credentials_are_listed_by_name_never_with_their_values(user, pools, asgi_server):

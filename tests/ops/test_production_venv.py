@@ -163,6 +163,9 @@ def test_the_service_runs_from_requirements_txt_alone(processes, redis_process, 
     installed; the image's worker and beat exited with ModuleNotFoundError while every test passed."""
     # given the virtualenv's requirements consistent, its migrations applied to an empty database, a pool and an admin
     assert "No broken requirements found." in processes.run("-m", "pip", "check")
+    # (and the ASGI application of the sessions Deployment, with the MCP SDK, loads from it too)
+    assert processes.run("-c", "import osmo.asgi; print(sorted(osmo.asgi.application.application_mapping))") \
+        == "['http', 'lifespan', 'websocket']\n"
     processes.run("manage.py", "migrate", "--no-input", "-v0")
     pools = tmp_path / "pools"
     pools.mkdir()
