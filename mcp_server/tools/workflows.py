@@ -43,6 +43,10 @@ Values = Annotated[dict[str, Any] | None, Field(description="Template values (th
 Env = Annotated[dict[str, str] | None, Field(description="Environment variables set on every task (--set-env)")]
 Team = Annotated[str | None, Field(description="The team whose quota it counts against (default: your one team "
                                                "with a quota in the pool, else your one team)")]
+IdempotencyKey = Annotated[str | None, Field(
+    max_length=Workflow._meta.get_field("idempotency_key").max_length, pattern=r"^[^\x00-\x1f\x7f]*$",
+    description="Any unique text (a UUID): a retry with the same key and arguments answers the workflow the "
+                "first call made instead of making another (the API's Idempotency-Key)")]
 
 
 def _workflow(user: User, workflow_id: str, owner: str | None, queryset: Any = None) -> Workflow:
@@ -147,14 +151,17 @@ def workflow_validate(user: User, spec: Spec, pool: Pool = None, priority: Prior
 
 @tool("osmo_submit_workflow", title="Submit a workflow", read_only=False, idempotent=False)
 def workflow_submit(user: User, spec: Spec, pool: Pool = None, priority: Priority = "NORMAL",
-                    values: Values = None, env: Env = None, team: Team = None) -> dict[str, Any]:
+                    values: Values = None, env: Env = None, team: Team = None,
+                    idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Submit a workflow (`osmo workflow submit`): it uses real compute. Answers the new workflow (id,
-    pool, status) and what validation accepted but says (``warnings``). Not retried on failure: list your
-    workflows before submitting again."""
+    pool, status), what validation accepted but says (``warnings``), and ``created`` (false: an
+    ``idempotency_key`` already used answered its workflow). Not retried on failure: pass an
+    ``idempotency_key`` to retry safely, or list your workflows before submitting again."""
     warnings: list[dict[str, str]] = []
-    workflow, _ = services.workflow_submit(user=user, warnings=warnings, **_submission(
-        user, spec=spec, pool=pool, priority=priority, values=values, env=env, team=team))
-    return _summary(user, workflow, warnings=warnings)
+    workflow, created = services.workflow_submit(user=user, warnings=warnings, idempotency_key=idempotency_key or None,
+                                                 **_submission(user, spec=spec, pool=pool, priority=priority,
+                                                               values=values, env=env, team=team))
+    return _summary(user, workflow, warnings=warnings, created=created)
 
 
 @tool("osmo_cancel_workflow", title="Cancel a workflow", read_only=False, destructive=True, idempotent=False)
@@ -169,9 +176,10 @@ def workflow_cancel(user: User, workflow_id: WorkflowId, owner: Owner = None) ->
 @tool("osmo_restart_workflow", title="Restart a workflow", read_only=False, idempotent=False)
 def workflow_restart(user: User, workflow_id: WorkflowId,
                      pool: Annotated[str | None, Field(description="Another pool to run it in (default: its own)")]
-                     = None, owner: Owner = None) -> dict[str, Any]:
+                     = None, owner: Owner = None, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Submit a workflow's stored spec again as a new workflow of yours (`osmo workflow restart`), with its
-    priority and template values; it uses real compute. Answers the new workflow."""
-    workflow, _ = services.workflow_restart(workflow=_workflow(user, workflow_id, owner), user=user,
-                                            pool_name=pool or None)
-    return _summary(user, workflow, warnings=[])
+    priority and template values; it uses real compute. Answers the new workflow (``created`` as for
+    `osmo_submit_workflow`)."""
+    workflow, created = services.workflow_restart(workflow=_workflow(user, workflow_id, owner), user=user,
+                                                  pool_name=pool or None, idempotency_key=idempotency_key or None)
+    return _summary(user, workflow, warnings=[], created=created)

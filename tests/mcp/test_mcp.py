@@ -113,8 +113,11 @@ def test_submit_then_query_list_spec_events_and_cancel_with_an_access_token(user
     async def steps(session: ClientSession):
         answers = {"validate": await session.call_tool("osmo_validate_workflow",
                                                        {"spec": SPEC.format(name="viamcp"), "pool": "open"})}
-        answers["submit"] = await session.call_tool("osmo_submit_workflow", {
-            "spec": SPEC.format(name="viamcp"), "pool": "open", "priority": "HIGH"})
+        submission = {"spec": SPEC.format(name="viamcp"), "pool": "open", "priority": "HIGH",
+                      "idempotency_key": "7d1e0c4a-assistant-retry"}
+        answers["submit"] = await session.call_tool("osmo_submit_workflow", submission)
+        answers["retry"] = await session.call_tool("osmo_submit_workflow", submission)
+        answers["reused"] = await session.call_tool("osmo_submit_workflow", {**submission, "priority": "LOW"})
         workflow_id = _content(answers["submit"])["id"]
         answers["query"] = await session.call_tool("osmo_get_workflow", {"workflow_id": workflow_id})
         answers["list"] = await session.call_tool("osmo_list_workflows", {"status": ["PENDING", "RUNNING"]})
@@ -131,7 +134,10 @@ def test_submit_then_query_list_spec_events_and_cancel_with_an_access_token(user
     workflow = Workflow.objects.get()
     assert (submitted["id"], submitted["pool"], submitted["priority"], submitted["submitted_by"]) == (
         workflow.workflow_id, "open", "HIGH", user.username)
-    assert submitted["warnings"] == []
+    assert (submitted["warnings"], submitted["created"]) == ([], True)
+    # and the retry with the same idempotency key answered that workflow, making none
+    assert (_content(answers["retry"])["id"], _content(answers["retry"])["created"]) == (workflow.workflow_id, False)
+    assert (answers["reused"].isError, _content(answers["reused"])["status"]) == (True, 422)
     # and query, list, spec and events read it as the API does
     query = _content(answers["query"])
     assert (query["id"], query["status"], [g["name"] for g in query["groups"]]) == (workflow.workflow_id, "PENDING",
@@ -284,7 +290,7 @@ def test_restart_logs_and_bounded_lists(user, pools, asgi_server):
 
     # then the restart is a new workflow of the user's with the next id of that name
     new = _content(restarted)
-    assert (new["id"], new["status"], new["pool"]) == ("again-2", "PENDING", "open")
+    assert (new["id"], new["status"], new["pool"], new["created"]) == ("again-2", "PENDING", "open", True)
     assert Workflow.objects.filter(workflow_id="again-2", submitted_by=user).exists()
     # and the pool search, the bounded node list and the paged workflow list say what they left out
     assert [pool["name"] for pool in _content(found)["pools"]] == ["open"]
