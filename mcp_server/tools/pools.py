@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_server.registry import tool
-from osmo.errors import NotFoundError
+from osmo.errors import ConflictError, NotFoundError
 from osmo.types import User
 from scheduler import selectors
 from scheduler.api.serializers import NodeOutputSerializer, PoolOutputSerializer
@@ -56,3 +56,30 @@ def resource_list(
             nodes.extend(NodeOutputSerializer(queryset[:room], many=True,
                                               context={"keys": selectors.pool_keys(each)}).data)
     return {"count": count, "truncated": count > len(nodes), "nodes": nodes}
+
+
+@tool("osmo_get_resource", title="One node")
+def resource_get(
+    user: User,
+    node: Annotated[str, Field(description="The node's name, as osmo_list_resources shows it")],
+    pool: Annotated[str | None, Field(description="Its pool, when nodes of several of your pools share the "
+                                                  "name")] = None,
+) -> dict[str, Any]:
+    """One node of a pool you may use: labels, domains, and per resource its capacity, used, reserved and
+    free amounts (`osmo pool nodes`). A node of a pool you may not use is not found, as on the API."""
+    if "\x00" in node or (pool is not None and "\x00" in pool):  # PostgreSQL refuses NUL in a query
+        raise NotFoundError(f"Node {node!r} not found.", details={"node": node})
+    pools = [pool_named(pool, user)] if pool is not None else list(
+        access.pools_visible(selectors.pool_list(), user=user))
+    found = list(selectors.node_queryset_with_usage().filter(name=node, pool__in=pools).select_related("pool")
+                 .order_by("pool__name"))
+    if not found:
+        where = f" in pool {pool!r}" if pool is not None else " in the pools you may use"
+        raise NotFoundError(f"Node {node!r} not found{where}.", details={"node": node, **({"pool": pool} if pool
+                                                                                       else {})})
+    if len(found) > 1:
+        names = [row.pool.name for row in found]
+        raise ConflictError(f"Nodes named {node!r} are in pools {', '.join(names)}: name the pool.",
+                            details={"node": node, "pools": names})
+    keys = selectors.pool_keys(next(each for each in pools if each.pk == found[0].pool_id))
+    return NodeOutputSerializer(found[0], context={"keys": keys}).data

@@ -42,7 +42,8 @@ resources:
 """
 EXPECTED_TOOLS = {
     "osmo_health", "osmo_get_profile", "osmo_search_pools", "osmo_list_resources", "osmo_list_workflows",
-    "osmo_get_workflow", "osmo_get_workflow_logs", "osmo_get_workflow_events", "osmo_get_workflow_spec",
+    "osmo_get_resource", "osmo_get_workflow", "osmo_get_workflow_logs", "osmo_get_workflow_events",
+    "osmo_get_workflow_spec",
     "osmo_validate_workflow", "osmo_submit_workflow", "osmo_cancel_workflow", "osmo_restart_workflow",
     "osmo_list_credentials",
 }
@@ -283,10 +284,12 @@ def test_restart_logs_and_bounded_lists(user, pools, asgi_server):
         return (await session.call_tool("osmo_restart_workflow", {"workflow_id": workflow.workflow_id}),
                 await session.call_tool("osmo_search_pools", {"search": "OPE"}),
                 await session.call_tool("osmo_list_resources", {"limit": 3}),
+                await session.call_tool("osmo_get_resource", {"node": "open-4"}),
+                await session.call_tool("osmo_get_resource", {"node": "private-1"}),
                 await session.call_tool("osmo_list_workflows", {"name": "again", "limit": 1}),
                 await session.call_tool("osmo_list_workflows", {"status": ["NOT_A_STATUS"]}))
 
-    restarted, found, nodes, listed, bad_status = session_run(server.url, make_api_key(user), steps)
+    restarted, found, nodes, one, hidden, listed, bad_status = session_run(server.url, make_api_key(user), steps)
 
     # then the restart is a new workflow of the user's with the next id of that name
     new = _content(restarted)
@@ -296,6 +299,8 @@ def test_restart_logs_and_bounded_lists(user, pools, asgi_server):
     assert [pool["name"] for pool in _content(found)["pools"]] == ["open"]
     assert _content(found)["pools"][0]["totals"]["capacity"]["gpu"] == 40
     assert (_content(nodes)["count"], _content(nodes)["truncated"], len(_content(nodes)["nodes"])) == (5, True, 3)
+    assert (_content(one)["name"], _content(one)["pool"], _content(one)["capacity"]["gpu"]) == ("open-4", "open", 8)
+    assert (_content(hidden)["status"], _content(hidden)["code"]) == (404, "not_found")  # another user's pool
     assert (_content(listed)["count"], [row["id"] for row in _content(listed)["results"]]) == (2, ["again-2"])
     # and an argument outside the tool's schema is a tool error naming it, before the tool runs
     assert bad_status.isError is True and "NOT_A_STATUS" in bad_status.content[0].text  # type: ignore[union-attr]
