@@ -205,7 +205,8 @@ def app_create(*, owner: User, name: object, description: object, spec: object) 
     clean_description = _description_check(description)
     text = spec_check(spec)
     taken = NameTakenError([{"path": "name", "message": f"an app named {clean_name!r} exists already; "
-                                                         "osmo app update adds a version to it"}])
+                                                         "osmo app update adds a version to it"}],
+                           f"An app named {clean_name!r} exists already (app names are global).")
     if App.objects.filter(name=clean_name).exists():
         raise taken
     try:
@@ -237,7 +238,8 @@ def app_rename(*, user: User, name: str, new_name: object) -> App:
     """Rename ``name`` to ``new_name`` (workflows started from it keep the name they were started with,
     and its id)."""
     clean = _name_check(new_name, "new_name")
-    taken = NameTakenError([{"path": "new_name", "message": f"an app named {clean!r} exists already"}])
+    taken = NameTakenError([{"path": "new_name", "message": f"an app named {clean!r} exists already"}],
+                           f"An app named {clean!r} exists already (app names are global).")
     try:
         with transaction.atomic():
             app = App.objects.select_for_update().select_related("owner").filter(name=name).first()
