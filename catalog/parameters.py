@@ -26,7 +26,8 @@ import yaml
 
 from workflows.spec.errors import SpecError, SpecInvalidError
 from workflows.spec.loader import SpecLimits
-from workflows.spec.template import VALUES_PATH, default_values, split_default_values
+from workflows.spec.model import ScalarValue
+from workflows.spec.template import VALUES_PATH, cast_value, default_values, split_default_values
 
 # OSMO's app names: letters, digits, '-' and '_' (APP_NAME_REGEX); a version is NAME:VERSION.
 NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -132,6 +133,12 @@ def parameters(text: str, limits: SpecLimits | None = None) -> list[Parameter]:
     block = split_default_values(text)
     comments = _comments(block) if block else {}
     return [Parameter(str(name), value, comments.get(str(name), "")) for name, value in values.items()]
+
+
+def value_from_text(text: str) -> ScalarValue:
+    """A parameter's value typed as text (the app page's form): an int or a float when the text is one,
+    as ``--set`` casts it, else the text."""
+    return cast_value(text)
 
 
 def unknown_values(values: Mapping[str, Any], known: list[Parameter], *, path: str = "set") -> list[SpecError]:

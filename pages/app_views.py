@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from catalog.parameters import value_from_text
 from catalog.services import AppNotFoundError, AppVersionDeletedError, app_list, app_show, app_submit
 from osmo.errors import OsmoError
 from osmo.types import signed_in
@@ -19,7 +20,6 @@ from pages.app_forms import AppLaunchForm, AppListForm
 from pages.links import workflow_url
 from pages.viewmodels.apps import app_page_build
 from scheduler.selectors import pool_names
-from workflows.spec.template import cast_value
 
 APPS_PER_PAGE = 25
 
@@ -58,7 +58,7 @@ def app_detail(request: HttpRequest, name: str) -> HttpResponse:
     if not form.is_valid():
         return render(request, "pages/app_detail.html", context, status=400)
     # Only the values changed from their defaults are sent: an unchanged one keeps its default's type.
-    values = {field.name: cast_value(form.cleaned_data[f"param_{field.name}"]) for field in view.fields
+    values = {field.name: value_from_text(form.cleaned_data[f"param_{field.name}"]) for field in view.fields
               if field.editable and form.cleaned_data[f"param_{field.name}"] != field.default_text}
     dry_run = request.POST.get("action") == "dry_run"
     try:
