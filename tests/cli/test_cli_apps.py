@@ -84,11 +84,15 @@ def test_submit_an_older_version_dry_run_and_json(osmo_process, nvl72, spec_file
     dry = osmo_process("app", "submit", "hello-app:1", "--pool", "nvl72", "--dry-run")
     old = osmo_process("app", "submit", "hello-app", "--version", "1", "--pool", "nvl72", "--json")
     listed = json.loads(osmo_process("app", "list", "--all-users", "-t", "json").stdout)
+    by_users = osmo_process("app", "list", "--user", "bob", "alice", "--name", "HELLO")
+    nobody = osmo_process("app", "list", "--user", "bob")
     # then
     assert dry.returncode == 0, dry.stderr
     assert Workflow.objects.filter(workflow_id="hello-1", app_version=1).exists()
     assert json.loads(old.stdout)["app"]["version"] == 1
     assert [(item["name"], item["latest_version"]) for item in listed["apps"]] == [("hello-app", 2)]
+    assert by_users.stdout.splitlines()[1].split()[:2] == ["alice", "hello-app"]
+    assert nobody.stdout == "There are no apps to view.\n"
 
 
 def test_bad_input_is_one_line_and_a_non_zero_exit(osmo_process, nvl72, spec_files, tmp_path):
