@@ -221,6 +221,23 @@ def test_list_filters_mine_by_user_all_and_name(user_client, bob_client, pool):
     assert (item["owner"], item["description"], item["latest_version"]) == ("bob", "Says hello", 1)
 
 
+def test_a_deleted_version_is_not_submitted_and_an_oversized_spec_is_refused(user_client, pool):
+    create(user_client)
+    user_client.post("/api/apps/hello-app/versions/", {"spec": SPEC.replace("hi", "yo")}, format="json")
+    user_client.delete("/api/apps/hello-app/?version=1")
+    # when
+    deleted = user_client.post("/api/apps/hello-app/submit/", {"pool": "nvl72", "version": 1}, format="json")
+    newest = user_client.post("/api/apps/hello-app/submit/", {"pool": "nvl72"}, format="json")
+    huge = user_client.post("/api/apps/hello-app/versions/", {"spec": SPEC + "#" * (1024 * 1024)}, format="json")
+    # then
+    assert (deleted.status_code, deleted.json()["code"]) == (410, "app_version_deleted")
+    assert newest.status_code == 201 and newest.json()["app"]["version"] == 2
+    assert (huge.status_code, huge.json()["details"]["errors"][0]["path"]) == (400, "spec")
+    assert list(AppVersion.objects.order_by("version").values_list("version", "status")) == [
+        (1, "DELETED"), (2, "READY")]
+    assert Workflow.objects.count() == 1
+
+
 def test_missing_apps_and_versions_are_404_naming_the_field(user_client):
     create(user_client)
     missing = user_client.get("/api/apps/nope/")

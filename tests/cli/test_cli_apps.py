@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import Group
 
+from scheduler.models import PoolGrant
+from tests.factories import make_nvl72_pool
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,6 +108,9 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(osmo_process, nvl72, spec_fil
     twice = osmo_process("app", "create", "hello-app", "-d", "again", "-f", first)
     invalid = osmo_process("app", "create", "other", "-d", "x", "-f", str(broken))
     missing = osmo_process("app", "show", "nope")
+    private = make_nvl72_pool("private", zones=1, spines=1, racks=1, nodes=2)
+    PoolGrant.objects.create(pool=private, team=Group.objects.create(name="llm"))
+    forbidden = osmo_process("app", "submit", "hello-app", "--pool", "private")
     no_version = osmo_process("app", "delete", "hello-app")
     # then
     assert unknown.returncode == 2 and unknown.stdout == ""
@@ -116,7 +122,9 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(osmo_process, nvl72, spec_fil
     assert (missing.returncode, missing.stderr) == (1, "error: app nope not found\n")
     assert no_version.returncode == 2
     assert no_version.stderr == "error: must specify a version (NAME:VERSION or --version) or --all\n"
-    for result in (unknown, twice, invalid, missing, no_version):
+    assert forbidden.returncode == 1 and forbidden.stdout == ""
+    assert forbidden.stderr.startswith("error: ") and "'private'" in forbidden.stderr
+    for result in (unknown, twice, invalid, missing, no_version, forbidden):
         assert "Traceback" not in result.stderr
     assert Workflow.objects.count() == 0
 
