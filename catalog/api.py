@@ -21,6 +21,7 @@ from osmo.api.pagination import OsmoLimitOffsetPagination
 from osmo.api.views import NulSafeLookupMixin
 from osmo.errors import ValidationFailedError
 from osmo.types import signed_in
+from parsing.loader import BAD_TEXT_MESSAGE, storable_text
 from workflows import selectors
 from workflows.api.serializers import (
     DryRunOutputSerializer,
@@ -173,6 +174,9 @@ class AppListView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[App]:
         params = self.request.query_params
+        for name in ("name", "user"):
+            if not all(storable_text(value) for value in params.getlist(name)):
+                raise ValidationFailedError([{"path": name, "message": BAD_TEXT_MESSAGE}])
         return services.app_list(viewer=self.request.user, name=params.get("name") or None,
                                  users=params.getlist("user") or None,
                                  all_users=params.get("all_users", "").lower() in ("1", "true", "yes"),

@@ -20,6 +20,7 @@ from catalog.models import App, AppVersion, AppVersionStatus
 from catalog.parameters import DESCRIPTION_MAX, Parameter, name_problems, parameters, unknown_values
 from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
 from osmo.types import User, Viewer
+from parsing.loader import BAD_TEXT_MESSAGE, storable_text
 from workflows.choices import Priority
 from workflows.errors import WorkflowSpecInvalidError
 from workflows.models import Workflow
@@ -153,6 +154,8 @@ def spec_check(text: object) -> str:
     the spec) or ``ValidationFailedError`` (path ``spec``)."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationFailedError([{"path": "spec", "message": "required: the workflow spec (YAML text)"}])
+    if not storable_text(text):
+        raise ValidationFailedError([{"path": "spec", "message": BAD_TEXT_MESSAGE}])
     limits = SpecLimits()
     if len(text.encode()) > limits.max_bytes:
         raise ValidationFailedError([{"path": "spec", "message": f"larger than {limits.max_bytes} bytes"}])
@@ -179,6 +182,8 @@ def _description_check(description: object) -> str:
         return ""
     if not isinstance(description, str):
         raise ValidationFailedError([{"path": "description", "message": "must be text"}])
+    if not storable_text(description):
+        raise ValidationFailedError([{"path": "description", "message": BAD_TEXT_MESSAGE}])
     if len(description) > DESCRIPTION_MAX:
         raise ValidationFailedError([{"path": "description", "message": f"at most {DESCRIPTION_MAX} characters"}])
     return description

@@ -256,3 +256,29 @@ def test_admin_lists_apps_with_their_versions(user_client, staff_user, client):
     page = client.get(f"/admin/catalog/app/{app.pk}/change/")
     assert listing.status_code == 200 and "hello-app" in listing.content.decode()
     assert page.status_code == 200 and "Name of the workflow" in page.content.decode()
+
+
+def _raw(client, url, body):
+    """A JSON body as bytes (a lone surrogate escaped, as a hostile client may send it)."""
+    import json
+
+    return client.post(url, json.dumps(body), content_type="application/json")
+
+
+@pytest.mark.parametrize(("body", "path"), [
+    ({"name": "a", "description": "x\x00y", "spec": SPEC}, "description"),
+    ({"name": "a", "description": "x\ud800y", "spec": SPEC}, "description"),
+    ({"name": "a", "spec": SPEC + "# a comment with \x00"}, "spec"),
+    ({"name": "a", "spec": SPEC + "# a comment with \ud800"}, "spec"),
+])
+def test_text_a_database_cannot_store_is_refused_naming_the_field(user_client, body, path):
+    response = _raw(user_client, "/api/apps/", body)
+    assert response.status_code == 400
+    assert response.json()["details"]["errors"][0]["path"] == path
+    assert App.objects.count() == 0
+
+
+@pytest.mark.parametrize("query", ["?name=a%00b", "?user=a%00b"])
+def test_list_filters_a_database_cannot_store_are_400(user_client, query):
+    response = user_client.get(f"/api/apps/{query}")
+    assert (response.status_code, response.json()["details"]["errors"][0]["path"]) == (400, query[1:5].rstrip("="))
