@@ -281,6 +281,9 @@ def workflow_lines(workflow: dict[str, Any]) -> list[str]:
         lines.append(f"  failure: {workflow['failure_message']}")
     if workflow.get("labels"):
         lines.append(f"  labels: {domains_text(workflow['labels'])}")
+    app = workflow.get("app")
+    if isinstance(app, dict):
+        lines.append(f"  app {app.get('name')} version {app.get('version')}")
     for group in workflow.get("groups") or []:
         lines.append("")
         lines.extend(group_lines(group))

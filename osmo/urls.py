@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/", include("scheduler.api.urls")),
     path("api/", include("workflows.api.urls")),
     path("api/", include("credentials.api")),
+    path("api/", include("catalog.api")),
     path("", include("pages.urls")),
 ]
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from pages import views
+from pages import app_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -10,4 +10,6 @@ urlpatterns = [
     path("pools/", views.pool_list, name="pool-list"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
     path("submit/", views.submit, name="submit"),
+    path("apps/", app_views.apps, name="app-list"),
+    path("apps/<str:name>/", app_views.app_detail, name="app-detail"),
 ]

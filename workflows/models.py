@@ -66,6 +66,11 @@ class Workflow(models.Model):
         help_text="The values the spec template was rendered with: default-values, then the submission's.",
     )
     labels = models.JSONField(default=dict, blank=True)
+    # The app it was started from (osmo app submit), as facts: no relation into the catalog app.
+    app_uuid = models.UUIDField(null=True, blank=True, db_index=True,
+                                help_text="The app it was started from (kept when the app is renamed).")
+    app_name = models.CharField(max_length=63, blank=True, default="", help_text="The app's name at submission.")
+    app_version = models.PositiveIntegerField(null=True, blank=True, help_text="The app version it was started from.")
     queue_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     exec_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)

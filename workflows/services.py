@@ -77,6 +77,15 @@ class ValidatedSubmission:
         return [warning.to_dict() for warning in (*self.render_warnings, *self.spec.warnings)]
 
 
+@dataclass(frozen=True, slots=True)
+class AppOrigin:
+    """The app version a workflow is started from (``osmo app submit``), kept on the workflow as facts."""
+
+    uuid: str
+    name: str
+    version: int
+
+
 def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
     """The pool facts a spec is validated against: its keys (read by the caller, in order), its
     distinct node shapes and its platforms (2 queries)."""
@@ -296,6 +305,7 @@ def workflow_submit(
     env: dict[str, str] | None = None,
     warnings: list[dict[str, str]] | None = None,
     rendered_values: dict[str, Any] | None = None,
+    app: AppOrigin | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
@@ -307,7 +317,7 @@ def workflow_submit(
     different request. Nothing is stored when validation fails. ``warnings``, when given, receives what
     the spec's validation accepted but says (a repeated key: :attr:`ValidatedSubmission.warnings`). Safe
     under concurrency: submissions of one owner's name get distinct numbers (see :func:`_next_seq`), and
-    racing retries with one key store one workflow.
+    racing retries with one key store one workflow. ``app``: the app version it is started from.
     """
     request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority,
                                   values=values if rendered_values is None else rendered_values, env=env)
@@ -325,7 +335,7 @@ def workflow_submit(
     try:
         with transaction.atomic():
             workflow = _workflow_create(submission, user=user, priority=priority, idempotency_key=idempotency_key,
-                                        request_hash=request_hash, team=chosen_team)
+                                        request_hash=request_hash, team=chosen_team, app=app)
     except IntegrityError:
         # The same key arrived twice at once (with names whose locks do not exclude each other): the
         # first one's row is committed by now, so it is found and returned (or refused as reused).
@@ -364,7 +374,7 @@ def workflow_restart(*, workflow: Workflow, user: User, pool_name: str | None = 
 
 def _workflow_create(
     submission: ValidatedSubmission, *, user: User, priority: str, idempotency_key: str | None,
-    request_hash: str = "", team: Group | None = None,
+    request_hash: str = "", team: Group | None = None, app: AppOrigin | None = None,
 ) -> Workflow:
     spec = submission.spec
     now = timezone.now()
@@ -389,6 +399,7 @@ def _workflow_create(
         exec_timeout_s=spec.exec_timeout_s,
         idempotency_key=idempotency_key or None,
         idempotency_hash=request_hash if idempotency_key else "",
+        **({"app_uuid": app.uuid, "app_name": app.name, "app_version": app.version} if app else {}),
     )
     groups: list[TaskGroup] = []
     tasks: list[Task] = []

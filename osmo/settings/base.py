@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "scheduler.apps.SchedulerConfig",
     "workflows.apps.WorkflowsConfig",
     "credentials.apps.CredentialsConfig",
+    "catalog.apps.CatalogConfig",
     "pages.apps.PagesConfig",
     "ops.apps.OpsConfig",
 ]

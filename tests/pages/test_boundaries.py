@@ -61,7 +61,7 @@ def test_pages_use_only_the_stable_names_of_workflows():
     assert ("pages/views.py", "workflows.services", "workflow_submit") in used  # the scan sees the imports
 
 
-@pytest.mark.parametrize("folder", ["osmo", "workflows", "scheduler", "cli", "bench"])
+@pytest.mark.parametrize("folder", ["osmo", "workflows", "scheduler", "cli", "bench", "catalog"])
 def test_nothing_imports_pages(folder):
     # when
     importers = sorted(

@@ -230,6 +230,12 @@ class StatusTransitionOutputSerializer(OutputModelSerializer):
         return "workflow"
 
 
+class WorkflowAppSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="The app's name when the workflow was submitted.")
+    version = serializers.IntegerField()
+    uuid = serializers.CharField(allow_null=True, help_text="The app's id (it stays when the app is renamed).")
+
+
 class WorkflowOutputSerializer(OutputModelSerializer):
     id = serializers.CharField(source="workflow_id")
     pool = serializers.CharField(source="pool.name")
@@ -237,11 +243,19 @@ class WorkflowOutputSerializer(OutputModelSerializer):
     team = serializers.SerializerMethodField(help_text="The team whose quota it counts against (None: none).")
     groups = serializers.SerializerMethodField()
     history = StatusTransitionOutputSerializer(source="history_in_order", many=True, read_only=True)
+    app = serializers.SerializerMethodField(help_text="The app version it was started from (None: not from an app).")
 
     class Meta:
         model = Workflow
         fields = ["id", "name", "pool", "status", "priority", "submitted_by", "team", "submitted_at", "started_at",
-                  "finished_at", "failure_message", "labels", "groups", "history"]
+                  "finished_at", "failure_message", "labels", "app", "groups", "history"]
+
+    @extend_schema_field(WorkflowAppSerializer(allow_null=True))
+    def get_app(self, workflow: Workflow) -> dict[str, Any] | None:
+        if workflow.app_version is None:
+            return None
+        return {"name": workflow.app_name, "version": workflow.app_version,
+                "uuid": str(workflow.app_uuid) if workflow.app_uuid else None}
 
     def get_team(self, workflow: Workflow) -> str | None:
         return workflow.team.name if workflow.team_id and workflow.team else None

@@ -165,7 +165,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
         idempotency_key = _idempotency_key(request)
-        template = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
+        template: dict[str, Any] = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
         if values["dry_run"]:
             return Response(workflow_dry_run(pool_name=values.get("pool") or None, spec=values["spec"],
                                              user=signed_in(request), priority=values["priority"],
