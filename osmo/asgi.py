@@ -1,5 +1,6 @@
 """The ASGI application: HTTP (the API, the pages, the admin: the same Django views as ``osmo.wsgi``) and
-the websockets of the sessions into running tasks (Django Channels; :mod:`workflows.sessions`).
+the websockets of the sessions into running tasks (Django Channels; :mod:`workflows.sessions`), and the
+task page's "Open port" proxy (:mod:`workflows.sessions.proxy`: HTTP routed ahead of Django so it streams).
 
 Served by uvicorn: ``make run`` (scripts/run.sh) and the Kubernetes ``osmo-sessions`` Deployment
 (docs/deploy.md, "Sessions: exec and port-forward")."""
@@ -14,11 +15,14 @@ django_application = get_asgi_application()  # first: it sets Django up before t
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from workflows.sessions.routing import websocket_urlpatterns  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
-# No origin check: a websocket opens only with a ticket, which only a (CSRF-checked) POST of the same user
-# hands out, so another site's page cannot open one with a visitor's cookie.
+from workflows.sessions.routing import http_urlpatterns, websocket_urlpatterns  # noqa: E402
+
+# No origin check for the sessions' websockets: one opens only with a ticket, which only a (CSRF-checked)
+# POST of the same user hands out, so another site's page cannot open one with a visitor's cookie. The
+# "Open port" proxy has no ticket: it refuses another site's websockets and writes itself (proxy.py).
 application = ProtocolTypeRouter({
-    "http": django_application,
+    "http": URLRouter([*http_urlpatterns, re_path(r"", django_application)]),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })
