@@ -14,7 +14,6 @@ django_application = get_asgi_application()  # first: it sets Django up before t
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-
 from django.urls import re_path  # noqa: E402
 
 from workflows.sessions.routing import http_urlpatterns, websocket_urlpatterns  # noqa: E402
@@ -23,6 +22,7 @@ from workflows.sessions.routing import http_urlpatterns, websocket_urlpatterns  
 # POST of the same user hands out, so another site's page cannot open one with a visitor's cookie. The
 # "Open port" proxy has no ticket: it refuses another site's websockets and writes itself (proxy.py).
 application = ProtocolTypeRouter({
-    "http": URLRouter([*http_urlpatterns, re_path(r"", django_application)]),
+    # (Channels' routers take any ASGI app where Django's stubs expect a view)
+    "http": URLRouter([*http_urlpatterns, re_path(r"", django_application)]),  # type: ignore[arg-type]
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })

@@ -318,9 +318,10 @@ class PortProxyWebsocket(SessionConsumer):
         try:
             self.upstream: ClientConnection = await websockets.connect(
                 f"ws://{host}{_upstream_target(self.scope, kwargs)}", sock=await _connect(self.target), proxy=None,
-                origin=origin.decode("latin1") if origin else None,  # type: ignore[arg-type]
-                subprotocols=self.scope.get("subprotocols") or None,  # type: ignore[arg-type]
-                additional_headers=_request_headers(self.scope, kwargs, websocket=True),
+                origin=origin.decode("latin1") if origin else None,
+                subprotocols=self.scope.get("subprotocols") or None,
+                additional_headers=[(name.decode("latin1"), value.decode("latin1"))
+                                    for name, value in _request_headers(self.scope, kwargs, websocket=True)],
                 compression=None, max_size=WEBSOCKET_MAX_MESSAGE, open_timeout=10, user_agent_header=None)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
             raise DispatchPermanentError(f"the task's server on port {self.target.port} refused the websocket: "
