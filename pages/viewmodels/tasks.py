@@ -60,10 +60,10 @@ def task_detail_build(workflow: Workflow, task_name: str, *, user: Viewer) -> Ta
     terminal = may_open and running and sessions_backend
     if not may_open:
         why_not = f"Only the workflow's owner ({owner}) may open a terminal or a port of its tasks."
-    elif not sessions_backend:
-        why_not = f"Pool {workflow.pool.name} runs no process (its backend is {workflow.pool.backend}): no terminal."
     elif not running:
         why_not = f"The task is {task.status}: a terminal and its ports open while it is RUNNING."
+    elif not sessions_backend:
+        why_not = f"Pool {workflow.pool.name} runs no process (its backend is {workflow.pool.backend}): no terminal."
     else:
         why_not = ""
     base = reverse("task-detail", args=[workflow.workflow_id, task.name]).rstrip("/")

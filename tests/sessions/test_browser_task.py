@@ -4,6 +4,7 @@ run` serves it) and tasks running for real on a local pool: the terminal, the lo
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import websocket
 from django.test import Client
 
 from scheduler.dispatch import backend_for
+from tests.factories import make_node, make_pool
 from tests.pages.conftest import Console
 from tests.sessions.conftest import ROOT, running, wait_listening
 from workflows.models import Task, TaskSession
@@ -69,6 +71,35 @@ s.bind(("127.0.0.1", 8766))
 s.listen()
 while True:
     threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+'''
+
+# An HTTP server that answers what it received (path, cookies, prefix, body), sets two cookies (one named as
+# the service's session cookie) and redirects /redirect to an absolute path.
+HTTP_ECHO = r'''
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def answer(self):
+        size = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(size) if size else b""
+        if self.path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        out = json.dumps({"method": self.command, "path": self.path, "cookie": self.headers.get("cookie"),
+                          "prefix": self.headers.get("x-forwarded-prefix"), "size": len(body),
+                          "tail": body[-8:].decode()}).encode()
+        self.send_response(200)
+        self.send_header("Set-Cookie", "sessionid=from-the-task; Path=/")
+        self.send_header("Set-Cookie", "app=kept; Path=/")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = answer
+ThreadingHTTPServer(("127.0.0.1", 8767), H).serve_forever()
 '''
 
 
@@ -140,7 +171,7 @@ def _ended_sessions(workflow, **filters):
     return list(TaskSession.objects.filter(workflow=workflow, started_at__isnull=False, **filters))
 
 
-def test_the_terminal_runs_a_command_and_the_log_follows(user, local_pool, web, tmp_path):
+def test_the_terminal_runs_a_command_and_the_log_follows(user, local_pool, web, tmp_path, screenshots):
     # given: a task that writes one line, then a second once /tmp/go exists (in its own /tmp)
     workflow = running(user, local_pool, tasks={"main": [
         "sh", "-c", "echo first-line; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second-line; sleep 300"]})
@@ -177,6 +208,9 @@ def test_the_terminal_runs_a_command_and_the_log_follows(user, local_pool, web, 
     # then: the shell's answer shows, on a line of its own
     page.wait_for_function("() => Array.from(document.querySelectorAll('#terminal .xterm-rows > div'))"
                            ".some(row => row.textContent.trim() === 'hi')", timeout=10_000)
+
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(screenshots / "task.png"), full_page=True)
 
     # when: the shell ends
     page.keyboard.type("exit")
@@ -230,10 +264,11 @@ def test_open_port_shows_the_tasks_page_and_is_recorded(user, local_pool, web):
 
 
 def test_the_proxy_carries_websockets_and_keeps_the_prefix_as_asked(user, local_pool, asgi_server):
-    # given: a task serving websockets on 8766, and HTTP on 8765
-    workflow = running(user, local_pool, tasks={"main": ["sh", "-c", f"python3 -c '{WS_ECHO}' & " + HTTP_TASK[2]]})
-    wait_listening(workflow, "main", 8766)
-    wait_listening(workflow, "main", 8765)
+    # given: a task serving websockets on 8766, and HTTP on 8765 (files) and 8767 (an echo)
+    workflow = running(user, local_pool, tasks={"main": ["sh", "-c", f"python3 -c '{WS_ECHO}' & "
+                                                                     f"python3 -c '{HTTP_ECHO}' & " + HTTP_TASK[2]]})
+    for port in (8765, 8766, 8767):
+        wait_listening(workflow, "main", port)
     server = asgi_server()
     cookie = _cookie(user)
     base = f"/workflows/{workflow.workflow_id}/tasks/main"
@@ -251,6 +286,12 @@ def test_the_proxy_carries_websockets_and_keeps_the_prefix_as_asked(user, local_
     page = _get(f"{server.url}{base}/ports/8765/index.html", cookie)
     bare = _get(f"{server.url}{base}/ports/8765", cookie)
     signed_out = _get(f"{server.url}{base}/ports/8765/")
+    upload = b"0123456789" * 100_000 + b"the-end!"
+    posted = urllib.request.urlopen(urllib.request.Request(
+        f"{server.url}{base}/ports/8767/upload?kind=big", data=upload, method="POST",
+        headers={"Cookie": f"{cookie}; app=1; csrftoken=abc", "Content-Type": "application/octet-stream"}), timeout=30)
+    posted_body, posted_cookies = json.loads(posted.read()), posted.headers.get_all("Set-Cookie")
+    redirected = _get(f"{server.url}{base}/ports/8767/redirect", cookie)
 
     # then: the task's server saw the path after the prefix (or the whole path), and the prefix
     assert stripped_answer == f"/echo?x=1 {base}/ports/8766 hello"
@@ -258,6 +299,11 @@ def test_the_proxy_carries_websockets_and_keeps_the_prefix_as_asked(user, local_
     assert page[:2] == (200, "<h1>served by the task</h1>\n")
     assert (bare[0], bare[2]["location"]) == (302, f"{base}/ports/8765/")
     assert signed_out[0] == 302 and signed_out[2]["location"].startswith("/accounts/login/?next=")
+    # and: a request body streams through whole; the service's cookies never reach the task, nor come back
+    assert posted_body == {"method": "POST", "path": "/upload?kind=big", "cookie": "app=1", "size": len(upload),
+                           "prefix": f"{base}/ports/8767", "tail": "the-end!"}
+    assert posted_cookies == ["app=kept; Path=/"]
+    assert (redirected[0], redirected[2]["location"]) == (302, f"{base}/ports/8767/elsewhere")
     sockets = [s for s in _ended_sessions(workflow, kind="port-forward") if s.port == 8766]
     assert len(sockets) == 2 and all(s.browser and s.bytes_in == 5 and s.bytes_out > 5 for s in sockets)
 
@@ -320,3 +366,28 @@ def test_with_browser_forwarding_off_the_page_hides_open_port_and_the_proxy_refu
     assert '"code": "browser_forwarding_off"' in proxied[1] and "pool local" in proxied[1]
     assert refused_ws.value.status_code == 403
     assert not TaskSession.objects.filter(kind="port-forward").exists()
+
+
+def test_the_page_says_why_there_is_no_terminal(user, staff_user, settings):
+    # given: a running task of a simulated pool, and a waiting one of the same workflow
+    pool = make_pool("sim", keys=[])
+    make_node(pool, "n1", {}, gpu=0)
+    workflow = running(user, pool, tasks={"main": ["true"], "second": ["true"]})
+    Task.objects.filter(workflow=workflow, name="second").update(status="INITIALIZING")
+    owner, staff = Client(), Client()
+    owner.force_login(user)
+    staff.force_login(staff_user)
+
+    # when
+    simulated = owner.get(f"/workflows/{workflow.workflow_id}/tasks/main/").content.decode()
+    waiting = owner.get(f"/workflows/{workflow.workflow_id}/tasks/second/").content.decode()
+    as_staff = staff.get(f"/workflows/{workflow.workflow_id}/tasks/main/?user=alice").content.decode()
+    unknown = owner.get(f"/workflows/{workflow.workflow_id}/tasks/nope/")
+
+    # then: no terminal and no "Open port", and the reason in words
+    assert 'id="terminal-open"' not in simulated + waiting + as_staff
+    assert 'id="open-port"' not in simulated + waiting + as_staff
+    assert "Pool sim runs no process (its backend is simulated): no terminal." in simulated
+    assert "The task is INITIALIZING: a terminal and its ports open while it is RUNNING." in waiting
+    assert "Only the workflow&#x27;s owner (alice) may open a terminal or a port of its tasks." in as_staff
+    assert unknown.status_code == 404
