@@ -5,6 +5,7 @@ run` serves it) and tasks running for real on a local pool: the terminal, the lo
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -208,6 +209,18 @@ def test_the_terminal_runs_a_command_and_the_log_follows(user, local_pool, web, 
     # then: the shell's answer shows, on a line of its own
     page.wait_for_function("() => Array.from(document.querySelectorAll('#terminal .xterm-rows > div'))"
                            ".some(row => row.textContent.trim() === 'hi')", timeout=10_000)
+
+    # when: the terminal's size is asked for
+    page.keyboard.type("stty size")
+    page.keyboard.press("Enter")
+
+    # then: the size the page sent (resize frames), that of the box it fills, not a default 24x80 or 0x0
+    page.wait_for_function("() => Array.from(document.querySelectorAll('#terminal .xterm-rows > div'))"
+                           ".some(row => /^\\d+ \\d+$/.test(row.textContent.trim()))", timeout=10_000)
+    rows = page.locator("#terminal .xterm-rows > div").all_inner_texts()
+    size = next(row.strip() for row in rows if re.fullmatch(r"\d+ \d+", row.strip()))
+    height, width = map(int, size.split())
+    assert height == len(rows) and width > 100
 
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(screenshots / "task.png"), full_page=True)

@@ -322,7 +322,8 @@ class PortProxyWebsocket(SessionConsumer):
                 subprotocols=self.scope.get("subprotocols") or None,
                 additional_headers=[(name.decode("latin1"), value.decode("latin1"))
                                     for name, value in _request_headers(self.scope, kwargs, websocket=True)],
-                compression=None, max_size=WEBSOCKET_MAX_MESSAGE, open_timeout=10, user_agent_header=None)
+                compression=None, max_size=WEBSOCKET_MAX_MESSAGE, open_timeout=10, user_agent_header=None,
+                ping_interval=None)  # (a proxy adds no pings of its own: the session's idle timeout governs)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
             raise DispatchPermanentError(f"the task's server on port {self.target.port} refused the websocket: "
                                          f"{exc}") from exc
