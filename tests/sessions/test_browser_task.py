@@ -305,6 +305,7 @@ def test_the_proxy_carries_websockets_and_keeps_the_prefix_as_asked(user, local_
         headers={"Cookie": f"{cookie}; app=1; csrftoken=abc", "Content-Type": "application/octet-stream"}), timeout=30)
     posted_body, posted_cookies = json.loads(posted.read()), posted.headers.get_all("Set-Cookie")
     redirected = _get(f"{server.url}{base}/ports/8767/redirect", cookie)
+    encoded = _get(f"{server.url}{base}/ports/8767/api/contents/a%2Fb.ipynb?x=%20", cookie)
 
     # then: the task's server saw the path after the prefix (or the whole path), and the prefix
     assert stripped_answer == f"/echo?x=1 {base}/ports/8766 hello"
@@ -317,6 +318,7 @@ def test_the_proxy_carries_websockets_and_keeps_the_prefix_as_asked(user, local_
                            "prefix": f"{base}/ports/8767", "tail": "the-end!"}
     assert posted_cookies == ["app=kept; Path=/"]
     assert (redirected[0], redirected[2]["location"]) == (302, f"{base}/ports/8767/elsewhere")
+    assert json.loads(encoded[1])["path"] == "/api/contents/a%2Fb.ipynb?x=%20"  # as the browser wrote it
     sockets = [s for s in _ended_sessions(workflow, kind="port-forward") if s.port == 8766]
     assert len(sockets) == 2 and all(s.browser and s.bytes_in == 5 and s.bytes_out > 5 for s in sockets)
 
@@ -404,3 +406,21 @@ def test_the_page_says_why_there_is_no_terminal(user, staff_user, settings):
     assert "The task is INITIALIZING: a terminal and its ports open while it is RUNNING." in waiting
     assert "Only the workflow&#x27;s owner (alice) may open a terminal or a port of its tasks." in as_staff
     assert unknown.status_code == 404
+
+
+def test_a_task_server_that_does_not_answer_ends_at_the_idle_timeout_as_504(user, local_pool, asgi_server):
+    # given: a task that takes connections on 8768 and never answers; sessions idle out after 1 s
+    silent = 'import socket\ns = socket.socket()\ns.bind(("127.0.0.1", 8768))\ns.listen()\nheld = []\n' \
+             'while True:\n    held.append(s.accept())\n'
+    workflow = running(user, local_pool, tasks={"main": ["python3", "-c", silent]})
+    wait_listening(workflow, "main", 8768)
+    server = asgi_server(env={"OSMO_SESSION_IDLE_SECONDS": "1"})
+
+    # when
+    status, body, _ = _get(f"{server.url}/workflows/{workflow.workflow_id}/tasks/main/ports/8768/", _cookie(user))
+
+    # then: the API's envelope, and the session ended for it
+    assert status == 504 and json.loads(body)["code"] == "gateway_timeout"
+    assert "OSMO_SESSION_IDLE_SECONDS (1 s)" in json.loads(body)["message"]
+    [session] = _ended_sessions(workflow, kind="port-forward")
+    assert session.browser and session.end_reason == "idle for 1 s"

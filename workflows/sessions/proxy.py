@@ -59,11 +59,15 @@ def _prefix(kwargs: dict[str, str]) -> str:
 
 
 def _upstream_target(scope: dict[str, Any], kwargs: dict[str, str]) -> str:
-    """The request target the task's server gets: the path after the prefix, or the whole path."""
-    path = kwargs.get("rest") or "/"
-    if kwargs["mode"] == "absolute-ports":
-        path = _prefix(kwargs) + path
-    target = quote(path, safe="/:@!$&'()*+,;=-._~%")
+    """The request target the task's server gets: the path after the prefix, or the whole path, as the browser
+    wrote it (``raw_path``: an encoded slash, ``%2F``, stays one, as JupyterLab's file paths need)."""
+    prefix = _prefix(kwargs)
+    raw = (scope.get("raw_path") or b"").decode("latin1")
+    if raw.startswith(prefix + "/"):
+        target = raw if kwargs["mode"] == "absolute-ports" else raw[len(prefix):]
+    else:  # (a server that does not give the raw path)
+        path = kwargs.get("rest") or "/"
+        target = quote(prefix + path if kwargs["mode"] == "absolute-ports" else path, safe="/:@!$&'()*+,;=-._~")
     query = scope.get("query_string") or b""
     return target + ("?" + query.decode("latin1") if query else "")
 
@@ -190,38 +194,42 @@ class PortProxyHttp:
                                                                        exc.details))
         config = SessionSettings.load()
         started = time.monotonic()
-        counts = {"in": 0, "out": 0}
-        reason, end, answered = "the request was answered", "closed", False
+        state = {"in": 0, "out": 0, "started": 0, "ended": 0}  # bytes each way; the answer's start and end sent
+        reason, end, refusal = "the request was answered", "closed", None
         try:
-            answered = await asyncio.wait_for(self._proxy(scope, receive, send, kwargs, target, config, counts),
-                                              timeout=config.max_seconds)
+            await asyncio.wait_for(self._proxy(scope, receive, send, kwargs, target, config, state),
+                                   timeout=config.max_seconds)
         except TimeoutError:
             reason, end = f"open for its maximum of {config.max_seconds} s", "max_length"
+            refusal = (504, "gateway_timeout", f"The task's server on port {target.port} did not finish its answer "
+                                               f"within OSMO_SESSION_MAX_SECONDS ({config.max_seconds} s).")
         except _Idle:
             reason, end = f"idle for {config.idle_seconds} s", "idle"
+            refusal = (504, "gateway_timeout", f"The task's server on port {target.port} sent nothing for "
+                                               f"OSMO_SESSION_IDLE_SECONDS ({config.idle_seconds} s).")
         except _ClientGone:
             reason = "the browser closed the connection"
         except DispatchTransientError as exc:
             reason, end = f"refused: {exc}", "error"
-            answered = await self._failed(send, 503, "backend_unavailable", str(exc))
+            refusal = (503, "backend_unavailable", str(exc))
         except (DispatchPermanentError, OSError, h11.ProtocolError) as exc:
             reason, end = f"the task's server failed: {exc}", "error"
-            answered = await self._failed(send, 502, "bad_gateway",
-                                          f"The task's server on port {target.port} did not answer: {exc}")
+            refusal = (502, "bad_gateway", f"The task's server on port {target.port} did not answer: {exc}")
         finally:
-            await database_sync_to_async(session_finish)(target.session_pk, reason=reason, bytes_in=counts["in"],
-                                                         bytes_out=counts["out"])
-            metrics.task_session_observe("port-forward", end, bytes_in=counts["in"], bytes_out=counts["out"],
+            await database_sync_to_async(session_finish)(target.session_pk, reason=reason, bytes_in=state["in"],
+                                                         bytes_out=state["out"])
+            metrics.task_session_observe("port-forward", end, bytes_in=state["in"], bytes_out=state["out"],
                                          seconds=time.monotonic() - started, browser=True)
-        if not answered:
-            with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # (the browser may be gone: nothing to tell it then)
+            if not state["started"] and refusal is not None:
+                await self._answer(send, refusal[0], _envelope(*refusal))
+            elif state["started"] and not state["ended"]:  # the answer was under way: it ends here, cut short
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _proxy(self, scope: dict[str, Any], receive: Any, send: Any, kwargs: dict[str, str],
-                     target: SessionTarget, config: SessionSettings, counts: dict[str, int]) -> bool:
-        """Carry the request and its answer; True once the answer started (its status was sent)."""
+                     target: SessionTarget, config: SessionSettings, state: dict[str, int]) -> None:
+        """Carry the request and its answer, counting in ``state`` (bytes each way, the answer started, ended)."""
         reader, writer = await asyncio.open_connection(sock=await _connect(target))
-        started = False
         try:
             connection = h11.Connection(h11.CLIENT)
             writer.write(connection.send(h11.Request(method=scope["method"], target=_upstream_target(scope, kwargs),
@@ -232,7 +240,7 @@ class PortProxyHttp:
                     raise _ClientGone()
                 body = message.get("body") or b""
                 if body:
-                    counts["in"] += len(body)
+                    state["in"] += len(body)
                     writer.write(connection.send(h11.Data(data=body)))
                     await writer.drain()
                 if not message.get("more_body"):
@@ -250,16 +258,17 @@ class PortProxyHttp:
                 elif isinstance(event, h11.Response):
                     await send({"type": "http.response.start", "status": event.status_code,
                                 "headers": _response_headers(list(event.headers), kwargs)})
-                    started = True
+                    state["started"] = 1
                 elif isinstance(event, h11.Data):
-                    counts["out"] += len(event.data)
+                    state["out"] += len(event.data)
                     await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
                 elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-                    return True
+                    state["ended"] = 1
+                    return
                 # (an informational 1xx answer: the final one follows)
         except (ConnectionError, h11.ProtocolError) as exc:
-            if started:  # the answer was under way: it ends here, cut
+            if state["started"]:  # the answer was under way: it ends here, cut
                 raise _ClientGone() from exc
             raise
         finally:
@@ -281,11 +290,6 @@ class PortProxyHttp:
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-    async def _failed(self, send: Any, status: int, code: str, message: str) -> bool:
-        with contextlib.suppress(Exception):  # (nothing to do when the answer had started: it is cut short)
-            await self._answer(send, status, _envelope(status, code, message))
-        return True
 
 
 class _Idle(Exception):
