@@ -63,3 +63,18 @@ def test_an_administrator_turns_it_off_on_the_pools_admin_page(staff_user, small
     assert 'name="browser_forwarding"' in form and "Browser forwarding" in form
     assert answer.status_code == 302
     assert Pool.objects.get(pk=small_pool.pk).browser_forwarding is False
+
+
+@pytest.mark.django_db
+def test_the_api_shows_it_and_staff_set_it_with_true_or_false_only(staff_client):
+    # when
+    created = staff_client.post("/api/pools/", {"name": "p"}, format="json")
+    changed = staff_client.patch("/api/pools/p/", {"browser_forwarding": False}, format="json")
+    refused = staff_client.patch("/api/pools/p/", {"browser_forwarding": "yes"}, format="json")
+
+    # then
+    assert (created.status_code, created.json()["browser_forwarding"]) == (201, True)
+    assert (changed.status_code, changed.json()["browser_forwarding"]) == (200, False)
+    assert refused.status_code == 400
+    assert [error["path"] for error in refused.json()["details"]["errors"]] == ["browser_forwarding"]
+    assert Pool.objects.get(name="p").browser_forwarding is False
