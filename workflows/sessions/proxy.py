@@ -33,6 +33,7 @@ import websockets
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http import parse_cookie
+from django.shortcuts import resolve_url
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
@@ -182,7 +183,8 @@ class PortProxyHttp:
         kwargs = scope["url_route"]["kwargs"]
         user = scope.get("user")
         if not getattr(user, "is_authenticated", False) and scope["method"] in ("GET", "HEAD"):
-            return await self._redirect(send, f"{settings.LOGIN_URL}?{urlencode({'next': self._full_path(scope)})}")
+            login = resolve_url(settings.LOGIN_URL)
+            return await self._redirect(send, f"{login}?{urlencode({'next': self._full_path(scope)})}")
         if getattr(user, "is_authenticated", False) and not kwargs.get("rest"):
             # the bare prefix: with its slash, the task's relative links resolve under it
             query = scope.get("query_string") or b""
