@@ -45,4 +45,5 @@ bench-cycle: venv
 
 ## Re-take the screenshots under docs/screenshots/ (the browser tests, writing into docs/)
 screenshots: venv
-	@OSMO_UPDATE_SCREENSHOTS=1 bash scripts/test.sh tests/pages/test_browser.py tests/scheduler/test_admin_browser.py
+	@OSMO_UPDATE_SCREENSHOTS=1 bash scripts/test.sh tests/pages/test_browser.py tests/scheduler/test_admin_browser.py \
+		tests/sessions/test_browser_task.py

@@ -1,5 +1,6 @@
 """The ASGI application: HTTP (the API, the pages, the admin: the same Django views as ``osmo.wsgi``), the
-websockets of the sessions into running tasks (Django Channels; :mod:`workflows.sessions`) and the MCP
+websockets of the sessions into running tasks (Django Channels; :mod:`workflows.sessions`), the task page's
+"Open port" proxy (:mod:`workflows.sessions.proxy`: HTTP routed ahead of Django so it streams) and the MCP
 endpoint ``/mcp`` for AI assistants (:mod:`mcp_server`, docs/mcp.md), whose session manager runs in the
 ASGI lifespan.
 
@@ -15,16 +16,20 @@ django_application = get_asgi_application()  # first: it sets Django up before t
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from mcp_server.server import McpRouter, server_build  # noqa: E402
-from workflows.sessions.routing import websocket_urlpatterns  # noqa: E402
+from workflows.sessions.routing import http_urlpatterns, websocket_urlpatterns  # noqa: E402
 
 mcp_application = server_build().streamable_http_app()
 
-# No origin check: a websocket opens only with a ticket, which only a (CSRF-checked) POST of the same user
-# hands out, so another site's page cannot open one with a visitor's cookie.
+# No origin check for the sessions' websockets: one opens only with a ticket, which only a (CSRF-checked)
+# POST of the same user hands out, so another site's page cannot open one with a visitor's cookie. The
+# "Open port" proxy has no ticket: it refuses another site's websockets and writes itself (proxy.py).
 application = ProtocolTypeRouter({
-    "http": McpRouter(django_application, mcp_application),
+    # (Channels' routers take any ASGI app where Django's stubs expect a view)
+    "http": McpRouter(URLRouter([*http_urlpatterns, re_path(r"", django_application)]),  # type: ignore[arg-type]
+                      mcp_application),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     "lifespan": mcp_application,  # starts and stops the MCP session manager (Starlette's lifespan)
 })

@@ -177,9 +177,18 @@ TASK_SESSION_SECONDS = Histogram(
     ["kind"],
     buckets=(0.1, 1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600),
 )
+BROWSER_SESSIONS = Counter(
+    "osmo_browser_sessions",
+    "Of osmo_task_sessions, those the web pages opened: the task page's terminal (exec) and each request or "
+    "websocket of its \"Open port\" proxy (port-forward), by kind.",
+    ["kind"],
+)
 
 
-def task_session_observe(kind: str, end: str, *, bytes_in: int, bytes_out: int, seconds: float) -> None:
+def task_session_observe(kind: str, end: str, *, bytes_in: int, bytes_out: int, seconds: float,
+                         browser: bool = False) -> None:
+    if browser:
+        BROWSER_SESSIONS.labels(kind=kind).inc()
     TASK_SESSIONS.labels(kind=kind, end=end).inc()
     TASK_SESSION_BYTES.labels(kind=kind, direction="in").inc(bytes_in)
     TASK_SESSION_BYTES.labels(kind=kind, direction="out").inc(bytes_out)

@@ -17,6 +17,11 @@ def workflow_url(workflow_id: str, owner: str, *, viewer: str, view: str = "work
     return _as_viewer(reverse(view, args=[workflow_id]), owner, viewer)
 
 
+def task_url(workflow_id: str, task: str, owner: str, *, viewer: str) -> str:
+    """The URL of the page of task ``task`` of ``owner``'s workflow ``workflow_id`` as ``viewer`` follows it."""
+    return _as_viewer(reverse("task-detail", args=[workflow_id, task]), owner, viewer)
+
+
 def _as_viewer(path: str, owner: str, viewer: str) -> str:
     """``path`` naming ``owner`` unless the viewer is the owner."""
     return path if owner == viewer else f"{path}?{urlencode({'user': owner})}"

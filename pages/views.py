@@ -26,6 +26,7 @@ from pages.links import workflow_url
 from pages.viewmodels.dashboard import dashboard_build
 from pages.viewmodels.pools import pool_detail_build, pool_rows
 from pages.viewmodels.submit import dry_run_build, spec_error_rows, spec_errors, submit_example_text, submit_examples
+from pages.viewmodels.tasks import task_detail_build
 from pages.viewmodels.workflows import workflow_detail_build, workflow_page_list, workflow_user_may_cancel
 from scheduler.selectors import pool_get, pool_names
 from scheduler.selectors import pool_list as scheduler_pool_list
@@ -38,11 +39,15 @@ from workflows.errors import (
     WorkflowSpecInvalidError,
 )
 from workflows.models import Workflow
+from workflows.scheduling.observe import task_log
 from workflows.selectors import workflow_by_id, workflow_detail_queryset
 from workflows.services import workflow_cancel as workflow_cancel_service
 from workflows.services import workflow_submit
 
 WORKFLOWS_PER_PAGE = 25
+#: The log download asks the backend for this many lines: the whole log, within the backend's byte
+#: limit (scheduler.dispatch.base.LOG_READ_MAX_BYTES: the last 64 MiB of a longer one).
+LOG_DOWNLOAD_LINES = 10_000_000
 
 
 def _refresh_ms() -> int:
@@ -121,6 +126,30 @@ def workflow_detail(request: HttpRequest, workflow_id: str) -> HttpResponse:
     workflow = _visible_workflow(request, workflow_id)
     context = _fields(workflow_detail_build(workflow, user=request.user))
     return _render(request, "pages/workflow_detail.html", "pages/partials/workflow_live.html", context)
+
+
+@login_required
+def task_detail(request: HttpRequest, workflow_id: str, task: str) -> HttpResponse:
+    workflow = _visible_workflow(request, workflow_id)
+    context = _fields(task_detail_build(workflow, task, user=request.user))
+    return _render(request, "pages/task_detail.html", "pages/partials/task_live.html", context)
+
+
+@login_required
+def task_log_download(request: HttpRequest, workflow_id: str, task: str) -> HttpResponse:
+    """The task's whole log as a text file (the page shows and follows its last lines)."""
+    workflow = _visible_workflow(request, workflow_id)
+    if not workflow.tasks.filter(name=task).exists():
+        raise Http404("Task not found.")
+    try:
+        answer = task_log(workflow, task_name=task, tail=LOG_DOWNLOAD_LINES)
+    except OsmoError as exc:  # not started yet, its pod gone, the backend unreachable: the API's words
+        return HttpResponse(exc.message + "\n", status=exc.http_status, content_type="text/plain; charset=utf-8")
+    text = "".join(line + "\n" for line in answer["lines"])
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{workflow.workflow_id}-{task}.log"'
+    response["X-Log-Truncated"] = "true" if answer["truncated"] else "false"
+    return response
 
 
 @login_required

@@ -155,6 +155,7 @@ class PoolAdmin(admin.ModelAdmin):
         "k8s_node_selector",
         "min_runtime",
         "fairshare_half_life",
+        "browser_forwarding",
         "k8s_synced_at",
         "k8s_sync_display",
         "keys_version",

@@ -65,6 +65,11 @@ class Pool(models.Model):
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
     )
+    browser_forwarding = models.BooleanField(
+        default=True, help_text="The task page's \"Open port\" (the service proxies HTTP and websockets to a "
+        "task's port for its owner's browser). Off: the page shows no such link and the proxy answers 403; the "
+        "CLI's port-forward, exec and the page's terminal are not affected (docs/pages.md).",
+    )
     k8s_synced_at = models.DateTimeField(
         null=True, blank=True, editable=False,
         help_text="When the periodic Kubernetes sync last read this pool's nodes and other pods.",

@@ -178,6 +178,15 @@ class SessionForbiddenError(OsmoError):
     code = "session_forbidden"
 
 
+class BrowserForwardingOffError(OsmoError):
+    http_status = 403
+    code = "browser_forwarding_off"
+
+    def __init__(self, pool: str) -> None:
+        super().__init__(f"An administrator turned browser forwarding off in pool {pool}: its tasks' ports open "
+                         "only through the CLI (osmo workflow port-forward).", details={"pool": pool})
+
+
 class SessionTicketInvalidError(NotFoundError):
     code = "session_ticket_invalid"
     default_message = ("This session ticket is unknown, already used, expired, or not yours: ask for a new one "

@@ -275,6 +275,8 @@ class TaskSession(models.Model):
     command = models.JSONField(default=list, blank=True)
     tty = models.BooleanField(default=False)
     port = models.PositiveIntegerField(null=True, blank=True)
+    browser = models.BooleanField(default=False, help_text="Opened from the web pages (the task page's terminal, "
+                                  "an \"Open port\" request) rather than the CLI.")
     ticket_digest = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     ticket_expires_at = models.DateTimeField()

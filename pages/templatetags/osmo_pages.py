@@ -32,6 +32,14 @@ def workflow_url(context: template.Context, workflow: Any, view: str = "workflow
     return links.workflow_url(workflow.workflow_id, workflow.submitted_by.get_username(), viewer=viewer, view=view)
 
 
+@register.simple_tag(takes_context=True)
+def task_url(context: template.Context, workflow: Any, task: Any) -> str:
+    """The link to ``task``'s page (of ``workflow``) as the request's user follows it."""
+    request = context.get("request")
+    viewer = request.user.get_username() if request is not None else ""
+    return links.task_url(workflow.workflow_id, task.name, workflow.submitted_by.get_username(), viewer=viewer)
+
+
 @register.simple_tag
 def status_badge(status: str | None) -> SafeString:
     return format_html('<span class="badge st-{}">{}</span>', status_colour(status), status or "—")

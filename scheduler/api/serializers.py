@@ -30,6 +30,15 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """true or false, not DRF's ``"yes"``, ``"on"`` or ``1``, which the schema (``type: boolean``) does not allow."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
 # ------------------------------------------------------------------------------------------------
 # Output
 # ------------------------------------------------------------------------------------------------
@@ -99,6 +108,7 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "k8s_node_selector",
             "min_runtime",
             "fairshare_half_life",
+            "browser_forwarding",
             "keys_version",
             "topology_keys",
             "totals",
@@ -252,6 +262,9 @@ class PoolInputSerializer(serializers.Serializer):
         min_value=0, max_value=MAX_FAIRSHARE_HALF_LIFE, required=False,
         help_text="Fair share over time: within a priority, teams that used fewer GPU-seconds of the pool "
         "recently go first, usage halving every this many seconds (0: off, submission order).")
+    browser_forwarding = StrictBooleanField(
+        required=False, help_text="The task page's \"Open port\": the service proxies HTTP and websockets to the "
+        "pool's tasks' ports for their owners' browsers (default true).")
     topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
 
     def validate_topology_keys(self, items: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -317,6 +330,7 @@ class PoolSectionInputSerializer(serializers.Serializer):
                                         help_text="null: none (as for description and k8s_namespace).")
     min_runtime = StrictIntegerField(required=False)
     fairshare_half_life = StrictIntegerField(required=False)
+    browser_forwarding = serializers.BooleanField(required=False)
 
 
 class PoolImportInputSerializer(serializers.Serializer):

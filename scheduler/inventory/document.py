@@ -87,7 +87,7 @@ NODE_VALUE_FIELDS: tuple[str, ...] = (
     "schedulable",
 )
 POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "max_retries", "k8s_namespace",
-                                "k8s_node_selector", "min_runtime", "fairshare_half_life")
+                                "k8s_node_selector", "min_runtime", "fairshare_half_life", "browser_forwarding")
 #: The most reschedules a pool may allow a gang (the pools API's bound of ``max_retries``).
 MAX_RETRIES = 100
 #: The longest ``min_runtime`` (seconds): a week (``scheduler.models.MAX_MIN_RUNTIME``, a test keeps the two equal).
@@ -470,6 +470,11 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
                        f"or a duration ({DURATIONS})")
         else:
             fields_out["fairshare_half_life"] = seconds
+    if "browser_forwarding" in value:
+        if not isinstance(value["browser_forwarding"], bool):
+            errors.add("pool.browser_forwarding", "must be true or false")
+        else:
+            fields_out["browser_forwarding"] = value["browser_forwarding"]
     return name, fields_out
 
 

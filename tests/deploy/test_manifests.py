@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.deploy.manifests import OVERLAYS, ROOT, RenderError, problems, render, tree_copy
+from workflows.sessions.proxy import PORT_ROUTE
 
 
 @pytest.fixture
@@ -140,7 +141,7 @@ def test_web_probes_security_and_single_beat(tree):
     assert objects[("Deployment", "osmo-worker")]["spec"]["template"]["spec"]["serviceAccountName"] == "osmo-scheduler"
 
 
-def test_sessions_run_on_uvicorn_behind_the_ingress_paths_ws_and_mcp(tree):
+def test_sessions_run_on_uvicorn_behind_the_ingress_paths_ws_ports_and_mcp(tree):
     # when
     objects = _by_kind_name(render(tree / "overlays" / "production"))
     sessions = objects[("Deployment", "osmo-sessions")]["spec"]["template"]["spec"]
@@ -155,7 +156,14 @@ def test_sessions_run_on_uvicorn_behind_the_ingress_paths_ws_and_mcp(tree):
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     paths = {p["path"]: p["backend"]["service"]["name"] for p in ingress["spec"]["rules"][0]["http"]["paths"]}
-    assert paths == {"/ws/": "osmo-sessions", "/mcp": "osmo-sessions", "/": "osmo-web"}
+    assert paths == {"/ws/": "osmo-sessions", "/mcp": "osmo-sessions", "/workflows/[^/]+/tasks/[^/]+/(absolute-)?ports/": "osmo-sessions",
+                     "/": "osmo-web"}
+    assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/use-regex"] == "true"
+    # (the Ingress's expression takes what the proxy's own route takes, and not the task page itself)
+    expression = next(path for path in paths if "ports" in path)
+    for url in ("/workflows/wf-1/tasks/main/ports/8888/lab", "/workflows/wf-1/tasks/t/absolute-ports/80/",
+                "/workflows/wf-1/tasks/main/"):
+        assert bool(re.match(expression, url)) == bool(re.match(PORT_ROUTE, url[1:]))
     assert int(ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 1800
     assert ("Service", "osmo-sessions") in objects and ("NetworkPolicy", "osmo-sessions-http") in objects
 

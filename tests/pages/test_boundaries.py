@@ -20,6 +20,7 @@ WORKFLOWS_API: dict[str, set[str] | None] = {
     "workflows.models": None,
     "workflows.choices": None,
     "workflows.errors": None,
+    "workflows.scheduling.observe": {"task_log"},  # the task page's log download (the page reads the API live)
 }
 
 

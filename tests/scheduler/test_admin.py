@@ -58,6 +58,7 @@ def _inline_post(pool: Pool, rows: list[tuple[int, str, str, bool]], **fields) -
         "k8s_namespace": pool.k8s_namespace,
         "k8s_node_selector": pool.k8s_node_selector,
         "status": pool.status,
+        **({"browser_forwarding": "on"} if pool.browser_forwarding else {}),
         "grants-TOTAL_FORMS": "0", "grants-INITIAL_FORMS": "0", "grants-MIN_NUM_FORMS": "0",
         "grants-MAX_NUM_FORMS": "1000", "quotas-TOTAL_FORMS": "0", "quotas-INITIAL_FORMS": "0",
         "quotas-MIN_NUM_FORMS": "0", "quotas-MAX_NUM_FORMS": "1000",

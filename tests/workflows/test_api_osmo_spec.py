@@ -186,6 +186,7 @@ def admin_pool_form(pool) -> dict[str, str]:
             "fairshare_half_life": str(pool.fairshare_half_life),
             "max_retries": str(pool.max_retries), "k8s_namespace": pool.k8s_namespace,
             "k8s_node_selector": pool.k8s_node_selector, "status": pool.status,
+            **({"browser_forwarding": "on"} if pool.browser_forwarding else {}),
             "topology_keys-TOTAL_FORMS": str(len(keys)), "topology_keys-INITIAL_FORMS": str(len(keys))}
     for inline in ("grants", "quotas", "platforms"):
         data |= {f"{inline}-TOTAL_FORMS": "0", f"{inline}-INITIAL_FORMS": "0"}

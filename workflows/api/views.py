@@ -5,6 +5,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import UnsupportedMediaType, ValidationError
 from rest_framework.request import Request
@@ -302,7 +303,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         workflow = self.get_object()
         session, ticket = session_open(workflow=workflow, user=signed_in(request), task_name=kwargs["task"],
                                        kind=values["kind"], command=values.get("command"), tty=values.get("tty", False),
-                                       port=values.get("port"))
+                                       port=values.get("port"),
+                                       browser=isinstance(request.successful_authenticator, SessionAuthentication))
         config = SessionSettings.load()
         return Response(SessionOutputSerializer({
             "id": session.pk, "kind": session.kind, "workflow": workflow.workflow_id, "task": session.task.name,

@@ -135,9 +135,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.finished = False
         self.tasks: list[asyncio.Task[None]] = []
         self.config = SessionSettings.load()
-        ticket = self.scope["url_route"]["kwargs"].get("ticket", "")
         try:
-            self.target = await database_sync_to_async(_claim)(self.scope, ticket, self.kind)
+            self.target = await database_sync_to_async(self.claim)()
             await self.start()
         except OsmoError as exc:
             if self.target is not None:
@@ -148,12 +147,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.refuse_backend(503, "backend_unavailable", str(exc))
         except DispatchPermanentError as exc:
             await self.refuse_backend(409, "session_refused", str(exc))
-        subprotocols = self.scope.get("subprotocols") or []
-        await self.accept(SUBPROTOCOL if SUBPROTOCOL in subprotocols else None)
+        await self.accept(self.subprotocol())
         self.started = time.monotonic()
         self.last_activity = self.started
         self.tasks.append(asyncio.create_task(self.watch()))
         self.tasks.append(asyncio.create_task(self.pump()))
+
+    def claim(self) -> SessionTarget:  # synchronous: the database
+        """The session this websocket opens (its ticket's), or the refusal (an :class:`OsmoError`)."""
+        return _claim(self.scope, self.scope["url_route"]["kwargs"].get("ticket", ""), self.kind)
+
+    def subprotocol(self) -> str | None:
+        """The websocket subprotocol to accept, once :meth:`start` succeeded."""
+        return SUBPROTOCOL if SUBPROTOCOL in (self.scope.get("subprotocols") or []) else None
 
     async def refuse_backend(self, status: int, code: str, message: str) -> None:
         assert self.target is not None
@@ -219,7 +225,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except Exception:  # the record must not keep the websocket open
             logger.exception("could not record the end of session %s", self.target.session_pk)
         metrics.task_session_observe(self.kind, end or CLOSE_CODES.get(close_code or CLOSE_NORMAL, "closed"),
-                                     bytes_in=self.bytes_in, bytes_out=self.bytes_out, seconds=seconds)
+                                     bytes_in=self.bytes_in, bytes_out=self.bytes_out, seconds=seconds,
+                                     browser=self.target.browser)
         if close_code is not None:
             with contextlib.suppress(Exception):
                 await self.close(code=close_code, reason=reason[:120])

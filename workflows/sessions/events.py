@@ -12,6 +12,8 @@ def session_event_lines(session: TaskSession) -> list[tuple[datetime, str, str]]
     what = "exec " + " ".join(session.command)[:200] if session.kind == TaskSession.KIND_EXEC else \
         f"port-forward to port {session.port}"
     who = session.user.get_username() if session.user_id else "?"
+    if session.browser:
+        who += " (browser)"
     lines = []
     if session.started_at is not None:
         lines.append((session.started_at, "SessionStarted",

@@ -31,6 +31,7 @@ from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, b
 from scheduler.dispatch.base import SessionBackend, SessionUnsupportedError
 from workflows.errors import (
     BackendUnavailableError,
+    BrowserForwardingOffError,
     PortNotListeningError,
     SessionForbiddenError,
     SessionsUnsupportedError,
@@ -79,6 +80,7 @@ class SessionTarget:
     command: tuple[str, ...]
     tty: bool
     port: int | None
+    browser: bool = False
 
 
 def ticket_digest(ticket: str) -> str:
@@ -119,9 +121,11 @@ def session_backend(workflow: Workflow) -> SessionBackend:
 
 
 def session_open(*, workflow: Workflow, user: User, task_name: str, kind: Any, command: Any = None,
-                 tty: Any = False, port: Any = None, now: datetime | None = None) -> tuple[TaskSession, str]:
+                 tty: Any = False, port: Any = None, browser: bool = False,
+                 now: datetime | None = None) -> tuple[TaskSession, str]:
     """Check everything and record a session with a fresh ticket: ``(session, ticket)``. ``workflow`` is
-    one the caller may see (the view resolved it among those); raises the API's errors."""
+    one the caller may see (the view resolved it among those); ``browser`` marks a session the web pages
+    opened (the record says so); raises the API's errors."""
     config = SessionSettings.load()
     if workflow.submitted_by_id != user.pk and not (user.is_staff and config.staff):
         # (a user who is not staff never gets here: the workflow is not among those they see, a 404)
@@ -160,9 +164,20 @@ def session_open(*, workflow: Workflow, user: User, task_name: str, kind: Any, c
     now = now or timezone.now()
     ticket = secrets.token_urlsafe(32)
     session = TaskSession.objects.create(
-        workflow=workflow, task=task, user=user, kind=kind, command=argv, tty=tty_on, port=number,
+        workflow=workflow, task=task, user=user, kind=kind, command=argv, tty=tty_on, port=number, browser=browser,
         ticket_digest=ticket_digest(ticket), ticket_expires_at=now + timedelta(seconds=config.ticket_seconds))
     return session, ticket
+
+
+def browser_port_open(*, workflow: Workflow, user: User, task_name: str, port: int) -> SessionTarget:
+    """A started port-forward session for one request (or websocket) of the browser proxy (the task page's
+    "Open port"): the same checks as the REST call, and the pool's ``browser_forwarding`` switch first
+    (403 ``browser_forwarding_off``)."""
+    if not workflow.pool.browser_forwarding:
+        raise BrowserForwardingOffError(workflow.pool.name)
+    _session, ticket = session_open(workflow=workflow, user=user, task_name=task_name,
+                                    kind=TaskSession.KIND_PORT_FORWARD, port=port, browser=True)
+    return ticket_claim(ticket, user)
 
 
 def ticket_claim(ticket: str, user: Any, *, now: datetime | None = None) -> SessionTarget:
@@ -188,7 +203,8 @@ def ticket_claim(ticket: str, user: Any, *, now: datetime | None = None) -> Sess
     return SessionTarget(session_pk=session.pk, kind=session.kind, user_pk=session.user_id,
                          username=session.user.get_username(), workflow_id=workflow.workflow_id, task=task.name,
                          backend=workflow.pool.backend, namespace=pod.namespace, pod_name=pod.pod_name,
-                         command=tuple(session.command or ()), tty=session.tty, port=session.port)
+                         command=tuple(session.command or ()), tty=session.tty, port=session.port,
+                         browser=session.browser)
 
 
 def task_running(session_pk: int) -> str | None:
