@@ -156,7 +156,8 @@ def test_sessions_run_on_uvicorn_behind_the_ingress_paths_ws_ports_and_mcp(tree)
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     paths = {p["path"]: p["backend"]["service"]["name"] for p in ingress["spec"]["rules"][0]["http"]["paths"]}
-    assert paths == {"/ws/": "osmo-sessions", "/mcp": "osmo-sessions", "/workflows/[^/]+/tasks/[^/]+/(absolute-)?ports/": "osmo-sessions",
+    assert paths == {"/ws/": "osmo-sessions", "/mcp": "osmo-sessions",
+                     "/workflows/[^/]+/tasks/[^/]+/(absolute-)?ports/": "osmo-sessions",
                      "/": "osmo-web"}
     assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/use-regex"] == "true"
     # (the Ingress's expression takes what the proxy's own route takes, and not the task page itself)
