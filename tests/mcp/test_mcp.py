@@ -45,7 +45,7 @@ EXPECTED_TOOLS = {
     "osmo_get_resource", "osmo_get_workflow", "osmo_get_workflow_logs", "osmo_get_workflow_events",
     "osmo_get_workflow_spec",
     "osmo_validate_workflow", "osmo_submit_workflow", "osmo_cancel_workflow", "osmo_restart_workflow",
-    "osmo_list_credentials",
+    "osmo_list_apps", "osmo_get_app", "osmo_get_app_spec", "osmo_submit_app", "osmo_list_credentials",
 }
 
 
@@ -185,6 +185,68 @@ def test_another_user_s_pool_is_refused_as_the_api_refuses_it_and_nothing_is_sto
     assert all(f"user={user.username}" in line for line in calls)
     assert any("tool=osmo_submit_workflow" in line and "status=403" in line for line in calls)
     assert "sleep" not in server.log()
+
+
+APP_SPEC = """\
+workflow:
+  name: trainer
+  pool: open
+  groups:
+  - name: g
+    tasks:
+    - {name: main, lead: true, image: ubuntu, command: [sleep, '{{seconds}}']}
+resources:
+  default: {cpu: 1, gpu: {{gpus}}}
+default-values:
+  seconds: 60  # how long it sleeps
+  gpus: 1
+"""
+
+
+def test_apps_are_listed_shown_and_launched_with_values_and_unknown_values_or_pools_refused(user, other_user,
+                                                                                             pools, asgi_server):
+    # given an app of another user's with two versions, and a live server
+    from catalog import services as app_services
+
+    app_services.app_create(owner=other_user, name="trainer", description="Sleeps", spec=APP_SPEC)
+    app_services.app_update(user=other_user, name="trainer", spec=APP_SPEC.replace("60  #", "90  #"))
+    server = asgi_server()
+    key = make_api_key(user)
+
+    # when the user lists every app, shows it, launches version 1 with a value, and tries bad launches
+    async def steps(session: ClientSession):
+        return (await session.call_tool("osmo_list_apps", {"all_users": True}),
+                await session.call_tool("osmo_list_apps", {}),
+                await session.call_tool("osmo_get_app", {"name": "trainer"}),
+                await session.call_tool("osmo_submit_app", {"name": "trainer", "version": 1,
+                                                            "values": {"gpus": 2}}),
+                await session.call_tool("osmo_submit_app", {"name": "trainer", "values": {"nope": 1}}),
+                await session.call_tool("osmo_submit_app", {"name": "trainer", "pool": "private"}),
+                await session.call_tool("osmo_get_app", {"name": "missing"}),
+                await session.call_tool("osmo_get_app_spec", {"name": "trainer", "version": 1}))
+
+    every, mine, shown, launched, unknown, forbidden, missing, spec = session_run(server.url, key, steps)
+
+    # then the list and the show answer as `osmo app list --all-users` and `osmo app show` do
+    assert [row["name"] for row in _content(every)["apps"]] == ["trainer"]
+    assert _content(mine)["apps"] == []  # by default: apps the user made a version of or started from
+    detail = _content(shown)
+    assert (detail["version"], [v["version"] for v in detail["versions"]]) == (2, [2, 1])
+    assert {p["name"]: (p["default"], p["comment"]) for p in detail["parameters"]}["seconds"] == (
+        90, "how long it sleeps")
+    # and the launch is a workflow of the user's recording the app version, with the value given
+    assert launched.isError is False
+    assert _content(launched)["app"] == {"name": "trainer", "version": 1}
+    workflow = Workflow.objects.get()
+    assert (workflow.submitted_by, workflow.app_name, workflow.app_version) == (user, "trainer", 1)
+    assert (workflow.template_values["gpus"], workflow.template_values["seconds"]) == (2, 60)
+    # and an unknown value, another user's pool and a missing app are the API's refusals, storing nothing
+    assert (_content(unknown)["status"], _content(unknown)["code"]) == (400, "spec_invalid")
+    assert _content(unknown)["details"]["errors"][0]["path"] == "set.nope"
+    assert (_content(forbidden)["status"], _content(forbidden)["code"]) == (403, "pool_forbidden")
+    assert (_content(missing)["status"], _content(missing)["code"]) == (404, "app_not_found")
+    assert Workflow.objects.count() == 1
+    assert (_content(spec)["version"], _content(spec)["spec"]) == (1, APP_SPEC)
 
 
 def test_credentials_are_listed_by_name_never_with_their_values(user, pools, asgi_server):
