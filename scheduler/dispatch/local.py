@@ -40,6 +40,7 @@ SIGKILL after the grace period) and removes the folder. Imports nothing from Dja
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -317,11 +318,17 @@ class LocalExec:
         if self._closed:
             return
         self._closed = True
-        for sig in (signal.SIGHUP, signal.SIGKILL):  # nsenter's group; a terminal's session gets SIGHUP below
+        # a hangup, as a closed terminal gives: the command's processes end with it, except those detached
+        # from it (nohup, or a trap of SIGHUP); SIGCONT wakes stopped ones to receive it. Then nsenter itself.
+        for sig in (signal.SIGHUP, signal.SIGCONT):
             try:
                 os.killpg(self.process.pid, sig)
             except (ProcessLookupError, PermissionError):
                 break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(0.5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.process.pid, signal.SIGKILL)
         if self.terminal is not None:
             os.close(self.terminal)  # hangs the terminal up: its session's processes get SIGHUP
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
