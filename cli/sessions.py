@@ -142,7 +142,7 @@ def exec_run(ws: websocket.WebSocket, *, tty: bool, forward_stdin: bool, out: An
             try:  # waits in short steps: a session that ended leaves the next one the bytes typed after it
                 if not select.select([fd], [], [], 0.2)[0]:
                     continue
-                data = os.read(fd, 4096)
+                data = os.read(fd, 65536)
             except (OSError, ValueError):
                 data = b""
             try:
