@@ -38,7 +38,9 @@ CLOSE_TASK_ENDED = 4409
 RECONNECT_CODES = {1001, 1006, 1011, 1012, 1013}  # going away, lost, server error, restart, try again later
 SHELL = ["/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/bash; else exec /bin/sh; fi"]
 PORTS_MAX = 1000
-KEEP_ALIVE_POLL_SECONDS = 2.0  # --keep-alive: how often a task that is not running is looked at again
+KEEP_ALIVE_POLL_SECONDS = 2.0
+PING_ENV = "OSMO_FORWARD_PING_SECONDS"  # a forward's websocket pings this often (the CLI's environment)
+DEFAULT_PING_SECONDS = 30.0  # --keep-alive: how often a task that is not running is looked at again
 
 
 class ConnectionLost(Exception):
@@ -449,6 +451,14 @@ def parse_ports(text: str) -> list[tuple[int, int]]:
     return pairs
 
 
+def forward_ping_seconds() -> float:
+    """Seconds between the pings a forward's websocket sends (``OSMO_FORWARD_PING_SECONDS``, default 30)."""
+    try:
+        return max(0.05, float(os.environ.get(PING_ENV) or DEFAULT_PING_SECONDS))
+    except ValueError:
+        return DEFAULT_PING_SECONDS
+
+
 def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.socket, connect_timeout: float) -> None:
     """One local connection, carried over its own websocket until either side ends."""
     try:
@@ -459,6 +469,16 @@ def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.s
         client.close()
         return
     ws.settimeout(None)
+    closed = threading.Event()
+
+    def keepalive() -> None:  # traffic for the proxies and NATs on the way while the connection is idle
+        while not closed.wait(forward_ping_seconds()):
+            try:
+                ws.ping()
+            except (OSError, websocket.WebSocketException):
+                return
+
+    threading.Thread(target=keepalive, name="forward-ping", daemon=True).start()
 
     def upstream() -> None:
         try:
@@ -480,6 +500,7 @@ def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.s
     except (OSError, websocket.WebSocketException):
         pass
     finally:
+        closed.set()
         with contextlib.suppress(OSError):
             client.shutdown(socket.SHUT_RDWR)
         client.close()
