@@ -508,6 +508,67 @@ def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.s
             ws.close(timeout=1)
 
 
+def _udp_socket(host: str, port: int) -> socket.socket:
+    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _udp_forward(api: Api, workflow_id: str, task: str, remote: int, listener: socket.socket,
+                 connect_timeout: float) -> None:
+    """Datagrams of one local UDP port to the task's UDP port ``remote`` and back. Each local peer (address
+    and port) gets its own session, so the answers go back to the peer that asked."""
+    peers: dict[Any, websocket.WebSocket] = {}
+    lock = threading.Lock()
+
+    def from_task(peer: Any, ws: websocket.WebSocket) -> None:
+        try:
+            while True:
+                opcode, frame = ws.recv_data_frame(True)
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    break
+                if opcode == websocket.ABNF.OPCODE_BINARY:
+                    listener.sendto(frame.data or b"", peer)
+        except (OSError, websocket.WebSocketException):
+            pass
+        finally:
+            with lock:
+                if peers.get(peer) is ws:
+                    del peers[peer]
+            with contextlib.suppress(Exception):
+                ws.close(timeout=1)
+
+    while True:
+        try:
+            data, peer = listener.recvfrom(65535)
+        except OSError:
+            return
+        with lock:
+            ws = peers.get(peer)
+        if ws is None:
+            try:
+                ws = session_open(api, workflow_id, task, {"kind": "port-forward-udp", "port": remote},
+                                  connect_timeout=connect_timeout)
+            except CliError as exc:
+                typer.echo(f"error: datagrams to {workflow_id}/{task}:{remote}/udp were refused: {exc.message}",
+                           err=True)
+                continue
+            ws.settimeout(None)
+            with lock:
+                peers[peer] = ws
+            threading.Thread(target=from_task, args=(peer, ws), name="forward-udp", daemon=True).start()
+        try:
+            ws.send_binary(data)
+        except (OSError, websocket.WebSocketException):
+            with lock:
+                peers.pop(peer, None)
+
+
 @workflow_app.command("port-forward")
 def workflow_port_forward(
     workflow_id: str = typer.Argument(..., metavar="ID", help="The workflow (ID, or OWNER/ID)."),
@@ -515,28 +576,31 @@ def workflow_port_forward(
     port: str = typer.Option(..., "--port", help="LOCAL[:REMOTE], or ranges: 8000, 8000:80, "
                                                  "8000-8010:9000-9010,8015 (ranges include both ends)."),
     host: str = typer.Option("localhost", "--host", help="The local address to listen on."),
+    udp: bool = typer.Option(False, "--udp", help="Forward UDP instead of TCP: datagrams to ports the task is "
+                                                  "bound to (the local backend; Kubernetes' API forwards TCP only)."),
     connect_timeout: int = typer.Option(60, "--connect-timeout", min=1, help="Seconds to keep trying to connect."),
 ) -> None:
     """Forward local TCP ports to ports a running task listens on, through the service. Many connections at once;
     Ctrl-C stops it. A connection made while the service restarts waits for it (up to --connect-timeout)."""
     pairs = parse_ports(port)
+    kind, suffix = ("port-forward-udp", "/udp") if udp else ("port-forward", "")
     listeners: list[tuple[socket.socket, int, int]] = []
     with api_client() as api:
         # every task port checked first (owner, status, the task listens on it): a clear refusal now
         # (the tickets of these checks are left unused: they expire, and no session is recorded)
         for remote in sorted({remote for _, remote in pairs}):
             api.post(workflow_path(workflow_id, f"tasks/{_segment(task)}/sessions/"),
-                     json={"kind": "port-forward", "port": remote}, not_found=f"workflow {workflow_id} not found")
+                     json={"kind": kind, "port": remote}, not_found=f"workflow {workflow_id} not found")
         try:
             for local, remote in pairs:
-                listener = socket.create_server((host, local), reuse_port=False)
+                listener = _udp_socket(host, local) if udp else socket.create_server((host, local), reuse_port=False)
                 listeners.append((listener, local, remote))
         except OSError as exc:
             for listener, _, _ in listeners:
                 listener.close()
-            raise CliError(f"cannot listen on {host}:{local}: {exc.strerror or exc}") from None
+            raise CliError(f"cannot listen on {host}:{local}{suffix}: {exc.strerror or exc}") from None
         for _listener, local, remote in listeners:
-            typer.echo(f"Forwarding {host}:{local} -> {workflow_id}/{task}:{remote}")
+            typer.echo(f"Forwarding {host}:{local}{suffix} -> {workflow_id}/{task}:{remote}{suffix}")
         typer.echo("Ctrl-C stops it.")
 
         def accept(listener: socket.socket, remote: int) -> None:
@@ -549,7 +613,11 @@ def workflow_port_forward(
                                  daemon=True).start()
 
         for listener, _local, remote in listeners:
-            threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
+            if udp:
+                threading.Thread(target=_udp_forward, args=(api, workflow_id, task, remote, listener, connect_timeout),
+                                 daemon=True).start()
+            else:
+                threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
         try:
             while True:
                 time.sleep(3600)
