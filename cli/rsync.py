@@ -29,10 +29,11 @@ from typing import Any, cast
 import typer
 import websocket
 
+# (the module, not its names: cli.sessions imports cli.main, which imports this module)
+from cli import sessions
 from cli.api import Api, workflow_path
 from cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError
 from cli.main import api_client, workflow_app
-from cli.sessions import CLOSE_REASONS, CLOSE_STDIN, STDIN, ConnectionLost, exec_run, session_open
 
 #: An upload larger than this (the files' bytes) is refused before anything is sent.
 UPLOAD_MAX_BYTES = 2 * 1024**3
@@ -170,14 +171,14 @@ def _stderr_bytes(data: bytes) -> None:
 
 def _run(api: Api, workflow_id: str, task: str, script: str, *, timeout: int, out: Any, feed: Any = None) -> int:
     """Run ``script`` with /bin/sh -c in the task; the task's stderr is passed on. Returns its exit code."""
-    ws = session_open(api, workflow_id, task, {"kind": "exec", "command": ["/bin/sh", "-c", script], "tty": False},
-                      connect_timeout=timeout)
+    ws = sessions.session_open(api, workflow_id, task, {"kind": "exec", "command": ["/bin/sh", "-c", script],
+                                                        "tty": False}, connect_timeout=timeout)
     try:
-        result = exec_run(ws, tty=False, forward_stdin=False, out=out, err=_stderr_bytes, feed=feed)
-    except ConnectionLost as exc:
+        result = sessions.exec_run(ws, tty=False, forward_stdin=False, out=out, err=_stderr_bytes, feed=feed)
+    except sessions.ConnectionLost as exc:
         raise CliError(f"the session into {workflow_id}/{task} was lost: {exc}") from None
     if result.exit_code is None:
-        reason = CLOSE_REASONS.get(result.close_code, f"the service closed the session ({result.close_code})")
+        reason = sessions.CLOSE_REASONS.get(result.close_code, f"the service closed the session ({result.close_code})")
         raise CliError(f"the session into {workflow_id}/{task} ended: {reason}")
     return result.exit_code
 
@@ -233,7 +234,7 @@ class _FrameWriter:
         view = memoryview(data)
         for start in range(0, len(view), CHUNK):
             piece = bytes(view[start:start + CHUNK])
-            self.ws.send_binary(bytes([STDIN]) + piece)
+            self.ws.send_binary(bytes([sessions.STDIN]) + piece)
             self.meter.add(len(piece))
         return len(data)
 
@@ -259,7 +260,7 @@ def _tar_upload(api: Api, workflow_id: str, task: str, local: str, remote: str, 
                 ws.close(timeout=1)  # the task's tar gets no end: nothing claims the copy is whole
             return
         with contextlib.suppress(Exception):
-            ws.send_binary(bytes([CLOSE_STDIN]))
+            ws.send_binary(bytes([sessions.CLOSE_STDIN]))
 
     script = f"mkdir -p -- {shlex.quote(remote)} && cd -- {shlex.quote(remote)} && exec tar -xf -"
     try:
@@ -609,7 +610,6 @@ def daemon_loop(api: Api, workflow_id: str, task: str, local: str, remote: str, 
                 options: DaemonOptions) -> None:
     """Upload LOCAL now, then whenever it changed and stayed unchanged for the debounce delay, and at every
     reconcile interval anyway; wait while the task is not running (rescheduled); stop once it ended."""
-    from cli.sessions import task_ended, task_status
 
     log = _Log(options.max_log)
     log(f"Starting rsync daemon: {local} -> {workflow_id}/{task}:{remote}")
@@ -620,12 +620,12 @@ def daemon_loop(api: Api, workflow_id: str, task: str, local: str, remote: str, 
     changed_at = last_upload = 0.0
     while not stopping:
         try:
-            status = task_status(api, workflow_id, task)
+            status = sessions.task_status(api, workflow_id, task)
         except CliError as exc:
             log(f"Cannot read the task's status: {exc.message}")
             time.sleep(options.poll)
             continue
-        if task_ended(status):
+        if sessions.task_ended(status):
             log(f"Task {task} is {status or 'gone'}: the daemon stops")
             break
         if status != "RUNNING":

@@ -6,15 +6,20 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from tests.factories import make_node, make_pool
 from tests.sessions.conftest import running
 from workflows.models import TaskSession
+from workflows.sessions import service
 
 pytestmark = pytest.mark.django_db
 
 
-def test_kubernetes_refuses_udp_naming_its_api(user, kube_pool, kube_api):
-    # given a running task of a Kubernetes pool
-    workflow = running(user, kube_pool)
+def test_kubernetes_refuses_udp_naming_its_api(user, kube_api, kube_backend, monkeypatch):
+    # given a running task of a Kubernetes pool, whose backend talks to the fake API server
+    monkeypatch.setattr(service, "backend_for", lambda name, **options: kube_backend)
+    pool = make_pool("kube", keys=[], backend="kubernetes", k8s_namespace="osmo-jobs")
+    make_node(pool, "n1", {}, gpu=0)
+    workflow = running(user, pool)
     client = APIClient()
     client.force_authenticate(user)
 
