@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
     parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
     parser.add_argument("--web-threads", type=int, default=4, help="threads per gunicorn worker (default 4)")
+    parser.add_argument("--server", choices=["wsgi", "asgi"], default="wsgi",
+                        help="wsgi: gunicorn on osmo.wsgi (the default); asgi: uvicorn on osmo.asgi with --web-workers "
+                             "processes (make run, compose, the sessions' Deployment)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
@@ -158,8 +161,13 @@ def main() -> None:
             spawn([*celery, "worker", "-c", "1", "--without-mingle", "--without-gossip", "-n", f"bench{index}@%h",
                    "-l", "WARNING"])
         spawn([*celery, "beat", "-l", "WARNING", "-s", str(data_dir / "beat")])
-        web_log = spawn([sys.executable, "-m", "gunicorn", "-c", "python:osmo.gunicorn_conf", "--bind",
-                         f"127.0.0.1:{args.port}", "osmo.wsgi"])
+        if args.server == "asgi":
+            web_log = spawn([sys.executable, "-m", "uvicorn", "osmo.asgi:application", "--host", "127.0.0.1",
+                             "--port", str(args.port), "--workers", str(args.web_workers), "--log-level", "warning",
+                             "--no-access-log"])
+        else:
+            web_log = spawn([sys.executable, "-m", "gunicorn", "-c", "python:osmo.gunicorn_conf", "--bind",
+                             f"127.0.0.1:{args.port}", "osmo.wsgi"])
         base = f"http://127.0.0.1:{args.port}"
         headers = {"Authorization": f"Token {token}"}
         deadline = time.monotonic() + 60
@@ -234,7 +242,8 @@ def main() -> None:
 
         result = {
             "benchmark": "pipeline",
-            "server": f"gunicorn {args.web_workers} x {args.web_threads} gthread",
+            "server": (f"uvicorn {args.web_workers} workers (osmo.asgi)" if args.server == "asgi" else
+                       f"gunicorn {args.web_workers} x {args.web_threads} gthread"),
             "workers": args.workers,
             "clients": args.clients,
             "tasks_per_workflow": args.tasks,

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import signal
 import socket
 import struct
@@ -33,9 +34,13 @@ SUBPROTOCOL = "v5.channel.k8s.io"
 # The service's close codes (docs/api.md): what each means to the user.
 CLOSE_REASONS = {4409: "the task is no longer running", 4408: "the session was idle too long",
                  4410: "the session reached its maximum length", 4500: "the backend failed"}
+CLOSE_TASK_ENDED = 4409
 RECONNECT_CODES = {1001, 1006, 1011, 1012, 1013}  # going away, lost, server error, restart, try again later
 SHELL = ["/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/bash; else exec /bin/sh; fi"]
 PORTS_MAX = 1000
+KEEP_ALIVE_POLL_SECONDS = 2.0
+PING_ENV = "OSMO_FORWARD_PING_SECONDS"  # a forward's websocket pings this often (the CLI's environment)
+DEFAULT_PING_SECONDS = 30.0  # --keep-alive: how often a task that is not running is looked at again
 
 
 class ConnectionLost(Exception):
@@ -136,9 +141,11 @@ def exec_run(ws: websocket.WebSocket, *, tty: bool, forward_stdin: bool, out: An
     def pump_stdin() -> None:
         fd = sys.stdin.fileno()
         while not stop.is_set():
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
+            try:  # waits in short steps: a session that ended leaves the next one the bytes typed after it
+                if not select.select([fd], [], [], 0.2)[0]:
+                    continue
+                data = os.read(fd, 65536)
+            except (OSError, ValueError):
                 data = b""
             try:
                 ws.send_binary(bytes([STDIN]) + data if data else bytes([CLOSE_STDIN]))
@@ -199,48 +206,91 @@ def _terminal_size() -> tuple[int, int]:
     return size.columns, size.lines
 
 
+def task_status(api: Api, workflow_id: str, task: str) -> str | None:
+    """The task's status as the API shows it (None when the workflow has no such task)."""
+    workflow = api.get(workflow_path(workflow_id), not_found=f"workflow {workflow_id} not found")
+    for group in workflow.get("groups") or []:
+        for each in group.get("tasks") or []:
+            if each.get("name") == task:
+                return str(each.get("status") or "")
+    return None
+
+
+def task_ended(status: str | None) -> bool:
+    return status is None or status == "COMPLETED" or status.startswith("FAILED")
+
+
+def open_waiting(api: Api, workflow_id: str, task: str, body: dict[str, Any], *, connect_timeout: float,
+                 keep_alive: bool) -> websocket.WebSocket:
+    """:func:`session_open`; with ``keep_alive``, a task that is not RUNNING is waited for while it is on its
+    way to running again (RESCHEDULED, then queued and started anew), and the wait stops once it ended."""
+    said = ""
+    while True:
+        try:
+            return session_open(api, workflow_id, task, body, connect_timeout=connect_timeout)
+        except ApiError as exc:
+            if not keep_alive or exc.code != "task_not_running":
+                raise
+            status = task_status(api, workflow_id, task)
+            if task_ended(status):
+                raise CliError(f"task {task} of workflow {workflow_id} is {status or 'gone'}: it ended, so "
+                               "--keep-alive stops") from None
+            if status != said:
+                said = status or ""
+                typer.echo(f"\r\n[osmo] task {task} is {status}; waiting for it to run again...", err=True)
+            time.sleep(KEEP_ALIVE_POLL_SECONDS)
+
+
 def _exec_one(api: Api, workflow_id: str, task: str, argv: list[str], *, tty: bool, keep_alive: bool,
               connect_timeout: float) -> int:
     forward_stdin = tty or not sys.stdin.isatty()
-    while True:
-        ws = session_open(api, workflow_id, task, {"kind": "exec", "command": argv, "tty": tty},
-                          connect_timeout=connect_timeout)
-        saved = None
-        previous_winch: Any = None
-        if tty:
+    current: list[websocket.WebSocket] = []
+    saved = None
+    previous_winch: Any = None
+    if tty:
+        import termios
+        import tty as tty_module
+
+        # raw before connecting, and without flushing (TCSANOW): what is typed meanwhile waits in the terminal,
+        # unechoed, and reaches the task's shell once the session is open
+        saved = termios.tcgetattr(sys.stdin.fileno())
+        tty_module.setraw(sys.stdin.fileno(), termios.TCSANOW)
+
+        def resize(*_: Any) -> None:
+            width, height = _terminal_size()
+            with contextlib.suppress(Exception):
+                current[-1].send_binary(bytes([RESIZE]) + json.dumps({"Width": width, "Height": height}).encode())
+
+        previous_winch = signal.signal(signal.SIGWINCH, resize)
+    try:
+        while True:
+            ws = open_waiting(api, workflow_id, task, {"kind": "exec", "command": argv, "tty": tty},
+                              connect_timeout=connect_timeout, keep_alive=keep_alive)
+            current[:] = [ws]
+            if tty:
+                resize()
+            try:
+                result = exec_run(ws, tty=tty, forward_stdin=forward_stdin, out=_writer(sys.stdout),
+                                  err=_writer(sys.stderr))
+            except ConnectionLost as exc:
+                if not keep_alive:
+                    raise CliError(f"the session into {workflow_id}/{task} was lost: {exc}",
+                                   hint="--keep-alive opens it again by itself.") from None
+                typer.echo(f"\r\n[osmo] connection lost ({exc}); reconnecting to {workflow_id}/{task}...", err=True)
+                time.sleep(1)
+                continue
+            if result.exit_code is not None:
+                return result.exit_code
+            if keep_alive and result.close_code == CLOSE_TASK_ENDED:  # rescheduled (wait for it) or ended (stop)
+                continue
+            reason = CLOSE_REASONS.get(result.close_code, f"the service closed the session ({result.close_code})")
+            raise CliError(f"the session into {workflow_id}/{task} ended: {reason}")
+    finally:
+        if saved is not None:
             import termios
-            import tty as tty_module
 
-            saved = termios.tcgetattr(sys.stdin.fileno())
-            tty_module.setraw(sys.stdin.fileno())
-
-            def resize(*_: Any, ws: websocket.WebSocket = ws) -> None:
-                width, height = _terminal_size()
-                with contextlib.suppress(Exception):
-                    ws.send_binary(bytes([RESIZE]) + json.dumps({"Width": width, "Height": height}).encode())
-
-            resize()
-            previous_winch = signal.signal(signal.SIGWINCH, resize)
-        try:
-            result = exec_run(ws, tty=tty, forward_stdin=forward_stdin, out=_writer(sys.stdout),
-                              err=_writer(sys.stderr))
-        except ConnectionLost as exc:
-            if not keep_alive:
-                raise CliError(f"the session into {workflow_id}/{task} was lost: {exc}",
-                               hint="--keep-alive opens it again by itself.") from None
-            typer.echo(f"\r\n[osmo] connection lost ({exc}); reconnecting to {workflow_id}/{task}...", err=True)
-            time.sleep(1)
-            continue
-        finally:
-            if saved is not None:
-                import termios
-
-                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
-                signal.signal(signal.SIGWINCH, previous_winch)
-        if result.exit_code is not None:
-            return result.exit_code
-        reason = CLOSE_REASONS.get(result.close_code, f"the service closed the session ({result.close_code})")
-        raise CliError(f"the session into {workflow_id}/{task} ended: {reason}")
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+            signal.signal(signal.SIGWINCH, previous_winch)
 
 
 def _group_tasks(api: Api, workflow_id: str, group: str) -> list[str]:
@@ -289,8 +339,8 @@ def _exec_group(api: Api, workflow_id: str, group: str, argv: list[str], *, keep
         out, err = _Prefixed(task, sys.stdout), _Prefixed(task, sys.stderr)
         while True:
             try:
-                ws = session_open(api, workflow_id, task, {"kind": "exec", "command": argv, "tty": False},
-                                  connect_timeout=connect_timeout)
+                ws = open_waiting(api, workflow_id, task, {"kind": "exec", "command": argv, "tty": False},
+                                  connect_timeout=connect_timeout, keep_alive=keep_alive)
                 result = exec_run(ws, tty=False, forward_stdin=False, out=out, err=err)
             except ConnectionLost as exc:
                 if keep_alive:
@@ -304,6 +354,8 @@ def _exec_group(api: Api, workflow_id: str, group: str, argv: list[str], *, keep
             finally:
                 out.flush()
                 err.flush()
+            if result.exit_code is None and keep_alive and result.close_code == CLOSE_TASK_ENDED:
+                continue
             if result.exit_code is None:
                 failures[task] = CLOSE_REASONS.get(result.close_code, f"closed ({result.close_code})")
             else:
@@ -399,6 +451,14 @@ def parse_ports(text: str) -> list[tuple[int, int]]:
     return pairs
 
 
+def forward_ping_seconds() -> float:
+    """Seconds between the pings a forward's websocket sends (``OSMO_FORWARD_PING_SECONDS``, default 30)."""
+    try:
+        return max(0.05, float(os.environ.get(PING_ENV) or DEFAULT_PING_SECONDS))
+    except ValueError:
+        return DEFAULT_PING_SECONDS
+
+
 def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.socket, connect_timeout: float) -> None:
     """One local connection, carried over its own websocket until either side ends."""
     try:
@@ -409,6 +469,16 @@ def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.s
         client.close()
         return
     ws.settimeout(None)
+    closed = threading.Event()
+
+    def keepalive() -> None:  # traffic for the proxies and NATs on the way while the connection is idle
+        while not closed.wait(forward_ping_seconds()):
+            try:
+                ws.ping()
+            except (OSError, websocket.WebSocketException):
+                return
+
+    threading.Thread(target=keepalive, name="forward-ping", daemon=True).start()
 
     def upstream() -> None:
         try:
@@ -430,11 +500,73 @@ def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.s
     except (OSError, websocket.WebSocketException):
         pass
     finally:
+        closed.set()
         with contextlib.suppress(OSError):
             client.shutdown(socket.SHUT_RDWR)
         client.close()
         with contextlib.suppress(Exception):
             ws.close(timeout=1)
+
+
+def _udp_socket(host: str, port: int) -> socket.socket:
+    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _udp_forward(api: Api, workflow_id: str, task: str, remote: int, listener: socket.socket,
+                 connect_timeout: float) -> None:
+    """Datagrams of one local UDP port to the task's UDP port ``remote`` and back. Each local peer (address
+    and port) gets its own session, so the answers go back to the peer that asked."""
+    peers: dict[Any, websocket.WebSocket] = {}
+    lock = threading.Lock()
+
+    def from_task(peer: Any, ws: websocket.WebSocket) -> None:
+        try:
+            while True:
+                opcode, frame = ws.recv_data_frame(True)
+                if opcode == websocket.ABNF.OPCODE_CLOSE:
+                    break
+                if opcode == websocket.ABNF.OPCODE_BINARY:
+                    listener.sendto(frame.data or b"", peer)
+        except (OSError, websocket.WebSocketException):
+            pass
+        finally:
+            with lock:
+                if peers.get(peer) is ws:
+                    del peers[peer]
+            with contextlib.suppress(Exception):
+                ws.close(timeout=1)
+
+    while True:
+        try:
+            data, peer = listener.recvfrom(65535)
+        except OSError:
+            return
+        with lock:
+            ws = peers.get(peer)
+        if ws is None:
+            try:
+                ws = session_open(api, workflow_id, task, {"kind": "port-forward-udp", "port": remote},
+                                  connect_timeout=connect_timeout)
+            except CliError as exc:
+                typer.echo(f"error: datagrams to {workflow_id}/{task}:{remote}/udp were refused: {exc.message}",
+                           err=True)
+                continue
+            ws.settimeout(None)
+            with lock:
+                peers[peer] = ws
+            threading.Thread(target=from_task, args=(peer, ws), name="forward-udp", daemon=True).start()
+        try:
+            ws.send_binary(data)
+        except (OSError, websocket.WebSocketException):
+            with lock:
+                peers.pop(peer, None)
 
 
 @workflow_app.command("port-forward")
@@ -444,28 +576,31 @@ def workflow_port_forward(
     port: str = typer.Option(..., "--port", help="LOCAL[:REMOTE], or ranges: 8000, 8000:80, "
                                                  "8000-8010:9000-9010,8015 (ranges include both ends)."),
     host: str = typer.Option("localhost", "--host", help="The local address to listen on."),
+    udp: bool = typer.Option(False, "--udp", help="Forward UDP instead of TCP: datagrams to ports the task is "
+                                                  "bound to (the local backend; Kubernetes' API forwards TCP only)."),
     connect_timeout: int = typer.Option(60, "--connect-timeout", min=1, help="Seconds to keep trying to connect."),
 ) -> None:
     """Forward local TCP ports to ports a running task listens on, through the service. Many connections at once;
     Ctrl-C stops it. A connection made while the service restarts waits for it (up to --connect-timeout)."""
     pairs = parse_ports(port)
+    kind, suffix = ("port-forward-udp", "/udp") if udp else ("port-forward", "")
     listeners: list[tuple[socket.socket, int, int]] = []
     with api_client() as api:
         # every task port checked first (owner, status, the task listens on it): a clear refusal now
         # (the tickets of these checks are left unused: they expire, and no session is recorded)
         for remote in sorted({remote for _, remote in pairs}):
             api.post(workflow_path(workflow_id, f"tasks/{_segment(task)}/sessions/"),
-                     json={"kind": "port-forward", "port": remote}, not_found=f"workflow {workflow_id} not found")
+                     json={"kind": kind, "port": remote}, not_found=f"workflow {workflow_id} not found")
         try:
             for local, remote in pairs:
-                listener = socket.create_server((host, local), reuse_port=False)
+                listener = _udp_socket(host, local) if udp else socket.create_server((host, local), reuse_port=False)
                 listeners.append((listener, local, remote))
         except OSError as exc:
             for listener, _, _ in listeners:
                 listener.close()
-            raise CliError(f"cannot listen on {host}:{local}: {exc.strerror or exc}") from None
+            raise CliError(f"cannot listen on {host}:{local}{suffix}: {exc.strerror or exc}") from None
         for _listener, local, remote in listeners:
-            typer.echo(f"Forwarding {host}:{local} -> {workflow_id}/{task}:{remote}")
+            typer.echo(f"Forwarding {host}:{local}{suffix} -> {workflow_id}/{task}:{remote}{suffix}")
         typer.echo("Ctrl-C stops it.")
 
         def accept(listener: socket.socket, remote: int) -> None:
@@ -478,7 +613,11 @@ def workflow_port_forward(
                                  daemon=True).start()
 
         for listener, _local, remote in listeners:
-            threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
+            if udp:
+                threading.Thread(target=_udp_forward, args=(api, workflow_id, task, remote, listener, connect_timeout),
+                                 daemon=True).start()
+            else:
+                threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
         try:
             while True:
                 time.sleep(3600)

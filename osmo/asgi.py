@@ -12,6 +12,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings.local")
+# PostgreSQL connections from a pool: under ASGI each request runs in a thread of its own, where Django's
+# persistent connections are never reused (docs/operations.md, DATABASE_POOL).
+os.environ.setdefault("DATABASE_POOL", "true")
 django_application = get_asgi_application()  # first: it sets Django up before the consumers are imported
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -15,6 +15,7 @@ services_install() {
   command -v pasta >/dev/null || need+=(passt)  # its network per workflow
   ls /usr/lib/*/libseccomp.so.2 >/dev/null 2>&1 || need+=(libseccomp2)  # its system call filter
   command -v nc >/dev/null || need+=(netcat-openbsd)  # the local group-communication tutorial's nc
+  command -v rsync >/dev/null || need+=(rsync)  # osmo workflow rsync: incremental copies into local tasks
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then
     echo "Missing ${need[*]}: install them (Debian packages) or run as root." >&2

@@ -266,7 +266,8 @@ class TaskSession(models.Model):
 
     KIND_EXEC = "exec"
     KIND_PORT_FORWARD = "port-forward"
-    KINDS = [(KIND_EXEC, "exec"), (KIND_PORT_FORWARD, "port-forward")]
+    KIND_PORT_FORWARD_UDP = "port-forward-udp"  # datagrams to a UDP port the task is bound to (--udp)
+    KINDS = [(KIND_EXEC, "exec"), (KIND_PORT_FORWARD, "port-forward"), (KIND_PORT_FORWARD_UDP, "port-forward-udp")]
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="sessions")
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="sessions")

@@ -109,6 +109,13 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=5)
     )
+    if env.bool("DATABASE_POOL", default=False):
+        # A pool of connections (psycopg_pool) instead of persistent ones: under ASGI (osmo/asgi.py turns
+        # it on) each request runs in a thread of its own, so a per-thread persistent connection is never
+        # reused and every request would open one.
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 2, "max_size": env.int("DATABASE_POOL_MAX", default=20), "timeout": 10}
     # Parameters sent apart from the SQL, and a query run DATABASE_PREPARE_THRESHOLD times on a
     # connection prepared there (psycopg's automatic prepared statements): PostgreSQL stops parsing and
     # planning the queries every request and cycle repeats, and psycopg stops quoting values into the

@@ -179,6 +179,7 @@ class SessionUnsupportedError(DispatchPermanentError):
 
     def __init__(self, backend: str, why: str) -> None:
         self.backend = backend
+        self.why = why
         super().__init__(f"the {backend} backend does not support exec or port-forward: {why}")
 
 

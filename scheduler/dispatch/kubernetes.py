@@ -49,6 +49,7 @@ from scheduler.dispatch.base import (
     PodLog,
     PodRequest,
     PodState,
+    SessionUnsupportedError,
     TaskExec,
 )
 from scheduler.dispatch.k8s_manifest import (
@@ -439,6 +440,12 @@ class KubernetesBackend:
     def port_connect(self, *, namespace: str, pod_name: str, port: int, timeout: float = 10.0) -> socket.socket:
         """A connection to a port the pod listens on, through the API server's port-forward."""
         return self.sessions.port_connect(namespace=namespace, name=kube_pod_name(pod_name), port=port)
+
+    def task_udp_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        """Refused: the API server's ``pods/portforward`` carries TCP streams only (kubectl's cannot do UDP)."""
+        raise SessionUnsupportedError(self.name, "the Kubernetes API's port-forward carries TCP only (kubectl "
+                                                 "port-forward cannot forward UDP either), so --udp is refused; "
+                                                 "forward a TCP port")
 
     # -- helpers --------------------------------------------------------------------------------
     def _paged(self, call: Any, namespace: str, *, patient: bool, **selector: str) -> list[Any]:

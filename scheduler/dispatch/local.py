@@ -40,6 +40,7 @@ SIGKILL after the grace period) and removes the folder. Imports nothing from Dja
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -90,9 +91,11 @@ from scheduler.dispatch.local_sandbox import (
     Limits,
     SandboxSpec,
     WorkflowNetwork,
+    bound_udp_ports,
     listening_ports,
     netns_connect,
     netns_key,
+    netns_udp_socket,
     owned_folder_ready,
     pod_cgroup_name,
     sandbox_gid,
@@ -317,11 +320,17 @@ class LocalExec:
         if self._closed:
             return
         self._closed = True
-        for sig in (signal.SIGHUP, signal.SIGKILL):  # nsenter's group; a terminal's session gets SIGHUP below
+        # a hangup, as a closed terminal gives: the command's processes end with it, except those detached
+        # from it (nohup, or a trap of SIGHUP); SIGCONT wakes stopped ones to receive it. Then nsenter itself.
+        for sig in (signal.SIGHUP, signal.SIGCONT):
             try:
                 os.killpg(self.process.pid, sig)
             except (ProcessLookupError, PermissionError):
                 break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(0.5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.process.pid, signal.SIGKILL)
         if self.terminal is not None:
             os.close(self.terminal)  # hangs the terminal up: its session's processes get SIGHUP
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
@@ -835,6 +844,20 @@ class LocalBackend:
             listed = ", ".join(str(p) for p in sorted(ports)) or "none"
             raise DispatchPermanentError(f"the task does not listen on port {port} (it listens on: {listed})")
         return netns_connect(pid, ports[port], port, timeout=timeout)
+
+    def task_udp_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
+        """The UDP ports the running task's user is bound to in its network (``port-forward --udp``)."""
+        _folder, spec, pid = self._running_sandbox(namespace, pod_name)
+        return bound_udp_ports(pid, spec.uid)
+
+    def udp_connect(self, *, namespace: str, pod_name: str, port: int) -> socket.socket:
+        """A UDP socket inside the running task's network, connected to a port the task is bound to."""
+        _folder, spec, pid = self._running_sandbox(namespace, pod_name)
+        ports = bound_udp_ports(pid, spec.uid)
+        if port not in ports:
+            listed = ", ".join(str(p) for p in sorted(ports)) or "none"
+            raise DispatchPermanentError(f"the task has no UDP socket bound to port {port} (its UDP ports: {listed})")
+        return netns_udp_socket(pid, ports[port], port)
 
     # -- helpers --------------------------------------------------------------------------------
     def _pods(self, namespace: str) -> list[tuple[Path, dict[str, Any]]]:

@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from scheduler.dispatch.proc_net import listening_ports_parse
+from scheduler.dispatch.proc_net import bound_udp_ports_parse, listening_ports_parse
 
 #: Sandbox uids and gids start here: far above any account of the host (Debian's dynamic and
 #: container ranges end below 2^31).
@@ -461,6 +461,39 @@ def listening_ports(pid: int, uid: int) -> dict[int, str]:
         except OSError:
             continue
     return listening_ports_parse("".join(texts), uid)
+
+
+def bound_udp_ports(pid: int, uid: int) -> dict[int, str]:
+    """The UDP ports that processes of ``uid`` are bound to in the network namespace of ``pid``, with the
+    address to send to each."""
+    texts = []
+    for table in ("udp", "udp6"):
+        try:
+            texts.append(Path(f"/proc/{pid}/net/{table}").read_text())
+        except OSError:
+            continue
+    return bound_udp_ports_parse("".join(texts), uid)
+
+
+def netns_udp_socket(pid: int, host: str, port: int) -> socket.socket:
+    """A UDP socket made inside the network namespace of ``pid`` and connected to ``host:port`` there (its
+    datagrams go to that port only, and only that port's come back)."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "could not enter the task's network")
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_DGRAM)
+            sock.connect((host, port))
+            return sock
+        finally:
+            if _libc.setns(own, CLONE_NEWNET) != 0:  # a thread left in the task's network would be a leak
+                raise OSError(ctypes.get_errno(), "could not leave the task's network")
+    finally:
+        os.close(target)
+        os.close(own)
 
 
 def netns_connect(pid: int, host: str, port: int, *, timeout: float) -> socket.socket:

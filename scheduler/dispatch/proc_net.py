@@ -39,3 +39,27 @@ def proc_address(text: str) -> str:
     raw = bytes.fromhex(text)
     words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
     return str(ipaddress.ip_address(words))
+
+
+_UNCONNECTED = "07"  # a UDP socket's state in /proc/net/udp when it is bound and not connected
+
+
+def bound_udp_ports_parse(text: str, uid: int | None = None) -> dict[int, str]:
+    """The UDP ports bound and not connected in ``text`` (``/proc/net/udp`` and ``udp6``; sockets of ``uid``
+    only, unless None), each with the address to send to (the loopback for a wildcard): UDP's "listening"."""
+    found: dict[int, str] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 8 or fields[3] != _UNCONNECTED or not fields[0].rstrip(":").isdigit():
+            continue
+        if uid is not None and fields[7] != str(uid):
+            continue
+        address_hex, _, port_hex = fields[1].partition(":")
+        try:
+            address = proc_address(address_hex)
+            port = int(port_hex, 16)
+        except ValueError:
+            continue
+        if port:
+            found.setdefault(port, _LOOPBACK.get(address, address))
+    return found

@@ -39,8 +39,9 @@ def test_upload_a_folder_then_the_task_reads_its_file(user, local_pool, asgi_ser
     local_sum = subprocess.run(["cksum"], input=(data / "sub" / "b.bin").read_bytes(), capture_output=True).stdout
     assert lines[1] == local_sum.decode().strip()
     assert lines[2] == lines[3]  # owned by the task's user
-    # and the copy went through an exec session, recorded as such
-    assert TaskSession.objects.filter(workflow=workflow, kind="exec").count() == 2
+    # and the copy went through exec sessions, recorded as such (rsync's: a look for rsync in the task, then
+    # rsync itself; and the cat above)
+    assert TaskSession.objects.filter(workflow=workflow, kind="exec").count() == 3
 
 
 def test_download_a_file_the_task_wrote(user, local_pool, asgi_server, tmp_path):

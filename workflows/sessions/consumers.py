@@ -352,6 +352,61 @@ class PortForwardConsumer(SessionConsumer):
             writer.close()
 
 
+class _Datagrams(asyncio.DatagramProtocol):
+    """The task's datagrams, queued for the websocket (None once the socket failed or closed)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self.queue.put_nowait(data)
+
+    def error_received(self, exc: Exception) -> None:  # (ICMP port unreachable: nothing listens there now)
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.queue.put_nowait(None)
+
+
+class UdpForwardConsumer(SessionConsumer):
+    """``osmo workflow port-forward --udp``: datagrams to and from a UDP port the task is bound to, one binary
+    message per datagram (one websocket per local peer: the CLI keeps its peers apart)."""
+
+    kind = "port-forward-udp"
+
+    async def start(self) -> None:
+        assert self.target is not None and self.target.port is not None
+        target = self.target
+        backend: Any = backend_for(target.backend)
+        udp_connect = getattr(backend, "udp_connect", None)
+        if udp_connect is None:
+            raise DispatchPermanentError(f"the {target.backend} backend forwards TCP only")
+        sock = await asyncio.to_thread(udp_connect, namespace=target.namespace, pod_name=target.pod_name,
+                                       port=target.port)
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        self.transport, self.datagrams = await loop.create_datagram_endpoint(_Datagrams, sock=sock)
+
+    async def pump(self) -> None:
+        while (data := await self.datagrams.queue.get()) is not None:
+            self.bytes_out += len(data)
+            self.touch()
+            await self.send(bytes_data=data)
+        await self.finish("the task's socket closed", close_code=CLOSE_NORMAL, end="closed")
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if bytes_data is None or self.finished:
+            return
+        self.bytes_in += len(bytes_data)
+        self.touch()
+        self.transport.sendto(bytes_data)
+
+    async def stop(self) -> None:
+        transport = getattr(self, "transport", None)
+        if transport is not None:
+            transport.close()
+
+
 class UnknownSessionConsumer(AsyncWebsocketConsumer):
     """Any other websocket path: the API's 404 envelope."""
 

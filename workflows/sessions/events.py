@@ -10,7 +10,7 @@ from workflows.models import TaskSession
 def session_event_lines(session: TaskSession) -> list[tuple[datetime, str, str]]:
     """``(time, kind, message)`` of a session for the workflow's events: its start and its end."""
     what = "exec " + " ".join(session.command)[:200] if session.kind == TaskSession.KIND_EXEC else \
-        f"port-forward to port {session.port}"
+        f"port-forward to port {session.port}{'/udp' if session.kind == TaskSession.KIND_PORT_FORWARD_UDP else ''}"
     who = session.user.get_username() if session.user_id else "?"
     if session.browser:
         who += " (browser)"

@@ -4,12 +4,18 @@ task page's "Open port" proxy (HTTP and websockets, :mod:`workflows.sessions.pro
 from channels.auth import AuthMiddlewareStack
 from django.urls import path, re_path
 
-from workflows.sessions.consumers import ExecConsumer, PortForwardConsumer, UnknownSessionConsumer
+from workflows.sessions.consumers import (
+    ExecConsumer,
+    PortForwardConsumer,
+    UdpForwardConsumer,
+    UnknownSessionConsumer,
+)
 from workflows.sessions.proxy import PORT_ROUTE, PortProxyHttp, PortProxyWebsocket
 
 websocket_urlpatterns = [
     path("ws/sessions/exec/<str:ticket>/", ExecConsumer.as_asgi()),
     path("ws/sessions/port-forward/<str:ticket>/", PortForwardConsumer.as_asgi()),
+    path("ws/sessions/port-forward-udp/<str:ticket>/", UdpForwardConsumer.as_asgi()),
     re_path(PORT_ROUTE, PortProxyWebsocket.as_asgi()),
     re_path(r"", UnknownSessionConsumer.as_asgi()),
 ]

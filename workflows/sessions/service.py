@@ -43,7 +43,8 @@ from workflows.scheduling.pod_requests import pod_request
 
 logger = logging.getLogger(__name__)
 
-KINDS = (TaskSession.KIND_EXEC, TaskSession.KIND_PORT_FORWARD)
+KINDS = (TaskSession.KIND_EXEC, TaskSession.KIND_PORT_FORWARD, TaskSession.KIND_PORT_FORWARD_UDP)
+FORWARDS = (TaskSession.KIND_PORT_FORWARD, TaskSession.KIND_PORT_FORWARD_UDP)
 COMMAND_MAX_ITEMS = 256
 COMMAND_MAX_CHARS = 65536
 
@@ -103,7 +104,7 @@ def _clean_request(kind: Any, command: Any, tty: Any, port: Any) -> tuple[str, l
             argv = list(command)
         if not isinstance(tty, bool):
             errors.append({"path": "tty", "message": "tty must be true or false."})
-    elif kind == TaskSession.KIND_PORT_FORWARD:
+    elif kind in FORWARDS:
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             errors.append({"path": "port", "message": f"port must be a whole number from 1 to 65535, not {port!r}."})
         else:
@@ -118,6 +119,22 @@ def session_backend(workflow: Workflow) -> SessionBackend:
     if not hasattr(backend, "exec_start"):  # a backend that does not implement the interface at all
         raise SessionsUnsupportedError(workflow.pool.name, workflow.pool.backend, "it has no sessions")
     return backend
+
+
+def udp_ports_check(backend: Any, pool: str, task: str, namespace: str, pod_name: str, port: int) -> None:
+    """A UDP forward's checks: a backend that carries datagrams (the local one; the Kubernetes backend refuses,
+    its API's port-forward is TCP only, as kubectl's), and a port the task itself is bound to."""
+    udp_ports = getattr(backend, "task_udp_ports", None)
+    if udp_ports is None:
+        backend.task_ports(namespace=namespace, pod_name=pod_name)  # (a backend without sessions says so first)
+        raise SessionsUnsupportedError(pool, backend.name, "it forwards TCP only, so --udp is refused")
+    try:
+        ports = udp_ports(namespace=namespace, pod_name=pod_name)
+    except SessionUnsupportedError as exc:  # Kubernetes: its API's port-forward is TCP only
+        raise SessionsUnsupportedError(pool, exc.backend, exc.why) from exc
+    if port not in ports:
+        listed = ", ".join(str(p) for p in sorted(ports)) or "none"
+        raise PortNotListeningError(task, port, f"the task has no UDP socket bound to it (its UDP ports: {listed})")
 
 
 def session_open(*, workflow: Workflow, user: User, task_name: str, kind: Any, command: Any = None,
@@ -145,7 +162,10 @@ def session_open(*, workflow: Workflow, user: User, task_name: str, kind: Any, c
         raise TaskNotRunningError(workflow.workflow_id, task.name, task.status)
     pod = pod_request(task, pool)
     try:
-        if kind == TaskSession.KIND_PORT_FORWARD:
+        if kind == TaskSession.KIND_PORT_FORWARD_UDP:
+            assert number is not None
+            udp_ports_check(backend, pool.name, task.name, pod.namespace, pod.pod_name, number)
+        elif kind == TaskSession.KIND_PORT_FORWARD:
             assert number is not None
             ports = backend.task_ports(namespace=pod.namespace, pod_name=pod.pod_name)
             if number not in ports:
