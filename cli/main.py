@@ -423,7 +423,7 @@ def workflow_cancel(workflow_ids: list[str] = typer.Argument(..., metavar="ID...
 
 
 # Register validate, logs, events, spec, restart, profile (commands), credential and token set/list/delete.
-from cli import access_token, commands, credential, rsync, sessions  # noqa: E402,F401
+from cli import access_token, commands, credential, data, lists, rsync, sessions  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:
