@@ -67,9 +67,10 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
 
     boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1", aws_access_key_id="x",
                  aws_secret_access_key="y").create_bucket(Bucket="alice-data")
-    credential_set(owner=user, name="moto", kind="data", values={
-        "endpoint": "s3://alice-data", "access_key_id": "alice-key", "access_key": SECRET,
-        "region": "us-east-1", "override_url": s3_server.endpoint})
+    made = osmo_process("credential", "set", "moto", "--type", "data", "--endpoint", "s3://alice-data",
+                        "--region", "us-east-1", "--override-url", s3_server.endpoint, "--access-key-id", "alice-key",
+                        "--secret-access-key-stdin", input=SECRET)
+    assert made.stdout == "Credential moto created (data: access_key, access_key_id, endpoint, override_url, region).\n"
     url = "s3://alice-data/experiments/e1"
     clean = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL_S3": ""}  # nothing ambient
 
