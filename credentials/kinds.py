@@ -101,7 +101,10 @@ def values_problems(kind: Kind, values: object, path: str = "values") -> list[Pr
                                                  f"{', '.join(DATA_SCHEMES)}"))
     override = values.get("override_url")
     if kind is Kind.DATA and isinstance(override, str) and override:
-        parts = urlsplit(override)
+        try:
+            parts = urlsplit(override)
+        except ValueError:  # an unclosed IPv6 bracket
+            parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc:
             problems.append((f"{path}.override_url", "must be an http(s) URL like http://minio:9000"))
     return problems

@@ -46,7 +46,12 @@ class Location:
 def parse(url: str) -> Location:
     """The location of ``url`` (no credential yet). Raises :class:`LocationError`."""
     text = url.strip()
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # an unclosed IPv6 bracket, say
+        raise LocationError(f"{text[:200]!r} is not a URL: {exc}") from exc
+    if "\x00" in text:
+        raise LocationError("a storage URL holds no NUL character")
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES or "://" not in text:
         raise LocationError(f"{text[:200]!r} is not a storage URL: write SCHEME://..., SCHEME one of "
