@@ -171,6 +171,8 @@ def data_download(
     url: str = typer.Argument(..., metavar="URL", help="An object or a prefix."),
     path: str = typer.Argument(..., metavar="PATH", help="The local folder to download into (made if missing)."),
     regex: str = REGEX_OPTION,
+    resume: bool = typer.Option(False, "--resume", "-r", help="Resume a download: a file already there with "
+                                "the remote size is not fetched again."),
 ) -> None:
     """Download an object, or every object under a prefix, into a local folder (paths kept below the URL)."""
     regex = _regex(regex)
@@ -178,11 +180,12 @@ def data_download(
     started = time.perf_counter()
     with credential_environment(place), progress_bar(f"download from {place.url}") as callback:
         try:
-            got = storage.download(place.fsspec_url, path, regex=regex, callback=callback)
+            got = storage.download(place.fsspec_url, path, regex=regex, callback=callback, resume=resume)
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
-    typer.echo(f"Downloaded {got.files} file(s), {render.fmt_bytes(got.bytes)}B, from {place.url} to {path} in "
-               f"{render.fmt_duration(time.perf_counter() - started)}.")
+    already = f" ({got.present} already there)" if resume else ""
+    typer.echo(f"Downloaded {got.files} file(s){already}, {render.fmt_bytes(got.bytes)}B, from {place.url} to {path} "
+               f"in {render.fmt_duration(time.perf_counter() - started)}.")
     if got.skipped:
         typer.echo(f"Not downloaded (links leading out of the folder): {', '.join(got.skipped)}", err=True)
 

@@ -27,7 +27,7 @@ app.add_typer(resource_app, name="resource")
 
 #: OSMO's default statuses of ``task list``: what is under way.
 TASK_DEFAULT_STATUSES = ("SCHEDULING", "INITIALIZING", "RUNNING")
-TASK_LIST_MANY = ("--status", "-s", "--pool", "-p", "--node", "-n", "--user", "-u")
+TASK_LIST_MANY = ("--status", "-s", "--pool", "-p", "--node", "-n", "--user", "-u", "--priority")
 RESOURCE_LIST_MANY = ("--pool", "-p", "--platform")
 
 
@@ -76,6 +76,12 @@ def task_list(
     order: Order = typer.Option(Order.ASC, "--order", "-o", case_sensitive=False,
                                 help="By start time: asc, the latest last; desc, the latest first."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also each task's GPU, CPU, memory and storage."),
+    priority: list[str] = typer.Option(None, "--priority", help="Only workflows of these priorities: LOW, NORMAL, "
+                                       "HIGH (several: --priority LOW HIGH)."),
+    started_after: str = typer.Option(None, "--started-after", metavar="YYYY-MM-DD",
+                                      help="Tasks started on or after this day."),
+    started_before: str = typer.Option(None, "--started-before", metavar="YYYY-MM-DD",
+                                       help="Tasks started before this day."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
@@ -89,6 +95,11 @@ def task_list(
             params[key] = list(values)
     if workflow_id:
         params["workflow"] = workflow_id
+    if priority:
+        params["priority"] = list(priority)
+    for key, value in (("started_after", started_after), ("started_before", started_before)):
+        if value:
+            params[key] = value
     if all_users:
         params["all_users"] = "true"
     with api_client() as api:

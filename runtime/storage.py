@@ -75,6 +75,7 @@ class Transfer:
     # What was left out: a link leading out of the folder (or the prefix, on a local file system), or
     # something not a file (a pipe, a socket). Relative paths.
     skipped: tuple[str, ...] = ()
+    present: int = 0  # a download with ``resume``: files already here with the remote size, not fetched again
 
 
 def _escapes(path: str, root: str) -> bool:
@@ -84,12 +85,13 @@ def _escapes(path: str, root: str) -> bool:
 
 
 def download(url: str, dest: str, *, regex: str = "", committed_only: bool = False,
-             callback: Callback = DEFAULT_CALLBACK) -> Transfer:
+             callback: Callback = DEFAULT_CALLBACK, resume: bool = False) -> Transfer:
     """Copy the object (or every object under the prefix) at ``url`` into the folder ``dest``, keeping
     relative paths; ``regex`` keeps the relative paths it matches (``re.search``); ``callback`` (fsspec's)
     hears of each file. From a local folder,
     a link leading out of it is not followed (left out, named in ``skipped``). With
-    ``committed_only`` only a committed upload is read: the files its manifest lists. Raises
+    ``committed_only`` only a committed upload is read: the files its manifest lists. With ``resume`` a
+    file already in ``dest`` with the remote size is not fetched again (counted in ``present``). Raises
     :class:`StorageError` (missing, denied, not committed)."""
     fs, root = _fs(url)
     os.makedirs(dest, exist_ok=True)
@@ -118,8 +120,13 @@ def download(url: str, dest: str, *, regex: str = "", committed_only: bool = Fal
         if "file" in _protocols(fs):  # a link in a local folder may lead anywhere on this file system
             skipped = tuple(name for name in chosen if _escapes(f"{root}/{name}", root))
             chosen = [name for name in chosen if name not in skipped]
+        present = 0
+        if resume and chosen:
+            sizes = _sizes(fs, root, chosen)
+            kept = [name for name in chosen if not _same_size(os.path.join(dest, *name.split("/")), sizes.get(name))]
+            present, chosen = len(chosen) - len(kept), kept
         if not chosen:
-            return Transfer(0, 0, skipped)
+            return Transfer(0, 0, skipped, present)
         local = [os.path.join(dest, *name.split("/")) for name in chosen]
         for path in {os.path.dirname(p) for p in local}:
             os.makedirs(path, exist_ok=True)
@@ -128,7 +135,18 @@ def download(url: str, dest: str, *, regex: str = "", committed_only: bool = Fal
         raise
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
-    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), skipped)
+    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), skipped, present)
+
+
+def _sizes(fs: fsspec.AbstractFileSystem, root: str, names: list[str]) -> dict[str, int]:
+    """The remote sizes of ``names`` below ``root``: one listing (one request per file only for a single one)."""
+    if len(names) == 1:
+        return {names[0]: int(fs.size(f"{root}/{names[0]}") or 0)}
+    return {path[len(root) + 1:]: int(info.get("size") or 0) for path, info in fs.find(root, detail=True).items()}
+
+
+def _same_size(path: str, size: int | None) -> bool:
+    return size is not None and os.path.isfile(path) and os.path.getsize(path) == size
 
 
 def upload(src: str, url: str, *, regex: str = "") -> Transfer:

@@ -78,6 +78,8 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     up = osmo_process("data", "upload", url, str(source / "shards"), str(source / "notes.md"), env=clean)
     listed = osmo_process("data", "list", url, "-r", env=clean)
     down = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", env=clean)
+    (tmp_path / "back" / "shards" / "a.txt").unlink()
+    resumed = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", "--resume", env=clean)
     deleted = osmo_process("data", "delete", f"{url}/shards", env=clean)
     left = osmo_process("data", "list", "s3://alice-data/experiments", "--recursive", env=clean)
 
@@ -87,9 +89,10 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     assert listed.stdout == ("notes.md\nshards/a.txt\nshards/b.json\nshards/sub/c.txt\n\nTotal 4 objects found\n")
     assert down.returncode == 0, down.stderr
     assert tree(tmp_path / "back") == {"shards/a.txt": "a", "shards/b.json": "{}", "shards/sub/c.txt": "c"}
+    assert resumed.stdout.startswith(f"Downloaded 1 file(s) (2 already there), 1B, from {url} to ")
     assert deleted.stdout == f"Deleted 3 object(s) at {url}/shards.\n"
     assert left.stdout == "e1/notes.md\n\nTotal 1 objects found\n"
-    outputs = "".join(run.stdout + run.stderr for run in (up, listed, down, deleted, left))
+    outputs = "".join(run.stdout + run.stderr for run in (up, listed, down, resumed, deleted, left))
     assert SECRET not in outputs and "Traceback" not in outputs
 
 

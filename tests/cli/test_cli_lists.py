@@ -88,12 +88,19 @@ def test_task_list_filters_by_pool_workflow_node_and_user(osmo_process, cluster,
     by_node = osmo_process("task", "list", "--node", "n2")
     other_pool = osmo_process("task", "list", "--pool", "elsewhere")
     bob = osmo_process("task", "list", "--user", "bob")  # alice may not see bob's tasks: none
+    high = osmo_process("task", "list", "--priority", "HIGH", "LOW")
+    today = timezone.localdate().isoformat()
+    started_today = osmo_process("task", "list", "--started-after", today, "-t", "json")
+    long_ago = osmo_process("task", "list", "--started-before", "2000-01-01")
     staff_all = osmo_process("task", "list", "--all-users", "-t", "json", env={"OSMO_TOKEN": make_api_key(staff_user)})
     staff_bob = osmo_process("task", "list", "-u", "bob", "-t", "json", env={"OSMO_TOKEN": make_api_key(staff_user)})
 
     # then
     assert {line.split()[1] for line in by_workflow.stdout.splitlines()[1:]} == {"queued-1"}
-    assert by_node.stdout.strip() == other_pool.stdout.strip() == bob.stdout.strip() == "There are no tasks to view."
+    for empty in (by_node, other_pool, bob, high, long_ago):
+        assert empty.stdout.strip() == "There are no tasks to view.", empty.stderr
+    assert {(row["workflow_id"], row["status"]) for row in json.loads(started_today.stdout)["results"]} == {
+        ("mine-1", "RUNNING")}  # tasks not started yet are in no day
     assert sorted({row["user"] for row in json.loads(staff_all.stdout)["results"]}) == ["alice", "bob"]
     assert {row["workflow_id"] for row in json.loads(staff_bob.stdout)["results"]} == {"theirs-1"}
 
@@ -102,13 +109,17 @@ def test_task_list_refuses_a_bad_filter_naming_it(osmo_process, cluster):
     # when
     bad_status = osmo_process("task", "list", "--status", "DANCING")
     both = osmo_process("task", "list", "--user", "bob", "--all-users")
+    bad_day = osmo_process("task", "list", "--started-after", "2026-13-01", "--priority", "URGENT")
 
     # then
     assert bad_status.returncode == 2
     assert bad_status.stderr.splitlines()[0] == "error: A filter of the task list is invalid."
     assert bad_status.stderr.splitlines()[1].startswith("  status: unknown status 'DANCING'; one of WAITING")
     assert both.returncode == 2 and both.stderr.strip() == "error: give either --user or --all-users, not both"
-    assert "Traceback" not in bad_status.stderr + both.stderr
+    assert bad_day.returncode == 2 and bad_day.stderr.splitlines()[1:] == [
+        "  priority: unknown priority 'URGENT'; one of LOW, NORMAL, HIGH",
+        "  started_after: must be a date YYYY-MM-DD, not '2026-13-01'"]
+    assert "Traceback" not in bad_status.stderr + both.stderr + bad_day.stderr
 
 
 def test_resource_list_shows_nodes_with_use_and_only_visible_holders(osmo_process, cluster):

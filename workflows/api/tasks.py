@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
@@ -60,7 +61,10 @@ class TaskListView(generics.ListAPIView):
         filters = task_filters(statuses=_many(request, "status"), pools=_many(request, "pool"),
                                nodes=_many(request, "node"), users=_many(request, "user"),
                                workflow=request.query_params.get("workflow", ""),
-                               all_users=_flag(request, "all_users"), order=request.query_params.get("order", "asc"))
+                               all_users=_flag(request, "all_users"), order=request.query_params.get("order", "asc"),
+                               priorities=_many(request, "priority"),
+                               started_after=request.query_params.get("started_after", ""),
+                               started_before=request.query_params.get("started_before", ""))
         return task_list(user=signed_in(request), filters=filters)
 
     @extend_schema(
@@ -74,6 +78,10 @@ class TaskListView(generics.ListAPIView):
             OpenApiParameter("all_users", bool, description="Every submitter you may see (default: your own)"),
             OpenApiParameter("workflow", str, description="Workflow id contains this"),
             OpenApiParameter("order", str, enum=["asc", "desc"], description="By start time (default asc)"),
+            OpenApiParameter("priority", str, many=True, enum=["LOW", "NORMAL", "HIGH"],
+                             description="Only workflows of these priorities"),
+            OpenApiParameter("started_after", OpenApiTypes.DATE, description="Started on or after this day"),
+            OpenApiParameter("started_before", OpenApiTypes.DATE, description="Started before this day"),
         ],
         responses={200: TaskRowSerializer(many=True),
                    400: OpenApiResponse(ErrorOutputSerializer, description="A bad filter; details.errors names it."),
