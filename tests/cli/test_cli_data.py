@@ -177,3 +177,37 @@ def test_override_url_must_be_an_http_url(user_client):
     assert answer.status_code == 400
     assert answer.json()["details"]["errors"] == [
         {"path": "values.override_url", "message": "must be an http(s) URL like http://minio:9000"}]
+
+
+def test_a_terminal_gets_a_progress_bar_on_stderr_and_a_pipe_does_not(osmo_process, source, tmp_path, cli_env):
+    import os
+    import pty
+    import select
+    import subprocess
+
+    from tests.cli.conftest import OSMO_SCRIPT, ROOT
+
+    # when stderr is a terminal
+    master, slave = pty.openpty()
+    process = subprocess.Popen([str(OSMO_SCRIPT), "data", "upload", f"file://{tmp_path}/tty", f"{source}/*"],
+                               stdout=subprocess.PIPE, stderr=slave, cwd=ROOT,
+                               env={**os.environ, **cli_env, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    stdout = process.stdout.read().decode()
+    process.wait(timeout=60)
+    shown = b""
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the other end is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    piped = osmo_process("data", "upload", f"file://{tmp_path}/pipe", f"{source}/*")
+
+    # then the bar counts the files there, and the pipe's stderr stays empty
+    assert process.returncode == 0 and stdout.startswith("Uploaded 4 file(s)")
+    assert b"upload to file://" in shown and b"4/4" in shown
+    assert piped.returncode == 0 and piped.stderr == ""
