@@ -77,6 +77,7 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     # when
     up = osmo_process("data", "upload", url, str(source / "shards"), str(source / "notes.md"), env=clean)
     listed = osmo_process("data", "list", url, "-r", env=clean)
+    top = osmo_process("data", "list", url, env=clean)
     down = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", env=clean)
     (tmp_path / "back" / "shards" / "a.txt").unlink()
     resumed = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", "--resume", env=clean)
@@ -87,6 +88,7 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     assert up.returncode == 0, up.stderr
     assert up.stdout.startswith(f"Uploaded 4 file(s), 9B, to {url} in ")
     assert listed.stdout == ("notes.md\nshards/a.txt\nshards/b.json\nshards/sub/c.txt\n\nTotal 4 objects found\n")
+    assert top.stdout == "notes.md\nshards/\n\nTotal 2 objects found\n"
     assert down.returncode == 0, down.stderr
     assert tree(tmp_path / "back") == {"shards/a.txt": "a", "shards/b.json": "{}", "shards/sub/c.txt": "c"}
     assert resumed.stdout.startswith(f"Downloaded 1 file(s) (2 already there), 1B, from {url} to ")
