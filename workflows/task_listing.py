@@ -37,9 +37,10 @@ class TaskFilters:
     started_before: datetime | None = None  # exclusive
 
 
-def _day(value: str, name: str, problems: list[dict[str, str]]) -> datetime | None:
-    """The start (in the service's time zone) of the day ``value`` (YYYY-MM-DD), or None (a problem noted)."""
-    if not value:
+def _day(value: str | None, name: str, problems: list[dict[str, str]]) -> datetime | None:
+    """The start (in the service's time zone) of the day ``value`` (YYYY-MM-DD); None when absent, or when it
+    is not a date (a problem noted: an empty value too)."""
+    if value is None:
         return None
     try:
         return timezone.make_aware(datetime.combine(date.fromisoformat(value), time.min))
@@ -50,7 +51,7 @@ def _day(value: str, name: str, problems: list[dict[str, str]]) -> datetime | No
 
 def task_filters(*, statuses: Sequence[str], pools: Sequence[str], nodes: Sequence[str], users: Sequence[str],
                  workflow: str, all_users: bool, order: str, priorities: Sequence[str] = (),
-                 started_after: str = "", started_before: str = "") -> TaskFilters:
+                 started_after: str | None = None, started_before: str | None = None) -> TaskFilters:
     """The filters checked: every problem names its parameter (400, nothing else read)."""
     problems: list[dict[str, str]] = []
     known = set(TaskStatus.values)

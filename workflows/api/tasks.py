@@ -63,8 +63,8 @@ class TaskListView(generics.ListAPIView):
                                workflow=request.query_params.get("workflow", ""),
                                all_users=_flag(request, "all_users"), order=request.query_params.get("order", "asc"),
                                priorities=_many(request, "priority"),
-                               started_after=request.query_params.get("started_after", ""),
-                               started_before=request.query_params.get("started_before", ""))
+                               started_after=request.query_params.get("started_after"),
+                               started_before=request.query_params.get("started_before"))
         return task_list(user=signed_in(request), filters=filters)
 
     @extend_schema(
