@@ -77,6 +77,8 @@ def credential_set(
                                                                         "(key auth) from stdin."),
     endpoint: str = typer.Option(None, "--endpoint", help="data: the storage URL, e.g. s3://bucket."),
     region: str = typer.Option(None, "--region", help="data: the region (optional)."),
+    override_url: str = typer.Option(None, "--override-url", help="data: the HTTP endpoint of an S3-compatible "
+                                     "store that is not AWS, e.g. http://minio:9000 (optional)."),
     access_key_id: str = typer.Option(None, "--access-key-id", help="data: the access key id."),
     secret_access_key_stdin: bool = typer.Option(False, "--secret-access-key-stdin",
                                                  help="data: read the secret access key (key access_key) from stdin."),
@@ -85,7 +87,8 @@ def credential_set(
     """Create or replace one of your credentials. Values are stored encrypted and never shown again."""
     values = _pairs([*(value or []), *(pairs or [])], "--value")
     registry_options = {"--registry": registry, "--username": username, "--password-stdin": password_stdin}
-    data_options = {"--endpoint": endpoint, "--region": region, "--access-key-id": access_key_id,
+    data_options = {"--endpoint": endpoint, "--region": region, "--override-url": override_url,
+                    "--access-key-id": access_key_id,
                     "--secret-access-key-stdin": secret_access_key_stdin}
     if kind is CredentialType.REGISTRY:
         _misplaced(kind, data_options)
@@ -93,7 +96,8 @@ def credential_set(
                                  "auth": _stdin_secret("--password-stdin") if password_stdin else None})
     elif kind is CredentialType.DATA:
         _misplaced(kind, registry_options)
-        values = _merge(values, {"endpoint": endpoint, "region": region, "access_key_id": access_key_id,
+        values = _merge(values, {"endpoint": endpoint, "region": region, "override_url": override_url,
+                                 "access_key_id": access_key_id,
                                  "access_key": _stdin_secret("--secret-access-key-stdin")
                                  if secret_access_key_stdin else None})
     else:

@@ -422,8 +422,9 @@ def workflow_cancel(workflow_ids: list[str] = typer.Argument(..., metavar="ID...
         raise typer.Exit(failed)
 
 
-# Register validate, logs, events, spec, restart, profile (commands), credential and token set/list/delete, app.
-from cli import access_token, apps, commands, credential, rsync, sessions  # noqa: E402,F401
+# Register validate, logs, events, spec, restart, profile (commands), credential and token set/list/delete, app,
+# data, task and resource lists, version.
+from cli import access_token, apps, commands, credential, data, lists, rsync, sessions  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,6 +25,8 @@ from osmo.api.pagination import OsmoLimitOffsetPagination
 from osmo.api.views import NulSafeLookupMixin
 from osmo.errors import ValidationFailedError
 from osmo.types import signed_in
+from runtime.locations import REMOTE_SCHEMES, LocationError
+from runtime.locations import parse as location_parse
 
 
 class CredentialOutputSerializer(serializers.Serializer):
@@ -187,7 +189,49 @@ class AccessTokenDetailView(NulSafeLookupMixin, APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class DataCredentialInputSerializer(serializers.Serializer):
+    url = serializers.CharField(help_text="A storage URL: s3://, gs://, azure://, tos:// or swift://.")
+
+
+class DataCredentialOutputSerializer(serializers.Serializer):
+    url = serializers.CharField()
+    credential = serializers.CharField(help_text="The name of your data credential whose endpoint covers the URL.")
+    values = serializers.DictField(child=serializers.CharField(), help_text=(
+        "Its values: endpoint, access_key_id, access_key, and region and override_url when set."))
+
+
+class DataCredentialView(APIView):
+    """``POST /api/data/credential/``: the values of the caller's own data credential for a storage URL, so
+    that ``osmo data`` transfers from the caller's machine with the credential their tasks use (docs/design.md
+    §15). The one answer that holds credential values: to their owner only, never to a task's token."""
+
+    @extend_schema(operation_id="data_credential", request=DataCredentialInputSerializer,
+                   responses={200: DataCredentialOutputSerializer, **ERRORS,
+                              403: OpenApiResponse(CredentialErrorSerializer, description=(
+                                  "A task's token (tasks get their credentials through their spec)."))})
+    def post(self, request: Request) -> Response:
+        """Your data credential for a storage URL (the longest endpoint covering it). 400 naming `url` for a
+        URL that is not a remote storage URL, or that none of your data credentials covers
+        (`data_credential_missing`)."""
+        url = _body(request).get("url")
+        if not isinstance(url, str) or not url.strip():
+            raise ValidationFailedError([{"path": "url", "message": "required: a storage URL like s3://bucket/path"}])
+        try:
+            location = location_parse(url)
+        except LocationError as exc:
+            raise ValidationFailedError([{"path": "url", "message": str(exc)}]) from exc
+        if location.scheme not in REMOTE_SCHEMES:
+            raise ValidationFailedError([{"path": "url", "message": (
+                f"{location.scheme}:// is read on your own machine, with no credential; schemes with one: "
+                f"{', '.join(REMOTE_SCHEMES)}")}])
+        name, values = services.data_credential_for(owner=signed_in(request), url=location.url)
+        response = Response({"url": location.url, "credential": name, "values": values})
+        response["Cache-Control"] = "no-store"
+        return response
+
+
 urlpatterns = [
+    path("data/credential/", DataCredentialView.as_view(), name="data-credential"),
     path("credentials/", CredentialListView.as_view(), name="credential-list"),
     path("credentials/<str:name>/", CredentialDetailView.as_view(), name="credential-detail"),
     path("tokens/", AccessTokenListView.as_view(), name="token-list"),

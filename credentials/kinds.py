@@ -33,7 +33,8 @@ REQUIRED: dict[Kind, tuple[str, ...]] = {
     Kind.REGISTRY: ("registry", "username", "auth"),
     Kind.DATA: ("endpoint", "access_key_id", "access_key"),
 }
-OPTIONAL: dict[Kind, tuple[str, ...]] = {Kind.GENERIC: (), Kind.REGISTRY: (), Kind.DATA: ("region",)}
+# override_url: the HTTP endpoint of an S3-compatible store that is not AWS (MinIO, Ceph), OSMO's key.
+OPTIONAL: dict[Kind, tuple[str, ...]] = {Kind.GENERIC: (), Kind.REGISTRY: (), Kind.DATA: ("region", "override_url")}
 
 Problem = tuple[str, str]
 
@@ -98,8 +99,27 @@ def values_problems(kind: Kind, values: object, path: str = "values") -> list[Pr
         if parts.scheme not in DATA_SCHEMES or not parts.netloc:
             problems.append((f"{path}.endpoint", f"must be a storage URL like s3://bucket; schemes: "
                                                  f"{', '.join(DATA_SCHEMES)}"))
+    override = values.get("override_url")
+    if kind is Kind.DATA and isinstance(override, str) and override:
+        try:
+            parts = urlsplit(override)
+        except ValueError:  # an unclosed IPv6 bracket
+            parts = urlsplit("")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            problems.append((f"{path}.override_url", "must be an http(s) URL like http://minio:9000"))
     return problems
 
 
+def endpoint_covers(endpoint: str, url: str) -> bool:
+    """Whether a data credential's ``endpoint`` (``s3://bucket``, ``s3://bucket/prefix``) is the storage
+    URL ``url`` or a prefix of it at a ``/``: same scheme and place, compared as written (schemes without case)."""
+    def split(text: str) -> tuple[str, str]:
+        scheme, _, rest = text.partition("://")
+        return scheme.lower(), rest.strip("/")
+
+    (e_scheme, e_rest), (u_scheme, u_rest) = split(endpoint), split(url)
+    return bool(e_rest) and e_scheme == u_scheme and (u_rest == e_rest or u_rest.startswith(e_rest + "/"))
+
+
 __all__ = ["DATA_SCHEMES", "Kind", "MAX_KEYS", "NAME", "NAME_MAX", "OPTIONAL", "REQUIRED", "TOTAL_MAX_BYTES",
-           "VALUE_MAX_BYTES", "kind_of", "name_problems", "values_problems"]
+           "VALUE_MAX_BYTES", "endpoint_covers", "kind_of", "name_problems", "values_problems"]

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from credentials.crypto import Keyring
-from credentials.kinds import Kind, kind_of, name_problems, values_problems
+from credentials.kinds import Kind, endpoint_covers, kind_of, name_problems, values_problems
 from credentials.models import Credential
 from credentials.secrets import CredentialRef, SecretPayload, docker_config, image_registry, registry_host
 from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
@@ -166,6 +166,36 @@ def task_secret_payload(*, owner: User, refs: Iterable[CredentialRef]) -> Secret
     return SecretPayload(env=env, files=files)
 
 
+class DataCredentialMissingError(ValidationFailedError):
+    code = "data_credential_missing"
+    default_message = "You have no data credential for this storage URL."
+
+
+def data_credential_for(*, owner: User, url: str) -> tuple[str, dict[str, str]]:
+    """The name and values of ``owner``'s data credential whose ``endpoint`` covers the storage URL ``url``
+    (the longest such endpoint; equal ones by name), for the CLI's own transfers (``osmo data``): the values
+    of the owner's own credential, to the owner. One query. Raises :class:`DataCredentialMissingError`
+    naming ``url``."""
+    ring = keyring()
+    best: tuple[int, str, dict[str, str]] | None = None
+    for row in Credential.objects.filter(owner=owner, kind=Kind.DATA.value).order_by("name"):
+        values = ring.open(row.sealed, owner_id=owner.pk, name=row.name)
+        endpoint = values.get("endpoint", "")
+        if endpoint_covers(endpoint, url) and (best is None or len(endpoint) > best[0]):
+            best = (len(endpoint), row.name, values)
+    if best is None:
+        scheme, _, rest = url.partition("://")
+        place = f"{scheme}://{rest.split('/', 1)[0]}"
+        raise DataCredentialMissingError([{"path": "url", "message": (
+            f"you have no data credential for {url[:200]!r}: add one whose endpoint covers it, e.g. "
+            f"osmo credential set NAME --type data --endpoint {place[:120]} --access-key-id ID "
+            "--secret-access-key-stdin")}])
+    logger.info("credential.data_read", extra={"user": owner.username, "credential": best[1],
+                                               "place": url.split("://", 1)[0] + "://" + url.split("://", 1)[-1]
+                                               .split("/", 1)[0]})
+    return best[1], best[2]
+
+
 def registry_pull_configs(*, owner_id: int, images: Iterable[str]) -> dict[str, str]:
     """The ``.dockerconfigjson`` of the owner's registry credential for each of ``images``' registries
     that has one, by registry host (OSMO picks a user's registry credential up by the image's host,
@@ -203,6 +233,6 @@ def describe(credential: Credential) -> dict[str, Any]:
 
 
 __all__ = ["CredentialKeyMissingError", "CredentialLimitError", "CredentialNotFoundError", "CredentialRef",
-           "SecretPayload", "credential_delete", "credential_get", "credential_set", "credentials_missing",
-           "credentials_rotate", "keyring", "registry_pull_config", "registry_pull_configs", "task_secret_payload",
-           "user_row_lock"]
+           "DataCredentialMissingError", "SecretPayload", "credential_delete", "credential_get", "credential_set",
+           "credentials_missing", "credentials_rotate", "data_credential_for", "keyring", "registry_pull_config",
+           "registry_pull_configs", "task_secret_payload", "user_row_lock"]

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from ops import health
+from ops.version import VersionView
 
 urlpatterns = [
     # Answered by ops.health.ProbeMiddleware before these routes are reached; here for reverse().
@@ -17,6 +18,7 @@ urlpatterns = [
     path("", include("osmo.sso.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/version/", VersionView.as_view(), name="version"),
     path("api/", include("scheduler.api.urls")),
     path("api/", include("workflows.api.urls")),
     path("api/", include("credentials.api")),

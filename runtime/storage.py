@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.core import url_to_fs
 
 MANIFEST = ".osmo-manifest.json"
 #: Environment variables whose values are never shown (plus any name with these parts).
-_SECRET_NAME_PARTS = ("SECRET", "TOKEN", "PASSWORD", "ACCESS_KEY", "CREDENTIAL", "SESSION")
+_SECRET_NAME_PARTS = ("SECRET", "TOKEN", "PASSWORD", "ACCESS_KEY", "ACCOUNT_KEY", "CREDENTIAL", "SESSION")
 
 
 class StorageError(Exception):
@@ -74,6 +75,7 @@ class Transfer:
     # What was left out: a link leading out of the folder (or the prefix, on a local file system), or
     # something not a file (a pipe, a socket). Relative paths.
     skipped: tuple[str, ...] = ()
+    present: int = 0  # a download with ``resume``: files already here with the remote size, not fetched again
 
 
 def _escapes(path: str, root: str) -> bool:
@@ -82,11 +84,14 @@ def _escapes(path: str, root: str) -> bool:
     return not (real.startswith(real_root.rstrip("/") + "/") and os.path.isfile(real))
 
 
-def download(url: str, dest: str, *, regex: str = "", committed_only: bool = False) -> Transfer:
+def download(url: str, dest: str, *, regex: str = "", committed_only: bool = False,
+             callback: Callback = DEFAULT_CALLBACK, resume: bool = False) -> Transfer:
     """Copy the object (or every object under the prefix) at ``url`` into the folder ``dest``, keeping
-    relative paths; ``regex`` keeps the relative paths it matches (``re.search``). From a local folder,
+    relative paths; ``regex`` keeps the relative paths it matches (``re.search``); ``callback`` (fsspec's)
+    hears of each file. From a local folder,
     a link leading out of it is not followed (left out, named in ``skipped``). With
-    ``committed_only`` only a committed upload is read: the files its manifest lists. Raises
+    ``committed_only`` only a committed upload is read: the files its manifest lists. With ``resume`` a
+    file already in ``dest`` with the remote size is not fetched again (counted in ``present``). Raises
     :class:`StorageError` (missing, denied, not committed)."""
     fs, root = _fs(url)
     os.makedirs(dest, exist_ok=True)
@@ -115,17 +120,33 @@ def download(url: str, dest: str, *, regex: str = "", committed_only: bool = Fal
         if "file" in _protocols(fs):  # a link in a local folder may lead anywhere on this file system
             skipped = tuple(name for name in chosen if _escapes(f"{root}/{name}", root))
             chosen = [name for name in chosen if name not in skipped]
+        present = 0
+        if resume and chosen:
+            sizes = _sizes(fs, root, chosen)
+            kept = [name for name in chosen if not _same_size(os.path.join(dest, *name.split("/")), sizes.get(name))]
+            present, chosen = len(chosen) - len(kept), kept
         if not chosen:
-            return Transfer(0, 0, skipped)
+            return Transfer(0, 0, skipped, present)
         local = [os.path.join(dest, *name.split("/")) for name in chosen]
         for path in {os.path.dirname(p) for p in local}:
             os.makedirs(path, exist_ok=True)
-        fs.get([f"{root}/{name}" for name in chosen], local)
+        fs.get([f"{root}/{name}" for name in chosen], local, callback=callback)
     except StorageError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
-    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), skipped)
+    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), skipped, present)
+
+
+def _sizes(fs: fsspec.AbstractFileSystem, root: str, names: list[str]) -> dict[str, int]:
+    """The remote sizes of ``names`` below ``root``: one listing (one request per file only for a single one)."""
+    if len(names) == 1:
+        return {names[0]: int(fs.size(f"{root}/{names[0]}") or 0)}
+    return {path[len(root) + 1:]: int(info.get("size") or 0) for path, info in fs.find(root, detail=True).items()}
+
+
+def _same_size(path: str, size: int | None) -> bool:
+    return size is not None and os.path.isfile(path) and os.path.getsize(path) == size
 
 
 def upload(src: str, url: str, *, regex: str = "") -> Transfer:
@@ -134,7 +155,27 @@ def upload(src: str, url: str, *, regex: str = "") -> Transfer:
     out and named in the result's ``skipped``, as is anything not a regular file. An empty or missing
     ``src`` commits an empty manifest.
     Raises :class:`StorageError`."""
+    chosen, skipped = local_files(src, regex=regex)
     fs, root = _fs(url)
+    manifest = f"{root}/{MANIFEST}"
+    try:
+        if fs.exists(manifest):
+            fs.rm(manifest)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    sent = put([(os.path.join(src, *name.split("/")), name) for name in chosen], url, fs=(fs, root))
+    try:
+        body = json.dumps({"files": chosen}).encode()
+        with fs.open(manifest, "wb") as handle:
+            handle.write(body)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    return Transfer(sent.files, sent.bytes, tuple(sorted(skipped)))
+
+
+def local_files(src: str, *, regex: str = "") -> tuple[list[str], list[str]]:
+    """The files under the folder ``src`` as relative paths (``regex`` as for :func:`download`), and what is
+    left out: a link leading out of it, or something not a regular file. Missing: nothing."""
     relative: list[str] = []
     skipped: list[str] = []
     if os.path.isdir(src):
@@ -142,27 +183,81 @@ def upload(src: str, url: str, *, regex: str = "") -> Transfer:
             for name in names:
                 path = os.path.join(folder, name)
                 (skipped if _escapes(path, src) else relative).append(os.path.relpath(path, src).replace(os.sep, "/"))
-    chosen = _selected(relative, regex)
-    manifest = f"{root}/{MANIFEST}"
+    return _selected(relative, regex), skipped
+
+
+def put(pairs: list[tuple[str, str]], url: str, *, callback: Callback = DEFAULT_CALLBACK,
+        fs: tuple[fsspec.AbstractFileSystem, str] | None = None) -> Transfer:
+    """Copy local files to ``url``: each pair is ``(local path, path relative to url)``, all in one batched
+    fsspec ``put`` (on S3, s3fs sends them concurrently). No manifest: :func:`upload` adds one.
+    Raises :class:`StorageError`."""
+    fs_, root = fs if fs is not None else _fs(url)
     try:
-        if fs.exists(manifest):
-            fs.rm(manifest)
-        if chosen:
-            local = [os.path.join(src, *name.split("/")) for name in chosen]
-            if "file" in _protocols(fs):
-                for name in chosen:
-                    fs.makedirs(f"{root}/{name}".rsplit("/", 1)[0], exist_ok=True)
-            fs.put(local, [f"{root}/{name}" for name in chosen])
-        else:
-            local = []
-            if "file" in _protocols(fs):
-                fs.makedirs(root, exist_ok=True)
-        body = json.dumps({"files": chosen}).encode()
-        with fs.open(manifest, "wb") as handle:
-            handle.write(body)
+        if pairs:
+            if "file" in _protocols(fs_):
+                for folder in {f"{root}/{name}".rsplit("/", 1)[0] for _local, name in pairs}:
+                    fs_.makedirs(folder, exist_ok=True)
+            fs_.put([local for local, _name in pairs], [f"{root}/{name}" for _local, name in pairs],
+                    callback=callback)
+        elif "file" in _protocols(fs_):
+            fs_.makedirs(root, exist_ok=True)
     except (OSError, ValueError, RuntimeError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
-    return Transfer(len(chosen), sum(os.path.getsize(p) for p in local), tuple(sorted(skipped)))
+    return Transfer(len(pairs), sum(os.path.getsize(local) for local, _name in pairs))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: str  # relative to the URL listed ("" for the object the URL itself names)
+    size: int
+    folder: bool = False
+
+
+def listing(url: str, *, regex: str = "", recursive: bool = True) -> list[Entry]:
+    """What is at ``url``: the object it names, or what lies under the prefix (every object when
+    ``recursive``, else the first level, folders as entries with ``folder``). Relative paths, sorted;
+    ``regex`` as for :func:`download`. A prefix with nothing under it is an empty list.
+    Raises :class:`StorageError`."""
+    fs, root = _fs(url)
+    try:
+        if fs.isfile(root):
+            return [Entry(root.rsplit("/", 1)[-1], int(fs.size(root) or 0))]
+        if recursive:
+            found = fs.find(root, detail=True)
+            entries = [Entry(path[len(root) + 1:], int(info.get("size") or 0)) for path, info in found.items()
+                       if path != root]
+        elif fs.isdir(root):
+            entries = [Entry(str(info["name"]).rstrip("/")[len(root) + 1:], int(info.get("size") or 0),
+                             folder=info.get("type") == "directory") for info in fs.ls(root, detail=True)]
+        else:
+            entries = []
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    pattern = re.compile(regex) if regex else None
+    return sorted((entry for entry in entries if entry.path and (pattern is None or pattern.search(entry.path))),
+                  key=lambda entry: entry.path)
+
+
+def remove(url: str, *, regex: str = "", callback: Callback = DEFAULT_CALLBACK, batch: int = 1000) -> int:
+    """Delete the object ``url`` names, or every object under the prefix (``regex`` keeps those it
+    matches), ``batch`` at a time (one request each on S3); how many were deleted.
+    Raises :class:`StorageError`."""
+    fs, root = _fs(url)
+    entries = listing(url, regex=regex)
+    try:
+        single = fs.isfile(root)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    paths = [root] if single and entries else [f"{root}/{entry.path}" for entry in entries]
+    callback.set_size(len(paths))
+    try:
+        for start in range(0, len(paths), batch):
+            chunk = paths[start:start + batch]
+            fs.rm(chunk)
+            callback.relative_update(len(chunk))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {_describe(exc)}") from exc
+    return len(paths)
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
