@@ -20,6 +20,7 @@ from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, PodBackend, PodRequest, backend_for
 from scheduler.models import Pool
+from scheduler.services.backends import backend_of_pool
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
@@ -122,7 +123,7 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
     pool = batch.pools.get(gang.pool_id)
     if pool is None:  # deleted with its workflows since the gang was read
         return None
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     tasks = batch.tasks[group_id]
     requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
     if not refused:

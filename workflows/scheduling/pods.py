@@ -32,6 +32,7 @@ from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodState, backend_for
 from scheduler.dispatch.base import CAUSE_UNSCHEDULABLE
 from scheduler.models import Pool
+from scheduler.services.backends import backend_of_pool
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.lifecycle.cluster import ClusterSettled, tasks_cluster_settle
 from workflows.lifecycle.exits import tasks_exit_settle
@@ -67,7 +68,8 @@ def pod_delete(*, task_id: int) -> None:
     if task is None or not task.pod_name or task.pod_deleted_at is not None:
         return
     pool = task.workflow.pool
-    backend_for(pool.backend).delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
+    backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
     Task.objects.filter(pk=task_id).update(pod_deleted_at=timezone.now())
 
 
@@ -78,7 +80,7 @@ def pods_evict(*, pool_id: int, pod_names: list[str]) -> None:
     pool = Pool.objects.filter(pk=pool_id).first()
     if pool is None:
         return
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     for name in pod_names:
         backend.delete_pod(namespace=pool.pod_namespace, pod_name=name,
                            grace_seconds=settings.OSMO_PREEMPTION_GRACE_SECONDS)
@@ -100,7 +102,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     snapshot = pod_rows(Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
                          .order_by("pk"))
     # One listing of the pool's pods serves both the reconcile and the phases.
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     listed, states = backend.pods_observe(
         [row_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
         pool=pool.name, now=now)
@@ -265,7 +267,7 @@ def pods_reconcile(pool: Pool, *, now: datetime, listed: list[ListedPod] | None 
     Finished pods past their retention go one label-selector delete per gang when every listed pod
     of the gang is due (a 72-pod gang costs one call, not 72); otherwise, and for every other reason,
     one delete per pod."""
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     namespace = pool.pod_namespace
     if listed is None:
         listed = backend.pods_list(namespace=namespace, pool=pool.name)
