@@ -154,6 +154,11 @@ class Pool(models.Model):
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
     )
+    k8s_tolerated_taints = models.JSONField(
+        default=list, blank=True,
+        help_text="Taint keys that do not make this pool's nodes unschedulable (besides its backend's and "
+        "OSMO_K8S_TOLERATED_TAINTS); sync_nodes_from_kubernetes --tolerate-taint keeps them here.",
+    )
     k8s_synced_at = models.DateTimeField(
         null=True, blank=True, editable=False,
         help_text="When the periodic Kubernetes sync last read this pool's nodes and other pods.",

@@ -358,6 +358,7 @@ CELERY_TASK_ROUTES = {
     "workflows.pods_evict": {"queue": "dispatch"},
     "scheduler.worker_heartbeat": {"queue": "default"},
     "workflows.kubernetes_sync": {"queue": "default"},
+    "workflows.kubernetes_backend_sync": {"queue": "default"},
 }
 # Every Kubernetes pool's nodes and other pods are read this often (docs/kubernetes.md); 0 turns it off.
 OSMO_K8S_SYNC_SECONDS = env.float("OSMO_K8S_SYNC_SECONDS", default=30.0)

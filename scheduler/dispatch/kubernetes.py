@@ -81,7 +81,7 @@ FINISHED_FIELD_SELECTOR = "status.phase!=Pending,status.phase!=Running,status.ph
 # ------------------------------------------------------------------------------------------------
 # Error mapping
 # ------------------------------------------------------------------------------------------------
-def _api_message(exc: ApiException) -> str:
+def api_message(exc: ApiException) -> str:
     """The ``message`` of the API's Status body, falling back to the HTTP reason."""
     body = exc.body
     if isinstance(body, bytes):
@@ -156,7 +156,7 @@ def _translate(exc: Exception, action: str) -> Exception:
     """The dispatch error for a client exception raised while doing ``action``."""
     if isinstance(exc, ApiException):
         text = f"Kubernetes API {action}: HTTP {exc.status} {_api_reason(exc) or exc.reason or ''}".rstrip()
-        text = f"{text}: {_api_message(exc)}"
+        text = f"{text}: {api_message(exc)}"
         if _is_transient_status(exc.status):
             return DispatchTransientError(text)
         return DispatchPermanentError(text)

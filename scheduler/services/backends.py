@@ -210,6 +210,26 @@ def pool_backend(pool: Pool) -> PodBackend:
     return backend_of_pool(pool) or backend_for(pool.backend)
 
 
+def pool_tolerated_taints(pool: Pool, backend: Backend | None, setting: list[str] | tuple[str, ...]) -> list[str]:
+    """The taint keys that do not make the pool's nodes unschedulable: ``OSMO_K8S_TOLERATED_TAINTS``, its
+    backend's and its own (kept by ``sync_nodes_from_kubernetes --tolerate-taint``): what the periodic
+    sync, the node re-reads and the command all use."""
+    keys = [*setting, *(backend.tolerated_taints if backend is not None else ()), *pool.k8s_tolerated_taints]
+    return sorted(set(keys))
+
+
+def api_error_words(exc: BaseException) -> str:
+    """One line saying why a call to a cluster failed: a 401/403 with the API's own message, which names
+    the verb and the resource refused (``nodes is forbidden: User "…" cannot list resource "nodes" …``)."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        from scheduler.dispatch.kubernetes import api_message
+
+        return f"HTTP {exc.status} {exc.reason or ''}: {api_message(exc)}".replace("\n", " ")[:LAST_ERROR_MAX]
+    return f"{exc.__class__.__name__}: {exc}".replace("\n", " ")[:LAST_ERROR_MAX]
+
+
 def backend_record_sync(backend: Backend, *, error: str | None) -> None:
     """Record a sync's outcome: success sets ONLINE (unless an admin set MAINTENANCE) and the last contact;
     a failure sets OFFLINE (since when kept from the first failure) with its reason."""
@@ -226,11 +246,17 @@ def backend_record_sync(backend: Backend, *, error: str | None) -> None:
             logger.warning("backend.offline", extra={"backend": backend.name, "error": error[:LAST_ERROR_MAX]})
         if backend.offline_since is None:
             updates["offline_since"] = now
+    came_back = updates.get("status") == BackendStatus.ONLINE
     Backend.objects.filter(pk=backend.pk).update(**updates, updated_at=now)
     for key, value in updates.items():
         setattr(backend, key, value)
+    if came_back:  # its queued gangs are solved again now, not at the next tick
+        from scheduler.services.reservations import pool_capacity_changed
+
+        for pool_id in Pool.objects.filter(backend_ref__name=backend.name).values_list("pk", flat=True):
+            pool_capacity_changed(pool_id)
 
 
-__all__ = ["BackendNotFoundError", "backend_client", "backend_delete", "backend_named", "backend_names",
-           "backend_of_pool", "backend_record_sync", "backend_set", "kubeconfig_check", "kubeconfig_open",
-           "kubeconfig_seal", "pool_backend"]
+__all__ = ["BackendNotFoundError", "api_error_words", "backend_client", "backend_delete", "backend_named",
+           "backend_names", "backend_of_pool", "backend_record_sync", "backend_set", "kubeconfig_check",
+           "kubeconfig_open", "kubeconfig_seal", "pool_backend", "pool_tolerated_taints"]

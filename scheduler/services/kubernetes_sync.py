@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 # A stale ``continue`` token (the apiserver compacted the list's resource version) is answered 410 Gone;
 # the listing starts again from the first page, at most this many times.
 LIST_RESTARTS = 3
+#: (connect, read) seconds of every call the syncs make: a cluster that accepts connections and never
+#: answers costs its own backend's sync this long per call, never more (docs/design.md §6, "Backends").
+SYNC_REQUEST_TIMEOUT = (5.0, 30.0)
 
 
 def _fold_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]],
@@ -55,7 +58,7 @@ def _fold_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict
         try:
             while True:
                 requests += 1
-                page = node_list_page(call(**arguments(token)).data)
+                page = node_list_page(call(**arguments(token), _request_timeout=SYNC_REQUEST_TIMEOUT).data)
                 fold(page.items)
                 token = page.continue_token
                 if not token:
@@ -169,7 +172,8 @@ def nodes_follow_kubernetes(
     for name in sorted(set(names)):
         row = Node.objects.filter(pool=pool, name=name).first()
         try:
-            item = json.loads(core_v1.read_node(name, _preload_content=False).data)
+            answer = core_v1.read_node(name, _preload_content=False, _request_timeout=SYNC_REQUEST_TIMEOUT)
+            item = json.loads(answer.data)
         except ApiException as exc:
             if exc.status != 404:
                 raise

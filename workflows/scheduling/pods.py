@@ -157,7 +157,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                 # A pod that failed by itself is kept for its logs (OSMO_POD_RETENTION_FAILED_SECONDS).
             elif state.phase == "Missing":
                 changes.append(TaskChange(task, TaskStatus.FAILED_BACKEND_ERROR,
-                                          message="pod disappeared from the backend"))
+                                          message=said.refused_reads.get(task.pk, "pod disappeared from the backend")))
         changed = tasks_status_set(changes)
         touched: dict[int, TaskGroup] = {}
         # One way back per gang: the cluster's verdict wins over a member's RESCHEDULE exit action.
