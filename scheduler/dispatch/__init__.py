@@ -48,7 +48,7 @@ def backend_for(name: str, **options) -> PodBackend:
     return backend
 
 
-def kubernetes_backend_for(key: tuple[str, int], *, kubeconfig: str = "", context: str = "",
+def kubernetes_backend_for(key: tuple[str, str], *, kubeconfig: str = "", context: str = "",
                            in_cluster: bool = False) -> PodBackend:
     """The Kubernetes backend of a named backend's own connection, built once per process and ``key``
     (its name and connection version: a rotated kubeconfig has a new version, so the next call builds a

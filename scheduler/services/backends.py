@@ -4,6 +4,7 @@ backend, one per backend and connection version in each process."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -147,7 +148,7 @@ def backend_set(*, name: str, kind: str | None = None, kubeconfig: str | None = 
                   for field, messages in exc.message_dict.items()]
         raise ValidationFailedError(errors, message="The backend is invalid.") from exc
     backend.save()
-    logger.info("backend.set", extra={"backend": name, "kind": backend.kind, "created": created,
+    logger.info("backend.set", extra={"backend": name, "kind": backend.kind, "new": created,
                                       "connection_version": backend.kubeconfig_version})
     return backend
 
@@ -192,8 +193,12 @@ def backend_client(backend: Backend) -> PodBackend | None:
     in this process; None for one that uses the process's (the built-in backends: ``backend_for(kind)``)."""
     if backend.from_environment or backend.kind != DispatchBackend.KUBERNETES:
         return None
-    return kubernetes_backend_for((backend.name, backend.kubeconfig_version), kubeconfig=kubeconfig_open(backend),
-                                  context=backend.context, in_cluster=backend.in_cluster)
+    # The version says "changed" to every process; the digest of what is stored tells a backend deleted and
+    # made again under its name (version 1 again) from the one before.
+    stored = hashlib.sha256(f"{backend.kubeconfig_sealed}|{backend.context}|{backend.in_cluster}".encode())
+    return kubernetes_backend_for((backend.name, f"{backend.kubeconfig_version}:{stored.hexdigest()[:16]}"),
+                                  kubeconfig=kubeconfig_open(backend), context=backend.context,
+                                  in_cluster=backend.in_cluster)
 
 
 def backend_of_pool(pool: Pool) -> PodBackend | None:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.inventory import (
@@ -233,8 +234,10 @@ def pool_sync_from_kubernetes(
             spec = replace(spec, **{used: min(int(held.get(kind, 0)), getattr(spec, capacity))
                                     for _name, kind, capacity, used in INVENTORY_RESOURCES})
         specs.append(spec)
-    # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice.
-    elsewhere = dict(Node.objects.filter(name__in=list(position)).exclude(pool=pool)
+    # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice. Node names
+    # are a cluster's, so only the pools of the same backend can hold the same machine.
+    same_cluster = Q(pool__backend_ref=pool.backend_ref_id) if pool.backend_ref_id else Q(pool__backend=pool.backend)
+    elsewhere = dict(Node.objects.filter(same_cluster, name__in=list(position)).exclude(pool=pool)
                      .values_list("name", "pool__name"))
     if elsewhere:
         for spec in specs:

@@ -357,13 +357,16 @@ def tick() -> dict[str, list[int]]:
         # Past the deadline whatever its last request: a gang retried after a transient error counts as
         # requested until its retry (in the future), which must not put its deadline off.
         .filter(Q(dispatch_requested_at__isnull=True) | Q(dispatch_requested_at__lt=grace) | Q(placed_at__lt=deadline))
-        .values_list("pk", "placed_at", "dispatch_requested_at", "dispatch_error")
+        .values_list("pk", "placed_at", "dispatch_requested_at", "dispatch_error",
+                     "workflow__pool__backend_ref__status")
         .distinct()
     )
-    last_error = {pk: error for pk, _placed_at, _requested_at, error in stranded}
-    expired = sorted(pk for pk, placed_at, _requested_at, _error in stranded
-                     if placed_at is not None and placed_at < deadline)
-    redispatch = sorted(pk for pk, _placed_at, requested_at, _error in stranded
+    last_error = {pk: error for pk, _placed_at, _requested_at, error, _backend in stranded}
+    # A gang whose backend is OFFLINE is not failed for it: its pods are created (once: their names are
+    # deterministic) when the backend answers again.
+    expired = sorted(pk for pk, placed_at, _requested_at, _error, backend in stranded
+                     if placed_at is not None and placed_at < deadline and backend in (None, "ONLINE"))
+    redispatch = sorted(pk for pk, _placed_at, requested_at, _error, _backend in stranded
                         if pk not in expired and (requested_at is None or requested_at < grace))
     TaskGroup.objects.filter(pk__in=redispatch).update(dispatch_requested_at=now)
     for group_id in expired:
