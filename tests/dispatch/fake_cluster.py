@@ -44,6 +44,7 @@ class FakeCluster:
         self.pods: dict[str, dict[str, Any]] = {}
         self.creates: Counter[str] = Counter()
         self.forbidden: set[tuple[str, str]] = set()
+        self.taints: dict[str, list[dict[str, str]]] = {}  # node name -> its spec.taints
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self._port = port
@@ -216,10 +217,9 @@ class FakeCluster:
                 return False
         return pod["status"]["phase"] not in ("Succeeded", "Failed")
 
-    @staticmethod
-    def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    def _node(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
         return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-                "spec": {},
+                "spec": {"taints": self.taints[name]} if name in self.taints else {},
                 "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "ephemeral-storage": "1Ti",
                                            "nvidia.com/gpu": "8"},
                            "conditions": [{"type": "Ready", "status": "True"}]}}

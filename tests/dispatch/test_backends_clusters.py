@@ -149,3 +149,70 @@ def test_a_cluster_down_takes_only_its_pool_offline_and_is_reconciled_when_it_re
     assert len(first.pods) == 3
     assert set(first.creates.values()) == {1}
     assert len(second.creates) == 2 and set(second.creates.values()) == {1}
+
+
+def test_a_refused_node_re_read_decides_a_missing_pod_at_once_and_names_the_permission(user, clusters):
+    """A pod deleted behind the service's back, on a cluster whose credentials may not read nodes: the
+    task used to stay RUNNING for ever (each sync waited for the next); now the one sync decides."""
+    # given a running gang on cluster-a
+    first, _second = clusters
+    pa = Pool.objects.get(name="pa")
+    workflow, _ = _submit_and_dispatch(user, pa, "wa")
+    pods_sync(pool_id=pa.pk)
+    # when a pod is deleted by someone else and the credentials may not get nodes
+    gone = sorted(first.pods)[0]
+    del first.pods[gone]
+    first.forbidden.add(("GET", "/api/v1/nodes/"))
+    pods_sync(pool_id=pa.pk)
+    # then that task failed with the refusal's words, and the backend says what it lacks
+    task = Task.objects.get(workflow=workflow, pod_name=gone)
+    assert task.status == "FAILED_BACKEND_ERROR"
+    assert f"pod disappeared from the backend; its node {task.node.name} could not be read: HTTP 403" in (
+        task.failure_message)
+    assert 'cannot get resource "nodes"' in task.failure_message
+    backend = Backend.objects.get(name="cluster-a")
+    assert backend.status == "OFFLINE"
+    assert 'cannot get resource "nodes" in API group "" at the cluster scope' in backend.last_error
+
+
+def test_a_sync_refused_by_rbac_takes_the_backend_offline_naming_verb_and_resource(clusters):
+    first, _second = clusters
+    first.forbidden.add(("GET", "/api/v1/pods"))
+    kubernetes_backend_sync(backend="cluster-a")
+    backend = Backend.objects.get(name="cluster-a")
+    assert backend.status == "OFFLINE"
+    assert backend.last_error.startswith("sync of pool pa: HTTP 403 Forbidden: pods is forbidden: User ")
+    assert 'cannot list resource "pods" in API group "" at the cluster scope' in backend.last_error
+    assert Backend.objects.get(name="cluster-b").status == "ONLINE"
+
+
+def test_taints_tolerated_at_import_are_kept_by_the_periodic_sync(tmp_path, monkeypatch, settings):
+    """As an operator following docs/pools.md: a pool imported with --tolerate-taint nvidia.com/gpu was
+    cordoned whole by the next periodic sync, which tolerated only OSMO_K8S_TOLERATED_TAINTS."""
+    from django.core.management import call_command
+
+    from workflows.tasks import kubernetes_sync
+
+    # given a cluster whose GPU nodes carry the nvidia.com/gpu NoSchedule taint, reached by the
+    # environment's kubeconfig (the built-in kubernetes backend)
+    cluster = FakeCluster(NODES).start()
+    cluster.taints = {name: [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+                      for name in NODES}
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig_for(cluster.url))
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    settings.OSMO_K8S_TOLERATED_TAINTS = []
+    inventory_import_text(DOCUMENT.format(pool="gpus", backend="kubernetes"))
+    try:
+        # when the operator imports it tolerating the taint, and the periodic sync runs after
+        call_command("sync_nodes_from_kubernetes", "gpus", "--kubeconfig", str(config),
+                     "--tolerate-taint", "nvidia.com/gpu")
+        imported = dict(Node.objects.filter(pool__name="gpus").values_list("name", "schedulable"))
+        kubernetes_sync()
+        synced = dict(Node.objects.filter(pool__name="gpus").values_list("name", "schedulable"))
+    finally:
+        cluster.stop()
+    # then the nodes stay schedulable: the pool keeps the taints its operator chose
+    assert imported == {"n1": True, "n2": True}
+    assert synced == {"n1": True, "n2": True}
+    assert Pool.objects.get(name="gpus").k8s_tolerated_taints == ["nvidia.com/gpu"]
