@@ -259,7 +259,7 @@ def kubernetes_backend_sync(backend: str) -> None:
                 pool=pool, core_v1=client.core,  # type: ignore[attr-defined]
                 managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
                 tolerated_taints=pool_tolerated_taints(pool, row, settings.OSMO_K8S_TOLERATED_TAINTS),
-                page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE,
+                node_conditions=row.node_conditions, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE,
             )
         except Exception as exc:  # the cluster unreachable or refusing: this pool waits for the next run
             logger.exception("pool.k8s_sync_failed", extra={"pool": pool.name, "backend": backend})

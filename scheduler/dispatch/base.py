@@ -73,6 +73,8 @@ class PodRequest:
     # The ``.dockerconfigjson`` of the submitter's registry credential for the image's registry, or ""
     # (Kubernetes: a pull Secret owned by the pod, in ``imagePullSecrets``); never in a repr.
     pull_config: str = field(default="", repr=False)
+    # The pool's backend's ``schedulerName`` for the pod ("" : the cluster's default scheduler).
+    scheduler_name: str = ""
 
 
 # Why a pod is not running, when the cluster says so (``PodState.cause``; docs/kubernetes.md §10). The

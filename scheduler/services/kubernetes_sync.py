@@ -129,6 +129,7 @@ def kubernetes_foreign_usage(
 
 def pool_follow_kubernetes(
     *, pool: Pool, core_v1: Any, managed_by_label: str, managed_by: str, tolerated_taints: Iterable[str] = (),
+    node_conditions: Iterable[str] = (),
     page_size: int = 500,
 ) -> ImportReport:
     """The periodic sync of a Kubernetes pool (docs/kubernetes.md, "What the cluster says"): its nodes
@@ -141,7 +142,8 @@ def pool_follow_kubernetes(
     names = [str((item.get("metadata") or {}).get("name")) for item in nodes]
     usage, foreign, pod_requests_made = kubernetes_foreign_usage(
         core_v1, nodes=names, managed_by_label=managed_by_label, managed_by=managed_by, page_size=page_size)
-    report = pool_sync_from_kubernetes(pool=pool, items=nodes, tolerated_taints=tolerated_taints, usage=usage)
+    report = pool_sync_from_kubernetes(pool=pool, items=nodes, tolerated_taints=tolerated_taints, usage=usage,
+                                       node_conditions=node_conditions)
     report.foreign_pods = foreign
     report.requests = node_requests + pod_requests_made
     report.seconds = round(time.monotonic() - started, 3)
@@ -158,7 +160,7 @@ def _node_pod_arguments(token: str | None, *, node: str, page_size: int) -> dict
 
 def nodes_follow_kubernetes(
     *, pool: Pool, core_v1: Any, names: Iterable[str], managed_by_label: str, managed_by: str,
-    tolerated_taints: Iterable[str] = (), page_size: int = 500,
+    tolerated_taints: Iterable[str] = (), page_size: int = 500, node_conditions: Iterable[str] = (),
 ) -> dict[str, str]:
     """Read a few of the pool's nodes again, now (docs/kubernetes.md §10: a pod the cluster refused or
     lost): each node object (readiness, cordon, taints) and the other pods bound to it (one
@@ -184,7 +186,8 @@ def nodes_follow_kubernetes(
                 changed = True
             continue
         states[name] = NODE_READY if node_ready(item) else NODE_NOT_READY
-        spec, _reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints)
+        spec, _reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints,
+                                                node_conditions=node_conditions)
         if row is None or spec is None:
             continue
         pods, _requests = _list_pages(core_v1.list_pod_for_all_namespaces, functools.partial(
@@ -209,6 +212,7 @@ def pool_sync_from_kubernetes(
     prune: bool = False,
     dry_run: bool = False,
     tolerated_taints: Iterable[str] = (),
+    node_conditions: Iterable[str] = (),
     progress: Progress | None = None,
     usage: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ImportReport:
@@ -224,7 +228,8 @@ def pool_sync_from_kubernetes(
     specs: list[NodeSpec] = []
     position: dict[str, int] = {}  # node name -> its index in ``items``
     for index, item in enumerate(items):
-        spec, reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints)
+        spec, reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints,
+                                               node_conditions=node_conditions)
         if spec is None or spec.name in position:
             report.skipped.append({"path": f"items[{index}]", "message": reason or "duplicate node name"})
             continue

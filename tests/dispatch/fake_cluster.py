@@ -45,6 +45,7 @@ class FakeCluster:
         self.creates: Counter[str] = Counter()
         self.forbidden: set[tuple[str, str]] = set()
         self.taints: dict[str, list[dict[str, str]]] = {}  # node name -> its spec.taints
+        self.conditions: dict[str, list[dict[str, str]]] = {}  # node name -> conditions beside Ready=True
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self._port = port
@@ -222,4 +223,4 @@ class FakeCluster:
                 "spec": {"taints": self.taints[name]} if name in self.taints else {},
                 "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "ephemeral-storage": "1Ti",
                                            "nvidia.com/gpu": "8"},
-                           "conditions": [{"type": "Ready", "status": "True"}]}}
+                           "conditions": [{"type": "Ready", "status": "True"}, *self.conditions.get(name, [])]}}

@@ -216,3 +216,23 @@ def test_taints_tolerated_at_import_are_kept_by_the_periodic_sync(tmp_path, monk
     assert imported == {"n1": True, "n2": True}
     assert synced == {"n1": True, "n2": True}
     assert Pool.objects.get(name="gpus").k8s_tolerated_taints == ["nvidia.com/gpu"]
+
+
+def test_a_backend_s_scheduler_name_and_node_condition_rules_apply_to_its_cluster_only(user, clusters):
+    # given cluster-a's backend names a scheduler and makes DiskPressure unschedulable; n2 of both
+    # clusters reports DiskPressure
+    first, second = clusters
+    backend_set(name="cluster-a", scheduler_name="osmo-gang-scheduler", node_conditions=["DiskPressure"])
+    for cluster in (first, second):
+        cluster.conditions = {"n2": [{"type": "DiskPressure", "status": "True"}]}
+    # when both backends sync and a gang is dispatched to each
+    kubernetes_backend_sync(backend="cluster-a")
+    kubernetes_backend_sync(backend="cluster-b")
+    _submit_and_dispatch(user, Pool.objects.get(name="pa"), "wa")
+    _submit_and_dispatch(user, Pool.objects.get(name="pb"), "wb")
+    # then only cluster-a's n2 is unschedulable, and only cluster-a's pods name the scheduler
+    schedulable = set(Node.objects.filter(schedulable=True).values_list("pool__name", "name"))
+    assert schedulable == {("pa", "n1"), ("pb", "n1"), ("pb", "n2")}
+    assert {pod["spec"].get("schedulerName") for pod in first.pods.values()} == {"osmo-gang-scheduler"}
+    assert {pod["spec"].get("schedulerName") for pod in second.pods.values()} == {None}
+    assert {pod["spec"]["nodeName"] for pod in first.pods.values()} == {"n1"}

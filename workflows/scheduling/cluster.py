@@ -77,7 +77,7 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
             pool=pool, core_v1=backend.core, names=nodes,  # type: ignore[attr-defined]  # the Kubernetes backend's
             managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
             tolerated_taints=pool_tolerated_taints(pool, owner, settings.OSMO_K8S_TOLERATED_TAINTS),
-            page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE)
+            node_conditions=owner.node_conditions, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE)
     except Exception as exc:  # the API refusing or unreachable: refused/lost pods still act, missing ones wait
         logger.warning("pool.nodes_follow_failed", extra={"pool": pool.name, "nodes": sorted(nodes),
                                                           "reason": str(exc)})

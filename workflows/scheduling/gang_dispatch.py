@@ -77,7 +77,8 @@ def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
                              .order_by("group_id", "position")):
             tasks[row.group_id].append(row)
     pool_ids = {gangs[pk].pool_id for pk in active}
-    pools = {pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).defer("cycle_state")} if pool_ids else {}
+    pools = ({pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).select_related("backend_ref")
+              .defer("cycle_state")} if pool_ids else {})
     return DispatchBatch(gangs, tasks, pools)
 
 
@@ -184,8 +185,12 @@ def _dispatch_requests(tasks: list[PodRow], pool: Pool, *, spec_text: str, label
     requests: dict[int, PodRequest] = {}
     hosts = token_hosts(pool.backend, global_id=tasks[0].workflow_global, groups=pods.groups,
                         namespace=pool.pod_namespace)
+    # The backend's scheduler for its pods (the pool row came with its backend: no query).
+    scheduler_name = pool.backend_ref.scheduler_name if pool.backend_ref is not None else ""
     for row in tasks:
         request = row_pod_request(row, pool)
+        if scheduler_name:
+            request = replace(request, scheduler_name=scheduler_name)
         try:
             requests[row.pk] = pod_osmo_fields(request, pool, pods=pods, labels=labels, platforms=platforms,
                                                hosts=hosts)

@@ -74,6 +74,7 @@ class Command(BaseCommand):
             prune=options["prune"],
             dry_run=options["dry_run"],
             tolerated_taints=tolerated,
+            node_conditions=backend.node_conditions if backend is not None else (),
             progress=self.stdout.write if len(items) >= 5000 else None,
         )
         for skipped in report.skipped:
