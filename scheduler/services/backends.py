@@ -54,6 +54,17 @@ def kubeconfig_open(backend: Backend) -> str:
     return values["kubeconfig"]
 
 
+def backends_rotate() -> int:
+    """Every stored kubeconfig encrypted again with the first key (the same connection; workers build
+    their client again, as the stored text changed). Returns how many were."""
+    count = 0
+    with transaction.atomic():
+        for backend in Backend.objects.select_for_update().exclude(kubeconfig_sealed=""):
+            Backend.objects.filter(pk=backend.pk).update(kubeconfig_sealed=keyring().rotate(backend.kubeconfig_sealed))
+            count += 1
+    return count
+
+
 def kubeconfig_check(text: str, *, context: str = "") -> None:
     """Refuse (ValidationFailedError naming ``kubeconfig`` or ``context``) a kubeconfig the client cannot use."""
     from scheduler.dispatch.kubernetes import api_client_from_kubeconfig_text, kubeconfig_contexts
@@ -263,5 +274,5 @@ def backend_record_sync(backend: Backend, *, error: str | None) -> None:
 
 
 __all__ = ["BackendNotFoundError", "api_error_words", "backend_client", "backend_delete", "backend_named",
-           "backend_names", "backend_of_pool", "backend_record_sync", "backend_set", "kubeconfig_check",
-           "kubeconfig_open", "kubeconfig_seal", "pool_backend", "pool_tolerated_taints"]
+           "backend_names", "backend_of_pool", "backend_record_sync", "backend_set", "backends_rotate",
+           "kubeconfig_check", "kubeconfig_open", "kubeconfig_seal", "pool_backend", "pool_tolerated_taints"]

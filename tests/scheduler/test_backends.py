@@ -225,3 +225,30 @@ def test_the_migration_gives_every_existing_pool_the_built_in_backend_of_its_kin
     kinds = dict(new.get_model("scheduler", "Backend").objects.values_list("name", "kind"))
     assert pools == {"sim": "simulated", "k8s": "kubernetes", "here": "local"}
     assert kinds == {"simulated": "simulated", "kubernetes": "kubernetes", "local": "local"}
+
+
+def test_backends_rotate_seals_every_kubeconfig_with_the_first_key(tmp_path, settings):
+    from cryptography.fernet import Fernet
+
+    # given a backend sealed with the current key
+    backend_set(name="cluster-a", kubeconfig=_kubeconfig(tmp_path).read_text())
+    before = Backend.objects.get(name="cluster-a").kubeconfig_sealed
+    old_keys = list(settings.OSMO_CREDENTIALS_KEYS)
+    new_key = Fernet.generate_key().decode()
+    # when a new key goes first and the backends are rotated
+    settings.OSMO_CREDENTIALS_KEYS = [new_key, *old_keys]
+    said = _run_command("backends_rotate")
+    # then the kubeconfig opens with the new key alone
+    settings.OSMO_CREDENTIALS_KEYS = [new_key]
+    after = Backend.objects.get(name="cluster-a")
+    assert said.strip() == "1 backend kubeconfig(s) encrypted with the first key"
+    assert after.kubeconfig_sealed != before
+    assert kubeconfig_open(after) == _kubeconfig(tmp_path).read_text()
+
+
+def _run_command(name: str) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command(name, stdout=out)
+    return out.getvalue()
