@@ -182,6 +182,8 @@ SPECTACULAR_SETTINGS = {
         "TaskStatusEnum": "workflows.choices.TaskStatus",
         "PriorityEnum": "workflows.choices.Priority",
         "PoolStatusEnum": "scheduler.choices.PoolStatus",
+        "BackendKindEnum": "scheduler.choices.DispatchBackend",
+        "KindEnum": ["generic", "registry", "data"],  # the credentials' kinds (credentials.kinds.Kind)
         "PlacementStatusEnum": ["placed", "unschedulable", "undecided"],
     },
     "SERVE_INCLUDE_SCHEMA": False,
