@@ -236,3 +236,15 @@ def test_a_backend_s_scheduler_name_and_node_condition_rules_apply_to_its_cluste
     assert {pod["spec"].get("schedulerName") for pod in first.pods.values()} == {"osmo-gang-scheduler"}
     assert {pod["spec"].get("schedulerName") for pod in second.pods.values()} == {None}
     assert {pod["spec"]["nodeName"] for pod in first.pods.values()} == {"n1"}
+
+
+def test_with_several_backends_the_periodic_sync_sends_one_task_per_backend(clusters, monkeypatch,
+                                                                           django_capture_on_commit_callbacks):
+    from workflows.tasks import kubernetes_sync
+
+    sent = []
+    monkeypatch.setattr(jobs, "_send_expiring", lambda name, expires, **kwargs: sent.append((name, expires, kwargs)))
+    with django_capture_on_commit_callbacks(execute=True):
+        kubernetes_sync()
+    assert sent == [(jobs.KUBERNETES_BACKEND_SYNC, 30.0, {"backend": "cluster-a"}),
+                    (jobs.KUBERNETES_BACKEND_SYNC, 30.0, {"backend": "cluster-b"})]
