@@ -396,6 +396,8 @@ def backend_rows(backends: list[dict[str, Any]]) -> list[str]:
     for backend in backends:
         if backend.get("status") == "OFFLINE" and backend.get("last_error"):
             lines.append(f"{backend.get('name')}: {str(backend['last_error']).splitlines()[0]}")
+        if backend.get("permission_error"):
+            lines.append(f"{backend.get('name')}: refused: {str(backend['permission_error']).splitlines()[0]}")
     return lines
 
 

@@ -538,6 +538,7 @@ class BackendAdmin(admin.ModelAdmin):
     list_filter = ("kind", "status")
     search_fields = ("name", "description")
     readonly_fields = ("connection_display", "kubeconfig_version", "last_contact", "offline_since", "last_error",
+                       "permission_error",
                        "created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Backend | None = None) -> Any:
@@ -569,6 +570,7 @@ class BackendAdmin(admin.ModelAdmin):
             obj.kubeconfig_sealed = ""
         if new is not None or {"in_cluster", "context", "name"} & set(form.changed_data):
             obj.kubeconfig_version += 1
+            obj.permission_error = ""
         super().save_model(request, obj, form, change)
 
     def delete_model(self, request: HttpRequest, obj: Backend) -> None:

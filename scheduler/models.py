@@ -73,6 +73,11 @@ class Backend(models.Model):
     last_contact = models.DateTimeField(null=True, blank=True, editable=False,
                                         help_text="When a sync of this backend last succeeded.")
     last_error = models.TextField(blank=True, editable=False, help_text="Why the last sync failed.")
+    permission_error = models.TextField(
+        blank=True, editable=False,
+        help_text="The last 401/403 of a dispatch or a node re-read (the verb and resource refused); cleared by "
+        "the next pod created on this backend or a new connection.",
+    )
     offline_since = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -358,6 +358,7 @@ class BackendOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Backend
         fields = ["name", "kind", "description", "status", "last_contact", "last_error", "offline_since",
+                  "permission_error",
                   "connection", "context", "namespace", "scheduler_name", "node_conditions", "tolerated_taints",
                   "dashboard_links", "pools", "nodes", "created_at", "updated_at"]
 

@@ -26,6 +26,10 @@ class DispatchPermanentError(Exception):
     """A failure retrying cannot fix (invalid manifest, forbidden): the task fails FAILED_BACKEND_ERROR."""
 
 
+class DispatchForbiddenError(DispatchPermanentError):
+    """The cluster refused the credentials (401/403): the backend's status says which verb on which resource."""
+
+
 @dataclass(frozen=True, slots=True)
 class PodRequest:
     """Everything needed to run one task as a pod on its chosen node."""

@@ -42,6 +42,7 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from scheduler.dispatch.base import (
     LOG_READ_MAX_BYTES,
+    DispatchForbiddenError,
     DispatchPermanentError,
     DispatchTransientError,
     ListedPod,
@@ -159,6 +160,8 @@ def _translate(exc: Exception, action: str) -> Exception:
         text = f"{text}: {api_message(exc)}"
         if _is_transient_status(exc.status):
             return DispatchTransientError(text)
+        if exc.status in (401, 403):
+            return DispatchForbiddenError(text)
         return DispatchPermanentError(text)
     return DispatchTransientError(f"Kubernetes API {action}: {exc.__class__.__name__}: {exc}")
 

@@ -148,6 +148,7 @@ def backend_set(*, name: str, kind: str | None = None, kubeconfig: str | None = 
                                      "or in-cluster mode")
     if connection_changed:
         backend.kubeconfig_version += 1
+        backend.permission_error = ""
     try:
         backend.full_clean()
     except Exception as exc:  # django ValidationError: name the field
@@ -246,6 +247,17 @@ def api_error_words(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {exc}".replace("\n", " ")[:LAST_ERROR_MAX]
 
 
+def backend_permission_record(name: str, refusal: str | None) -> None:
+    """Keep (or, ``None``, clear) the last 401/403 a dispatch or a node re-read of backend ``name`` got:
+    which verb on which resource its credentials lack. The status does not change (the node sync's own
+    refusals make it OFFLINE); an update only when it differs."""
+    text = (refusal or "")[:LAST_ERROR_MAX]
+    changed = Backend.objects.filter(name=name).exclude(permission_error=text).update(permission_error=text,
+                                                                                     updated_at=timezone.now())
+    if changed and text:
+        logger.warning("backend.permission_refused", extra={"backend": name, "error": text})
+
+
 def backend_record_sync(backend: Backend, *, error: str | None) -> None:
     """Record a sync's outcome: success sets ONLINE (unless an admin set MAINTENANCE) and the last contact;
     a failure sets OFFLINE (since when kept from the first failure) with its reason."""
@@ -274,5 +286,6 @@ def backend_record_sync(backend: Backend, *, error: str | None) -> None:
 
 
 __all__ = ["BackendNotFoundError", "api_error_words", "backend_client", "backend_delete", "backend_named",
-           "backend_names", "backend_of_pool", "backend_record_sync", "backend_set", "backends_rotate",
-           "kubeconfig_check", "kubeconfig_open", "kubeconfig_seal", "pool_backend", "pool_tolerated_taints"]
+           "backend_names", "backend_of_pool", "backend_permission_record", "backend_record_sync", "backend_set",
+           "backends_rotate", "kubeconfig_check", "kubeconfig_open", "kubeconfig_seal", "pool_backend",
+           "pool_tolerated_taints"]

@@ -147,7 +147,8 @@ class FakeCluster:
             for refused_method, prefix in self.forbidden:
                 if method == refused_method and url.path.startswith(prefix):
                     resource = "nodes" if "/nodes" in url.path else "pods"
-                    verb = {"GET": "get" if resource == "nodes" and len(parts) > 3 else "list"}.get(method, method)
+                    verb = {"GET": "get" if resource == "nodes" and len(parts) > 3 else "list", "POST": "create",
+                            "PATCH": "patch", "DELETE": "delete"}[method]
                     scope = "at the cluster scope" if "namespaces" not in url.path else "in the namespace"
                     self._status(handler, 403, "Forbidden",
                                  f'{resource} is forbidden: User "system:serviceaccount:osmo:osmo-scheduler" '

@@ -171,8 +171,9 @@ def test_a_refused_node_re_read_decides_a_missing_pod_at_once_and_names_the_perm
         task.failure_message)
     assert 'cannot get resource "nodes"' in task.failure_message
     backend = Backend.objects.get(name="cluster-a")
-    assert backend.status == "OFFLINE"
-    assert 'cannot get resource "nodes" in API group "" at the cluster scope' in backend.last_error
+    assert backend.status == "ONLINE"  # its syncs (list, not get) still work
+    assert backend.permission_error.startswith("re-reading nodes of pool pa: HTTP 403 Forbidden: ")
+    assert 'cannot get resource "nodes" in API group "" at the cluster scope' in backend.permission_error
 
 
 def test_a_sync_refused_by_rbac_takes_the_backend_offline_naming_verb_and_resource(clusters):
@@ -248,3 +249,23 @@ def test_with_several_backends_the_periodic_sync_sends_one_task_per_backend(clus
         kubernetes_sync()
     assert sent == [(jobs.KUBERNETES_BACKEND_SYNC, 30.0, {"backend": "cluster-a"}),
                     (jobs.KUBERNETES_BACKEND_SYNC, 30.0, {"backend": "cluster-b"})]
+
+
+def test_a_dispatch_refused_by_rbac_names_the_verb_in_the_backend_until_a_pod_is_created(user, clusters):
+    # given cluster-a refuses to create pods
+    first, _second = clusters
+    pa = Pool.objects.get(name="pa")
+    first.forbidden.add(("POST", "/api/v1/namespaces/osmo-jobs/pods"))
+    # when a gang is dispatched there
+    refused, _ = _submit_and_dispatch(user, pa, "refused")
+    # then the gang failed with the API's words and the backend keeps them
+    assert _statuses(refused) == {"FAILED_BACKEND_ERROR"}
+    backend = Backend.objects.get(name="cluster-a")
+    assert backend.permission_error.startswith("dispatch to pool pa: Kubernetes API create pod osmo-jobs/refused-")
+    assert 'pods is forbidden: User "system:serviceaccount:osmo:osmo-scheduler" cannot create resource "pods"' in (
+        backend.permission_error)
+    # and once the permission is granted, the next pod created clears it
+    first.forbidden.clear()
+    placed, _ = _submit_and_dispatch(user, pa, "placed")
+    assert Backend.objects.get(name="cluster-a").permission_error == ""
+    assert len(first.pods) == 2

@@ -69,7 +69,12 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
     from kubernetes.client.exceptions import ApiException
 
     from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
-    from scheduler.services.backends import api_error_words, backend_named, backend_record_sync, pool_tolerated_taints
+    from scheduler.services.backends import (
+        api_error_words,
+        backend_named,
+        backend_permission_record,
+        pool_tolerated_taints,
+    )
 
     owner = backend_named(pool.backend_name)
     try:
@@ -85,7 +90,7 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
             # Permanent: waiting for the next sync would wait for ever. The backend says what it lacks,
             # and the missing pods are decided now, as pods deleted behind the service's back.
             words = api_error_words(exc)
-            backend_record_sync(owner, error=f"re-reading nodes of pool {pool.name}: {words}")
+            backend_permission_record(owner.name, f"re-reading nodes of pool {pool.name}: {words}")
             for row in missing:
                 said.refused_reads[row.pk] = (f"pod disappeared from the backend; its node {row.node_name} "
                                               f"could not be read: {words}")

@@ -19,8 +19,9 @@ from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, PodBackend, PodRequest, backend_for
+from scheduler.dispatch.base import DispatchForbiddenError
 from scheduler.models import Pool
-from scheduler.services.backends import backend_of_pool
+from scheduler.services.backends import backend_of_pool, backend_permission_record
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
@@ -156,6 +157,8 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
                                                        "group": gang.name, "task": request.task,
                                                        "pod": request.pod_name, "reason": str(exc)})
                 refused = f"pod {request.pod_name}: {exc}"
+                if isinstance(exc, DispatchForbiddenError):  # the backend's status names what it lacks
+                    backend_permission_record(pool.backend_name, f"dispatch to pool {pool.name}: {exc}")
                 break
             created.append((row.pk, request.pod_name))
     finally:
@@ -168,6 +171,8 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
         return GangDispatch(pool=pool.name)
     if gang.dispatch_error:  # created at last: the error is gone with the problem
         TaskGroup.objects.filter(pk=group_id).update(dispatch_error="")
+    if pool.backend_ref is not None and pool.backend_ref.permission_error:  # (loaded with the pool: no query)
+        backend_permission_record(pool.backend_name, None)
     # Every pod the gang was missing when this run began is recorded now, by this run.
     return GangDispatch(pool=pool.name,
                         ready_to_dispatched=recorded_at - (gang.scheduling_since or gang.submitted_at))
