@@ -15,6 +15,12 @@ each with requests, wall seconds, and the client process's peak RSS after it (``
 listing runs first, so the per-node figure is at least the listing's). ``ratio`` is per-node seconds
 over listing seconds. Both answers are compared (same usage per node). Database writes are not
 included: they are the same rows either way (``bench.pools`` measures node writes).
+
+``--backends N`` (several clusters behind one service, docs/kubernetes.md §1a) measures instead, in the
+same run, the listing of one cluster of ``--nodes`` nodes against N clusters of ``--nodes``/N nodes each
+(and ``--pods``/N pods each), each with its own server process and its own client, synced one after the
+other as one worker slot would: requests per backend, seconds, and ``ratio`` = the N backends' seconds
+over the one's (the goal: at most 2).
 """
 
 from __future__ import annotations
@@ -162,13 +168,70 @@ def _per_node(core, page_size: int) -> tuple[dict, int]:
     return usage, requests
 
 
+def _servers(count: int, nodes: int, pods: int, page_size: int) -> tuple[list[multiprocessing.Process], list[str]]:
+    ports: multiprocessing.Queue = multiprocessing.Queue()
+    servers = [multiprocessing.Process(target=_serve, args=(ports, nodes, pods, page_size), daemon=True)
+               for _ in range(count)]
+    for server in servers:
+        server.start()
+    return servers, [f"http://127.0.0.1:{ports.get(timeout=600)}" for _ in servers]
+
+
+def _client(url: str):
+    configuration = k8s_client.Configuration()
+    configuration.host = url
+    return k8s_client.CoreV1Api(k8s_client.ApiClient(configuration))
+
+
+def several(args: argparse.Namespace) -> dict:
+    """One cluster of ``nodes`` against ``backends`` clusters of ``nodes // backends`` each, same run."""
+    count = args.backends
+    one_servers, one_urls = _servers(1, args.nodes, args.pods, args.page_size)
+    many_servers, many_urls = _servers(count, args.nodes // count, args.pods // count, args.page_size)
+    try:
+        one_times: list[float] = []
+        many_times: list[float] = []
+        for _round in range(max(args.repeat, 1)):  # alternated, the best of each: no warm-up or drift bias
+            started = time.perf_counter()
+            usage, one_requests = _listing(_client(one_urls[0]), args.page_size)
+            one_times.append(time.perf_counter() - started)
+            per_backend: list[int] = []
+            busy = 0
+            started = time.perf_counter()
+            for url in many_urls:  # one after the other: one worker slot syncing every backend
+                listed, requests = _listing(_client(url), args.page_size)
+                per_backend.append(requests)
+                busy += sum(1 for value in listed.values() if any(value.values()))
+            many_times.append(time.perf_counter() - started)
+        one_seconds, many_seconds = min(one_times), min(many_times)
+    finally:
+        for server in one_servers + many_servers:
+            server.terminate()
+            server.join(timeout=10)
+    return {
+        "one": {"backends": 1, "nodes": args.nodes, "pods": args.pods, "requests": one_requests,
+                "seconds": round(one_seconds, 2), "busy_nodes": sum(1 for v in usage.values() if any(v.values()))},
+        "several": {"backends": count, "nodes_each": args.nodes // count, "pods_each": args.pods // count,
+                    "requests_per_backend": max(per_backend), "requests": sum(per_backend),
+                    "seconds": round(many_seconds, 2), "busy_nodes": busy},
+        "ratio": round(many_seconds / one_seconds, 2), "page_size": args.page_size,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=20_000)
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("--backends", type=int, default=0,
+                        help="several clusters: N backends of nodes/N nodes against one of all (e.g. 8)")
+    parser.add_argument("--repeat", type=int, default=3, help="--backends: rounds, alternated (best of each)")
     parser.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = parser.parse_args()
+    if args.backends > 0:
+        result = several(args)
+        print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+        return
     ports: multiprocessing.Queue = multiprocessing.Queue()
     server = multiprocessing.Process(target=_serve, args=(ports, args.nodes, args.pods, args.page_size), daemon=True)
     server.start()

@@ -62,6 +62,9 @@ app = typer.Typer(cls=OsmoGroup, help=HELP, no_args_is_help=True, pretty_excepti
                   add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
 pool_app = typer.Typer(help="Pools: topology keys, capacity, nodes.", no_args_is_help=True)
 workflow_app = typer.Typer(help="Submit, list, inspect, wait for and cancel workflows.", no_args_is_help=True)
+backend_app = typer.Typer(help="Backends: the clusters (or machine, or simulation) pools run on.",
+                          no_args_is_help=True)
+app.add_typer(backend_app, name="backend")
 app.add_typer(pool_app, name="pool")
 app.add_typer(workflow_app, name="workflow")
 
@@ -199,6 +202,25 @@ def logout() -> None:
         typer.echo(f"Not logged in ({path} does not exist).")
     if os.environ.get(ENV_TOKEN):
         typer.echo(f"Note: {ENV_TOKEN} is still set in the environment and is used until you unset it.", err=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# backend
+# ------------------------------------------------------------------------------------------------
+@backend_app.command("list")
+def backend_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
+                 output: Output = OUTPUT_OPTION) -> None:
+    """Backends with their kind, status, last contact, pools and nodes (admins manage them)."""
+    with api_client() as api:
+        answer = api.get("/api/backends/", params={"limit": 500})
+    if wants_json(json_out, format_type, output):
+        echo_json(answer)
+        return
+    backends = results(answer)
+    if not backends:
+        typer.echo("No backends.")
+        return
+    echo_lines(render.backend_rows(backends))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -373,9 +373,35 @@ def pool_rows(pools: list[dict[str, Any]]) -> list[str]:
         totals = pool.get("totals") or {}
         rows.append([pool.get("name"), pool.get("status", DASH), keys_text(pool), fmt_int(totals.get("node_count")),
                      fmt_int(_gpu(totals, "capacity")), fmt_int(gpu_in_use(totals)), fmt_int(_gpu(totals, "free")),
-                     quotas_text(pool.get("quotas")), pool.get("backend"), pool.get("description")])
+                     quotas_text(pool.get("quotas")), backend_text(pool), pool.get("description")])
     return table(["NAME", "STATUS", "KEYS", "NODES", "GPUS", "USED", "FREE", "QUOTAS", "BACKEND", "DESCRIPTION"],
                  rows)
+
+
+def backend_text(pool: dict[str, Any]) -> str:
+    """The pool's backend, with its status when it is not ONLINE (its pools place nothing then)."""
+    name = str(pool.get("backend") or DASH)
+    status = pool.get("backend_status")
+    return f"{name} ({status})" if status and status != "ONLINE" else name
+
+
+def backend_rows(backends: list[dict[str, Any]]) -> list[str]:
+    """``osmo backend list``: OSMO's name, description and status, with kind, last contact, pools and nodes."""
+    rows = []
+    for backend in sorted(backends, key=lambda b: natural_key(b.get("name"))):
+        status = str(backend.get("status") or DASH)
+        if status == "OFFLINE" and backend.get("offline_since"):
+            status = f"OFFLINE since {backend['offline_since']}"
+        rows.append([backend.get("name"), backend.get("kind"), status, backend.get("last_contact") or "never",
+                     ", ".join(backend.get("pools") or []) or DASH, fmt_int(backend.get("nodes")),
+                     backend.get("description")])
+    lines = table(["NAME", "KIND", "STATUS", "LAST CONTACT", "POOLS", "NODES", "DESCRIPTION"], rows)
+    for backend in backends:
+        if backend.get("status") == "OFFLINE" and backend.get("last_error"):
+            lines.append(f"{backend.get('name')}: {str(backend['last_error']).splitlines()[0]}")
+        if backend.get("permission_error"):
+            lines.append(f"{backend.get('name')}: refused: {str(backend['permission_error']).splitlines()[0]}")
+    return lines
 
 
 def quotas_text(quotas: Any) -> str:

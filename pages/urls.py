@@ -11,6 +11,7 @@ urlpatterns = [
     # app ahead of these views: workflows/sessions/proxy.py)
     path("workflows/<str:workflow_id>/tasks/<str:task>/", views.task_detail, name="task-detail"),
     path("workflows/<str:workflow_id>/tasks/<str:task>/log/", views.task_log_download, name="task-log"),
+    path("backends/", views.backend_list, name="backend-list"),
     path("pools/", views.pool_list, name="pool-list"),
     path("pools/<str:name>/", views.pool_detail, name="pool-detail"),
     path("submit/", views.submit, name="submit"),

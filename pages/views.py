@@ -178,6 +178,20 @@ def pool_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def backend_list(request: HttpRequest) -> HttpResponse:
+    """Every backend with its status, last contact, the pools the viewer may see on it and their nodes."""
+    from django.db.models import Count, Prefetch, Q
+
+    from scheduler.models import Backend
+
+    visible = pools_visible(scheduler_pool_list(), user=request.user)
+    backends = (Backend.objects.order_by("name")
+                .annotate(node_count=Count("pools__nodes", filter=Q(pools__in=visible.values("pk"))))
+                .prefetch_related(Prefetch("pools", queryset=visible, to_attr="visible_pools")))
+    return render(request, "pages/backend_list.html", {"backends": backends})
+
+
+@login_required
 def pool_detail(request: HttpRequest, name: str) -> HttpResponse:
     pool = pool_get(name=name)
     if pool is None:

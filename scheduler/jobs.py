@@ -33,6 +33,7 @@ PODS_EVICT = "workflows.pods_evict"
 PODS_SYNC = "workflows.pods_sync"
 TICK = "workflows.tick"
 KUBERNETES_SYNC = "workflows.kubernetes_sync"  # beat only (docs/kubernetes.md)
+KUBERNETES_BACKEND_SYNC = "workflows.kubernetes_backend_sync"  # one backend's pools, sent by KUBERNETES_SYNC
 TICK_FOLLOWUP_TOKEN = "scheduler.tick-followup"
 
 _PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap
@@ -127,6 +128,17 @@ def pods_evict_request(pool_id: int, pod_names: Iterable[str]) -> None:
     names = sorted(set(pod_names))
     if names:
         _on_commit(PODS_EVICT, pool_id=pool_id, pod_names=names)
+
+
+def kubernetes_backend_sync_request(backend: str) -> None:
+    """Sync one backend's Kubernetes pools in a task of its own (several backends: one slow cluster
+    never delays another's sync). Expires after one sync period: a newer run asks again."""
+    expires = max(float(settings.OSMO_K8S_SYNC_SECONDS), 1.0)
+    transaction.on_commit(lambda: _send_expiring(KUBERNETES_BACKEND_SYNC, expires, backend=backend), robust=True)
+
+
+def _send_expiring(name: str, expires: float, **kwargs: Any) -> None:
+    app.send_task(name, kwargs=kwargs, expires=expires)
 
 
 def pods_sync_request(pool_id: int) -> None:

@@ -8,7 +8,7 @@ from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
-from scheduler.choices import DispatchBackend, PoolStatus
+from scheduler.choices import BUILTIN_BACKENDS, BackendStatus, DispatchBackend, PoolStatus
 from scheduler.inventory.document import MAX_RETRIES
 
 KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
@@ -32,6 +32,94 @@ NODE_NAME_RE = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
 node_name_validator = RegexValidator(NODE_NAME_RE, "Use letters, digits, '.', '_' and inner hyphens.")
 
 
+BACKEND_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+backend_name_validator = RegexValidator(BACKEND_NAME_RE, "Use lowercase letters, digits and inner hyphens.")
+
+
+class Backend(models.Model):
+    """A compute backend pools run on (OSMO's ``osmo backend list``): a Kubernetes cluster, this
+    machine's sandboxes or the simulation. The built-in ``simulated``, ``local`` and ``kubernetes``
+    always exist; ``kubernetes`` reads its connection from the worker processes' environment. Any other
+    Kubernetes backend carries its own kubeconfig, sealed with the credential store's keys
+    (``kubeconfig_sealed``; never shown, never returned, replaced whole: :mod:`scheduler.services.backends`)."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[backend_name_validator])
+    kind = models.CharField(max_length=16, choices=DispatchBackend.choices, default=DispatchBackend.KUBERNETES)
+    description = models.CharField(max_length=255, blank=True)
+    in_cluster = models.BooleanField(
+        default=False, help_text="Kubernetes: use the worker pod's service account instead of a kubeconfig."
+    )
+    kubeconfig_sealed = models.TextField(blank=True, editable=False,
+                                         help_text="The kubeconfig, encrypted with OSMO_CREDENTIALS_KEYS.")
+    kubeconfig_version = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Bumped whenever the connection changes: workers build a new client."
+    )
+    context = models.CharField(max_length=253, blank=True, help_text="Kubeconfig context (default: its current one).")
+    namespace = models.CharField(max_length=63, blank=True,
+                                 help_text="Namespace for pods of pools that name none (default: default).")
+    scheduler_name = models.CharField(max_length=253, blank=True,
+                                      help_text="schedulerName put on pods (default: the cluster's).")
+    node_conditions = models.JSONField(
+        default=list, blank=True,
+        help_text="Node condition types (besides Ready) that make a node unschedulable while True, e.g. "
+        "[\"DiskPressure\"].",
+    )
+    tolerated_taints = models.JSONField(
+        default=list, blank=True,
+        help_text="Taint keys that do not make this backend's nodes unschedulable (its pods tolerate them).",
+    )
+    dashboard_links = models.JSONField(default=dict, blank=True, help_text="Name: URL links for operators.")
+    status = models.CharField(max_length=12, choices=BackendStatus.choices, default=BackendStatus.ONLINE)
+    last_contact = models.DateTimeField(null=True, blank=True, editable=False,
+                                        help_text="When a sync of this backend last succeeded.")
+    last_error = models.TextField(blank=True, editable=False, help_text="Why the last sync failed.")
+    permission_error = models.TextField(
+        blank=True, editable=False,
+        help_text="The last 401/403 of a dispatch or a node re-read (the verb and resource refused); cleared by "
+        "the next pod created on this backend or a new connection.",
+    )
+    offline_since = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.CheckConstraint(condition=Q(name__regex=BACKEND_NAME_RE), name="backend_name_format")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def builtin(self) -> bool:
+        return self.name in BUILTIN_BACKENDS
+
+    @property
+    def from_environment(self) -> bool:
+        """The built-in ``kubernetes`` backend: its connection is the worker processes' environment."""
+        return self.name == DispatchBackend.KUBERNETES
+
+    def clean(self) -> None:
+        if self.builtin and self.kind != self.name:
+            raise ValidationError({"kind": f"the built-in backend {self.name!r} is of kind {self.name!r}"})
+        if self.builtin and (self.kubeconfig_sealed or self.in_cluster):
+            raise ValidationError(f"the built-in backend {self.name!r} reads the worker processes' environment; "
+                                  "make a backend of another name for this connection")
+        for field, what in (("node_conditions", "condition types"), ("tolerated_taints", "taint keys")):
+            value = getattr(self, field)
+            if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+                raise ValidationError({field: f"must be a list of {what} (text)"})
+        if not isinstance(self.dashboard_links, dict) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in self.dashboard_links.items()
+        ):
+            raise ValidationError({"dashboard_links": "must map names to URLs (text)"})
+
+
+def builtin_backend(name: str) -> Backend:
+    """The built-in backend ``name`` (made when missing: a flushed test database has none)."""
+    backend, _ = Backend.objects.get_or_create(name=name, defaults={"kind": name})
+    return backend
+
+
 class Pool(models.Model):
     """A set of machines workflows are submitted to, with its ordered topology keys."""
 
@@ -42,7 +130,13 @@ class Pool(models.Model):
         help_text="ONLINE places work; OFFLINE accepts submissions and places nothing; MAINTENANCE refuses "
         "submissions and places nothing. Running work is never touched.",
     )
+    # The kind of its backend, kept equal to ``backend_ref.kind`` by save() (dispatch and the syncs filter on it).
     backend = models.CharField(max_length=16, choices=DispatchBackend.choices, default=DispatchBackend.SIMULATED)
+    backend_ref = models.ForeignKey(
+        Backend, on_delete=models.PROTECT, null=True, blank=True, related_name="pools", verbose_name="backend",
+        to_field="name", db_column="backend_name",
+        help_text="The backend the pool's nodes belong to (default: the built-in one named as its kind).",
+    )
     sim_task_seconds = models.FloatField(
         default=10.0, help_text="Simulated backend: how long a task runs unless its spec says otherwise."
     )
@@ -69,6 +163,11 @@ class Pool(models.Model):
         default=True, help_text="The task page's \"Open port\" (the service proxies HTTP and websockets to a "
         "task's port for its owner's browser). Off: the page shows no such link and the proxy answers 403; the "
         "CLI's port-forward, exec and the page's terminal are not affected (docs/pages.md).",
+    )
+    k8s_tolerated_taints = models.JSONField(
+        default=list, blank=True,
+        help_text="Taint keys that do not make this pool's nodes unschedulable (besides its backend's and "
+        "OSMO_K8S_TOLERATED_TAINTS); sync_nodes_from_kubernetes --tolerate-taint keeps them here.",
     )
     k8s_synced_at = models.DateTimeField(
         null=True, blank=True, editable=False,
@@ -102,10 +201,27 @@ class Pool(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args, **kwargs) -> None:
+        # A pool made with only a kind (``backend="kubernetes"``) belongs to the built-in backend of that name.
+        if self.backend_ref_id is None and self.backend in BUILTIN_BACKENDS:
+            self.backend_ref = builtin_backend(self.backend)
+        elif self.backend_ref_id in BUILTIN_BACKENDS:
+            self.backend = str(self.backend_ref_id)
+        elif self.backend_ref is not None:
+            self.backend = self.backend_ref.kind
+        super().save(*args, **kwargs)
+
+    @property
+    def backend_name(self) -> str:
+        """The name of the pool's backend (its kind's built-in one when none is set)."""
+        return self.backend_ref_id if self.backend_ref_id is not None else self.backend
+
     @property
     def pod_namespace(self) -> str:
         """The Kubernetes namespace the pool's pods go to (``default`` when the field is blank)."""
-        return self.k8s_namespace or "default"
+        if self.k8s_namespace:
+            return self.k8s_namespace
+        return (self.backend_ref.namespace if self.backend_ref_id is not None and self.backend_ref else "") or "default"
 
 
 class PoolGrant(models.Model):

@@ -105,7 +105,7 @@ def pool_keys(pool: Pool) -> list[TopologyKey]:
 
 def pool_list() -> QuerySet[Pool]:
     """Pools with their keys prefetched in order (two queries for any number of pools)."""
-    return Pool.objects.order_by("name").prefetch_related(
+    return Pool.objects.order_by("name").select_related("backend_ref").prefetch_related(
         Prefetch("topology_keys", queryset=TopologyKey.objects.order_by("position"))
     )
 

@@ -64,6 +64,8 @@ PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 WAIT_ENDS = {
     ReasonCode.POOL_NOT_ONLINE.value: "It stays queued and is placed once an administrator sets the pool ONLINE "
                                       "again.",
+    ReasonCode.BACKEND_NOT_ONLINE.value: "It stays queued and is placed once the pool's backend answers again "
+                                         "(its next successful sync) or an administrator ends its maintenance.",
     ReasonCode.QUOTA_EXCEEDED.value: "It stays queued and is placed once its team's HIGH and NORMAL work in "
                                      "the pool leaves room in the quota (or the quota grows).",
     ReasonCode.CLUSTER_REFUSED.value: "The cluster refused to schedule its pods: it is placed again once its "

@@ -206,35 +206,67 @@ def tick_watch_task() -> None:
 @shared_task(name=jobs.KUBERNETES_SYNC, ignore_result=True, soft_time_limit=240, time_limit=300)
 def kubernetes_sync() -> None:
     """Follow every Kubernetes pool (beat, every ``OSMO_K8S_SYNC_SECONDS``; docs/kubernetes.md): its nodes'
-    capacity, labels, readiness and taints, and the requests of the other pods on them. A pool whose
-    sync fails is logged and counted and the others go on; the next run tries again. Here rather than in
+    capacity, labels, readiness and taints, and the requests of the other pods on them, backend by
+    backend. With one backend its pools are synced here; with several, each backend gets a task of its
+    own (:func:`kubernetes_backend_sync`), so one that hangs never delays another's. A pool whose sync
+    fails is logged and counted and the others go on; the next run tries again. Here rather than in
     ``scheduler.tasks`` because it records in :mod:`osmo.metrics`, which reads the workflows app.
     Without a Kubernetes pool it is one query: the Kubernetes client is not even loaded."""
     from scheduler.choices import DispatchBackend
     from scheduler.models import Pool
 
-    pools = list(Pool.objects.filter(backend=DispatchBackend.KUBERNETES).order_by("name"))
-    if not pools:
+    names = sorted({pool.backend_name for pool in Pool.objects.filter(backend=DispatchBackend.KUBERNETES)
+                    .only("backend", "backend_ref")})
+    if len(names) == 1:
+        kubernetes_backend_sync(backend=names[0])
         return
+    for name in names:
+        jobs.kubernetes_backend_sync_request(name)
+
+
+@shared_task(name=jobs.KUBERNETES_BACKEND_SYNC, ignore_result=True, soft_time_limit=240, time_limit=300)
+def kubernetes_backend_sync(backend: str) -> None:
+    """Follow the Kubernetes pools of one backend, then record its health: ONLINE with its last contact
+    when every pool's sync succeeded, OFFLINE with the error (a 403 names the verb and the resource the
+    credentials lack) when one failed (docs/kubernetes.md §9)."""
     from django.conf import settings
 
     from osmo.metrics import k8s_sync_failed, k8s_sync_observe
+    from scheduler.choices import DispatchBackend
     from scheduler.dispatch import backend_for
     from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.models import Backend, Pool
     from scheduler.services import pool_follow_kubernetes
+    from scheduler.services.backends import (
+        api_error_words,
+        backend_client,
+        backend_record_sync,
+        pool_tolerated_taints,
+    )
 
+    row = Backend.objects.filter(name=backend).first()
+    pools = list(Pool.objects.filter(backend=DispatchBackend.KUBERNETES, backend_ref__name=backend).order_by("name"))
+    if backend == DispatchBackend.KUBERNETES:  # and pools written without one (bulk_create)
+        pools += list(Pool.objects.filter(backend=DispatchBackend.KUBERNETES, backend_ref__isnull=True))
+    if row is None or not pools:
+        return
+    error: str | None = None
     for pool in pools:
         started = time.monotonic()
         try:
-            core_v1 = backend_for("kubernetes").core  # type: ignore[attr-defined]
+            client = backend_client(row) or backend_for(DispatchBackend.KUBERNETES)
             report = pool_follow_kubernetes(
-                pool=pool, core_v1=core_v1, managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
-                tolerated_taints=settings.OSMO_K8S_TOLERATED_TAINTS, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE,
+                pool=pool, core_v1=client.core,  # type: ignore[attr-defined]
+                managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
+                tolerated_taints=pool_tolerated_taints(pool, row, settings.OSMO_K8S_TOLERATED_TAINTS),
+                node_conditions=row.node_conditions, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE,
             )
-        except Exception:  # the cluster unreachable or refusing: this pool waits for the next run
-            logger.exception("pool.k8s_sync_failed", extra={"pool": pool.name})
+        except Exception as exc:  # the cluster unreachable or refusing: this pool waits for the next run
+            logger.exception("pool.k8s_sync_failed", extra={"pool": pool.name, "backend": backend})
             k8s_sync_failed(pool=pool.name)
+            error = error or f"sync of pool {pool.name}: {api_error_words(exc)}"
             continue
         k8s_sync_observe(pool=pool.name, seconds=time.monotonic() - started, created=report.created,
                          updated=report.updated, cordoned=report.marked_unschedulable,
                          foreign_pods=report.foreign_pods)
+    backend_record_sync(row, error=error)

@@ -190,6 +190,8 @@ SPECTACULAR_SETTINGS = {
         "TaskStatusEnum": "workflows.choices.TaskStatus",
         "PriorityEnum": "workflows.choices.Priority",
         "PoolStatusEnum": "scheduler.choices.PoolStatus",
+        "BackendKindEnum": "scheduler.choices.DispatchBackend",
+        "KindEnum": ["generic", "registry", "data"],  # the credentials' kinds (credentials.kinds.Kind)
         "PlacementStatusEnum": ["placed", "unschedulable", "undecided"],
     },
     "SERVE_INCLUDE_SCHEMA": False,
@@ -366,6 +368,7 @@ CELERY_TASK_ROUTES = {
     "workflows.pods_evict": {"queue": "dispatch"},
     "scheduler.worker_heartbeat": {"queue": "default"},
     "workflows.kubernetes_sync": {"queue": "default"},
+    "workflows.kubernetes_backend_sync": {"queue": "default"},
 }
 # Every Kubernetes pool's nodes and other pods are read this often (docs/kubernetes.md); 0 turns it off.
 OSMO_K8S_SYNC_SECONDS = env.float("OSMO_K8S_SYNC_SECONDS", default=30.0)

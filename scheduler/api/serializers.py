@@ -13,9 +13,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from osmo.api.serializers import StrictCharField, StrictFloatField
-from scheduler.choices import DispatchBackend, PoolStatus
+from scheduler.choices import PoolStatus
 from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE, MAX_RETRIES
-from scheduler.models import MAX_FAIRSHARE_HALF_LIFE, MAX_MIN_RUNTIME, Node, Pool, TopologyKey
+from scheduler.models import MAX_FAIRSHARE_HALF_LIFE, MAX_MIN_RUNTIME, Backend, Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
 
@@ -91,6 +91,12 @@ class QuotaUseOutputSerializer(serializers.Serializer):
 
 
 class PoolOutputSerializer(serializers.ModelSerializer):
+    backend = serializers.CharField(source="backend_name", read_only=True,
+                                    help_text="The name of the pool's backend (GET /api/backends/).")
+    backend_kind = serializers.CharField(source="backend", read_only=True,
+                                         help_text="The backend's kind: simulated, kubernetes or local.")
+    backend_status = serializers.SerializerMethodField(
+        help_text="The backend's status: ONLINE, OFFLINE (its syncs fail: nothing is placed) or MAINTENANCE.")
     topology_keys = serializers.SerializerMethodField(help_text="Coarsest first.")
     totals = serializers.SerializerMethodField()
     quotas = serializers.SerializerMethodField(help_text="Per team: quota and GPUs held (docs/design.md §9).")
@@ -102,6 +108,8 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "description",
             "status",
             "backend",
+            "backend_kind",
+            "backend_status",
             "sim_task_seconds",
             "max_retries",
             "k8s_namespace",
@@ -116,6 +124,9 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
+
+    def get_backend_status(self, pool: Pool) -> str:
+        return pool.backend_ref.status if pool.backend_ref is not None else "ONLINE"
 
     @extend_schema_field(TopologyKeyOutputSerializer(many=True))
     def get_topology_keys(self, pool: Pool) -> list[dict[str, Any]]:
@@ -249,7 +260,9 @@ class PoolInputSerializer(serializers.Serializer):
     name = StrictCharField(max_length=63)
     description = StrictCharField(max_length=255, required=False, allow_blank=True)
     status = serializers.ChoiceField(choices=PoolStatus.choices, required=False)
-    backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
+    backend = serializers.CharField(max_length=63, required=False,
+                                    help_text="A backend's name (GET /api/backends/): simulated, kubernetes, local "
+                                    "or one an admin made.")
     sim_task_seconds = StrictFloatField(min_value=0, required=False)
     max_retries = StrictIntegerField(min_value=0, max_value=MAX_RETRIES, required=False,
                                            help_text="How many times a gang may be rescheduled by an exit action.")
@@ -322,7 +335,9 @@ class NodeInputSerializer(serializers.Serializer):
 class PoolSectionInputSerializer(serializers.Serializer):
     name = StrictCharField()
     description = StrictCharField(required=False, allow_blank=True, allow_null=True)
-    backend = serializers.ChoiceField(choices=DispatchBackend.choices, required=False)
+    backend = serializers.CharField(max_length=63, required=False,
+                                    help_text="A backend's name (GET /api/backends/): simulated, kubernetes, local "
+                                    "or one an admin made.")
     sim_task_seconds = StrictFloatField(required=False)
     max_retries = StrictIntegerField(required=False)
     k8s_namespace = StrictCharField(required=False, allow_blank=True, allow_null=True)
@@ -344,3 +359,32 @@ class PoolImportInputSerializer(serializers.Serializer):
 
 class InventoryOutputSerializer(PoolImportInputSerializer):
     """The pool as an inventory document (what ``export_pool`` writes)."""
+
+
+class BackendOutputSerializer(serializers.ModelSerializer):
+    """A backend as users see it: never its kubeconfig (docs/api.md, "Backends")."""
+
+    pools = serializers.SerializerMethodField(help_text="Names of the pools on this backend.")
+    nodes = serializers.SerializerMethodField(help_text="Nodes of its pools.")
+    connection = serializers.SerializerMethodField(
+        help_text="environment (the worker processes' KUBECONFIG), kubeconfig, in-cluster or none.")
+
+    class Meta:
+        model = Backend
+        fields = ["name", "kind", "description", "status", "last_contact", "last_error", "offline_since",
+                  "permission_error",
+                  "connection", "context", "namespace", "scheduler_name", "node_conditions", "tolerated_taints",
+                  "dashboard_links", "pools", "nodes", "created_at", "updated_at"]
+
+    def get_pools(self, backend: Backend) -> list[str]:
+        return sorted(pool.name for pool in backend.pools.all())
+
+    def get_nodes(self, backend: Backend) -> int:
+        return int(getattr(backend, "node_count", 0) or 0)
+
+    def get_connection(self, backend: Backend) -> str:
+        if backend.kind != "kubernetes":
+            return "none"
+        if backend.in_cluster:
+            return "in-cluster"
+        return "kubeconfig" if backend.kubeconfig_sealed else "environment"

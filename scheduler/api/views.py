@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count, Prefetch, Q
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -27,6 +28,7 @@ from scheduler import selectors
 from scheduler import services as pool_services
 from scheduler.api.filters import NodeFilter
 from scheduler.api.serializers import (
+    BackendOutputSerializer,
     ImportReportOutputSerializer,
     InventoryOutputSerializer,
     NodeInputSerializer,
@@ -36,7 +38,7 @@ from scheduler.api.serializers import (
     PoolInputSerializer,
     PoolOutputSerializer,
 )
-from scheduler.models import Node, Pool, TopologyKey
+from scheduler.models import Backend, Node, Pool, TopologyKey
 from scheduler.services import access
 from scheduler.usage import pool_team_usage
 
@@ -342,3 +344,18 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
     def destroy(self, request: Request, pool_name: str, name: str) -> Response:
         pool_services.node_delete(node=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class BackendViewSet(NulSafeLookupMixin, viewsets.ReadOnlyModelViewSet):
+    """Backends, read-only (OSMO's ``osmo backend list``): managed in the admin and by ``manage.py backend_set``.
+    A backend's pools are those the caller may see; its kubeconfig is never returned."""
+
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+    serializer_class = BackendOutputSerializer
+
+    def get_queryset(self):
+        visible = access.pools_visible(Pool.objects.order_by("name"), user=self.request.user)
+        return (Backend.objects.order_by("name")
+                .annotate(node_count=Count("pools__nodes", filter=Q(pools__in=visible)))
+                .prefetch_related(Prefetch("pools", queryset=visible)))

@@ -48,6 +48,25 @@ def backend_for(name: str, **options) -> PodBackend:
     return backend
 
 
+def kubernetes_backend_for(key: tuple[str, str], *, kubeconfig: str = "", context: str = "",
+                           in_cluster: bool = False) -> PodBackend:
+    """The Kubernetes backend of a named backend's own connection, built once per process and ``key``
+    (its name and connection version: a rotated kubeconfig has a new version, so the next call builds a
+    new client without a restart; the old one is dropped)."""
+    backend = _BACKENDS.get(("named", key))
+    if backend is None:
+        from scheduler.dispatch.kubernetes import KubernetesBackend
+
+        if in_cluster:
+            backend = KubernetesBackend.from_settings(in_cluster=True)
+        else:
+            backend = KubernetesBackend.from_kubeconfig_text(kubeconfig, context=context or None)
+        for stale in [cached for cached in _BACKENDS if cached[0] == "named" and cached[1][0] == key[0]]:
+            del _BACKENDS[stale]
+        _BACKENDS[("named", key)] = backend
+    return backend
+
+
 def _local_service_folders() -> dict[str, object]:
     """The local backend's options from the settings: its sandbox's network, process limit and the
     service's address (docs/runtime.md), and the service's paths it keeps from its tasks: the
@@ -81,4 +100,4 @@ def _local_service_folders() -> dict[str, object]:
 
 
 __all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",
-           "PodRequest", "PodState", "backend_for"]
+           "PodRequest", "PodState", "backend_for", "kubernetes_backend_for"]

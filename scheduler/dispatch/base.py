@@ -26,6 +26,10 @@ class DispatchPermanentError(Exception):
     """A failure retrying cannot fix (invalid manifest, forbidden): the task fails FAILED_BACKEND_ERROR."""
 
 
+class DispatchForbiddenError(DispatchPermanentError):
+    """The cluster refused the credentials (401/403): the backend's status says which verb on which resource."""
+
+
 @dataclass(frozen=True, slots=True)
 class PodRequest:
     """Everything needed to run one task as a pod on its chosen node."""
@@ -73,6 +77,8 @@ class PodRequest:
     # The ``.dockerconfigjson`` of the submitter's registry credential for the image's registry, or ""
     # (Kubernetes: a pull Secret owned by the pod, in ``imagePullSecrets``); never in a repr.
     pull_config: str = field(default="", repr=False)
+    # The pool's backend's ``schedulerName`` for the pod ("" : the cluster's default scheduler).
+    scheduler_name: str = ""
 
 
 # Why a pod is not running, when the cluster says so (``PodState.cause``; docs/kubernetes.md §10). The

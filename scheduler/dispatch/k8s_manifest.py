@@ -154,6 +154,8 @@ def build_manifest(pod: PodRequest) -> dict[str, Any]:
         tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:
         spec["tolerations"] = tolerations
+    if pod.scheduler_name:
+        spec["schedulerName"] = pod.scheduler_name
     if pod.hostname:
         spec["hostname"] = pod.hostname
     if pod.subdomain:

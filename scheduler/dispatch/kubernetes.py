@@ -42,6 +42,7 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from scheduler.dispatch.base import (
     LOG_READ_MAX_BYTES,
+    DispatchForbiddenError,
     DispatchPermanentError,
     DispatchTransientError,
     ListedPod,
@@ -82,7 +83,7 @@ FINISHED_FIELD_SELECTOR = "status.phase!=Pending,status.phase!=Running,status.ph
 # ------------------------------------------------------------------------------------------------
 # Error mapping
 # ------------------------------------------------------------------------------------------------
-def _api_message(exc: ApiException) -> str:
+def api_message(exc: ApiException) -> str:
     """The ``message`` of the API's Status body, falling back to the HTTP reason."""
     body = exc.body
     if isinstance(body, bytes):
@@ -157,9 +158,11 @@ def _translate(exc: Exception, action: str) -> Exception:
     """The dispatch error for a client exception raised while doing ``action``."""
     if isinstance(exc, ApiException):
         text = f"Kubernetes API {action}: HTTP {exc.status} {_api_reason(exc) or exc.reason or ''}".rstrip()
-        text = f"{text}: {_api_message(exc)}"
+        text = f"{text}: {api_message(exc)}"
         if _is_transient_status(exc.status):
             return DispatchTransientError(text)
+        if exc.status in (401, 403):
+            return DispatchForbiddenError(text)
         return DispatchPermanentError(text)
     return DispatchTransientError(f"Kubernetes API {action}: {exc.__class__.__name__}: {exc}")
 
@@ -178,6 +181,36 @@ class _ContinueExpired(Exception):
 # ------------------------------------------------------------------------------------------------
 # The backend
 # ------------------------------------------------------------------------------------------------
+def kubeconfig_contexts(text: str) -> tuple[dict[str, Any], list[str]]:
+    """The kubeconfig document ``text`` and its context names; raises :class:`DispatchPermanentError`
+    when it is not a kubeconfig (not YAML, not a mapping, no contexts)."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DispatchPermanentError(f"the kubeconfig is not YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("contexts"), list):
+        raise DispatchPermanentError("the kubeconfig has no contexts: it is not a kubeconfig")
+    names = [str(item.get("name")) for item in document["contexts"] if isinstance(item, dict) and item.get("name")]
+    return document, names
+
+
+def api_client_from_kubeconfig_text(text: str, *, context: str | None = None) -> k8s_client.ApiClient:
+    """An API client for a kubeconfig given as text, in a fresh Configuration."""
+    document, contexts = kubeconfig_contexts(text)
+    if context and context not in contexts:
+        raise DispatchPermanentError(
+            f"the kubeconfig has no context {context!r} (it has: {', '.join(contexts) or 'none'})")
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config_from_dict(document, context=context or None, persist_config=False,
+                                              client_configuration=configuration)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        raise DispatchPermanentError(f"Kubernetes kubeconfig configuration unusable: {exc}") from exc
+    return k8s_client.ApiClient(configuration)
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -228,6 +261,16 @@ class KubernetesBackend:
                 raise DispatchPermanentError(f"Kubernetes {where} configuration unusable: {exc}") from exc
             api_client = k8s_client.ApiClient(configuration)
         return cls(api_client, pending_timeout_s=pending_timeout_s, request_timeout=request_timeout)
+
+    @classmethod
+    def from_kubeconfig_text(cls, text: str, *, context: str | None = None, pending_timeout_s: float | None = None,
+                             request_timeout: float | tuple[float, float] = DEFAULT_REQUEST_TIMEOUT
+                             ) -> KubernetesBackend:
+        """A backend for the cluster of a kubeconfig held in memory (a named backend's, decrypted from the
+        database): never written to disk, the client's global default never touched. An unreadable
+        document or an unknown context raises :class:`DispatchPermanentError` saying which."""
+        return cls(api_client_from_kubeconfig_text(text, context=context), pending_timeout_s=pending_timeout_s,
+                   request_timeout=request_timeout)
 
     # -- PodBackend -----------------------------------------------------------------------------
     def create_pod(self, pod: PodRequest) -> None:

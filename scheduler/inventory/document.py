@@ -31,7 +31,7 @@ entry's worth, so an alias bomb is refused while its few lines are composed, bef
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -416,7 +416,8 @@ def _duration(value: Any) -> Any:
         return value
 
 
-def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[str, Any]]:
+def _parse_pool_fields(value: Any, errors: ErrorList, backends: Sequence[str] = POOL_BACKENDS
+                       ) -> tuple[str | None, dict[str, Any]]:
     fields_out: dict[str, Any] = {}
     if not _check_mapping(value, "pool", errors, allowed=("name", *POOL_FIELDS)):
         return None, fields_out
@@ -438,8 +439,8 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
             else:
                 fields_out[text_field] = text
     if "backend" in value:
-        if value["backend"] not in POOL_BACKENDS:
-            errors.add("pool.backend", f"must be one of: {', '.join(POOL_BACKENDS)}")
+        if not isinstance(value["backend"], str) or value["backend"] not in backends:
+            errors.add("pool.backend", f"must be one of: {', '.join(backends)}")
         else:
             fields_out["backend"] = value["backend"]
     if "sim_task_seconds" in value:
@@ -478,7 +479,7 @@ def _parse_pool_fields(value: Any, errors: ErrorList) -> tuple[str | None, dict[
     return name, fields_out
 
 
-def parse_inventory(document: Any) -> Inventory:
+def parse_inventory(document: Any, *, backends: Sequence[str] = POOL_BACKENDS) -> Inventory:
     """Validate a whole inventory document (already loaded from YAML/JSON, or built in Python).
 
     Raises:
@@ -491,7 +492,7 @@ def parse_inventory(document: Any) -> Inventory:
         errors.add("pool", "required: {name: ..., description: ...}")
         name, pool_fields = None, dict[str, Any]()
     else:
-        name, pool_fields = _parse_pool_fields(document["pool"], errors)
+        name, pool_fields = _parse_pool_fields(document["pool"], errors, backends)
     keys: list[KeySpec] | None = None
     if "topology_keys" in document:
         keys, key_errors = topology_keys_validate(

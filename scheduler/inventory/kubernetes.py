@@ -40,11 +40,12 @@ UNSCHEDULABLE_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 def kubernetes_node_to_spec(
-    item: Mapping[str, Any], *, tolerated_taints: Iterable[str] = ()
+    item: Mapping[str, Any], *, tolerated_taints: Iterable[str] = (), node_conditions: Iterable[str] = ()
 ) -> tuple[NodeSpec | None, str | None]:
     """Map one ``/api/v1/nodes`` item (JSON) to a :class:`NodeSpec`: all labels, ``status.allocatable``
     as capacity, unschedulable when cordoned or tainted NoSchedule/NoExecute (taint keys in
-    ``tolerated_taints`` excepted). Returns ``(spec, None)`` or ``(None, reason)`` for an unusable item."""
+    ``tolerated_taints`` excepted), NotReady, or with a condition of ``node_conditions`` (a backend's
+    rules, e.g. ``DiskPressure``) True. Returns ``(spec, None)`` or ``(None, reason)`` for an unusable item."""
     metadata = item.get("metadata") or {}
     name = metadata.get("name")
     if not isinstance(name, str) or not re.fullmatch(NODE_NAME_RE, name) or len(name) > 253:
@@ -69,6 +70,11 @@ def kubernetes_node_to_spec(
         for taint in (spec.get("taints") or [])
     )
     ready = node_ready(item)
+    rules = set(node_conditions)
+    if rules:
+        conditions = (item.get("status") or {}).get("conditions") or []
+        ready = ready and not any(isinstance(c, Mapping) and c.get("type") in rules and c.get("status") == "True"
+                                  for c in conditions)
     return (
         NodeSpec(
             name=name,

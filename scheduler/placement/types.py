@@ -125,6 +125,7 @@ class ReasonCode(StrEnum):
     BEHIND_STARVING_GROUP = "behind_starving_group"
     QUOTA_EXCEEDED = "quota_exceeded"  # the team's HIGH/NORMAL work would hold more GPUs than its quota
     POOL_NOT_ONLINE = "pool_not_online"  # the pool is OFFLINE or in MAINTENANCE: nothing is placed
+    BACKEND_NOT_ONLINE = "backend_not_online"  # the pool's backend does not answer (or is in MAINTENANCE)
     CLUSTER_REFUSED = "cluster_refused"  # the cluster refused to schedule a placed pod: the gang is queued again
 
 

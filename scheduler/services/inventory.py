@@ -36,6 +36,7 @@ from scheduler.inventory import (
     parse_node_spec,
 )
 from scheduler.models import Node, Pool, Reservation
+from scheduler.services.backends import backend_names
 from scheduler.services.pools import pool_create, pool_key_specs, pool_keys_set, pool_update
 from scheduler.services.reservations import pool_capacity_changed
 
@@ -149,7 +150,7 @@ def inventory_parse(document: Any) -> Inventory:
         ValidationFailedError: with every problem found, each with its path in the document.
     """
     try:
-        return parse_inventory(document)
+        return parse_inventory(document, backends=backend_names())
     except InventoryInvalidError as exc:
         raise _validation_failed(exc) from exc
 
@@ -264,7 +265,8 @@ def inventory_import(
                 report.pool_created = True
                 report.keys_changed = bool(inventory.keys)
             else:
-                changed = [key for key, value in inventory.pool_fields.items() if getattr(pool, key) != value]
+                changed = [key for key, value in inventory.pool_fields.items()
+                           if (pool.backend_name if key == "backend" else getattr(pool, key)) != value]
                 if changed:
                     pool_update(pool=pool, **{key: inventory.pool_fields[key] for key in changed})
                     report.pool_updated = True
@@ -297,7 +299,8 @@ def pool_export(pool: Pool) -> dict[str, Any]:
     machines = Node.objects.filter(pool=pool).order_by("name").iterator(chunk_size=BATCH_SIZE)
     nodes = [node_inventory_entry(node) for node in machines]
     return {
-        "pool": {"name": pool.name, **{key: getattr(pool, key) for key in POOL_FIELDS}},
+        "pool": {"name": pool.name, **{key: pool.backend_name if key == "backend" else getattr(pool, key)
+                                       for key in POOL_FIELDS}},
         "topology_keys": [{"key": spec.key, "label": spec.label} for spec in pool_key_specs(pool)],
         "nodes": nodes,
     }

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.inventory import (
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 # A stale ``continue`` token (the apiserver compacted the list's resource version) is answered 410 Gone;
 # the listing starts again from the first page, at most this many times.
 LIST_RESTARTS = 3
+#: (connect, read) seconds of every call the syncs make: a cluster that accepts connections and never
+#: answers costs its own backend's sync this long per call, never more (docs/design.md §6, "Backends").
+SYNC_REQUEST_TIMEOUT = (5.0, 30.0)
 
 
 def _fold_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict[str, Any]],
@@ -55,7 +59,7 @@ def _fold_pages(call: Callable[..., Any], arguments: Callable[[str | None], dict
         try:
             while True:
                 requests += 1
-                page = node_list_page(call(**arguments(token)).data)
+                page = node_list_page(call(**arguments(token), _request_timeout=SYNC_REQUEST_TIMEOUT).data)
                 fold(page.items)
                 token = page.continue_token
                 if not token:
@@ -125,6 +129,7 @@ def kubernetes_foreign_usage(
 
 def pool_follow_kubernetes(
     *, pool: Pool, core_v1: Any, managed_by_label: str, managed_by: str, tolerated_taints: Iterable[str] = (),
+    node_conditions: Iterable[str] = (),
     page_size: int = 500,
 ) -> ImportReport:
     """The periodic sync of a Kubernetes pool (docs/kubernetes.md, "What the cluster says"): its nodes
@@ -137,7 +142,8 @@ def pool_follow_kubernetes(
     names = [str((item.get("metadata") or {}).get("name")) for item in nodes]
     usage, foreign, pod_requests_made = kubernetes_foreign_usage(
         core_v1, nodes=names, managed_by_label=managed_by_label, managed_by=managed_by, page_size=page_size)
-    report = pool_sync_from_kubernetes(pool=pool, items=nodes, tolerated_taints=tolerated_taints, usage=usage)
+    report = pool_sync_from_kubernetes(pool=pool, items=nodes, tolerated_taints=tolerated_taints, usage=usage,
+                                       node_conditions=node_conditions)
     report.foreign_pods = foreign
     report.requests = node_requests + pod_requests_made
     report.seconds = round(time.monotonic() - started, 3)
@@ -154,7 +160,7 @@ def _node_pod_arguments(token: str | None, *, node: str, page_size: int) -> dict
 
 def nodes_follow_kubernetes(
     *, pool: Pool, core_v1: Any, names: Iterable[str], managed_by_label: str, managed_by: str,
-    tolerated_taints: Iterable[str] = (), page_size: int = 500,
+    tolerated_taints: Iterable[str] = (), page_size: int = 500, node_conditions: Iterable[str] = (),
 ) -> dict[str, str]:
     """Read a few of the pool's nodes again, now (docs/kubernetes.md §10: a pod the cluster refused or
     lost): each node object (readiness, cordon, taints) and the other pods bound to it (one
@@ -169,7 +175,8 @@ def nodes_follow_kubernetes(
     for name in sorted(set(names)):
         row = Node.objects.filter(pool=pool, name=name).first()
         try:
-            item = json.loads(core_v1.read_node(name, _preload_content=False).data)
+            answer = core_v1.read_node(name, _preload_content=False, _request_timeout=SYNC_REQUEST_TIMEOUT)
+            item = json.loads(answer.data)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -179,7 +186,8 @@ def nodes_follow_kubernetes(
                 changed = True
             continue
         states[name] = NODE_READY if node_ready(item) else NODE_NOT_READY
-        spec, _reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints)
+        spec, _reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints,
+                                                node_conditions=node_conditions)
         if row is None or spec is None:
             continue
         pods, _requests = _list_pages(core_v1.list_pod_for_all_namespaces, functools.partial(
@@ -204,6 +212,7 @@ def pool_sync_from_kubernetes(
     prune: bool = False,
     dry_run: bool = False,
     tolerated_taints: Iterable[str] = (),
+    node_conditions: Iterable[str] = (),
     progress: Progress | None = None,
     usage: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ImportReport:
@@ -219,7 +228,8 @@ def pool_sync_from_kubernetes(
     specs: list[NodeSpec] = []
     position: dict[str, int] = {}  # node name -> its index in ``items``
     for index, item in enumerate(items):
-        spec, reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints)
+        spec, reason = kubernetes_node_to_spec(item, tolerated_taints=tolerated_taints,
+                                               node_conditions=node_conditions)
         if spec is None or spec.name in position:
             report.skipped.append({"path": f"items[{index}]", "message": reason or "duplicate node name"})
             continue
@@ -229,8 +239,10 @@ def pool_sync_from_kubernetes(
             spec = replace(spec, **{used: min(int(held.get(kind, 0)), getattr(spec, capacity))
                                     for _name, kind, capacity, used in INVENTORY_RESOURCES})
         specs.append(spec)
-    # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice.
-    elsewhere = dict(Node.objects.filter(name__in=list(position)).exclude(pool=pool)
+    # A machine belongs to one pool: overlapping node selectors must not book its GPUs twice. Node names
+    # are a cluster's, so only the pools of the same backend can hold the same machine.
+    same_cluster = Q(pool__backend_ref=pool.backend_ref_id) if pool.backend_ref_id else Q(pool__backend=pool.backend)
+    elsewhere = dict(Node.objects.filter(same_cluster, name__in=list(position)).exclude(pool=pool)
                      .values_list("name", "pool__name"))
     if elsewhere:
         for spec in specs:

@@ -33,7 +33,7 @@ from scheduler.inventory import (
     NodeSpec,
     topology_keys_validate,
 )
-from scheduler.models import Node, Pool, Reservation, TopologyKey
+from scheduler.models import Backend, Node, Pool, Reservation, TopologyKey
 from scheduler.services.access import pool_status_set
 from scheduler.services.reservations import pool_capacity_changed, pool_epochs_bump
 
@@ -85,6 +85,17 @@ def pool_keys_set(*, pool: Pool, keys: Sequence[KeySpec] | Sequence[Mapping[str,
 # ------------------------------------------------------------------------------------------------
 # Pools and nodes (API and admin writes)
 # ------------------------------------------------------------------------------------------------
+def _backend_of(name: Any) -> Backend:
+    """The backend a pool's ``backend`` field names, or a ValidationFailedError naming the field."""
+    from scheduler.services.backends import BackendNotFoundError, backend_named, backend_names
+
+    try:
+        return backend_named(str(name))
+    except BackendNotFoundError:
+        raise ValidationFailedError([{"path": "backend", "message": f"there is no backend named {str(name)[:80]!r} "
+                                      f"(one of: {', '.join(backend_names())})"}]) from None
+
+
 def _pool_validate(pool: Pool) -> None:
     if pool.name in RESERVED_POOL_NAMES:
         raise ValidationFailedError([{"path": "name", "message": f"{pool.name!r} is reserved; choose another name"}])
@@ -102,7 +113,10 @@ def pool_create(*, name: str, keys: Sequence[KeySpec] = (), **fields: Any) -> Po
     if errors:
         raise ValidationFailedError(errors, message="The topology keys are invalid.")
     pool = Pool(name=name, **{key: value for key, value in fields.items()
-                              if key in (*POOL_FIELDS, "max_retries", "status")})
+                              if key in (*POOL_FIELDS, "max_retries", "status") and key != "backend"})
+    if "backend" in fields:
+        pool.backend_ref = _backend_of(fields["backend"])
+        pool.backend = pool.backend_ref.kind
     _pool_validate(pool)
     pool.save()
     TopologyKey.objects.bulk_create(
@@ -117,9 +131,13 @@ def pool_update(*, pool: Pool, keys: Sequence[KeySpec] | None = None, **fields: 
     pool = Pool.objects.select_for_update().get(pk=pool.pk)
     status = fields.pop("status", None)
     changed = [key for key, value in fields.items() if key in ("name", *POOL_FIELDS, "max_retries")
-               and getattr(pool, key) != value]
+               and key != "backend" and getattr(pool, key) != value]
     for key in changed:
         setattr(pool, key, fields[key])
+    if "backend" in fields and fields["backend"] != pool.backend_name:
+        pool.backend_ref = _backend_of(fields["backend"])
+        pool.backend = pool.backend_ref.kind
+        changed += ["backend", "backend_ref"]
     if changed:
         _pool_validate(pool)
         pool.save(update_fields=[*changed, "updated_at"])

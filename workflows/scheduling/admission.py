@@ -83,10 +83,34 @@ def not_online_reason(pool: Pool) -> dict[str, Any]:
     }
 
 
-def not_online_record(pool: Pool) -> None:
-    """An OFFLINE or MAINTENANCE pool places nothing: its queued gangs say so (one UPDATE, only of
-    gangs that do not say it yet). Going ONLINE moves the pool's epochs on, so they are solved again."""
-    reason = not_online_reason(pool)
+def backend_not_online_reason(pool: Pool) -> dict[str, Any] | None:
+    """Why nothing is placed in a pool whose backend is OFFLINE (its syncs fail) or in MAINTENANCE, naming
+    the backend and since when; None while it is ONLINE. One query, for Kubernetes pools only (the
+    local and simulated backends have no cluster to lose)."""
+    from scheduler.choices import BackendStatus, DispatchBackend
+    from scheduler.models import Backend
+
+    if pool.backend != DispatchBackend.KUBERNETES:
+        return None
+    row = Backend.objects.filter(name=pool.backend_name).values("status", "offline_since", "last_error").first()
+    if row is None or row["status"] == BackendStatus.ONLINE:
+        return None
+    if row["status"] == BackendStatus.MAINTENANCE:
+        why = "is in MAINTENANCE: nothing is placed until an administrator sets it ONLINE"
+    else:
+        since = row["offline_since"].isoformat(timespec="seconds") if row["offline_since"] else "its last sync"
+        why = (f"is OFFLINE since {since} ({row['last_error'][:200] or 'its sync failed'}): nothing is placed "
+               "until it answers again")
+    return {"status": "waiting", "code": ReasonCode.BACKEND_NOT_ONLINE.value, "backend": pool.backend_name,
+            "since": row["offline_since"].isoformat() if row["offline_since"] else None,
+            "message": f"backend {pool.backend_name} of pool {pool.name} {why}"}
+
+
+def not_online_record(pool: Pool, reason: dict[str, Any] | None = None) -> None:
+    """An OFFLINE or MAINTENANCE pool (or one whose backend is: ``reason``) places nothing: its queued
+    gangs say so (one UPDATE, only of gangs that do not say it yet). Going ONLINE moves the pool's epochs
+    on, so they are solved again."""
+    reason = reason or not_online_reason(pool)
     digest = reason_digest(reason)
     TaskGroup.objects.filter(workflow__pool=pool, status=TaskStatus.SCHEDULING).exclude(
         reason_code=reason["code"], reason_digest=digest

@@ -31,6 +31,8 @@ class ClusterSaid:
     refused: dict[int, str] = field(default_factory=dict)  # task id -> the cluster's message
     lost: dict[int, tuple[str, str]] = field(default_factory=dict)  # task id -> (cause, message)
     deferred: set[int] = field(default_factory=set)  # missing pods whose node could not be read: next sync
+    # Missing pods whose node the credentials may not read (401/403): decided now, with the refusal's words.
+    refused_reads: dict[int, str] = field(default_factory=dict)
 
     @property
     def tasks(self) -> set[int]:
@@ -64,17 +66,36 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
             nodes.add(row.node_name)
     if not nodes:
         return said
-    from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
+    from kubernetes.client.exceptions import ApiException
 
+    from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.services.backends import (
+        api_error_words,
+        backend_named,
+        backend_permission_record,
+        pool_tolerated_taints,
+    )
+
+    owner = backend_named(pool.backend_name)
     try:
         node_states = nodes_follow_kubernetes(
             pool=pool, core_v1=backend.core, names=nodes,  # type: ignore[attr-defined]  # the Kubernetes backend's
             managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
-            tolerated_taints=settings.OSMO_K8S_TOLERATED_TAINTS, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE)
+            tolerated_taints=pool_tolerated_taints(pool, owner, settings.OSMO_K8S_TOLERATED_TAINTS),
+            node_conditions=owner.node_conditions, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE)
     except Exception as exc:  # the API refusing or unreachable: refused/lost pods still act, missing ones wait
         logger.warning("pool.nodes_follow_failed", extra={"pool": pool.name, "nodes": sorted(nodes),
                                                           "reason": str(exc)})
-        said.deferred.update(row.pk for row in missing)
+        if isinstance(exc, ApiException) and exc.status in (401, 403):
+            # Permanent: waiting for the next sync would wait for ever. The backend says what it lacks,
+            # and the missing pods are decided now, as pods deleted behind the service's back.
+            words = api_error_words(exc)
+            backend_permission_record(owner.name, f"re-reading nodes of pool {pool.name}: {words}")
+            for row in missing:
+                said.refused_reads[row.pk] = (f"pod disappeared from the backend; its node {row.node_name} "
+                                              f"could not be read: {words}")
+        else:
+            said.deferred.update(row.pk for row in missing)
         return said
     for row in missing:
         node_state = node_states.get(row.node_name)

@@ -19,7 +19,9 @@ from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, PodBackend, PodRequest, backend_for
+from scheduler.dispatch.base import DispatchForbiddenError
 from scheduler.models import Pool
+from scheduler.services.backends import backend_of_pool, backend_permission_record
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
@@ -76,7 +78,8 @@ def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
                              .order_by("group_id", "position")):
             tasks[row.group_id].append(row)
     pool_ids = {gangs[pk].pool_id for pk in active}
-    pools = {pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).defer("cycle_state")} if pool_ids else {}
+    pools = ({pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).select_related("backend_ref")
+              .defer("cycle_state")} if pool_ids else {})
     return DispatchBatch(gangs, tasks, pools)
 
 
@@ -122,7 +125,7 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
     pool = batch.pools.get(gang.pool_id)
     if pool is None:  # deleted with its workflows since the gang was read
         return None
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     tasks = batch.tasks[group_id]
     requests, refused = _dispatch_requests(tasks, pool, spec_text=gang.spec_text, labels=gang.labels or {})
     if not refused:
@@ -154,6 +157,8 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
                                                        "group": gang.name, "task": request.task,
                                                        "pod": request.pod_name, "reason": str(exc)})
                 refused = f"pod {request.pod_name}: {exc}"
+                if isinstance(exc, DispatchForbiddenError):  # the backend's status names what it lacks
+                    backend_permission_record(pool.backend_name, f"dispatch to pool {pool.name}: {exc}")
                 break
             created.append((row.pk, request.pod_name))
     finally:
@@ -166,6 +171,8 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
         return GangDispatch(pool=pool.name)
     if gang.dispatch_error:  # created at last: the error is gone with the problem
         TaskGroup.objects.filter(pk=group_id).update(dispatch_error="")
+    if pool.backend_ref is not None and pool.backend_ref.permission_error:  # (loaded with the pool: no query)
+        backend_permission_record(pool.backend_name, None)
     # Every pod the gang was missing when this run began is recorded now, by this run.
     return GangDispatch(pool=pool.name,
                         ready_to_dispatched=recorded_at - (gang.scheduling_since or gang.submitted_at))
@@ -183,8 +190,12 @@ def _dispatch_requests(tasks: list[PodRow], pool: Pool, *, spec_text: str, label
     requests: dict[int, PodRequest] = {}
     hosts = token_hosts(pool.backend, global_id=tasks[0].workflow_global, groups=pods.groups,
                         namespace=pool.pod_namespace)
+    # The backend's scheduler for its pods (the pool row came with its backend: no query).
+    scheduler_name = pool.backend_ref.scheduler_name if pool.backend_ref is not None else ""
     for row in tasks:
         request = row_pod_request(row, pool)
+        if scheduler_name:
+            request = replace(request, scheduler_name=scheduler_name)
         try:
             requests[row.pk] = pod_osmo_fields(request, pool, pods=pods, labels=labels, platforms=platforms,
                                                hosts=hosts)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from osmo.errors import ValidationFailedError
 from parsing.natural import natural_key
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
+from scheduler.services.backends import backend_of_pool
 from workflows.errors import BackendUnavailableError, LogUnavailableError, TaskNotDispatchedError
 from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, Workflow
 from workflows.scheduling.pod_requests import pod_request
@@ -77,7 +78,7 @@ def _pod_log(workflow: Workflow, task: Task, *, tail: int, now: datetime) -> tup
         raise TaskNotDispatchedError(workflow.workflow_id, task.name, task.status)
     pool = workflow.pool
     try:
-        backend = backend_for(pool.backend)
+        backend = backend_of_pool(pool) or backend_for(pool.backend)
         log = backend.pod_log(pod_request(task, pool), tail=tail, now=now)
     except DispatchTransientError as exc:
         raise BackendUnavailableError(pool.name, str(exc)) from exc
@@ -158,7 +159,7 @@ def workflow_events(workflow: Workflow, *, now: datetime | None = None) -> dict[
         pool = workflow.pool
         by_pod = {task.pod_name: task.name for task in tasks}
         try:
-            backend = backend_for(pool.backend)
+            backend = backend_of_pool(pool) or backend_for(pool.backend)
             seen = backend.pod_events([pod_request(task, pool) for task in tasks], now=now or timezone.now())
         except (DispatchTransientError, DispatchPermanentError) as exc:
             backend_error = f"the backend's events are missing: {exc}"

@@ -32,6 +32,7 @@ from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodState, backend_for
 from scheduler.dispatch.base import CAUSE_UNSCHEDULABLE
 from scheduler.models import Pool
+from scheduler.services.backends import backend_of_pool
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.lifecycle.cluster import ClusterSettled, tasks_cluster_settle
 from workflows.lifecycle.exits import tasks_exit_settle
@@ -67,7 +68,8 @@ def pod_delete(*, task_id: int) -> None:
     if task is None or not task.pod_name or task.pod_deleted_at is not None:
         return
     pool = task.workflow.pool
-    backend_for(pool.backend).delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
+    backend.delete_pod(namespace=pool.pod_namespace, pod_name=task.pod_name)
     Task.objects.filter(pk=task_id).update(pod_deleted_at=timezone.now())
 
 
@@ -78,7 +80,7 @@ def pods_evict(*, pool_id: int, pod_names: list[str]) -> None:
     pool = Pool.objects.filter(pk=pool_id).first()
     if pool is None:
         return
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     for name in pod_names:
         backend.delete_pod(namespace=pool.pod_namespace, pod_name=name,
                            grace_seconds=settings.OSMO_PREEMPTION_GRACE_SECONDS)
@@ -100,7 +102,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
     snapshot = pod_rows(Task.objects.filter(workflow__pool=pool_id, status__in=ACTIVE, dispatched_at__isnull=False)
                          .order_by("pk"))
     # One listing of the pool's pods serves both the reconcile and the phases.
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     listed, states = backend.pods_observe(
         [row_pod_request(row, pool) for row in snapshot], namespace=pool.pod_namespace,
         pool=pool.name, now=now)
@@ -155,7 +157,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
                 # A pod that failed by itself is kept for its logs (OSMO_POD_RETENTION_FAILED_SECONDS).
             elif state.phase == "Missing":
                 changes.append(TaskChange(task, TaskStatus.FAILED_BACKEND_ERROR,
-                                          message="pod disappeared from the backend"))
+                                          message=said.refused_reads.get(task.pk, "pod disappeared from the backend")))
         changed = tasks_status_set(changes)
         touched: dict[int, TaskGroup] = {}
         # One way back per gang: the cluster's verdict wins over a member's RESCHEDULE exit action.
@@ -265,7 +267,7 @@ def pods_reconcile(pool: Pool, *, now: datetime, listed: list[ListedPod] | None 
     Finished pods past their retention go one label-selector delete per gang when every listed pod
     of the gang is due (a 72-pod gang costs one call, not 72); otherwise, and for every other reason,
     one delete per pod."""
-    backend = backend_for(pool.backend)
+    backend = backend_of_pool(pool) or backend_for(pool.backend)
     namespace = pool.pod_namespace
     if listed is None:
         listed = backend.pods_list(namespace=namespace, pool=pool.name)
@@ -355,13 +357,16 @@ def tick() -> dict[str, list[int]]:
         # Past the deadline whatever its last request: a gang retried after a transient error counts as
         # requested until its retry (in the future), which must not put its deadline off.
         .filter(Q(dispatch_requested_at__isnull=True) | Q(dispatch_requested_at__lt=grace) | Q(placed_at__lt=deadline))
-        .values_list("pk", "placed_at", "dispatch_requested_at", "dispatch_error")
+        .values_list("pk", "placed_at", "dispatch_requested_at", "dispatch_error",
+                     "workflow__pool__backend_ref__status")
         .distinct()
     )
-    last_error = {pk: error for pk, _placed_at, _requested_at, error in stranded}
-    expired = sorted(pk for pk, placed_at, _requested_at, _error in stranded
-                     if placed_at is not None and placed_at < deadline)
-    redispatch = sorted(pk for pk, _placed_at, requested_at, _error in stranded
+    last_error = {pk: error for pk, _placed_at, _requested_at, error, _backend in stranded}
+    # A gang whose backend is OFFLINE is not failed for it: its pods are created (once: their names are
+    # deterministic) when the backend answers again.
+    expired = sorted(pk for pk, placed_at, _requested_at, _error, backend in stranded
+                     if placed_at is not None and placed_at < deadline and backend in (None, "ONLINE"))
+    redispatch = sorted(pk for pk, _placed_at, requested_at, _error, _backend in stranded
                         if pk not in expired and (requested_at is None or requested_at < grace))
     TaskGroup.objects.filter(pk__in=redispatch).update(dispatch_requested_at=now)
     for group_id in expired:

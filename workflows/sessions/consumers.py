@@ -35,13 +35,14 @@ from rest_framework.settings import api_settings
 
 from osmo import metrics
 from osmo.errors import OsmoError
-from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
+from scheduler.dispatch import DispatchPermanentError, DispatchTransientError
 from scheduler.dispatch.base import TaskExec
 from workflows.api.task_auth import TaskApiAccess
 from workflows.errors import SessionForbiddenError
 from workflows.sessions.service import (
     SessionSettings,
     SessionTarget,
+    backend_by_name,
     session_finish,
     task_running,
     ticket_claim,
@@ -243,7 +244,7 @@ class ExecConsumer(SessionConsumer):
     async def start(self) -> None:
         assert self.target is not None
         target = self.target
-        backend: Any = backend_for(target.backend)
+        backend: Any = await database_sync_to_async(backend_by_name)(target.backend_name, target.backend)
         self.process: TaskExec = await asyncio.to_thread(backend.exec_start, namespace=target.namespace,
                                                          pod_name=target.pod_name, argv=list(target.command),
                                                          tty=target.tty)
@@ -316,7 +317,7 @@ class PortForwardConsumer(SessionConsumer):
     async def start(self) -> None:
         assert self.target is not None and self.target.port is not None
         target = self.target
-        backend: Any = backend_for(target.backend)
+        backend: Any = await database_sync_to_async(backend_by_name)(target.backend_name, target.backend)
         sock = await asyncio.to_thread(backend.port_connect, namespace=target.namespace, pod_name=target.pod_name,
                                        port=target.port)
         sock.setblocking(False)

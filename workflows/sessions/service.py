@@ -75,7 +75,8 @@ class SessionTarget:
     username: str
     workflow_id: str
     task: str
-    backend: str
+    backend: str  # the kind
+    backend_name: str  # the pool's backend (a named cluster has its own client)
     namespace: str
     pod_name: str
     command: tuple[str, ...]
@@ -114,8 +115,17 @@ def _clean_request(kind: Any, command: Any, tty: Any, port: Any) -> tuple[str, l
     return str(kind), argv, bool(tty) if kind == TaskSession.KIND_EXEC else False, number
 
 
+def backend_by_name(name: str, kind: str) -> Any:
+    """The client of the backend ``name`` (of kind ``kind``): a named cluster's own, else the process's."""
+    from scheduler.models import Backend
+    from scheduler.services.backends import backend_client
+
+    row = Backend.objects.filter(name=name).first() if name != kind else None
+    return (backend_client(row) if row is not None else None) or backend_for(kind)
+
+
 def session_backend(workflow: Workflow) -> SessionBackend:
-    backend: Any = backend_for(workflow.pool.backend)
+    backend: Any = backend_by_name(workflow.pool.backend_name, workflow.pool.backend)
     if not hasattr(backend, "exec_start"):  # a backend that does not implement the interface at all
         raise SessionsUnsupportedError(workflow.pool.name, workflow.pool.backend, "it has no sessions")
     return backend
@@ -222,7 +232,8 @@ def ticket_claim(ticket: str, user: Any, *, now: datetime | None = None) -> Sess
     pod = pod_request(task, workflow.pool)
     return SessionTarget(session_pk=session.pk, kind=session.kind, user_pk=session.user_id,
                          username=session.user.get_username(), workflow_id=workflow.workflow_id, task=task.name,
-                         backend=workflow.pool.backend, namespace=pod.namespace, pod_name=pod.pod_name,
+                         backend=workflow.pool.backend, backend_name=workflow.pool.backend_name,
+                         namespace=pod.namespace, pod_name=pod.pod_name,
                          command=tuple(session.command or ()), tty=session.tty, port=session.port,
                          browser=session.browser)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.models import Pool
+from scheduler.models import Backend, Pool
 from scheduler.services import kubernetes_nodes_list, pool_sync_from_kubernetes
+from scheduler.services.backends import backend_of_pool, pool_tolerated_taints
 
 
 class Command(BaseCommand):
@@ -37,7 +39,8 @@ class Command(BaseCommand):
             action="append",
             default=[],
             help="A NoSchedule/NoExecute taint key that does not make a node unschedulable (the backend's pods "
-            "tolerate it), e.g. nvidia.com/gpu. Repeatable.",
+            "tolerate it), e.g. nvidia.com/gpu. Repeatable. Kept with the pool (unless --dry-run), so the "
+            "periodic sync tolerates it too; the backend's and OSMO_K8S_TOLERATED_TAINTS always are.",
         )
         parser.add_argument("--prune", action="store_true", help="Delete gone nodes that hold no active reservation.")
         parser.add_argument("--page-size", type=int, default=500, help="Nodes per list request (default 500).")
@@ -50,7 +53,14 @@ class Command(BaseCommand):
         if options["page_size"] < 1:
             raise CommandError("--page-size must be at least 1")
         selector = options["selector"] if options["selector"] is not None else pool.k8s_node_selector
-        core_v1 = self._client(options)
+        core_v1 = self._client(options, pool)
+        if options["tolerate_taint"] and not options["dry_run"]:
+            kept = sorted(set(pool.k8s_tolerated_taints) | set(options["tolerate_taint"]))
+            Pool.objects.filter(pk=pool.pk).update(k8s_tolerated_taints=kept)
+            pool.k8s_tolerated_taints = kept
+        backend = Backend.objects.filter(name=pool.backend_name).first()
+        tolerated = pool_tolerated_taints(pool, backend, [*settings.OSMO_K8S_TOLERATED_TAINTS,
+                                                          *options["tolerate_taint"]])
         try:
             items, requests = kubernetes_nodes_list(
                 core_v1, label_selector=selector or None, page_size=options["page_size"]
@@ -63,7 +73,8 @@ class Command(BaseCommand):
             items=items,
             prune=options["prune"],
             dry_run=options["dry_run"],
-            tolerated_taints=options["tolerate_taint"],
+            tolerated_taints=tolerated,
+            node_conditions=backend.node_conditions if backend is not None else (),
             progress=self.stdout.write if len(items) >= 5000 else None,
         )
         for skipped in report.skipped:
@@ -71,10 +82,14 @@ class Command(BaseCommand):
         self.stdout.write(report.summary())
 
     @staticmethod
-    def _client(options):
+    def _client(options, pool: Pool):
         from kubernetes import client, config
 
         try:
+            if not (options["in_cluster"] or options["kubeconfig"] or options["context"]):
+                named = backend_of_pool(pool)  # a pool on a backend with its own kubeconfig: that cluster
+                if named is not None:
+                    return named.core  # type: ignore[attr-defined]
             if options["in_cluster"]:
                 configuration = client.Configuration()
                 config.load_incluster_config(client_configuration=configuration)

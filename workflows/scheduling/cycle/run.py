@@ -47,7 +47,7 @@ from workflows.lifecycle.transitions import (
     workflows_status_refresh,
 )
 from workflows.models import TaskGroup, Workflow
-from workflows.scheduling.admission import Quotas, not_online_record
+from workflows.scheduling.admission import Quotas, backend_not_online_reason, not_online_record
 from workflows.scheduling.cycle.apply import decision_apply
 from workflows.scheduling.cycle.read import (
     DatabaseSource,
@@ -113,6 +113,10 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
     result.pool = pool.name
     if pool.status != PoolStatus.ONLINE:
         not_online_record(pool)
+        return None
+    backend_down = backend_not_online_reason(pool)
+    if backend_down is not None:
+        not_online_record(pool, backend_down)
         return None
     now = now or timezone.now()
     # Read before the snapshot: a release committed after this read moves the epoch past it.

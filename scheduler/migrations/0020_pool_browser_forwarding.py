@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0018_pool_max_retries_bounded'),
+        ('scheduler', '0019_backends'),
     ]
 
     operations = [
