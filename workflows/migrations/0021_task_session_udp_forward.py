@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0018_task_session'),
+        ('workflows', '0020_task_session_browser'),
     ]
 
     operations = [

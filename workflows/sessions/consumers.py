@@ -378,7 +378,7 @@ class UdpForwardConsumer(SessionConsumer):
     async def start(self) -> None:
         assert self.target is not None and self.target.port is not None
         target = self.target
-        backend: Any = backend_for(target.backend)
+        backend: Any = await database_sync_to_async(backend_by_name)(target.backend_name, target.backend)
         udp_connect = getattr(backend, "udp_connect", None)
         if udp_connect is None:
             raise DispatchPermanentError(f"the {target.backend} backend forwards TCP only")

@@ -39,11 +39,17 @@ from websockets.exceptions import ConnectionClosed
 
 from osmo import metrics
 from osmo.errors import OsmoError, ValidationFailedError
-from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
+from scheduler.dispatch import DispatchPermanentError, DispatchTransientError
 from workflows.errors import SessionForbiddenError
 from workflows.selectors import workflow_by_id, workflow_visible_to
 from workflows.sessions.consumers import CLOSE_NORMAL, NotAuthenticatedError, SessionConsumer
-from workflows.sessions.service import SessionSettings, SessionTarget, browser_port_open, session_finish
+from workflows.sessions.service import (
+    SessionSettings,
+    SessionTarget,
+    backend_by_name,
+    browser_port_open,
+    session_finish,
+)
 
 #: The route (a Channels ``re_path``, without the leading slash) of both forms.
 PORT_ROUTE = (r"^workflows/(?P<workflow>[^/]+)/tasks/(?P<task>[^/]+)/(?P<mode>ports|absolute-ports)/"
@@ -164,7 +170,7 @@ def browser_port_target(user: Any, kwargs: dict[str, str], scope: dict[str, Any]
 
 async def _connect(target: SessionTarget) -> Any:
     assert target.port is not None
-    backend: Any = backend_for(target.backend)
+    backend: Any = await database_sync_to_async(backend_by_name)(target.backend_name, target.backend)
     sock = await asyncio.to_thread(backend.port_connect, namespace=target.namespace, pod_name=target.pod_name,
                                    port=target.port)
     sock.setblocking(False)
