@@ -2,18 +2,21 @@
 checks both decide the same): the algorithm the incremental cycle replaced, kept here, out of the
 service. A fresh pool aggregation for every solve, every gang solved every cycle, no verdicts shared
 between identical gangs, no cursor, no idle skip, and no cycle state written: the walk of
-:mod:`workflows.scheduling.cycle.walk` with its incremental shortcuts turned off, run by the same
-read and apply steps."""
+:mod:`workflows.scheduling.cycle.walk` run by the same read and apply steps, composed otherwise. It is
+given the queue as if no cycle had stored anything on it (no proofs, reasons or idle-pool fits, so
+every gang is solved and every reason written), shares nothing between identical gangs
+(:class:`~workflows.scheduling.cycle.walk.Sharing` off) and solves on a fresh aggregation of the
+walk's index each time."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from django.conf import settings
 from django.db import transaction
 
-from scheduler.placement import ClusterSnapshot, DomainIndex, Policy
-from workflows.scheduling.cycle.reasons import Reason
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
+from workflows.scheduling.admission import Quotas
 from workflows.scheduling.cycle.run import (
     CycleResult,
     collector_paused,
@@ -22,36 +25,26 @@ from workflows.scheduling.cycle.run import (
     cycle_end,
     cycle_input_read,
 )
-from workflows.scheduling.cycle.values import QueuedGang
-from workflows.scheduling.cycle.walk import Walk
+from workflows.scheduling.cycle.values import CycleInput, GangSource
+from workflows.scheduling.cycle.walk import Sharing, Walk
 
 
-class BaselineWalk(Walk):
-    """The walk without its incremental shortcuts (see :class:`~workflows.scheduling.cycle.walk.Walk`)."""
+def forgotten(cycle: CycleInput) -> CycleInput:
+    """The cycle's input as if no earlier cycle had left anything: no cursor, no proofs, and no gang
+    carrying a proof, a reason or an idle-pool fit."""
+    return replace(cycle, cursor=None, proofs={}, queue=tuple(
+        replace(g, proof_epoch=None, reason_code="", reason_digest="", idle_fit=None, idle_fit_epoch=None)
+        for g in cycle.queue))
 
-    def _start_cursor(self) -> list[Any] | None:
-        return None
 
-    def _proofs_stand(self) -> bool:
-        return False
+def baseline_walk(cycle: CycleInput, source: GangSource, policy: Policy, *, quotas: Quotas | None = None) -> Walk:
+    """The walk of the algorithm the incremental one replaced, over ``cycle``."""
 
-    def _verdict_shared(self, key: str) -> tuple[Reason, str] | None:
-        return None
+    def fresh(index: DomainIndex, request: GangRequest, policy: Policy) -> Placement | Unplaceable:
+        return solve(index.snapshot(cycle.pool_name), request, policy)
 
-    def _view(self, index: DomainIndex) -> DomainIndex | ClusterSnapshot:
-        return index.snapshot(self.cycle.pool_name)
-
-    def _idle_fit_known(self, g: QueuedGang, known: bool, signature: str) -> bool | None:
-        return None
-
-    def _behind_starving_said(self, g: QueuedGang) -> bool:
-        return False
-
-    def _reason_unchanged(self, g: QueuedGang, reason: Reason) -> bool:
-        return False
-
-    def _waits_shared(self) -> bool:
-        return False
+    return Walk(forgotten(cycle), source, policy, quotas=quotas, sharing=Sharing(verdicts=False, waits=False),
+                solver=fresh)
 
 
 def baseline_cycle_run(*, pool_id: int, policy: Policy | None = None) -> CycleResult:
@@ -62,8 +55,8 @@ def baseline_cycle_run(*, pool_id: int, policy: Policy | None = None) -> CycleRe
         start = cycle_begin(result, pool_id=pool_id, now=None)
         if start is None:
             return result
-        cycle, source, quotas = cycle_input_read(start, cursor=None, proofs=None)
-        decision = BaselineWalk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
-                                quotas=quotas).decide()
+        cycle, source, quotas = cycle_input_read(start)
+        decision = baseline_walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
+                                 quotas=quotas).decide()
         cycle_end(result, cycle_apply(result, start, decision))
     return result

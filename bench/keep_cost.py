@@ -51,7 +51,8 @@ from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy,
 from scheduler.placement.signature import gang_signature  # noqa: E402
 from scheduler.preemption import Candidate  # noqa: E402
 from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk  # noqa: E402
-from workflows.scheduling.cycle.values import Decision  # noqa: E402
+from workflows.scheduling.cycle.values import Decision, GangSource  # noqa: E402
+from workflows.scheduling.cycle.walk import Sharing  # noqa: E402
 from workflows.scheduling.requests import task_requests_to_json  # noqa: E402
 from workflows.spec import tree_to_json  # noqa: E402
 
@@ -119,11 +120,11 @@ def queue(snapshot: ClusterSnapshot, k: int, state: str, low: int, min_runtime: 
 
 
 class KeepsUnshared(Walk):
-    """The walk without the waiting gangs' shortcuts (``Walk._waits_shared``, handed to its ``LowWork``):
+    """The walk without the waiting gangs' shortcuts (``Sharing.waits`` off, handed to its ``LowWork``):
     each waiting gang solves its views afresh and every narrowed search runs whole, as before them."""
 
-    def _waits_shared(self) -> bool:
-        return False
+    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy) -> None:
+        super().__init__(cycle, source, policy, sharing=Sharing(waits=False))
 
 
 def walk(walker: type[Walk], cycle: CycleInput, source: CrowdedSource, repeat: int = 1

@@ -49,19 +49,21 @@ def waiting_groups(pool_id: int) -> list[TaskGroup]:
     return list(TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.WAITING))
 
 
-def fingerprint(pks: Sequence[int]) -> list[int]:
-    """:func:`queue_fingerprint` of a known set of group ids."""
-    return [len(pks), sum(pks), sum(i * i for i in pks), max(pks, default=0)]
+def _fingerprint_of(queued: Q | None = None) -> dict[str, Any]:
+    """The aggregates of :func:`~workflows.scheduling.cycle.state.fingerprint` over the queued group
+    ids (``queued``: which of the rows aggregated are queued), for one aggregate query."""
+    return {"n": Count("pk", filter=queued), "s": Sum("pk", filter=queued), "q": Sum(F("pk") * F("pk"), filter=queued),
+            "m": Max("pk", filter=queued)}
+
+
+def _fingerprint(row: Mapping[str, Any]) -> list[int]:
+    return [int(row[key] or 0) for key in ("n", "s", "q", "m")]
 
 
 def queue_fingerprint(pool_id: int) -> list[int]:
-    """Which gangs are queued, in one aggregate query: count, sum, sum of squares and maximum of
-    their ids (equal fingerprints mean an unchanged queue for any change that adds or removes gangs
-    short of a contrived collision of all four)."""
-    rows = list(_queued(pool_id).values("status")
-                .annotate(n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk"))
-                .values_list("n", "s", "q", "m").order_by())
-    return [int(value or 0) for value in (rows[0] if rows else (0, 0, 0, 0))]
+    """Which gangs are queued (:func:`~workflows.scheduling.cycle.state.fingerprint`), in one aggregate
+    query."""
+    return _fingerprint(_queued(pool_id).aggregate(**_fingerprint_of()))
 
 
 class QueueFacts(NamedTuple):
@@ -87,13 +89,10 @@ def queue_facts(pool_id: int) -> QueueFacts:
     queued = Q(status=TaskStatus.SCHEDULING)
     timed = Q(status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
     row = (TaskGroup.objects.filter(workflow__pool=pool_id, status__in=(TaskStatus.SCHEDULING, TaskStatus.WAITING))
-           .aggregate(n=Count("pk", filter=queued), s=Sum("pk", filter=queued),
-                      q=Sum(F("pk") * F("pk"), filter=queued), m=Max("pk", filter=queued),
-                      waiting=Count("pk", filter=Q(status=TaskStatus.WAITING)),
-                      since=Min("scheduling_since", filter=timed), timeout_s=Min("workflow__queue_timeout_s",
-                                                                                  filter=timed)))
-    return QueueFacts([int(row[key] or 0) for key in ("n", "s", "q", "m")], int(row["waiting"] or 0), row["since"],
-                      row["timeout_s"])
+           .aggregate(**_fingerprint_of(queued), waiting=Count("pk", filter=Q(status=TaskStatus.WAITING)),
+                      since=Min("scheduling_since", filter=timed),
+                      timeout_s=Min("workflow__queue_timeout_s", filter=timed)))
+    return QueueFacts(_fingerprint(row), int(row["waiting"] or 0), row["since"], row["timeout_s"])
 
 
 def queue_read(pool: Pool, now: datetime | None = None, *,

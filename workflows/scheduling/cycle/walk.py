@@ -33,9 +33,9 @@ What a walk costs is what changed, not what is queued:
   waiting gangs cost a cycle).
 
 All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
-one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. The hooks marked
-"incremental" are the shortcuts the benchmark's baseline (``bench.cycle_baseline``) turns off to
-replay the algorithm this one replaced.
+one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. What identical gangs
+share is :class:`Sharing`, and how a gang is solved a :data:`~workflows.scheduling.cycle.low_work.Solver`:
+a walk given another (the benchmarks' baseline, ``bench/cycle_baseline.py``) decides the same.
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from scheduler.hold import Holder, may_backfill
-from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
 from workflows.scheduling.cycle.holds import Hold, Holds
-from workflows.scheduling.cycle.low_work import LowWork
+from workflows.scheduling.cycle.low_work import LowWork, Solver
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
@@ -94,12 +94,30 @@ class WalkMemo:
     behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """What identical gangs (equal signatures) share within one walk: a verdict and an idle-pool fit
+    (``verdicts``); while the pool is unchanged in between, the solves of a waiting gang on the view
+    without LOW work and on the view with every LOW gang released (``waits``, docs/design.md §9: each
+    waiting gang would otherwise pay them every cycle). Both on in the service; a walk with one off
+    decides the same, at the cost the sharing saves (the benchmarks measure it)."""
+
+    verdicts: bool = True
+    waits: bool = True
+
+
+def _reason_unchanged(g: QueuedGang, reason: Reason) -> bool:
+    """The gang carries this reason already (it is not rewritten)."""
+    return bool(g.reason_digest) and g.reason_digest == reason.digest()
+
+
 class Walk:
     """One walk over a pool's queue: :meth:`decide` returns what it decided."""
 
-    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy, *, quotas: Quotas | None = None
-                 ) -> None:
+    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy, *, quotas: Quotas | None = None,
+                 sharing: Sharing = Sharing(), solver: Solver | None = None) -> None:
         self.cycle, self.source, self.policy = cycle, source, policy
+        self.sharing, self.solver = sharing, solver or solve  # (the solver itself, unless told otherwise)
         self.memo = WalkMemo(prior_proofs=dict(cycle.proofs), proofs=dict(cycle.proofs))
         # The starvation guard's holds; while a gang is decided, the free capacity of those it may not
         # use is taken off the index.
@@ -108,13 +126,13 @@ class Walk:
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
         now = cycle.now.timestamp()
         preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low, now=now,
-                                   share=self._waits_shared())
+                                   share=sharing.waits)
                        if cycle.preemption else None)
         # What protected gangs do about LOW work: packing without it, evicting, waiting before evicting.
         queued = {g.pk for g in cycle.queue}
         self.low = LowWork(preemptions, self.holds, policy, now=now, min_runtime=cycle.min_runtime,
                            blocked_since={pk: at for pk, at in cycle.blocked_since.items() if pk in queued},
-                           shared=self._waits_shared(), view=self._view)
+                           shared=sharing.waits, solver=self.solver)
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
@@ -168,43 +186,6 @@ class Walk:
                 gang_request_from_row(g.name, row.constraint_tree, row.task_requests), self.source.platforms())
         return request
 
-    # -- the incremental cycle's shortcuts (the baseline turns them off) --------------------------------
-
-    def _start_cursor(self) -> list[Any] | None:
-        """Incremental: resume where the previous walk ran out of time."""
-        return self.cycle.cursor
-
-    def _proofs_stand(self) -> bool:
-        """Incremental: a gang proven at this capacity epoch keeps its verdict without a solve."""
-        return True
-
-    def _verdict_shared(self, key: str) -> tuple[Reason, str] | None:
-        """Incremental: the verdict of an identical gang decided earlier in this walk."""
-        return self.memo.verdicts.get(key)
-
-    def _view(self, index: DomainIndex) -> DomainIndex | ClusterSnapshot:
-        """What the solver is given: the walk's index (incremental) or a fresh aggregation of it."""
-        return index
-
-    def _idle_fit_known(self, g: QueuedGang, known: bool, signature: str) -> bool | None:
-        """Incremental: whether the gang fits the idle pool, as stored on it or found for an identical
-        gang in this walk (None: to be solved)."""
-        return bool(g.idle_fit) if known else self.memo.idle_fits.get(signature) if signature else None
-
-    def _behind_starving_said(self, g: QueuedGang) -> bool:
-        """Incremental: the gang says already that it waits behind the starving gang."""
-        return g.reason_code == BEHIND_STARVING["code"]
-
-    def _waits_shared(self) -> bool:
-        """Incremental: with the pool unchanged in between, a waiting gang takes the solves of an
-        identical gang before it on the view without LOW work and on the view with every LOW gang
-        released (docs/design.md §9: each waiting gang would otherwise pay them every cycle)."""
-        return True
-
-    def _reason_unchanged(self, g: QueuedGang, reason: Reason) -> bool:
-        """Incremental: the gang carries this reason already (it is not rewritten)."""
-        return bool(g.reason_digest) and g.reason_digest == reason.digest()
-
     # -- the walk -----------------------------------------------------------------------------------
 
     def decide(self) -> Decision:
@@ -212,7 +193,7 @@ class Walk:
         cycle = self.cycle
         queue = list(cycle.queue)
         start = 0
-        cursor = self._start_cursor() if queue else None
+        cursor = cycle.cursor if queue else None
         if cursor:
             start = next((i for i, g in enumerate(queue) if g.order >= cursor), 0)
         walk = queue[start:] + queue[:start]
@@ -283,7 +264,7 @@ class Walk:
         )
         # A starving gang is solved again even when proven: its reason names the machines held for it.
         starves = check_idle and idle_known and bool(g.idle_fit)
-        if self._proofs_stand() and proven and (idle_known or not check_idle) and not starves:
+        if proven and (idle_known or not check_idle) and not starves:
             self.proven += 1
             self.unschedulable.append(g.pk)
             if check_idle and g.idle_fit:
@@ -294,7 +275,7 @@ class Walk:
             return
         reason, status = verdict
         # (a proven starving gang, solved again only for its reason, tried preemption when it was proven)
-        retried = starves and proven and self._proofs_stand()
+        retried = starves and proven
         if status == "unschedulable" and g.rank < LOW_RANK and not retried and self._preempt(g, upcoming):
             return
         reason = self.low.explain(g.pk, reason)
@@ -362,7 +343,7 @@ class Walk:
             said = behind_keep if hold.low_only else behind_hold
             reason = self.memo.behind_hold.get((i, timed)) or self.memo.behind_hold.setdefault(
                 (i, timed), said(hold.where, hold.free_by, timed))
-        if not (self._behind_starving_said(g) and self._reason_unchanged(g, reason)):
+        if not (g.reason_code == BEHIND_STARVING["code"] and _reason_unchanged(g, reason)):
             self._record(g, reason, None)
         self.unschedulable.append(g.pk)
 
@@ -371,7 +352,7 @@ class Walk:
     def _decide(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[Reason, str] | None:
         """Solve the gang (or take the verdict of an identical one); None when it was placed."""
         key = self.holds.memo_key(g.signature)
-        shared = self._verdict_shared(key) if key else None
+        shared = self.memo.verdicts.get(key) if key and self.sharing.verdicts else None
         if shared is not None:
             self.shared += 1
             return shared
@@ -382,7 +363,7 @@ class Walk:
             if absent is not None:
                 self._take(g, request, absent)
                 return None
-            outcome = solve(self._view(index), request, self.policy)
+            outcome = self.solver(index, request, self.policy)
         except SoftTimeLimitExceeded:
             raise
         except Exception:  # a solver bug on one gang must not block the pool's whole queue
@@ -432,7 +413,8 @@ class Walk:
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (stored on the gang per
         inventory epoch, shared between identical gangs within the walk)."""
-        fits = self._idle_fit_known(g, known, g.signature)
+        fits = (bool(g.idle_fit) if known else self.memo.idle_fits.get(g.signature)
+                if g.signature and self.sharing.verdicts else None)
         if fits is not None and known:
             return fits
         if fits is None:
@@ -454,7 +436,7 @@ class Walk:
         shared = shared and bool(g.signature)
         if proof is not None and shared:
             self.memo.proofs[g.signature] = proof
-        if self._reason_unchanged(g, reason):
+        if _reason_unchanged(g, reason):
             if proof != g.proof_epoch and not (proof is not None and shared):
                 self.proofs_only[g.pk] = proof
             return
