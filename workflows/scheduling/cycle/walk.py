@@ -224,34 +224,16 @@ class Walk:
         return self._decision(new_cursor, wake_at, resumed=start > 0, budget_exhausted=budget_exhausted)
 
     def _step(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
-        """Decide one gang: keys changed, held behind the starving gang, over its quota, proven, placed
-        (on the index, or by evicting LOW work), or given a verdict."""
-        cycle, holds = self.cycle, self.holds
-        if g.keys_version != cycle.keys_version:
-            changed = keys_changed_reason(self._tree(g, upcoming), self.source.pool_keys(g.workflow_id),
-                                          cycle.pool_name, list(cycle.key_labels))
-            if changed is not None:
-                self._record(g, Reason(changed), None)
-                self.unschedulable.append(g.pk)
-                return
-        ahead = holds.binding(g.order, g.rank)
-        held = bool(ahead)
-        if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
-            self._behind_starving(g)
+        """Decide one gang: turned away before solving (:meth:`_admitted`), proven, placed (on the index, or by
+        evicting LOW work), or given a verdict."""
+        admitted = self._admitted(g, upcoming)
+        if admitted is None:
             return
-        # EASY backfill: a gang that will have ended by the time a hold's machines are free may use them
-        now = cycle.now.timestamp()
-        blocking = tuple(i for i in ahead if not may_backfill(now, g.exec_timeout_s, holds[i].free_by))
-        holds.bind(blocking)
-        if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
-            over = self.quotas.over(g, self.request(g, upcoming))
-            if over is not None:
-                self._record(g, Reason(over), cycle.capacity_epoch, shared=False)
-                self.unschedulable.append(g.pk)
-                return
+        held, blocking = admitted
+        cycle = self.cycle
         waited = cycle.now - (g.scheduling_since or cycle.now)
         # A new hold: fewer than the most there may be, for a gang behind every hold so far.
-        starving = holds.starving()
+        starving = self.holds.starving()
         check_idle = (waited > cycle.starvation and len(starving) < cycle.max_holds
                       and (not starving or g.order > starving[-1].order))
         idle_known = g.idle_fit is not None and g.idle_fit_epoch == cycle.inventory_epoch
@@ -298,6 +280,36 @@ class Walk:
             proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
         (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
+
+    def _admitted(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[bool, tuple[int, ...]] | None:
+        """The checks before a gang is solved: None when they decide it (its tree no longer
+        means the same under the pool's keys, it waits behind a starving gang with no machines to keep,
+        or it is over its team's quota); else whether holds ahead bind it, and those it may not
+        backfill (their machines are taken off the index while it is decided)."""
+        cycle, holds = self.cycle, self.holds
+        if g.keys_version != cycle.keys_version:
+            changed = keys_changed_reason(self._tree(g, upcoming), self.source.pool_keys(g.workflow_id),
+                                          cycle.pool_name, list(cycle.key_labels))
+            if changed is not None:
+                self._record(g, Reason(changed), None)
+                self.unschedulable.append(g.pk)
+                return None
+        ahead = holds.binding(g.order, g.rank)
+        held = bool(ahead)
+        if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
+            self._behind_starving(g)
+            return None
+        # EASY backfill: a gang that will have ended by the time a hold's machines are free may use them
+        now = cycle.now.timestamp()
+        blocking = tuple(i for i in ahead if not may_backfill(now, g.exec_timeout_s, holds[i].free_by))
+        holds.bind(blocking)
+        if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
+            over = self.quotas.over(g, self.request(g, upcoming))
+            if over is not None:
+                self._record(g, Reason(over), cycle.capacity_epoch, shared=False)
+                self.unschedulable.append(g.pk)
+                return None
+        return held, blocking
 
     def _starving_before(self, prefix: list[QueuedGang]) -> QueuedGang | None:
         """The starvation guard over the part of the queue a resumed walk does not walk first: the
