@@ -294,7 +294,7 @@ class Walk:
                 self._record(g, Reason(changed), None)
                 self.unschedulable.append(g.pk)
                 return None
-        ahead = holds.binding(g.order, g.rank)
+        ahead = holds.binding(g.order, low=g.rank >= LOW_RANK)
         held = bool(ahead)
         if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
             self._behind_starving(g)
