@@ -140,7 +140,7 @@ NOW = 1_000_000.0  # the crowded pools' clock (epoch seconds)
 def crowded(pools: int, min_runtime: float, max_solves: int, max_seconds: float) -> list[dict]:
     """``crowded-5k``: per pool seed, 5,000 running LOW gangs (:func:`crowded_pool`) and each HIGH gang
     of ``LARGE_PREEMPTORS`` that does not fit. ``cycle`` is what the placement cycle runs for it
-    (workflows.scheduling.preemption): the gangs younger than ``min_runtime`` are no candidates; the
+    (workflows.scheduling.cycle.preemption.candidates): the gangs younger than ``min_runtime`` are no candidates; the
     view without LOW work (a DomainIndex with every candidate released) is built and solved, the
     real pool solved, and the victims sought near the first placement
     (:func:`victims_choose_near`, ``max_solves`` shared by the regions and as many for the whole

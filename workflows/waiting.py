@@ -25,9 +25,9 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from osmo.types import Viewer
+from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.models import Node, Pool, Reservation
 from scheduler.selectors import label_text
-from scheduler.usage import team_usage_by_id
 from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
 from workflows.holders import held_by
 from workflows.models import TaskGroup, Workflow

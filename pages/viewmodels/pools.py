@@ -24,6 +24,7 @@ from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
 from scheduler.domains import pool_domain_tree_cached, pool_state
+from scheduler.fairshare.usage import TeamUsage, pool_team_usage
 from scheduler.inventory import sync_record_words
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.selectors import (
@@ -34,7 +35,6 @@ from scheduler.selectors import (
     pool_quota_use,
     pools_totals,
 )
-from scheduler.usage import TeamUsage, pool_team_usage
 from workflows.selectors import pool_occupancy_by_workflow, workflow_owner_visible
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only

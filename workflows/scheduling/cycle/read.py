@@ -14,12 +14,12 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduler.fairshare import fair_order
+from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.hold import Holder, expected_end
 from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
 from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
-from scheduler.usage import team_usage_by_id
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
@@ -100,7 +100,7 @@ def queue_read(pool: Pool, now: datetime | None = None, *,
     """The pool's SCHEDULING gangs in queue order: one query of small columns. With fair share on (the
     pool's ``fairshare_half_life``, docs/design.md §9), each team's recent usage: ``usage`` when given
     (a resumed walk keeps the order its first cycle saw), else one more query
-    (:func:`scheduler.usage.team_usage_by_id`, as seen at ``now``); within a priority the gangs of
+    (:func:`scheduler.fairshare.usage.team_usage_by_id`, as seen at ``now``); within a priority the gangs of
     teams that used less come first, and their order key carries the team's place by usage between
     the rank and the submission time (the walk compares keys: a starving gang holds machines against
     the gangs after it in this order)."""

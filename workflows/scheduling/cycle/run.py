@@ -34,11 +34,11 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import PoolStatus
+from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.models import Pool
 from scheduler.placement import Policy
 from scheduler.services.reservations import pool_epochs
 from scheduler.snapshot import pool_key_labels
-from scheduler.usage import team_usage_by_id
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,

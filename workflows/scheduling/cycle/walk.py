@@ -20,7 +20,7 @@ fit within its quota, and keeps its placement without LOW work from LOW gangs me
 binds LOW gangs only: docs/design.md §9, waiting before evicting); then NORMAL work evicts only LOW
 gangs that have run at most twice the minimum runtime, and a gang that finds no victims keeps that
 placement from LOW gangs for as long as it waits (the eviction window). What a protected gang does
-about LOW work is decided by :class:`~workflows.scheduling.cycle.low_work.LowWork`; the walk applies it.
+about LOW work is decided by :class:`~workflows.scheduling.cycle.preemption.low_work.LowWork`; the walk applies it.
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -34,7 +34,7 @@ What a walk costs is what changed, not what is queued:
 
 All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
 one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. What identical gangs
-share is :class:`Sharing`, and how a gang is solved a :data:`~workflows.scheduling.cycle.low_work.Solver`:
+share is :class:`Sharing`, and how a gang is solved a :data:`~workflows.scheduling.cycle.preemption.low_work.Solver`:
 a walk given another (the benchmarks' baseline, ``bench/cycle_baseline.py``) decides the same.
 """
 
@@ -49,11 +49,12 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from scheduler.hold import Holder, may_backfill
+from scheduler.hold.holds import Hold, Holds
 from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
-from workflows.scheduling.cycle.holds import Hold, Holds
-from workflows.scheduling.cycle.low_work import LowWork, Solver
+from workflows.scheduling.cycle.preemption.candidates import Preemptions, takes
+from workflows.scheduling.cycle.preemption.low_work import LowWork, Solver
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
@@ -66,7 +67,6 @@ from workflows.scheduling.cycle.values import (
     Verdict,
 )
 from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
-from workflows.scheduling.preemption import Preemptions, takes
 from workflows.scheduling.requests import gang_request_from_row
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.hold import Holder, soonest_hold, where
+from scheduler.hold.ends import Holder, soonest_hold, where
 from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Vec, solve
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from scheduler.hold.holds import Holds
 from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.preemption import eviction_window
 from workflows.scheduling.admission import LOW_RANK, NORMAL_RANK
-from workflows.scheduling.cycle.holds import Holds
+from workflows.scheduling.cycle.preemption.candidates import Preemptions, Vec, fits_on, takes
 from workflows.scheduling.cycle.reasons import Reason
 from workflows.scheduling.cycle.values import QueuedGang
-from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
 
 #: How the walk solves a gang on an index: the solver itself in the service.
 Solver = Callable[[DomainIndex, GangRequest, Policy], Placement | Unplaceable]
@@ -128,7 +128,7 @@ class LowWork:
     def preempt(self, g: QueuedGang, request_of: Callable[[], GangRequest], index: DomainIndex
                 ) -> tuple[GangRequest, Placement] | None:
         """A HIGH or NORMAL gang (within its quota: checked before) placed by evicting LOW gangs
-        (:mod:`workflows.scheduling.preemption`; the victims' capacity is released on ``index``): its
+        (:mod:`workflows.scheduling.cycle.preemption.candidates`; the victims' capacity is released on ``index``): its
         request and placement, for the walk to take, or None. ``request_of`` reads the request only
         when a search is worth it."""
         if self.preemptions is None:

@@ -39,7 +39,7 @@ wait that long before it evicts, its placement without LOW work kept from LOW ga
 (docs/design.md §9, waiting before evicting); NORMAL work then evicts only LOW gangs that have run at
 most twice the minimum runtime (``try_place``'s ``window``), and a gang that finds no victims keeps
 that placement from LOW gangs for as long as it waits (both decided by
-:class:`workflows.scheduling.cycle.low_work.LowWork`).
+:class:`workflows.scheduling.cycle.preemption.low_work.LowWork`).
 
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
 again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every
