@@ -27,9 +27,9 @@ from scheduler.choices import DispatchBackend
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
+from scheduler.reads.snapshot import idle_index, idle_index_key
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
-from scheduler.snapshot import idle_index, idle_index_key
 from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_ACTIVE_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (
@@ -174,7 +174,7 @@ _IDLE_ACCEPTED: ProcessCache[tuple[int, int, int, str], bool] = ProcessCache("id
 
 def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int]) -> None:
     """Refuse gangs proven unplaceable on the pool's capacity as if nothing at all ran (ours or others';
-    cordoned and NotReady nodes included, since they come back: :func:`~scheduler.snapshot.snapshot_capacity`).
+    cordoned and NotReady nodes included, since they come back: :func:`~scheduler.reads.snapshot.snapshot_capacity`).
     A gang that fits capacity but not today's usage is queued, not refused (docs/design.md §11).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
     ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow). ``key``: the pool's :func:`idle_index_key`."""

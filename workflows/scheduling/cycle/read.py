@@ -19,7 +19,7 @@ from scheduler.hold import Holder, expected_end
 from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
-from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
+from scheduler.reads.snapshot import snapshot_empty, snapshot_load_with_ids
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang

@@ -37,8 +37,8 @@ from scheduler.choices import PoolStatus
 from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.models import Pool
 from scheduler.placement import Policy
+from scheduler.reads.snapshot import pool_key_labels
 from scheduler.services.reservations import pool_epochs
-from scheduler.snapshot import pool_key_labels
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,

@@ -98,7 +98,7 @@ class DomainTree:
     keys: tuple[str, ...]
     unlabelled_node_count: int  # machines missing the label of at least one key
     machines_loaded: bool
-    # Kept trees (scheduler.domain_totals): changes whenever a node joins, leaves or moves to another
+    # Kept trees (scheduler.reads.domain_totals): changes whenever a node joins, leaves or moves to another
     # domain, not when only its capacity, usage or cordon changes. None: not known.
     paths_version: int | None = field(default=None, compare=False)
 
@@ -227,7 +227,7 @@ _RESERVATIONS_SQL = (
 
 def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     """What the domain tree and the pool's occupancy are computed from, in two cheap queries: the
-    version of the pool's node rows (:func:`scheduler.snapshot.nodes_version`) and the count, id sum
+    version of the pool's node rows (:func:`scheduler.reads.snapshot.nodes_version`) and the count, id sum
     and largest id of its active reservations (reservations are never edited, only created and
     released). Equal fingerprints mean equal trees. None off PostgreSQL (nothing is kept there)."""
     return pool_state(pool)[0]
@@ -235,11 +235,11 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
 
 def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int, int]] | None]:
     """:func:`pool_state_fingerprint` and the node rows' versions per bucket
-    (:func:`scheduler.domain_totals.node_buckets`) its nodes' part is the sum of, in the same two
+    (:func:`scheduler.reads.domain_totals.node_buckets`) its nodes' part is the sum of, in the same two
     queries: a page that draws a kept tree reads the node rows' versions once."""
     if connection.vendor != "postgresql":
         return None, None
-    from scheduler.domain_totals import node_buckets  # it builds this module's Domain values
+    from scheduler.reads.domain_totals import node_buckets  # it builds this module's Domain values
 
     buckets = node_buckets(pool)
     nodes = (sum(count for count, _total in buckets.values()), sum(total for _count, total in buckets.values()))
@@ -250,7 +250,7 @@ def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int,
 
 
 # Per pool, as of the pool's state fingerprint (and keys): the tree drawn (its base without
-# reservations is kept by scheduler.domain_totals).
+# reservations is kept by scheduler.reads.domain_totals).
 _tree_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree", size=16)
 
 
@@ -272,9 +272,9 @@ def pool_domain_tree_cached(
     node_count, nodes_version = fingerprint[0], fingerprint[:2]
     if keys and machine_limit is not None and node_count > machine_limit:
         # No machines drawn: the nodes' totals are kept and brought up to date from the node rows
-        # written since (scheduler.domain_totals), and the reservations (a few thousand rows at
+        # written since (scheduler.reads.domain_totals), and the reservations (a few thousand rows at
         # most) are read and added again.
-        from scheduler.domain_totals import kept_base_tree  # it builds this module's Domain values
+        from scheduler.reads.domain_totals import kept_base_tree  # it builds this module's Domain values
 
         base = kept_base_tree(pool, keys=keys, nodes_version=nodes_version, buckets=node_buckets)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])
