@@ -41,7 +41,7 @@ from django.db.models.expressions import RawSQL
 from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key
 from scheduler.models import Node, Pool, TopologyKey
-from scheduler.reads.domains import Domain, DomainPath, DomainTree
+from scheduler.reads.domain_tree import Domain, DomainPath, DomainTree
 from scheduler.reads.snapshot import NODE_ROW_VERSION_SQL
 from scheduler.selectors import label_text
 
