@@ -31,7 +31,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.placement import Placement
 from scheduler.placement.types import ClusterSnapshot

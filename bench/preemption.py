@@ -1,9 +1,9 @@
 """Preemption benchmark: ``python -m bench.preemption [--small N] [--pools P] [--json]``.
 
 Compares :func:`scheduler.preemption.victims_choose` (at its default budget and at ``--budget``
-solves) with the greedy baseline of :func:`bench.preemption_instances.greedy` (the largest LOW gang
+solves) with the greedy baseline of :func:`bench.kit.preemption_instances.greedy` (the largest LOW gang
 first until the preemptor fits, as KAI/Kueue-style victim choice does) on two families:
-- ``small``: of ``--small`` random instances (:func:`bench.preemption_instances.small_instance`, seeds
+- ``small``: of ``--small`` random instances (:func:`bench.kit.preemption_instances.small_instance`, seeds
   0..N-1), those whose preemptor does not fit without evictions, each also solved by the exact oracle;
 - ``nvl72-20k``: ``--pools`` generated 20,736-tray pools filled to 97% by seeded gangs (about 470 LOW
   candidates each, 40% borrowing), each with the HIGH gangs of ``LARGE_PREEMPTORS`` that do not fit.
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench.preemption_instances import (
+from bench.kit.preemption_instances import (
     LARGE_PREEMPTORS,
     cost,
     crowded_pool,

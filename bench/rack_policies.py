@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.fragmentation import models
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from bench.simulate import WINDOW, Job, trace
 
 TRAY_GPUS = 4

@@ -32,8 +32,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from bench.baselines import kueue_greedy, pod_affinity
-from bench.pools import nvl72_pool
+from bench.kit.baselines import kueue_greedy, pod_affinity
+from bench.kit.pools import nvl72_pool
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import (
     ClusterSnapshot,

@@ -72,8 +72,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.pools import nvl72_pool
-from bench.preemption_instances import greedy, released
+from bench.kit.pools import nvl72_pool
+from bench.kit.preemption_instances import greedy, released
 from bench.simulate import WINDOW, Job, occupy, trace
 from scheduler.fairshare import usage_by_team
 from scheduler.placement import Placement, solve

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from bench.rack_policies import PLAIN, Racks, Repack, best, ends, place_models, place_plain, repack, run
 from bench.simulate import trace
 

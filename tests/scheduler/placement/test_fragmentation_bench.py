@@ -4,7 +4,7 @@ its copy of the trace loop, which must measure what bench.simulate measures."""
 from __future__ import annotations
 
 from bench.fragmentation import repacks, run
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from bench.simulate import simulate, trace
 
 

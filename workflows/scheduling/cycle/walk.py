@@ -35,7 +35,7 @@ What a walk costs is what changed, not what is queued:
 All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
 one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. What identical gangs
 share is :class:`Sharing`, and how a gang is solved a :data:`~workflows.scheduling.cycle.preemption.low_work.Solver`:
-a walk given another (the benchmarks' baseline, ``bench/cycle_baseline.py``) decides the same.
+a walk given another (the benchmarks' baseline, ``bench/kit/cycle_baseline.py``) decides the same.
 """
 
 from __future__ import annotations
