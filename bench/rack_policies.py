@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from bench.fragmentation import models
 from bench.kit.pools import nvl72_pool
-from bench.simulate import WINDOW, Job, trace
+from bench.kit.traces import WINDOW, Job, trace
 
 TRAY_GPUS = 4
 LARGE = 16  # trays of each model of a large gang

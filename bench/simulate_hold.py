@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from bench.kit.consolidate import consolidate, holdings_of
 from bench.kit.pools import nvl72_pool
-from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
+from bench.kit.traces import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.hold import Holder, may_backfill, soonest_hold
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Unplaceable
 from scheduler.placement.signature import gang_signature
