@@ -275,10 +275,8 @@ def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow |
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
     hashes were kept (empty hash) match any request. The workflow comes with its id fields only (every
     submission asks, few are replays; the other fields load when read)."""
-    # Written out (every submission with a key asks it): the columns named here, the others deferred.
-    query = (f"SELECT id, workflow_id, idempotency_hash FROM {Workflow._meta.db_table}"
-             " WHERE submitted_by_id = %s AND idempotency_key = %s ORDER BY id LIMIT 1")
-    existing = next(iter(Workflow.objects.raw(query, [user.pk, key])), None)
+    existing = (Workflow.objects.filter(submitted_by=user.pk, idempotency_key=key).order_by("pk")
+                .only("pk", "workflow_id", "idempotency_hash").first())
     if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
         raise IdempotencyKeyReusedError(key, existing.workflow_id)
     return existing

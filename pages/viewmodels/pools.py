@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
+from django.db.models import BigIntegerField, Count, Func, Sum, TextField, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from osmo.process_cache import ProcessCache
@@ -272,10 +273,15 @@ class PoolDetail:
 # By pool, as of the node rows' version; and as of the (id, name) pairs' fingerprint.
 _node_order_cache: ProcessCache[int, list[int]] = ProcessCache("node_order", size=16)
 _node_order_by_names: ProcessCache[int, list[int]] = ProcessCache("node_order_by_names", size=16)
-_NAMES_SQL = (
-    "SELECT count(*), coalesce(sum(hashtextextended(id::text || ':' || name, 0)), 0) "
-    f"FROM {Node._meta.db_table} WHERE pool_id = %s"
-)
+
+
+def _names_fingerprint(pool: Pool) -> tuple[Any, ...]:
+    """The pool's (id, name) pairs as one aggregate: their count and the sum of PostgreSQL's 64-bit hash
+    of each pair (a node renamed, added or removed changes it)."""
+    pair = Concat(Cast("pk", TextField()), Value(":"), "name", output_field=TextField())
+    hashed = Func(pair, Value(0), function="hashtextextended", output_field=BigIntegerField())
+    row = Node.objects.filter(pool=pool).aggregate(n=Count("pk"), h=Coalesce(Sum(hashed), 0))
+    return (row["n"], row["h"])
 
 
 def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | None:
@@ -289,9 +295,7 @@ def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | 
         version = fingerprint[:2]  # scheduler.reads.snapshot.nodes_version: changes with any node row
         ordered = _node_order_cache.get(pool.pk, version)
         if ordered is None:
-            with connection.cursor() as cursor:
-                cursor.execute(_NAMES_SQL, [pool.pk])
-                names = tuple(cursor.fetchone())
+            names = _names_fingerprint(pool)
             ordered = _node_order_by_names.get(pool.pk, names)
             if ordered is None:
                 rows = Node.objects.filter(pool=pool).values_list("pk", "name")
