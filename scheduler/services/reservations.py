@@ -7,9 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import connection
+from django.dispatch import Signal
 
-from scheduler import jobs
 from scheduler.models import PoolEpoch
+
+#: Sent with ``pool_id`` when a pool's inventory changed, once its epochs moved on. The workflows app
+#: receives it and asks for the pool's placement cycle (:mod:`workflows.receivers`): the scheduler app
+#: says what changed and does not know who places on it.
+capacity_changed = Signal()
 
 
 def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> None:
@@ -37,6 +42,7 @@ def pool_epochs(pool_id: int) -> tuple[int, int]:
 
 def pool_capacity_changed(pool_id: int) -> None:
     """The pool's inventory changed (nodes added, resized, uncordoned, keys changed): what waits in its
-    queue may fit now. Moves both epochs on and asks for a placement cycle once committed."""
+    queue may fit now. Moves both epochs on and says so (:data:`capacity_changed`: the workflows app
+    asks for a placement cycle once committed)."""
     pool_epochs_bump([pool_id], inventory=True)
-    jobs.placement_cycle_request(pool_id)
+    capacity_changed.send(sender=PoolEpoch, pool_id=pool_id)

@@ -109,7 +109,7 @@ _GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "retries", "
                        "reason_code", "reason_digest", "updated_at"]
 
 
-def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
+def gangs_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
     """Evict running gangs (docs/design.md §9): drop every reservation of their tasks, put the gang
     and all its tasks back to SCHEDULING (a gang restarts whole), count the preemption and record
     "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id), then a RESCHEDULED
