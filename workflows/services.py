@@ -28,6 +28,7 @@ from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
 from scheduler.reads.snapshot import idle_index, idle_index_key
+from scheduler.resources import CAPACITY_FIELDS
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
 from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_ACTIVE_STATUSES, Priority, TaskStatus, WorkflowStatus
@@ -83,9 +84,9 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
     key_names = tuple(key.key for key in keys)
     shapes = tuple(
         Node.objects.filter(pool=pool.pk, schedulable=True)
-        .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        .values_list(*CAPACITY_FIELDS)
         .distinct()
-        .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        .order_by(*CAPACITY_FIELDS)
     )
     return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool),
                        artifact_store=artifact_store(pool.name),

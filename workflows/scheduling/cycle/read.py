@@ -20,6 +20,7 @@ from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
 from scheduler.reads.snapshot import snapshot_empty, snapshot_load_with_ids
+from scheduler.resources import AMOUNT_FIELDS
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
@@ -162,7 +163,7 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     when it may be preempted: its start plus the pool's ``min_runtime`` seconds (docs/design.md §9)."""
     # What LOW work holds: reservations carry whether their work is preemptible (copied at placement).
     held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True, preemptible=True)
-                .values("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+                .values("task_id", "node__name", *AMOUNT_FIELDS))
     if not held:
         return []
     groups = list(
@@ -205,7 +206,7 @@ def holders_read(pool_id: int, now: float) -> list[Holder]:
     Two queries whatever the number of gangs (the active reservations; their tasks' gangs), read only
     when a gang starves (docs/design.md §6)."""
     held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True)
-                .values_list("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+                .values_list("task_id", "node__name", *AMOUNT_FIELDS))
     if not held:
         return []
     # Reservations name their task by id only (the scheduler app keeps no relation into workflows).

@@ -32,11 +32,10 @@ What a walk costs is what changed, not what is queued:
   is unchanged, an identical gang's solves on the views without LOW work (docs/design.md §9, what
   waiting gangs cost a cycle).
 
-All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
-one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. What identical gangs
-share is :class:`Sharing`, and how a gang is solved a :data:`~workflows.scheduling.cycle.preemption.low_work.Solver`:
-a walk given another (the benchmarks' baseline, ``bench/kit/cycle_baseline.py``) decides the same.
-"""
+What the walk remembers while it decides is one :class:`WalkMemo`, what it decided one
+:class:`WalkOut`, what it remembers about LOW work its :class:`LowWork`. What identical gangs share is
+:class:`Sharing`, and how a gang is solved a ``Solver``: a walk given others (the benchmarks'
+baseline, ``bench/kit/cycle_baseline.py``) decides the same."""
 
 from __future__ import annotations
 
@@ -94,6 +93,27 @@ class WalkMemo:
     behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class WalkOut:
+    """What one walk decided so far (frozen into a :class:`Decision` at the end)."""
+
+    placed: list[Placed] = field(default_factory=list)
+    verdicts: dict[int, tuple[Reason, int | None]] = field(default_factory=dict)  # pk -> (reason, proof)
+    proofs_only: dict[int, int | None] = field(default_factory=dict)  # pk -> proof, reason unchanged
+    idle_writes: dict[int, bool] = field(default_factory=dict)
+    failed: list[QueuedGang] = field(default_factory=list)
+    unschedulable: list[int] = field(default_factory=list)
+    undecided: list[int] = field(default_factory=list)
+    solved: int = 0
+    proven: int = 0
+    shared: int = 0
+    # LOW work this walk placed: a resumed walk may place it before protected gangs, and it is no
+    # eviction candidate until committed, so a protected gang found unschedulable after it is no
+    # proof; ``retry``: such a verdict was made, and the next cycle walks again.
+    low_placed: bool = False
+    retry: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Sharing:
     """What identical gangs (equal signatures) share within one walk: a verdict and an idle-pool fit
@@ -136,20 +156,7 @@ class Walk:
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
-        # What it decided, frozen by :meth:`decide`.
-        self.placed: list[Placed] = []
-        self.verdicts: dict[int, tuple[Reason, int | None]] = {}  # pk -> (reason, proof)
-        self.proofs_only: dict[int, int | None] = {}  # pk -> proof, for gangs whose reason did not change
-        self.idle_writes: dict[int, bool] = {}
-        self.failed: list[QueuedGang] = []
-        self.unschedulable: list[int] = []
-        self.undecided: list[int] = []
-        self.solved = self.proven = self.shared = 0
-        # LOW work this walk placed: a resumed walk may place it before protected gangs, and it is no
-        # eviction candidate until committed, so a protected gang found unschedulable after it is no
-        # proof; ``retry``: such a verdict was made, and the next cycle walks again.
-        self.low_placed = False
-        self.retry = False
+        self.out = WalkOut()  # what it decided, frozen by :meth:`decide`
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -247,8 +254,8 @@ class Walk:
         # A starving gang is solved again even when proven: its reason names the machines held for it.
         starves = check_idle and idle_known and bool(g.idle_fit)
         if proven and (idle_known or not check_idle) and not starves:
-            self.proven += 1
-            self.unschedulable.append(g.pk)
+            self.out.proven += 1
+            self.out.unschedulable.append(g.pk)
             if check_idle and g.idle_fit:
                 self._hold_for(g, upcoming)
             return
@@ -274,12 +281,12 @@ class Walk:
             return
         # (a verdict with holds' machines taken out is no proof on the pool)
         proof = cycle.capacity_epoch if status == "unschedulable" and not blocking else None
-        if proof is not None and g.rank < LOW_RANK and self.low_placed:
-            proof, self.retry = None, True
+        if proof is not None and g.rank < LOW_RANK and self.out.low_placed:
+            proof, self.out.retry = None, True
         if proof is not None and g.rank < LOW_RANK and self.low.defers_proof(g.pk):
             proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
-        (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
+        (self.out.unschedulable if status == "unschedulable" else self.out.undecided).append(g.pk)
 
     def _admitted(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[bool, tuple[int, ...]] | None:
         """The checks before a gang is solved: None when they decide it (its tree no longer
@@ -292,7 +299,7 @@ class Walk:
                                           cycle.pool_name, list(cycle.key_labels))
             if changed is not None:
                 self._record(g, Reason(changed), None)
-                self.unschedulable.append(g.pk)
+                self.out.unschedulable.append(g.pk)
                 return None
         ahead = holds.binding(g.order, low=g.rank >= LOW_RANK)
         held = bool(ahead)
@@ -307,7 +314,7 @@ class Walk:
             over = self.quotas.over(g, self.request(g, upcoming))
             if over is not None:
                 self._record(g, Reason(over), cycle.capacity_epoch, shared=False)
-                self.unschedulable.append(g.pk)
+                self.out.unschedulable.append(g.pk)
                 return None
         return held, blocking
 
@@ -357,7 +364,7 @@ class Walk:
                 (i, timed), said(hold.where, hold.free_by, timed))
         if not (g.reason_code == BEHIND_STARVING["code"] and _reason_unchanged(g, reason)):
             self._record(g, reason, None)
-        self.unschedulable.append(g.pk)
+        self.out.unschedulable.append(g.pk)
 
     # -- deciding one gang ----------------------------------------------------------------------------
 
@@ -366,7 +373,7 @@ class Walk:
         key = self.holds.memo_key(g.signature)
         shared = self.memo.verdicts.get(key) if key and self.sharing.verdicts else None
         if shared is not None:
-            self.shared += 1
+            self.out.shared += 1
             return shared
         request = self.request(g, upcoming)
         index = self.index
@@ -382,9 +389,9 @@ class Walk:
             logger.exception("placement.solver_error", extra={"pool": self.cycle.pool_name, "group": g.pk})
             self._index = DomainIndex(index.snapshot(self.cycle.pool_name))  # the search may have left it half-way
             self.low.forget_absent()
-            self.failed.append(g)
+            self.out.failed.append(g)
             return None
-        self.solved += 1
+        self.out.solved += 1
         if isinstance(outcome, Placement):
             self._take(g, request, outcome)
             return None
@@ -408,8 +415,8 @@ class Walk:
         if self.quotas:
             self.quotas.add(g, request)
         self.low.gang_placed(g.pk)
-        self.placed.append(Placed(g, placement))
-        self.low_placed |= g.rank >= LOW_RANK
+        self.out.placed.append(Placed(g, placement))
+        self.out.low_placed |= g.rank >= LOW_RANK
 
     def _preempt(self, g: QueuedGang, upcoming: list[QueuedGang]) -> bool:
         """Place a HIGH or NORMAL gang by evicting LOW gangs (:meth:`LowWork.preempt`). True when it was
@@ -433,7 +440,7 @@ class Walk:
             fits = isinstance(solve(self.idle_index(), self.request(g, upcoming), self.policy), Placement)
             if g.signature:
                 self.memo.idle_fits[g.signature] = fits
-        self.idle_writes[g.pk] = fits
+        self.out.idle_writes[g.pk] = fits
         return fits
 
     def _tree(self, g: QueuedGang, upcoming: list[QueuedGang]) -> dict[str, Any]:
@@ -450,9 +457,9 @@ class Walk:
             self.memo.proofs[g.signature] = proof
         if _reason_unchanged(g, reason):
             if proof != g.proof_epoch and not (proof is not None and shared):
-                self.proofs_only[g.pk] = proof
+                self.out.proofs_only[g.pk] = proof
             return
-        self.verdicts[g.pk] = (reason, proof)
+        self.out.verdicts[g.pk] = (reason, proof)
 
     # -- the decision -----------------------------------------------------------------------------------
 
@@ -461,33 +468,33 @@ class Walk:
         # One write per distinct verdict: gangs that share one share its reason (grouped by content, so
         # equal reasons made by separate solves are still written together).
         by_reason: dict[tuple[str, int | None, str], tuple[Reason, list[int]]] = {}
-        for pk, (reason, proof) in self.verdicts.items():
+        for pk, (reason, proof) in self.out.verdicts.items():
             by_reason.setdefault((reason.digest(), proof, reason.code), (reason, []))[1].append(pk)
         by_proof: dict[int | None, list[int]] = {}
-        for pk, proof in self.proofs_only.items():
+        for pk, proof in self.out.proofs_only.items():
             by_proof.setdefault(proof, []).append(pk)
         evicted = self.low.evicted
         return Decision(
-            placements=tuple(self.placed),
-            node_ids=dict(self.node_ids) if self.placed else {},
+            placements=tuple(self.out.placed),
+            node_ids=dict(self.node_ids) if self.out.placed else {},
             verdicts=tuple(Verdict(tuple(pks), reason.body, proof, code, digest)
                            for (digest, proof, code), (reason, pks) in by_reason.items()),
             proofs_only=tuple((proof, tuple(pks)) for proof, pks in by_proof.items()),
             idle_fits=tuple((fits, pks) for fits in (True, False)
-                            if (pks := tuple(pk for pk, value in self.idle_writes.items() if value is fits))),
+                            if (pks := tuple(pk for pk, value in self.out.idle_writes.items() if value is fits))),
             evictions=tuple(Eviction(group_id, workflow_id, preemptor)
                             for group_id, (workflow_id, preemptor) in evicted.items()),
-            failed=tuple(self.failed),
-            unschedulable=tuple(self.unschedulable),
-            undecided=tuple(self.undecided),
+            failed=tuple(self.out.failed),
+            unschedulable=tuple(self.out.unschedulable),
+            undecided=tuple(self.out.undecided),
             cursor=cursor,
             proofs=dict(self.memo.proofs),
             wake_at=wake_at,
             blocked_since=dict(self.low.blocked_since),
-            retry=self.retry,
-            solved=self.solved + self.low.solved,
-            proven=self.proven,
-            shared=self.shared,
+            retry=self.out.retry,
+            solved=self.out.solved + self.low.solved,
+            proven=self.out.proven,
+            shared=self.out.shared,
             resumed=resumed,
             budget_exhausted=budget_exhausted,
         )
