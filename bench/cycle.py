@@ -8,7 +8,7 @@ need 16-18 nodes of one gpu-clique with 3-4 free GPUs each, which no clique has.
 
 Per depth and algorithm (``incremental``: this cycle; ``baseline``: the algorithm it replaced, a
 fresh aggregation per gang and every gang solved every cycle, run with the same time budget:
-``bench.cycle_baseline``), one
+``bench.kit.cycle_baseline``), one
 JSON line per measurement: the first cycle, an idle cycle (nothing changed), the cycle after one
 running gang finishes; each with seconds, solver calls, queries, gangs placed, small gangs still
 unplaced, and peak RSS; ``vs_baseline`` is the ratio of seconds. Each algorithm runs in a
@@ -49,8 +49,8 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from bench.cycle_baseline import baseline_cycle_run  # noqa: E402
-from bench.queue import queue_mix  # noqa: E402
+from bench.kit.cycle_baseline import baseline_cycle_run  # noqa: E402
+from bench.kit.queue import queue_mix  # noqa: E402
 from scheduler import jobs  # noqa: E402
 from scheduler.models import Node, Pool  # noqa: E402
 from workflows.lifecycle.reservations import reservations_release  # noqa: E402

@@ -2,7 +2,7 @@
 [--load L] [--seeds S,S] [--solver solve]``.
 
 The trace, pool and queue discipline of :mod:`bench.simulate` (FIFO, backfill over the first 64, no
-reservations); the event loop is the same as :func:`bench.simulate.simulate`, with counters added.
+reservations); the event loop is the same as :func:`bench.kit.traces.simulate`, with counters added.
 Per seed, one JSON line:
 
 - ``idle_points``: the idle GPU-time over [0, last arrival] in utilisation points, by what the queue
@@ -31,8 +31,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-from bench.pools import nvl72_pool
-from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
+from bench.kit.pools import nvl72_pool
+from bench.kit.traces import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.placement import Placement
 from scheduler.placement.types import ClusterSnapshot
 

@@ -1,7 +1,7 @@
 """What the starvation guard's holds cost a placement cycle: ``python -m bench.hold_cost [--pools N]
 [--holds 1,4,8] [--json]``.
 
-Pool: :func:`bench.preemption_instances.crowded_pool` (the 20,736-tray NVL72 pool, 5,000 running LOW
+Pool: :func:`bench.kit.preemption_instances.crowded_pool` (the 20,736-tray NVL72 pool, 5,000 running LOW
 gangs of 1-3 trays, NORMAL work between them, about 3 % of the trays idle). Each running LOW gang is a
 :class:`scheduler.hold.Holder`: half of them (seeded) have an ``exec_timeout`` of 1-4 hours from
 their start, the others are estimated to run as long again as they have
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from bench.preemption_instances import LARGE_PREEMPTORS, crowded_pool
+from bench.kit.preemption_instances import LARGE_PREEMPTORS, crowded_pool
 from scheduler.hold import Holder, expected_end, soonest_hold
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, solve
 

@@ -14,7 +14,7 @@ A local HTTP server on the loopback (its own process) serves recorded pages in t
 each with requests, wall seconds, and the client process's peak RSS after it (``ru_maxrss``; the
 listing runs first, so the per-node figure is at least the listing's). ``ratio`` is per-node seconds
 over listing seconds. Both answers are compared (same usage per node). Database writes are not
-included: they are the same rows either way (``bench.pools`` measures node writes).
+included: they are the same rows either way (``bench.kit.pools`` measures node writes).
 
 ``--backends N`` (several clusters behind one service, docs/kubernetes.md §1a) measures instead, in the
 same run, the listing of one cluster of ``--nodes`` nodes against N clusters of ``--nodes``/N nodes each

@@ -1,7 +1,7 @@
 """What gangs waiting with keeps cost a placement cycle: ``python -m bench.keep_cost [--pools N]
 [--gangs 1,10,50,200] [--states high-wait,normal-wait,normal-window] [--min-runtime 600] [--low 10]``.
 
-Pool: :func:`bench.preemption_instances.crowded_pool` (the 20,736-tray NVL72 pool, 5,000 running LOW
+Pool: :func:`bench.kit.preemption_instances.crowded_pool` (the 20,736-tray NVL72 pool, 5,000 running LOW
 gangs of 1-3 trays started up to two hours ago, NORMAL work between them, about 3 % of the trays
 idle), given to the real :class:`workflows.scheduling.cycle.Walk` through an in-memory
 :class:`~workflows.scheduling.cycle.values.GangSource` (no database: what one walk decides and costs).
@@ -45,13 +45,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings.local")
 os.environ.setdefault("DEBUG", "False")
 django.setup()
 
-from bench.preemption_instances import LARGE_PREEMPTORS, crowded_pool, gang, nvl72_snapshot  # noqa: E402
+from bench.kit.preemption_instances import LARGE_PREEMPTORS, crowded_pool, gang, nvl72_snapshot  # noqa: E402
 from scheduler.hold import Holder  # noqa: E402
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, solve  # noqa: E402
 from scheduler.placement.signature import gang_signature  # noqa: E402
 from scheduler.preemption import Candidate  # noqa: E402
 from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk  # noqa: E402
-from workflows.scheduling.cycle.values import Decision  # noqa: E402
+from workflows.scheduling.cycle.values import Decision, GangSource  # noqa: E402
+from workflows.scheduling.cycle.walk import Sharing  # noqa: E402
 from workflows.scheduling.requests import task_requests_to_json  # noqa: E402
 from workflows.spec import tree_to_json  # noqa: E402
 
@@ -119,11 +120,11 @@ def queue(snapshot: ClusterSnapshot, k: int, state: str, low: int, min_runtime: 
 
 
 class KeepsUnshared(Walk):
-    """The walk without the waiting gangs' shortcuts (``Walk._waits_shared``, handed to its ``LowWork``):
+    """The walk without the waiting gangs' shortcuts (``Sharing.waits`` off, handed to its ``LowWork``):
     each waiting gang solves its views afresh and every narrowed search runs whole, as before them."""
 
-    def _waits_shared(self) -> bool:
-        return False
+    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy) -> None:
+        super().__init__(cycle, source, policy, sharing=Sharing(waits=False))
 
 
 def walk(walker: type[Walk], cycle: CycleInput, source: CrowdedSource, repeat: int = 1

@@ -1,18 +1,18 @@
 """Placement benchmarks: ``python -m bench.placement --scenario NAME [--runs N] [--json]``.
 
-Speed scenarios (see :mod:`bench.scenarios`) time ``solve`` and both baselines on the same inputs,
+Speed scenarios (see :mod:`bench.kit.scenarios`) time ``solve`` and both baselines on the same inputs,
 interleaved run by run, and print one line per solver with at least
 {"scenario", "solver", "nodes", "tasks", "runs", "p50_ms", "p95_ms", "status"}.
 
 ``--scenario oracle-5000`` runs the completeness comparison: ``--instances`` (default 5,000) random
-small instances (:func:`bench.instances.random_instance`, seeds 0..N-1) checked against the CP-SAT
+small instances (:func:`bench.kit.instances.random_instance`, seeds 0..N-1) checked against the CP-SAT
 oracle. Per solver it reports how often the verdict disagrees with the oracle ("wrong_fail": says
 unschedulable although a placement exists; "wrong_place": a placement that breaks a constraint or
 over-commits), and, when the oracle can meet every preferred constraint, how often not all were met.
 Progress goes to stderr.
 
 ``--scenario planted-N`` (e.g. ``planted-1000``) solves N feasible multi-shape instances of
-:func:`bench.instances.planted_instance` (seeds 0..N-1; 2-4 shapes of (gpu, cpu), tasks cut from the free
+:func:`bench.kit.instances.planted_instance` (seeds 0..N-1; 2-4 shapes of (gpu, cpu), tasks cut from the free
 capacity of the machines they are planted on) at the default budget and counts, per solver, placed,
 undecided, wrongly unschedulable and invalid placements.
 """
@@ -28,9 +28,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench.baselines import kueue_greedy, pod_affinity
-from bench.instances import check, planted_instance, random_instance
-from bench.scenarios import SCENARIOS
+from bench.kit.baselines import kueue_greedy, pod_affinity
+from bench.kit.instances import check, planted_instance, random_instance
+from bench.kit.scenarios import SCENARIOS
 from scheduler.placement import Placement, Unplaceable, solve
 from scheduler.placement.types import ClusterSnapshot, GangRequest
 
@@ -81,7 +81,7 @@ def speed(name: str, runs: int, slow_runs: int) -> list[dict]:
 
 
 def oracle_run(instances: int) -> list[dict]:
-    from bench.oracle import feasible
+    from bench.kit.oracle import feasible
 
     counters = {
         s: {"agree": 0, "wrong_fail": 0, "wrong_place": 0, "undecided": 0, "preferred_missed": 0} for s in SOLVERS

@@ -1,9 +1,9 @@
 """Preemption benchmark: ``python -m bench.preemption [--small N] [--pools P] [--json]``.
 
 Compares :func:`scheduler.preemption.victims_choose` (at its default budget and at ``--budget``
-solves) with the greedy baseline of :func:`bench.preemption_instances.greedy` (the largest LOW gang
+solves) with the greedy baseline of :func:`bench.kit.preemption_instances.greedy` (the largest LOW gang
 first until the preemptor fits, as KAI/Kueue-style victim choice does) on two families:
-- ``small``: of ``--small`` random instances (:func:`bench.preemption_instances.small_instance`, seeds
+- ``small``: of ``--small`` random instances (:func:`bench.kit.preemption_instances.small_instance`, seeds
   0..N-1), those whose preemptor does not fit without evictions, each also solved by the exact oracle;
 - ``nvl72-20k``: ``--pools`` generated 20,736-tray pools filled to 97% by seeded gangs (about 470 LOW
   candidates each, 40% borrowing), each with the HIGH gangs of ``LARGE_PREEMPTORS`` that do not fit.
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench.preemption_instances import (
+from bench.kit.preemption_instances import (
     LARGE_PREEMPTORS,
     cost,
     crowded_pool,
@@ -140,7 +140,7 @@ NOW = 1_000_000.0  # the crowded pools' clock (epoch seconds)
 def crowded(pools: int, min_runtime: float, max_solves: int, max_seconds: float) -> list[dict]:
     """``crowded-5k``: per pool seed, 5,000 running LOW gangs (:func:`crowded_pool`) and each HIGH gang
     of ``LARGE_PREEMPTORS`` that does not fit. ``cycle`` is what the placement cycle runs for it
-    (workflows.scheduling.preemption): the gangs younger than ``min_runtime`` are no candidates; the
+    (workflows.scheduling.cycle.preemption.candidates): the gangs younger than ``min_runtime`` are no candidates; the
     view without LOW work (a DomainIndex with every candidate released) is built and solved, the
     real pool solved, and the victims sought near the first placement
     (:func:`victims_choose_near`, ``max_solves`` shared by the regions and as many for the whole

@@ -50,8 +50,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.fragmentation import models
-from bench.pools import nvl72_pool
-from bench.simulate import WINDOW, Job, trace
+from bench.kit.pools import nvl72_pool
+from bench.kit.traces import WINDOW, Job, trace
 
 TRAY_GPUS = 4
 LARGE = 16  # trays of each model of a large gang

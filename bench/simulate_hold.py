@@ -32,7 +32,7 @@ tasks are alike, so they fit exactly when enough machines have room for one). A 
 load then gives the fragmentation loss under each hold (ceiling less ``solve``, in points).
 
 ``--consolidate N`` (``solve`` only; the ceiling moves nothing): a starving big gang that does not
-fit may move up to N running jobs, each placed again at once (:mod:`bench.consolidate`,
+fit may move up to N running jobs, each placed again at once (:mod:`bench.kit.consolidate`,
 KAI Scheduler's consolidation rule; limits in :class:`Moves`). A moved job restarts from the
 beginning unless ``--move-resume``; rows then give ``goodput`` (busy GPU time less the work moves
 threw away) beside the utilisation, and the ceiling line the loss on both.
@@ -50,9 +50,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.consolidate import consolidate, holdings_of
-from bench.pools import nvl72_pool
-from bench.simulate import SOLVERS, WINDOW, Job, occupy, trace
+from bench.kit.consolidate import consolidate, holdings_of
+from bench.kit.pools import nvl72_pool
+from bench.kit.traces import SOLVERS, WINDOW, Job, occupy, trace
 from scheduler.hold import Holder, may_backfill, soonest_hold
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Unplaceable
 from scheduler.placement.signature import gang_signature
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                         "1,1: timeouts equal to the runs, how much tighter timeouts would help)")
     parser.add_argument("--consolidate", type=int, default=0, metavar="N",
                         help="solve only (the ceiling moves nothing): a starving big gang that does not fit may "
-                        "move up to N running jobs, each placed again at once (bench.consolidate); "
+                        "move up to N running jobs, each placed again at once (bench.kit.consolidate); "
                         "0 (default): no moves")
     parser.add_argument("--move-max-age", type=float, default=float("inf"),
                         help="with --consolidate: only jobs that have run at most this long move")

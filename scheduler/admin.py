@@ -2,7 +2,7 @@
 
 - Pools: keys inline in order (edit ``position`` to reorder); saving goes through
   :func:`scheduler.services.pools.pool_keys_set`, so a change bumps ``keys_version``. A read-only
-  hierarchy view (zone > ... > nodes, GPU totals per domain: :func:`scheduler.domains.pool_domain_tree`,
+  hierarchy view (zone > ... > nodes, GPU totals per domain: :func:`scheduler.reads.domains.pool_domain_tree`,
   the tree the status pages draw too) is linked from the pool's page.
 - Nodes: capacity/used/reserved/free columns from the one free-capacity query
   (:func:`scheduler.selectors.node_queryset_with_usage`), a filter per topology key of the selected
@@ -28,7 +28,6 @@ from django.utils.safestring import mark_safe
 from osmo.errors import ValidationFailedError
 from scheduler import selectors
 from scheduler.choices import BUILTIN_BACKENDS
-from scheduler.domains import pool_domain_tree
 from scheduler.forms import NodeAdminForm
 from scheduler.inventory import KeySpec, sync_record_words, topology_keys_validate
 from scheduler.models import (
@@ -42,6 +41,7 @@ from scheduler.models import (
     TopologyKey,
     WorkerHeartbeat,
 )
+from scheduler.reads.domains import pool_domain_tree
 from scheduler.services import nodes_set_schedulable, pool_keys_set
 from scheduler.services.access import pool_status_set, quotas_lock, quotas_total_validate
 from scheduler.services.reservations import pool_capacity_changed, pool_epochs_bump

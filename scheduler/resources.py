@@ -32,3 +32,8 @@ RESOURCES: tuple[Resource, ...] = (
 RESOURCE_NAMES: tuple[str, ...] = tuple(r.name for r in RESOURCES)
 #: The same resources as the API and the selectors name them.
 RESOURCE_API_NAMES: tuple[str, ...] = tuple(r.api_name for r in RESOURCES)
+#: Model fields, in the same order: a Task's request and a Reservation's holding; a Node's capacity and
+#: what is used there outside the service.
+AMOUNT_FIELDS: tuple[str, ...] = tuple(r.amount_field for r in RESOURCES)
+CAPACITY_FIELDS: tuple[str, ...] = tuple(r.capacity_field for r in RESOURCES)
+USED_FIELDS: tuple[str, ...] = tuple(r.used_field for r in RESOURCES)

@@ -243,7 +243,7 @@ def pool_totals_by_labels(
 ) -> dict[tuple[str | None, ...], Totals]:
     """Totals of the pool's nodes per combination of values of ``labels`` (``None`` for a missing
     label), in two queries whatever the number of nodes: the groups the domain tree
-    (:mod:`scheduler.domains`) and :func:`pool_capacity_summary` roll up. ``reservations=False``: as
+    (:mod:`scheduler.reads.domains`) and :func:`pool_capacity_summary` roll up. ``reservations=False``: as
     if nothing were reserved (one query; :func:`pool_reserved_gpu_by_labels` gives the rest)."""
     groups = _grouped_totals(pool_ids=[pool.pk], labels=labels, reservations=reservations)
     return {tuple(values): totals for (_pool_id, *values), totals in groups.items()}

@@ -9,9 +9,9 @@ from typing import Any
 from osmo.types import Viewer
 from scheduler.choices import PoolStatus
 from scheduler.placement import Unplaceable, solve
+from scheduler.reads.snapshot import snapshot_load
 from scheduler.results import result_to_json
 from scheduler.services.access import team_for_submission
-from scheduler.snapshot import snapshot_load
 from workflows.choices import PRIORITY_RANK, Priority
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_reason
 from workflows.scheduling.cycle.read import platform_exclusions

@@ -27,9 +27,10 @@ from scheduler.choices import DispatchBackend
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
 from scheduler.placement.signature import gang_signature
+from scheduler.reads.snapshot import idle_index, idle_index_key
+from scheduler.resources import CAPACITY_FIELDS
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
-from scheduler.snapshot import idle_index, idle_index_key
 from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_ACTIVE_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (
@@ -92,9 +93,9 @@ def pool_context(pool: Pool, keys: tuple[TopologyKey, ...]) -> PoolContext:
     key_names = tuple(key.key for key in keys)
     shapes = tuple(
         Node.objects.filter(pool=pool.pk, schedulable=True)
-        .values_list("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        .values_list(*CAPACITY_FIELDS)
         .distinct()
-        .order_by("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+        .order_by(*CAPACITY_FIELDS)
     )
     return PoolContext(name=pool.name, keys=key_names, node_capacities=shapes, platforms=pool_platforms(pool),
                        artifact_store=artifact_store(pool.name),
@@ -183,7 +184,7 @@ _IDLE_ACCEPTED: ProcessCache[tuple[int, int, int, str], bool] = ProcessCache("id
 
 def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int]) -> None:
     """Refuse gangs proven unplaceable on the pool's capacity as if nothing at all ran (ours or others';
-    cordoned and NotReady nodes included, since they come back: :func:`~scheduler.snapshot.snapshot_capacity`).
+    cordoned and NotReady nodes included, since they come back: :func:`~scheduler.reads.snapshot.snapshot_capacity`).
     A gang that fits capacity but not today's usage is queued, not refused (docs/design.md §11).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
     ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow). ``key``: the pool's :func:`idle_index_key`."""
@@ -284,10 +285,8 @@ def _idempotent_replay(*, user: User, key: str, request_hash: str) -> Workflow |
     ``IdempotencyKeyReusedError`` if the key was used for another request. Workflows stored before
     hashes were kept (empty hash) match any request. The workflow comes with its id fields only (every
     submission asks, few are replays; the other fields load when read)."""
-    # Written out (every submission with a key asks it): the columns named here, the others deferred.
-    query = (f"SELECT id, workflow_id, idempotency_hash FROM {Workflow._meta.db_table}"
-             " WHERE submitted_by_id = %s AND idempotency_key = %s ORDER BY id LIMIT 1")
-    existing = next(iter(Workflow.objects.raw(query, [user.pk, key])), None)
+    existing = (Workflow.objects.filter(submitted_by=user.pk, idempotency_key=key).order_by("pk")
+                .only("pk", "workflow_id", "idempotency_hash").first())
     if existing is not None and existing.idempotency_hash and existing.idempotency_hash != request_hash:
         raise IdempotencyKeyReusedError(key, existing.workflow_id)
     return existing

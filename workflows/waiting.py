@@ -19,15 +19,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, Q, Sum, TextField, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
 from osmo.types import Viewer
+from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.models import Node, Pool, Reservation
 from scheduler.selectors import label_text
-from scheduler.usage import team_usage_by_id
 from workflows.choices import PRIORITY_RANK, WAIT_ENDS, Priority, TaskStatus
 from workflows.holders import held_by
 from workflows.models import TaskGroup, Workflow
@@ -59,20 +58,14 @@ def _ahead(workflow: Workflow, groups: list[TaskGroup]) -> tuple[dict[int, dict[
     None when fair share is off."""
     rank = PRIORITY_RANK.get(Priority(workflow.priority), 9)
     fair = workflow.pool.fairshare_half_life > 0
-    # Written out: every submission's answer asks it (the ORM built this aggregate anew each time).
-    query = (
-        "SELECT w.priority, COUNT(*), COUNT(*) FILTER (WHERE w.priority = %s AND (w.submitted_at < %s"
-        " OR (w.submitted_at = %s AND g.workflow_id < %s))), " + ("w.team_id" if fair else "NULL") +
-        f" FROM {TaskGroup._meta.db_table} g JOIN {Workflow._meta.db_table} w ON w.id = g.workflow_id"
-        " WHERE w.pool_id = %s AND g.status = %s GROUP BY w.priority" + (", w.team_id" if fair else "")
-    )
-    # The time as the backend stores it: SQLite keeps naive UTC text, and compared with an aware
-    # datetime's text ("...+00:00") every workflow was submitted before itself.
-    submitted_at = connection.ops.adapt_datetimefield_value(workflow.submitted_at)
-    with connection.cursor() as cursor:
-        cursor.execute(query, [workflow.priority, submitted_at, submitted_at, workflow.pk,
-                               workflow.pool_id, TaskStatus.SCHEDULING])
-        rows = cursor.fetchall()
+    earlier_q = Q(workflow__priority=workflow.priority) & (
+        Q(workflow__submitted_at__lt=workflow.submitted_at)
+        | Q(workflow__submitted_at=workflow.submitted_at, workflow_id__lt=workflow.pk))
+    by = ["workflow__priority", "workflow__team_id"] if fair else ["workflow__priority"]
+    rows = [(row[0], row[1], row[2], row[3] if fair else None) for row in
+            TaskGroup.objects.filter(workflow__pool=workflow.pool_id, status=TaskStatus.SCHEDULING)
+            .values(*by).order_by().annotate(n=Count("pk"), before=Count("pk", filter=earlier_q))
+            .values_list("workflow__priority", "n", "before", *by[1:])]
     everything = {name: 0 for name in PRIORITY_RANK}
     for priority, count, _earlier, _team in rows:
         if priority in everything:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
@@ -12,8 +11,6 @@ from credentials.tokens import digest, expired, is_access_token, token_user
 from osmo.api.throttling import AuthFailureThrottle
 
 KEYWORDS = (b"token", b"bearer")
-_KEY_USER = ("SELECT u.*, k.id AS api_key_id, k.created_at AS api_key_created_at FROM {user} u"
-             " JOIN {api_key} k ON k.user_id = u.id WHERE k.digest = %s")
 
 
 class ThrottledTokenAuthentication(TokenAuthentication):
@@ -56,9 +53,7 @@ class ThrottledTokenAuthentication(TokenAuthentication):
         one query, looked up by the key's digest (only digests are stored: :class:`credentials.models.ApiKey`);
         a key of the personal-access-token form (``osmo_...``, :mod:`credentials.tokens`) is looked up
         among those instead, and refused once expired. ``request.auth`` is the ``ApiKey`` or ``AccessToken``.
-
-        Every API call asks it, so the query is written out (``Manager.raw``: the user's row with the
-        key's id and creation time) rather than built by the ORM each time (0.3 against 0.7 ms of CPU)."""
+        One query either way (the key with its user)."""
         if "\x00" in key:  # PostgreSQL refuses NUL in a query; no token has one
             raise AuthenticationFailed(_("Invalid token."))
         if is_access_token(key):
@@ -73,13 +68,10 @@ class ThrottledTokenAuthentication(TokenAuthentication):
             if not owner.is_active:
                 raise AuthenticationFailed(_("User inactive or deleted."))
             return (owner, access_token)
-        user = next(iter(get_user_model().objects.raw(_KEY_USER.format(
-            user=get_user_model()._meta.db_table, api_key=ApiKey._meta.db_table), [digest(key)])), None)
-        if user is None:
+        api_key = ApiKey.objects.select_related("user").filter(digest=digest(key)).first()
+        if api_key is None:
             raise AuthenticationFailed(_("Invalid token."))
+        user = api_key.user
         if not user.is_active:
             raise AuthenticationFailed(_("User inactive or deleted."))
-        # (raw columns, hence getattr)
-        api_key = ApiKey(pk=getattr(user, "api_key_id"), user=user, digest=digest(key),  # noqa: B009
-                         created_at=getattr(user, "api_key_created_at"))  # noqa: B009
         return (user, api_key)

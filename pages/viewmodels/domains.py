@@ -1,4 +1,4 @@
-"""The pool's domain tree (:func:`scheduler.domains.pool_domain_tree`) as the pages draw it: nested
+"""The pool's domain tree (:func:`scheduler.reads.domains.pool_domain_tree`) as the pages draw it: nested
 :class:`DomainBox` values (zone > spine > rack > gpu-clique > node cells) that the pool page and the
 workflow page decorate (occupants, this workflow's tasks) and fold (single-child chains, untouched
 siblings) for display.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pages.viewmodels.common import heat_level, percent
-from scheduler.domains import Domain, DomainMachine, DomainTree
+from scheduler.reads.domains import Domain, DomainMachine, DomainTree
 from workflows.models import Task
 
 DomainKey = tuple[str, ...]

@@ -1,9 +1,9 @@
 """The pool list and the pool page: GPU totals per pool, the hierarchy heat map with the workflows
 holding capacity in each finest domain, and the paginated node list.
 
-Fixed query counts whatever the pool's size: the domain tree of :mod:`scheduler.domains` (two
+Fixed query counts whatever the pool's size: the domain tree of :mod:`scheduler.reads.domains` (two
 queries, one more for the node cells up to :data:`NODE_CELL_LIMIT` nodes; past that the nodes'
-totals are kept and updated from the rows written, :mod:`scheduler.domain_totals`), the occupancy
+totals are kept and updated from the rows written, :mod:`scheduler.reads.domain_totals`), the occupancy
 (the active reservations, then their holders) and the node page (names + page, in natural order).
 """
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
+from django.db.models import BigIntegerField, Count, Func, Sum, TextField, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from osmo.process_cache import ProcessCache
@@ -23,9 +24,10 @@ from pages.links import workflow_urls
 from pages.viewmodels.common import percent
 from pages.viewmodels.domains import DomainBox, DomainKey, Occupant, domain_boxes, merge_chains
 from parsing.natural import natural_key, natural_sorted
-from scheduler.domains import pool_domain_tree_cached, pool_state
+from scheduler.fairshare.usage import TeamUsage, pool_team_usage
 from scheduler.inventory import sync_record_words
 from scheduler.models import Node, Pool, TopologyKey
+from scheduler.reads.domains import pool_domain_tree_cached, pool_state
 from scheduler.selectors import (
     label_text,
     node_queryset_with_usage,
@@ -34,7 +36,6 @@ from scheduler.selectors import (
     pool_quota_use,
     pools_totals,
 )
-from scheduler.usage import TeamUsage, pool_team_usage
 from workflows.selectors import pool_occupancy_by_workflow, workflow_owner_visible
 
 NODE_CELL_LIMIT = 600  # past this many nodes a pool page draws domains only
@@ -133,7 +134,7 @@ def pool_heat_map(pool: Pool, keys: Sequence[TopologyKey], *, user: Viewer,
                   node_buckets: dict[int, tuple[int, int]] | None = None) -> PoolHeatMap:
     """Every domain with capacity / in use / free, node cells when the pool is small enough, and
     which workflows hold capacity in which finest domain (three or four queries), for the pool's
-    state ``fingerprint`` and its ``node_buckets`` (:func:`scheduler.domains.pool_state`)."""
+    state ``fingerprint`` and its ``node_buckets`` (:func:`scheduler.reads.domains.pool_state`)."""
     tree = pool_domain_tree_cached(pool, keys=keys, fingerprint=fingerprint, machine_limit=NODE_CELL_LIMIT,
                                    node_buckets=node_buckets)
     root, boxes = domain_boxes(tree)
@@ -161,7 +162,7 @@ def _occupancy_rows(
 ) -> list[dict[str, Any]]:
     """The pool's active reservations per workflow and finest domain, kept per process while the
     pool's state fingerprint and keys stay the same (rows are read-only below). With the tree's
-    ``paths_version`` (:attr:`scheduler.domains.DomainTree.paths_version`) only the reservations'
+    ``paths_version`` (:attr:`scheduler.reads.domains.DomainTree.paths_version`) only the reservations'
     part of the fingerprint counts: a node write that moved no node to another domain leaves every
     reservation in its domain."""
     labels = [k.label for k in keys]
@@ -272,10 +273,15 @@ class PoolDetail:
 # By pool, as of the node rows' version; and as of the (id, name) pairs' fingerprint.
 _node_order_cache: ProcessCache[int, list[int]] = ProcessCache("node_order", size=16)
 _node_order_by_names: ProcessCache[int, list[int]] = ProcessCache("node_order_by_names", size=16)
-_NAMES_SQL = (
-    "SELECT count(*), coalesce(sum(hashtextextended(id::text || ':' || name, 0)), 0) "
-    f"FROM {Node._meta.db_table} WHERE pool_id = %s"
-)
+
+
+def _names_fingerprint(pool: Pool) -> tuple[Any, ...]:
+    """The pool's (id, name) pairs as one aggregate: their count and the sum of PostgreSQL's 64-bit hash
+    of each pair (a node renamed, added or removed changes it)."""
+    pair = Concat(Cast("pk", TextField()), Value(":"), "name", output_field=TextField())
+    hashed = Func(pair, Value(0), function="hashtextextended", output_field=BigIntegerField())
+    row = Node.objects.filter(pool=pool).aggregate(n=Count("pk"), h=Coalesce(Sum(hashed), 0))
+    return (row["n"], row["h"])
 
 
 def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | None:
@@ -286,12 +292,10 @@ def _node_order(pool: Pool, fingerprint: tuple[Any, ...] | None) -> list[int] | 
     Elsewhere it is sorted per request up to :data:`NATURAL_NODE_ORDER_LIMIT` nodes; None past that
     (database order)."""
     if fingerprint is not None:
-        version = fingerprint[:2]  # scheduler.snapshot.nodes_version: changes with any node row
+        version = fingerprint[:2]  # scheduler.reads.snapshot.nodes_version: changes with any node row
         ordered = _node_order_cache.get(pool.pk, version)
         if ordered is None:
-            with connection.cursor() as cursor:
-                cursor.execute(_NAMES_SQL, [pool.pk])
-                names = tuple(cursor.fetchone())
+            names = _names_fingerprint(pool)
             ordered = _node_order_by_names.get(pool.pk, names)
             if ordered is None:
                 rows = Node.objects.filter(pool=pool).values_list("pk", "name")

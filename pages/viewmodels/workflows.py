@@ -1,7 +1,7 @@
 """The workflow list (filters, sorting) and the workflow page: groups with their tasks, constraint
 trees and reports, why a group waits, the status history, and the placement map.
 
-The placement map is the pool's domain tree (:mod:`scheduler.domains`) around this workflow's tasks,
+The placement map is the pool's domain tree (:mod:`scheduler.reads.domains`) around this workflow's tasks,
 in two queries whatever the pool's size (three once a task is placed): the domains its tasks touch
 are expanded down to their nodes, with its tasks highlighted and other usage shaded; untouched
 siblings are drawn small, or counted past :data:`COMPACT_SIBLING_LIMIT`.
@@ -19,8 +19,8 @@ from osmo.types import Viewer
 from pages.viewmodels.common import status_colour
 from pages.viewmodels.domains import DomainBox, DomainKey, domain_boxes, merge_chains
 from parsing.natural import natural_sorted
-from scheduler.domains import pool_domain_tree
 from scheduler.models import TopologyKey
+from scheduler.reads.domains import pool_domain_tree
 from scheduler.selectors import pool_keys
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow

@@ -38,9 +38,9 @@ from scheduler.api.serializers import (
     PoolInputSerializer,
     PoolOutputSerializer,
 )
+from scheduler.fairshare.usage import pool_team_usage
 from scheduler.models import Backend, Node, Pool, TopologyKey
 from scheduler.services import access
-from scheduler.usage import pool_team_usage
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input: details.errors lists {path, message}."),

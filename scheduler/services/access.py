@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum, Value
 
 from osmo.errors import ConflictError, OsmoError, ValidationFailedError
 from osmo.types import Viewer
@@ -56,22 +56,11 @@ def pools_visible(pools: QuerySet[Pool], *, user: Viewer) -> QuerySet[Pool]:
 
 def pool_with_access(name: str, *, user: Viewer) -> Pool | None:
     """The pool named ``name`` (None if there is none) with ``accessible`` set: whether the user may
-    see and use it. One query, where reading the pool and then :func:`pool_accessible` took two.
-
-    Every submission asks this first, so the query is written out (``Manager.raw``) rather than built
-    by the ORM each time: the condition is :func:`_member_access`'s, which the tests hold it to."""
-    if user.is_staff:
-        return Pool.objects.filter(name=name).order_by().annotate(accessible=Value(True)).first()
-    tables = {"pool": Pool._meta.db_table, "grant": PoolGrant._meta.db_table,
-              "member": Group.user_set.through._meta.db_table}
-    query = (
-        "SELECT p.*, (NOT EXISTS (SELECT 1 FROM {grant} g WHERE g.pool_id = p.id)"
-        " OR EXISTS (SELECT 1 FROM {grant} g WHERE g.pool_id = p.id AND (g.user_id = %s OR g.team_id IN"
-        " (SELECT m.group_id FROM {member} m WHERE m.user_id = %s)))) AS accessible"
-        " FROM {pool} p WHERE p.name = %s"
-    ).format(**tables)
-    user_id = user.pk or None  # None: nobody's grant (an anonymous viewer only sees open pools)
-    return next(iter(Pool.objects.raw(query, [user_id, user_id, name])), None)
+    see and use it (:func:`_member_access`'s condition as a column). One query, where reading the pool
+    and then :func:`pool_accessible` took two."""
+    condition = _access_condition(user)
+    accessible = Value(True) if condition is None else ExpressionWrapper(condition, output_field=BooleanField())
+    return Pool.objects.filter(name=name).order_by().annotate(accessible=accessible).first()
 
 
 def pool_accessible(pool: Pool, *, user: Viewer) -> bool:
@@ -112,13 +101,9 @@ def team_for_submission(pool: Pool, *, user: Viewer, team: str | None) -> Group 
     if not user.pk:
         return None
     # One query: the user's teams, each marked whether it has a quota in the pool (a user belongs to
-    # a handful of teams). Every submission asks it: written out, as pool_with_access's.
-    query = (
-        f"SELECT g.*, EXISTS (SELECT 1 FROM {TeamQuota._meta.db_table} q WHERE q.pool_id = %s AND q.team_id = g.id)"
-        f" AS has_quota FROM {Group._meta.db_table} g JOIN {Group.user_set.through._meta.db_table} m"
-        " ON m.group_id = g.id WHERE m.user_id = %s ORDER BY g.name"
-    )
-    mine = list(Group.objects.raw(query, [pool.pk, user.pk]))
+    # a handful of teams).
+    mine = list(Group.objects.filter(user=user.pk).order_by("name").annotate(
+        has_quota=Exists(TeamQuota.objects.filter(pool=pool.pk, team=OuterRef("pk")))))
     with_quota = [found for found in mine if getattr(found, "has_quota", False)]
     if len(with_quota) == 1:
         return with_quota[0]

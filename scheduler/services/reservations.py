@@ -7,15 +7,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import connection
+from django.dispatch import Signal
 
-from scheduler import jobs
 from scheduler.models import PoolEpoch
+
+#: Sent with ``pool_id`` when a pool's inventory changed, once its epochs moved on. The workflows app
+#: receives it and asks for the pool's placement cycle (:mod:`workflows.receivers`): the scheduler app
+#: says what changed and does not know who places on it.
+capacity_changed = Signal()
 
 
 def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> None:
     """Move the pools' capacity epoch on (and the inventory epoch, for inventory changes), so queued
     gangs proven unschedulable before are solved again. One upsert per pool; takes only the epoch
-    row's lock, never the pool row's, so it never waits for a running placement cycle."""
+    row's lock, never the pool row's, so it never waits for a running placement cycle. Raw SQL: the
+    ORM's upsert (``bulk_create(update_conflicts=...)``) sets the conflicting row to the new values and
+    cannot add to them."""
     table = PoolEpoch._meta.db_table
     sql = (
         f"INSERT INTO {table} (pool_id, capacity_epoch, inventory_epoch) VALUES (%s, 1, %s) "
@@ -29,16 +36,13 @@ def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> Non
 
 def pool_epochs(pool_id: int) -> tuple[int, int]:
     """(capacity epoch, inventory epoch) of the pool; (0, 0) before anything moved them."""
-    # Written out like the bump above: every submission asks it (the ORM built the query anew each time).
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT capacity_epoch, inventory_epoch FROM {PoolEpoch._meta.db_table} WHERE pool_id = %s",
-                       [pool_id])
-        row = cursor.fetchone()
+    row = PoolEpoch.objects.filter(pool_id=pool_id).values_list("capacity_epoch", "inventory_epoch").first()
     return (row[0], row[1]) if row is not None else (0, 0)
 
 
 def pool_capacity_changed(pool_id: int) -> None:
     """The pool's inventory changed (nodes added, resized, uncordoned, keys changed): what waits in its
-    queue may fit now. Moves both epochs on and asks for a placement cycle once committed."""
+    queue may fit now. Moves both epochs on and says so (:data:`capacity_changed`: the workflows app
+    asks for a placement cycle once committed)."""
     pool_epochs_bump([pool_id], inventory=True)
-    jobs.placement_cycle_request(pool_id)
+    capacity_changed.send(sender=PoolEpoch, pool_id=pool_id)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from scheduler.models import Reservation
 from tests.factories import make_node, make_pool
-from workflows.lifecycle.placing import groups_preempt
+from workflows.lifecycle.placing import gangs_preempt
 from workflows.models import StatusTransition, Task, TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.scheduling.gang_dispatch import group_dispatch
@@ -180,7 +180,7 @@ def test_a_preempted_gang_is_rescheduled_and_requeued_without_counting_a_retry(u
     group.refresh_from_db()
     assert group.status == "RUNNING"
     # when it is preempted
-    pods = groups_preempt([group], by={group.pk: "wf-high"})
+    pods = gangs_preempt([group], by={group.pk: "wf-high"})
     # then it is queued again through RESCHEDULED, its pods to delete, no retry counted
     group.refresh_from_db()
     assert len(pods) == 2 and all(name.startswith(workflow.workflow_id) for name in pods)

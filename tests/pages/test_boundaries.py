@@ -79,7 +79,7 @@ def test_osmo_urls_include_the_pages_by_name():
     assert 'path("", include("pages.urls"))' in (ROOT / "osmo" / "urls.py").read_text()
 
 
-@pytest.mark.parametrize("module", ["scheduler/domains.py", "scheduler/selectors.py"])
+@pytest.mark.parametrize("module", ["scheduler/reads/domains.py", "scheduler/selectors.py"])
 def test_the_shared_domain_tree_reads_no_workflows_or_pages(module):
     # when
     imported = {name for name, _ in _imports(ROOT / module)}

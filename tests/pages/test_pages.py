@@ -537,7 +537,7 @@ def test_node_lists_keep_natural_order_whatever_the_pools_size(alice_client, sce
 
     # when
     first = alice_client.get("/pools/big/").content.decode()
-    from scheduler.domains import pool_state_fingerprint
+    from scheduler.reads.domains import pool_state_fingerprint
 
     state = pool_state_fingerprint(pool)
     kept, again = viewmodel._node_order(pool, state), viewmodel._node_order(pool, state)

@@ -1,5 +1,5 @@
 """The pool page of a pool too big to draw machines keeps its domain totals between requests and
-updates them from the node rows written since (scheduler/domain_totals.py): after every kind of node
+updates them from the node rows written since (scheduler/reads/domain_totals.py): after every kind of node
 write the page is the page built from scratch."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _page(client) -> str:
 def _from_scratch(client) -> str:
     """The page with nothing kept in the process."""
     from pages.viewmodels import pools
-    from scheduler import domain_totals, domains
+    from scheduler.reads import domain_totals, domains
 
     for cache in (domain_totals._kept, domains._tree_cache, pools._occupancy_cache, pools._node_order_cache,
                   pools._node_order_by_names):

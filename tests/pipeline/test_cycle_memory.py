@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from scheduler.snapshot import pool_key_labels
+from scheduler.reads.snapshot import pool_key_labels
 from tests.pipeline.helpers import gang_spec
 from workflows.models import TaskGroup, Workflow
 from workflows.scheduling.cycle import DatabaseSource, placement_cycle_run

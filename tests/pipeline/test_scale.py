@@ -11,8 +11,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from bench.cycle_baseline import baseline_cycle_run
-from bench.queue import queue_copies
+from bench.kit.cycle_baseline import baseline_cycle_run
+from bench.kit.queue import queue_copies
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import assert_never_overcommitted, assert_reservations_match_tasks, gang_spec
 from workflows.models import Task, TaskGroup, Workflow

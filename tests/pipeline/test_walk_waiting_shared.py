@@ -13,7 +13,8 @@ from scheduler.placement.signature import gang_signature
 from scheduler.preemption import Candidate
 from tests.scheduler.placement.builders import rack, tree
 from workflows.scheduling.cycle import CycleInput, GangRow, QueuedGang, RunningGang, Walk
-from workflows.scheduling.cycle.values import Decision
+from workflows.scheduling.cycle.values import Decision, GangSource
+from workflows.scheduling.cycle.walk import Sharing
 from workflows.scheduling.requests import gang_request_from_row
 from workflows.spec import tree_to_json
 
@@ -75,8 +76,8 @@ def _gang(pk: int, rank: int, tasks: int, excluded: tuple[str, ...] = ()) -> tup
 class Unshared(Walk):
     """The walk with every waiting gang solving its views afresh."""
 
-    def _waits_shared(self) -> bool:
-        return False
+    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy) -> None:
+        super().__init__(cycle, source, policy, sharing=Sharing(waits=False))
 
 
 def _walked(walker: type[Walk]) -> tuple[Decision, dict[int, dict]]:

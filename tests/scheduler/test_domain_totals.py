@@ -1,5 +1,5 @@
 """The nodes' totals per domain kept per process and updated from the node rows that changed
-(scheduler/domain_totals.py): after every kind of node write they equal a build from scratch."""
+(scheduler/reads/domain_totals.py): after every kind of node write they equal a build from scratch."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import domain_totals
-from scheduler.domain_totals import kept_base_tree
-from scheduler.domains import pool_domain_tree
 from scheduler.models import Node
+from scheduler.reads import domain_totals
+from scheduler.reads.domain_totals import kept_base_tree
+from scheduler.reads.domains import pool_domain_tree
+from scheduler.reads.snapshot import nodes_version
 from scheduler.selectors import pool_keys
-from scheduler.snapshot import nodes_version
 
 pytestmark = pytest.mark.django_db
 
@@ -134,7 +134,7 @@ def test_an_unchanged_pool_reads_no_node_row(small_pool, two_buckets, django_ass
 def test_the_buckets_sum_to_the_node_rows_version_and_are_read_once_with_the_fingerprint(
     small_pool, two_buckets, django_assert_num_queries
 ):
-    from scheduler.domains import pool_domain_tree_cached, pool_state
+    from scheduler.reads.domains import pool_domain_tree_cached, pool_state
 
     # given
     keys = pool_keys(small_pool)

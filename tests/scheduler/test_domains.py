@@ -1,12 +1,12 @@
-"""The domain tree of a pool (scheduler/domains.py), which the admin hierarchy and the pool and
+"""The domain tree of a pool (scheduler/reads/domains.py), which the admin hierarchy and the pool and
 workflow pages draw: totals per domain, machines, "(no <key>)" domains, fixed query counts."""
 
 from __future__ import annotations
 
 import pytest
 
-from scheduler.domains import DomainMachine, pool_domain_tree
 from scheduler.models import Node
+from scheduler.reads.domains import DomainMachine, pool_domain_tree
 
 pytestmark = pytest.mark.django_db
 
@@ -114,7 +114,7 @@ def test_the_kept_tree_of_a_big_pool_equals_a_fresh_one_after_every_change(small
     on each change (docs/design.md §8): it must always equal the tree built from scratch."""
     from django.utils import timezone
 
-    from scheduler.domains import pool_domain_tree_cached, pool_state_fingerprint
+    from scheduler.reads.domains import pool_domain_tree_cached, pool_state_fingerprint
     from scheduler.selectors import pool_keys
 
     keys = pool_keys(small_pool)

@@ -10,10 +10,10 @@ from django.contrib.auth.models import Group
 
 from scheduler import models
 from scheduler.fairshare import usage_by_team
+from scheduler.fairshare.usage import pool_team_usage
 from scheduler.inventory import InventoryInvalidError, parse_inventory
 from scheduler.inventory import document as inventory_document
 from scheduler.models import Pool, Reservation
-from scheduler.usage import pool_team_usage
 from tests.factories import make_node, make_pool
 
 KEYS = [{"key": "zone", "label": "topology.kubernetes.io/zone"}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from bench.simulate import ceiling
+from bench.kit.traces import ceiling
 from scheduler.hold import Holder, expected_end, may_backfill, released, soonest_hold, where
 from scheduler.placement import Placement, Resources, solve
 from tests.scheduler.placement.builders import cluster, gang, names, rack, tree, zone

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
+from bench.kit.traces import trace
 from bench.rack_policies import PLAIN, Racks, Repack, best, ends, place_models, place_plain, repack, run
-from bench.simulate import trace
 
 
 def _racks(whole: list[int], size: int = 18) -> Racks:

@@ -3,8 +3,9 @@ report sets each solver beside it (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-from bench.pools import nvl72_pool
-from bench.simulate import _models, _plain, against_ceiling, ceiling, simulate, trace
+from bench.kit.pools import nvl72_pool
+from bench.kit.traces import _models, _plain, ceiling, simulate, trace
+from bench.simulate import against_ceiling
 from scheduler.placement import Placement, solve
 from scheduler.placement.types import ClusterSnapshot, NodeState, Resources
 

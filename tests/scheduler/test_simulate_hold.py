@@ -3,7 +3,7 @@ end"): no guard decides as bench.simulate does, timeouts are seeded overestimate
 
 from __future__ import annotations
 
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from bench.simulate import simulate as simulate_plain
 from bench.simulate import trace
 from bench.simulate_hold import Moves, against_ceiling, simulate, timeouts

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.models import Node, Reservation
 from scheduler.placement import Resources
-from scheduler.snapshot import snapshot_load_with_ids
+from scheduler.reads.snapshot import snapshot_load_with_ids
 from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup, Workflow
 

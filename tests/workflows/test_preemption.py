@@ -169,9 +169,9 @@ def test_a_preemptor_evicts_the_low_work_where_it_would_go_without_low_work(user
 
 def test_the_victim_search_leaves_machines_kept_for_a_starving_gang_alone(user, pool):
     from scheduler.placement import DomainIndex, Policy
-    from scheduler.snapshot import snapshot_load_with_ids
+    from scheduler.reads.snapshot import snapshot_load_with_ids
+    from workflows.scheduling.cycle.preemption.candidates import Preemptions
     from workflows.scheduling.cycle.read import running_low_read
-    from workflows.scheduling.preemption import Preemptions
     from workflows.scheduling.requests import gang_request_from_row
 
     # given one LOW gang per rack, and a HIGH gang of a rack's size not placed yet

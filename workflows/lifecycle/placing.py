@@ -17,6 +17,7 @@ from django.utils import timezone
 from osmo.bulk import bulk_insert, bulk_set
 from scheduler.dispatch.naming import pod_name_for
 from scheduler.placement.types import ReasonCode
+from scheduler.resources import AMOUNT_FIELDS
 from scheduler.services.reservation_rows import ReservationFacts
 from scheduler.services.reservations import pool_epochs_bump
 from workflows.choices import Priority, TaskStatus
@@ -68,7 +69,7 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
         return []
     tasks_of: dict[int, list[Task]] = {}
     for task in (Task.objects.filter(group_id__in=[p.group_id for p in kept]).order_by("group_id", "position")
-                 .only("pk", "group_id", "name", "status", "gpu", "cpu_millis", "memory_bytes", "storage_bytes")):
+                 .only("pk", "group_id", "name", "status", *AMOUNT_FIELDS)):
         tasks_of.setdefault(task.group_id, []).append(task)
     tasks: list[Task] = []
     reservations: list[ReservationFacts] = []
@@ -109,7 +110,7 @@ _GROUP_RESET_FIELDS = ["status", "scheduling_since", "preemptions", "retries", "
                        "reason_code", "reason_digest", "updated_at"]
 
 
-def groups_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
+def gangs_preempt(groups: Iterable[TaskGroup], *, by: dict[int, str]) -> list[str]:
     """Evict running gangs (docs/design.md §9): drop every reservation of their tasks, put the gang
     and all its tasks back to SCHEDULING (a gang restarts whole), count the preemption and record
     "preempted by <workflow>" (``by``: group id -> the preemptor's workflow id), then a RESCHEDULED

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bench.instances import random_instance
+from bench.kit.instances import random_instance
 from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Resources, solve
 from scheduler.placement.index import DomainIndex
 from scheduler.placement.search import GangSearch, _Order
@@ -73,7 +73,7 @@ def _place(index: DomainIndex, group: GangRequest, result: object) -> None:
 @given(seed=st.integers(min_value=0, max_value=100_000), wide=st.booleans())
 @example(seed=255, wide=True)  # a twin rack reads its first twin's order past the group it took
 def test_groups_sorted_when_read_place_every_gang_as_the_whole_sort(seed, wide):
-    # given a random pool (a wide zone > spine > rack one, or bench.instances' random ones) and two
+    # given a random pool (a wide zone > spine > rack one, or bench.kit.instances' random ones) and two
     # indexes of it, one solved with candidate orders sorted lazily, one with whole sorts
     rng = random.Random(seed)
     snapshot = _wide_pool(rng) if wide else random_instance(rng)[0]

@@ -291,7 +291,7 @@ def test_single_task_node_and_empty_gang() -> None:
 
 def test_kueue_greedy_baseline_fails_where_the_solver_backtracks() -> None:
     # given: the greedy-order cluster (m1's best fit X is m2's only home)
-    from bench.baselines import kueue_greedy
+    from bench.kit.baselines import kueue_greedy
 
     snapshot = cluster(("zone", "gpu-clique"), [("z1", "X", 2), ("z1", "Y", 1), ("z1", "Y", 1), ("z1", "Y", 1)])
     t = tree(zone("wf", clique("m1", tasks=["m1-a", "m1-b"]), clique("m2", tasks=["m2-a"])))

@@ -4,8 +4,8 @@ its copy of the trace loop, which must measure what bench.simulate measures."""
 from __future__ import annotations
 
 from bench.fragmentation import repacks, run
-from bench.pools import nvl72_pool
-from bench.simulate import simulate, trace
+from bench.kit.pools import nvl72_pool
+from bench.kit.traces import simulate, trace
 
 
 def test_the_repack_puts_each_model_on_one_rack_and_the_plain_gpus_in_what_is_left() -> None:

@@ -8,7 +8,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.instances import random_instance
+from bench.kit.instances import random_instance
 from scheduler.placement import ClusterSnapshot, Placement, solve
 from scheduler.placement.index import DomainIndex, Shape
 from scheduler.placement.plan import shapes_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from bench.instances import check, planted_instance
+from bench.kit.instances import check, planted_instance
 from scheduler.placement import ClusterSnapshot, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.placement.exact import Machine, pack_exact
 from tests.scheduler.placement.builders import clique, cluster, gang, names, tree, zone
@@ -95,7 +95,7 @@ def test_the_exact_packer_proves_two_tasks_do_not_share_a_machine_short_of_cpu()
 
 
 def test_planted_multi_shape_instances_are_all_placed() -> None:
-    """Replays 60 instances of the planted family (bench.instances.planted_instance: 2-4 shapes of
+    """Replays 60 instances of the planted family (bench.kit.instances.planted_instance: 2-4 shapes of
     (gpu, cpu) cut from the machines' free capacity, so a placement exists), seeds 140-199, which
     include 152 and 199: the depth-first packing used to exhaust the default budget on them."""
     # given

@@ -10,7 +10,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.instances import levels_met, random_instance, renamed_all
+from bench.kit.instances import levels_met, random_instance, renamed_all
 from bench.preferred import agreement, conflicting, optimum, placement_objective, preferred_instance
 from scheduler.placement import Placement, Policy, solve
 from tests.scheduler.placement.builders import cluster, gang, rack, tree, zone

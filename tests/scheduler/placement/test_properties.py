@@ -1,4 +1,4 @@
-"""Property test against the exact CP-SAT oracle (bench/oracle.py) on small random instances.
+"""Property test against the exact CP-SAT oracle (bench/kit/oracle.py) on small random instances.
 
 For each instance (<= 16 machines, <= 8 tasks, <= 3 levels, mixed required/preferred, random
 occupancy, cordoned machines, missing labels, excluded machines):
@@ -15,8 +15,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.instances import check, levels_met, random_instance, renamed
-from bench.oracle import feasible
+from bench.kit.instances import check, levels_met, random_instance, renamed
+from bench.kit.oracle import feasible
 from scheduler.placement import Placement, solve
 
 

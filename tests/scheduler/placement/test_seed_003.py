@@ -10,7 +10,7 @@ The document's tasks ask for 8 GPUs; a GB200 tray has 4, so each shard here asks
 
 from __future__ import annotations
 
-from bench.pools import NVL72_KEYS, nvl72_pool, tray_free
+from bench.kit.pools import NVL72_KEYS, nvl72_pool, tray_free
 from scheduler.placement import ClusterSnapshot, GangRequest, NodeState, Placement, Resources, TaskRequest, solve
 from tests.scheduler.placement.builders import Spec, clique, names, node, rack, spine, tree, zone
 

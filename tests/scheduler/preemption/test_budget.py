@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import scheduler.preemption.feasibility as feasibility
-from bench.preemption_instances import oracle, released, small_instance
+from bench.kit.preemption_instances import oracle, released, small_instance
 from scheduler.placement import Placement, Policy, Resources, solve
 from scheduler.preemption import Candidate, victims_choose, victims_choose_near
 from scheduler.preemption.feasibility import Budget, Feasibility, bits_of, mask_of

@@ -8,7 +8,7 @@ tasks in one rack.
 
 from __future__ import annotations
 
-from bench.consolidate import consolidate, holdings_of, joined, shifted
+from bench.kit.consolidate import consolidate, holdings_of, joined, shifted
 from scheduler.placement import Placement, Resources, solve
 from scheduler.preemption import Candidate, victims_choose
 from tests.scheduler.placement.builders import cluster, gang, names, node, tree

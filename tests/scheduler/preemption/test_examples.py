@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.preemption_instances import released, small_instance
+from bench.kit.preemption_instances import released, small_instance
 from scheduler.placement import Placement, Resources, solve
 from scheduler.preemption import Candidate, victims_choose
 from tests.scheduler.placement.builders import cluster, gang, names, rack, tree, zone

@@ -1,5 +1,5 @@
 """Victim choice against the exact oracle (every subset solved) on small random instances
-(bench.preemption_instances.small_instance: at most 8 machines under zone/rack keys, up to 8 LOW gangs,
+(bench.kit.preemption_instances.small_instance: at most 8 machines under zone/rack keys, up to 8 LOW gangs,
 a preemptor with required/preferred constraints):
 - a victim set is found exactly when evicting some set lets the preemptor fit (every instance);
 - the set fits (its placement meets the constraints on the released snapshot) and names only candidates;
@@ -16,8 +16,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.instances import check
-from bench.preemption_instances import oracle, released, small_instance
+from bench.kit.instances import check
+from bench.kit.preemption_instances import oracle, released, small_instance
 from scheduler.placement import Placement, solve
 from scheduler.preemption import DEFAULT_MAX_SOLVES, regions_around, restricted, victims_choose, victims_choose_near
 

@@ -3,7 +3,7 @@ keeps its own invariants (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from bench.simulate_teams import POLICIES, simulate, summary, team_trace
 
 

@@ -1,7 +1,7 @@
 """The apply step of the placement cycle (docs/design.md §6, §8): a walk's
 :class:`~workflows.scheduling.cycle.values.Decision` written in the cycle's transaction. Statuses and
 reservations move through the lifecycle (:mod:`workflows.lifecycle`), the only writer of both:
-evictions (:func:`~workflows.lifecycle.placing.groups_preempt`), placements
+evictions (:func:`~workflows.lifecycle.placing.gangs_preempt`), placements
 (:func:`~workflows.lifecycle.placing.gangs_place`), solver errors
 (:func:`~workflows.lifecycle.transitions.group_fail`). What is written here is the queue's
 bookkeeping: the verdicts queued gangs carry, one UPDATE per distinct verdict."""
@@ -13,7 +13,7 @@ from django.utils import timezone
 from scheduler import jobs
 from scheduler.results import report_to_json
 from workflows.choices import TASK_ACTIVE_STATUSES, TaskStatus
-from workflows.lifecycle.placing import GangPlacement, gangs_place, groups_preempt
+from workflows.lifecycle.placing import GangPlacement, gangs_place, gangs_preempt
 from workflows.lifecycle.transitions import group_fail
 from workflows.models import TaskGroup, Workflow
 from workflows.scheduling.cycle.values import Decision
@@ -39,7 +39,7 @@ def decision_apply(decision: Decision, *, pool_id: int, inventory_epoch: int
     if decision.evictions:
         by = {e.group_id: e.preemptor for e in decision.evictions}
         victims = list(TaskGroup.objects.filter(pk__in=list(by), status__in=TASK_ACTIVE_STATUSES))
-        jobs.pods_evict_request(pool_id, groups_preempt(victims, by=by))
+        jobs.pods_evict_request(pool_id, gangs_preempt(victims, by=by))
         refresh |= {g.workflow_id for g in victims}
     placed: list[int] = []
     if decision.placements:

@@ -14,12 +14,13 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from scheduler.fairshare import fair_order
+from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.hold import Holder, expected_end
 from scheduler.models import Node, Pool, PoolPlatform, Reservation
 from scheduler.placement import ClusterSnapshot, Resources
 from scheduler.preemption import Candidate
-from scheduler.snapshot import snapshot_empty, snapshot_load_with_ids
-from scheduler.usage import team_usage_by_id
+from scheduler.reads.snapshot import snapshot_empty, snapshot_load_with_ids
+from scheduler.resources import AMOUNT_FIELDS
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
@@ -49,19 +50,21 @@ def waiting_groups(pool_id: int) -> list[TaskGroup]:
     return list(TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.WAITING))
 
 
-def fingerprint(pks: Sequence[int]) -> list[int]:
-    """:func:`queue_fingerprint` of a known set of group ids."""
-    return [len(pks), sum(pks), sum(i * i for i in pks), max(pks, default=0)]
+def _fingerprint_of(queued: Q | None = None) -> dict[str, Any]:
+    """The aggregates of :func:`~workflows.scheduling.cycle.state.fingerprint` over the queued group
+    ids (``queued``: which of the rows aggregated are queued), for one aggregate query."""
+    return {"n": Count("pk", filter=queued), "s": Sum("pk", filter=queued), "q": Sum(F("pk") * F("pk"), filter=queued),
+            "m": Max("pk", filter=queued)}
+
+
+def _fingerprint(row: Mapping[str, Any]) -> list[int]:
+    return [int(row[key] or 0) for key in ("n", "s", "q", "m")]
 
 
 def queue_fingerprint(pool_id: int) -> list[int]:
-    """Which gangs are queued, in one aggregate query: count, sum, sum of squares and maximum of
-    their ids (equal fingerprints mean an unchanged queue for any change that adds or removes gangs
-    short of a contrived collision of all four)."""
-    rows = list(_queued(pool_id).values("status")
-                .annotate(n=Count("pk"), s=Sum("pk"), q=Sum(F("pk") * F("pk")), m=Max("pk"))
-                .values_list("n", "s", "q", "m").order_by())
-    return [int(value or 0) for value in (rows[0] if rows else (0, 0, 0, 0))]
+    """Which gangs are queued (:func:`~workflows.scheduling.cycle.state.fingerprint`), in one aggregate
+    query."""
+    return _fingerprint(_queued(pool_id).aggregate(**_fingerprint_of()))
 
 
 class QueueFacts(NamedTuple):
@@ -87,13 +90,10 @@ def queue_facts(pool_id: int) -> QueueFacts:
     queued = Q(status=TaskStatus.SCHEDULING)
     timed = Q(status=TaskStatus.SCHEDULING, workflow__queue_timeout_s__isnull=False, scheduling_since__isnull=False)
     row = (TaskGroup.objects.filter(workflow__pool=pool_id, status__in=(TaskStatus.SCHEDULING, TaskStatus.WAITING))
-           .aggregate(n=Count("pk", filter=queued), s=Sum("pk", filter=queued),
-                      q=Sum(F("pk") * F("pk"), filter=queued), m=Max("pk", filter=queued),
-                      waiting=Count("pk", filter=Q(status=TaskStatus.WAITING)),
-                      since=Min("scheduling_since", filter=timed), timeout_s=Min("workflow__queue_timeout_s",
-                                                                                  filter=timed)))
-    return QueueFacts([int(row[key] or 0) for key in ("n", "s", "q", "m")], int(row["waiting"] or 0), row["since"],
-                      row["timeout_s"])
+           .aggregate(**_fingerprint_of(queued), waiting=Count("pk", filter=Q(status=TaskStatus.WAITING)),
+                      since=Min("scheduling_since", filter=timed),
+                      timeout_s=Min("workflow__queue_timeout_s", filter=timed)))
+    return QueueFacts(_fingerprint(row), int(row["waiting"] or 0), row["since"], row["timeout_s"])
 
 
 def queue_read(pool: Pool, now: datetime | None = None, *,
@@ -101,7 +101,7 @@ def queue_read(pool: Pool, now: datetime | None = None, *,
     """The pool's SCHEDULING gangs in queue order: one query of small columns. With fair share on (the
     pool's ``fairshare_half_life``, docs/design.md §9), each team's recent usage: ``usage`` when given
     (a resumed walk keeps the order its first cycle saw), else one more query
-    (:func:`scheduler.usage.team_usage_by_id`, as seen at ``now``); within a priority the gangs of
+    (:func:`scheduler.fairshare.usage.team_usage_by_id`, as seen at ``now``); within a priority the gangs of
     teams that used less come first, and their order key carries the team's place by usage between
     the rank and the submission time (the walk compares keys: a starving gang holds machines against
     the gangs after it in this order)."""
@@ -163,7 +163,7 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     when it may be preempted: its start plus the pool's ``min_runtime`` seconds (docs/design.md §9)."""
     # What LOW work holds: reservations carry whether their work is preemptible (copied at placement).
     held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True, preemptible=True)
-                .values("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+                .values("task_id", "node__name", *AMOUNT_FIELDS))
     if not held:
         return []
     groups = list(
@@ -206,7 +206,7 @@ def holders_read(pool_id: int, now: float) -> list[Holder]:
     Two queries whatever the number of gangs (the active reservations; their tasks' gangs), read only
     when a gang starves (docs/design.md §6)."""
     held = list(Reservation.objects.filter(pool=pool_id, released_at__isnull=True)
-                .values_list("task_id", "node__name", "gpu", "cpu_millis", "memory_bytes", "storage_bytes"))
+                .values_list("task_id", "node__name", *AMOUNT_FIELDS))
     if not held:
         return []
     # Reservations name their task by id only (the scheduler app keeps no relation into workflows).

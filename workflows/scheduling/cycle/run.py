@@ -34,11 +34,11 @@ from django.utils import timezone
 
 from scheduler import jobs
 from scheduler.choices import PoolStatus
+from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.models import Pool
 from scheduler.placement import Policy
+from scheduler.reads.snapshot import pool_key_labels
 from scheduler.services.reservations import pool_epochs
-from scheduler.snapshot import pool_key_labels
-from scheduler.usage import team_usage_by_id
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,
@@ -51,7 +51,6 @@ from workflows.scheduling.admission import Quotas, backend_not_online_reason, no
 from workflows.scheduling.cycle.apply import decision_apply
 from workflows.scheduling.cycle.read import (
     DatabaseSource,
-    fingerprint,
     pool_locked,
     queue_facts,
     queue_fingerprint,
@@ -59,6 +58,7 @@ from workflows.scheduling.cycle.read import (
     timeout_candidates,
     waiting_groups,
 )
+from workflows.scheduling.cycle.state import Carried, CycleState
 from workflows.scheduling.cycle.values import CycleInput, Decision
 from workflows.scheduling.cycle.walk import Walk
 from workflows.scheduling.locks import pool_lock_try, workflows_lock
@@ -131,33 +131,33 @@ def cycle_begin(result: CycleResult, *, pool_id: int, now: datetime | None,
     return CycleStart(pool, now, capacity_epoch, inventory_epoch, fingerprint)
 
 
-def cycle_input_read(start: CycleStart, *, cursor: list[Any] | None, proofs: dict[str, int] | None,
-                     usage: list[list[Any]] | None = None, blocked_since: Mapping[str, float] | None = None,
+def cycle_input_read(start: CycleStart, carried: Carried | None = None,
                      ) -> tuple[CycleInput, DatabaseSource, Quotas | None]:
     """The read step: the queue and the pool's facts as a value, the source of what is read on demand,
-    and the teams' quotas. ``usage``: the teams' fair-share usage the stopped walk ordered the queue by
-    (pairs of team id and GPU-seconds, as stored beside ``cursor``): a resumed walk orders by it, so a
-    team's place does not move under the cursor (a gang moved before it would wait for the next full
-    walk; one moved after it would be walked twice). ``blocked_since``: when each gang waiting before
-    it evicts (the pool's minimum runtime) first did not fit within its quota, by group id."""
+    and the teams' quotas. ``carried``: what the previous cycle left that still stands
+    (:meth:`~workflows.scheduling.cycle.state.CycleState.carried`; None: nothing). A resumed walk orders
+    the queue by the fair-share usage the stopped walk saw, so a team's place does not move under the
+    cursor (a gang moved before it would wait for the next full walk; one moved after it would be
+    walked twice)."""
+    carried = carried or Carried(None, None, {}, {})
+    cursor = carried.cursor
     pool = start.pool
     key_labels = pool_key_labels(pool)
     frozen: dict[int | None, float] | None = None
     if pool.fairshare_half_life > 0:
-        frozen = ({team: value for team, value in usage} if cursor and usage is not None
-                  else team_usage_by_id(pool, now=start.now))
+        frozen = carried.usage if carried.usage is not None else team_usage_by_id(pool, now=start.now)
     queue = queue_read(pool, start.now, usage=frozen)
     if cursor and queue and len(cursor) != len(queue[0].order):
         cursor = None  # fair share turned on or off since: the key's shape changed (walk from the start)
     cycle = CycleInput(
         pool_id=pool.pk, pool_name=pool.name, keys_version=pool.keys_version, key_labels=tuple(key_labels),
         now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
-        queue=tuple(queue), cursor=cursor, usage=frozen, proofs=dict(proofs or {}),
+        queue=tuple(queue), cursor=cursor, usage=frozen, proofs=carried.proofs,
         starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
         max_holds=settings.OSMO_STARVATION_MAX_HOLDS,
         budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
         min_runtime=float(pool.min_runtime),
-        blocked_since={int(pk): float(at) for pk, at in (blocked_since or {}).items()},
+        blocked_since=carried.blocked_since,
     )
     return cycle, DatabaseSource(pool, key_labels), Quotas.load(pool)
 
@@ -198,34 +198,18 @@ def placement_cycle_run(
         if start is None:
             return result
         pool = start.pool
-        state = pool.cycle_state or {}
-        seen = {"fingerprint": start.fingerprint, "epoch": start.capacity_epoch,
-                "keys_version": pool.keys_version}
-        wake = state.get("wake_at")
-        if (not state.get("cursor") and {k: state.get(k) for k in seen} == seen
-                and (wake is None or start.now < datetime.fromisoformat(wake))):
+        carried = CycleState.from_json(pool.cycle_state).carried(
+            fingerprint=start.fingerprint, capacity_epoch=start.capacity_epoch, keys_version=pool.keys_version,
+            now=start.now)
+        if carried is None:
             result.idle = True
         else:
-            proofs = state.get("proofs") if state.get("proofs_epoch") == start.capacity_epoch else None
-            cycle, source, quotas = cycle_input_read(start, cursor=state.get("cursor"), proofs=proofs,
-                                                     usage=state.get("usage"),
-                                                     blocked_since=state.get("blocked_since"))
+            cycle, source, quotas = cycle_input_read(start, carried)
             decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
                             quotas=quotas).decide()
             locked = cycle_apply(result, start, decision)
-            # What this walk leaves queued (rows committed by others meanwhile make the next
-            # fingerprint differ, which only costs that cycle a walk). An undecided gang is retried by
-            # the next cycle: no idle skip after one, nor after a verdict that is no proof.
-            gone = set(result.placed) | {g.pk for g in decision.failed}
-            Pool.objects.filter(pk=pool.pk).update(cycle_state={
-                "cursor": decision.cursor, "fingerprint": fingerprint([g.pk for g in cycle.queue if g.pk not in gone]),
-                "epoch": None if decision.undecided or decision.retry else start.capacity_epoch,
-                "keys_version": pool.keys_version, "wake_at": decision.wake_at, "proofs": dict(decision.proofs),
-                "proofs_epoch": start.capacity_epoch,
-                "usage": None if decision.cursor is None or cycle.usage is None else [
-                    [team, value] for team, value in cycle.usage.items()],
-                "blocked_since": {str(pk): at for pk, at in decision.blocked_since.items()},
-            })
+            after = CycleState.after(cycle, decision, gone=set(result.placed) | {g.pk for g in decision.failed})
+            Pool.objects.filter(pk=pool.pk).update(cycle_state=after.to_json())
         cycle_end(result, locked)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:
         logger.info(

@@ -20,7 +20,7 @@ fit within its quota, and keeps its placement without LOW work from LOW gangs me
 binds LOW gangs only: docs/design.md §9, waiting before evicting); then NORMAL work evicts only LOW
 gangs that have run at most twice the minimum runtime, and a gang that finds no victims keeps that
 placement from LOW gangs for as long as it waits (the eviction window). What a protected gang does
-about LOW work is decided by :class:`~workflows.scheduling.cycle.low_work.LowWork`; the walk applies it.
+about LOW work is decided by :class:`~workflows.scheduling.cycle.preemption.low_work.LowWork`; the walk applies it.
 
 What a walk costs is what changed, not what is queued:
 - the pool is aggregated once into a :class:`~scheduler.placement.DomainIndex`, updated in place as
@@ -32,11 +32,10 @@ What a walk costs is what changed, not what is queued:
   is unchanged, an identical gang's solves on the views without LOW work (docs/design.md §9, what
   waiting gangs cost a cycle).
 
-All that the walk remembers while it decides (fetched rows, requests, shared verdicts, proofs) is
-one :class:`WalkMemo`; what it remembers about LOW work, its :class:`LowWork`. The hooks marked
-"incremental" are the shortcuts the benchmark's baseline (``bench.cycle_baseline``) turns off to
-replay the algorithm this one replaced.
-"""
+What the walk remembers while it decides is one :class:`WalkMemo`, what it decided one
+:class:`WalkOut`, what it remembers about LOW work its :class:`LowWork`. What identical gangs share is
+:class:`Sharing`, and how a gang is solved a ``Solver``: a walk given others (the benchmarks'
+baseline, ``bench/kit/cycle_baseline.py``) decides the same."""
 
 from __future__ import annotations
 
@@ -49,11 +48,12 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from scheduler.hold import Holder, may_backfill
-from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
+from scheduler.hold.holds import Hold, Holds
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.results import result_to_json
 from workflows.scheduling.admission import LOW_RANK, Quotas
-from workflows.scheduling.cycle.holds import Hold, Holds
-from workflows.scheduling.cycle.low_work import LowWork
+from workflows.scheduling.cycle.preemption.candidates import Preemptions, takes
+from workflows.scheduling.cycle.preemption.low_work import LowWork, Solver
 from workflows.scheduling.cycle.reasons import BEHIND_STARVING, Reason, behind_hold, behind_keep, keys_changed_reason
 from workflows.scheduling.cycle.values import (
     CycleInput,
@@ -66,7 +66,6 @@ from workflows.scheduling.cycle.values import (
     Verdict,
 )
 from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
-from workflows.scheduling.preemption import Preemptions, takes
 from workflows.scheduling.requests import gang_request_from_row
 
 logger = logging.getLogger(__name__)
@@ -94,12 +93,51 @@ class WalkMemo:
     behind_hold: dict[tuple[int, bool | None], Reason] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class WalkOut:
+    """What one walk decided so far (frozen into a :class:`Decision` at the end)."""
+
+    placed: list[Placed] = field(default_factory=list)
+    verdicts: dict[int, tuple[Reason, int | None]] = field(default_factory=dict)  # pk -> (reason, proof)
+    proofs_only: dict[int, int | None] = field(default_factory=dict)  # pk -> proof, reason unchanged
+    idle_writes: dict[int, bool] = field(default_factory=dict)
+    failed: list[QueuedGang] = field(default_factory=list)
+    unschedulable: list[int] = field(default_factory=list)
+    undecided: list[int] = field(default_factory=list)
+    solved: int = 0
+    proven: int = 0
+    shared: int = 0
+    # LOW work this walk placed: a resumed walk may place it before protected gangs, and it is no
+    # eviction candidate until committed, so a protected gang found unschedulable after it is no
+    # proof; ``retry``: such a verdict was made, and the next cycle walks again.
+    low_placed: bool = False
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """What identical gangs (equal signatures) share within one walk: a verdict and an idle-pool fit
+    (``verdicts``); while the pool is unchanged in between, the solves of a waiting gang on the view
+    without LOW work and on the view with every LOW gang released (``waits``, docs/design.md §9: each
+    waiting gang would otherwise pay them every cycle). Both on in the service; a walk with one off
+    decides the same, at the cost the sharing saves (the benchmarks measure it)."""
+
+    verdicts: bool = True
+    waits: bool = True
+
+
+def _reason_unchanged(g: QueuedGang, reason: Reason) -> bool:
+    """The gang carries this reason already (it is not rewritten)."""
+    return bool(g.reason_digest) and g.reason_digest == reason.digest()
+
+
 class Walk:
     """One walk over a pool's queue: :meth:`decide` returns what it decided."""
 
-    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy, *, quotas: Quotas | None = None
-                 ) -> None:
+    def __init__(self, cycle: CycleInput, source: GangSource, policy: Policy, *, quotas: Quotas | None = None,
+                 sharing: Sharing = Sharing(), solver: Solver | None = None) -> None:
         self.cycle, self.source, self.policy = cycle, source, policy
+        self.sharing, self.solver = sharing, solver or solve  # (the solver itself, unless told otherwise)
         self.memo = WalkMemo(prior_proofs=dict(cycle.proofs), proofs=dict(cycle.proofs))
         # The starvation guard's holds; while a gang is decided, the free capacity of those it may not
         # use is taken off the index.
@@ -108,30 +146,17 @@ class Walk:
         self.quotas = Quotas(quotas.pool, quotas.quota, dict(quotas.used)) if quotas is not None else None
         now = cycle.now.timestamp()
         preemptions = (Preemptions(cycle.pool_name, self.quotas, policy, load=source.running_low, now=now,
-                                   share=self._waits_shared())
+                                   share=sharing.waits)
                        if cycle.preemption else None)
         # What protected gangs do about LOW work: packing without it, evicting, waiting before evicting.
         queued = {g.pk for g in cycle.queue}
         self.low = LowWork(preemptions, self.holds, policy, now=now, min_runtime=cycle.min_runtime,
                            blocked_since={pk: at for pk, at in cycle.blocked_since.items() if pk in queued},
-                           shared=self._waits_shared(), view=self._view)
+                           shared=sharing.waits, solver=self.solver)
         self._index: DomainIndex | None = None
         self._idle: DomainIndex | None = None
         self.node_ids: dict[str, int] = {}
-        # What it decided, frozen by :meth:`decide`.
-        self.placed: list[Placed] = []
-        self.verdicts: dict[int, tuple[Reason, int | None]] = {}  # pk -> (reason, proof)
-        self.proofs_only: dict[int, int | None] = {}  # pk -> proof, for gangs whose reason did not change
-        self.idle_writes: dict[int, bool] = {}
-        self.failed: list[QueuedGang] = []
-        self.unschedulable: list[int] = []
-        self.undecided: list[int] = []
-        self.solved = self.proven = self.shared = 0
-        # LOW work this walk placed: a resumed walk may place it before protected gangs, and it is no
-        # eviction candidate until committed, so a protected gang found unschedulable after it is no
-        # proof; ``retry``: such a verdict was made, and the next cycle walks again.
-        self.low_placed = False
-        self.retry = False
+        self.out = WalkOut()  # what it decided, frozen by :meth:`decide`
 
     # -- lazily built state ---------------------------------------------------------------------------
 
@@ -168,43 +193,6 @@ class Walk:
                 gang_request_from_row(g.name, row.constraint_tree, row.task_requests), self.source.platforms())
         return request
 
-    # -- the incremental cycle's shortcuts (the baseline turns them off) --------------------------------
-
-    def _start_cursor(self) -> list[Any] | None:
-        """Incremental: resume where the previous walk ran out of time."""
-        return self.cycle.cursor
-
-    def _proofs_stand(self) -> bool:
-        """Incremental: a gang proven at this capacity epoch keeps its verdict without a solve."""
-        return True
-
-    def _verdict_shared(self, key: str) -> tuple[Reason, str] | None:
-        """Incremental: the verdict of an identical gang decided earlier in this walk."""
-        return self.memo.verdicts.get(key)
-
-    def _view(self, index: DomainIndex) -> DomainIndex | ClusterSnapshot:
-        """What the solver is given: the walk's index (incremental) or a fresh aggregation of it."""
-        return index
-
-    def _idle_fit_known(self, g: QueuedGang, known: bool, signature: str) -> bool | None:
-        """Incremental: whether the gang fits the idle pool, as stored on it or found for an identical
-        gang in this walk (None: to be solved)."""
-        return bool(g.idle_fit) if known else self.memo.idle_fits.get(signature) if signature else None
-
-    def _behind_starving_said(self, g: QueuedGang) -> bool:
-        """Incremental: the gang says already that it waits behind the starving gang."""
-        return g.reason_code == BEHIND_STARVING["code"]
-
-    def _waits_shared(self) -> bool:
-        """Incremental: with the pool unchanged in between, a waiting gang takes the solves of an
-        identical gang before it on the view without LOW work and on the view with every LOW gang
-        released (docs/design.md §9: each waiting gang would otherwise pay them every cycle)."""
-        return True
-
-    def _reason_unchanged(self, g: QueuedGang, reason: Reason) -> bool:
-        """Incremental: the gang carries this reason already (it is not rewritten)."""
-        return bool(g.reason_digest) and g.reason_digest == reason.digest()
-
     # -- the walk -----------------------------------------------------------------------------------
 
     def decide(self) -> Decision:
@@ -212,7 +200,7 @@ class Walk:
         cycle = self.cycle
         queue = list(cycle.queue)
         start = 0
-        cursor = self._start_cursor() if queue else None
+        cursor = cycle.cursor if queue else None
         if cursor:
             start = next((i for i, g in enumerate(queue) if g.order >= cursor), 0)
         walk = queue[start:] + queue[:start]
@@ -243,34 +231,16 @@ class Walk:
         return self._decision(new_cursor, wake_at, resumed=start > 0, budget_exhausted=budget_exhausted)
 
     def _step(self, g: QueuedGang, upcoming: list[QueuedGang]) -> None:
-        """Decide one gang: keys changed, held behind the starving gang, over its quota, proven, placed
-        (on the index, or by evicting LOW work), or given a verdict."""
-        cycle, holds = self.cycle, self.holds
-        if g.keys_version != cycle.keys_version:
-            changed = keys_changed_reason(self._tree(g, upcoming), self.source.pool_keys(g.workflow_id),
-                                          cycle.pool_name, list(cycle.key_labels))
-            if changed is not None:
-                self._record(g, Reason(changed), None)
-                self.unschedulable.append(g.pk)
-                return
-        ahead = holds.binding(g.order, g.rank)
-        held = bool(ahead)
-        if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
-            self._behind_starving(g)
+        """Decide one gang: turned away before solving (:meth:`_admitted`), proven, placed (on the index, or by
+        evicting LOW work), or given a verdict."""
+        admitted = self._admitted(g, upcoming)
+        if admitted is None:
             return
-        # EASY backfill: a gang that will have ended by the time a hold's machines are free may use them
-        now = cycle.now.timestamp()
-        blocking = tuple(i for i in ahead if not may_backfill(now, g.exec_timeout_s, holds[i].free_by))
-        holds.bind(blocking)
-        if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
-            over = self.quotas.over(g, self.request(g, upcoming))
-            if over is not None:
-                self._record(g, Reason(over), cycle.capacity_epoch, shared=False)
-                self.unschedulable.append(g.pk)
-                return
+        held, blocking = admitted
+        cycle = self.cycle
         waited = cycle.now - (g.scheduling_since or cycle.now)
         # A new hold: fewer than the most there may be, for a gang behind every hold so far.
-        starving = holds.starving()
+        starving = self.holds.starving()
         check_idle = (waited > cycle.starvation and len(starving) < cycle.max_holds
                       and (not starving or g.order > starving[-1].order))
         idle_known = g.idle_fit is not None and g.idle_fit_epoch == cycle.inventory_epoch
@@ -283,9 +253,9 @@ class Walk:
         )
         # A starving gang is solved again even when proven: its reason names the machines held for it.
         starves = check_idle and idle_known and bool(g.idle_fit)
-        if self._proofs_stand() and proven and (idle_known or not check_idle) and not starves:
-            self.proven += 1
-            self.unschedulable.append(g.pk)
+        if proven and (idle_known or not check_idle) and not starves:
+            self.out.proven += 1
+            self.out.unschedulable.append(g.pk)
             if check_idle and g.idle_fit:
                 self._hold_for(g, upcoming)
             return
@@ -294,7 +264,7 @@ class Walk:
             return
         reason, status = verdict
         # (a proven starving gang, solved again only for its reason, tried preemption when it was proven)
-        retried = starves and proven and self._proofs_stand()
+        retried = starves and proven
         if status == "unschedulable" and g.rank < LOW_RANK and not retried and self._preempt(g, upcoming):
             return
         reason = self.low.explain(g.pk, reason)
@@ -311,12 +281,42 @@ class Walk:
             return
         # (a verdict with holds' machines taken out is no proof on the pool)
         proof = cycle.capacity_epoch if status == "unschedulable" and not blocking else None
-        if proof is not None and g.rank < LOW_RANK and self.low_placed:
-            proof, self.retry = None, True
+        if proof is not None and g.rank < LOW_RANK and self.out.low_placed:
+            proof, self.out.retry = None, True
         if proof is not None and g.rank < LOW_RANK and self.low.defers_proof(g.pk):
             proof = None  # LOW gangs become preemptible later: solved again when the first does (wake_at)
         self._record(g, reason, proof)
-        (self.unschedulable if status == "unschedulable" else self.undecided).append(g.pk)
+        (self.out.unschedulable if status == "unschedulable" else self.out.undecided).append(g.pk)
+
+    def _admitted(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[bool, tuple[int, ...]] | None:
+        """The checks before a gang is solved: None when they decide it (its tree no longer
+        means the same under the pool's keys, it waits behind a starving gang with no machines to keep,
+        or it is over its team's quota); else whether holds ahead bind it, and those it may not
+        backfill (their machines are taken off the index while it is decided)."""
+        cycle, holds = self.cycle, self.holds
+        if g.keys_version != cycle.keys_version:
+            changed = keys_changed_reason(self._tree(g, upcoming), self.source.pool_keys(g.workflow_id),
+                                          cycle.pool_name, list(cycle.key_labels))
+            if changed is not None:
+                self._record(g, Reason(changed), None)
+                self.out.unschedulable.append(g.pk)
+                return None
+        ahead = holds.binding(g.order, low=g.rank >= LOW_RANK)
+        held = bool(ahead)
+        if held and holds[ahead[0]].machines is None:  # no machines to keep for the starving gang: hold everything
+            self._behind_starving(g)
+            return None
+        # EASY backfill: a gang that will have ended by the time a hold's machines are free may use them
+        now = cycle.now.timestamp()
+        blocking = tuple(i for i in ahead if not may_backfill(now, g.exec_timeout_s, holds[i].free_by))
+        holds.bind(blocking)
+        if self.quotas and g.rank < LOW_RANK and g.team_id in self.quotas.quota:
+            over = self.quotas.over(g, self.request(g, upcoming))
+            if over is not None:
+                self._record(g, Reason(over), cycle.capacity_epoch, shared=False)
+                self.out.unschedulable.append(g.pk)
+                return None
+        return held, blocking
 
     def _starving_before(self, prefix: list[QueuedGang]) -> QueuedGang | None:
         """The starvation guard over the part of the queue a resumed walk does not walk first: the
@@ -362,18 +362,18 @@ class Walk:
             said = behind_keep if hold.low_only else behind_hold
             reason = self.memo.behind_hold.get((i, timed)) or self.memo.behind_hold.setdefault(
                 (i, timed), said(hold.where, hold.free_by, timed))
-        if not (self._behind_starving_said(g) and self._reason_unchanged(g, reason)):
+        if not (g.reason_code == BEHIND_STARVING["code"] and _reason_unchanged(g, reason)):
             self._record(g, reason, None)
-        self.unschedulable.append(g.pk)
+        self.out.unschedulable.append(g.pk)
 
     # -- deciding one gang ----------------------------------------------------------------------------
 
     def _decide(self, g: QueuedGang, upcoming: list[QueuedGang]) -> tuple[Reason, str] | None:
         """Solve the gang (or take the verdict of an identical one); None when it was placed."""
         key = self.holds.memo_key(g.signature)
-        shared = self._verdict_shared(key) if key else None
+        shared = self.memo.verdicts.get(key) if key and self.sharing.verdicts else None
         if shared is not None:
-            self.shared += 1
+            self.out.shared += 1
             return shared
         request = self.request(g, upcoming)
         index = self.index
@@ -382,16 +382,16 @@ class Walk:
             if absent is not None:
                 self._take(g, request, absent)
                 return None
-            outcome = solve(self._view(index), request, self.policy)
+            outcome = self.solver(index, request, self.policy)
         except SoftTimeLimitExceeded:
             raise
         except Exception:  # a solver bug on one gang must not block the pool's whole queue
             logger.exception("placement.solver_error", extra={"pool": self.cycle.pool_name, "group": g.pk})
             self._index = DomainIndex(index.snapshot(self.cycle.pool_name))  # the search may have left it half-way
             self.low.forget_absent()
-            self.failed.append(g)
+            self.out.failed.append(g)
             return None
-        self.solved += 1
+        self.out.solved += 1
         if isinstance(outcome, Placement):
             self._take(g, request, outcome)
             return None
@@ -415,8 +415,8 @@ class Walk:
         if self.quotas:
             self.quotas.add(g, request)
         self.low.gang_placed(g.pk)
-        self.placed.append(Placed(g, placement))
-        self.low_placed |= g.rank >= LOW_RANK
+        self.out.placed.append(Placed(g, placement))
+        self.out.low_placed |= g.rank >= LOW_RANK
 
     def _preempt(self, g: QueuedGang, upcoming: list[QueuedGang]) -> bool:
         """Place a HIGH or NORMAL gang by evicting LOW gangs (:meth:`LowWork.preempt`). True when it was
@@ -432,14 +432,15 @@ class Walk:
     def _fits_idle(self, g: QueuedGang, upcoming: list[QueuedGang], known: bool) -> bool:
         """Whether the gang fits the pool once everything of ours finished (stored on the gang per
         inventory epoch, shared between identical gangs within the walk)."""
-        fits = self._idle_fit_known(g, known, g.signature)
+        fits = (bool(g.idle_fit) if known else self.memo.idle_fits.get(g.signature)
+                if g.signature and self.sharing.verdicts else None)
         if fits is not None and known:
             return fits
         if fits is None:
             fits = isinstance(solve(self.idle_index(), self.request(g, upcoming), self.policy), Placement)
             if g.signature:
                 self.memo.idle_fits[g.signature] = fits
-        self.idle_writes[g.pk] = fits
+        self.out.idle_writes[g.pk] = fits
         return fits
 
     def _tree(self, g: QueuedGang, upcoming: list[QueuedGang]) -> dict[str, Any]:
@@ -454,11 +455,11 @@ class Walk:
         shared = shared and bool(g.signature)
         if proof is not None and shared:
             self.memo.proofs[g.signature] = proof
-        if self._reason_unchanged(g, reason):
+        if _reason_unchanged(g, reason):
             if proof != g.proof_epoch and not (proof is not None and shared):
-                self.proofs_only[g.pk] = proof
+                self.out.proofs_only[g.pk] = proof
             return
-        self.verdicts[g.pk] = (reason, proof)
+        self.out.verdicts[g.pk] = (reason, proof)
 
     # -- the decision -----------------------------------------------------------------------------------
 
@@ -467,33 +468,33 @@ class Walk:
         # One write per distinct verdict: gangs that share one share its reason (grouped by content, so
         # equal reasons made by separate solves are still written together).
         by_reason: dict[tuple[str, int | None, str], tuple[Reason, list[int]]] = {}
-        for pk, (reason, proof) in self.verdicts.items():
+        for pk, (reason, proof) in self.out.verdicts.items():
             by_reason.setdefault((reason.digest(), proof, reason.code), (reason, []))[1].append(pk)
         by_proof: dict[int | None, list[int]] = {}
-        for pk, proof in self.proofs_only.items():
+        for pk, proof in self.out.proofs_only.items():
             by_proof.setdefault(proof, []).append(pk)
         evicted = self.low.evicted
         return Decision(
-            placements=tuple(self.placed),
-            node_ids=dict(self.node_ids) if self.placed else {},
+            placements=tuple(self.out.placed),
+            node_ids=dict(self.node_ids) if self.out.placed else {},
             verdicts=tuple(Verdict(tuple(pks), reason.body, proof, code, digest)
                            for (digest, proof, code), (reason, pks) in by_reason.items()),
             proofs_only=tuple((proof, tuple(pks)) for proof, pks in by_proof.items()),
             idle_fits=tuple((fits, pks) for fits in (True, False)
-                            if (pks := tuple(pk for pk, value in self.idle_writes.items() if value is fits))),
+                            if (pks := tuple(pk for pk, value in self.out.idle_writes.items() if value is fits))),
             evictions=tuple(Eviction(group_id, workflow_id, preemptor)
                             for group_id, (workflow_id, preemptor) in evicted.items()),
-            failed=tuple(self.failed),
-            unschedulable=tuple(self.unschedulable),
-            undecided=tuple(self.undecided),
+            failed=tuple(self.out.failed),
+            unschedulable=tuple(self.out.unschedulable),
+            undecided=tuple(self.out.undecided),
             cursor=cursor,
             proofs=dict(self.memo.proofs),
             wake_at=wake_at,
             blocked_since=dict(self.low.blocked_since),
-            retry=self.retry,
-            solved=self.solved + self.low.solved,
-            proven=self.proven,
-            shared=self.shared,
+            retry=self.out.retry,
+            solved=self.out.solved + self.low.solved,
+            proven=self.out.proven,
+            shared=self.out.shared,
             resumed=resumed,
             budget_exhausted=budget_exhausted,
         )

@@ -11,7 +11,7 @@ exceed the team's quota in the pool; borrowed work is reclaimed first.
 Decisions are made in memory on the cycle's domain index (the victims' capacity is released there and
 the preemptor placed at once; no database here: the candidates come from the cycle's read step); the
 cycle's apply step writes them in the cycle's transaction: the victims go back to SCHEDULING
-(:func:`workflows.lifecycle.placing.groups_preempt`), their pods are deleted with the grace period
+(:func:`workflows.lifecycle.placing.gangs_preempt`), their pods are deleted with the grace period
 ``OSMO_PREEMPTION_GRACE_SECONDS`` once committed, and the preemptor is placed like any other gang.
 Releasing the victims' capacity before their pods are gone is safe for the reason given in
 :mod:`workflows.scheduling.pods`: Kubernetes does not start the preemptor's pinned pods on GPUs that
@@ -39,7 +39,7 @@ wait that long before it evicts, its placement without LOW work kept from LOW ga
 (docs/design.md §9, waiting before evicting); NORMAL work then evicts only LOW gangs that have run at
 most twice the minimum runtime (``try_place``'s ``window``), and a gang that finds no victims keeps
 that placement from LOW gangs for as long as it waits (both decided by
-:class:`workflows.scheduling.cycle.low_work.LowWork`).
+:class:`workflows.scheduling.cycle.preemption.low_work.LowWork`).
 
 The search is bounded by ``OSMO_PREEMPTION_MAX_SOLVES`` questions (shared by the regions, as many
 again for the whole pool) and ``OSMO_PREEMPTION_MAX_SECONDS``; a signature for which evicting every

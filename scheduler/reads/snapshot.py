@@ -16,6 +16,7 @@ from django.db.models import QuerySet, Sum
 from osmo.process_cache import ProcessCache
 from scheduler.models import Node, Pool, Reservation, TopologyKey
 from scheduler.placement import ClusterSnapshot, DomainIndex, NodeState, Resources
+from scheduler.resources import CAPACITY_FIELDS, USED_FIELDS
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
@@ -112,8 +113,7 @@ def _nodes_static(pool: Pool, labels: list[str]) -> _NodesStatic:
     return static
 
 
-_NODE_FIELDS = ("name", "labels", "schedulable", "gpu", "cpu_millis", "memory_bytes", "storage_bytes",
-                "used_gpu", "used_cpu_millis", "used_memory_bytes", "used_storage_bytes")
+_NODE_FIELDS = ("name", "labels", "schedulable", *CAPACITY_FIELDS, *USED_FIELDS)
 
 
 def _node_rows(pool: Pool, *extra: str) -> QuerySet[Node, Any]:

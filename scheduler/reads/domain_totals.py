@@ -2,25 +2,25 @@
 rows that changed (docs/design.md §8).
 
 The pool page of a pool too big to draw machines draws the domain tree from the nodes' totals
-without reservations (:func:`scheduler.domains.pool_domain_tree` with ``reservations=False``) and adds
+without reservations (:func:`scheduler.reads.domains.pool_domain_tree` with ``reservations=False``) and adds
 the reservations per request. Building those totals reads and groups every node (~100 ms for 20,000
 nodes); any write to any node row made the page build them again. Here they are kept with each
 node's part in them, and a write costs what it changed:
 
 - The pool's nodes are split into buckets of :data:`BUCKET_IDS` consecutive ids (a pool's nodes are
   mostly created together, so a bucket holds up to that many of its nodes). One aggregate query gives each
-  bucket's count and sum of row versions (the versions of :data:`scheduler.snapshot.NODE_ROW_VERSION_SQL`:
+  bucket's count and sum of row versions (the versions of :data:`scheduler.reads.snapshot.NODE_ROW_VERSION_SQL`:
   any write to a row changes its version); only the buckets whose aggregate differs from the kept one
   are read again, each node row with its version, in one query.
 - Within a read bucket, a node that is gone is taken out of every domain on its path, a new node is
   added, and a node whose version changed is taken out and added again as it is now (its labels may
   have moved it to another domain). Domains left without nodes disappear; new paths create domains.
 - Only the domains on those nodes' old and new paths (and so their ancestors) are frozen again; every
-  other :class:`~scheduler.domains.Domain` of the kept tree is reused as it is.
+  other :class:`~scheduler.reads.domains.Domain` of the kept tree is reused as it is.
 
 The result equals a build from scratch (``tests/scheduler/test_domain_totals.py`` compares them after
 every kind of node write). The kept state also says whether any node's domain changed
-(:attr:`scheduler.domains.DomainTree.paths_version`): a node write that moved no node leaves the
+(:attr:`scheduler.reads.domains.DomainTree.paths_version`): a node write that moved no node leaves the
 pool's occupancy per domain as it was.
 
 Free GPUs follow :mod:`scheduler.selectors`: ``max(gpu - used_gpu, 0)`` on schedulable nodes only.
@@ -40,10 +40,10 @@ from django.db.models.expressions import RawSQL
 
 from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key
-from scheduler.domains import Domain, DomainPath, DomainTree
 from scheduler.models import Node, Pool, TopologyKey
+from scheduler.reads.domain_tree import Domain, DomainPath, DomainTree
+from scheduler.reads.snapshot import NODE_ROW_VERSION_SQL
 from scheduler.selectors import label_text
-from scheduler.snapshot import NODE_ROW_VERSION_SQL
 
 BUCKET_IDS = 128  # a node write reads the rows of its bucket again: at most this many, by the primary key
 _BUCKETS_SQL = (
@@ -81,7 +81,7 @@ class _Kept:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def nodes_version(self) -> tuple[int, int]:
-        """:func:`scheduler.snapshot.nodes_version` of the rows kept."""
+        """:func:`scheduler.reads.snapshot.nodes_version` of the rows kept."""
         return (sum(count for count, _total in self.buckets.values()),
                 sum(total for _count, total in self.buckets.values()))
 
@@ -122,7 +122,7 @@ NodeBuckets = dict[int, tuple[int, int]]  # bucket -> (count, sum of row version
 
 def node_buckets(pool: Pool) -> NodeBuckets:
     """The pool's node rows per bucket: their count and the sum of their versions (one query). Summed
-    over the buckets they are :func:`scheduler.snapshot.nodes_version`."""
+    over the buckets they are :func:`scheduler.reads.snapshot.nodes_version`."""
     with connection.cursor() as cursor:
         cursor.execute(_BUCKETS_SQL, [BUCKET_IDS, pool.pk])
         return {int(bucket): (int(count), int(total)) for bucket, count, total in cursor.fetchall()}
@@ -132,7 +132,7 @@ def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tu
                    buckets: NodeBuckets | None = None) -> DomainTree:
     """``pool_domain_tree(pool, keys=keys, reservations=False)``, kept per process and updated from
     the node rows written since (see the module). ``nodes_version``: the pool's
-    :func:`scheduler.snapshot.nodes_version` as the caller read it; when the kept rows have that
+    :func:`scheduler.reads.snapshot.nodes_version` as the caller read it; when the kept rows have that
     version nothing is read. ``buckets``: :func:`node_buckets` as the caller read it with that
     version (read here when not given). PostgreSQL only."""
     key_labels = tuple((key.key, key.label) for key in keys)

@@ -29,6 +29,8 @@ from django.db.models import Q
 from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key, natural_sorted
 from scheduler.models import Pool, Reservation, TopologyKey
+from scheduler.reads.domain_totals import kept_base_tree, node_buckets
+from scheduler.reads.domain_tree import Domain, DomainMachine, DomainPath, DomainTree
 from scheduler.selectors import (
     Totals,
     label_text,
@@ -36,71 +38,6 @@ from scheduler.selectors import (
     pool_reserved_gpu_by_labels,
     pool_totals_by_labels,
 )
-
-DomainPath = tuple[str | None, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DomainMachine:
-    """One machine (node) of a finest domain, with its GPUs."""
-
-    pk: int
-    name: str
-    schedulable: bool
-    gpu: int
-    gpu_used: int  # external usage (Node.used_gpu)
-    gpu_reserved: int  # active reservations of this service's tasks
-    gpu_free: int  # gpu - used - reserved; negative only when over-committed
-
-    @property
-    def gpu_in_use(self) -> int:
-        return self.gpu_used + self.gpu_reserved
-
-
-@dataclass(frozen=True, slots=True)
-class Domain:
-    """One domain of the hierarchy (or the pool itself at the root: key ``pool``, path ``()``)."""
-
-    key: str
-    value: str  # the label value; the pool's name at the root; "(no <key>)" for machines missing the label
-    path: DomainPath
-    gpu_capacity: int
-    gpu_used: int
-    gpu_reserved: int
-    gpu_free: int
-    node_count: int
-    schedulable_node_count: int
-    children: tuple[Domain, ...] = ()  # in natural order of value (rack2 before rack10)
-    machines: tuple[DomainMachine, ...] | None = None  # finest domains only, when asked for; natural order
-
-    @property
-    def labelled(self) -> bool:
-        """Whether every machine here carries the labels of this domain's path."""
-        return None not in self.path
-
-    @property
-    def gpu_in_use(self) -> int:
-        return self.gpu_used + self.gpu_reserved
-
-    def child(self, value: str) -> Domain | None:
-        return next((child for child in self.children if child.value == value), None)
-
-    def walk(self) -> Iterator[Domain]:
-        """This domain and every domain below it, parents first."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
-
-
-@dataclass(frozen=True, slots=True)
-class DomainTree:
-    root: Domain
-    keys: tuple[str, ...]
-    unlabelled_node_count: int  # machines missing the label of at least one key
-    machines_loaded: bool
-    # Kept trees (scheduler.domain_totals): changes whenever a node joins, leaves or moves to another
-    # domain, not when only its capacity, usage or cordon changes. None: not known.
-    paths_version: int | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -227,7 +164,7 @@ _RESERVATIONS_SQL = (
 
 def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     """What the domain tree and the pool's occupancy are computed from, in two cheap queries: the
-    version of the pool's node rows (:func:`scheduler.snapshot.nodes_version`) and the count, id sum
+    version of the pool's node rows (:func:`scheduler.reads.snapshot.nodes_version`) and the count, id sum
     and largest id of its active reservations (reservations are never edited, only created and
     released). Equal fingerprints mean equal trees. None off PostgreSQL (nothing is kept there)."""
     return pool_state(pool)[0]
@@ -235,11 +172,10 @@ def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
 
 def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int, int]] | None]:
     """:func:`pool_state_fingerprint` and the node rows' versions per bucket
-    (:func:`scheduler.domain_totals.node_buckets`) its nodes' part is the sum of, in the same two
+    (:func:`scheduler.reads.domain_totals.node_buckets`) its nodes' part is the sum of, in the same two
     queries: a page that draws a kept tree reads the node rows' versions once."""
     if connection.vendor != "postgresql":
         return None, None
-    from scheduler.domain_totals import node_buckets  # it builds this module's Domain values
 
     buckets = node_buckets(pool)
     nodes = (sum(count for count, _total in buckets.values()), sum(total for _count, total in buckets.values()))
@@ -250,7 +186,7 @@ def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int,
 
 
 # Per pool, as of the pool's state fingerprint (and keys): the tree drawn (its base without
-# reservations is kept by scheduler.domain_totals).
+# reservations is kept by scheduler.reads.domain_totals).
 _tree_cache: ProcessCache[int, DomainTree] = ProcessCache("domain_tree", size=16)
 
 
@@ -272,9 +208,8 @@ def pool_domain_tree_cached(
     node_count, nodes_version = fingerprint[0], fingerprint[:2]
     if keys and machine_limit is not None and node_count > machine_limit:
         # No machines drawn: the nodes' totals are kept and brought up to date from the node rows
-        # written since (scheduler.domain_totals), and the reservations (a few thousand rows at
+        # written since (scheduler.reads.domain_totals), and the reservations (a few thousand rows at
         # most) are read and added again.
-        from scheduler.domain_totals import kept_base_tree  # it builds this module's Domain values
 
         base = kept_base_tree(pool, keys=keys, nodes_version=nodes_version, buckets=node_buckets)
         held = pool_reserved_gpu_by_labels(pool, labels=[k.label for k in keys])

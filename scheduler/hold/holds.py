@@ -12,10 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.hold import Holder, soonest_hold, where
-from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, solve
-from workflows.scheduling.admission import LOW_RANK
-from workflows.scheduling.preemption import Vec
+from scheduler.hold.ends import Holder, soonest_hold, where
+from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Vec, solve
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +51,10 @@ class Holds:
     def __iter__(self) -> Iterator[Hold]:
         return iter(self._holds)
 
-    def binding(self, order: list[Any], rank: int) -> list[int]:
-        """The holds that bind a gang at ``order`` of ``rank``: those ahead of it, but a hold kept from
-        LOW work only binds LOW gangs."""
-        return [i for i, hold in enumerate(self._holds)
-                if order > hold.order and (rank >= LOW_RANK or not hold.low_only)]
+    def binding(self, order: list[Any], *, low: bool) -> list[int]:
+        """The holds that bind a gang at ``order`` (``low``: of LOW priority): those ahead of it, but a
+        hold kept from LOW work only binds LOW gangs."""
+        return [i for i, hold in enumerate(self._holds) if order > hold.order and (low or not hold.low_only)]
 
     def starving(self) -> list[Hold]:
         """The starvation guard's holds (not the machines kept by gangs waiting before they evict)."""

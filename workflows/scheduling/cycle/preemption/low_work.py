@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from scheduler.placement import ClusterSnapshot, DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
+from scheduler.hold.holds import Holds
+from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.preemption import eviction_window
 from workflows.scheduling.admission import LOW_RANK, NORMAL_RANK
-from workflows.scheduling.cycle.holds import Holds
+from workflows.scheduling.cycle.preemption.candidates import Preemptions, Vec, fits_on, takes
 from workflows.scheduling.cycle.reasons import Reason
 from workflows.scheduling.cycle.values import QueuedGang
-from workflows.scheduling.preemption import Preemptions, Vec, fits_on, takes
 
-View = Callable[[DomainIndex], DomainIndex | ClusterSnapshot]
-
+#: How the walk solves a gang on an index: the solver itself in the service.
+Solver = Callable[[DomainIndex, GangRequest, Policy], Placement | Unplaceable]
 
 class LowWork:
     """One walk's dealings with LOW work on behalf of protected (HIGH and NORMAL) gangs.
@@ -30,13 +30,14 @@ class LowWork:
     ``preemptions`` is None when the pool does not preempt: then nothing here places or keeps, and
     ``blocked_since`` is carried through as it came. ``shared``: a waiting gang takes the solves of an
     identical gang before it on the view without LOW work while that view is unchanged (the walk's
-    incremental shortcut). ``view``: what the solver is given for an index (the walk's hook)."""
+    :class:`~workflows.scheduling.cycle.walk.Sharing`). ``solver``: how the walk solves a gang."""
 
     def __init__(self, preemptions: Preemptions | None, holds: Holds, policy: Policy, *, now: float,
-                 min_runtime: float, blocked_since: Mapping[int, float], shared: bool, view: View) -> None:
+                 min_runtime: float, blocked_since: Mapping[int, float], shared: bool,
+                 solver: Solver = solve) -> None:
         self.preemptions, self.holds, self.policy = preemptions, holds, policy
         self.now, self.min_runtime = now, min_runtime
-        self.shared, self.view = shared, view
+        self.shared, self.solver = shared, solver
         # With a minimum runtime: when each HIGH/NORMAL gang first did not fit within its quota (carried
         # between cycles).
         self.blocked_since = dict(blocked_since)
@@ -108,7 +109,7 @@ class LowWork:
             if known is not None:
                 return known
         self.solved += 1
-        outcome = solve(self.view(absent), request, self.policy)
+        outcome = self.solver(absent, request, self.policy)
         if self.shared:
             self._solves[request] = outcome
         return outcome
@@ -127,7 +128,7 @@ class LowWork:
     def preempt(self, g: QueuedGang, request_of: Callable[[], GangRequest], index: DomainIndex
                 ) -> tuple[GangRequest, Placement] | None:
         """A HIGH or NORMAL gang (within its quota: checked before) placed by evicting LOW gangs
-        (:mod:`workflows.scheduling.preemption`; the victims' capacity is released on ``index``): its
+        (:mod:`workflows.scheduling.cycle.preemption.candidates`; the victims' capacity is released on ``index``): its
         request and placement, for the walk to take, or None. ``request_of`` reads the request only
         when a search is worth it."""
         if self.preemptions is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.pools import nvl72_pool
+from bench.kit.pools import nvl72_pool
 from scheduler.placement.types import ClusterSnapshot, GangRequest, Resources, TaskRequest
 from topology.tree import ConstraintTree, TreeNode
 
