@@ -25,7 +25,7 @@ from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
-from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, TaskGroup, Workflow
+from workflows.models import GROUP_JSON_JOINED, StatusTransition, Tag, Task, TaskGroup, Workflow
 from workflows.visibility import workflow_owner_visible as workflow_owner_visible
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 
@@ -47,8 +47,9 @@ def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:
         Task.objects.filter(workflow=OuterRef("pk")).order_by().values("workflow").annotate(n=Count("pk")).values("n")
     )
     return (
-        workflow_visible_to(user)
+        workflow_visible_to(user)  # type: ignore[no-redef]  # (the to_attr, as workflow_detail_queryset's)
         .select_related("pool", "submitted_by")
+        .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("name"), to_attr="tags_in_order"))
         .defer("spec_text", "pool_keys")
         .annotate(task_count=Coalesce(Subquery(tasks, output_field=IntegerField()), 0))
         .order_by("-submitted_at", "-pk")
@@ -71,6 +72,7 @@ def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
             Prefetch("groups", queryset=groups, to_attr="groups_in_order"),
             "pool__topology_keys",
             Prefetch("transitions", queryset=history, to_attr="history_in_order"),
+            Prefetch("tags", queryset=Tag.objects.order_by("name"), to_attr="tags_in_order"),
         )
         .order_by("-submitted_at", "-pk")
     )

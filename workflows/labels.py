@@ -1,0 +1,102 @@
+"""Workflow labels and tags with the database: the admin's label policy, the label rows that listings
+select by, the tags an admin defines and users put on their workflows (docs/design.md §7, "Labels and
+tags"). The pure half (syntax, selectors, the policy's rules) is :mod:`workflows.spec.labels`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from osmo.bulk import bulk_insert
+from osmo.types import User
+from workflows.errors import TagUnknownError, WorkflowTagForbiddenError
+from workflows.models import LabelPolicySetting, Tag, Workflow, WorkflowLabel
+from workflows.spec.labels import LabelPolicy, LabelSelector
+
+
+def policy_from_row(row: LabelPolicySetting | None) -> LabelPolicy:
+    """The policy an admin wrote as the pure value (the defaults when there is none)."""
+    if row is None:
+        return LabelPolicy()
+    metric = row.metric_values if isinstance(row.metric_values, dict) else {}
+    return LabelPolicy(
+        allowed_keys=tuple(str(key) for key in row.allowed_keys or ()),
+        required_keys=tuple(str(key) for key in row.required_keys or ()),
+        max_labels=row.max_labels,
+        pod_label_keys=tuple(str(key) for key in (row.pod_label_keys or ())),
+        pod_label_prefix=row.pod_label_prefix,
+        metric_values=tuple((str(key), tuple(str(v) for v in values or ())) for key, values in sorted(metric.items())),
+    )
+
+
+def label_policy() -> LabelPolicy:
+    """The admin's label policy (one query)."""
+    return policy_from_row(LabelPolicySetting.objects.order_by("pk").first())
+
+
+def label_rows_write(workflow: Workflow, labels: Mapping[str, str]) -> None:
+    """The rows a listing's ``?label=`` finds ``workflow`` by (in the submission's transaction)."""
+    if labels:
+        bulk_insert(WorkflowLabel, [WorkflowLabel(workflow=workflow, key=key, value=value)
+                                    for key, value in labels.items()])
+
+
+def _glob_regex(pattern: str) -> str:
+    """An anchored regular expression for a selector's glob (PostgreSQL reads its fixed prefix off
+    the key-and-value index)."""
+    return "^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$"
+
+
+def _value_condition(selector: LabelSelector) -> Q:
+    """The label rows whose value matches one of the selector's patterns (any value for ``*``)."""
+    if "*" in selector.patterns:
+        return Q()
+    condition = Q(value__in=selector.literals) if selector.literals else Q(pk__in=[])
+    for pattern in selector.globs:
+        condition |= Q(value__regex=_glob_regex(pattern))
+    return condition
+
+
+def workflows_with_labels(queryset: QuerySet[Workflow], selectors: Sequence[LabelSelector]) -> QuerySet[Workflow]:
+    """The workflows of ``queryset`` matching every selector (each a semi-join on the label index)."""
+    for selector in selectors:
+        rows = WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"), key=selector.key)
+        queryset = queryset.filter(Exists(rows))
+    return queryset
+
+
+def workflows_with_tags(queryset: QuerySet[Workflow], names: Iterable[str]) -> QuerySet[Workflow]:
+    """The workflows of ``queryset`` carrying every tag of ``names``."""
+    through = Workflow.tags.through
+    for name in names:
+        queryset = queryset.filter(Exists(through.objects.filter(workflow=OuterRef("pk"), tag__name=name)))
+    return queryset
+
+
+def tags_known(names: Iterable[str], *, field: str) -> list[Tag]:
+    """The tags named, each defined by an admin; raises ``TagUnknownError`` naming ``field`` otherwise."""
+    wanted = list(dict.fromkeys(names))
+    tags = {tag.name: tag for tag in Tag.objects.filter(name__in=wanted)}
+    unknown = [name for name in wanted if name not in tags]
+    if unknown:
+        raise TagUnknownError(field, unknown, list(Tag.objects.values_list("name", flat=True)))
+    return [tags[name] for name in wanted]
+
+
+@transaction.atomic
+def workflow_tag(*, workflow: Workflow, user: User, add: Sequence[str], remove: Sequence[str]) -> list[str]:
+    """Remove then add tags on ``workflow`` (OSMO's order); only its owner or staff may. Every name is
+    checked before anything changes. Returns the workflow's tags after."""
+    if workflow.submitted_by_id != user.pk and not user.is_staff:
+        raise WorkflowTagForbiddenError(workflow.workflow_id)
+    removed = tags_known(remove, field="remove")
+    added = tags_known(add, field="add")
+    if removed:
+        workflow.tags.remove(*removed)
+    if added:
+        workflow.tags.add(*added)
+    return sorted(workflow.tags.values_list("name", flat=True))
