@@ -232,6 +232,15 @@ class TaskGroupOutputSerializer(OutputModelSerializer):
         return list(TaskOutputSerializer(tasks, many=True, context=self.context).data)
 
 
+class LabelsField(serializers.DictField):
+    """A workflow's labels, by key (the same bytes whichever order the database keeps them in)."""
+
+    child = serializers.CharField()
+
+    def to_representation(self, value: Any) -> dict[str, str]:
+        return {str(key): str(text) for key, text in sorted((value or {}).items())}
+
+
 def workflow_tag_names(workflow: Workflow) -> list[str]:
     """Its tags by name (as :mod:`workflows.selectors` prefetched them)."""
     tags = getattr(workflow, "tags_in_order", None)
@@ -245,7 +254,7 @@ class WorkflowSummaryOutputSerializer(OutputModelSerializer):
     pool = serializers.CharField(source="pool.name")
     submitted_by = serializers.CharField(source="submitted_by.username")
     task_count = serializers.IntegerField(read_only=True)
-    labels = serializers.DictField(child=serializers.CharField(), read_only=True)
+    labels = LabelsField(read_only=True)
     tags = serializers.SerializerMethodField()
 
     class Meta:
@@ -280,8 +289,7 @@ class WorkflowOutputSerializer(OutputModelSerializer):
     team = serializers.SerializerMethodField(help_text="The team whose quota it counts against (None: none).")
     groups = serializers.SerializerMethodField()
     history = StatusTransitionOutputSerializer(source="history_in_order", many=True, read_only=True)
-    labels = serializers.DictField(child=serializers.CharField(), read_only=True,
-                                   help_text="The spec's labels with the submission's --label values over them.")
+    labels = LabelsField(read_only=True, help_text="The spec's labels with the submission's --label values over them.")
     tags = serializers.SerializerMethodField(help_text="Tags put on it (osmo workflow tag), by name.")
 
     class Meta:
