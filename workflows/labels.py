@@ -77,6 +77,11 @@ def workflows_with_tags(queryset: QuerySet[Workflow], names: Iterable[str]) -> Q
     return queryset
 
 
+def tag_names() -> list[str]:
+    """The tags an admin defined, by name (the ones one may put on a workflow)."""
+    return list(Tag.objects.order_by("name").values_list("name", flat=True))
+
+
 def tags_known(names: Iterable[str], *, field: str) -> list[Tag]:
     """The tags named, each defined by an admin; raises ``TagUnknownError`` naming ``field`` otherwise."""
     wanted = list(dict.fromkeys(names))

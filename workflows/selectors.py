@@ -47,13 +47,18 @@ def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:
         Task.objects.filter(workflow=OuterRef("pk")).order_by().values("workflow").annotate(n=Count("pk")).values("n")
     )
     return (
-        workflow_visible_to(user)  # type: ignore[no-redef]  # (the to_attr, as workflow_detail_queryset's)
+        workflow_visible_to(user)
         .select_related("pool", "submitted_by")
-        .prefetch_related(Prefetch("tags", queryset=Tag.objects.order_by("name"), to_attr="tags_in_order"))
         .defer("spec_text", "pool_keys")
         .annotate(task_count=Coalesce(Subquery(tasks, output_field=IntegerField()), 0))
         .order_by("-submitted_at", "-pk")
     )
+
+
+def with_tags(queryset: QuerySet[Workflow]) -> QuerySet[Workflow]:
+    """``queryset`` with each workflow's ``tags_in_order`` filled (one query for a page)."""
+    tags = Prefetch("tags", queryset=Tag.objects.order_by("name"), to_attr="tags_in_order")
+    return queryset.prefetch_related(tags)  # type: ignore[no-redef]  # (the to_attr, declared on the model)
 
 
 def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:

@@ -155,7 +155,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
 
     def get_queryset(self):
         if self.action == "list":
-            return selectors.workflow_list(user=self.request.user)
+            return selectors.with_tags(selectors.workflow_list(user=self.request.user))
         if self.action in ("logs", "events", "sessions", "tag"):
             return selectors.workflow_visible_to(self.request.user).select_related("pool")
         return selectors.workflow_detail_queryset(user=self.request.user)
