@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from osmo.bulk import bulk_insert
@@ -61,11 +61,25 @@ def _value_condition(selector: LabelSelector) -> Q:
     return condition
 
 
+def _selector_condition(selector: LabelSelector) -> Q | Exists:
+    """The workflows a selector keeps. On PostgreSQL, exact values (and ``KEY=*``) are containment on the
+    ``labels`` JSONB column's GIN index (a bitmap of the matches, counted without a join); a wildcard
+    is a semi-join on the label rows' (key, value, workflow) index."""
+    if connection.vendor == "postgresql" and not selector.globs:
+        condition = Q(pk__in=[])
+        for value in selector.literals:
+            condition |= Q(labels__contains={selector.key: value})
+        return condition
+    if connection.vendor == "postgresql" and "*" in selector.patterns:
+        return Q(labels__has_key=selector.key)
+    rows = WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"), key=selector.key)
+    return Exists(rows)
+
+
 def workflows_with_labels(queryset: QuerySet[Workflow], selectors: Sequence[LabelSelector]) -> QuerySet[Workflow]:
-    """The workflows of ``queryset`` matching every selector (each a semi-join on the label index)."""
+    """The workflows of ``queryset`` matching every selector (:func:`_selector_condition`)."""
     for selector in selectors:
-        rows = WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"), key=selector.key)
-        queryset = queryset.filter(Exists(rows))
+        queryset = queryset.filter(_selector_condition(selector))
     return queryset
 
 

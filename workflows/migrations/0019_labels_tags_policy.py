@@ -22,6 +22,17 @@ def labels_copy(apps, schema_editor):
     WorkflowLabel.objects.bulk_create(rows)
 
 
+def labels_gin_create(apps, schema_editor):
+    """PostgreSQL: a GIN index of the labels JSON, for exact selectors (containment) and KEY=*."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("CREATE INDEX workflow_labels_gin ON workflows_workflow USING gin (labels)")
+
+
+def labels_gin_drop(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("DROP INDEX IF EXISTS workflow_labels_gin")
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -100,4 +111,5 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(fields=('workflow', 'key'), name='workflowlabel_unique_key'),
         ),
         migrations.RunPython(labels_copy, migrations.RunPython.noop),
+        migrations.RunPython(labels_gin_create, labels_gin_drop),
     ]
