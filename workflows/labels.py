@@ -61,19 +61,34 @@ def _value_condition(selector: LabelSelector) -> Q:
     return condition
 
 
+#: A wildcard matching at most this many distinct values is selected as those values (containment).
+GLOB_VALUES_MAX = 256
+
+
 def _selector_condition(selector: LabelSelector) -> Q | Exists:
     """The workflows a selector keeps. On PostgreSQL, exact values (and ``KEY=*``) are containment on the
     ``labels`` JSONB column's GIN index (a bitmap of the matches, counted without a join); a wildcard
-    is a semi-join on the label rows' (key, value, workflow) index."""
-    if connection.vendor == "postgresql" and not selector.globs:
-        condition = Q(pk__in=[])
-        for value in selector.literals:
-            condition |= Q(labels__contains={selector.key: value})
-        return condition
-    if connection.vendor == "postgresql" and "*" in selector.patterns:
+    is first turned into the values it matches, read off the label rows' (key, value, workflow) index,
+    and selected the same way when there are at most :data:`GLOB_VALUES_MAX`; else (and on SQLite) it
+    is a semi-join on the label rows."""
+    if connection.vendor != "postgresql":
+        return Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
+                                                   key=selector.key))
+    if "*" in selector.patterns:
         return Q(labels__has_key=selector.key)
-    rows = WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"), key=selector.key)
-    return Exists(rows)
+    values = list(selector.literals)
+    if selector.globs:
+        globbed = list(WorkflowLabel.objects.filter(_value_condition(LabelSelector(selector.key, selector.globs)),
+                                                    key=selector.key)
+                       .order_by("value").values_list("value", flat=True).distinct()[:GLOB_VALUES_MAX + 1])
+        if len(globbed) > GLOB_VALUES_MAX:
+            return Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
+                                                       key=selector.key))
+        values = list(dict.fromkeys([*values, *globbed]))
+    condition = Q(pk__in=[])
+    for value in values:
+        condition |= Q(labels__contains={selector.key: value})
+    return condition
 
 
 def workflows_with_labels(queryset: QuerySet[Workflow], selectors: Sequence[LabelSelector]) -> QuerySet[Workflow]:
