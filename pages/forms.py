@@ -10,7 +10,7 @@ from django import forms
 from parsing.loader import DocumentLimits, DocumentLoader
 from parsing.yamlpos import ComposedYaml, path_segments
 from workflows.choices import Priority, WorkflowStatus
-from workflows.spec.labels import SELECTORS_MAX, LabelSelector, SelectorError, selector_parse
+from workflows.selectors import SELECTORS_MAX, LabelSelector, SelectorError, selector_parse
 
 # The spec's own limit (workflows.spec.loader.SpecLimits.max_bytes, docs/spec.md "Limits"), so a file the API
 # takes is taken here too; tests/pages/test_pages.py uploads one byte under and over it.

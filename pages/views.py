@@ -37,9 +37,8 @@ from workflows.errors import (
     WorkflowNotFoundError,
     WorkflowSpecInvalidError,
 )
-from workflows.labels import tag_names
 from workflows.models import Workflow
-from workflows.selectors import workflow_by_id, workflow_detail_queryset
+from workflows.selectors import tag_names, workflow_by_id, workflow_detail_queryset
 from workflows.services import workflow_cancel as workflow_cancel_service
 from workflows.services import workflow_submit
 

@@ -25,7 +25,14 @@ from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
+from workflows.labels import tag_names as tag_names  # re-exported: the pages read them here
+from workflows.labels import workflows_with_labels as workflows_with_labels
+from workflows.labels import workflows_with_tags as workflows_with_tags
 from workflows.models import GROUP_JSON_JOINED, StatusTransition, Tag, Task, TaskGroup, Workflow
+from workflows.spec.labels import SELECTORS_MAX as SELECTORS_MAX
+from workflows.spec.labels import LabelSelector as LabelSelector
+from workflows.spec.labels import SelectorError as SelectorError
+from workflows.spec.labels import selector_parse as selector_parse
 from workflows.visibility import workflow_owner_visible as workflow_owner_visible
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 

@@ -23,10 +23,16 @@ from scheduler.domains import pool_domain_tree
 from scheduler.models import TopologyKey
 from scheduler.selectors import pool_keys
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES
-from workflows.labels import workflows_with_labels, workflows_with_tags
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.selectors import task_domains, with_tags, workflow_list, workflow_waiting
-from workflows.spec.labels import LabelSelector
+from workflows.selectors import (
+    LabelSelector,
+    task_domains,
+    with_tags,
+    workflow_list,
+    workflow_waiting,
+    workflows_with_labels,
+    workflows_with_tags,
+)
 
 COMPACT_SIBLING_LIMIT = 12  # untouched siblings drawn as small boxes up to this many, else counted
 HISTORY_LIMIT = 500
