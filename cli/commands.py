@@ -16,6 +16,7 @@ from cli.errors import EXIT_USAGE, CliError
 from cli.main import (
     FORMAT_OPTION,
     JSON_OPTION,
+    LABEL_OPTION,
     OUTPUT_OPTION,
     SET_ENV_OPTION,
     SET_OPTION,
@@ -29,6 +30,7 @@ from cli.main import (
 )
 from cli.output import echo_json, echo_lines
 from cli.specs import (
+    label_fields,
     read_spec,
     spec_to_send,
     spec_validate,
@@ -52,6 +54,7 @@ def workflow_validate(
     set_values: list[str] = SET_OPTION,
     set_strings: list[str] = SET_STRING_OPTION,
     set_env: list[str] = SET_ENV_OPTION,
+    labels: list[str] = LABEL_OPTION,
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
     output: Output = OUTPUT_OPTION,
@@ -64,7 +67,8 @@ def workflow_validate(
     sent, origins = spec_to_send(text, file, label)
     with api_client() as api:
         answer = spec_validate(api, text=text, label=label, pool=chosen_pool,
-                               template=template_fields(set_values, set_strings, set_env),
+                               template={**template_fields(set_values, set_strings, set_env),
+                                         **label_fields(labels)},
                                sent=sent, origins=origins)
     if wants_json(json_out, format_type, output):
         echo_json(answer)
@@ -215,13 +219,16 @@ def workflow_spec(
 def workflow_restart(
     workflow_id: str = typer.Argument(..., metavar="ID"),
     pool: str = typer.Option(None, "--pool", "-p", help="Run in another pool (default: the same one)."),
+    labels: list[str] = typer.Option(None, "--label", metavar="KEY=VALUE",
+                                     help="Set a label over the workflow's (repeat for several)."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
     """Submit a workflow's stored spec again, as a new workflow (same pool, priority and template values
     unless told; the stored spec, rendered already, is not rendered again)."""
     with api_client() as api:
-        _status, answer = api.post(workflow_path(workflow_id, "restart/"), json={"pool": pool} if pool else {},
+        _status, answer = api.post(workflow_path(workflow_id, "restart/"),
+                                   json={**({"pool": pool} if pool else {}), **label_fields(labels)},
                                    headers={"Idempotency-Key": str(uuid.uuid4())},
                                    not_found=f"workflow {workflow_id} not found")
     if wants_json(json_out, format_type):

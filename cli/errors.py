@@ -47,3 +47,11 @@ class ApiError(CliError):
         self.status = status
         self.code = code
         self.errors = errors or []
+
+
+def one_line(exc: ApiError) -> CliError:
+    """A refusal naming one field said on one line (``error: label: ...``), as OSMO's CLI says it."""
+    if len(exc.errors) != 1:
+        return exc
+    error = exc.errors[0]
+    return CliError(f"{error.get('path') or 'request'}: {error.get('message', '')}", exit_code=exc.exit_code)

@@ -31,11 +31,12 @@ from cli.config import (
     settings_load,
 )
 from cli.device import device_login
-from cli.errors import EXIT_USAGE, ApiError, CliError, NotLoggedInError
+from cli.errors import EXIT_USAGE, ApiError, CliError, NotLoggedInError, one_line
 from cli.follow import finish, follow, watch_list
 from cli.output import echo_json, echo_lines
 from cli.specs import (
     annotate_spec_errors,
+    label_fields,
     read_spec,
     spec_to_send,
     submission_pool,
@@ -277,6 +278,8 @@ SET_OPTION = typer.Option(None, "--set", metavar="NAME=VALUE",
 SET_STRING_OPTION = typer.Option(None, "--set-string", metavar="NAME=VALUE", help="Template value kept as text.")
 SET_ENV_OPTION = typer.Option(None, "--set-env", metavar="NAME=VALUE",
                               help="Environment variable set on every task.")
+LABEL_OPTION = typer.Option(None, "--label", metavar="KEY=VALUE",
+                            help="Set a workflow label (repeat for several); overrides the spec's workflow.labels.")
 
 
 @workflow_app.command("submit", cls=TemplateValuesCommand)
@@ -286,6 +289,7 @@ def workflow_submit(
     set_values: list[str] = SET_OPTION,
     set_strings: list[str] = SET_STRING_OPTION,
     set_env: list[str] = SET_ENV_OPTION,
+    labels: list[str] = LABEL_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate, print constraint trees and a placement "
                                  "preview; submit nothing."),
     priority: Priority = typer.Option(Priority.NORMAL, "--priority", case_sensitive=False),
@@ -306,7 +310,8 @@ def workflow_submit(
     sent, origins = spec_to_send(text, file, label)
     body = {**({"pool": chosen_pool} if chosen_pool else {}), "spec": sent,
             "priority": priority.value, "dry_run": dry_run,
-            **template_fields(set_values, set_strings, set_env), **({"team": team} if team else {})}
+            **template_fields(set_values, set_strings, set_env), **({"team": team} if team else {}),
+            **label_fields(labels)}
     headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
     with api_client() as api:
         try:
@@ -363,6 +368,10 @@ def workflow_list(
     pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
     user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
     name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),
+    label: list[str] = typer.Option(None, "--label", metavar="KEY=SELECTOR",
+                                    help="Label matches: an exact value, * wildcards or (a|b) alternatives, e.g. "
+                                    "project=(sim_*|hil_*); repeat to require all."),
+    tag_names: list[str] = typer.Option(None, "--tags", help="Carries the tag(s): --tags a b, or repeat it."),
     limit: int = typer.Option(20, "--limit", "--count", "-c", min=1, max=500,
                               help="At most this many, newest first (--count, -c: OSMO's name)."),
     offset: int = typer.Option(0, "--offset", "-f", min=0, help="Skip this many first."),
@@ -381,10 +390,16 @@ def workflow_list(
     for key, value in (("pool", pool), ("user", user), ("name", name)):
         if value:
             params[key] = value
+    for key, values in (("label", label), ("tag", tag_names)):
+        if values:
+            params[key] = list(values)
     as_json = wants_json(json_out, format_type, output)
     wide = output == Output.WIDE
     with api_client() as api:
-        answer = api.get("/api/workflows/", params=params)
+        try:
+            answer = api.get("/api/workflows/", params=params)
+        except ApiError as exc:
+            raise one_line(exc) if exc.status == 400 else exc from None
         if as_json and not watch:
             echo_json(answer)
             return
@@ -445,8 +460,8 @@ def workflow_cancel(workflow_ids: list[str] = typer.Argument(..., metavar="ID...
 
 
 # Register validate, logs, events, spec, restart, profile (commands), credential and token set/list/delete, app,
-# data, task and resource lists, version.
-from cli import access_token, apps, commands, credential, data, lists, rsync, sessions  # noqa: E402,F401
+# data, task and resource lists, version, tag.
+from cli import access_token, apps, commands, credential, data, lists, rsync, sessions, tagging  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

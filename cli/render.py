@@ -247,11 +247,19 @@ def workflow_rows(items: list[dict[str, Any]], *, wide: bool = False) -> list[st
     rows = [
         [w.get("id"), w.get("status"), w.get("pool"), w.get("priority"), w.get("submitted_by"),
          fmt_int(w.get("task_count")), fmt_time(w.get("submitted_at"))]
-        + ([fmt_time(w.get("started_at")), fmt_time(w.get("finished_at")), w.get("failure_message")] if wide else [])
+        + ([fmt_time(w.get("started_at")), fmt_time(w.get("finished_at")), labels_text(w.get("labels")),
+            ", ".join(w.get("tags") or []) or DASH, w.get("failure_message")] if wide else [])
         for w in items
     ]
     headers = ["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED"]
-    return table(headers + (["STARTED", "FINISHED", "FAILURE"] if wide else []), rows)
+    return table(headers + (["STARTED", "FINISHED", "LABELS", "TAGS", "FAILURE"] if wide else []), rows)
+
+
+def labels_text(labels: Any) -> str:
+    """``key=value, ...`` sorted by key, or a dash (OSMO's list column)."""
+    if not isinstance(labels, dict) or not labels:
+        return DASH
+    return ", ".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
 def node_text(task: dict[str, Any]) -> Any:
@@ -281,6 +289,8 @@ def workflow_lines(workflow: dict[str, Any]) -> list[str]:
         lines.append(f"  failure: {workflow['failure_message']}")
     if workflow.get("labels"):
         lines.append(f"  labels: {domains_text(workflow['labels'])}")
+    if workflow.get("tags"):
+        lines.append(f"  tags: {', '.join(workflow['tags'])}")
     app = workflow.get("app")
     if isinstance(app, dict):
         lines.append(f"  app {app.get('name')} version {app.get('version')}")

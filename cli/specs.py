@@ -131,6 +131,13 @@ def template_fields(set_values: list[str] | None, set_strings: list[str] | None,
     return fields
 
 
+def label_fields(labels: list[str] | None) -> dict[str, Any]:
+    """The submission's ``labels`` field from ``--label KEY=VALUE`` (absent when none; the server checks
+    the syntax and the label policy)."""
+    values = assignments(labels, option="--label", cast=False)
+    return {"labels": values} if values else {}
+
+
 def pool_or_default(pool: str | None) -> str:
     """``--pool``, else ``OSMO_POOL``, else the profile's default pool (``osmo profile set pool NAME``)."""
     chosen = pool or os.environ.get(ENV_POOL) or config_read().get("default_pool")

@@ -16,6 +16,8 @@ from typer.core import TyperCommand
 
 TEMPLATE_OPTIONS = ("--set", "--set-string", "--set-env")
 STATUS_OPTIONS = ("--status", "-s")
+LIST_OPTIONS = (*STATUS_OPTIONS, "--tags")  # OSMO's `workflow list --tags a b`
+TAG_OPTIONS = ("--workflow", "-w", "--add", "-a", "--remove", "-r")
 
 
 def is_assignment(arg: str) -> bool:
@@ -72,4 +74,11 @@ class StatusValuesCommand(TyperCommand):
     """``list``: ``--status RUNNING PENDING`` read as ``--status RUNNING --status PENDING`` (OSMO's CLI)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, option_values_spread(args, STATUS_OPTIONS, is_value))
+        return super().parse_args(ctx, option_values_spread(args, LIST_OPTIONS, is_value))
+
+
+class TagValuesCommand(TyperCommand):
+    """``tag``: ``--workflow a b --add x y`` read with each option repeated (OSMO's CLI)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, option_values_spread(args, TAG_OPTIONS, is_value))

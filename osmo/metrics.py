@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from celery.signals import task_failure, task_postrun, task_prerun, task_retry
@@ -336,3 +336,18 @@ def gang_dispatch_observe(outcome: Any, *, task: str = GROUP_DISPATCH) -> None:
     elif outcome.ready_to_dispatched is not None:
         SUBMIT_TO_DISPATCHED_SECONDS.labels(pool=outcome.pool).observe(
             max(0.0, outcome.ready_to_dispatched.total_seconds()))
+
+
+# Workflows submitted, by the label dimensions of the admin's label policy (workflows.labels): each key a
+# bounded allow-list of values (any other value is "other", an unset one ""), never the free-form label.
+WORKFLOW_LABEL_SUBMISSIONS = Counter(
+    "osmo_workflow_label_submissions",
+    "Workflows submitted, per metric dimension of the label policy: pool, label key, its value when "
+    'allow-listed ("other" when not, "" when unset).',
+    ["pool", "label", "value"],
+)
+
+
+def workflow_label_observe(*, pool: str, dimensions: Iterable[tuple[str, str]]) -> None:
+    for key, value in dimensions:
+        WORKFLOW_LABEL_SUBMISSIONS.labels(pool=pool, label=key, value=value).inc()

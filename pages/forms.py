@@ -10,6 +10,7 @@ from django import forms
 from parsing.loader import DocumentLimits, DocumentLoader
 from parsing.yamlpos import ComposedYaml, path_segments
 from workflows.choices import Priority, WorkflowStatus
+from workflows.selectors import SELECTORS_MAX, LabelSelector, SelectorError, selector_parse
 
 # The spec's own limit (workflows.spec.loader.SpecLimits.max_bytes, docs/spec.md "Limits"), so a file the API
 # takes is taken here too; tests/pages/test_pages.py uploads one byte under and over it.
@@ -28,12 +29,37 @@ class WorkflowFilterForm(forms.Form):
     pool = forms.ChoiceField(choices=[("", "any pool")], required=False)
     user = forms.CharField(required=False, max_length=150, widget=forms.TextInput(attrs={"placeholder": "username"}))
     name = forms.CharField(required=False, max_length=100, widget=forms.TextInput(attrs={"placeholder": "name or id"}))
+    label = forms.CharField(required=False, max_length=1024, widget=forms.TextInput(
+        attrs={"placeholder": "team=robotics project=sim_*", "title": "KEY=SELECTOR: an exact value, * wildcards or "
+               "(a|b) alternatives; several separated by spaces must all match"}))
+    tag = forms.ChoiceField(choices=[("", "any tag")], required=False)
     sort = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, pool_names: list[str], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, pool_names: list[str], tag_names: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         pool = cast(forms.ChoiceField, self.fields["pool"])
         pool.choices = [("", "any pool"), *[(name, name) for name in pool_names]]
+        tag = cast(forms.ChoiceField, self.fields["tag"])
+        tag.choices = [("", "any tag"), *[(name, name) for name in tag_names or []]]
+
+    def clean_label(self) -> str:
+        text = self.cleaned_data.get("label") or ""
+        self.selectors(text)
+        return text
+
+    @staticmethod
+    def selectors(text: str) -> tuple[LabelSelector, ...]:
+        """The label field's selectors (space-separated); a form error saying which one does not parse."""
+        items = text.split()
+        if len(items) > SELECTORS_MAX:
+            raise forms.ValidationError(f"At most {SELECTORS_MAX} label selectors.")
+        parsed = []
+        for item in items:
+            try:
+                parsed.append(selector_parse(item))
+            except SelectorError as exc:
+                raise forms.ValidationError(f"{item[:80]}: {exc}") from exc
+        return tuple(parsed)
 
     def value(self, name: str) -> str:
         return (self.cleaned_data.get(name) or "") if self.is_valid() else ""

@@ -40,7 +40,7 @@ from workflows.errors import (
 )
 from workflows.models import Workflow
 from workflows.scheduling.observe import task_log
-from workflows.selectors import workflow_by_id, workflow_detail_queryset
+from workflows.selectors import tag_names, workflow_by_id, workflow_detail_queryset
 from workflows.services import workflow_cancel as workflow_cancel_service
 from workflows.services import workflow_submit
 
@@ -92,7 +92,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 # ------------------------------------------------------------------------------------------------
 @login_required
 def workflow_list(request: HttpRequest) -> HttpResponse:
-    form = WorkflowFilterForm(request.GET or None, pool_names=pool_names(user=request.user))
+    form = WorkflowFilterForm(request.GET or None, pool_names=pool_names(user=request.user), tag_names=tag_names())
     queryset = workflow_page_list(
         user=request.user,
         status=form.value("status"),
@@ -100,11 +100,16 @@ def workflow_list(request: HttpRequest) -> HttpResponse:
         username=form.value("user"),
         name=form.value("name"),
         sort=form.value("sort"),
+        labels=form.selectors(form.value("label")),
+        tag=form.value("tag"),
     )
+    if form.is_bound and not form.is_valid():
+        queryset = queryset.none()  # a filter that does not parse matches nothing (its error says why)
     context = {
         "form": form,
         "page": Paginator(queryset, WORKFLOWS_PER_PAGE).get_page(_page_number(request)),
-        "filtered": any(form.value(name) for name in ("status", "pool", "user", "name")),
+        "filtered": any(form.value(name) for name in ("status", "pool", "user", "name", "label", "tag"))
+        or (form.is_bound and not form.is_valid()),
         "live_query": _live_query(request),
     }
     return _render(request, "pages/workflow_list.html", "pages/partials/workflow_table.html", context)

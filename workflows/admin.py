@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 
 from osmo.errors import OsmoError
+from workflows.labels import policy_from_row
 from workflows.lifecycle.reservations import reservations_drop
-from workflows.models import StatusTransition, Task, TaskGroup, Workflow
+from workflows.models import LabelPolicySetting, StatusTransition, Tag, Task, TaskGroup, Workflow
 from workflows.services import workflow_cancel
+from workflows.spec.labels import label_value_problem, policy_problems
 
 
 class TaskGroupInline(admin.TabularInline):
@@ -38,8 +41,9 @@ class TaskInline(admin.TabularInline):
 @admin.register(Workflow)
 class WorkflowAdmin(admin.ModelAdmin):
     list_display = ["workflow_id", "pool", "status", "priority", "submitted_by", "submitted_at", "finished_at"]
-    list_filter = ["status", "priority", "pool"]
+    list_filter = ["status", "priority", "pool", "tags"]
     search_fields = ["workflow_id", "global_id", "name", "submitted_by__username"]  # global_id: from a pod label
+    filter_horizontal = ["tags"]  # the one thing changed here: an admin may tag workflows
     list_select_related = ["pool", "submitted_by"]
     date_hierarchy = "submitted_at"
     inlines = [TaskGroupInline]
@@ -97,3 +101,60 @@ class StatusTransitionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class TagForm(forms.ModelForm):
+    class Meta:
+        model = Tag
+        fields = ["name", "description"]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        problem = label_value_problem(name)
+        if problem:
+            raise forms.ValidationError(problem.replace("label value", "tag name"))
+        return name
+
+
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    """The tags users may put on their workflows (``osmo workflow tag``)."""
+
+    form = TagForm
+    list_display = ["name", "description"]
+    search_fields = ["name"]
+
+
+class LabelPolicyForm(forms.ModelForm):
+    class Meta:
+        model = LabelPolicySetting
+        fields = ["allowed_keys", "required_keys", "max_labels", "pod_label_keys", "pod_label_prefix",
+                  "metric_values"]
+
+    def clean(self) -> dict:
+        cleaned = super().clean() or {}
+        for name in ("allowed_keys", "required_keys", "pod_label_keys"):
+            value = cleaned.get(name)
+            if value is not None and (not isinstance(value, list) or not all(isinstance(k, str) for k in value)):
+                self.add_error(name, 'a JSON list of label keys, e.g. ["project", "team"]')
+        metric = cleaned.get("metric_values")
+        if metric is not None and (not isinstance(metric, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in metric.values())):
+            self.add_error("metric_values", 'a JSON object of label key to a list of values, e.g. {"team": ["a"]}')
+        if self.errors:
+            return cleaned
+        row = LabelPolicySetting(**{name: cleaned.get(name) for name in self.Meta.fields})
+        for name, problem in policy_problems(policy_from_row(row)).items():
+            self.add_error(name, problem)
+        return cleaned
+
+
+@admin.register(LabelPolicySetting)
+class LabelPolicyAdmin(admin.ModelAdmin):
+    """The one label policy: which keys, how many, which go onto pods and into metrics."""
+
+    form = LabelPolicyForm
+    list_display = ["__str__", "allowed_keys", "required_keys", "max_labels", "pod_label_prefix", "updated_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return not LabelPolicySetting.objects.exists()

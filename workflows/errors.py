@@ -191,3 +191,25 @@ class SessionTicketInvalidError(NotFoundError):
     code = "session_ticket_invalid"
     default_message = ("This session ticket is unknown, already used, expired, or not yours: ask for a new one "
                        "(POST /api/workflows/{id}/tasks/{task}/sessions/).")
+
+
+class TagUnknownError(OsmoError):
+    """A tag no admin defined (``osmo workflow tag``, ``?tag=``)."""
+
+    http_status = 400
+    code = "tag_unknown"
+
+    def __init__(self, field: str, unknown: list[str], defined: list[str]) -> None:
+        message = (f"Unknown tag{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: tags an admin defined: "
+                   f"{', '.join(defined) or 'none'}.")
+        super().__init__(message, details={"errors": [{"path": field, "message": message}]})
+
+
+class WorkflowTagForbiddenError(OsmoError):
+    """Only a workflow's owner (or staff) changes its tags."""
+
+    http_status = 403
+    code = "tag_forbidden"
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"Only the owner of {workflow_id} (or staff) may change its tags.")

@@ -28,6 +28,11 @@ def workflow_global_id(workflow_id: str, owner_pk: int) -> str:
     return f"{workflow_id}-u{owner_pk}"
 
 
+def list_all_keys() -> list[str]:
+    """Every label onto the pods (the label policy's default)."""
+    return ["*"]
+
+
 class Workflow(models.Model):
     """A submitted spec. ``workflow_id`` is ``<name>-<n>``, n counting up per owner and name: unique
     among its owner's workflows only, so that it says nothing about other users' workflows."""
@@ -36,6 +41,7 @@ class Workflow(models.Model):
     # created the rows: the groups by position, and the history by time (not fields).
     groups_in_order: list[TaskGroup]
     history_in_order: list[StatusTransition]
+    tags_in_order: list[Tag]  # likewise (workflows.selectors), by name
 
     workflow_id = models.CharField(max_length=100, db_index=True)
     global_id = models.CharField(
@@ -71,6 +77,9 @@ class Workflow(models.Model):
                                 help_text="The app it was started from (kept when the app is renamed).")
     app_name = models.CharField(max_length=63, blank=True, default="", help_text="The app's name at submission.")
     app_version = models.PositiveIntegerField(null=True, blank=True, help_text="The app version it was started from.")
+    # The labels its pods carry, as the label policy said at submission (docs/spec.md, "Labels").
+    pod_labels = models.JSONField(default=dict, blank=True, editable=False)
+    tags = models.ManyToManyField("workflows.Tag", blank=True, related_name="workflows")
     queue_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     exec_timeout_s = models.PositiveIntegerField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
@@ -92,7 +101,10 @@ class Workflow(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["status", "pool"], name="workflow_status_pool"),
-                   models.Index(fields=["submitted_by", "status"], name="workflow_owner_status")]
+                   models.Index(fields=["submitted_by", "status"], name="workflow_owner_status"),
+                   # the list's order, for its first page without sorting every row (a user's; staff's all)
+                   models.Index(fields=["submitted_by", "-submitted_at", "-id"], name="workflow_owner_newest"),
+                   models.Index(fields=["-submitted_at", "-id"], name="workflow_newest")]
 
     def __str__(self) -> str:
         return self.workflow_id
@@ -294,3 +306,61 @@ class TaskSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} session {self.pk} into {self.task_id}"
+
+
+class WorkflowLabel(models.Model):
+    """One label of a workflow, a row per key: what ``?label=KEY=SELECTOR`` finds workflows by (an index on
+    key, value and workflow, whose pattern operator class also serves ``value*`` prefixes).
+    ``Workflow.labels`` stays the copy the answers show."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="label_rows")
+    key = models.CharField(max_length=317)  # a 253-character prefix, '/', a 63-character name
+    value = models.CharField(max_length=63)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workflow", "key"], name="workflowlabel_unique_key")]
+        # the workflow too: a selection and its count read the index alone (an index-only scan)
+        indexes = [models.Index(fields=["key", "value", "workflow"], name="workflowlabel_key_value",
+                                opclasses=["varchar_pattern_ops", "varchar_pattern_ops", "int8_ops"])]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+class Tag(models.Model):
+    """A tag an admin defines; users put it on their workflows (``osmo workflow tag``) and list by it."""
+
+    name = models.CharField(max_length=63, unique=True,
+                            help_text="Letters, digits, '-', '_', '.', starting and ending alphanumeric.")
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LabelPolicySetting(models.Model):
+    """The admin's label policy (one row; :func:`workflows.labels.label_policy` reads it)."""
+
+    allowed_keys = models.JSONField(default=list, blank=True, help_text="Label keys a workflow may carry "
+                                    '(a JSON list, e.g. ["project", "team"]); empty: any key.')
+    required_keys = models.JSONField(default=list, blank=True, help_text="Label keys every workflow must carry.")
+    max_labels = models.PositiveSmallIntegerField(default=16, help_text="At most this many labels (16 at most).")
+    pod_label_keys = models.JSONField(default=list_all_keys, blank=True,
+                                      help_text='The keys copied onto pods; ["*"]: every key; []: none.')
+    pod_label_prefix = models.CharField(max_length=200, blank=True, default="",
+                                        help_text="Put before each pod label key, e.g. example.com/ or wf-.")
+    metric_values = models.JSONField(
+        default=dict, blank=True,
+        help_text='Label keys that become metric dimensions, each with the values counted by name, e.g. '
+        '{"team": ["robotics", "vision"]} (at most 4 keys of 20 values; any other value counts as "other").')
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "label policy"
+        verbose_name_plural = "label policy"
+
+    def __str__(self) -> str:
+        return "label policy"

@@ -40,13 +40,13 @@ def _waits(reason: dict[str, Any]) -> dict[str, Any]:
 def workflow_dry_run(
     *, pool_name: str | None, spec: str | dict[str, Any], values: dict[str, ScalarValue] | None = None,
     env: dict[str, str] | None = None, user: Viewer | None = None, priority: str = Priority.NORMAL,
-    team: str | None = None,
+    team: str | None = None, labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """What a submission with these fields would meet now, storing nothing: the same refusals (spec,
     pool access and maintenance, team), then per group what the cycle would say first: the pool's
     status when it is not ONLINE, the team's quota for HIGH and NORMAL work, else a placement solved
     on the current snapshot."""
-    submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user)
+    submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user, labels=labels)
     pool = submission.pool
     chosen = team_for_submission(pool, user=user, team=team) if user is not None else None
     gang = _Previewed(chosen.pk if chosen else None, PRIORITY_RANK[Priority(priority)])

@@ -25,7 +25,14 @@ from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
-from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, TaskGroup, Workflow
+from workflows.labels import tag_names as tag_names  # re-exported: the pages read them here
+from workflows.labels import workflows_with_labels as workflows_with_labels
+from workflows.labels import workflows_with_tags as workflows_with_tags
+from workflows.models import GROUP_JSON_JOINED, StatusTransition, Tag, Task, TaskGroup, Workflow
+from workflows.spec.labels import SELECTORS_MAX as SELECTORS_MAX
+from workflows.spec.labels import LabelSelector as LabelSelector
+from workflows.spec.labels import SelectorError as SelectorError
+from workflows.spec.labels import selector_parse as selector_parse
 from workflows.visibility import workflow_owner_visible as workflow_owner_visible
 from workflows.waiting import workflow_waiting as workflow_waiting  # re-exported: the pages read it here
 
@@ -55,6 +62,12 @@ def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:
     )
 
 
+def with_tags(queryset: QuerySet[Workflow]) -> QuerySet[Workflow]:
+    """``queryset`` with each workflow's ``tags_in_order`` filled (one query for a page)."""
+    tags = Prefetch("tags", queryset=Tag.objects.order_by("name"), to_attr="tags_in_order")
+    return queryset.prefetch_related(tags)  # type: ignore[no-redef]  # (the to_attr, declared on the model)
+
+
 def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
     """Everything the workflow body needs, in a fixed number of queries: ``groups_in_order`` (each
     with ``tasks_in_order``) and ``history_in_order`` filled (a new submission fills them itself, from
@@ -71,6 +84,7 @@ def workflow_detail_queryset(*, user: Viewer) -> QuerySet[Workflow]:
             Prefetch("groups", queryset=groups, to_attr="groups_in_order"),
             "pool__topology_keys",
             Prefetch("transitions", queryset=history, to_attr="history_in_order"),
+            Prefetch("tags", queryset=Tag.objects.order_by("name"), to_attr="tags_in_order"),
         )
         .order_by("-submitted_at", "-pk")
     )

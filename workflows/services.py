@@ -11,7 +11,7 @@ import json
 import logging
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from osmo.bulk import bulk_insert
+from osmo.metrics import workflow_label_observe
 from osmo.process_cache import ProcessCache
 from osmo.types import User, Viewer
 from scheduler import jobs
@@ -41,6 +42,7 @@ from workflows.errors import (
     WorkflowNotCancellableError,
     WorkflowSpecInvalidError,
 )
+from workflows.labels import label_policy, label_rows_write
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
 from workflows.scheduling.gang_dispatch import tasks_with_pods
@@ -54,6 +56,7 @@ from workflows.spec import (
     parse_workflow,
     tree_to_json,
 )
+from workflows.spec.labels import labels_merge
 from workflows.spec.model import ScalarValue
 from workflows.spec.template import RenderedSpec, is_template, render_spec
 from workflows.spec.template_lines import template_lines
@@ -71,6 +74,9 @@ class ValidatedSubmission:
     template_values: dict[str, Any]
     keys: tuple[TopologyKey, ...]  # the pool's keys the spec was validated against, coarsest first
     render_warnings: tuple[SpecError, ...] = ()  # said by the rendering (a repeated key before set_env)
+    labels: dict[str, str] = field(default_factory=dict)  # the spec's, the submission's over them
+    pod_labels: dict[str, str] = field(default_factory=dict)  # what the label policy puts on its pods
+    metric_dimensions: tuple[tuple[str, str], ...] = ()  # the policy's metric dimensions of those labels
 
     @property
     def warnings(self) -> list[dict[str, str]]:
@@ -129,6 +135,7 @@ def workflow_validate(
     env: dict[str, str] | None = None,
     user: Viewer | None = None,
     rendered_values: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> ValidatedSubmission:
     """Render ``spec`` as a template with ``values`` and ``env`` (docs/design.md §11), parse and
     validate it against the pool, and check that every gang could be placed on the pool's whole
@@ -138,7 +145,8 @@ def workflow_validate(
     Without ``pool_name`` the spec's ``workflow.pool`` is used (:mod:`workflows.spec_pool`). With
     ``rendered_values`` the spec is a stored one, rendered already (a restart): it is parsed as it is,
     not rendered again (what its rendering left, like a ``{% raw %}`` block's ``{{ x }}``, is text now),
-    and those are its values."""
+    and those are its values. ``labels`` (``--label``, checked for syntax by the caller) override the
+    spec's; the result must pass the admin's label policy (errors at ``labels.<key>``)."""
     rendered: RenderedSpec | None = None
     if rendered_values is not None:
         source, template_values = spec, dict(rendered_values)
@@ -168,10 +176,17 @@ def workflow_validate(
             errors = _with_template_lines(errors, template=spec, rendered=rendered.before_env,
                                           values=template_values)
         raise WorkflowSpecInvalidError(errors) from exc
+    merged = labels_merge(parsed.labels_dict(), labels)
+    policy = label_policy()
+    problems = policy.check(merged)
+    if problems:
+        raise WorkflowSpecInvalidError([problem.to_dict() for problem in problems])
     _never_fits_check(pool, parsed, facts_key)
     spec_text = source if isinstance(source, str) else _dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
-                               keys=keys, render_warnings=rendered.warnings if rendered is not None else ())
+                               keys=keys, render_warnings=rendered.warnings if rendered is not None else (),
+                               labels=merged, pod_labels=policy.pod_labels(merged),
+                               metric_dimensions=tuple(policy.metric_dimensions(merged)))
 
 
 # Gangs not refused by the check below, by (pool, inventory epoch, keys version, gang signature): the
@@ -270,12 +285,15 @@ def _next_seq(owner_pk: int, name: str) -> int:
 
 
 def _request_hash(*, pool_name: str | None, spec: str | dict[str, Any], priority: str,
-                  values: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
+                  values: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+                  labels: dict[str, str] | None = None) -> str:
     """What an ``Idempotency-Key`` stands for: the submission's pool, priority and spec (text as sent,
     or the JSON object with sorted keys), and its template values when it has some."""
     request: dict[str, Any] = {"pool": pool_name, "priority": priority, "spec": spec}
     if values or env:
         request["template"] = {"values": values or {}, "env": env or {}}
+    if labels:
+        request["labels"] = labels
     body = json.dumps(request, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -305,6 +323,7 @@ def workflow_submit(
     warnings: list[dict[str, str]] | None = None,
     rendered_values: dict[str, Any] | None = None,
     app: AppOrigin | None = None,
+    labels: dict[str, str] | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate and store a workflow; queue its ready groups for placement.
 
@@ -319,7 +338,8 @@ def workflow_submit(
     racing retries with one key store one workflow. ``app``: the app version it is started from.
     """
     request_hash = (_request_hash(pool_name=pool_name, spec=spec, priority=priority,
-                                  values=values if rendered_values is None else rendered_values, env=env)
+                                  values=values if rendered_values is None else rendered_values, env=env,
+                                  labels=labels)
                     if idempotency_key else "")
     if idempotency_key:
         existing = _idempotent_replay(user=user, key=idempotency_key, request_hash=request_hash)
@@ -327,7 +347,7 @@ def workflow_submit(
             return existing, False
     _active_limit_check(user)
     submission = workflow_validate(pool_name=pool_name, spec=spec, values=values, env=env, user=user,
-                                   rendered_values=rendered_values)
+                                   rendered_values=rendered_values, labels=labels)
     if warnings is not None:
         warnings.extend(submission.warnings)
     chosen_team = team_for_submission(submission.pool, user=user, team=team)
@@ -344,6 +364,7 @@ def workflow_submit(
                 return existing, False
         raise
     jobs.placement_cycle_request(workflow.pool_id)
+    workflow_label_observe(pool=submission.pool.name, dimensions=submission.metric_dimensions)
     logger.info("workflow.submitted", extra={"workflow": workflow.global_id, "pool": submission.pool.name})
     return workflow, True
 
@@ -362,13 +383,16 @@ def _active_limit_check(user: User) -> None:
 
 
 def workflow_restart(*, workflow: Workflow, user: User, pool_name: str | None = None,
-                     idempotency_key: str | None = None) -> tuple[Workflow, bool]:
+                     idempotency_key: str | None = None,
+                     labels: dict[str, str] | None = None) -> tuple[Workflow, bool]:
     """Submit ``workflow``'s stored spec again as a new workflow of ``user`` (``osmo workflow restart``),
-    in its pool unless ``pool_name`` says otherwise, with its priority and template values. The stored
-    spec is the rendered one: it is not rendered again (:func:`workflow_validate`'s ``rendered_values``)."""
+    in its pool unless ``pool_name`` says otherwise, with its priority, template values and labels
+    (``labels`` over them). The stored spec is the rendered one: it is not rendered again
+    (:func:`workflow_validate`'s ``rendered_values``)."""
     return workflow_submit(user=user, pool_name=pool_name or workflow.pool.name, spec=workflow.spec_text,
                            priority=workflow.priority, idempotency_key=idempotency_key,
-                           rendered_values=dict(workflow.template_values or {}))
+                           rendered_values=dict(workflow.template_values or {}),
+                           labels=labels_merge(dict(workflow.labels or {}), labels))
 
 
 def _workflow_create(
@@ -393,7 +417,8 @@ def _workflow_create(
         team=team,
         spec_text=submission.spec_text,
         template_values=submission.template_values,
-        labels=spec.labels_dict(),
+        labels=submission.labels,
+        pod_labels=submission.pod_labels,
         queue_timeout_s=spec.queue_timeout_s,
         exec_timeout_s=spec.exec_timeout_s,
         idempotency_key=idempotency_key or None,
@@ -446,6 +471,7 @@ def _workflow_create(
             )
             position += 1
     bulk_insert(Task, tasks)
+    label_rows_write(workflow, submission.labels)
     transitions = [StatusTransition(workflow=workflow, to_status=WorkflowStatus.PENDING, message="submitted")]
     transitions += [StatusTransition(workflow=workflow, group=g, to_status=g.status) for g in groups]
     bulk_insert(StatusTransition, transitions)
@@ -454,6 +480,7 @@ def _workflow_create(
         group.tasks_in_order = [task for task in tasks if task.group is group]
     workflow.groups_in_order = groups
     workflow.history_in_order = transitions
+    workflow.tags_in_order = []
     return workflow
 
 

@@ -24,7 +24,15 @@ from scheduler.reads.domains import pool_domain_tree
 from scheduler.selectors import pool_keys
 from workflows.choices import TASK_ACTIVE_STATUSES, WORKFLOW_TERMINAL_STATUSES
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.selectors import task_domains, workflow_list, workflow_waiting
+from workflows.selectors import (
+    LabelSelector,
+    task_domains,
+    with_tags,
+    workflow_list,
+    workflow_waiting,
+    workflows_with_labels,
+    workflows_with_tags,
+)
 
 COMPACT_SIBLING_LIMIT = 12  # untouched siblings drawn as small boxes up to this many, else counted
 HISTORY_LIMIT = 500
@@ -46,10 +54,11 @@ WORKFLOW_SORTS: dict[str, str] = {
 # Workflow list
 # ------------------------------------------------------------------------------------------------
 def workflow_page_list(
-    *, user: Viewer, status: str = "", pool: str = "", username: str = "", name: str = "", sort: str = ""
+    *, user: Viewer, status: str = "", pool: str = "", username: str = "", name: str = "", sort: str = "",
+    labels: Sequence[LabelSelector] = (), tag: str = "",
 ) -> QuerySet[Workflow]:
     """The visible workflows filtered and sorted for the list page. ``status`` "FAILED" means any failure."""
-    queryset = workflow_list(user=user)
+    queryset = with_tags(workflow_list(user=user))
     if status == "FAILED":
         queryset = queryset.filter(status__startswith="FAILED")
     elif status == "ACTIVE":
@@ -62,6 +71,9 @@ def workflow_page_list(
         queryset = queryset.filter(submitted_by__username=username)
     if name:
         queryset = queryset.filter(Q(name__icontains=name) | Q(workflow_id__icontains=name))
+    queryset = workflows_with_labels(queryset, labels)
+    if tag:
+        queryset = workflows_with_tags(queryset, [tag])
     field_name = WORKFLOW_SORTS.get(sort.lstrip("-"))
     if field_name:
         prefix = "-" if sort.startswith("-") else ""

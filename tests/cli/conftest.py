@@ -59,7 +59,9 @@ def osmo_process(cli_env) -> Callable[..., subprocess.CompletedProcess]:
     """Run the installed console script (``.venv/bin/osmo``) as a real process."""
 
     def run(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess:
-        environment = {**os.environ, **cli_env, **(env or {})}
+        # this checkout's packages first: the shared virtualenv's editable install may point at another one
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        environment = {**os.environ, "PYTHONPATH": path, **cli_env, **(env or {})}
         return subprocess.run([str(OSMO_SCRIPT), *args], env=environment, input=input, capture_output=True,
                               text=True, timeout=60, cwd=ROOT)
 

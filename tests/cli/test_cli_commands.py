@@ -165,7 +165,7 @@ def test_format_type_output_json_and_wide(osmo, nvl72):
     assert as_t == as_o == as_alias
     assert [w["id"] for w in as_t["results"]] == ["multiple-nvl72-same-zone-1"]
     assert wide == ["ID", "STATUS", "POOL", "PRIORITY", "USER", "TASKS", "SUBMITTED", "STARTED", "FINISHED",
-                    "FAILURE"]
+                    "LABELS", "TAGS", "FAILURE"]
     assert query["groups"][0]["waiting"]["position"] == 1
     assert [p["name"] for p in pools["results"]] == ["nvl72"]
 

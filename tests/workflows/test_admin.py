@@ -34,3 +34,32 @@ def test_cancel_action(client, staff_user, workflow):
     assert workflow.status == "FAILED_CANCELED"
     assert workflow.failure_message == "canceled by root"
     assert Workflow.objects.count() == 1
+
+
+def test_an_admin_defines_tags_and_the_label_policy_with_their_refusals(client, staff_user, workflow):
+    # given
+    from workflows.models import LabelPolicySetting, Tag
+
+    client.force_login(staff_user)
+    # when
+    bad_tag = client.post("/admin/workflows/tag/add/", {"name": "not ok", "description": ""})
+    good_tag = client.post("/admin/workflows/tag/add/", {"name": "baseline", "description": "reference"})
+    base = {"allowed_keys": '["team", "run"]', "required_keys": '["run"]', "max_labels": "4",
+            "pod_label_keys": '["team"]', "pod_label_prefix": "example.com/", "metric_values": '{"team": ["a"]}'}
+    bad_policy = client.post("/admin/workflows/labelpolicysetting/add/",
+                             {**base, "required_keys": '["owner"]', "pod_label_prefix": "has space/"})
+    good_policy = client.post("/admin/workflows/labelpolicysetting/add/", base)
+    # then
+    assert bad_tag.status_code == 200 and b"invalid tag name" in bad_tag.content
+    assert good_tag.status_code == 302
+    assert list(Tag.objects.values_list("name", flat=True)) == ["baseline"]
+    assert bad_policy.status_code == 200
+    assert b"a required key must also be allowed" in bad_policy.content
+    assert b"prefix + key must be a label key" in bad_policy.content
+    assert good_policy.status_code == 302
+    policy = LabelPolicySetting.objects.get()
+    assert (policy.required_keys, policy.pod_label_prefix) == (["run"], "example.com/")
+    # one policy: no second one is added
+    assert client.get("/admin/workflows/labelpolicysetting/add/").status_code == 403
+    # an admin may tag a workflow from its page
+    assert client.get(f"/admin/workflows/workflow/?tags__id__exact={Tag.objects.get().pk}").status_code == 200

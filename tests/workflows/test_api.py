@@ -337,16 +337,16 @@ def test_list_filters_and_pagination(user_client, pool):
 def test_list_query_count_is_constant(user_client, pool, django_assert_max_num_queries):
     for _ in range(5):
         user_client.post("/api/workflows/", {"pool": "nvl72", "spec": SIMPLE}, format="json")
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(5):  # with the page's tags
         assert user_client.get("/api/workflows/").status_code == 200
 
 
 def test_detail_query_count_does_not_grow_with_tasks(user_client, pool, django_assert_num_queries):
     wid = user_client.post("/api/workflows/", {"pool": "nvl72", "spec": example_spec("multiple-nvl72-racks")},
                            format="json").json()["id"]
-    # workflow + groups + tasks (with nodes) + pool keys + history, the queued group's place in the
+    # workflow + groups + tasks (with nodes) + pool keys + history + tags, the queued group's place in the
     # queue, and two savepoint statements
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         assert user_client.get(f"/api/workflows/{wid}/").status_code == 200
 
 
@@ -553,12 +553,12 @@ def test_a_submission_runs_a_fixed_number_of_queries(api_client, user, pool, dja
     # when a workflow is submitted
     # then: the request's savepoint (its transaction here), the token, the idempotency key, the user's
     # workflows that have not ended (the active limit), the pool with
-    # the user's access, its epochs, the user's teams, the inner savepoint, the name's lock, the name's
-    # last number, four inserts, the savepoint's release, the queue ahead of the new gang, the request's
-    # release (the rows just written are not read back; the answer's pool keys are those stored with
+    # the user's access, its epochs, the label policy, the user's teams, the inner savepoint, the name's
+    # lock, the name's last number, four inserts, the savepoint's release, the queue ahead of the new
+    # gang, the request's release (the rows just written are not read back; the answer's pool keys are those stored with
     # the workflow, the pool's keys version being the same; the pool's keys and node shapes for
     # validation were read by the first submission: they are kept while its inventory epoch stands)
-    with django_assert_num_queries(17):
+    with django_assert_num_queries(18):
         submit("counted")
 
 

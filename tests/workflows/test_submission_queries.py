@@ -20,9 +20,9 @@ def test_a_submission_to_a_known_pool_runs_a_fixed_number_of_queries(user, djang
     workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("warm", 2, 4))
     # when the same gang is submitted again
     # then: the user's workflows that have not ended (the active limit), the pool with the user's access,
-    # its epochs, the user's teams, the savepoint, the name's lock, the name's last number, four inserts
-    # (workflow, groups, tasks, history), the release
-    with django_assert_num_queries(12):
+    # its epochs, the label policy, the user's teams, the savepoint, the name's lock, the name's last number,
+    # four inserts (workflow, groups, tasks, history), the release
+    with django_assert_num_queries(13):
         workflow, created = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("again", 2, 4))
     assert (created, workflow.workflow_id) == (True, "again-1")
 
@@ -36,6 +36,6 @@ def test_a_change_of_keys_makes_the_next_submission_read_the_pool_again(user, dj
     pool_keys_set(pool=pool, keys=[{"key": key, "label": label} for key, label in keys[:-1]])
     pool.refresh_from_db()
     # then the pool's keys, node shapes and platforms are read again, and the idle pool solved again
-    with django_assert_num_queries(17):  # 16 and the active limit's count
+    with django_assert_num_queries(18):  # 16, the active limit's count and the label policy
         workflow_submit(user=user, pool_name=pool.name, spec=gang_spec("again", 2, 4))
     assert Workflow.objects.get(workflow_id="again-1").pool_keys == [list(k) for k in keys[:-1]]

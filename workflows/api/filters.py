@@ -1,7 +1,63 @@
+from typing import Any
+
 import django_filters
+from django import forms
+from django.db.models import QuerySet
+from django_filters.widgets import QueryArrayWidget
+from drf_spectacular.utils import extend_schema_field
 
 from workflows.choices import WorkflowStatus
+from workflows.labels import workflows_with_labels, workflows_with_tags
 from workflows.models import Workflow
+from workflows.spec.labels import SELECTORS_MAX, SelectorError, selector_parse
+
+
+class SelectorsField(forms.Field):
+    """Repeated ``KEY=SELECTOR`` values, each parsed (a form error saying which one and why)."""
+
+    widget = QueryArrayWidget
+
+    def to_python(self, value: Any) -> list[Any]:
+        items = [str(item) for item in (value or []) if str(item)]
+        if len(items) > SELECTORS_MAX:
+            raise forms.ValidationError(f"at most {SELECTORS_MAX} label selectors")
+        selectors = []
+        for item in items:
+            try:
+                selectors.append(selector_parse(item))
+            except SelectorError as exc:
+                raise forms.ValidationError(f"{item[:80]!r}: {exc}") from exc
+        return selectors
+
+
+class NamesField(forms.Field):
+    widget = QueryArrayWidget
+
+    def to_python(self, value: Any) -> list[str]:
+        items = [str(item) for item in (value or []) if str(item)]
+        if len(items) > SELECTORS_MAX:
+            raise forms.ValidationError(f"at most {SELECTORS_MAX} tags")
+        return items
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string"}})
+class LabelSelectorFilter(django_filters.Filter):
+    """``?label=KEY=SELECTOR`` (repeat: all must match): OSMO's exact values, ``*`` wildcards, ``(a|b)``."""
+
+    field_class = SelectorsField
+
+    def filter(self, qs: QuerySet[Workflow], value: Any) -> QuerySet[Workflow]:
+        return workflows_with_labels(qs, value) if value else qs
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string"}})
+class TagFilter(django_filters.Filter):
+    """``?tag=NAME`` (repeat: all must be on the workflow)."""
+
+    field_class = NamesField
+
+    def filter(self, qs: QuerySet[Workflow], value: Any) -> QuerySet[Workflow]:
+        return workflows_with_tags(qs, value) if value else qs
 
 
 class WorkflowFilterSet(django_filters.FilterSet):
@@ -11,7 +67,10 @@ class WorkflowFilterSet(django_filters.FilterSet):
     pool = django_filters.CharFilter(field_name="pool__name")
     user = django_filters.CharFilter(field_name="submitted_by__username")
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
+    label = LabelSelectorFilter(help_text="KEY=SELECTOR: an exact value, * wildcards or (a|b) alternatives, "
+                                          "e.g. project=sim_* or team=(a|b); repeat to require all.")
+    tag = TagFilter(help_text="A tag name; repeat to require all.")
 
     class Meta:
         model = Workflow
-        fields = ["status", "pool", "user", "name"]
+        fields = ["status", "pool", "user", "name", "label", "tag"]

@@ -52,9 +52,37 @@ class SpecField(serializers.Field):
 PRIORITY_CHOICES_TEXT = ", ".join(Priority.values)
 
 
+LABELS_HELP = ("Workflow labels (Kubernetes label syntax) over the spec's workflow.labels, as --label KEY=VALUE; "
+               "they must pass the admin's label policy.")
+
+
 class WorkflowRestartInputSerializer(serializers.Serializer):
     pool = serializers.CharField(max_length=63, required=False, allow_blank=True,
                                  help_text="Run in this pool (default: the workflow's).")
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                   required=False, default=dict, help_text="Labels over the workflow's.")
+
+
+class WorkflowTagInputSerializer(serializers.Serializer):
+    add = serializers.ListField(child=serializers.CharField(max_length=63), required=False, default=list,
+                                max_length=64, help_text="Tags to add (after removing).")
+    remove = serializers.ListField(child=serializers.CharField(max_length=63), required=False, default=list,
+                                   max_length=64, help_text="Tags to remove (first).")
+
+
+class WorkflowTagOutputSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+
+
+class TagOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+
+
+class TagListOutputSerializer(serializers.Serializer):
+    tags = serializers.ListField(child=serializers.CharField(), help_text="The tags one may put on a workflow.")
+    details = TagOutputSerializer(many=True)
 
 
 class WorkflowSubmitInputSerializer(serializers.Serializer):
@@ -81,6 +109,8 @@ class WorkflowSubmitInputSerializer(serializers.Serializer):
         child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False, default=dict,
         help_text="Environment variables set on every task.",
     )
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                   required=False, default=dict, help_text=LABELS_HELP)
 
 
 class SpecWarningSerializer(serializers.Serializer):
@@ -202,16 +232,38 @@ class TaskGroupOutputSerializer(OutputModelSerializer):
         return list(TaskOutputSerializer(tasks, many=True, context=self.context).data)
 
 
+class LabelsField(serializers.DictField):
+    """A workflow's labels, by key (the same bytes whichever order the database keeps them in)."""
+
+    child = serializers.CharField()
+
+    def to_representation(self, value: Any) -> dict[str, str]:
+        return {str(key): str(text) for key, text in sorted((value or {}).items())}
+
+
+def workflow_tag_names(workflow: Workflow) -> list[str]:
+    """Its tags by name (as :mod:`workflows.selectors` prefetched them)."""
+    tags = getattr(workflow, "tags_in_order", None)
+    if tags is None:
+        tags = workflow.tags.order_by("name")
+    return [tag.name for tag in tags]
+
+
 class WorkflowSummaryOutputSerializer(OutputModelSerializer):
     id = serializers.CharField(source="workflow_id")
     pool = serializers.CharField(source="pool.name")
     submitted_by = serializers.CharField(source="submitted_by.username")
     task_count = serializers.IntegerField(read_only=True)
+    labels = LabelsField(read_only=True)
+    tags = serializers.SerializerMethodField()
 
     class Meta:
         model = Workflow
         fields = ["id", "name", "pool", "status", "priority", "submitted_by", "submitted_at", "started_at",
-                  "finished_at", "failure_message", "task_count"]
+                  "finished_at", "failure_message", "task_count", "labels", "tags"]
+
+    def get_tags(self, workflow: Workflow) -> list[str]:
+        return workflow_tag_names(workflow)
 
 
 class StatusTransitionOutputSerializer(OutputModelSerializer):
@@ -243,12 +295,17 @@ class WorkflowOutputSerializer(OutputModelSerializer):
     team = serializers.SerializerMethodField(help_text="The team whose quota it counts against (None: none).")
     groups = serializers.SerializerMethodField()
     history = StatusTransitionOutputSerializer(source="history_in_order", many=True, read_only=True)
+    labels = LabelsField(read_only=True, help_text="The spec's labels with the submission's --label values over them.")
+    tags = serializers.SerializerMethodField(help_text="Tags put on it (osmo workflow tag), by name.")
     app = serializers.SerializerMethodField(help_text="The app version it was started from (None: not from an app).")
 
     class Meta:
         model = Workflow
         fields = ["id", "name", "pool", "status", "priority", "submitted_by", "team", "submitted_at", "started_at",
-                  "finished_at", "failure_message", "labels", "app", "groups", "history"]
+                  "finished_at", "failure_message", "labels", "tags", "app", "groups", "history"]
+
+    def get_tags(self, workflow: Workflow) -> list[str]:
+        return workflow_tag_names(workflow)
 
     @extend_schema_field(WorkflowAppSerializer(allow_null=True))
     def get_app(self, workflow: Workflow) -> dict[str, Any] | None:

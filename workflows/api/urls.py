@@ -4,11 +4,11 @@ from rest_framework.routers import SimpleRouter
 from workflows.api.resources import ResourceInfoView, ResourceListView
 from workflows.api.runtime import RuntimeBarrierView, RuntimeStatusView
 from workflows.api.tasks import TaskListView
-from workflows.api.views import MeView, WorkflowViewSet
+from workflows.api.views import MeView, TagListView, WorkflowViewSet
 
 router = SimpleRouter()
 router.register("workflows", WorkflowViewSet, basename="workflow")
-urlpatterns = [path("me/", MeView.as_view(), name="me"),
+urlpatterns = [path("me/", MeView.as_view(), name="me"), path("tags/", TagListView.as_view(), name="tags"),
                # "workflow-": a task's own osmo command may list its submitter's tasks, as it reads workflows
                path("tasks/", TaskListView.as_view(), name="workflow-tasks"),
                # "pool-": read like pools (a task's osmo command reads them too)

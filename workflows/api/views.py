@@ -21,6 +21,7 @@ from workflows.api.serializers import (
     ErrorOutputSerializer,
     SessionCreateInputSerializer,
     SessionOutputSerializer,
+    TagListOutputSerializer,
     TaskLogOutputSerializer,
     UserOutputSerializer,
     WorkflowEventsOutputSerializer,
@@ -30,14 +31,18 @@ from workflows.api.serializers import (
     WorkflowSubmitInputSerializer,
     WorkflowSubmitOutputSerializer,
     WorkflowSummaryOutputSerializer,
+    WorkflowTagInputSerializer,
+    WorkflowTagOutputSerializer,
 )
 from workflows.api.task_auth import TaskApiAccess
 from workflows.errors import SessionForbiddenError, WorkflowSpecInvalidError
-from workflows.models import Workflow
+from workflows.labels import workflow_tag
+from workflows.models import Tag, Workflow
 from workflows.preview import workflow_dry_run
 from workflows.scheduling import observe
 from workflows.sessions.service import SessionSettings, session_open
 from workflows.spec import SpecInvalidError
+from workflows.spec.labels import label_assignments, labels_check
 from workflows.spec.template import parse_assignments
 
 ERRORS = {
@@ -58,6 +63,7 @@ QUERY_PARAMS = [
     OpenApiParameter("set", str, many=True, description="NAME=VALUE template value (cast to int/float), raw YAML"),
     OpenApiParameter("set_string", str, many=True, description="NAME=VALUE template value kept as text, raw YAML"),
     OpenApiParameter("set_env", str, many=True, description="NAME=VALUE environment variable of every task"),
+    OpenApiParameter("label", str, many=True, description="KEY=VALUE workflow label over the spec's, raw YAML"),
 ]
 RAW_BODY_TYPES = ("", "application/x-www-form-urlencoded", "text/plain")
 RAW_BODY_HINT = (
@@ -99,7 +105,20 @@ def _submission_data(request: Request) -> dict[str, Any]:
             data.setdefault("set", values)
         if env:
             data.setdefault("set_env", {name: str(value) for name, value in env.items()})
+        if params.getlist("label"):
+            try:
+                data.setdefault("labels", label_assignments(params.getlist("label"), path="label"))
+            except SpecInvalidError as exc:
+                raise WorkflowSpecInvalidError(exc.to_list()) from exc
     return data
+
+
+def _labels(values: dict[str, Any], path: str = "labels") -> dict[str, str] | None:
+    """The request's ``labels`` checked for Kubernetes label syntax (a 400 naming each bad one)."""
+    try:
+        return labels_check(values.get("labels") or {}, path=path) or None
+    except SpecInvalidError as exc:
+        raise WorkflowSpecInvalidError(exc.to_list()) from exc
 
 
 IDEMPOTENCY_KEY_MAX_LENGTH = Workflow._meta.get_field("idempotency_key").max_length
@@ -137,8 +156,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
 
     def get_queryset(self):
         if self.action == "list":
-            return selectors.workflow_list(user=self.request.user)
-        if self.action in ("logs", "events", "sessions"):
+            return selectors.with_tags(selectors.workflow_list(user=self.request.user))
+        if self.action in ("logs", "events", "sessions", "tag"):
             return selectors.workflow_visible_to(self.request.user).select_related("pool")
         return selectors.workflow_detail_queryset(user=self.request.user)
 
@@ -167,10 +186,11 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         values = serializer.validated_data
         idempotency_key = _idempotency_key(request)
         template: dict[str, Any] = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
+        labels = _labels(values)
         if values["dry_run"]:
             return Response(workflow_dry_run(pool_name=values.get("pool") or None, spec=values["spec"],
                                              user=signed_in(request), priority=values["priority"],
-                                             team=values.get("team") or None, **template),
+                                             team=values.get("team") or None, labels=labels, **template),
                             status=status.HTTP_200_OK)
         warnings: list[dict[str, str]] = []
         workflow, created = services.workflow_submit(
@@ -181,6 +201,7 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             idempotency_key=idempotency_key,
             team=values.get("team") or None,
             warnings=warnings,
+            labels=labels,
             **template,
         )
         if not created:  # an idempotent replay: the stored workflow as it is now
@@ -229,12 +250,30 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     def restart(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = WorkflowRestartInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        labels = _labels(serializer.validated_data)
         workflow, created = services.workflow_restart(workflow=self.get_object(), user=signed_in(request),
                                                       pool_name=serializer.validated_data.get("pool") or None,
-                                                      idempotency_key=_idempotency_key(request))
+                                                      idempotency_key=_idempotency_key(request), labels=labels)
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         answer = {**WorkflowOutputSerializer(workflow).data, "warnings": []}
         return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(
+        request=WorkflowTagInputSerializer, parameters=[OWNER_PARAM],
+        responses={200: WorkflowTagOutputSerializer, **ERRORS, 404: ErrorOutputSerializer, 409: AMBIGUOUS,
+                   403: OpenApiResponse(ErrorOutputSerializer, description="`tag_forbidden`: not the workflow's "
+                                        "owner (nor staff).")},
+        description="Remove, then add tags (each one an admin defined: else 400 `tag_unknown` naming `add` or "
+        "`remove`, and nothing changes). Answers the workflow's tags after.",
+    )
+    @action(detail=True, methods=["post"])
+    def tag(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = WorkflowTagInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        workflow = self.get_object()
+        tags = workflow_tag(workflow=workflow, user=signed_in(request), add=serializer.validated_data["add"],
+                            remove=serializer.validated_data["remove"])
+        return Response(WorkflowTagOutputSerializer({"workflow": workflow.workflow_id, "tags": tags}).data)
 
     @extend_schema(
         request=None,
@@ -311,6 +350,17 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
             "ticket": ticket, "websocket": f"/ws/sessions/{session.kind}/{ticket}/",
             "expires_in": config.ticket_seconds, "idle_timeout": config.idle_seconds,
             "max_seconds": config.max_seconds}).data, status=status.HTTP_201_CREATED)
+
+
+class TagListView(APIView):
+    """The tags an admin defined: the ones anyone may put on their workflows."""
+
+    @extend_schema(responses={200: TagListOutputSerializer, 401: ErrorOutputSerializer})
+    def get(self, request: Request) -> Response:
+        tags = list(Tag.objects.order_by("name"))
+        return Response(TagListOutputSerializer({
+            "tags": [tag.name for tag in tags],
+            "details": [{"name": tag.name, "description": tag.description} for tag in tags]}).data)
 
 
 class MeView(APIView):

@@ -48,7 +48,7 @@ class DispatchGang(NamedTuple):
     scheduling_since: datetime | None
     submitted_at: datetime
     spec_text: str  # the workflow's stored spec: its tasks' pod fields and tokens
-    labels: dict[str, Any] | None  # the workflow's labels, copied to its pods
+    labels: dict[str, Any] | None  # the workflow's pod labels (its label policy at submission)
     submitted_by: int  # whose credentials the tasks' ``credentials`` name
     dispatch_error: str  # the backend's error at the gang's last dispatch try ("" when none)
 
@@ -68,7 +68,7 @@ def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
     """Read what dispatching these gangs needs (see :class:`DispatchBatch`)."""
     rows = TaskGroup.objects.filter(pk__in=group_ids).order_by().values_list(
         "pk", "status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id", "workflow__pool_id",
-        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__labels",
+        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__pod_labels",
         "workflow__submitted_by_id", "dispatch_error")
     gangs = {gang.pk: gang for gang in map(DispatchGang._make, rows)}
     active = [pk for pk, gang in gangs.items() if gang.status in ACTIVE]

@@ -50,7 +50,7 @@ def pod_request(task: Task, pool: Pool) -> PodRequest:
         return request
     try:
         return pod_osmo_fields(request, pool, pods=workflow_pods(task.workflow.spec_text or ""),
-                               labels=task.workflow.labels or {}, platforms={})
+                               labels=task.workflow.pod_labels or {}, platforms={})
     except TokenUnresolvedError:
         return request
 
