@@ -24,13 +24,15 @@ from osmo.types import signed_in
 from parsing.loader import BAD_TEXT_MESSAGE, storable_text
 from workflows import selectors
 from workflows.api.serializers import (
+    LABELS_HELP,
     DryRunOutputSerializer,
     ErrorOutputSerializer,
     SpecField,
     WorkflowOutputSerializer,
     WorkflowSubmitOutputSerializer,
 )
-from workflows.api.views import _idempotency_key as idempotency_key
+from workflows.api.views import idempotency_key_header as idempotency_key
+from workflows.api.views import submission_labels as workflow_labels
 from workflows.choices import Priority
 
 
@@ -111,6 +113,8 @@ class AppSubmitInputSerializer(serializers.Serializer):
                                 help_text="Values of the app's parameters (names of its default-values only).")
     set_env = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
                                     required=False, default=dict, help_text="Environment variables of every task.")
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                   required=False, default=dict, help_text=LABELS_HELP)
 
 
 ERRORS = {
@@ -305,7 +309,8 @@ class AppSubmitView(NulSafeLookupMixin, APIView):
             user=signed_in(request), name=name, version=values.get("version"), values=dict(values["set"]),
             env=dict(values["set_env"]), pool_name=values.get("pool") or None, priority=values["priority"],
             team=values.get("team") or None, dry_run=values["dry_run"],
-            idempotency_key=None if values["dry_run"] else idempotency_key(request))
+            idempotency_key=None if values["dry_run"] else idempotency_key(request),
+            labels=workflow_labels(values))
         if submission.dry_run is not None:
             return Response(submission.dry_run, status=status.HTTP_200_OK)
         assert submission.workflow is not None

@@ -303,11 +303,13 @@ class AppSubmission:
 def app_submit(*, user: User, name: str, version: int | None = None,
                values: dict[str, ScalarValue] | None = None, env: dict[str, str] | None = None,
                pool_name: str | None = None, priority: str = Priority.NORMAL, team: str | None = None,
-               dry_run: bool = False, idempotency_key: str | None = None) -> AppSubmission:
+               dry_run: bool = False, idempotency_key: str | None = None,
+               labels: dict[str, str] | None = None) -> AppSubmission:
     """Start a workflow from an app version (the newest by default) with ``values`` over its
     parameters' defaults, through the workflow submission path: the same validation against the pool,
     pool access and maintenance checks, quotas and dry run. A value that is no parameter of the app is
-    refused (path ``set.<name>``). The workflow records the app and version."""
+    refused (path ``set.<name>``). ``labels`` go over the spec's ``workflow.labels`` as ``--label`` does
+    for any submission. The workflow records the app and version."""
     app = app_get(name)
     row = app_version_get(app, version)
     values = dict(values or {})
@@ -321,11 +323,11 @@ def app_submit(*, user: User, name: str, version: int | None = None,
                                        f"App {app.name} has no parameter {unknown[0].path.split('.', 1)[1]!r}.")
     if dry_run:
         answer = workflow_dry_run(pool_name=pool_name, spec=row.spec_text, values=values or None, env=env or None,
-                                  user=user, priority=priority, team=team)
+                                  user=user, priority=priority, team=team, labels=labels)
         return AppSubmission(app=app, version=row, dry_run=answer)
     warnings: list[dict[str, str]] = []
     workflow, created = workflow_submit(
         user=user, pool_name=pool_name, spec=row.spec_text, priority=priority, idempotency_key=idempotency_key,
-        team=team, values=values or None, env=env or None, warnings=warnings,
+        team=team, values=values or None, env=env or None, warnings=warnings, labels=labels,
         app=AppOrigin(uuid=str(app.uuid), name=app.name, version=row.version))
     return AppSubmission(app=app, version=row, workflow=workflow, created=created, warnings=tuple(warnings))

@@ -18,6 +18,7 @@ from cli.errors import EXIT_USAGE, ApiError, CliError
 from cli.main import (
     FORMAT_OPTION,
     JSON_OPTION,
+    LABEL_OPTION,
     SET_ENV_OPTION,
     SET_OPTION,
     SET_STRING_OPTION,
@@ -28,7 +29,7 @@ from cli.main import (
     wants_json,
 )
 from cli.output import echo_json, echo_lines
-from cli.specs import read_spec, submission_pool, template_fields, warnings_print
+from cli.specs import label_fields, read_spec, submission_pool, template_fields, warnings_print
 from cli.spread import TEMPLATE_OPTIONS, is_value, option_values_spread
 
 app_app = typer.Typer(help="Apps: reusable, parameterised workflow specs stored in the service and shared with "
@@ -320,6 +321,7 @@ def app_submit(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and preview the placement; submit nothing."),
     priority: Priority = typer.Option(Priority.NORMAL, "--priority", case_sensitive=False),
     team: str = typer.Option(None, "--team", help="The team whose GPU quota in the pool it counts against."),
+    labels: list[str] = LABEL_OPTION,
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
@@ -331,7 +333,8 @@ def app_submit(
         spec = _spec(api, base, chosen)
         chosen_pool = submission_pool(pool, str(spec["spec"]))
         body = {"version": spec["version"], **({"pool": chosen_pool} if chosen_pool else {}),
-                "priority": priority.value, "dry_run": dry_run, **fields, **({"team": team} if team else {})}
+                "priority": priority.value, "dry_run": dry_run, **fields, **({"team": team} if team else {}),
+                **label_fields(labels)}
         headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
         status_code, answer = api.post(f"/api/apps/{q(base)}/submit/", json=body, headers=headers,
                                        not_found=_not_found(base, chosen))

@@ -11,8 +11,19 @@ from pydantic import Field
 from catalog import services
 from catalog.api import AppOutputSerializer, AppSubmitInputSerializer, AppVersionOutputSerializer
 from mcp_server.registry import tool
-from mcp_server.tools.workflows import LIST_DEFAULT, LIST_MAX, Env, IdempotencyKey, Pool, Team, Values, _summary
+from mcp_server.tools.workflows import (
+    LIST_DEFAULT,
+    LIST_MAX,
+    Env,
+    IdempotencyKey,
+    Labels,
+    Pool,
+    Team,
+    Values,
+    _summary,
+)
 from osmo.types import User
+from workflows.api.views import submission_labels
 
 AppName = Annotated[str, Field(description="The app's name, as `osmo app list` shows it")]
 Version = Annotated[int | None, Field(ge=1, description="A version (default: the newest not deleted)")]
@@ -59,12 +70,12 @@ def app_submit(user: User, name: AppName, version: Version = None, values: Value
                = "NORMAL", env: Env = None, team: Team = None,
                dry_run: Annotated[bool, Field(description="Validate against the pool and answer the plan; store "
                                                           "nothing")] = False,
-               idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
+               labels: Labels = None, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Start a workflow from an app (`osmo app submit NAME --set K=V`): ``values`` over the parameters'
     defaults (names of `osmo_get_app`'s parameters only). It uses real compute unless ``dry_run``. Answers
     the new workflow, which records the app and version, or the dry run's plan."""
     body: dict[str, Any] = {"pool": pool or "", "priority": priority, "team": team or "", "set": values or {},
-                            "set_env": env or {}, "dry_run": dry_run}
+                            "set_env": env or {}, "dry_run": dry_run, "labels": labels or {}}
     if version is not None:
         body["version"] = version
     serializer = AppSubmitInputSerializer(data=body)
@@ -73,7 +84,8 @@ def app_submit(user: User, name: AppName, version: Version = None, values: Value
     submission = services.app_submit(
         user=user, name=name, version=data.get("version"), values=dict(data["set"]), env=dict(data["set_env"]),
         pool_name=data.get("pool") or None, priority=data["priority"], team=data.get("team") or None,
-        dry_run=data["dry_run"], idempotency_key=None if data["dry_run"] else idempotency_key or None)
+        dry_run=data["dry_run"], idempotency_key=None if data["dry_run"] else idempotency_key or None,
+        labels=submission_labels(data))
     if submission.dry_run is not None:
         return {"dry_run": submission.dry_run}
     assert submission.workflow is not None

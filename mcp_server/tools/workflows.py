@@ -22,6 +22,7 @@ from workflows.api.serializers import (
     WorkflowSubmitInputSerializer,
     WorkflowSummaryOutputSerializer,
 )
+from workflows.api.views import submission_labels
 from workflows.choices import WorkflowStatus
 from workflows.models import Workflow
 from workflows.preview import workflow_dry_run
@@ -43,6 +44,9 @@ Values = Annotated[dict[str, Any] | None, Field(description="Template values (th
 Env = Annotated[dict[str, str] | None, Field(description="Environment variables set on every task (--set-env)")]
 Team = Annotated[str | None, Field(description="The team whose quota it counts against (default: your one team "
                                                "with a quota in the pool, else your one team)")]
+Labels = Annotated[dict[str, str] | None, Field(
+    description="Workflow labels (Kubernetes label syntax) over the spec's workflow.labels "
+                "(the CLI's --label KEY=VALUE)")]
 IdempotencyKey = Annotated[str | None, Field(
     max_length=Workflow._meta.get_field("idempotency_key").max_length, pattern=r"^[^\x00-\x1f\x7f]*$",
     description="Any unique text (a UUID): a retry with the same key and arguments answers the workflow the "
@@ -61,15 +65,16 @@ def _summary(user: User, workflow: Workflow, **extra: Any) -> dict[str, Any]:
 
 
 def _submission(user: User, *, spec: str, pool: str | None, priority: str, values: dict[str, Any] | None,
-                env: dict[str, str] | None, team: str | None) -> dict[str, Any]:
+                env: dict[str, str] | None, team: str | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """The submission's fields, checked by the API's input serializer (its 400s, naming the field)."""
     serializer = WorkflowSubmitInputSerializer(data={
         "spec": spec, "pool": pool or "", "priority": priority, "team": team or "", "set": values or {},
-        "set_env": env or {}})
+        "set_env": env or {}, "labels": labels or {}})
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
     return {"pool_name": data.get("pool") or None, "spec": data["spec"], "priority": data["priority"],
-            "team": data.get("team") or None, "values": dict(data["set"]) or None, "env": dict(data["set_env"]) or None}
+            "team": data.get("team") or None, "values": dict(data["set"]) or None, "env": dict(data["set_env"]) or None,
+            "labels": submission_labels(data)}
 
 
 @tool("osmo_list_workflows", title="List workflows")
@@ -79,6 +84,9 @@ def workflow_list(
     pool: Annotated[str | None, Field(description="Only workflows of this pool")] = None,
     name: Annotated[str | None, Field(description="Only workflows whose name contains this text")] = None,
     submitted_by: Annotated[str | None, Field(description="Only this user's workflows (staff see everyone's)")] = None,
+    label: Annotated[list[str] | None, Field(description="KEY=SELECTOR label selectors, all must match: an exact "
+                                                         "value, * wildcards or (a|b) alternatives")] = None,
+    tag: Annotated[list[str] | None, Field(description="Tag names, all must be on the workflow")] = None,
     limit: Annotated[int, Field(ge=1, le=LIST_MAX, description="At most this many, newest first")] = LIST_DEFAULT,
     offset: Annotated[int, Field(ge=0, description="Skip this many first")] = 0,
 ) -> dict[str, Any]:
@@ -86,6 +94,8 @@ def workflow_list(
     failure message and task count. ``count`` is how many match; page with ``offset``."""
     query = QueryDict(mutable=True)
     query.setlist("status", [str(each) for each in status or []])
+    query.setlist("label", list(label or []))
+    query.setlist("tag", list(tag or []))
     for key, value in (("pool", pool), ("name", name), ("user", submitted_by)):
         if value:
             query[key] = value
@@ -142,16 +152,18 @@ def workflow_spec(user: User, workflow_id: WorkflowId, owner: Owner = None) -> d
 
 @tool("osmo_validate_workflow", title="Validate a workflow spec")
 def workflow_validate(user: User, spec: Spec, pool: Pool = None, priority: Priority = "NORMAL",
-                      values: Values = None, env: Env = None, team: Team = None) -> dict[str, Any]:
+                      values: Values = None, env: Env = None, team: Team = None,
+                      labels: Labels = None) -> dict[str, Any]:
     """Check a spec against a pool without submitting anything (`osmo workflow validate`): every problem
     with its path, or per group its constraint tree and where it would be placed now. Stores nothing."""
-    fields = _submission(user, spec=spec, pool=pool, priority=priority, values=values, env=env, team=team)
+    fields = _submission(user, spec=spec, pool=pool, priority=priority, values=values, env=env, team=team,
+                         labels=labels)
     return workflow_dry_run(user=user, **fields)
 
 
 @tool("osmo_submit_workflow", title="Submit a workflow", read_only=False, idempotent=False)
 def workflow_submit(user: User, spec: Spec, pool: Pool = None, priority: Priority = "NORMAL",
-                    values: Values = None, env: Env = None, team: Team = None,
+                    values: Values = None, env: Env = None, team: Team = None, labels: Labels = None,
                     idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Submit a workflow (`osmo workflow submit`): it uses real compute. Answers the new workflow (id,
     pool, status), what validation accepted but says (``warnings``), and ``created`` (false: an
@@ -160,7 +172,7 @@ def workflow_submit(user: User, spec: Spec, pool: Pool = None, priority: Priorit
     warnings: list[dict[str, str]] = []
     workflow, created = services.workflow_submit(user=user, warnings=warnings, idempotency_key=idempotency_key or None,
                                                  **_submission(user, spec=spec, pool=pool, priority=priority,
-                                                               values=values, env=env, team=team))
+                                                               values=values, env=env, team=team, labels=labels))
     return _summary(user, workflow, warnings=warnings, created=created)
 
 
@@ -176,10 +188,12 @@ def workflow_cancel(user: User, workflow_id: WorkflowId, owner: Owner = None) ->
 @tool("osmo_restart_workflow", title="Restart a workflow", read_only=False, idempotent=False)
 def workflow_restart(user: User, workflow_id: WorkflowId,
                      pool: Annotated[str | None, Field(description="Another pool to run it in (default: its own)")]
-                     = None, owner: Owner = None, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
+                     = None, owner: Owner = None, labels: Labels = None,
+                     idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Submit a workflow's stored spec again as a new workflow of yours (`osmo workflow restart`), with its
     priority and template values; it uses real compute. Answers the new workflow (``created`` as for
     `osmo_submit_workflow`)."""
     workflow, created = services.workflow_restart(workflow=_workflow(user, workflow_id, owner), user=user,
-                                                  pool_name=pool or None, idempotency_key=idempotency_key or None)
+                                                  pool_name=pool or None, idempotency_key=idempotency_key or None,
+                                                  labels=submission_labels({"labels": labels or {}}))
     return _summary(user, workflow, warnings=[], created=created)

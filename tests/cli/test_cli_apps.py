@@ -49,7 +49,7 @@ def test_create_update_show_spec_info_list_and_submit_with_set(osmo_process, nvl
     info = osmo_process("app", "info", "hello-app")
     listed = osmo_process("app", "list")
     submitted = osmo_process("app", "submit", "hello-app", "--pool", "nvl72", "--set", "message=bonjour",
-                             "workflow_name=greeting")
+                             "workflow_name=greeting", "--label", "team=vision")
     # then
     assert (created.returncode, created.stdout) == (0, "App hello-app created successfully\n"), created.stderr
     assert same.stdout == "No version was created because no changes were made to the app.\n"
@@ -75,6 +75,7 @@ def test_create_update_show_spec_info_list_and_submit_with_set(osmo_process, nvl
     workflow = Workflow.objects.get()
     assert (workflow.workflow_id, workflow.app_name, workflow.app_version) == ("greeting-1", "hello-app", 2)
     assert workflow.template_values["message"] == "bonjour"
+    assert workflow.labels == {"team": "vision"}  # --label, as on workflow submit
     query = osmo_process("workflow", "query", "greeting-1")
     assert "  app hello-app version 2" in query.stdout.splitlines()
 

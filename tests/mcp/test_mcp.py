@@ -249,6 +249,44 @@ def test_apps_are_listed_shown_and_launched_with_values_and_unknown_values_or_po
     assert (_content(spec)["version"], _content(spec)["spec"]) == (1, APP_SPEC)
 
 
+def test_labels_go_over_the_spec_s_and_select_workflows_and_a_bad_label_is_refused(user, other_user, pools,
+                                                                                   asgi_server):
+    # given an app and a live server
+    from catalog import services as app_services
+
+    app_services.app_create(owner=other_user, name="trainer", description="Sleeps", spec=APP_SPEC)
+    server = asgi_server()
+    key = make_api_key(user)
+
+    # when a workflow and an app are submitted with labels, the list is filtered by selectors, and a label of
+    # bad syntax is given
+    async def steps(session: ClientSession):
+        first = await session.call_tool("osmo_submit_workflow", {"spec": SPEC.format(name="plain"), "pool": "open",
+                                                                 "labels": {"team": "vision"}})
+        second = await session.call_tool("osmo_submit_app", {"name": "trainer", "labels": {"team": "speech"}})
+        return (first, second,
+                await session.call_tool("osmo_list_workflows", {"label": ["team=vis*"]}),
+                await session.call_tool("osmo_list_workflows", {"label": ["team=(vision|speech)"]}),
+                await session.call_tool("osmo_list_workflows", {"label": ["team=(unclosed"]}),
+                await session.call_tool("osmo_submit_workflow", {"spec": SPEC.format(name="bad"), "pool": "open",
+                                                                 "labels": {"bad key!": "x"}}))
+
+    first, second, vision, both, unparsed, bad = session_run(server.url, key, steps)
+
+    # then the labels are stored on each workflow and the selectors pick them as the API's ?label= does
+    assert (first.isError, second.isError) == (False, False)
+    labels = dict(Workflow.objects.values_list("name", "labels"))
+    assert (labels["plain"], labels["trainer"]) == ({"team": "vision"}, {"team": "speech"})
+    assert [row["name"] for row in _content(vision)["results"]] == ["plain"]
+    assert sorted(row["name"] for row in _content(both)["results"]) == ["plain", "trainer"]
+    # and a selector that does not parse and a label of bad syntax are the API's 400s naming the field
+    assert (_content(unparsed)["status"], unparsed.isError) == (400, True)
+    assert "label" in json.dumps(_content(unparsed)["details"])
+    assert (_content(bad)["status"], bad.isError) == (400, True)
+    assert any(error["path"].startswith("labels[") for error in _content(bad)["details"]["errors"]), _content(bad)
+    assert Workflow.objects.count() == 2
+
+
 def test_credentials_are_listed_by_name_never_with_their_values(user, pools, asgi_server):
     # given a credential with a secret value
     server = asgi_server()

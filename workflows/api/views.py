@@ -113,7 +113,7 @@ def _submission_data(request: Request) -> dict[str, Any]:
     return data
 
 
-def _labels(values: dict[str, Any], path: str = "labels") -> dict[str, str] | None:
+def submission_labels(values: dict[str, Any], path: str = "labels") -> dict[str, str] | None:
     """The request's ``labels`` checked for Kubernetes label syntax (a 400 naming each bad one)."""
     try:
         return labels_check(values.get("labels") or {}, path=path) or None
@@ -124,7 +124,7 @@ def _labels(values: dict[str, Any], path: str = "labels") -> dict[str, str] | No
 IDEMPOTENCY_KEY_MAX_LENGTH = Workflow._meta.get_field("idempotency_key").max_length
 
 
-def _idempotency_key(request: Request) -> str | None:
+def idempotency_key_header(request: Request) -> str | None:
     """The ``Idempotency-Key`` header, checked against what the column can hold (else a 500 on PostgreSQL)."""
     key = request.headers.get("Idempotency-Key")
     if not key:
@@ -184,9 +184,9 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         serializer = WorkflowSubmitInputSerializer(data=_submission_data(request))
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
-        idempotency_key = _idempotency_key(request)
+        idempotency_key = idempotency_key_header(request)
         template: dict[str, Any] = {"values": dict(values["set"]) or None, "env": dict(values["set_env"]) or None}
-        labels = _labels(values)
+        labels = submission_labels(values)
         if values["dry_run"]:
             return Response(workflow_dry_run(pool_name=values.get("pool") or None, spec=values["spec"],
                                              user=signed_in(request), priority=values["priority"],
@@ -250,10 +250,10 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     def restart(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = WorkflowRestartInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        labels = _labels(serializer.validated_data)
+        labels = submission_labels(serializer.validated_data)
         workflow, created = services.workflow_restart(workflow=self.get_object(), user=signed_in(request),
                                                       pool_name=serializer.validated_data.get("pool") or None,
-                                                      idempotency_key=_idempotency_key(request), labels=labels)
+                                                      idempotency_key=idempotency_key_header(request), labels=labels)
         workflow = selectors.workflow_detail_queryset(user=request.user).get(pk=workflow.pk)
         answer = {**WorkflowOutputSerializer(workflow).data, "warnings": []}
         return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
