@@ -64,27 +64,64 @@ def _value_condition(selector: LabelSelector) -> Q:
 #: A wildcard matching at most this many distinct values is selected as those values (containment).
 GLOB_VALUES_MAX = 256
 
+#: At most this many distinct values of a key are stepped through to find the ones a wildcard matches.
+GLOB_WALK_MAX = 2048
+
+# The distinct values of a key from a prefix on, one index probe each (a "loose index scan": PostgreSQL
+# has no skip scan), in the order of the label index's pattern operator class; it stops at the first
+# value past the prefix or after GLOB_WALK_MAX of them.
+_VALUES_WALK_SQL = """
+WITH RECURSIVE walk(value, n) AS (
+  (SELECT value, 1 FROM {table} WHERE key = %(key)s AND value ~>=~ %(prefix)s ORDER BY value USING ~<~ LIMIT 1)
+  UNION ALL
+  SELECT (SELECT l.value FROM {table} l WHERE l.key = %(key)s AND l.value ~>~ walk.value
+          ORDER BY l.value USING ~<~ LIMIT 1), walk.n + 1
+  FROM walk WHERE walk.value IS NOT NULL AND starts_with(walk.value, %(prefix)s) AND walk.n < %(walk)s
+)
+SELECT value FROM walk WHERE value IS NOT NULL AND starts_with(value, %(prefix)s)
+"""
+
+
+def _glob_values(key: str, globs: Sequence[str]) -> list[str] | None:
+    """The distinct values of ``key`` that any of ``globs`` matches, read by stepping through the key's
+    distinct values on the label index (from each glob's fixed prefix on), rather than reading every
+    row of the key; ``None`` when a glob's range holds more than :data:`GLOB_WALK_MAX` distinct values."""
+    found: dict[str, None] = {}
+    table = connection.ops.quote_name(WorkflowLabel._meta.db_table)
+    with connection.cursor() as cursor:
+        for pattern in globs:
+            prefix = pattern.split("*", 1)[0]
+            cursor.execute(_VALUES_WALK_SQL.format(table=table), {"key": key, "prefix": prefix,
+                                                                  "walk": GLOB_WALK_MAX})
+            walked = [row[0] for row in cursor.fetchall()]
+            if len(walked) >= GLOB_WALK_MAX:
+                return None
+            matches = re.compile(_glob_regex(pattern), re.DOTALL).match
+            found.update(dict.fromkeys(value for value in walked if matches(value)))
+    return list(found)
+
 
 def _selector_condition(selector: LabelSelector) -> Q | Exists:
     """The workflows a selector keeps. On PostgreSQL, exact values (and ``KEY=*``) are containment on the
     ``labels`` JSONB column's GIN index (a bitmap of the matches, counted without a join); a wildcard
-    is first turned into the values it matches, read off the label rows' (key, value, workflow) index,
-    and selected the same way when there are at most :data:`GLOB_VALUES_MAX`; else (and on SQLite) it
-    is a semi-join on the label rows."""
+    is first turned into the values it matches (:func:`_glob_values`, off the label rows' (key, value,
+    workflow) index) and selected the same way when there are at most :data:`GLOB_VALUES_MAX`; else it
+    is a semi-join on the label rows with those values (and with the pattern itself when the wildcard's
+    range holds too many distinct values, and on SQLite)."""
+    semi_join = Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
+                                                    key=selector.key))
     if connection.vendor != "postgresql":
-        return Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
-                                                   key=selector.key))
+        return semi_join
     if "*" in selector.patterns:
         return Q(labels__has_key=selector.key)
     values = list(selector.literals)
     if selector.globs:
-        globbed = list(WorkflowLabel.objects.filter(_value_condition(LabelSelector(selector.key, selector.globs)),
-                                                    key=selector.key)
-                       .order_by("value").values_list("value", flat=True).distinct()[:GLOB_VALUES_MAX + 1])
-        if len(globbed) > GLOB_VALUES_MAX:
-            return Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
-                                                       key=selector.key))
+        globbed = _glob_values(selector.key, selector.globs)
+        if globbed is None:
+            return semi_join
         values = list(dict.fromkeys([*values, *globbed]))
+        if len(values) > GLOB_VALUES_MAX:  # the semi-join on the values found: a hashed list, no regex per row
+            return Exists(WorkflowLabel.objects.filter(workflow=OuterRef("pk"), key=selector.key, value__in=values))
     condition = Q(pk__in=[])
     for value in values:
         condition |= Q(labels__contains={selector.key: value})
