@@ -1,8 +1,10 @@
 """``GET /api/workflows/?label=KEY=SELECTOR`` over 100,000 workflows against an unfiltered page.
 
 The goal (docs/benchmarks.md, "Label selectors"): a page selected by labels answers in at most twice
-the time of an unfiltered page of the same list, because each selector is a semi-join on the label
-rows' (key, value) index (``workflows.WorkflowLabel``), not a scan of every workflow's labels.
+the time of an unfiltered page of the same list, because each selector reads an index (exact values:
+the GIN index of ``Workflow.labels``; wildcards: first the distinct values they match, stepped through
+on the label rows' (key, value, workflow) index, ``workflows.labels._glob_values``), not a scan of
+every workflow's labels.
 
 100,000 workflows are written in bulk (one pool, one owner), each with four labels drawn to cover
 the selectivities a listing meets: ``team`` (20 values, 5% each), ``project`` (``sim_*`` 40%,

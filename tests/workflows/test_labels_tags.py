@@ -108,6 +108,26 @@ def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_clien
     assert first["labels"] == {"project": "sim_2", "team": "vision"}
 
 
+@pytest.mark.parametrize("values_max, walk_max", [(1, 2048), (256, 2)], ids=["value-list", "pattern"])
+def test_a_wildcard_over_many_values_selects_the_same_workflows(user_client, pool, monkeypatch, values_max,
+                                                                 walk_max):
+    """A wildcard matching more values than are selected one by one (a semi-join on the value list), or
+    whose range holds more distinct values than are stepped through (a semi-join on the pattern)."""
+    # given
+    import workflows.labels
+
+    monkeypatch.setattr(workflows.labels, "GLOB_VALUES_MAX", values_max)
+    monkeypatch.setattr(workflows.labels, "GLOB_WALK_MAX", walk_max)
+    for name, project in [("a", "sim_1"), ("b", "sim_2"), ("c", "hil_1"), ("d", "real_1"), ("e", "sim_3")]:
+        assert submit(user_client, name=name, labels={"project": project}).status_code == 201
+    # then
+    assert listed(user_client, label="project=sim_*") == ["a-1", "b-1", "e-1"]
+    assert listed(user_client, label="project=(sim_*|hil_*)") == ["a-1", "b-1", "c-1", "e-1"]
+    assert listed(user_client, label="project=*_1") == ["a-1", "c-1", "d-1"]
+    assert listed(user_client, label="project=(real_1|sim_*)") == ["a-1", "b-1", "d-1", "e-1"]
+    assert user_client.get("/api/workflows/", {"label": "project=sim_*"}).json()["count"] == 3
+
+
 @pytest.mark.parametrize("selector", ["team", "team=", "team=(a", "team=(a)", "team=a|b", "team=((a|b)|c)",
                                       "bad key=x", "team=a b", "team=(a|b)(c|d)(e|f)(g|h)(i|j)(k|l)"])
 def test_a_selector_that_does_not_parse_is_a_400_naming_label(user_client, pool, selector):
