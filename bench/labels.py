@@ -42,7 +42,7 @@ SELECTORS = [
     ("alternatives", ["project=(sim_1|hil_2)"]),
     ("alternatives of wildcards, 50%", ["project=(sim_*|hil_*)"]),
     ("two selectors", ["team=team-07", "project=hil_*"]),
-    ("leading wildcard, 10%", ["project=*_7"]),
+    ("leading wildcard, 0.2%", ["project=*_7"]),
 ]
 
 
