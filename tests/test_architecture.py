@@ -13,7 +13,7 @@ FORBIDDEN = ("django", "rest_framework", "celery", "kombu", "scheduler.models", 
 
 @pytest.mark.parametrize(
     "module", ["workflows.spec", "scheduler.placement", "scheduler.preemption", "parsing", "scheduler.inventory",
-               "runtime", "runtime.run", "scheduler.dispatch.local", "scheduler.dispatch.runtime_wrap",
+               "runtime", "runtime.run", "scheduler.dispatch.local", "scheduler.dispatch.pod.runtime_wrap",
                "scheduler.hold", "scheduler.fairshare"]
 )
 def test_pure_package_imports_no_framework(module):

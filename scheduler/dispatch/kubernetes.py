@@ -53,7 +53,9 @@ from scheduler.dispatch.base import (
     SessionUnsupportedError,
     TaskExec,
 )
-from scheduler.dispatch.k8s_manifest import (
+from scheduler.dispatch.k8s_sessions import KubeSessions
+from scheduler.dispatch.k8s_status import aware, container_events, pod_state
+from scheduler.dispatch.pod.manifest import (
     CONTAINER_NAME,
     NODE_SELECTOR_KEY,
     _labels,
@@ -65,10 +67,8 @@ from scheduler.dispatch.k8s_manifest import (
     pool_selector,
     workflow_selector,
 )
-from scheduler.dispatch.k8s_objects import credentials_objects, pull_secret
-from scheduler.dispatch.k8s_sessions import KubeSessions
-from scheduler.dispatch.k8s_status import aware, container_events, pod_state
-from scheduler.dispatch.naming import kube_pod_name
+from scheduler.dispatch.pod.naming import kube_pod_name
+from scheduler.dispatch.pod.objects import credentials_objects, pull_secret
 
 DEFAULT_PENDING_TIMEOUT_S = 600.0
 DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every API call

@@ -103,7 +103,7 @@ from scheduler.dispatch.local_sandbox import (
     seccomp_filter_write,
     setpriv_argv,
 )
-from scheduler.dispatch.naming import kube_pod_name
+from scheduler.dispatch.pod.naming import kube_pod_name
 
 LOCAL_DIR_ENV = "OSMO_LOCAL_DIR"
 SANDBOX_OUTPUT = "/osmo/output"

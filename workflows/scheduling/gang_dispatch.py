@@ -26,10 +26,10 @@ from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import workflows_lock
-from workflows.scheduling.pod_credentials import requests_credentials, with_api_access
-from workflows.scheduling.pod_requests import ACTIVE, PodRow, pod_osmo_fields, pod_rows, pool_platforms, row_pod_request
-from workflows.scheduling.podspec import TaskPodFields, token_hosts, workflow_pods
-from workflows.scheduling.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
+from workflows.scheduling.pod.credentials import requests_credentials, with_api_access
+from workflows.scheduling.pod.podspec import TaskPodFields, token_hosts, workflow_pods
+from workflows.scheduling.pod.request import ACTIVE, PodRow, pod_osmo_fields, pod_rows, pool_platforms, row_pod_request
+from workflows.scheduling.pod.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
 from workflows.spec import TokenUnresolvedError
 
 logger = logging.getLogger(__name__)

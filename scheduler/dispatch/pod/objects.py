@@ -22,7 +22,7 @@ from typing import Any
 
 from credentials.secrets import SecretObjects, pull_secret_manifest, task_secret_objects
 from scheduler.dispatch.base import PodRequest
-from scheduler.dispatch.naming import kube_pod_name
+from scheduler.dispatch.pod.naming import kube_pod_name
 
 HOST_VOLUME_PREFIX = "host-"
 

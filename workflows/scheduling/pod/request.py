@@ -16,12 +16,12 @@ from django.db.models import QuerySet
 
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import PodRequest
-from scheduler.dispatch.naming import group_service_name, pod_hostname
+from scheduler.dispatch.pod.naming import group_service_name, pod_hostname
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool, PoolPlatform
 from workflows.choices import TaskStatus
 from workflows.models import Task
-from workflows.scheduling.podspec import (
+from workflows.scheduling.pod.podspec import (
     TaskPodFields,
     WorkflowPods,
     mount_allowed,
