@@ -5,16 +5,11 @@ mapped), so a record's fields and the query's columns are matched by name, never
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from django.db.models import QuerySet
 
-
-class _Record(Protocol):
-    _fields: tuple[str, ...]
-
-
-R = TypeVar("R", bound=_Record)
+R = TypeVar("R", bound=NamedTuple)
 
 
 def named_rows(queryset: QuerySet[Any], record: type[R], columns: Mapping[str, str] | None = None) -> list[R]:
@@ -24,5 +19,5 @@ def named_rows(queryset: QuerySet[Any], record: type[R], columns: Mapping[str, s
     unknown = set(columns or ()) - set(lookups)
     if unknown:
         raise ValueError(f"columns name no field of {record.__name__}: {sorted(unknown)}")
-    return [record(**{name: values[lookup] for name, lookup in lookups.items()})
+    return [record._make(values[lookup] for lookup in lookups.values())  # (lookups: in the fields' order)
             for values in queryset.values(*lookups.values())]
