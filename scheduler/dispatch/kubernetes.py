@@ -20,6 +20,9 @@ Phases are read back by listing the pool's pods by label (paginated) and mapped 
 waiting reason); a pod the cluster refuses to schedule is reported with the cluster's words instead.
 
 This module imports nothing from Django: it is configured by arguments and environment variables.
+It stays over 500 lines because it is the one adapter of the ``PodBackend`` protocol onto the API
+client (the error split above, the calls and their retries); what a pod is made of lives in
+:mod:`scheduler.dispatch.pod`, the status mapping and the sessions in modules beside it.
 """
 
 from __future__ import annotations
