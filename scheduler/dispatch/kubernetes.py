@@ -51,7 +51,6 @@ from scheduler.dispatch.base import (
     ListedPod,
     PodEvent,
     PodLog,
-    PodRequest,
     PodState,
     SessionUnsupportedError,
     TaskExec,
@@ -72,6 +71,7 @@ from scheduler.dispatch.pod.manifest import (
 )
 from scheduler.dispatch.pod.naming import kube_pod_name
 from scheduler.dispatch.pod.objects import credentials_objects, pull_secret
+from scheduler.dispatch.pod.request import PodRequest
 
 DEFAULT_PENDING_TIMEOUT_S = 600.0
 DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every API call

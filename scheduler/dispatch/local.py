@@ -61,7 +61,6 @@ from scheduler.dispatch.base import (
     ListedPod,
     PodEvent,
     PodLog,
-    PodRequest,
     PodState,
 )
 from scheduler.dispatch.local_exec import LocalExec, exec_in_sandbox
@@ -104,6 +103,7 @@ from scheduler.dispatch.local_sandbox import (
     setpriv_argv,
 )
 from scheduler.dispatch.pod.naming import kube_pod_name
+from scheduler.dispatch.pod.request import PodRequest
 
 LOCAL_DIR_ENV = "OSMO_LOCAL_DIR"
 SANDBOX_OUTPUT = "/osmo/output"

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlsplit
 
-from scheduler.dispatch.base import DispatchPermanentError, PodRequest
+from scheduler.dispatch.base import DispatchPermanentError
 from scheduler.dispatch.local_sandbox import sandbox_gid, sandbox_uid
+from scheduler.dispatch.pod.request import PodRequest
 
 #: Where the sandbox sees the service's packages its runtime and its ``osmo`` command need (each bound
 #: read-only from the service's installation: the rest of the checkout is not the task's to read).

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.dispatch.base import PodRequest
 from scheduler.dispatch.pod.manifest import GPU_RESOURCE, build_manifest, pool_selector
 from scheduler.dispatch.pod.naming import kube_pod_name, label_value
+from scheduler.dispatch.pod.request import PodRequest
 from tests.dispatch.fake_kube import FIXTURES, fixture
 
 # The newest Kubernetes schema shipped with the installed kubernetes-validate (1.37.0 ships up to 1.37).
