@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 from kubernetes import client as k8s_client
 
 from scheduler.dispatch import kubernetes as kube
-from scheduler.dispatch.base import PodRequest
+from scheduler.dispatch.pod.request import PodRequest
 
 NAMESPACE = "osmo-jobs"
 POOL = "nvl72"

@@ -145,8 +145,8 @@ def data_bench(total_mib: int, files: int, repeat: int, work: Path) -> list[tupl
 
 
 def overhead_bench(repeat: int, work: Path) -> tuple[float, float]:
-    from scheduler.dispatch.base import PodRequest
     from scheduler.dispatch.local import LocalBackend
+    from scheduler.dispatch.pod.request import PodRequest
 
     backend = LocalBackend(work / "pods")
     direct = _best(lambda: subprocess.run(["true"], check=True), repeat)

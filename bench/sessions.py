@@ -244,7 +244,7 @@ def main() -> None:
     from scheduler.dispatch import backend_for
     from scheduler.models import Node, Pool
     from workflows.models import Task
-    from workflows.scheduling.pod_requests import pod_request
+    from workflows.scheduling.pod.request import pod_request
     from workflows.services import workflow_submit
 
     log = sys.stderr

@@ -291,7 +291,7 @@ class PoolPlatform(models.Model):
     what tasks on it may use beyond a plain container (docs/spec.md, "Resource"). A spec's
     ``resources.<name>.platform`` must name one when the pool has any. ``node_selector`` and
     ``tolerations`` are for the pod builder; placement uses only the nodes carrying every label of
-    ``node_selector`` for the platform's tasks (:mod:`workflows.scheduling.platform_nodes`)."""
+    ``node_selector`` for the platform's tasks (:mod:`workflows.scheduling.pod.platform_nodes`)."""
 
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="platforms")
     name = models.CharField(max_length=63, validators=[pool_name_validator])

@@ -13,7 +13,8 @@ FORBIDDEN = ("django", "rest_framework", "celery", "kombu", "scheduler.models", 
 
 @pytest.mark.parametrize(
     "module", ["workflows.spec", "scheduler.placement", "scheduler.preemption", "parsing", "scheduler.inventory",
-               "runtime", "runtime.run", "scheduler.dispatch.local", "scheduler.dispatch.runtime_wrap",
+               "runtime", "runtime.run", "scheduler.dispatch.local", "scheduler.dispatch.pod.runtime_wrap",
+               "scheduler.dispatch.pod.manifest", "scheduler.dispatch.local_mounts", "scheduler.dispatch.local_exec",
                "scheduler.hold", "scheduler.fairshare"]
 )
 def test_pure_package_imports_no_framework(module):

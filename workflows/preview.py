@@ -15,7 +15,7 @@ from scheduler.services.access import team_for_submission
 from workflows.choices import PRIORITY_RANK, Priority
 from workflows.scheduling.admission import LOW_RANK, Quotas, not_online_reason
 from workflows.scheduling.cycle.read import platform_exclusions
-from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
+from workflows.scheduling.pod.platform_nodes import platform_note, request_on_platforms, with_platform_note
 from workflows.scheduling.requests import gang_request_from_spec
 from workflows.services import workflow_validate
 from workflows.spec import tree_to_json, tree_to_outline

@@ -46,8 +46,8 @@ from workflows.labels import label_policy, label_rows_write
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow, workflow_global_id
 from workflows.scheduling.gang_dispatch import tasks_with_pods
+from workflows.scheduling.pod.runtime import artifact_store, local_service_paths
 from workflows.scheduling.requests import gang_request_from_spec, task_requests_to_json
-from workflows.scheduling.runtime import artifact_store, local_service_paths
 from workflows.spec import (
     PoolContext,
     SpecError,

@@ -234,7 +234,7 @@ def kubernetes_backend_sync(backend: str) -> None:
     from osmo.metrics import k8s_sync_failed, k8s_sync_observe
     from scheduler.choices import DispatchBackend
     from scheduler.dispatch import backend_for
-    from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.dispatch.pod.manifest import LABEL_MANAGED_BY, MANAGED_BY
     from scheduler.models import Backend, Pool
     from scheduler.services import pool_follow_kubernetes
     from scheduler.services.backends import (

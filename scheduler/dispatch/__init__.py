@@ -11,9 +11,9 @@ from scheduler.dispatch.base import (
     PodBackend,
     PodEvent,
     PodLog,
-    PodRequest,
     PodState,
 )
+from scheduler.dispatch.pod.request import PodRequest
 
 _BACKENDS: dict[tuple, PodBackend] = {}
 # The Kubernetes backend reads these when built; a change means a different backend.

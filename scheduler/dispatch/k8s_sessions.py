@@ -46,7 +46,7 @@ from kubernetes.stream import portforward, stream
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from scheduler.dispatch.base import DispatchPermanentError, DispatchTransientError
-from scheduler.dispatch.k8s_manifest import CONTAINER_NAME
+from scheduler.dispatch.pod.manifest import CONTAINER_NAME
 from scheduler.dispatch.proc_net import listening_ports_parse
 
 logger = logging.getLogger(__name__)

@@ -34,8 +34,8 @@ from scheduler.dispatch.base import (
     PodEvent,
     PodState,
 )
-from scheduler.dispatch.k8s_manifest import CONTAINER_NAME
-from scheduler.dispatch.runtime_wrap import result_from_message
+from scheduler.dispatch.pod.manifest import CONTAINER_NAME
+from scheduler.dispatch.pod.runtime_wrap import result_from_message
 
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
 START_WAITING_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError",

@@ -20,6 +20,9 @@ Phases are read back by listing the pool's pods by label (paginated) and mapped 
 waiting reason); a pod the cluster refuses to schedule is reported with the cluster's words instead.
 
 This module imports nothing from Django: it is configured by arguments and environment variables.
+It stays over 500 lines because it is the one adapter of the ``PodBackend`` protocol onto the API
+client (the error split above, the calls and their retries); what a pod is made of lives in
+:mod:`scheduler.dispatch.pod`, the status mapping and the sessions in modules beside it.
 """
 
 from __future__ import annotations
@@ -48,12 +51,13 @@ from scheduler.dispatch.base import (
     ListedPod,
     PodEvent,
     PodLog,
-    PodRequest,
     PodState,
     SessionUnsupportedError,
     TaskExec,
 )
-from scheduler.dispatch.k8s_manifest import (
+from scheduler.dispatch.k8s_sessions import KubeSessions
+from scheduler.dispatch.k8s_status import aware, container_events, pod_state
+from scheduler.dispatch.pod.manifest import (
     CONTAINER_NAME,
     NODE_SELECTOR_KEY,
     _labels,
@@ -65,10 +69,9 @@ from scheduler.dispatch.k8s_manifest import (
     pool_selector,
     workflow_selector,
 )
-from scheduler.dispatch.k8s_objects import credentials_objects, pull_secret
-from scheduler.dispatch.k8s_sessions import KubeSessions
-from scheduler.dispatch.k8s_status import aware, container_events, pod_state
-from scheduler.dispatch.naming import kube_pod_name
+from scheduler.dispatch.pod.naming import kube_pod_name
+from scheduler.dispatch.pod.objects import credentials_objects, pull_secret
+from scheduler.dispatch.pod.request import PodRequest
 
 DEFAULT_PENDING_TIMEOUT_S = 600.0
 DEFAULT_REQUEST_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every API call

@@ -23,45 +23,36 @@ bound on a tmpfs root), its own ``/tmp``, ``/osmo``, ``/dev`` and ``/proc``, a p
 supervisor, and the host network (tasks of a group reach each other on the loopback). The folders of
 the plan's ``file://`` upload URLs are bound writable.
 
-The service's own folders are not the tasks': the pod root (every pod's plan and credential files, in
-clear for their own sandbox) and the ``hidden`` folders (the data folder: the SQLite database with
-every API token, the broker's messages) are covered by an empty tmpfs in the sandbox, so a task of one
-user cannot read another's credentials or the service's secrets there. A ``file://`` upload URL whose
-folder holds one of them, lies inside the pod root or overlaps a ``sealed`` path (the database files,
-the broker's and the metrics' folders) is refused (:class:`DispatchPermanentError`), never bound
-writable; so is such a ``file://`` input, never bound read-only over the tmpfs. Upload folders must
-lie in the ``writable`` folders (``OSMO_LOCAL_WRITABLE``), so a task cannot name ``/etc`` as an output.
+The service's own folders are hidden from the sandbox and never bound writable
+(:mod:`scheduler.dispatch.local_mounts`).
 
 Phases are read from the folder: no ``pid`` yet -> Pending; a live ``pid`` and no ``exit`` ->
 Running; ``exit`` -> Succeeded when the task's code (the result's, else the status) is 0, else Failed
 with that code and the result's message. Deleting a pod signals the process group (SIGTERM, then
 SIGKILL after the grace period) and removes the folder. Imports nothing from Django.
+
+Beside this module: what the sandbox sees and the pod folder's files made for it
+(:mod:`~scheduler.dispatch.local_mounts`), the sandbox's instructions, limits and network
+(:mod:`~scheduler.dispatch.local_sandbox`), its supervisor (:mod:`~scheduler.dispatch.local_supervisor`),
+reading the pod's processes, files and phase (:mod:`~scheduler.dispatch.local_files`) and sessions into
+a running task (:mod:`~scheduler.dispatch.local_exec`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import select
-import shlex
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlsplit
 
 from runtime.environment import CLI_DIR_ENV, OWN_ENV
 from scheduler.dispatch.base import (
@@ -70,24 +61,32 @@ from scheduler.dispatch.base import (
     ListedPod,
     PodEvent,
     PodLog,
-    PodRequest,
     PodState,
 )
-from scheduler.dispatch.local_files import (
-    RESULT_MAX_BYTES,
-    alive,
-    group_running,
-    mtime,
-    proc_stat,
-    read_regular,
-    tail_lines,
+from scheduler.dispatch.local_exec import LocalExec, exec_in_sandbox
+from scheduler.dispatch.local_files import alive, group_running, mtime, pod_pid, pod_state, tail_lines
+from scheduler.dispatch.local_mounts import (
+    SANDBOX_LIB,
+    SANDBOX_PACKAGES,
+    account_binds,
+    account_files,
+    cli_launcher,
+    credential_files,
+    file_binds,
+    host_root,
+    loopback_ports,
+    package_folder,
+    reachable,
+    runtime_path,
+    sandbox_env_names,
+    service_covers,
+    within,
 )
 from scheduler.dispatch.local_sandbox import (
     DEFAULT_MAX_PROCESSES,
     DEFAULT_MEMORY_BYTES,
     DEFAULT_TMP_BYTES,
     Cgroups,
-    LimitHit,
     Limits,
     SandboxSpec,
     WorkflowNetwork,
@@ -103,7 +102,8 @@ from scheduler.dispatch.local_sandbox import (
     seccomp_filter_write,
     setpriv_argv,
 )
-from scheduler.dispatch.naming import kube_pod_name
+from scheduler.dispatch.pod.naming import kube_pod_name
+from scheduler.dispatch.pod.request import PodRequest
 
 LOCAL_DIR_ENV = "OSMO_LOCAL_DIR"
 SANDBOX_OUTPUT = "/osmo/output"
@@ -114,272 +114,10 @@ CLI_FOLDER = "bin"
 DEFAULT_GRACE_SECONDS = 5
 #: After SIGKILL, how long a delete waits for the pod's processes to have ended.
 KILL_WAIT_SECONDS = 5
-START_DEADLINE_SECONDS = 60.0  # a supervisor that has not written its pid by then never started
 
 
 def default_root() -> Path:
     return Path(os.environ.get(LOCAL_DIR_ENV) or Path(tempfile.gettempdir()) / "osmo-local")
-
-
-#: Where the sandbox sees the service's packages its runtime and its ``osmo`` command need (each bound
-#: read-only from the service's installation: the rest of the checkout is not the task's to read).
-SANDBOX_LIB = "/osmo/lib"
-SANDBOX_PACKAGES = ("runtime", "cli", "parsing")
-
-
-def _package_folder(name: str) -> str:
-    spec = find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise DispatchPermanentError(f"the package {name!r} of the task runtime is not installed")
-    return os.path.realpath(next(iter(spec.submodule_search_locations)))
-
-
-def _runtime_path() -> str:
-    """The folder holding the service's packages (the supervisor's PYTHONPATH: it runs outside the sandbox)."""
-    return str(Path(_package_folder("scheduler")).parent)
-
-
-def _loopback_ports(url: str) -> tuple[int, ...]:
-    """The port of the service's address when it is on this machine's loopback (a workflow's network
-    forwards exactly that one to the host)."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if host not in ("localhost", "::1") and not host.startswith("127."):
-        return ()
-    try:
-        return (parts.port or (443 if parts.scheme == "https" else 80),)
-    except ValueError:
-        return ()
-
-
-def _file_url_folders(plan: dict[str, Any]) -> list[str]:
-    """The local folders the plan uploads to (``file://`` outputs, artifact, checkpoints)."""
-    urls = [entry.get("url", "") for entry in plan.get("outputs") or ()]
-    urls += [entry.get("url", "") for entry in plan.get("checkpoints") or ()]
-    urls.append(plan.get("artifact_url") or "")
-    folders = []
-    for url in urls:
-        parsed = urlparse(url)
-        if parsed.scheme == "file" and parsed.path:
-            folders.append(parsed.path.rstrip("/") or "/")
-    return sorted(set(folders))
-
-
-def _within(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or below it (both real, absolute paths)."""
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-_PRIVATE_TOP = frozenset({"tmp", "proc", "dev", "osmo", "run"})
-#: What a sandbox keeps of the worker's environment (the rest holds the service's secrets: its secret
-#: key, the credential store's keys, the database's and the broker's passwords): the programs' and
-#: libraries' search paths, the GPUs' selection, the locale and time zone, proxies, and the storage
-#: libraries' settings and credentials, which the runtime needs for a pool's artifact store
-#: (docs/runtime.md).
-SANDBOX_ENV_NAMES = frozenset({"PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "TERM", "HTTP_PROXY",
-                               "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-                               "GOOGLE_APPLICATION_CREDENTIALS"})
-SANDBOX_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "AWS_", "AZURE_STORAGE_", "FSSPEC_")
-
-
-def _sandbox_env_names(environ: Mapping[str, str]) -> list[str]:
-    """The names of the worker's variables a sandbox keeps (:data:`SANDBOX_ENV_NAMES`, the prefixes)."""
-    return sorted(name for name in environ
-                  if (name in SANDBOX_ENV_NAMES or name.startswith(SANDBOX_ENV_PREFIXES))
-                  and name.replace("_", "").isalnum() and name.isascii())
-
-
-def _host_root() -> list[str]:
-    """bwrap arguments showing the host's top-level folders read-only on the sandbox's own root (a
-    tmpfs, where ``/osmo`` and ``/tmp`` can be made: the host's ``/`` itself is read-only)."""
-    args: list[str] = []
-    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-        if entry.name in _PRIVATE_TOP:
-            continue
-        if entry.is_symlink():
-            args += ["--symlink", os.readlink(entry.path), entry.path]
-        elif entry.is_dir():
-            args += ["--ro-bind", entry.path, entry.path]
-    return args
-
-
-def _traversable(path: str, uid: int, gid: int) -> bool:
-    """Whether the task's user may pass through the host's folder ``path`` (a missing one: yes)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return True
-    mode = info.st_mode
-    return bool(mode & 0o001 or (info.st_gid == gid and mode & 0o010) or (info.st_uid == uid and mode & 0o100))
-
-
-_WIDTH = {"--bind": 3, "--ro-bind": 3, "--tmpfs": 2, "--perms": 2, "--size": 2, "--symlink": 3, "--dir": 2}
-
-
-def _reachable(args: list[str], *, uid: int, gid: int) -> list[str]:
-    """``args`` (bwrap mounts, in order) with what the task's user needs to reach each mount made first.
-    bwrap makes the folders a mount needs owner-only, so each is made world-traversable beforehand
-    (on the sandbox's root or one of its tmpfs: ``/tmp``, a hidden folder's cover); and a host folder
-    on the way that the task's user may not pass (a ``mkdtemp`` folder, ``0700``) is covered with an
-    empty tmpfs: its other contents were out of the task's reach anyway."""
-    host_tops = {entry.name for entry in os.scandir("/")} - _PRIVATE_TOP
-    fresh: list[str] = []
-    made: set[str] = set()
-    out: list[str] = []
-    index = 0
-    while index < len(args):
-        option = args[index]
-        width = _WIDTH.get(option, 1)
-        if option in ("--bind", "--ro-bind", "--tmpfs"):
-            destination = args[index + width - 1]
-            for parent in reversed(Path(destination).parents):
-                text = str(parent)
-                if text == "/" or text in made:
-                    continue
-                on_fresh = any(_within(text, root) and text != root for root in fresh)
-                if not on_fresh and Path(text).parts[1] not in host_tops:  # on the sandbox's own root
-                    on_fresh = True
-                if on_fresh:
-                    out += ["--perms", "0755", "--dir", text]
-                    made.add(text)
-                elif not _traversable(text, uid, gid):
-                    out += ["--perms", "0755", "--tmpfs", text]
-                    fresh.append(text)
-                    made.add(text)
-            if option == "--tmpfs":
-                fresh.append(destination)
-        out += args[index:index + width]
-        index += width
-    return out
-
-
-@dataclass
-class LocalExec:
-    """A process started in a task's sandbox: ``terminal`` is the controlling side of its terminal (tty
-    sessions), else its stdin, stdout and stderr are the process's pipes. Implements
-    :class:`scheduler.dispatch.base.TaskExec`: :meth:`read` in one thread, the rest from any other."""
-
-    process: subprocess.Popen[bytes]
-    terminal: int | None = None
-    _open: list[int] = field(default_factory=list)  # the output fds read() still waits on
-    _closed: bool = False
-
-    def __post_init__(self) -> None:
-        if self.terminal is not None:
-            self._open = [self.terminal]
-        else:
-            streams = (self.process.stdout, self.process.stderr)
-            self._open = [stream.fileno() for stream in streams if stream is not None]
-
-    @property
-    def tty(self) -> bool:
-        return self.terminal is not None
-
-    def read(self) -> tuple[int, bytes]:
-        while self._open and not self._closed:
-            try:
-                ready, _, _ = select.select(self._open, [], [], 0.5)
-            except (OSError, ValueError):  # closed meanwhile (close() from another thread)
-                break
-            for fd in ready:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:  # EIO: a terminal whose every user closed it
-                    data = b""
-                if data:
-                    stderr = self.process.stderr
-                    return (2 if stderr is not None and fd == stderr.fileno() else 1), data
-                self._open.remove(fd)
-        return 0, b""
-
-    def write(self, data: bytes) -> None:
-        fd = self.terminal if self.terminal is not None else (self.process.stdin.fileno() if self.process.stdin
-                                                              and not self.process.stdin.closed else None)
-        view = memoryview(data)
-        while fd is not None and view:
-            view = view[os.write(fd, view):]
-
-    def close_stdin(self) -> None:
-        if self.terminal is not None:
-            self.write(b"\x04")  # the terminal's EOF character (VEOF), as a keyboard's Ctrl-D
-        elif self.process.stdin is not None and not self.process.stdin.closed:
-            self.process.stdin.close()
-
-    def resize(self, width: int, height: int) -> None:
-        if self.terminal is not None:
-            fcntl.ioctl(self.terminal, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        return 128 - code if code < 0 else code
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        # a hangup, as a closed terminal gives: the command's processes end with it, except those detached
-        # from it (nohup, or a trap of SIGHUP); SIGCONT wakes stopped ones to receive it. Then nsenter itself.
-        for sig in (signal.SIGHUP, signal.SIGCONT):
-            try:
-                os.killpg(self.process.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(0.5)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.process.pid, signal.SIGKILL)
-        if self.terminal is not None:
-            os.close(self.terminal)  # hangs the terminal up: its session's processes get SIGHUP
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-
-
-def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    env = {}
-    for item in raw.split(b"\0"):
-        name, sep, value = item.partition(b"=")
-        if sep:
-            env[name.decode(errors="replace")] = value.decode(errors="replace")
-    return env
-
-
-# <asm-generic/ioctls.h> (Python's termios does not name them): lock/unlock a pty, its number.
-_TIOCSPTLCK = 0x40045431
-_TIOCGPTN = 0x80045430
-
-
-def _sandbox_terminal(pid: int) -> tuple[int, int]:
-    """A terminal made in the devpts of the sandbox ``pid`` is in (so the session sees its name under
-    its own ``/dev/pts``): the controlling side and the session's side, both opened here."""
-    controlling = os.open(f"/proc/{pid}/root/dev/pts/ptmx", os.O_RDWR | os.O_NOCTTY)
-    try:
-        fcntl.ioctl(controlling, _TIOCSPTLCK, struct.pack("i", 0))  # unlock
-        number = struct.unpack("I", fcntl.ioctl(controlling, _TIOCGPTN, struct.pack("I", 0)))[0]
-        session = os.open(f"/proc/{pid}/root/dev/pts/{number}", os.O_RDWR | os.O_NOCTTY)
-    except OSError:
-        os.close(controlling)
-        raise
-    return controlling, session
-
-
-def _task_command_pid(init: int) -> int | None:
-    """The task's command (the runtime's first child, below the sandbox's init), or None."""
-    children: dict[int, list[int]] = {}
-    for stat_path in Path("/proc").glob("[0-9]*/stat"):
-        fields = proc_stat(stat_path)
-        if fields is not None and len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(stat_path.parent.name))
-    runtime = min(children.get(init, []), default=None)
-    return min(children.get(runtime, []), default=None) if runtime is not None else None
 
 
 class LocalBackend:
@@ -398,7 +136,7 @@ class LocalBackend:
         if network not in ("workflow", "host"):
             raise ValueError(f"network must be 'workflow' or 'host', not {network!r} (OSMO_LOCAL_NETWORK)")
         self.network = network
-        self.service_ports = _loopback_ports(service_url) if service_url else ()
+        self.service_ports = loopback_ports(service_url) if service_url else ()
         self.max_processes = max_processes
         self.pasta = pasta
         self.cgroups = Cgroups.detect() if cgroups is None else cgroups
@@ -407,7 +145,7 @@ class LocalBackend:
         self.hidden = tuple(sorted({os.path.realpath(str(path)) for path in (self.root, *hidden)}))
         self.sealed = tuple(sorted({os.path.realpath(path) for path in (*sealed, *self._needed())}))
         # The service's code: nothing of it is a task's to name, but for the hidden (data) folders in it.
-        self.code_root = os.path.realpath(_runtime_path())
+        self.code_root = os.path.realpath(runtime_path())
         # Where a file:// upload may go (None: anywhere the service's folders are not).
         self.writable = (tuple(sorted({os.path.realpath(str(path)) for path in writable}))
                          if writable is not None else None)
@@ -417,62 +155,8 @@ class LocalBackend:
         return sorted({os.path.realpath(path) for path in (sys.prefix, sys.base_prefix)})
 
     def _mounts(self) -> list[str]:
-        """bwrap arguments after the host's root: what runs, bound back where the sandbox's own folders
-        (``/tmp``) cover the host's; every hidden folder covered with an empty tmpfs wherever the sandbox
-        would see it, then what runs bound back inside one (an interpreter under the worker's home);
-        the host's ``/run`` (sockets of its servers) and the cgroup tree (every pod's name) covered."""
-        needed = self._needed()
-        args: list[str] = []
-        bound_back = [path for path in needed if Path(path).parts[1:2] and Path(path).parts[1] in _PRIVATE_TOP]
-        for path in bound_back:
-            args += ["--ro-bind", path, path]
-        for folder in self.hidden:
-            parts = Path(folder).parts
-            shown = len(parts) > 1 and (parts[1] not in _PRIVATE_TOP or any(_within(folder, p) for p in bound_back))
-            if not shown or not os.path.isdir(folder):
-                continue
-            args += ["--tmpfs", folder]
-            for path in needed:
-                if _within(path, folder) and path != folder:
-                    args += ["--ro-bind", path, path]
-        args += ["--tmpfs", "/run"]
-        resolv = os.path.realpath("/etc/resolv.conf")
-        if resolv.startswith("/run/") and os.path.isfile(resolv):  # a resolver's file under /run stays readable
-            args += ["--ro-bind", resolv, resolv]
-        if os.path.isdir("/sys/fs/cgroup"):
-            args += ["--tmpfs", "/sys/fs/cgroup"]
-        return args
-
-    def _service_clash(self, path: str) -> str | None:
-        """The service's folder a ``file://`` bind of ``path`` would show to the task, if any: one that
-        ``path`` holds, the pod root's inside (other pods), or a sealed path it overlaps."""
-        real = os.path.realpath(path)
-        root = os.path.realpath(self.root)
-        clash = next((kept for kept in self.hidden if _within(kept, real)), None)
-        clash = clash or (root if _within(real, root) else None)
-        clash = clash or next((kept for kept in self.sealed if _within(kept, real) or _within(real, kept)), None)
-        in_code = _within(real, self.code_root) and not any(_within(real, kept) for kept in self.hidden)
-        return clash or (self.code_root if in_code or _within(self.code_root, real) else None)
-
-    def _file_binds(self, pod: PodRequest, plan: dict[str, Any]) -> tuple[list[str], list[str]]:
-        """The plan's ``file://`` upload folders (bound writable) and existing input paths (bound
-        read-only), each checked against the service's folders."""
-        uploads = _file_url_folders(plan)
-        urls = [urlparse(entry.get("url", "")) for entry in plan.get("inputs") or ()]
-        inputs = sorted({url.path for url in urls if url.scheme == "file" and url.path and os.path.exists(url.path)})
-        for kind, paths in (("upload folder", uploads), ("input", inputs)):
-            for path in paths:
-                clash = self._service_clash(path)
-                if clash is not None:
-                    raise DispatchPermanentError(f"the {kind} {path[:200]!r} may not be used by "
-                                                 f"a task: it overlaps the service's folder {clash!r}")
-        if self.writable is not None:
-            for path in uploads:
-                if not any(_within(os.path.realpath(path), root) for root in self.writable):
-                    raise DispatchPermanentError(
-                        f"the upload folder {path[:200]!r} may not be used by a task: it is "
-                        f"outside the folders tasks may write ({', '.join(self.writable)}; OSMO_LOCAL_WRITABLE)")
-        return uploads, inputs
+        """bwrap arguments after the host's root (:func:`~scheduler.dispatch.local_mounts.service_covers`)."""
+        return service_covers(self._needed(), self.hidden)
 
     # -- layout ---------------------------------------------------------------------------------
     def pod_dir(self, namespace: str, pod_name: str) -> Path:
@@ -491,32 +175,6 @@ class LocalBackend:
         if pod.credentials.env:  # the task's credentials as variables (a credential's value wins)
             plan["env"] = {**dict(plan.get("env") or {}), **pod.credentials.env}
         return dict(plan)
-
-    def _cli_launcher(self) -> str:
-        """The task's ``osmo`` command: the service's CLI with the worker's interpreter (docs/runtime.md,
-        "The osmo command in a task"); ``OSMO_URL`` and ``OSMO_TOKEN`` come from the plan."""
-        return "\n".join([
-            "#!/bin/sh",
-            "# The service's CLI in a local task (docs/runtime.md). PYTHONPATH is this process's only.",
-            f"PYTHONPATH={SANDBOX_LIB}",
-            "export PYTHONPATH",
-            f'exec {shlex.quote(self.python)} -m cli "$@"',
-            "",
-        ])
-
-    @staticmethod
-    def _credential_files(staging: Path, pod: PodRequest) -> dict[str, str]:
-        """Write the task's credential files under ``credentials/<n>/`` (owner-only), one folder per
-        mount path; the folder to bind read-only at each mount path, by mount path."""
-        folders: dict[str, str] = {}
-        for path, value in sorted(pod.credentials.files.items()):
-            directory, filename = os.path.split(path)
-            where = folders.setdefault(directory, f"credentials/{len(folders)}")
-            (staging / where).mkdir(parents=True, mode=0o700, exist_ok=True)
-            target = staging / where / filename
-            target.touch(mode=0o600)
-            target.write_text(value)
-        return folders
 
     def _limits(self, pod: PodRequest) -> Limits:
         return Limits(memory_bytes=pod.memory_bytes or DEFAULT_MEMORY_BYTES, cpu_millis=pod.cpu_millis,
@@ -538,7 +196,7 @@ class LocalBackend:
         uid, gid = sandbox_uid(pod.workflow_pk), sandbox_gid(pod.owner_pk)
         binds = []
         for name in SANDBOX_PACKAGES:
-            binds += ["--ro-bind", _package_folder(name), f"{SANDBOX_LIB}/{name}"]
+            binds += ["--ro-bind", package_folder(name), f"{SANDBOX_LIB}/{name}"]
         for mount, where in sorted(credential_dirs.items()):
             binds += ["--ro-bind", str(folder / where), mount]
         uploads, inputs = file_binds
@@ -546,11 +204,11 @@ class LocalBackend:
             binds += ["--bind", target, target]
         for path in inputs:
             binds += ["--ro-bind", path, path]
-        mounts = _reachable(["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+        mounts = reachable(["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
                              "--bind", str(sandbox / "osmo"), "/osmo", "--bind", str(folder / "run"), SANDBOX_RUN,
-                             *self._account_binds(folder),
+                             *account_binds(folder),
                              *self._mounts(), *binds], uid=uid, gid=gid)
-        argv = [self.bwrap, *_host_root(), "--dev", "/dev", "--proc", "/proc", *mounts,
+        argv = [self.bwrap, *host_root(), "--dev", "/dev", "--proc", "/proc", *mounts,
                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
                 "--chdir", "/tmp",
                 "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "PYTHONPATH", SANDBOX_LIB,
@@ -563,28 +221,9 @@ class LocalBackend:
             network = str(self.root / ".sandbox" / "netns" / netns_key(pod.workflow_id))
         # The sandbox starts from an empty environment plus the kept variables, passed by name: their
         # values (storage credentials) are read from the supervisor's environment, never written down.
-        return SandboxSpec(argv=tuple(argv), env_names=tuple(_sandbox_env_names(os.environ)), limits=limits,
+        return SandboxSpec(argv=tuple(argv), env_names=tuple(sandbox_env_names(os.environ)), limits=limits,
                            seccomp=self._seccomp_path(), cgroups=self.cgroups, network=network,
                            service_ports=self.service_ports, pasta=self.pasta, uid=uid, gid=gid)
-
-    @staticmethod
-    def _account_files(staging: Path, pod: PodRequest) -> None:
-        """The host's ``/etc/passwd`` and ``/etc/group`` with the task's user and group added (``osmo``,
-        home ``/tmp``), bound over the host's in the sandbox: programs that look their user up (a shell's
-        prompt, ``whoami``, pip, ssh) find one."""
-        uid, gid = sandbox_uid(pod.workflow_pk), sandbox_gid(pod.owner_pk)
-        for name, line in (("passwd", f"osmo:x:{uid}:{gid}:OSMO task:/tmp:/bin/sh\n"), ("group", f"osmo:x:{gid}:\n")):
-            try:
-                text = Path("/etc", name).read_text()
-            except OSError:
-                continue
-            (staging / "etc").mkdir(exist_ok=True)
-            (staging / "etc" / name).write_text(text + ("" if text.endswith("\n") or not text else "\n") + line)
-
-    @staticmethod
-    def _account_binds(folder: Path) -> list[str]:
-        return [arg for name in ("passwd", "group") if Path("/etc", name).is_file()
-                for arg in ("--ro-bind", str(folder / "etc" / name), f"/etc/{name}")]
 
     def _ownership(self, staging: Path, pod: PodRequest, uploads: list[str]) -> None:
         """The task's folders are its user's: its /osmo and run folder, its credential files, its upload
@@ -599,7 +238,7 @@ class LocalBackend:
         for target in uploads:
             real = os.path.realpath(target)
             claimable = real not in roots and real not in ("/", "/tmp", "/var/tmp") and (
-                self.writable is None or any(_within(real, root) for root in roots))
+                self.writable is None or any(within(real, root) for root in roots))
             refusal = owned_folder_ready(target, uid=uid, gid=gid, claimable=claimable)
             if refusal is not None:
                 raise DispatchPermanentError(f"the upload folder {target[:200]!r} may not be used by a task: {refusal}")
@@ -619,7 +258,8 @@ class LocalBackend:
             if shutil.which(program) is None:
                 raise DispatchPermanentError(f"the local backend needs {program!r} (Debian package {package}), "
                                              "which is not on PATH")
-        binds = self._file_binds(pod, plan)
+        binds = file_binds(plan, root=str(self.root), hidden=self.hidden, sealed=self.sealed,
+                           code_root=self.code_root, writable=self.writable)
         staging = folder.with_name(f".{folder.name}.creating-{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
@@ -630,10 +270,10 @@ class LocalBackend:
             (staging / "run" / "plan.json").touch(mode=0o600)  # it may hold credentials
             (staging / "run" / "plan.json").write_text(json.dumps(plan))
             (staging / "run" / CLI_FOLDER).mkdir()
-            (staging / "run" / CLI_FOLDER / "osmo").write_text(self._cli_launcher())
+            (staging / "run" / CLI_FOLDER / "osmo").write_text(cli_launcher(self.python))
             (staging / "run" / CLI_FOLDER / "osmo").chmod(0o755)
-            credential_dirs = self._credential_files(staging, pod)
-            self._account_files(staging, pod)
+            credential_dirs = credential_files(staging, pod)
+            account_files(staging, pod)
             self._ownership(staging, pod, binds[0])
             (staging / "request.json").write_text(json.dumps({
                 "pod_name": pod.pod_name, "pool": pod.pool, "workflow_id": pod.workflow_id, "group": pod.group,
@@ -655,7 +295,7 @@ class LocalBackend:
             raise DispatchTransientError(f"local pod {pod.pod_name}: {exc.__class__.__name__}: {exc}") from exc
 
     def _supervisor_start(self, folder: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": _runtime_path()}
+        env = {**os.environ, "PYTHONPATH": runtime_path()}
         subprocess.run(["setsid", "-f", self.python, "-m", "scheduler.dispatch.local_supervisor", str(folder)],
                        check=True, env=env, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30)
@@ -677,7 +317,7 @@ class LocalBackend:
     def _remove(self, folder: Path, grace_seconds: float) -> None:
         if not folder.exists():
             return
-        pid = self._pid(folder)
+        pid = pod_pid(folder)
         if pid is not None and not (folder / "exit").exists():
             self._signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace_seconds
@@ -736,7 +376,7 @@ class LocalBackend:
         for folder, request in self._pods(namespace):
             if request.get("pool") != pool:
                 continue
-            state = self._state(folder, now=datetime.now(tz=UTC))
+            state = pod_state(folder, now=datetime.now(tz=UTC))
             phase = {"Missing": "Failed"}.get(state.phase, state.phase)
             listed.append(ListedPod(name=str(request.get("pod_name")), phase=phase, node=request.get("node") or None))
         return listed
@@ -746,7 +386,7 @@ class LocalBackend:
         return self.pods_list(namespace=namespace, pool=pool), self.pod_states(pods, now=now)
 
     def pod_states(self, pods: Iterable[PodRequest], *, now: datetime) -> dict[str, PodState]:
-        return {pod.pod_name: self._state(self.pod_dir(pod.namespace, pod.pod_name), now=now) for pod in pods}
+        return {pod.pod_name: pod_state(self.pod_dir(pod.namespace, pod.pod_name), now=now) for pod in pods}
 
     def pod_log(self, pod: PodRequest, *, tail: int, now: datetime) -> PodLog:
         folder = self.pod_dir(pod.namespace, pod.pod_name)
@@ -769,7 +409,7 @@ class LocalBackend:
                     events.append(PodEvent(mtime(folder / "pid"), pod.pod_name, "Started",
                                            "Started the task's sandbox (bubblewrap)"))
                 if (folder / "exit").exists():
-                    state = self._state(folder, now=now)
+                    state = pod_state(folder, now=now)
                     reason = "Completed" if state.phase == "Succeeded" else "Error"
                     events.append(PodEvent(mtime(folder / "exit"), pod.pod_name, reason,
                                            f"exited with code {state.exit_code}" + (
@@ -793,41 +433,10 @@ class LocalBackend:
         return folder, spec, pid
 
     def exec_start(self, *, namespace: str, pod_name: str, argv: Sequence[str], tty: bool = False) -> LocalExec:
-        """Start ``argv`` inside the running task's sandbox, as the task's user with its limits, system
-        call filter, namespaces (files, processes, network), working folder and environment. With
-        ``tty`` the process gets a terminal of the sandbox's own (``LocalExec.terminal`` is its other
-        side) and leads a session there, else its stdin, stdout and stderr are pipes."""
+        """Start ``argv`` inside the running task's sandbox (:func:`~scheduler.dispatch.local_exec.exec_in_sandbox`)."""
         folder, spec, pid = self._running_sandbox(namespace, pod_name)
-        command = _task_command_pid(pid) or pid
-        try:
-            env = _environ(command)
-        except OSError:
-            raise DispatchPermanentError(f"pod {pod_name} is not running on the local backend") from None
-        cgroups = Cgroups.for_pod(pod_cgroup_name(folder), kind=spec.cgroups)
-        terminal, child = _sandbox_terminal(command) if tty else (None, None)
-        seccomp = os.open(spec.seccomp, os.O_RDONLY) if spec.seccomp else None
-        confine = [self.python, "-c", f"import sys; sys.path.insert(0, {SANDBOX_LIB!r}); "
-                                      "from runtime.confine import main; sys.exit(main(sys.argv))",
-                   str(seccomp) if seccomp is not None else "-", *(["--tty"] if tty else [])]
-        # the command's namespaces, root and working folder (nsenter reads both from its /proc entry)
-        full = ["nsenter", f"--target={command}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd",
-                "--", *setpriv_argv(spec.uid, spec.gid), *confine, "--", *argv]
-
-        def in_child() -> None:
-            if cgroups.kind:
-                cgroups.enter(os.getpid())
-            os.setsid()  # its own session: the web server's signals and terminal are not its
-
-        stdio: int = child if child is not None else subprocess.PIPE
-        try:
-            process = subprocess.Popen(full, stdin=stdio, stdout=stdio, stderr=stdio, env=env, preexec_fn=in_child,
-                                       pass_fds=[seccomp] if seccomp is not None else [], cwd="/")
-        finally:
-            if seccomp is not None:
-                os.close(seccomp)
-            if child is not None:
-                os.close(child)
-        return LocalExec(process=process, terminal=terminal)
+        return exec_in_sandbox(python=self.python, folder=folder, spec=spec, pid=pid, pod_name=pod_name, argv=argv,
+                               tty=tty)
 
     def task_ports(self, *, namespace: str, pod_name: str) -> dict[int, str]:
         """The TCP ports the running task listens on (its user's sockets in its workflow's network), each
@@ -871,46 +480,3 @@ class LocalBackend:
             except (OSError, ValueError):
                 continue
         return found
-
-    @staticmethod
-    def _pid(folder: Path) -> int | None:
-        try:
-            return int((folder / "pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
-
-    def _state(self, folder: Path, *, now: datetime) -> PodState:
-        if not folder.exists():
-            return PodState("Missing")
-        try:
-            status = int((folder / "exit").read_text().strip())
-        except FileNotFoundError:
-            pid = self._pid(folder)
-            if pid is None:
-                waited = (now - mtime(folder / "request.json")).total_seconds()
-                if waited > START_DEADLINE_SECONDS:
-                    return PodState("Failed", None, f"the task's sandbox did not start within {waited:.0f} s",
-                                    live=True)
-                return PodState("Pending")
-            if alive(pid):
-                return PodState("Running")
-            return PodState("Failed", None, "the task's process ended without an exit status (killed)")
-        except ValueError:
-            return PodState("Failed", None, "the task's exit status is unreadable")
-        try:
-            hit = LimitHit.from_json(read_regular(folder / "limit.json", RESULT_MAX_BYTES).decode())
-            return PodState("Failed", 137, hit.message)
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError, KeyError, TypeError):
-            return PodState("Failed", 137, "the task went over a limit of its sandbox")
-        code, message = status, ""
-        try:
-            result = json.loads(read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))
-            code, message = int(result["exit_code"]), str(result.get("message") or "")
-        except (OSError, ValueError, KeyError, TypeError):
-            if status:
-                message = f"the sandbox exited with status {status} (no runtime result)"
-        if code == 0 and status == 0:
-            return PodState("Succeeded", 0)
-        return PodState("Failed", code or status, message)

@@ -1,16 +1,21 @@
 """What the ``local`` dispatch backend (:mod:`scheduler.dispatch.local`) reads of a pod's processes
 and files: whether a supervisor or its process group still runs (from ``/proc``), a result file that
-the task could have replaced by a symlink or a pipe, and a log's last lines read from its end. Imports
+the task could have replaced by a symlink or a pipe, a log's last lines read from its end, and the
+pod's phase (:func:`pod_state`). Imports
 nothing from Django."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scheduler.dispatch.base import LOG_READ_MAX_BYTES
+from scheduler.dispatch.base import LOG_READ_MAX_BYTES, PodState
+from scheduler.dispatch.local_sandbox import LimitHit
+
+START_DEADLINE_SECONDS = 60.0  # a supervisor that has not written its pid by then never started
 
 
 def proc_stat(path: Path) -> list[str] | None:
@@ -85,3 +90,48 @@ def tail_lines(path: Path, tail: int) -> tuple[list[str], bool]:
 
 def mtime(path: Path) -> datetime:
     return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+
+
+def pod_pid(folder: Path) -> int | None:
+    """The pid the pod's supervisor wrote, or None (not started yet, or unreadable)."""
+    try:
+        return int((folder / "pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+def pod_state(folder: Path, *, now: datetime) -> PodState:
+    """The pod's phase read from its folder (:mod:`scheduler.dispatch.local`'s docstring)."""
+    if not folder.exists():
+        return PodState("Missing")
+    try:
+        status = int((folder / "exit").read_text().strip())
+    except FileNotFoundError:
+        pid = pod_pid(folder)
+        if pid is None:
+            waited = (now - mtime(folder / "request.json")).total_seconds()
+            if waited > START_DEADLINE_SECONDS:
+                return PodState("Failed", None, f"the task's sandbox did not start within {waited:.0f} s",
+                                live=True)
+            return PodState("Pending")
+        if alive(pid):
+            return PodState("Running")
+        return PodState("Failed", None, "the task's process ended without an exit status (killed)")
+    except ValueError:
+        return PodState("Failed", None, "the task's exit status is unreadable")
+    try:
+        hit = LimitHit.from_json(read_regular(folder / "limit.json", RESULT_MAX_BYTES).decode())
+        return PodState("Failed", 137, hit.message)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, KeyError, TypeError):
+        return PodState("Failed", 137, "the task went over a limit of its sandbox")
+    code, message = status, ""
+    try:
+        result = json.loads(read_regular(folder / "run" / "result.json", RESULT_MAX_BYTES))
+        code, message = int(result["exit_code"]), str(result.get("message") or "")
+    except (OSError, ValueError, KeyError, TypeError):
+        if status:
+            message = f"the sandbox exited with status {status} (no runtime result)"
+    if code == 0 and status == 0:
+        return PodState("Succeeded", 0)
+    return PodState("Failed", code or status, message)

@@ -22,6 +22,9 @@ from Django; the supervisor (:mod:`scheduler.dispatch.local_supervisor`) applies
   loopback), with pasta (Debian ``passt``) giving it the outside through user-mode NAT and the
   service's own port on the host's loopback, and nothing else of the host's loopback: not another
   workflow's ports, not PostgreSQL or Redis. The namespace lives while a task of the workflow runs.
+
+It stays a little over 500 lines: the four confinements are one serialised instruction
+(:class:`SandboxSpec`) that the supervisor and the backend both read, and each part is short.
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from scheduler.dispatch.base import (
     ListedPod,
     PodEvent,
     PodLog,
-    PodRequest,
     PodState,
     SessionUnsupportedError,
     TaskExec,
 )
+from scheduler.dispatch.pod.request import PodRequest
 
 SIM_SECONDS_ENV = "OSMO_SIM_SECONDS"
 SIM_EXIT_CODE_ENV = "OSMO_SIM_EXIT_CODE"

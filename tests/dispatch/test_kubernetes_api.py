@@ -19,12 +19,12 @@ from scheduler.dispatch.base import (
     LOG_READ_MAX_BYTES,
     DispatchPermanentError,
     DispatchTransientError,
-    PodRequest,
     PodState,
 )
-from scheduler.dispatch.k8s_manifest import build_manifest
 from scheduler.dispatch.kubernetes import KubernetesBackend
-from scheduler.dispatch.naming import label_value
+from scheduler.dispatch.pod.manifest import build_manifest
+from scheduler.dispatch.pod.naming import label_value
+from scheduler.dispatch.pod.request import PodRequest
 from tests.dispatch.fake_kube import FIXTURES
 from tests.dispatch.fake_kube import fixture as load_fixture
 

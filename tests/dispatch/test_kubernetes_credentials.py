@@ -13,7 +13,7 @@ import pytest
 
 from credentials.secrets import SecretPayload
 from scheduler.dispatch import DispatchPermanentError
-from scheduler.dispatch.k8s_manifest import build_manifest
+from scheduler.dispatch.pod.manifest import build_manifest
 from tests.dispatch.test_kubernetes_manifest import K8S_VERSION
 from tests.dispatch.test_kubernetes_objects import NS, POD_UID, PODS, torch_pod
 

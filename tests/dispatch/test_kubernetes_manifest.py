@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.dispatch.base import PodRequest
-from scheduler.dispatch.k8s_manifest import GPU_RESOURCE, build_manifest, pool_selector
-from scheduler.dispatch.naming import kube_pod_name, label_value
+from scheduler.dispatch.pod.manifest import GPU_RESOURCE, build_manifest, pool_selector
+from scheduler.dispatch.pod.naming import kube_pod_name, label_value
+from scheduler.dispatch.pod.request import PodRequest
 from tests.dispatch.fake_kube import FIXTURES, fixture
 
 # The newest Kubernetes schema shipped with the installed kubernetes-validate (1.37.0 ships up to 1.37).
@@ -204,7 +204,7 @@ def _loaded_with(module: str, roots: tuple[str, ...]) -> str:
 def test_manifests_and_labels_load_without_the_kubernetes_client():
     # given a fresh interpreter
     # when the manifests' module is imported (as the node sync does for the labels)
-    loaded = _loaded_with("scheduler.dispatch.k8s_manifest", ("kubernetes", "urllib3", "django", "celery"))
+    loaded = _loaded_with("scheduler.dispatch.pod.manifest", ("kubernetes", "urllib3", "django", "celery"))
     # then neither the Kubernetes client nor a framework came with it
     assert loaded == ""
 

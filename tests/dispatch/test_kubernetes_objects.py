@@ -10,9 +10,9 @@ import kubernetes_validate
 import pytest
 
 from scheduler.dispatch import DispatchPermanentError
-from scheduler.dispatch.base import PodRequest
-from scheduler.dispatch.k8s_manifest import build_files_configmap, build_manifest, build_service
-from scheduler.dispatch.naming import group_service_name
+from scheduler.dispatch.pod.manifest import build_files_configmap, build_manifest, build_service
+from scheduler.dispatch.pod.naming import group_service_name
+from scheduler.dispatch.pod.request import PodRequest
 from tests.dispatch.fake_kube import fixture
 from tests.dispatch.test_kubernetes_manifest import K8S_VERSION
 

@@ -14,8 +14,9 @@ import pytest
 
 from credentials.secrets import SecretPayload
 from scheduler.dispatch import backend_for
-from scheduler.dispatch.base import DispatchPermanentError, PodRequest, PodState
+from scheduler.dispatch.base import DispatchPermanentError, PodState
 from scheduler.dispatch.local import LocalBackend
+from scheduler.dispatch.pod.request import PodRequest
 
 
 def request(name: str, *, plan: dict | None = None, command=(), group: str = "g", pool: str = "local") -> PodRequest:
@@ -448,7 +449,7 @@ def test_a_huge_log_is_read_from_its_end(local):
     script = "\n".join([
         "import json, os, resource, sys",
         "from datetime import UTC, datetime",
-        "from scheduler.dispatch.base import PodRequest",
+        "from scheduler.dispatch.pod.request import PodRequest",
         "from scheduler.dispatch.local import LocalBackend",
         "size = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')",
         "resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))",

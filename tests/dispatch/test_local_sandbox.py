@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from scheduler.dispatch.base import DispatchPermanentError, PodRequest, PodState
+from scheduler.dispatch.base import DispatchPermanentError, PodState
 from scheduler.dispatch.local import LocalBackend
 from scheduler.dispatch.local_sandbox import UID_BASE, Cgroups
+from scheduler.dispatch.pod.request import PodRequest
 from tests.dispatch.test_local import wait_done
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +106,7 @@ def test_the_service_data_is_hidden_even_when_the_checkout_is_under_tmp(tmp_path
     script = (f"ls {checkout} 2>&1; cat {data}/osmo.sqlite3 2>&1; ls /osmo/lib; "
               f"python3 -c 'import scheduler' 2>&1 | tail -1")
     create = ("import sys, json\n"
-              "from scheduler.dispatch.base import PodRequest\n"
+              "from scheduler.dispatch.pod.request import PodRequest\n"
               "from scheduler.dispatch.local import LocalBackend\n"
               "LocalBackend(sys.argv[1], hidden=(sys.argv[2],)).create_pod(PodRequest(\n"
               "    pod_name='reader', namespace='osmo', node_name='slot-1', workflow_id='wf-1', group='g',\n"

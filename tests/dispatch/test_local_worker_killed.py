@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A worker's dispatch: create one pod. Its `setsid` (which starts the pod's supervisor) never returns.
 CREATE = """
 import sys
-from scheduler.dispatch.base import PodRequest
+from scheduler.dispatch.pod.request import PodRequest
 from scheduler.dispatch.local import LocalBackend
 LocalBackend(sys.argv[1]).create_pod(PodRequest(
     pod_name="once", namespace="osmo", node_name="slot-1", workflow_id="wf-1", group="g", task="once",

@@ -4,7 +4,7 @@ with an escape is still read. No database."""
 
 from __future__ import annotations
 
-from workflows.scheduling.podspec import TaskPodFields, WorkflowPods, workflow_pods
+from workflows.scheduling.pod.podspec import TaskPodFields, WorkflowPods, workflow_pods
 
 PLAIN = """
 workflow:

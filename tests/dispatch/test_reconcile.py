@@ -20,7 +20,7 @@ from tests.pipeline.helpers import backend_use, gang_spec
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import gang_dispatch, pods
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 

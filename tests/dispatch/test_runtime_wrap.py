@@ -12,9 +12,9 @@ from kubernetes import client as k8s_client
 
 from runtime import TaskPlan
 from scheduler.dispatch.base import DispatchPermanentError
-from scheduler.dispatch.k8s_manifest import build_manifest
 from scheduler.dispatch.k8s_status import pod_state
-from scheduler.dispatch.runtime_wrap import result_from_message
+from scheduler.dispatch.pod.manifest import build_manifest
+from scheduler.dispatch.pod.runtime_wrap import result_from_message
 from tests.dispatch.test_kubernetes_manifest import K8S_VERSION, pod_request
 
 PLAN = TaskPlan(command=("python", "train.py"), args=("--epochs", "1"), artifact_url="s3://bucket/osmo/wf/t")

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.dispatch.base import DispatchPermanentError, PodRequest
+from scheduler.dispatch.base import DispatchPermanentError
+from scheduler.dispatch.pod.request import PodRequest
 from scheduler.dispatch.simulated import SimulatedBackend
 
 DISPATCHED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

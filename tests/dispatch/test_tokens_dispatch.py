@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s_client
 
 from scheduler.dispatch.kubernetes import KubernetesBackend
-from scheduler.dispatch.naming import group_service_name
+from scheduler.dispatch.pod.naming import group_service_name
 from scheduler.dispatch.simulated import SimulatedBackend
 from scheduler.models import PoolPlatform
 from tests.dispatch.fake_kube import fixture
@@ -22,7 +22,7 @@ from tests.pipeline.helpers import backend_use
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling import gang_dispatch
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 from workflows.services import workflow_submit
 
 pytestmark = pytest.mark.django_db

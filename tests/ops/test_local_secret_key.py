@@ -119,7 +119,7 @@ FORGE = """
 import django
 django.setup()
 from django.core import signing
-from workflows.scheduling.runtime import API_TOKEN_SALT, TOKEN_SALT, task_token, task_token_read
+from workflows.scheduling.pod.runtime import API_TOKEN_SALT, TOKEN_SALT, task_token, task_token_read
 from credentials.crypto import LEGACY_LOCAL_SECRET_KEY
 for salt in (TOKEN_SALT, API_TOKEN_SALT):
     forged = signing.dumps({"task": 1, "pod": "train-1-u1-train-0"}, key=LEGACY_LOCAL_SECRET_KEY, salt=salt,

@@ -21,7 +21,7 @@ from scheduler.dispatch import DispatchPermanentError, backend_for
 from tests.conftest import wait_healthy
 from tests.factories import make_api_key, make_node, make_pool
 from workflows.models import Task, Workflow
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 from workflows.services import workflow_submit
 
 ROOT = Path(__file__).resolve().parents[2]

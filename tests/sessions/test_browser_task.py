@@ -22,7 +22,7 @@ from tests.factories import make_node, make_pool
 from tests.pages.conftest import Console
 from tests.sessions.conftest import ROOT, running, wait_listening
 from workflows.models import Task, TaskSession
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from cli.sessions import parse_ports
 from tests.factories import make_api_key, make_node, make_pool
 from tests.sessions.conftest import OSMO, ROOT, _free_port, cli_env, osmo, running, wait_listening
 from workflows.models import Task, TaskSession
-from workflows.scheduling.runtime import API_TOKEN_SALT, task_token
+from workflows.scheduling.pod.runtime import API_TOKEN_SALT, task_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ import pytest
 from scheduler.dispatch import backend_for
 from tests.sessions.conftest import OSMO, ROOT, _free_port, cli_env, osmo, running
 from workflows.models import Task, TaskSession
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

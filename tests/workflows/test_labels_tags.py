@@ -169,8 +169,8 @@ def test_the_policy_puts_only_chosen_keys_on_pods_with_its_prefix(user_client, p
 
 def test_pod_labels_reach_the_kubernetes_manifest(user_client, pool):
     # given
-    from scheduler.dispatch.base import PodRequest
-    from scheduler.dispatch.k8s_manifest import build_manifest
+    from scheduler.dispatch.pod.manifest import build_manifest
+    from scheduler.dispatch.pod.request import PodRequest
 
     LabelPolicySetting.objects.create(pod_label_keys=["project"], pod_label_prefix="wf-")
     submit(user_client)

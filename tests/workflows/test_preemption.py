@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db.models import Sum
 
-from scheduler.dispatch.naming import pod_name_for
+from scheduler.dispatch.pod.naming import pod_name_for
 from scheduler.models import Node, Reservation, TeamQuota
 from tests.factories import make_nvl72_pool
 from tests.pipeline.helpers import gang_spec

@@ -13,7 +13,7 @@ from tests.factories import make_api_key, make_node, make_pool
 from tests.pipeline.helpers import gang_spec
 from workflows.models import Task, TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.runtime import task_token
+from workflows.scheduling.pod.runtime import task_token
 from workflows.services import workflow_submit
 
 BARRIER = "/api/runtime/barrier/"

@@ -9,8 +9,8 @@ import pytest
 from scheduler.dispatch import PodRequest
 from tests.workflows.test_runtime_api import BARRIER, placed
 from workflows.models import Task
-from workflows.scheduling.pod_credentials import with_api_access
-from workflows.scheduling.runtime import task_api_env, task_token
+from workflows.scheduling.pod.credentials import with_api_access
+from workflows.scheduling.pod.runtime import task_api_env, task_token
 
 pytestmark = pytest.mark.django_db
 

@@ -99,11 +99,11 @@ def test_the_callers_own_workflow_comes_first_when_ids_are_shared(user, staff_us
 
 def test_names_outside_the_database_stay_unique_across_owners(user, other_user, pool):
     # given: alice's and bob's alicewf-1, placed
-    from scheduler.dispatch.k8s_manifest import LABEL_WORKFLOW, build_manifest
-    from scheduler.dispatch.naming import pod_name_for
+    from scheduler.dispatch.pod.manifest import LABEL_WORKFLOW, build_manifest
+    from scheduler.dispatch.pod.naming import pod_name_for
     from workflows.models import Task
     from workflows.scheduling.cycle import placement_cycle_run
-    from workflows.scheduling.pod_requests import pod_request
+    from workflows.scheduling.pod.request import pod_request
 
     _submit(_client(user))
     _submit(_client(other_user))
@@ -127,7 +127,7 @@ def test_the_workflow_id_token_is_the_id_its_owner_sees(user, other_user, pool):
     # given: bob's alicewf-1 whose command prints {{workflow_id}}, placed on the simulated backend
     from workflows.models import Task
     from workflows.scheduling.cycle import placement_cycle_run
-    from workflows.scheduling.pod_requests import pod_request
+    from workflows.scheduling.pod.request import pod_request
 
     _submit(_client(user))
     _submit(_client(other_user), "alicewf").get("id")

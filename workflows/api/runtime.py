@@ -2,7 +2,7 @@
 the authentication of a task's ``osmo`` command on the user API.
 
 A runtime authenticates with its per-task token (``Authorization: Bearer <token>``, see
-:mod:`workflows.scheduling.runtime`), never with a user's credentials; the token reaches these two
+:mod:`workflows.scheduling.pod.runtime`), never with a user's credentials; the token reaches these two
 endpoints and only for its own task. A token that is not ours, or whose pod is no longer its task's,
 answers 401 in the error envelope.
 
@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from workflows.api.serializers import ErrorOutputSerializer
-from workflows.scheduling.runtime import task_barrier_arrive, task_runtime_status, task_token_read
+from workflows.scheduling.pod.runtime import task_barrier_arrive, task_runtime_status, task_token_read
 
 
 class TaskTokenAuthentication(BaseAuthentication):

@@ -11,8 +11,8 @@ from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
-from workflows.scheduling.podspec import workflow_pods
-from workflows.scheduling.runtime import artifact_store, runtime_backend
+from workflows.scheduling.pod.podspec import workflow_pods
+from workflows.scheduling.pod.runtime import artifact_store, runtime_backend
 from workflows.selectors import task_domains
 from workflows.spec.loader import SpecLimits
 from workflows.waiting import workflow_waiting

@@ -1,6 +1,7 @@
 """A task's ``osmo`` command on the user API (docs/runtime.md, "The osmo command in a task").
 
-The runtime gives the task's command an API token (``OSMO_TOKEN``, :func:`workflows.scheduling.runtime.task_api_env`):
+The runtime gives the task's command an API token (``OSMO_TOKEN``,
+:func:`workflows.scheduling.pod.runtime.task_api_env`):
 :class:`TaskApiTokenAuthentication` lets it act as the workflow's submitter while the task runs, on the
 workflow endpoints, ``me`` and reading pools; anything else (credentials, changing pools) is 403, so a
 task cannot read or change its submitter's secrets, or outlive itself through something it made there.
@@ -19,7 +20,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 
 from osmo.api.authentication import KEYWORDS
-from workflows.scheduling.runtime import task_api_user
+from workflows.scheduling.pod.runtime import task_api_user
 
 
 class TaskApiAccess:

@@ -15,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from osmo.bulk import bulk_insert, bulk_set
-from scheduler.dispatch.naming import pod_name_for
+from scheduler.dispatch.pod.naming import pod_name_for
 from scheduler.placement.types import ReasonCode
 from scheduler.resources import AMOUNT_FIELDS
 from scheduler.services.reservation_rows import ReservationFacts

@@ -68,7 +68,7 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
         return said
     from kubernetes.client.exceptions import ApiException
 
-    from scheduler.dispatch.k8s_manifest import LABEL_MANAGED_BY, MANAGED_BY
+    from scheduler.dispatch.pod.manifest import LABEL_MANAGED_BY, MANAGED_BY
     from scheduler.services.backends import (
         api_error_words,
         backend_named,

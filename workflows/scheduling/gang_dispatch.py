@@ -15,6 +15,7 @@ from django.db.models import Field, QuerySet
 from django.utils import timezone
 
 from osmo.bulk import ids_match
+from osmo.rows import named_rows
 from runtime import PlanInvalidError
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
@@ -26,10 +27,10 @@ from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.locks import workflows_lock
-from workflows.scheduling.pod_credentials import requests_credentials, with_api_access
-from workflows.scheduling.pod_requests import ACTIVE, PodRow, pod_osmo_fields, pod_rows, pool_platforms, row_pod_request
-from workflows.scheduling.podspec import TaskPodFields, token_hosts, workflow_pods
-from workflows.scheduling.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
+from workflows.scheduling.pod.credentials import requests_credentials, with_api_access
+from workflows.scheduling.pod.podspec import TaskPodFields, token_hosts, workflow_pods
+from workflows.scheduling.pod.request import ACTIVE, PodRow, pod_osmo_fields, pod_rows, pool_platforms, row_pod_request
+from workflows.scheduling.pod.runtime import runtime_backend, spec_runtime_fields, task_osmo_fields, task_plan
 from workflows.spec import TokenUnresolvedError
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,13 @@ class DispatchGang(NamedTuple):
     dispatch_error: str  # the backend's error at the gang's last dispatch try ("" when none)
 
 
+# The fields of DispatchGang read from a column of another name (the rest: from their own).
+_GANG_COLUMNS = {"workflow_pk": "workflow_id", "workflow_label": "workflow__workflow_id",
+                 "workflow_global": "workflow__global_id", "pool_id": "workflow__pool_id",
+                 "submitted_at": "workflow__submitted_at", "spec_text": "workflow__spec_text",
+                 "labels": "workflow__pod_labels", "submitted_by": "workflow__submitted_by_id"}
+
+
 @dataclass(frozen=True, slots=True)
 class DispatchBatch:
     """What one dispatch message reads of its gangs before creating any pod, in three queries however
@@ -66,11 +74,8 @@ class DispatchBatch:
 
 def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
     """Read what dispatching these gangs needs (see :class:`DispatchBatch`)."""
-    rows = TaskGroup.objects.filter(pk__in=group_ids).order_by().values_list(
-        "pk", "status", "name", "workflow_id", "workflow__workflow_id", "workflow__global_id", "workflow__pool_id",
-        "scheduling_since", "workflow__submitted_at", "workflow__spec_text", "workflow__pod_labels",
-        "workflow__submitted_by_id", "dispatch_error")
-    gangs = {gang.pk: gang for gang in map(DispatchGang._make, rows)}
+    rows = named_rows(TaskGroup.objects.filter(pk__in=group_ids).order_by(), DispatchGang, _GANG_COLUMNS)
+    gangs = {gang.pk: gang for gang in rows}
     active = [pk for pk, gang in gangs.items() if gang.status in ACTIVE]
     tasks: dict[int, list[PodRow]] = {pk: [] for pk in active}
     if active:

@@ -21,7 +21,7 @@ from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, b
 from scheduler.services.backends import backend_of_pool
 from workflows.errors import BackendUnavailableError, LogUnavailableError, TaskNotDispatchedError
 from workflows.models import GROUP_JSON_JOINED, StatusTransition, Task, Workflow
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 from workflows.sessions.events import session_event_lines
 
 LOG_TAIL_DEFAULT = 1000

@@ -49,7 +49,7 @@ from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cluster import cluster_read
 from workflows.scheduling.gang_dispatch import after_release, group_backend_failure
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
-from workflows.scheduling.pod_requests import ACTIVE, pod_rows, row_pod_request
+from workflows.scheduling.pod.request import ACTIVE, pod_rows, row_pod_request
 
 logger = logging.getLogger(__name__)
 

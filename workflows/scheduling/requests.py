@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.placement import GangRequest, Resources, TaskRequest
-from workflows.scheduling.platform_nodes import platform_marker
+from workflows.scheduling.pod.platform_nodes import platform_marker
 from workflows.spec import GroupSpec, tree_from_json
 
 

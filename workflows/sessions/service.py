@@ -39,7 +39,7 @@ from workflows.errors import (
     TaskNotRunningError,
 )
 from workflows.models import GROUP_JSON_JOINED, Task, TaskSession, Workflow
-from workflows.scheduling.pod_requests import pod_request
+from workflows.scheduling.pod.request import pod_request
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from scheduler.resources import AMOUNT_FIELDS
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
-from workflows.scheduling.platform_nodes import PlatformNodes
+from workflows.scheduling.pod.platform_nodes import PlatformNodes
 
 
 def _priority_rank() -> Case:

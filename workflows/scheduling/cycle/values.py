@@ -16,7 +16,7 @@ from scheduler.placement import ClusterSnapshot, Placement
 from scheduler.preemption import Candidate
 
 if TYPE_CHECKING:
-    from workflows.scheduling.platform_nodes import PlatformNodes
+    from workflows.scheduling.pod.platform_nodes import PlatformNodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,8 @@ class GangSource(Protocol):
         ...
 
     def platforms(self) -> Mapping[str, PlatformNodes]:
-        """The pool's platforms that select nodes (:func:`~workflows.scheduling.platform_nodes.platform_exclusions`)."""
+        """The pool's platforms that select nodes
+        (:func:`~workflows.scheduling.pod.platform_nodes.platform_exclusions`)."""
         ...
 
     def idle_snapshot(self) -> ClusterSnapshot:

@@ -65,7 +65,7 @@ from workflows.scheduling.cycle.values import (
     QueuedGang,
     Verdict,
 )
-from workflows.scheduling.platform_nodes import platform_note, request_on_platforms, with_platform_note
+from workflows.scheduling.pod.platform_nodes import platform_note, request_on_platforms, with_platform_note
 from workflows.scheduling.requests import gang_request_from_row
 
 logger = logging.getLogger(__name__)

@@ -14,14 +14,15 @@ from typing import Any, NamedTuple
 
 from django.db.models import QuerySet
 
+from osmo.rows import named_rows
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import PodRequest
-from scheduler.dispatch.naming import group_service_name, pod_hostname
+from scheduler.dispatch.pod.naming import group_service_name, pod_hostname
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool, PoolPlatform
 from workflows.choices import TaskStatus
 from workflows.models import Task
-from workflows.scheduling.podspec import (
+from workflows.scheduling.pod.podspec import (
     TaskPodFields,
     WorkflowPods,
     mount_allowed,
@@ -147,13 +148,9 @@ def _pod_request(
 # What a pod sync reads of every active task, and a dispatch of the tasks it creates pods for: plain
 # rows (a sync reads every active task of the pool, most of them unchanged; model instances for the
 # task and its node, workflow and group cost most of its CPU).
-_POD_COLUMNS = ("pk", "status", "workflow_id", "group_id", "pod_name", "node__name", "workflow__workflow_id",
-                "workflow__global_id", "group__name", "name", "image", "command", "args", "environment", "gpu",
-                "cpu_millis", "memory_bytes", "storage_bytes", "dispatched_at", "workflow__submitted_by_id")
-
-
 class PodRow(NamedTuple):
-    """A task as its pod is made or watched (the columns of ``_POD_COLUMNS``, in order)."""
+    """A task as its pod is made or watched (read by :func:`pod_rows`: each field from its own column or
+    the one ``_POD_COLUMNS`` names)."""
 
     pk: int
     status: str
@@ -177,8 +174,14 @@ class PodRow(NamedTuple):
     owner_pk: int  # the workflow's submitter
 
 
+# The fields of PodRow read from a column of another name (the rest: from their own).
+_POD_COLUMNS = {"node_name": "node__name", "workflow_label": "workflow__workflow_id",
+                "workflow_global": "workflow__global_id", "group": "group__name", "task": "name",
+                "owner_pk": "workflow__submitted_by_id"}
+
+
 def pod_rows(tasks: QuerySet[Task]) -> list[PodRow]:
-    return [PodRow._make(row) for row in tasks.values_list(*_POD_COLUMNS)]
+    return named_rows(tasks, PodRow, _POD_COLUMNS)
 
 
 def row_pod_request(row: PodRow, pool: Pool) -> PodRequest:

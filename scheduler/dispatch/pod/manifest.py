@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.dispatch.base import DispatchPermanentError, PodRequest
-from scheduler.dispatch.k8s_objects import container_env, credentials_objects, host_mount_objects, pull_secret_name
-from scheduler.dispatch.naming import kube_pod_name, label_value
-from scheduler.dispatch.runtime_wrap import RUNTIME_IMAGE_ENV, runtime_image, wrap_with_runtime
+from scheduler.dispatch.base import DispatchPermanentError
+from scheduler.dispatch.pod.naming import kube_pod_name, label_value
+from scheduler.dispatch.pod.objects import container_env, credentials_objects, host_mount_objects, pull_secret_name
+from scheduler.dispatch.pod.request import PodRequest
+from scheduler.dispatch.pod.runtime_wrap import RUNTIME_IMAGE_ENV, runtime_image, wrap_with_runtime
 
 CONTAINER_NAME = "task"  # the task's container in its pod
 

@@ -28,7 +28,7 @@ import yaml
 from credentials.secrets import CredentialRef
 from runtime.plan import DEFAULT_INPUT_DIR, DEFAULT_OUTPUT_DIR
 from scheduler.choices import DispatchBackend
-from scheduler.dispatch.naming import group_service_name, pod_hostname, task_dns_name
+from scheduler.dispatch.pod.naming import group_service_name, pod_hostname, task_dns_name
 from workflows.spec import TokenContext, find_tokens, resolve_tokens
 
 LOCAL_HOST = "127.0.0.1"

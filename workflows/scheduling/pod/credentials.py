@@ -32,8 +32,8 @@ from credentials.services import (
 from osmo.types import User
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import PodRequest
-from workflows.scheduling.podspec import WorkflowPods
-from workflows.scheduling.runtime import task_api_env
+from workflows.scheduling.pod.podspec import WorkflowPods
+from workflows.scheduling.pod.runtime import task_api_env
 
 #: The backends that run a task's process and so give it its credentials.
 CREDENTIAL_BACKENDS = frozenset({DispatchBackend.KUBERNETES, DispatchBackend.LOCAL})

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from credentials.secrets import SecretObjects, pull_secret_manifest, task_secret_objects
-from scheduler.dispatch.base import PodRequest
-from scheduler.dispatch.naming import kube_pod_name
+from scheduler.dispatch.pod.naming import kube_pod_name
+from scheduler.dispatch.pod.request import PodRequest
 
 HOST_VOLUME_PREFIX = "host-"
 

@@ -161,7 +161,7 @@ def task_plan(*, pool_name: str, backend: str, workflow_id: str, task_id: int, t
     the one artifact URLs are built from (default ``workflow_id``). ``upstream_tasks``: name of each
     task this one may read (``inputs: - task:``) -> its workflow's global id (its artifact URL is
     derived). ``fields`` arrive with their tokens resolved by dispatch
-    (:mod:`workflows.scheduling.podspec`, the one place tokens are resolved); ``backend`` is kept for
+    (:mod:`workflows.scheduling.pod.podspec`, the one place tokens are resolved); ``backend`` is kept for
     the caller's symmetry."""
     artifact_for = {name: task_artifact_url(pool_name, upstream_workflow, name)
                     for name, upstream_workflow in (upstream_tasks or {}).items()}
