@@ -32,6 +32,7 @@ from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import HttpRequest
+from django.utils import timezone
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Throttled
 from rest_framework.request import Request
@@ -342,6 +343,10 @@ class PortForwardConsumer(SessionConsumer):
                       deferred=self.deferred)
 
     async def start(self) -> None:
+        assert self.target is not None
+        self.backend: Any = await database_sync_to_async(backend_by_name)(self.target.backend_name,
+                                                                          self.target.backend)
+        self.recorded: asyncio.Task[None] | None = None
         if not self.deferred:
             await self.open_port()
             self.connected.set()
@@ -349,9 +354,8 @@ class PortForwardConsumer(SessionConsumer):
     async def open_port(self) -> None:
         assert self.target is not None and self.target.port is not None
         target = self.target
-        backend: Any = await database_sync_to_async(backend_by_name)(target.backend_name, target.backend)
-        sock = await asyncio.to_thread(backend.port_connect, namespace=target.namespace, pod_name=target.pod_name,
-                                       port=target.port)
+        sock = await asyncio.to_thread(self.backend.port_connect, namespace=target.namespace,
+                                       pod_name=target.pod_name, port=target.port)
         sock.setblocking(False)
         self.reader, self.writer = await asyncio.open_connection(sock=sock)
 
@@ -370,10 +374,12 @@ class PortForwardConsumer(SessionConsumer):
         except Exception as exc:  # the backend failed (unreachable, a transient error)
             await self.finish(f"refused: {exc}", close_code=CLOSE_BACKEND_ERROR)
             return False
-        await database_sync_to_async(session_connected)(self.target.session_pk)
         self.started = self.last_activity = time.monotonic()
         self.connected.set()
         await self.send(text_data=CONNECTED)
+        # the start's record after the answer, not before it (:meth:`finish` waits for it)
+        self.recorded = asyncio.create_task(database_sync_to_async(session_connected)(self.target.session_pk,
+                                                                                      now=timezone.now()))
         return True
 
     async def pump(self) -> None:
@@ -410,6 +416,9 @@ class PortForwardConsumer(SessionConsumer):
         writer = getattr(self, "writer", None)
         if writer is not None:
             writer.close()
+        recorded = getattr(self, "recorded", None)
+        if recorded is not None:
+            await recorded
 
 
 class _Datagrams(asyncio.DatagramProtocol):
