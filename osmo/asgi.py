@@ -9,21 +9,13 @@ Served by uvicorn: ``make run`` (scripts/run.sh) and the Kubernetes ``osmo-sessi
 
 import os
 
-from a2wsgi import WSGIMiddleware
-from django.core.wsgi import get_wsgi_application
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings.local")
-# PostgreSQL connections from a pool, shared by the HTTP threads and the websockets' database calls
-# (docs/operations.md, DATABASE_POOL).
+# PostgreSQL connections from a pool: under ASGI each request runs in a thread of its own, where Django's
+# persistent connections are never reused (docs/operations.md, DATABASE_POOL).
 os.environ.setdefault("DATABASE_POOL", "true")
-# Django's HTTP side (the API, the pages, the admin: all synchronous views and middleware) runs as it does
-# under gunicorn: each request whole in one thread of a pool (a2wsgi), its middleware and view without a
-# hop. Django's own ASGI handler crossed between the event loop and threads about a dozen times per request
-# (its async-capable middleware run each hook through sync_to_async), and started a thread per request:
-# 3.9 against 2.1 ms of CPU for a GET /api/me/ (docs/benchmarks-log.md, "Sessions").
-HTTP_THREADS = 10
-django_application = WSGIMiddleware(get_wsgi_application(), workers=HTTP_THREADS)  # type: ignore[arg-type]
-# (first: get_wsgi_application sets Django up before the consumers are imported)
+django_application = get_asgi_application()  # first: it sets Django up before the consumers are imported
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
