@@ -9,8 +9,10 @@ A task runs for real on a local pool (its own sandbox and network); the service 
    as the service does, then copies bytes both ways). Ratio = forward / relay (goal ≥ 0.5).
 2. **concurrent**: ``--concurrent`` HTTP requests at once through one forward to the task's HTTP server;
    errors counted (goal 0).
-3. **first byte**: a new connection, one byte sent, its echo back, ``--samples`` times: p50 through the
-   forward against the relay's (goal ≤ 2×).
+3. **first byte**: a new connection, one byte sent, its echo back, ``--samples`` times, ``--gap`` seconds
+   apart (a new connection to a forward that is up, its spare session ready), relay and forward in turns:
+   p50 through the forward against the relay's (goal ≤ 2×). Also ``--samples`` / 4 back to back (each
+   connection right after the previous one, before the spare it took is replaced), for the record.
 4. **exec echo**: a byte sent to a shell on a terminal in the task (an exec session's websocket, as the
    CLI opens it) and its echo back, ``--samples`` times: p50 (goal ≤ 5 ms).
 
@@ -142,10 +144,11 @@ def throughput(port: int, mib: int) -> float:
     return mib / seconds
 
 
-def first_byte(port: int, samples: int) -> list[float]:
-    """Seconds from a new connection to the echo of its first byte, ``samples`` times."""
+def first_byte(port: int, samples: int, gap: float = 0.0) -> list[float]:
+    """Seconds from a new connection to the echo of its first byte, ``samples`` times, ``gap`` s apart."""
     times = []
     for _ in range(samples):
+        time.sleep(gap)
         started = time.perf_counter()
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"x")
@@ -228,6 +231,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=1024, help="MiB of the throughput stream (default 1024)")
     parser.add_argument("--concurrent", type=int, default=64, help="HTTP requests at once (default 64)")
     parser.add_argument("--samples", type=int, default=200, help="first-byte and exec-echo samples (default 200)")
+    parser.add_argument("--gap", type=float, default=0.3, help="seconds between first-byte connections (default 0.3)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
     args = parser.parse_args()
 
@@ -318,8 +322,12 @@ def main() -> None:
         print(f"==> {args.concurrent} concurrent HTTP requests", file=log)
         errors, concurrent_seconds = concurrent_http(local[1], args.concurrent)
         print(f"==> first byte, {args.samples} connections each", file=log)
-        relay_first = first_byte(relay_port + 1, args.samples)
-        forward_first = first_byte(local[2], args.samples)
+        relay_first, forward_first = [], []
+        for _ in range(args.samples):  # taken in turns: both see the same load
+            relay_first += first_byte(relay_port + 1, 1, args.gap)
+            forward_first += first_byte(local[2], 1, args.gap)
+        relay_burst = first_byte(relay_port + 1, max(1, args.samples // 4))
+        forward_burst = first_byte(local[2], max(1, args.samples // 4))
         print(f"==> exec echo, {args.samples} keystrokes", file=log)
         echo = exec_echo(Api(url, token), workflow.workflow_id, args.samples)
         parts = session_parts(Api(url, token), workflow.workflow_id, min(args.samples, 50))
@@ -335,6 +343,10 @@ def main() -> None:
             "first_byte_p50_ms": {"forward": ms(forward_first), "relay": ms(relay_first),
                                   "ratio": round(statistics.median(forward_first) / statistics.median(relay_first),
                                                  2)},
+            "first_byte_gap_s": args.gap,
+            "first_byte_back_to_back_p50_ms": {"forward": ms(forward_burst), "relay": ms(relay_burst),
+                                               "ratio": round(statistics.median(forward_burst)
+                                                              / statistics.median(relay_burst), 2)},
             "first_byte_parts_p50_ms": parts,
             "exec_echo_ms": {"p50": ms(echo), "p95": round(sorted(echo)[int(len(echo) * 0.95)] * 1000, 2)},
         }

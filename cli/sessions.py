@@ -3,7 +3,9 @@
 Each session is a REST call that does every check and answers a single-use ticket
 (``POST /api/workflows/{id}/tasks/{task}/sessions/``), then a websocket opened with that ticket and the
 same credentials as the API (docs/api.md, "Sessions into running tasks"). Exec speaks Kubernetes'
-``v5.channel.k8s.io`` frames; port-forward opens one websocket per accepted local connection.
+``v5.channel.k8s.io`` frames; port-forward opens one websocket per accepted local connection, and keeps one
+spare session per forwarded port opened ahead (``?connect=deferred``: the service connects to the task's port
+only on the spare's ``connect`` message), so a new local connection skips both round trips.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ CLOSE_TASK_ENDED = 4409
 RECONNECT_CODES = {1001, 1006, 1011, 1012, 1013}  # going away, lost, server error, restart, try again later
 SHELL = ["/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/bash; else exec /bin/sh; fi"]
 PORTS_MAX = 1000
+SPARES_MAX = 16  # port-forward: spare sessions held ready, one per task port, for the first this many
 KEEP_ALIVE_POLL_SECONDS = 2.0
 PING_ENV = "OSMO_FORWARD_PING_SECONDS"  # a forward's websocket pings this often (the CLI's environment)
 DEFAULT_PING_SECONDS = 30.0  # --keep-alive: how often a task that is not running is looked at again
@@ -69,16 +72,18 @@ def _refusal(exc: websocket.WebSocketBadStatusException) -> CliError:
 
 
 def session_open(api: Api, workflow_id: str, task: str, body: dict[str, Any], *,
-                 connect_timeout: float) -> websocket.WebSocket:
-    """POST the session, open its websocket. Retries while the service cannot be reached (it restarts)
-    until ``connect_timeout``; any refusal of the service is raised at once."""
+                 connect_timeout: float, deferred: bool = False) -> websocket.WebSocket:
+    """POST the session, open its websocket (``deferred``: a port-forward spare, connected to the task's port
+    only on its ``connect`` message). Retries while the service cannot be reached (it restarts) until
+    ``connect_timeout``; any refusal of the service is raised at once."""
     deadline = time.monotonic() + connect_timeout
     path = workflow_path(workflow_id, f"tasks/{_segment(task)}/sessions/")
     while True:
         try:
             _status, answer = api.post(path, json=body, not_found=f"workflow {workflow_id} not found")
             return websocket.create_connection(
-                _websocket_url(api, str(answer["websocket"])), timeout=max(1.0, deadline - time.monotonic()),
+                _websocket_url(api, str(answer["websocket"]) + ("?connect=deferred" if deferred else "")),
+                timeout=max(1.0, deadline - time.monotonic()),
                 header=[f"Authorization: {api.headers['Authorization']}"], subprotocols=[SUBPROTOCOL],
                 enable_multithread=True)
         except websocket.WebSocketBadStatusException as exc:
@@ -459,11 +464,116 @@ def forward_ping_seconds() -> float:
         return DEFAULT_PING_SECONDS
 
 
-def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.socket, connect_timeout: float) -> None:
-    """One local connection, carried over its own websocket until either side ends."""
+CONNECT, CONNECTED = "connect", "connected"  # a spare's control messages (docs/api.md)
+SPARE_RETRY_SECONDS = (0.5, 30.0)  # a spare that cannot be opened is tried again after 0.5 s, doubling to 30 s
+
+
+class Spare:
+    """One port-forward session per forwarded port held ready ahead of the next local connection: its
+    ticket fetched and its websocket open, deferred (the service holds no connection to the task until it
+    is used). Taken by a connection and replaced at once; replaced too when it ends unused (the service's
+    idle timeout, the task's end, a restart: anything that arrives on an unused spare means it ended)."""
+
+    def __init__(self, api: Api, workflow_id: str, task: str, remote: int, connect_timeout: float) -> None:
+        self.api, self.workflow_id, self.task, self.remote = api, workflow_id, task, remote
+        self.connect_timeout = connect_timeout
+        self.lock = threading.Lock()
+        self.ready: websocket.WebSocket | None = None
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.keep, name="forward-spare", daemon=True)
+
+    def start(self) -> Spare:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        ws = self.take()
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                ws.close(timeout=1)
+
+    def take(self) -> websocket.WebSocket | None:
+        """The spare, now the caller's (None when none is ready: open a session as usual)."""
+        with self.lock:
+            ws, self.ready = self.ready, None
+        return ws
+
+    def keep(self) -> None:
+        retry = SPARE_RETRY_SECONDS[0]
+        while not self.stopped.is_set():
+            with self.lock:
+                ws = self.ready
+            if ws is None:
+                try:
+                    ws = session_open(self.api, self.workflow_id, self.task,
+                                      {"kind": "port-forward", "port": self.remote},
+                                      connect_timeout=self.connect_timeout, deferred=True)
+                except CliError:  # (each connection then opens its own session, and says why it cannot)
+                    self.stopped.wait(retry)
+                    retry = min(retry * 2, SPARE_RETRY_SECONDS[1])
+                    continue
+                retry = SPARE_RETRY_SECONDS[0]
+                with self.lock:
+                    if not self.stopped.is_set():
+                        self.ready, ws = ws, None
+                if ws is not None:
+                    ws.close(timeout=1)
+                continue
+            try:
+                arrived = bool(select.select([ws.sock], [], [], 0.5)[0])
+            except (OSError, ValueError, TypeError):
+                arrived = True
+            if arrived:
+                with self.lock:
+                    if self.ready is not ws:  # taken meanwhile: its bytes are the connection's
+                        continue
+                    if _control_only(ws):  # the service's ping (answered): still a spare
+                        continue
+                    self.ready = None
+                with contextlib.suppress(Exception):
+                    ws.close(timeout=1)
+
+
+def _control_only(ws: websocket.WebSocket) -> bool:
+    """Read what arrived on an unused spare: True for a ping or pong (answered), False when it ended."""
     try:
-        ws = session_open(api, workflow_id, task, {"kind": "port-forward", "port": remote},
-                          connect_timeout=connect_timeout)
+        ws.settimeout(5)
+        opcode, _frame = ws.recv_data_frame(True)
+    except (OSError, websocket.WebSocketException):
+        return False
+    return opcode in (websocket.ABNF.OPCODE_PING, websocket.ABNF.OPCODE_PONG)
+
+
+def _spare_connect(ws: websocket.WebSocket) -> bool:
+    """Use a spare: ``connect``, then its answer. False when the spare had ended (the caller opens a
+    session anew: nothing of the local connection was sent yet)."""
+    try:
+        ws.settimeout(30)
+        ws.send(CONNECT)
+        opcode, frame = ws.recv_data_frame(True)
+        while opcode in (websocket.ABNF.OPCODE_PING, websocket.ABNF.OPCODE_PONG):
+            opcode, frame = ws.recv_data_frame(True)
+    except (OSError, websocket.WebSocketException):
+        opcode, frame = websocket.ABNF.OPCODE_CLOSE, None
+    if opcode == websocket.ABNF.OPCODE_TEXT and frame is not None and frame.data == CONNECTED.encode():
+        return True
+    with contextlib.suppress(Exception):
+        ws.close(timeout=1)
+    return False
+
+
+def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.socket, connect_timeout: float,
+            spare: Spare | None = None) -> None:
+    """One local connection, carried over its own websocket until either side ends: the spare's when one
+    is ready, else a session opened now."""
+    ws = spare.take() if spare is not None else None
+    if ws is not None and not _spare_connect(ws):
+        ws = None
+    try:
+        if ws is None:
+            ws = session_open(api, workflow_id, task, {"kind": "port-forward", "port": remote},
+                              connect_timeout=connect_timeout)
     except CliError as exc:
         typer.echo(f"error: a connection to {workflow_id}/{task}:{remote} was refused: {exc.message}", err=True)
         client.close()
@@ -603,20 +713,25 @@ def workflow_port_forward(
             typer.echo(f"Forwarding {host}:{local}{suffix} -> {workflow_id}/{task}:{remote}{suffix}")
         typer.echo("Ctrl-C stops it.")
 
+        spares: dict[int, Spare] = {}
+
         def accept(listener: socket.socket, remote: int) -> None:
             while True:
                 try:
                     client, _ = listener.accept()
                 except OSError:
                     return
-                threading.Thread(target=_bridge, args=(api, workflow_id, task, remote, client, connect_timeout),
-                                 daemon=True).start()
+                threading.Thread(target=_bridge, args=(api, workflow_id, task, remote, client, connect_timeout,
+                                                       spares.get(remote)), daemon=True).start()
 
         for listener, _local, remote in listeners:
             if udp:
                 threading.Thread(target=_udp_forward, args=(api, workflow_id, task, remote, listener, connect_timeout),
                                  daemon=True).start()
             else:
+                if remote not in spares:  # one spare per task port (ranges of many ports: the first 16 get one)
+                    if len(spares) < SPARES_MAX:
+                        spares[remote] = Spare(api, workflow_id, task, remote, connect_timeout).start()
                 threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
         try:
             while True:
@@ -626,3 +741,5 @@ def workflow_port_forward(
         finally:
             for listener, _, _ in listeners:
                 listener.close()
+            for each in spares.values():
+                each.stop()

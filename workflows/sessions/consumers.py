@@ -11,7 +11,10 @@ can act on (:data:`CLOSE_CODES`).
 Exec frames are Kubernetes' ``v5.channel.k8s.io`` (the first byte of each binary message names the
 stream: 0 stdin, 1 stdout, 2 stderr, 3 status JSON with the exit code, 4 resize JSON ``{"Width",
 "Height"}``, 255 close stdin), so the CLI and a later Kubernetes backend speak one protocol.
-Port-forward carries one TCP connection per websocket: binary messages are its bytes.
+Port-forward carries one TCP connection per websocket: binary messages are its bytes. Opened with
+``?connect=deferred`` it is a spare held ready: the connection to the task's port is made (and the session
+starts) only when the client sends the text message ``connect`` (answered ``connected``), so a spare holds
+nothing in the task and one that ends unused leaves no record.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import logging
 import threading
 import time
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import HttpRequest
+from django.utils import timezone
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Throttled
 from rest_framework.request import Request
@@ -43,6 +48,8 @@ from workflows.sessions.service import (
     SessionSettings,
     SessionTarget,
     backend_by_name,
+    session_connected,
+    session_discard,
     session_finish,
     task_running,
     ticket_claim,
@@ -58,8 +65,10 @@ CLOSE_TASK_ENDED = 4409  # the task is no longer RUNNING
 CLOSE_IDLE = 4408  # no byte either way for OSMO_SESSION_IDLE_SECONDS
 CLOSE_MAX_LENGTH = 4410  # open for OSMO_SESSION_MAX_SECONDS
 CLOSE_BACKEND_ERROR = 4500  # the backend failed mid-session
+CLOSE_PORT_REFUSED = 4404  # a deferred port-forward: the task no longer listens on the port
 CLOSE_CODES = {CLOSE_NORMAL: "ended", CLOSE_TASK_ENDED: "task_ended", CLOSE_IDLE: "idle",
-               CLOSE_MAX_LENGTH: "max_length", CLOSE_BACKEND_ERROR: "error"}
+               CLOSE_MAX_LENGTH: "max_length", CLOSE_BACKEND_ERROR: "error", CLOSE_PORT_REFUSED: "port_refused"}
+CONNECT, CONNECTED = "connect", "connected"  # a deferred port-forward's control messages (text)
 WATCH_SECONDS = 1.0
 TASK_CHECK_SECONDS = 3.0
 
@@ -112,9 +121,9 @@ def websocket_user(scope: dict[str, Any]) -> Any:
     raise NotAuthenticatedError()
 
 
-def _claim(scope: dict[str, Any], ticket: str, kind: str) -> SessionTarget:
+def _claim(scope: dict[str, Any], ticket: str, kind: str, *, deferred: bool = False) -> SessionTarget:
     user = websocket_user(scope)
-    target = ticket_claim(ticket, user)
+    target = ticket_claim(ticket, user, deferred=deferred)
     if target.kind != kind:
         session_finish(target.session_pk, reason=f"opened as {kind}")
         from workflows.errors import SessionTicketInvalidError
@@ -191,6 +200,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
     def touch(self) -> None:
         self.last_activity = time.monotonic()
 
+    def carried(self) -> bool:
+        """Whether the session took place (False only for a deferred port-forward never connected)."""
+        return True
+
     async def watch(self) -> None:
         assert self.target is not None
         last_check = time.monotonic()
@@ -219,6 +232,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 task.cancel()
         with contextlib.suppress(Exception):
             await self.stop()
+        if not self.carried():  # a spare never used: no session took place
+            with contextlib.suppress(Exception):
+                await database_sync_to_async(session_discard)(self.target.session_pk)
+            if close_code is not None:
+                with contextlib.suppress(Exception):
+                    await self.close(code=close_code, reason=reason[:120])
+            return
         seconds = time.monotonic() - getattr(self, "started", time.monotonic())
         try:
             await database_sync_to_async(session_finish)(self.target.session_pk, reason=reason, bytes_in=self.bytes_in,
@@ -310,20 +330,60 @@ class ExecConsumer(SessionConsumer):
 
 
 class PortForwardConsumer(SessionConsumer):
-    """``osmo workflow port-forward``: one TCP connection to the task's port, its bytes as binary messages."""
+    """``osmo workflow port-forward``: one TCP connection to the task's port, its bytes as binary messages.
+    With ``?connect=deferred`` the connection is made on the client's ``connect`` message (module doc)."""
 
     kind = "port-forward"
 
+    def claim(self) -> SessionTarget:
+        query = parse_qs((self.scope.get("query_string") or b"").decode("latin1"))
+        self.deferred = query.get("connect") == ["deferred"]
+        self.connected = asyncio.Event()
+        return _claim(self.scope, self.scope["url_route"]["kwargs"].get("ticket", ""), self.kind,
+                      deferred=self.deferred)
+
     async def start(self) -> None:
+        assert self.target is not None
+        self.backend: Any = await database_sync_to_async(backend_by_name)(self.target.backend_name,
+                                                                          self.target.backend)
+        self.recorded: asyncio.Task[None] | None = None
+        if not self.deferred:
+            await self.open_port()
+            self.connected.set()
+
+    async def open_port(self) -> None:
         assert self.target is not None and self.target.port is not None
         target = self.target
-        backend: Any = await database_sync_to_async(backend_by_name)(target.backend_name, target.backend)
-        sock = await asyncio.to_thread(backend.port_connect, namespace=target.namespace, pod_name=target.pod_name,
-                                       port=target.port)
+        sock = await asyncio.to_thread(self.backend.port_connect, namespace=target.namespace,
+                                       pod_name=target.pod_name, port=target.port)
         sock.setblocking(False)
         self.reader, self.writer = await asyncio.open_connection(sock=sock)
 
+    def carried(self) -> bool:
+        return self.connected.is_set()
+
+    async def connect_deferred(self) -> bool:
+        """A spare's connection to the task's port (every check of ``port_connect`` made now), then the
+        session starts; False when the session ended instead."""
+        assert self.target is not None
+        try:
+            await self.open_port()
+        except DispatchPermanentError as exc:
+            await self.finish(f"refused: {exc}", close_code=CLOSE_PORT_REFUSED)
+            return False
+        except Exception as exc:  # the backend failed (unreachable, a transient error)
+            await self.finish(f"refused: {exc}", close_code=CLOSE_BACKEND_ERROR)
+            return False
+        self.started = self.last_activity = time.monotonic()
+        self.connected.set()
+        await self.send(text_data=CONNECTED)
+        # the start's record after the answer, not before it (:meth:`finish` waits for it)
+        self.recorded = asyncio.create_task(database_sync_to_async(session_connected)(self.target.session_pk,
+                                                                                      now=timezone.now()))
+        return True
+
     async def pump(self) -> None:
+        await self.connected.wait()
         while True:
             try:
                 data = await self.reader.read(65536)
@@ -337,7 +397,12 @@ class PortForwardConsumer(SessionConsumer):
         await self.finish("the task closed the connection", close_code=CLOSE_NORMAL, end="closed")
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not bytes_data or self.finished:
+        if self.finished:
+            return
+        if not self.connected.is_set():  # a spare: ``connect`` (or its first bytes) makes its connection
+            if (text_data != CONNECT and not bytes_data) or not await self.connect_deferred():
+                return
+        if not bytes_data:
             return
         self.bytes_in += len(bytes_data)
         self.touch()
@@ -351,6 +416,9 @@ class PortForwardConsumer(SessionConsumer):
         writer = getattr(self, "writer", None)
         if writer is not None:
             writer.close()
+        recorded = getattr(self, "recorded", None)
+        if recorded is not None:
+            await recorded
 
 
 class _Datagrams(asyncio.DatagramProtocol):

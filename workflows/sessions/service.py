@@ -210,16 +210,20 @@ def browser_port_open(*, workflow: Workflow, user: User, task_name: str, port: i
     return ticket_claim(ticket, user)
 
 
-def ticket_claim(ticket: str, user: Any, *, now: datetime | None = None) -> SessionTarget:
+def ticket_claim(ticket: str, user: Any, *, now: datetime | None = None, deferred: bool = False) -> SessionTarget:
     """The session the ticket opens, marked started (a ticket opens one websocket, once); raises
     :class:`SessionTicketInvalidError` for a ticket unknown, used, expired or given to another user,
-    and the session's refusals when its task stopped running meanwhile."""
+    and the session's refusals when its task stopped running meanwhile. ``deferred`` (a port-forward held
+    ready before its connection): the ticket is spent (its expiry set to now) but the session is not
+    started: :func:`session_connected` starts it when it carries a connection, :func:`session_discard`
+    drops it when it never did."""
     now = now or timezone.now()
     if not ticket or len(ticket) > 200 or user is None or not getattr(user, "is_authenticated", False):
         raise SessionTicketInvalidError()
     digest = ticket_digest(ticket)
     claimed = TaskSession.objects.filter(ticket_digest=digest, user_id=user.pk, started_at__isnull=True,
-                                         ticket_expires_at__gt=now).update(started_at=now)
+                                         ticket_expires_at__gt=now).update(
+        **({"ticket_expires_at": now} if deferred else {"started_at": now}))
     if claimed != 1:
         raise SessionTicketInvalidError()
     session = TaskSession.objects.select_related("workflow__pool", "task__node", "task__group", "user").get(
@@ -251,3 +255,14 @@ def session_finish(session_pk: int, *, reason: str, bytes_in: int = 0, bytes_out
         ended_at=now or timezone.now(), end_reason=reason[:200], bytes_in=F("bytes_in") + bytes_in,
         bytes_out=F("bytes_out") + bytes_out, exit_code=exit_code)
     return ended == 1
+
+
+def session_connected(session_pk: int, *, now: datetime | None = None) -> None:
+    """A deferred session (:func:`ticket_claim`) carries its connection from now: it starts."""
+    TaskSession.objects.filter(pk=session_pk, started_at__isnull=True).update(started_at=now or timezone.now())
+
+
+def session_discard(session_pk: int) -> None:
+    """A deferred session that ended without carrying a connection (a spare the CLI held ready and never
+    used): no session took place, so none is kept (nor shown in the events), as for a ticket never used."""
+    TaskSession.objects.filter(pk=session_pk, started_at__isnull=True).delete()
