@@ -144,6 +144,18 @@ def _version_param(request: Request) -> int | None:
     return int(raw)
 
 
+def _flag_param(request: Request, name: str) -> bool:
+    """A boolean query parameter (``true``/``false``, ``1``/``0``, ``yes``/``no``; absent: false); anything else,
+    or the parameter given twice, is a 400 naming it."""
+    given = request.query_params.getlist(name)
+    if not given:
+        return False
+    word = given[0].lower()
+    if len(given) > 1 or word not in ("1", "true", "yes", "0", "false", "no"):
+        raise ValidationFailedError([{"path": name, "message": "must be true or false"}])
+    return word in ("1", "true", "yes")
+
+
 def _order_param(request: Request) -> str:
     order = (request.query_params.get("order") or "desc").lower()
     if order not in ("asc", "desc"):
@@ -183,7 +195,7 @@ class AppListView(generics.ListAPIView):
                 raise ValidationFailedError([{"path": name, "message": BAD_TEXT_MESSAGE}])
         return services.app_list(viewer=self.request.user, name=params.get("name") or None,
                                  users=params.getlist("user") or None,
-                                 all_users=params.get("all_users", "").lower() in ("1", "true", "yes"),
+                                 all_users=_flag_param(self.request, "all_users"),
                                  order=_order_param(self.request))
 
     @extend_schema(operation_id="apps_list", parameters=[

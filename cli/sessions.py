@@ -3,8 +3,8 @@
 Each session is a REST call that does every check and answers a single-use ticket
 (``POST /api/workflows/{id}/tasks/{task}/sessions/``), then a websocket opened with that ticket and the
 same credentials as the API (docs/api.md, "Sessions into running tasks"). Exec speaks Kubernetes'
-``v5.channel.k8s.io`` frames; port-forward opens one websocket per accepted local connection, and keeps one
-spare session per forwarded port opened ahead (``?connect=deferred``: the service connects to the task's port
+``v5.channel.k8s.io`` frames; port-forward opens one websocket per accepted local connection, and keeps four
+spare sessions per forwarded port opened ahead (``?connect=deferred``: the service connects to the task's port
 only on the spare's ``connect`` message), so a new local connection skips both round trips.
 """
 
@@ -40,7 +40,8 @@ CLOSE_TASK_ENDED = 4409
 RECONNECT_CODES = {1001, 1006, 1011, 1012, 1013}  # going away, lost, server error, restart, try again later
 SHELL = ["/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/bash; else exec /bin/sh; fi"]
 PORTS_MAX = 1000
-SPARES_MAX = 16  # port-forward: spare sessions held ready, one per task port, for the first this many
+SPARES_MAX = 16  # port-forward: spare sessions are held ready for the first this many task ports,
+SPARES_PER_PORT = 4  # this many each, so a burst of connections (a page and its assets) finds them ready
 KEEP_ALIVE_POLL_SECONDS = 2.0
 PING_ENV = "OSMO_FORWARD_PING_SECONDS"  # a forward's websocket pings this often (the CLI's environment)
 DEFAULT_PING_SECONDS = 30.0  # --keep-alive: how often a task that is not running is looked at again
@@ -535,6 +536,31 @@ class Spare:
                     ws.close(timeout=1)
 
 
+class Spares:
+    """The spares of one task port (:data:`SPARES_PER_PORT` of them, each kept by its own :class:`Spare`):
+    a connection takes whichever is ready."""
+
+    def __init__(self, spares: list[Spare]) -> None:
+        self.spares = spares
+
+    def start(self) -> Spares:
+        for spare in self.spares:
+            spare.start()
+        return self
+
+    def stop(self) -> None:
+        for spare in self.spares:
+            spare.stop()
+
+    def take(self) -> websocket.WebSocket | None:
+        """A ready spare, now the caller's (None when none is ready)."""
+        for spare in self.spares:
+            ws = spare.take()
+            if ws is not None:
+                return ws
+        return None
+
+
 def _control_only(ws: websocket.WebSocket) -> bool:
     """Read what arrived on an unused spare: True for a ping or pong (answered), False when it ended."""
     try:
@@ -564,7 +590,7 @@ def _spare_connect(ws: websocket.WebSocket) -> bool:
 
 
 def _bridge(api: Api, workflow_id: str, task: str, remote: int, client: socket.socket, connect_timeout: float,
-            spare: Spare | None = None) -> None:
+            spare: Spares | None = None) -> None:
     """One local connection, carried over its own websocket until either side ends: the spare's when one
     is ready, else a session opened now."""
     ws = spare.take() if spare is not None else None
@@ -713,7 +739,7 @@ def workflow_port_forward(
             typer.echo(f"Forwarding {host}:{local}{suffix} -> {workflow_id}/{task}:{remote}{suffix}")
         typer.echo("Ctrl-C stops it.")
 
-        spares: dict[int, Spare] = {}
+        spares: dict[int, Spares] = {}
 
         def accept(listener: socket.socket, remote: int) -> None:
             while True:
@@ -729,9 +755,10 @@ def workflow_port_forward(
                 threading.Thread(target=_udp_forward, args=(api, workflow_id, task, remote, listener, connect_timeout),
                                  daemon=True).start()
             else:
-                if remote not in spares:  # one spare per task port (ranges of many ports: the first 16 get one)
+                if remote not in spares:  # spares per task port (ranges of many ports: the first 16 get them)
                     if len(spares) < SPARES_MAX:
-                        spares[remote] = Spare(api, workflow_id, task, remote, connect_timeout).start()
+                        spares[remote] = Spares([Spare(api, workflow_id, task, remote, connect_timeout)
+                                                 for _ in range(SPARES_PER_PORT)]).start()
                 threading.Thread(target=accept, args=(listener, remote), daemon=True).start()
         try:
             while True:

@@ -346,6 +346,10 @@ class NodeViewSet(NulSafeLookupMixin, mixins.ListModelMixin, viewsets.GenericVie
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List backends", responses={200: BackendOutputSerializer(many=True), **READ_ERRORS}),
+    retrieve=extend_schema(summary="One backend", responses={200: BackendOutputSerializer, **READ_ERRORS}),
+)
 class BackendViewSet(NulSafeLookupMixin, viewsets.ReadOnlyModelViewSet):
     """Backends, read-only (OSMO's ``osmo backend list``): managed in the admin and by ``manage.py backend_set``.
     A backend's pools are those the caller may see; its kubeconfig is never returned."""

@@ -219,6 +219,10 @@ def test_list_filters_mine_by_user_all_and_name(user_client, bob_client, pool):
     assert names(user_client) == ["bob-app", "alice-app"]
     item = user_client.get("/api/apps/?user=bob").json()["results"][0]
     assert (item["owner"], item["description"], item["latest_version"]) == ("bob", "Says hello", 1)
+    # and a flag that is no boolean, or given twice, is a 400 naming it (schemathesis sent ?all_users=null)
+    for query in ("?all_users=null", "?all_users=true&all_users=false"):
+        refused = user_client.get(f"/api/apps/{query}")
+        assert (refused.status_code, refused.json()["details"]["errors"][0]["path"]) == (400, "all_users")
 
 
 def test_a_deleted_version_is_not_submitted_and_an_oversized_spec_is_refused(user_client, pool):
