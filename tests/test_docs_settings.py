@@ -1,7 +1,8 @@
 """The settings the service reads from its environment are the ones docs/operations.md lists
 ("Settings (environment)" and the tables around it), and the other way round.
 
-Read: every variable of the typed groups (``osmo/config/groups.py``), a literal name passed to ``env.<type>("NAME", ...)``, ``os.environ.get("NAME")``,
+Read: every variable of the typed groups (``osmo/config/groups.py``), a literal name passed to
+``env.<type>("NAME", ...)``, ``os.environ.get("NAME")``,
 ``os.environ["NAME"]`` or ``os.getenv("NAME")``, or assigned to a ``..._ENV`` constant, in the service's
 and the CLI's code (not the tests, the benchmarks or the task runtime inside a pod, whose variables
 the service sets itself). Listed: every ``OSMO_*`` name in operations.md must be read somewhere
