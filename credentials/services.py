@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
@@ -17,6 +16,7 @@ from credentials.crypto import Keyring
 from credentials.kinds import Kind, endpoint_covers, kind_of, name_problems, values_problems
 from credentials.models import Credential
 from credentials.secrets import CredentialRef, SecretPayload, docker_config, image_registry, registry_host
+from osmo import config as osmo_config
 from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
 from osmo.types import User
 
@@ -29,8 +29,8 @@ def _keyring(keys: tuple[str, ...]) -> Keyring:
 
 
 def keyring() -> Keyring:
-    """The keyring of ``settings.OSMO_CREDENTIALS_KEYS`` (rebuilt when the setting changes)."""
-    return _keyring(tuple(settings.OSMO_CREDENTIALS_KEYS))
+    """The keyring of ``osmo_config.security().credentials_keys`` (rebuilt when the setting changes)."""
+    return _keyring(tuple(osmo_config.security().credentials_keys))
 
 
 class CredentialNotFoundError(NotFoundError):
@@ -104,7 +104,7 @@ def user_row_lock(user: User) -> None:
 
 def _room_for_one_more(owner: User) -> None:
     """Refuse a new credential past the owner's limit (counted under :func:`user_row_lock`)."""
-    limit = settings.OSMO_MAX_CREDENTIALS_PER_USER
+    limit = osmo_config.security().max_credentials_per_user
     if limit <= 0:
         return
     user_row_lock(owner)

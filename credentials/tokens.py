@@ -16,13 +16,13 @@ import secrets
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from credentials.kinds import name_problems
 from credentials.models import AccessToken, ApiKey
 from credentials.services import user_row_lock
+from osmo import config as osmo_config
 from osmo.errors import NameTakenError, NotFoundError, OsmoError, ValidationFailedError
 from osmo.types import User
 
@@ -71,7 +71,7 @@ def is_access_token(key: str) -> bool:
 def _expiry(expires_at: object, today: date) -> tuple[datetime | None, list[dict[str, str]]]:
     """The moment a token made ``today`` with this ``expires_at`` (``YYYY-MM-DD``, default 31 days on)
     stops working: the end of that day, UTC."""
-    longest = settings.OSMO_ACCESS_TOKEN_MAX_DAYS
+    longest = osmo_config.security().access_token_max_days
     if expires_at is ABSENT:
         day = today + timedelta(days=min(DEFAULT_DAYS, longest))
     elif not isinstance(expires_at, str):

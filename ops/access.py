@@ -19,6 +19,7 @@ from django.utils.module_loading import import_string
 
 from credentials.models import ApiKey
 from credentials.tokens import digest
+from osmo import config as osmo_config
 from osmo.api.throttling import AuthFailureThrottle
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def privileged(request: HttpRequest) -> bool:
     """True for the metrics token, or a staff user (API token or session). A database that cannot be
     read makes the staff checks false (the metrics token still works: it needs no database)."""
     key = _presented_key(request)
-    token = settings.OSMO_METRICS_TOKEN
+    token = osmo_config.observability().metrics_token
     if key is not None and token and constant_time_compare(key, token):
         return True
     try:

@@ -33,6 +33,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from ops.access import privileged
+from osmo import config as osmo_config
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +101,8 @@ def scheduler_status(*, now: datetime | None = None) -> dict:
     from workflows.models import TaskGroup
 
     now = now or timezone.now()
-    tick_max_age = settings.OSMO_READY_TICK_MAX_AGE_SECONDS
-    cycle_max_age = settings.OSMO_READY_CYCLE_MAX_AGE_SECONDS
+    tick_max_age = osmo_config.observability().ready_tick_max_age_seconds
+    cycle_max_age = osmo_config.observability().ready_cycle_max_age_seconds
     beats = heartbeats_read()
     tick_age = (now - beats.tick_at).total_seconds() if beats.tick_at else None
     tick = {

@@ -10,6 +10,7 @@ from celery.signals import task_postrun, task_prerun, worker_ready
 from kombu.transport import TRANSPORT_ALIASES
 
 from osmo import broker
+from osmo import config as osmo_config
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings.local")
 # The embedded default's broker (``osmofs://``): kombu's filesystem transport, message files atomic.
@@ -51,9 +52,8 @@ def _database_connections_check(sender: object = None, **kwargs: object) -> None
 def _tick_on_worker_start(sender: object, **kwargs: object) -> None:
     """A worker that starts sends one tick, which keeps itself going (``scheduler.jobs.tick_followup``):
     placement and pod sync progress even when the beat process is gone."""
-    from django.conf import settings
 
-    if settings.OSMO_TICK_WITHOUT_BEAT:
+    if osmo_config.scheduler().tick_without_beat:
         app.send_task("workflows.tick")
 
 
@@ -80,11 +80,10 @@ class TickWatchdog(bootsteps.StartStopStep):
         self.timer_entry: Any = None
 
     def start(self, worker: Any) -> None:
-        from django.conf import settings
 
-        if not settings.OSMO_TICK_WITHOUT_BEAT:
+        if not osmo_config.scheduler().tick_without_beat:
             return
-        every = float(settings.OSMO_PLACEMENT_TICK_SECONDS) * TICK_WATCH_INTERVALS
+        every = float(osmo_config.scheduler().placement_tick_seconds) * TICK_WATCH_INTERVALS
         self.timer_entry = worker.timer.call_repeatedly(every, _tick_watch_send, (every,), priority=10)
 
     def stop(self, worker: Any) -> None:

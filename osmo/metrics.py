@@ -32,8 +32,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from celery.signals import task_failure, task_postrun, task_prerun, task_retry
-from django.conf import settings
 from prometheus_client import Counter, Histogram, values
+
+from osmo import config as osmo_config
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def _process_identifier() -> str:
 
 
 def metrics_dir() -> str:
-    directory = str(settings.OSMO_METRICS_DIR)
+    directory = str(osmo_config.observability().metrics_dir)
     os.makedirs(directory, exist_ok=True)
     return directory
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -19,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from osmo import config as osmo_config
 from osmo.errors import OsmoError
 from osmo.types import signed_in
 from pages.forms import WorkflowFilterForm, WorkflowSubmitForm
@@ -51,7 +51,7 @@ LOG_DOWNLOAD_LINES = 10_000_000
 
 
 def _refresh_ms() -> int:
-    return int(getattr(settings, "OSMO_PAGE_REFRESH_MS", 4000))
+    return int(osmo_config.web().page_refresh_ms)
 
 
 def _fields(view_model: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from osmo import config as osmo_config
 from osmo.celery import TICK_WATCH as TICK_WATCH  # sent by every worker's own timer (osmo.celery.TickWatchdog)
 from osmo.celery import app
 
@@ -57,7 +58,7 @@ def placement_cycle_request(pool_id: int) -> None:
 
     def send() -> None:
         if placement_pending_mark(pool_id):
-            window = float(settings.OSMO_PLACEMENT_COALESCE_SECONDS) if settings.REDIS_URL else 0.0
+            window = float(osmo_config.scheduler().placement_coalesce_seconds) if settings.REDIS_URL else 0.0
             _send(PLACEMENT_CYCLE, countdown=window if window > 0 else None, pool_id=pool_id)
 
     transaction.on_commit(send, robust=True)
@@ -75,7 +76,7 @@ def tick_followup() -> None:
     cycle), send one more tick in ``OSMO_PLACEMENT_TICK_SECONDS`` unless one was sent less than 90 %
     of that interval ago. The claim is one conditional UPDATE of a database row, so the follow-ups of
     several workers, and beat's own ticks, never multiply: at most one chain runs beside beat."""
-    if not settings.OSMO_TICK_WITHOUT_BEAT:
+    if not osmo_config.scheduler().tick_without_beat:
         return
     from datetime import timedelta
 
@@ -83,7 +84,7 @@ def tick_followup() -> None:
 
     from scheduler.models import WorkerHeartbeat
 
-    interval = float(settings.OSMO_PLACEMENT_TICK_SECONDS)
+    interval = float(osmo_config.scheduler().placement_tick_seconds)
     now = timezone.now()
     claimed = WorkerHeartbeat.objects.filter(token=TICK_FOLLOWUP_TOKEN, at__lt=now - timedelta(seconds=interval * 0.9))
     if not claimed.update(at=now):
@@ -106,7 +107,7 @@ def groups_dispatch_request(group_ids: Iterable[int]) -> None:
     re-dispatches a placed gang whose pods are missing ``OSMO_REDISPATCH_AFTER_SECONDS`` after its
     placement."""
     ids = sorted(set(group_ids))
-    size = max(1, int(settings.OSMO_DISPATCH_BATCH_GANGS))
+    size = max(1, int(osmo_config.dispatch().batch_gangs))
     for start in range(0, len(ids), size):
         _on_commit(GROUPS_DISPATCH, group_ids=ids[start:start + size])
 
@@ -133,7 +134,7 @@ def pods_evict_request(pool_id: int, pod_names: Iterable[str]) -> None:
 def kubernetes_backend_sync_request(backend: str) -> None:
     """Sync one backend's Kubernetes pools in a task of its own (several backends: one slow cluster
     never delays another's sync). Expires after one sync period: a newer run asks again."""
-    expires = max(float(settings.OSMO_K8S_SYNC_SECONDS), 1.0)
+    expires = max(float(osmo_config.kubernetes().sync_seconds), 1.0)
     transaction.on_commit(lambda: _send_expiring(KUBERNETES_BACKEND_SYNC, expires, backend=backend), robust=True)
 
 

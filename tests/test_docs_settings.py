@@ -1,7 +1,8 @@
 """The settings the service reads from its environment are the ones docs/operations.md lists
 ("Settings (environment)" and the tables around it), and the other way round.
 
-Read: a literal name passed to ``env.<type>("NAME", ...)``, ``os.environ.get("NAME")``,
+Read: every variable of the typed groups (``osmo/config/groups.py``), a literal name passed to
+``env.<type>("NAME", ...)``, ``os.environ.get("NAME")``,
 ``os.environ["NAME"]`` or ``os.getenv("NAME")``, or assigned to a ``..._ENV`` constant, in the service's
 and the CLI's code (not the tests, the benchmarks or the task runtime inside a pod, whose variables
 the service sets itself). Listed: every ``OSMO_*`` name in operations.md must be read somewhere
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from osmo.config.groups import GROUPS, variables
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATIONS = ROOT / "docs" / "operations.md"
@@ -27,7 +30,7 @@ NOT_SETTINGS = {"TERM", "PYTEST_XDIST_WORKER", "XDG_CONFIG_HOME", "HOME", "OSMO_
 
 
 def names_read() -> dict[str, str]:
-    found: dict[str, str] = {}
+    found: dict[str, str] = {name: "osmo/config/groups.py" for name in variables()}
     for directory in CODE_DIRS:
         for path in sorted((ROOT / directory).rglob("*.py")):
             for match in READ.finditer(path.read_text(encoding="utf-8")):
@@ -53,3 +56,16 @@ def test_every_osmo_variable_operations_md_names_is_read():
     unread = sorted(name for name in named - {"OSMO_METRICS_DIR"}
                     if not re.search(rf"""["'$]{{?{name}\b""", code))
     assert unread == []
+
+
+def test_every_group_has_a_table_listing_its_variables():
+    """Each group of ``osmo.config`` has its own table in operations.md (a heading naming its accessor),
+    and that table names every variable of the group and says where each knob lives."""
+    documented = OPERATIONS.read_text(encoding="utf-8")
+    for group in GROUPS:
+        heading = re.search(rf"^### .*\(`osmo\.config\.{group}\(\)`\)$", documented, re.MULTILINE)
+        assert heading, group
+        table = documented[heading.end():].split("\n### ", 1)[0]
+        assert "| where it lives |" in table, group
+        unlisted = [name for name, (owner, _) in variables().items() if owner == group and f"`{name}`" not in table]
+        assert unlisted == [], group

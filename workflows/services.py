@@ -14,11 +14,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from osmo import config as osmo_config
 from osmo.bulk import bulk_insert
 from osmo.metrics import workflow_label_observe
 from osmo.process_cache import ProcessCache
@@ -203,7 +203,7 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
     A gang that fits capacity but not today's usage is queued, not refused (docs/design.md §11).
     "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
     ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow). ``key``: the pool's :func:`idle_index_key`."""
-    if not settings.OSMO_REFUSE_NEVER_FITS:
+    if not osmo_config.scheduler().refuse_never_fits:
         return
     never: list[dict[str, Any]] = []
     for group in spec.groups:
@@ -374,7 +374,7 @@ def _active_limit_check(user: User) -> None:
     not ended (before the spec is read: one count on an index). Submissions at once may all pass at
     the limit less one: it bounds a flood, it is no quota. The statuses are named, not the ended ones
     excluded: ended workflows are kept, and the index then reads only the ones that have not ended."""
-    limit = settings.OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER
+    limit = osmo_config.security().max_active_workflows_per_user
     if limit <= 0:
         return
     active = Workflow.objects.filter(submitted_by=user, status__in=sorted(WORKFLOW_ACTIVE_STATUSES))

@@ -14,6 +14,7 @@ import time
 from celery import Task, shared_task
 from django.db import OperationalError
 
+from osmo import config as osmo_config
 from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 
@@ -192,13 +193,11 @@ def tick_watch_task() -> None:
     """Sent by every worker's own timer every three tick intervals (``osmo.celery.TickWatchdog``): a
     tick when none completed for that long (beat is gone and the worker holding the follow-up tick
     was killed); the tick's follow-up starts the chain again. Otherwise nothing."""
-    from django.conf import settings
-
     from osmo.celery import TICK_WATCH_INTERVALS
     from scheduler.heartbeats import tick_age_seconds
 
     age = tick_age_seconds()
-    if age is None or age > float(settings.OSMO_PLACEMENT_TICK_SECONDS) * TICK_WATCH_INTERVALS:
+    if age is None or age > float(osmo_config.scheduler().placement_tick_seconds) * TICK_WATCH_INTERVALS:
         logger.info("tick.watch_resumed", extra={"tick_age_seconds": age})
         tick_task()
 
@@ -229,7 +228,6 @@ def kubernetes_backend_sync(backend: str) -> None:
     """Follow the Kubernetes pools of one backend, then record its health: ONLINE with its last contact
     when every pool's sync succeeded, OFFLINE with the error (a 403 names the verb and the resource the
     credentials lack) when one failed (docs/kubernetes.md §9)."""
-    from django.conf import settings
 
     from osmo.metrics import k8s_sync_failed, k8s_sync_observe
     from scheduler.choices import DispatchBackend
@@ -258,8 +256,8 @@ def kubernetes_backend_sync(backend: str) -> None:
             report = pool_follow_kubernetes(
                 pool=pool, core_v1=client.core,  # type: ignore[attr-defined]
                 managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
-                tolerated_taints=pool_tolerated_taints(pool, row, settings.OSMO_K8S_TOLERATED_TAINTS),
-                node_conditions=row.node_conditions, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE,
+                tolerated_taints=pool_tolerated_taints(pool, row, osmo_config.kubernetes().tolerated_taints),
+                node_conditions=row.node_conditions, page_size=osmo_config.kubernetes().sync_page_size,
             )
         except Exception as exc:  # the cluster unreachable or refusing: this pool waits for the next run
             logger.exception("pool.k8s_sync_failed", extra={"pool": pool.name, "backend": backend})

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django.conf import settings
-
+from osmo import config as osmo_config
 from workflows.spec.isolation import ProcessLimits
 from workflows.spec.template import TemplateLimits
 
@@ -11,7 +10,7 @@ from workflows.spec.template import TemplateLimits
 def template_limits() -> TemplateLimits:
     """The sandbox's defaults, rendering in a child process under the ``OSMO_TEMPLATE_*`` limits."""
     return TemplateLimits(process=ProcessLimits(
-        max_memory_bytes=int(settings.OSMO_TEMPLATE_MAX_MEMORY_MB) * 1024 * 1024,
-        max_cpu_seconds=int(settings.OSMO_TEMPLATE_MAX_CPU_SECONDS),
-        max_wall_seconds=float(settings.OSMO_TEMPLATE_MAX_WALL_SECONDS),
+        max_memory_bytes=int(osmo_config.security().template_max_memory_mb) * 1024 * 1024,
+        max_cpu_seconds=int(osmo_config.security().template_max_cpu_seconds),
+        max_wall_seconds=float(osmo_config.security().template_max_wall_seconds),
     ))

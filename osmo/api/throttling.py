@@ -22,12 +22,12 @@ import hashlib
 import logging
 import time
 
-from django.conf import settings
 from django.http import HttpRequest
 from redis.exceptions import RedisError
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
+from osmo import config as osmo_config
 from osmo.logs import OutageLog
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def client_ip(request: HttpRequest) -> str:
     """The client's address: ``REMOTE_ADDR``, or, behind ``OSMO_TRUSTED_PROXIES`` proxies, the address
     the outermost trusted proxy saw (taken from the right of ``X-Forwarded-For``, which a client
     can prefix with anything it likes). Shared by the throttles and the login lockout."""
-    proxies = settings.OSMO_TRUSTED_PROXIES
+    proxies = osmo_config.web().trusted_proxies
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
     if proxies and forwarded:
         hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]

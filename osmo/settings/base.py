@@ -15,6 +15,7 @@ from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from osmo import logs
+from osmo.config.groups import read_environment
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -25,6 +26,13 @@ env = environ.Env()
 # ------------------------------------------------------------------------------------------------
 DATA_DIR = Path(env.str("OSMO_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+# The service's own knobs (OSMO_*), read once, typed and checked by concern (osmo/config/groups.py, where each
+# one's type, default and meaning are; docs/operations.md): an invalid value stops start-up naming its
+# variable. Each is published flat under its Django name (settings.OSMO_..., mozilla-django-oidc's OIDC_...)
+# for tests to override; code reads them through osmo.config (osmo.config.scheduler().starvation_seconds).
+CONFIG = read_environment(env, DATA_DIR)
+globals().update(CONFIG.settings())
 
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default=env.str("SECRET_KEY", default=""))
 DEBUG = env.bool("DEBUG", default=False)
@@ -258,54 +266,6 @@ else:
 # ------------------------------------------------------------------------------------------------
 # Service
 # ------------------------------------------------------------------------------------------------
-# The periodic tick re-drives placement, pod status sync and stranded dispatches.
-OSMO_PLACEMENT_TICK_SECONDS = env.float("OSMO_PLACEMENT_TICK_SECONDS", default=2.0)
-# A requested placement cycle starts this long after the first request (with Redis), so the requests of
-# that window (a stream of submissions, a sync's releases) share one cycle (scheduler.jobs).
-OSMO_PLACEMENT_COALESCE_SECONDS = env.float("OSMO_PLACEMENT_COALESCE_SECONDS", default=0.2)
-# Workers keep the tick going themselves (one follow-up chain beside beat), so placement and pod sync
-# continue if the beat process dies; a worker sends a first tick when it starts.
-OSMO_TICK_WITHOUT_BEAT = env.bool("OSMO_TICK_WITHOUT_BEAT", default=True)
-# Refuse at submission (400 never_fits) a gang that cannot be placed even on the whole inventory as if
-# idle. Turn off for pools that grow (autoscaling), where such a gang may fit later.
-OSMO_REFUSE_NEVER_FITS = env.bool("OSMO_REFUSE_NEVER_FITS", default=True)
-# A gang that does not fit and has waited this long stops lower/equal-priority backfill behind it.
-OSMO_STARVATION_SECONDS = env.int("OSMO_STARVATION_SECONDS", default=600)
-# How many starving gangs hold machines at once (docs/design.md §6); 1: one at a time (EASY backfill).
-OSMO_STARVATION_MAX_HOLDS = env.int("OSMO_STARVATION_MAX_HOLDS", default=8)
-# Workflows one user may have that have not ended (0: no limit); a submission past it answers 429.
-OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER = env.int("OSMO_MAX_ACTIVE_WORKFLOWS_PER_USER", default=5000)
-# Credentials one user may keep (0: no limit); creating one past it answers 409 credential_limit.
-OSMO_MAX_CREDENTIALS_PER_USER = env.int("OSMO_MAX_CREDENTIALS_PER_USER", default=500)
-# How far ahead a personal access token may expire (days; `osmo token set --expires-at`).
-OSMO_ACCESS_TOKEN_MAX_DAYS = env.int("OSMO_ACCESS_TOKEN_MAX_DAYS", default=365)
-# Wall-clock ceiling of one solve in the placement cycle (docs/design.md §5): "undecided", retried.
-OSMO_SOLVE_MAX_SECONDS = env.float("OSMO_SOLVE_MAX_SECONDS", default=5.0)
-# The gangs a placement cycle placed are dispatched in messages of up to this many gangs each
-# (workflows.groups_dispatch); 1 sends one message per gang.
-OSMO_DISPATCH_BATCH_GANGS = env.int("OSMO_DISPATCH_BATCH_GANGS", default=16)
-# A placed gang whose pods were not created after this long is dispatched again...
-OSMO_REDISPATCH_AFTER_SECONDS = env.int("OSMO_REDISPATCH_AFTER_SECONDS", default=20)
-# ...and fails with FAILED_BACKEND_ERROR (capacity released) if its pods still do not exist after this.
-OSMO_DISPATCH_DEADLINE_SECONDS = env.int("OSMO_DISPATCH_DEADLINE_SECONDS", default=600)
-# Kubernetes: how long a finished pod is kept (for `kubectl logs` / `describe`) before the pod sync
-# deletes it, separately for pods that succeeded and pods that failed (docs/kubernetes.md).
-OSMO_POD_RETENTION_SUCCEEDED_SECONDS = env.int("OSMO_POD_RETENTION_SUCCEEDED_SECONDS", default=3600)
-OSMO_POD_RETENTION_FAILED_SECONDS = env.int("OSMO_POD_RETENTION_FAILED_SECONDS", default=86400)
-# Preemption (docs/design.md §9): HIGH/NORMAL gangs within quota evict whole LOW gangs to fit.
-OSMO_PREEMPTION_ENABLED = env.bool("OSMO_PREEMPTION_ENABLED", default=True)
-OSMO_PREEMPTION_GRACE_SECONDS = env.int("OSMO_PREEMPTION_GRACE_SECONDS", default=30)
-OSMO_PREEMPTION_MAX_SOLVES = env.int("OSMO_PREEMPTION_MAX_SOLVES", default=64)
-OSMO_PREEMPTION_MAX_SECONDS = env.float("OSMO_PREEMPTION_MAX_SECONDS", default=5.0)
-# Spec templates render in a child process with these operating-system limits (docs/spec.md,
-# "Templates"): address space, CPU seconds and wall-clock seconds; past one, the submission is refused
-# with 400 naming it. Legitimate templates render in milliseconds: 2 s of CPU is what a hostile one
-# may take from a rendering child before its refusal.
-OSMO_TEMPLATE_MAX_MEMORY_MB = env.int("OSMO_TEMPLATE_MAX_MEMORY_MB", default=256)
-OSMO_TEMPLATE_MAX_CPU_SECONDS = env.int("OSMO_TEMPLATE_MAX_CPU_SECONDS", default=2)
-OSMO_TEMPLATE_MAX_WALL_SECONDS = env.float("OSMO_TEMPLATE_MAX_WALL_SECONDS", default=10.0)
-# A placement cycle stops trying further groups after this long, commits, and requests another cycle.
-OSMO_CYCLE_BUDGET_SECONDS = env.float("OSMO_CYCLE_BUDGET_SECONDS", default=20.0)
 
 # File parts of a multipart request count against DATA_UPLOAD_MAX_MEMORY_SIZE too (osmo/uploads.py).
 FILE_UPLOAD_HANDLERS = [
@@ -313,48 +273,13 @@ FILE_UPLOAD_HANDLERS = [
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
-# The task runtime (docs/runtime.md). The artifact store carries `task` inputs between tasks: a URL per
-# pool (OSMO_ARTIFACT_STORES="pool-a=s3://bucket/osmo,pool-b=file:///data/artifacts"), else the default.
-OSMO_ARTIFACT_STORE = env.str("OSMO_ARTIFACT_STORE", default=(DATA_DIR / "artifacts").as_uri())
-OSMO_ARTIFACT_STORES = env.dict("OSMO_ARTIFACT_STORES", default={})
-# The folders (and everything below them) a task of the local backend may name as a file:// output,
-# checkpoint or artifact store: bound writable into its sandbox (docs/runtime.md). The file:// artifact
-# stores above are added to them.
-OSMO_LOCAL_WRITABLE = env.list("OSMO_LOCAL_WRITABLE", default=["/tmp", "/var/tmp"])
-# The local backend's sandbox (docs/runtime.md, "What a task can and cannot do"): "workflow" gives each
-# workflow a network namespace of its own (pasta, Debian package passt: the outside and the service's
-# port, not the host's loopback); "host" shares the host's network with every task (no isolation).
-OSMO_LOCAL_NETWORK = env.str("OSMO_LOCAL_NETWORK", default="workflow")
-# The most processes (and threads) one local task may run at once; past it the task is ended.
-OSMO_LOCAL_MAX_PROCESSES = env.int("OSMO_LOCAL_MAX_PROCESSES", default=1024)
-# Where a task's runtime reaches the service (the barrier): the address the tasks can connect to.
-OSMO_RUNTIME_SERVICE_URL = env.str("OSMO_RUNTIME_SERVICE_URL", default="http://127.0.0.1:8000")
-# Tasks call the service at that address (the barrier, their `osmo` command), with its host name in
+# Tasks call the service at OSMO_RUNTIME_SERVICE_URL (the barrier, their `osmo` command), with its host name in
 # `Host`: on Kubernetes the web Service's in-cluster name, which is not the ingress's ALLOWED_HOSTS.
-_runtime_host = urlsplit(OSMO_RUNTIME_SERVICE_URL).hostname or ""
+_runtime_host = urlsplit(CONFIG.runtime.service_url).hostname or ""
 _runtime_host = f"[{_runtime_host}]" if ":" in _runtime_host else _runtime_host
 if _runtime_host and _runtime_host not in ALLOWED_HOSTS and "*" not in ALLOWED_HOSTS:
     ALLOWED_HOSTS.append(_runtime_host)
-# Whether a task run by the runtime gets the `osmo` command logged in as its submitter (OSMO_URL and
-# OSMO_TOKEN in its environment; the token works while the task runs, for workflows and pools only).
-OSMO_TASK_API_ACCESS = env.bool("OSMO_TASK_API_ACCESS", default=True)
-# Sessions into running tasks (osmo workflow exec / port-forward; docs/operations.md, "Sessions"): a session
-# with no byte either way for OSMO_SESSION_IDLE_SECONDS, or open for OSMO_SESSION_MAX_SECONDS, is closed;
-# a ticket (POST .../sessions/) opens its websocket within OSMO_SESSION_TICKET_SECONDS, once. Only the
-# workflow's owner opens sessions; OSMO_SESSION_STAFF=1 lets staff into any workflow's tasks too.
-OSMO_SESSION_IDLE_SECONDS = env.int("OSMO_SESSION_IDLE_SECONDS", default=1800)
-OSMO_SESSION_MAX_SECONDS = env.int("OSMO_SESSION_MAX_SECONDS", default=43200)
-OSMO_SESSION_TICKET_SECONDS = env.int("OSMO_SESSION_TICKET_SECONDS", default=30)
-OSMO_SESSION_STAFF = env.bool("OSMO_SESSION_STAFF", default=False)
-# Kubernetes pools run tasks through the runtime when this image (the Dockerfile's `runtime` target) is set.
-OSMO_RUNTIME_IMAGE = env.str("OSMO_RUNTIME_IMAGE", default="")
-# A task whose group's barrier has not opened this long after its runtime started fails (OSMO code 3005).
-OSMO_TASK_START_TIMEOUT_SECONDS = env.float("OSMO_TASK_START_TIMEOUT_SECONDS", default=600.0)
 
-# The credential store's Fernet keys (docs/operations.md "Credentials"): comma-separated, the first
-# encrypts, every one decrypts (rotation: put the new key first, run `manage.py credentials_rotate`,
-# then drop the old one). Production requires it; the local and test settings derive one from SECRET_KEY.
-OSMO_CREDENTIALS_KEYS = env.list("OSMO_CREDENTIALS_KEYS", default=[])
 
 # Which queue each task name goes to: the one routing table (scheduler.jobs sends tasks by name).
 CELERY_TASK_ROUTES = {
@@ -370,44 +295,23 @@ CELERY_TASK_ROUTES = {
     "workflows.kubernetes_sync": {"queue": "default"},
     "workflows.kubernetes_backend_sync": {"queue": "default"},
 }
-# Every Kubernetes pool's nodes and other pods are read this often (docs/kubernetes.md); 0 turns it off.
-OSMO_K8S_SYNC_SECONDS = env.float("OSMO_K8S_SYNC_SECONDS", default=30.0)
-# Items per list request of that sync (nodes, pods): requests per sync = ceil(nodes/n) + ceil(pods/n).
-OSMO_K8S_SYNC_PAGE_SIZE = env.int("OSMO_K8S_SYNC_PAGE_SIZE", default=500)
-# NoSchedule/NoExecute taint keys that do not make a node unschedulable for that sync (the pods tolerate them).
-OSMO_K8S_TOLERATED_TAINTS = env.list("OSMO_K8S_TOLERATED_TAINTS", default=[])
-# A placed pod the cluster keeps refusing to schedule (PodScheduled=False, Unschedulable) this long sends its
-# gang back to the queue (docs/kubernetes.md §10), at most OSMO_K8S_UNSCHEDULABLE_REQUEUES times per gang;
-# the next refusal fails it (FAILED_BACKEND_ERROR, quoting the cluster).
-OSMO_K8S_UNSCHEDULABLE_SECONDS = env.float("OSMO_K8S_UNSCHEDULABLE_SECONDS", default=60.0)
-OSMO_K8S_UNSCHEDULABLE_REQUEUES = env.int("OSMO_K8S_UNSCHEDULABLE_REQUEUES", default=3)
 CELERY_BEAT_SCHEDULE = {
     "workflows-tick": {
         "task": "workflows.tick",
-        "schedule": OSMO_PLACEMENT_TICK_SECONDS,
-        "options": {"queue": "scheduler", "expires": OSMO_PLACEMENT_TICK_SECONDS * 1.5},
+        "schedule": CONFIG.scheduler.placement_tick_seconds,
+        "options": {"queue": "scheduler", "expires": CONFIG.scheduler.placement_tick_seconds * 1.5},
     },
 }
-if OSMO_K8S_SYNC_SECONDS > 0:
+if CONFIG.kubernetes.sync_seconds > 0:
     CELERY_BEAT_SCHEDULE["workflows-kubernetes-sync"] = {
         "task": "workflows.kubernetes_sync",
-        "schedule": OSMO_K8S_SYNC_SECONDS,
-        "options": {"queue": "default", "expires": OSMO_K8S_SYNC_SECONDS},
+        "schedule": CONFIG.kubernetes.sync_seconds,
+        "options": {"queue": "default", "expires": CONFIG.kubernetes.sync_seconds},
     }
 
 # ------------------------------------------------------------------------------------------------
 # Operations: probes, metrics, throttling and login lockout (docs/operations.md)
 # ------------------------------------------------------------------------------------------------
-# /readyz reports "not ready" when the last scheduler tick is older than this (beat, the broker or
-# every worker is gone), or when gangs have been queued longer than the cycle age and no placement
-# cycle completed on their pool within it.
-OSMO_READY_TICK_MAX_AGE_SECONDS = env.float("OSMO_READY_TICK_MAX_AGE_SECONDS", default=30.0)
-OSMO_READY_CYCLE_MAX_AGE_SECONDS = env.float("OSMO_READY_CYCLE_MAX_AGE_SECONDS", default=60.0)
-# Counters and histograms of worker processes (prometheus_client multiprocess mode): every process of
-# the service (web and workers) must see the same directory.
-OSMO_METRICS_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default=str(DATA_DIR / "metrics")))
-# When set, /metrics requires "Authorization: Bearer <token>".
-OSMO_METRICS_TOKEN = env.str("OSMO_METRICS_TOKEN", default="")
 # Workers import these at start: osmo.metrics connects the signal handlers that observe dispatches.
 CELERY_IMPORTS = ["osmo.metrics"]
 
@@ -418,13 +322,10 @@ CELERY_IMPORTS = ["osmo.metrics"]
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": "osmo-cache",
-                          "OPTIONS": {"socket_connect_timeout": env.float("OSMO_CACHE_TIMEOUT_SECONDS", default=1.0),
-                                      "socket_timeout": env.float("OSMO_CACHE_TIMEOUT_SECONDS", default=1.0)}}}
+                          "OPTIONS": {"socket_connect_timeout": CONFIG.web.cache_timeout_seconds,
+                                      "socket_timeout": CONFIG.web.cache_timeout_seconds}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-# Proxies in front of web whose X-Forwarded-For is trusted for the client address (0: use the peer
-# address; a client's own X-Forwarded-For must not let it dodge throttles and the lockout).
-OSMO_TRUSTED_PROXIES = env.int("OSMO_TRUSTED_PROXIES", default=0)
 REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
     "workflows.api.task_auth.TaskApiTokenAuthentication",  # a task's `osmo` command (docs/runtime.md)
     "osmo.api.authentication.ThrottledTokenAuthentication",
@@ -435,11 +336,11 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
     "osmo.api.throttling.UserRateThrottle",
 ]
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
-    "anon": env.str("OSMO_THROTTLE_ANON", default="120/min"),
-    "user": env.str("OSMO_THROTTLE_USER", default="12000/min"),
-    "auth_failure": env.str("OSMO_THROTTLE_AUTH_FAILURE", default="20/min"),
+    "anon": CONFIG.web.throttle_anon,
+    "user": CONFIG.web.throttle_user,
+    "auth_failure": CONFIG.web.throttle_auth_failure,
 }
-REST_FRAMEWORK["NUM_PROXIES"] = OSMO_TRUSTED_PROXIES
+REST_FRAMEWORK["NUM_PROXIES"] = CONFIG.web.trusted_proxies
 
 # Login lockout (django-axes) for the login page and the admin: after AXES_FAILURE_LIMIT wrong
 # passwords for one username from one address, that pair is refused (429) for AXES_COOLOFF_TIME;
@@ -455,8 +356,6 @@ AXES_CLIENT_IP_CALLABLE = "osmo.api.throttling.client_ip"
 
 # Logs: one line per record on stderr, as text (`plain`) or JSON objects (`json`); both carry the
 # records' extra fields (workflow, pool, group ids of the scheduler's lines).
-# How often the web pages fetch their live region (pages/views.py, docs/pages.md).
-OSMO_PAGE_REFRESH_MS = env.int("OSMO_PAGE_REFRESH_MS", default=4000)
 LOG_FORMAT = env.str("LOG_FORMAT", default="plain")
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
@@ -485,41 +384,10 @@ LOGGING = {
 # Single sign-on (OpenID Connect) and replicas: osmo/sso, osmo/beat.py, docs/deploy.md, docs/design.md §12.
 # Off while OSMO_OIDC_ISSUER is empty; local accounts and API tokens work either way.
 # ------------------------------------------------------------------------------------------------
-OSMO_OIDC_ISSUER = env.str("OSMO_OIDC_ISSUER", default="")
-OSMO_OIDC_PROVIDER_NAME = env.str("OSMO_OIDC_PROVIDER_NAME", default="single sign-on")
-# The confidential client of the browser flow (mozilla-django-oidc's OIDC_* settings).
-OIDC_RP_CLIENT_ID = env.str("OSMO_OIDC_CLIENT_ID", default="")
-OIDC_RP_CLIENT_SECRET = env.str("OSMO_OIDC_CLIENT_SECRET", default="")
-OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OSMO_OIDC_AUTHORIZATION_ENDPOINT", default="")
-OIDC_OP_TOKEN_ENDPOINT = env.str("OSMO_OIDC_TOKEN_ENDPOINT", default="")
-OIDC_OP_USER_ENDPOINT = env.str("OSMO_OIDC_USERINFO_ENDPOINT", default="")
-OIDC_OP_JWKS_ENDPOINT = env.str("OSMO_OIDC_JWKS_ENDPOINT", default="")
-OIDC_RP_SIGN_ALGO = env.str("OSMO_OIDC_SIGN_ALGO", default="RS256")
-OIDC_RP_SCOPES = env.str("OSMO_OIDC_SCOPES", default="openid profile email groups")
 OIDC_USE_PKCE = True
 OIDC_STORE_ID_TOKEN = True  # the id_token_hint of the logout at the provider
-OIDC_TIMEOUT = env.int("OSMO_OIDC_TIMEOUT_SECONDS", default=5)
-# A browser session signed in through the provider is renewed (silently, prompt=none) this often.
-OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OSMO_OIDC_RENEW_SECONDS", default=900)
 OIDC_OP_LOGOUT_URL_METHOD = "osmo.sso.views.provider_logout_url"
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
-# Optional: the provider's end-session endpoint (logout there too) and device authorization endpoint
-# with the public client of `osmo login --device`.
-OSMO_OIDC_END_SESSION_ENDPOINT = env.str("OSMO_OIDC_END_SESSION_ENDPOINT", default="")
-OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT = env.str("OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT", default="")
-OSMO_OIDC_CLI_CLIENT_ID = env.str("OSMO_OIDC_CLI_CLIENT_ID", default="")
-# The `aud` an API access token must carry (one of); empty: the browser and CLI client ids.
-OSMO_OIDC_AUDIENCE = env.list("OSMO_OIDC_AUDIENCE", default=[])
-OSMO_OIDC_USERNAME_CLAIM = env.str("OSMO_OIDC_USERNAME_CLAIM", default="preferred_username")
-# The claim listing the user's groups; groups map to existing teams by name, or through
-# OSMO_OIDC_GROUP_TEAMS ("provider-group=team,other-group=team2"). Members of OSMO_OIDC_STAFF_GROUP are staff.
-OSMO_OIDC_GROUPS_CLAIM = env.str("OSMO_OIDC_GROUPS_CLAIM", default="groups")
-OSMO_OIDC_GROUP_TEAMS: dict[str, str] = env.dict("OSMO_OIDC_GROUP_TEAMS", default={})
-OSMO_OIDC_STAFF_GROUP = env.str("OSMO_OIDC_STAFF_GROUP", default="")
-# The provider's JWKS is fetched again after this long; while the provider is down the last one
-# stays in use for up to OSMO_OIDC_JWKS_STALE_SECONDS, so already issued tokens keep working.
-OSMO_OIDC_JWKS_REFRESH_SECONDS = env.int("OSMO_OIDC_JWKS_REFRESH_SECONDS", default=300)
-OSMO_OIDC_JWKS_STALE_SECONDS = env.int("OSMO_OIDC_JWKS_STALE_SECONDS", default=86400)
 AUTHENTICATION_BACKENDS += ["osmo.sso.backend.OIDCBackend"]
 MIDDLEWARE.insert(MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
                   "osmo.sso.backend.OIDCSessionRefresh")

@@ -4,7 +4,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from credentials.crypto import BadKeyError, parse_keys
 from osmo.settings.base import *  # noqa: F403
-from osmo.settings.base import OSMO_CREDENTIALS_KEYS, SECRET_KEY, env
+from osmo.settings.base import CONFIG, SECRET_KEY, env
 
 if not SECRET_KEY:
     raise ImproperlyConfigured("Set DJANGO_SECRET_KEY (or SECRET_KEY): production refuses to start without one.")
@@ -17,11 +17,11 @@ if len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH or SECRET_KEY.startswith(SECRET_KEY_P
         f"DJANGO_SECRET_KEY is a placeholder or shorter than {SECRET_KEY_MIN_LENGTH} characters: production refuses "
         "to start with a key anyone can know. Generate one: python -c 'import secrets; "
         "print(secrets.token_urlsafe(50))'")
-if not OSMO_CREDENTIALS_KEYS:
+if not CONFIG.security.credentials_keys:
     raise ImproperlyConfigured("Set OSMO_CREDENTIALS_KEYS (one or more Fernet keys, comma-separated): production "
                                "refuses to start without the credential store's keys (docs/operations.md).")
 try:
-    parse_keys(OSMO_CREDENTIALS_KEYS)
+    parse_keys(list(CONFIG.security.credentials_keys))
 except BadKeyError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
 DEBUG = env.bool("DEBUG", default=False)

@@ -4,23 +4,23 @@ scheduler.services.access). Groups map to existing teams by name, or through
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractUser, Group
 from django.db import transaction
 
+from osmo import config as osmo_config
 from osmo.sso import config
 
 
 def missing_groups_notice() -> str:
-    claim = settings.OSMO_OIDC_GROUPS_CLAIM
+    claim = osmo_config.sso().groups_claim
     return (f"The identity provider sent no '{claim}' claim, so you are in no team: pools granted to teams "
             f"are closed to you. Ask your administrator to release the '{claim}' claim to this service.")
 
 
 def provider_groups(claims: dict) -> list[str] | None:
     """The group names of the claim (None: the claim is missing or not a list of names)."""
-    value = claims.get(settings.OSMO_OIDC_GROUPS_CLAIM)
+    value = claims.get(osmo_config.sso().groups_claim)
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return None
     return value
@@ -40,7 +40,7 @@ def user_sync(claims: dict) -> tuple[AbstractUser, str | None]:
     user_model = get_user_model()
     user, created = user_model.objects.get_or_create(username=username)
     groups = provider_groups(claims)
-    names = [settings.OSMO_OIDC_GROUP_TEAMS.get(name, name) for name in groups or []]
+    names = [osmo_config.sso().group_teams.get(name, name) for name in groups or []]
     if not created and user.has_usable_password():
         raise LocalAccountConflict(f"the username {username!r} belongs to a local account")
     changed = created
@@ -49,7 +49,7 @@ def user_sync(claims: dict) -> tuple[AbstractUser, str | None]:
     email = claims.get("email")
     if isinstance(email, str) and email != user.email:
         user.email, changed = email, True
-    staff_group = settings.OSMO_OIDC_STAFF_GROUP
+    staff_group = osmo_config.sso().staff_group
     if staff_group and user.is_staff != (staff_group in (groups or [])):
         user.is_staff, changed = not user.is_staff, True
     if changed:

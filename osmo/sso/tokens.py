@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 import jwt
-from django.conf import settings
 
+from osmo import config as osmo_config
 from osmo.sso import config
 from osmo.sso.shared_cache import cache_get, cache_set
 
@@ -36,13 +36,13 @@ class ProviderUnreachable(Exception):
 
 
 def _jwks_fetch() -> dict[str, Any]:
-    client = jwt.PyJWKClient(settings.OIDC_OP_JWKS_ENDPOINT, cache_jwk_set=False, cache_keys=False,
-                             timeout=settings.OIDC_TIMEOUT or 5)
+    client = jwt.PyJWKClient(osmo_config.sso().jwks_endpoint, cache_jwk_set=False, cache_keys=False,
+                             timeout=osmo_config.sso().timeout_seconds or 5)
     try:
         data: dict[str, Any] = client.fetch_data()
     except jwt.PyJWKClientError as error:
         raise ProviderUnreachable(f"the identity provider's JWKS could not be fetched: {error}") from error
-    cache_set(_CACHE_KEY, {"fetched": time.time(), "jwks": data}, timeout=settings.OSMO_OIDC_JWKS_STALE_SECONDS)
+    cache_set(_CACHE_KEY, {"fetched": time.time(), "jwks": data}, timeout=osmo_config.sso().jwks_stale_seconds)
     return data
 
 
@@ -51,7 +51,7 @@ def _jwks(*, kid: str | None) -> dict[str, Any]:
     if cached is not None:
         age = time.time() - cached["fetched"]
         known = any(key.get("kid") == kid for key in cached["jwks"].get("keys", []))
-        stale = age > settings.OSMO_OIDC_JWKS_REFRESH_SECONDS or (not known and age > JWKS_MIN_REFETCH_SECONDS)
+        stale = age > osmo_config.sso().jwks_refresh_seconds or (not known and age > JWKS_MIN_REFETCH_SECONDS)
         if not stale:
             return dict(cached["jwks"])
         try:
@@ -82,14 +82,14 @@ def access_token_claims(token: str) -> dict[str, Any]:
     key = _signing_key(header.get("kid"))
     try:
         claims: dict[str, Any] = jwt.decode(
-            token, key, algorithms=[algorithm], audience=config.audiences(), issuer=settings.OSMO_OIDC_ISSUER,
+            token, key, algorithms=[algorithm], audience=config.audiences(), issuer=osmo_config.sso().issuer,
             leeway=LEEWAY_SECONDS, options={"require": ["exp", "iat", "iss", "aud", "sub"]})
     except jwt.ExpiredSignatureError as error:
         raise TokenRefused("it has expired") from error
     except jwt.InvalidAudienceError as error:
         raise TokenRefused(f"it is for another audience (accepted: {', '.join(config.audiences())})") from error
     except jwt.InvalidIssuerError as error:
-        raise TokenRefused(f"it was issued by another issuer (accepted: {settings.OSMO_OIDC_ISSUER})") from error
+        raise TokenRefused(f"it was issued by another issuer (accepted: {osmo_config.sso().issuer})") from error
     except jwt.InvalidSignatureError as error:
         raise TokenRefused("its signature does not verify") from error
     except jwt.InvalidTokenError as error:

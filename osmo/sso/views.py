@@ -5,7 +5,6 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import requests
-from django.conf import settings
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
@@ -16,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from osmo import config as osmo_config
 from osmo.sso import config
 from osmo.sso.shared_cache import cache_get, cache_set
 
@@ -29,7 +29,7 @@ def provider_up() -> bool:
     if known is not None:
         return bool(known)
     try:
-        up = requests.get(settings.OIDC_OP_JWKS_ENDPOINT, timeout=3).status_code == 200
+        up = requests.get(osmo_config.sso().jwks_endpoint, timeout=3).status_code == 200
     except requests.RequestException:
         up = False
     cache_set(PROVIDER_STATUS_KEY, up, timeout=PROVIDER_STATUS_SECONDS)
@@ -39,8 +39,8 @@ def provider_up() -> bool:
 class _SSOState:
     def __init__(self, request: HttpRequest) -> None:
         self.enabled = config.enabled()
-        self.name = settings.OSMO_OIDC_PROVIDER_NAME
-        self.issuer = settings.OSMO_OIDC_ISSUER
+        self.name = osmo_config.sso().provider_name
+        self.issuer = osmo_config.sso().issuer
         self.failed = request.GET.get("sso") == "failed"
         # A session that signed in through the provider logs out there too.
         self.session = "oidc_id_token_expiration" in getattr(request, "session", {})
@@ -76,11 +76,11 @@ class SSODiscoveryView(APIView):
             return Response({"enabled": False})
         return Response({
             "enabled": True,
-            "issuer": settings.OSMO_OIDC_ISSUER,
-            "client_id": settings.OSMO_OIDC_CLI_CLIENT_ID or settings.OIDC_RP_CLIENT_ID,
-            "device_authorization_endpoint": settings.OSMO_OIDC_DEVICE_AUTHORIZATION_ENDPOINT,
-            "token_endpoint": settings.OIDC_OP_TOKEN_ENDPOINT,
-            "scope": settings.OIDC_RP_SCOPES,
+            "issuer": osmo_config.sso().issuer,
+            "client_id": osmo_config.sso().cli_client_id or osmo_config.sso().client_id,
+            "device_authorization_endpoint": osmo_config.sso().device_authorization_endpoint,
+            "token_endpoint": osmo_config.sso().token_endpoint,
+            "scope": osmo_config.sso().scopes,
         })
 
 
@@ -88,10 +88,10 @@ def provider_logout_url(request: HttpRequest) -> str:
     """Where the browser goes after logging out here: the provider's end-session endpoint (OpenID
     Connect RP-initiated logout) when it has one, back to the login page afterwards."""
     back = request.build_absolute_uri(reverse("login"))
-    if not settings.OSMO_OIDC_END_SESSION_ENDPOINT:
+    if not osmo_config.sso().end_session_endpoint:
         return back
-    params = {"post_logout_redirect_uri": back, "client_id": settings.OIDC_RP_CLIENT_ID}
+    params = {"post_logout_redirect_uri": back, "client_id": osmo_config.sso().client_id}
     id_token = request.session.get("oidc_id_token")
     if id_token:
         params["id_token_hint"] = id_token
-    return f"{settings.OSMO_OIDC_END_SESSION_ENDPOINT}?{urlencode(params)}"
+    return f"{osmo_config.sso().end_session_endpoint}?{urlencode(params)}"

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.http import Http404
 from django.urls import reverse
 
+from osmo import config as osmo_config
 from osmo.types import Viewer
 from pages.links import workflow_url
 from scheduler.choices import DispatchBackend
@@ -43,7 +43,7 @@ class TaskDetail:
 def task_user_may_open(workflow: Workflow, user: Viewer) -> bool:
     """The sessions' rule (``workflows.sessions.service.session_open``): the owner, and staff where
     OSMO_SESSION_STAFF allows it."""
-    return workflow.submitted_by_id == user.pk or bool(user.is_staff and settings.OSMO_SESSION_STAFF)
+    return workflow.submitted_by_id == user.pk or bool(user.is_staff and osmo_config.sessions().staff)
 
 
 def task_detail_build(workflow: Workflow, task_name: str, *, user: Viewer) -> TaskDetail:

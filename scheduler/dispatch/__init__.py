@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from osmo import config as osmo_config
 from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
@@ -80,7 +81,7 @@ def _local_service_folders() -> dict[str, object]:
 
     from osmo.secret_file import secret_key_path
 
-    sealed = [str(settings.OSMO_METRICS_DIR), str(settings.CELERY_BEAT_SCHEDULE_FILENAME),
+    sealed = [str(osmo_config.observability().metrics_dir), str(settings.CELERY_BEAT_SCHEDULE_FILENAME),
               str(secret_key_path(settings.DATA_DIR).parent)]
     if getattr(settings, "BROKER_DIR", None) is not None:
         sealed.append(str(settings.BROKER_DIR))
@@ -91,12 +92,13 @@ def _local_service_folders() -> dict[str, object]:
     home = Path.home()
     if home != Path(home.anchor):  # its keys and cloud credentials (~/.ssh, ~/.aws, ~/.kube)
         hidden.append(str(home))
-    stores = [settings.OSMO_ARTIFACT_STORE, *settings.OSMO_ARTIFACT_STORES.values()]
+    knobs = osmo_config.runtime()
+    stores = [knobs.artifact_store, *knobs.artifact_stores.values()]
     file_stores = [urlparse(url) for url in stores]
-    writable = [*settings.OSMO_LOCAL_WRITABLE, *(url.path for url in file_stores if url.scheme == "file" and url.path)]
+    writable = [*knobs.local_writable, *(url.path for url in file_stores if url.scheme == "file" and url.path)]
     return {"hidden": tuple(hidden), "sealed": tuple(sealed), "writable": tuple(writable),
-            "network": settings.OSMO_LOCAL_NETWORK, "service_url": settings.OSMO_RUNTIME_SERVICE_URL,
-            "max_processes": settings.OSMO_LOCAL_MAX_PROCESSES}
+            "network": knobs.local_network, "service_url": knobs.service_url,
+            "max_processes": knobs.local_max_processes}
 
 
 __all__ = ["PodBackend", "PodEvent", "PodLog", "DispatchPermanentError", "DispatchTransientError", "ListedPod",

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-
+from osmo import config as osmo_config
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import PodBackend, PodState
 from scheduler.dispatch.base import CAUSE_DISRUPTED, CAUSE_EVICTED, CAUSE_NODE_LOST, CAUSE_UNSCHEDULABLE
@@ -47,7 +46,7 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
     said = ClusterSaid()
     if pool.backend != DispatchBackend.KUBERNETES:
         return said
-    limit = timedelta(seconds=settings.OSMO_K8S_UNSCHEDULABLE_SECONDS)
+    limit = timedelta(seconds=osmo_config.kubernetes().unschedulable_seconds)
     missing: list[Any] = []
     nodes: set[str] = set()
     for row in rows:
@@ -81,8 +80,8 @@ def cluster_read(pool: Pool, backend: PodBackend, rows: Sequence[Any], states: M
         node_states = nodes_follow_kubernetes(
             pool=pool, core_v1=backend.core, names=nodes,  # type: ignore[attr-defined]  # the Kubernetes backend's
             managed_by_label=LABEL_MANAGED_BY, managed_by=MANAGED_BY,
-            tolerated_taints=pool_tolerated_taints(pool, owner, settings.OSMO_K8S_TOLERATED_TAINTS),
-            node_conditions=owner.node_conditions, page_size=settings.OSMO_K8S_SYNC_PAGE_SIZE)
+            tolerated_taints=pool_tolerated_taints(pool, owner, osmo_config.kubernetes().tolerated_taints),
+            node_conditions=owner.node_conditions, page_size=osmo_config.kubernetes().sync_page_size)
     except Exception as exc:  # the API refusing or unreachable: refused/lost pods still act, missing ones wait
         logger.warning("pool.nodes_follow_failed", extra={"pool": pool.name, "nodes": sorted(nodes),
                                                           "reason": str(exc)})

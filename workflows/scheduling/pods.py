@@ -22,11 +22,11 @@ import logging
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from osmo import config as osmo_config
 from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodState, backend_for
@@ -83,7 +83,7 @@ def pods_evict(*, pool_id: int, pod_names: list[str]) -> None:
     backend = backend_of_pool(pool) or backend_for(pool.backend)
     for name in pod_names:
         backend.delete_pod(namespace=pool.pod_namespace, pod_name=name,
-                           grace_seconds=settings.OSMO_PREEMPTION_GRACE_SECONDS)
+                           grace_seconds=osmo_config.scheduler().preemption_grace_seconds)
     logger.info("pods.evicted", extra={"pool": pool.name, "pods": len(pod_names)})
 
 
@@ -133,7 +133,7 @@ def pods_sync(*, pool_id: int, now: datetime | None = None) -> dict[str, int]:
             task.workflow = task.group.workflow = workflows[task.workflow_id]
         changes: list[TaskChange] = []
         cluster = tasks_cluster_settle(tasks, refused=said.refused, lost=said.lost, max_retries=pool.max_retries,
-                                       max_requeues=settings.OSMO_K8S_UNSCHEDULABLE_REQUEUES)
+                                       max_requeues=osmo_config.kubernetes().unschedulable_requeues)
         exits = tasks_exit_settle([task for task in tasks if task.pk not in said.tasks],
                                   {task.pk: states[task.pod_name] for task in tasks if task.pod_name in states},
                                   max_retries=pool.max_retries)
@@ -279,8 +279,8 @@ def pods_reconcile(pool: Pool, *, now: datetime, listed: list[ListedPod] | None 
             workflow__pool=pool, pod_name__in=[pod.name for pod in listed]
         ).values_list("pod_name", "status", "node__name", "finished_at", "workflow__global_id", "group__name")
     }
-    keep = {"Succeeded": timedelta(seconds=settings.OSMO_POD_RETENTION_SUCCEEDED_SECONDS),
-            "Failed": timedelta(seconds=settings.OSMO_POD_RETENTION_FAILED_SECONDS)}
+    keep = {"Succeeded": timedelta(seconds=osmo_config.kubernetes().pod_retention_succeeded_seconds),
+            "Failed": timedelta(seconds=osmo_config.kubernetes().pod_retention_failed_seconds)}
     doomed: list[tuple[str, str]] = []
     expired: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     listed_per_gang: Counter[tuple[str, str]] = Counter()
@@ -346,8 +346,8 @@ def tick() -> dict[str, list[int]]:
     active_pools = set(Task.objects.filter(status__in=ACTIVE).values_list("workflow__pool_id", flat=True).distinct())
     # Pools with real pods are reconciled every tick, active or not: a pod may outlive its task.
     active_pools |= set(Pool.objects.exclude(backend=DispatchBackend.SIMULATED).values_list("pk", flat=True))
-    grace = now - timedelta(seconds=settings.OSMO_REDISPATCH_AFTER_SECONDS)
-    deadline = now - timedelta(seconds=settings.OSMO_DISPATCH_DEADLINE_SECONDS)
+    grace = now - timedelta(seconds=osmo_config.dispatch().redispatch_after_seconds)
+    deadline = now - timedelta(seconds=osmo_config.dispatch().deadline_seconds)
     stranded = list(
         TaskGroup.objects.filter(
             status=TaskStatus.INITIALIZING,
@@ -370,7 +370,7 @@ def tick() -> dict[str, list[int]]:
                         if pk not in expired and (requested_at is None or requested_at < grace))
     TaskGroup.objects.filter(pk__in=redispatch).update(dispatch_requested_at=now)
     for group_id in expired:
-        message = f"pods could not be created within {settings.OSMO_DISPATCH_DEADLINE_SECONDS}s of placement"
+        message = f"pods could not be created within {osmo_config.dispatch().deadline_seconds}s of placement"
         if last_error[group_id]:
             message += f"; the backend's last error: {last_error[group_id]}"
         group_backend_failure(group_id, message)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from osmo import config as osmo_config
 from osmo.errors import ValidationFailedError
 from osmo.types import User
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, backend_for
@@ -60,9 +60,9 @@ class SessionSettings:
 
     @classmethod
     def load(cls) -> SessionSettings:
-        return cls(idle_seconds=int(settings.OSMO_SESSION_IDLE_SECONDS),
-                   max_seconds=int(settings.OSMO_SESSION_MAX_SECONDS),
-                   ticket_seconds=int(settings.OSMO_SESSION_TICKET_SECONDS), staff=bool(settings.OSMO_SESSION_STAFF))
+        return cls(idle_seconds=int(osmo_config.sessions().idle_seconds),
+                   max_seconds=int(osmo_config.sessions().max_seconds),
+                   ticket_seconds=int(osmo_config.sessions().ticket_seconds), staff=bool(osmo_config.sessions().staff))
 
 
 @dataclass(frozen=True, slots=True)

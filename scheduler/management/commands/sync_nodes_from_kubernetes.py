@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from osmo import config as osmo_config
 from scheduler.models import Backend, Pool
 from scheduler.services import kubernetes_nodes_list, pool_sync_from_kubernetes
 from scheduler.services.backends import backend_of_pool, pool_tolerated_taints
@@ -59,7 +59,7 @@ class Command(BaseCommand):
             Pool.objects.filter(pk=pool.pk).update(k8s_tolerated_taints=kept)
             pool.k8s_tolerated_taints = kept
         backend = Backend.objects.filter(name=pool.backend_name).first()
-        tolerated = pool_tolerated_taints(pool, backend, [*settings.OSMO_K8S_TOLERATED_TAINTS,
+        tolerated = pool_tolerated_taints(pool, backend, [*osmo_config.kubernetes().tolerated_taints,
                                                           *options["tolerate_taint"]])
         try:
             items, requests = kubernetes_nodes_list(

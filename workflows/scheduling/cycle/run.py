@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from osmo import config as osmo_config
 from scheduler import jobs
 from scheduler.choices import PoolStatus
 from scheduler.fairshare.usage import team_usage_by_id
@@ -149,13 +149,13 @@ def cycle_input_read(start: CycleStart, carried: Carried | None = None,
     queue = queue_read(pool, start.now, usage=frozen)
     if cursor and queue and len(cursor) != len(queue[0].order):
         cursor = None  # fair share turned on or off since: the key's shape changed (walk from the start)
+    knobs = osmo_config.scheduler()
     cycle = CycleInput(
         pool_id=pool.pk, pool_name=pool.name, keys_version=pool.keys_version, key_labels=tuple(key_labels),
         now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
         queue=tuple(queue), cursor=cursor, usage=frozen, proofs=carried.proofs,
-        starvation=timedelta(seconds=settings.OSMO_STARVATION_SECONDS),
-        max_holds=settings.OSMO_STARVATION_MAX_HOLDS,
-        budget_seconds=settings.OSMO_CYCLE_BUDGET_SECONDS, preemption=settings.OSMO_PREEMPTION_ENABLED,
+        starvation=timedelta(seconds=knobs.starvation_seconds), max_holds=knobs.starvation_max_holds,
+        budget_seconds=knobs.cycle_budget_seconds, preemption=knobs.preemption_enabled,
         min_runtime=float(pool.min_runtime),
         blocked_since=carried.blocked_since,
     )
@@ -205,7 +205,7 @@ def placement_cycle_run(
             result.idle = True
         else:
             cycle, source, quotas = cycle_input_read(start, carried)
-            decision = Walk(cycle, source, policy or Policy(max_seconds=settings.OSMO_SOLVE_MAX_SECONDS),
+            decision = Walk(cycle, source, policy or Policy(max_seconds=osmo_config.scheduler().solve_max_seconds),
                             quotas=quotas).decide()
             locked = cycle_apply(result, start, decision)
             after = CycleState.after(cycle, decision, gone=set(result.placed) | {g.pk for g in decision.failed})

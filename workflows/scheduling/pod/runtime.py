@@ -29,6 +29,7 @@ import yaml
 from django.conf import settings
 from django.core import signing
 
+from osmo import config as osmo_config
 from runtime import BarrierSpec, TaskPlan, plan_from_osmo_task
 from scheduler.choices import DispatchBackend
 
@@ -41,13 +42,13 @@ def runtime_backend(backend: str) -> bool:
     """Whether tasks of a pool with this backend run through the runtime (and get a plan)."""
     if backend == DispatchBackend.LOCAL:
         return True
-    return backend == DispatchBackend.KUBERNETES and bool(settings.OSMO_RUNTIME_IMAGE)
+    return backend == DispatchBackend.KUBERNETES and bool(osmo_config.kubernetes().runtime_image)
 
 
 def artifact_store(pool_name: str) -> str:
     """The pool's artifact store URL (``OSMO_ARTIFACT_STORES``, else ``OSMO_ARTIFACT_STORE``)."""
-    stores: Mapping[str, str] = settings.OSMO_ARTIFACT_STORES
-    return str(stores.get(pool_name) or settings.OSMO_ARTIFACT_STORE).rstrip("/")
+    stores: Mapping[str, str] = osmo_config.runtime().artifact_stores
+    return str(stores.get(pool_name) or osmo_config.runtime().artifact_store).rstrip("/")
 
 
 def local_service_paths() -> tuple[str, ...]:
@@ -83,9 +84,9 @@ def task_token_read(token: str, *, salt: str = TOKEN_SALT) -> tuple[int, str] | 
 def task_api_env(task_id: int, pod_name: str, pool_name: str) -> dict[str, str]:
     """What the task's ``osmo`` command logs in with: the service's address and the task's API token,
     and the task's pool as its default pool (none with ``OSMO_TASK_API_ACCESS`` off)."""
-    if not settings.OSMO_TASK_API_ACCESS:
+    if not osmo_config.runtime().task_api_access:
         return {}
-    return {"OSMO_URL": settings.OSMO_RUNTIME_SERVICE_URL.rstrip("/"),
+    return {"OSMO_URL": osmo_config.runtime().service_url.rstrip("/"),
             "OSMO_TOKEN": task_token(task_id, pod_name, salt=API_TOKEN_SALT), "OSMO_POOL": pool_name}
 
 
@@ -167,11 +168,11 @@ def task_plan(*, pool_name: str, backend: str, workflow_id: str, task_id: int, t
                     for name, upstream_workflow in (upstream_tasks or {}).items()}
     spec = None
     if barrier:
-        spec = BarrierSpec(url=settings.OSMO_RUNTIME_SERVICE_URL.rstrip("/") + BARRIER_PATH,
+        spec = BarrierSpec(url=osmo_config.runtime().service_url.rstrip("/") + BARRIER_PATH,
                            token=task_token(task_id, pod_name), group_size=group_size)
     return plan_from_osmo_task(fields, workflow_id=workflow_id, artifact_url_for=artifact_for,
                                artifact_url=task_artifact_url(pool_name, global_id or workflow_id, task_name),
-                               barrier=spec, start_timeout_s=settings.OSMO_TASK_START_TIMEOUT_SECONDS,
+                               barrier=spec, start_timeout_s=osmo_config.runtime().task_start_timeout_seconds,
                                artifact_store=artifact_store(pool_name))
 
 

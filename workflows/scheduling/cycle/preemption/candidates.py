@@ -56,8 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from django.conf import settings
-
+from osmo import config as osmo_config
 from scheduler.placement import DomainIndex, GangRequest, Placement, Policy, Unplaceable, solve
 from scheduler.preemption import Candidate, cordoned, victims_choose_near, within_window
 from workflows.scheduling.admission import Quotas
@@ -195,8 +194,8 @@ class Preemptions:
             return None
         snapshot = cordoned(index.snapshot(self.pool_name), kept)
         choice, _region = victims_choose_near(snapshot, request, candidates, there,
-                                              self.policy, max_solves=settings.OSMO_PREEMPTION_MAX_SOLVES,
-                                              max_seconds=settings.OSMO_PREEMPTION_MAX_SECONDS, now=self.now)
+                                              self.policy, max_solves=osmo_config.scheduler().preemption_max_solves,
+                                              max_seconds=osmo_config.scheduler().preemption_max_seconds, now=self.now)
         if choice is None:
             self.hopeless_mark(key)
             return None
