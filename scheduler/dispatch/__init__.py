@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from osmo import config as osmo_config
 from scheduler.dispatch.base import (
     DispatchPermanentError,
     DispatchTransientError,
@@ -79,6 +78,7 @@ def _local_service_folders() -> dict[str, object]:
 
     from django.conf import settings
 
+    from osmo import config as osmo_config
     from osmo.secret_file import secret_key_path
 
     sealed = [str(osmo_config.observability().metrics_dir), str(settings.CELERY_BEAT_SCHEDULE_FILENAME),
