@@ -17,10 +17,16 @@ _LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # a wildcard's address to con
 def listening_ports_parse(text: str, uid: int | None = None) -> dict[int, str]:
     """The ports listened on in ``text`` (sockets of ``uid`` only, unless None), each with the address
     to connect to (the loopback for a wildcard). The first table listing a port wins."""
+    return _sockets_in_state(text, _LISTEN, uid)
+
+
+def _sockets_in_state(text: str, state: str, uid: int | None) -> dict[int, str]:
+    """The local ports of the sockets of a /proc/net table in ``state`` (of ``uid`` only, unless None),
+    each with the address to reach it at (the loopback for a wildcard); port 0 (unbound) is left out."""
     found: dict[int, str] = {}
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) < 8 or fields[3] != _LISTEN or not fields[0].rstrip(":").isdigit():
+        if len(fields) < 8 or fields[3] != state or not fields[0].rstrip(":").isdigit():
             continue
         if uid is not None and fields[7] != str(uid):
             continue
@@ -30,7 +36,8 @@ def listening_ports_parse(text: str, uid: int | None = None) -> dict[int, str]:
             port = int(port_hex, 16)
         except ValueError:
             continue
-        found.setdefault(port, _LOOPBACK.get(address, address))
+        if port:
+            found.setdefault(port, _LOOPBACK.get(address, address))
     return found
 
 
@@ -47,19 +54,4 @@ _UNCONNECTED = "07"  # a UDP socket's state in /proc/net/udp when it is bound an
 def bound_udp_ports_parse(text: str, uid: int | None = None) -> dict[int, str]:
     """The UDP ports bound and not connected in ``text`` (``/proc/net/udp`` and ``udp6``; sockets of ``uid``
     only, unless None), each with the address to send to (the loopback for a wildcard): UDP's "listening"."""
-    found: dict[int, str] = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 8 or fields[3] != _UNCONNECTED or not fields[0].rstrip(":").isdigit():
-            continue
-        if uid is not None and fields[7] != str(uid):
-            continue
-        address_hex, _, port_hex = fields[1].partition(":")
-        try:
-            address = proc_address(address_hex)
-            port = int(port_hex, 16)
-        except ValueError:
-            continue
-        if port:
-            found.setdefault(port, _LOOPBACK.get(address, address))
-    return found
+    return _sockets_in_state(text, _UNCONNECTED, uid)
