@@ -80,3 +80,19 @@ SEED_EXAMPLES = [
     "best-effort-topology",
     "scoped-group-example",
 ]
+
+
+#: An app's spec template (tests of apps): three parameters, two of them documented by comments.
+HELLO_APP_SPEC = """\
+workflow:
+  name: {{ workflow_name }}
+  tasks:
+  - name: main
+    image: {{ image }}
+    command: [sh, -c, "echo {{ message }}"]
+default-values:
+  workflow_name: hello   # Name of the workflow
+  # The image the task runs
+  image: busybox
+  message: hi
+"""

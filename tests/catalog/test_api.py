@@ -8,24 +8,12 @@ from django.contrib.auth.models import Group
 
 from catalog.models import App, AppVersion
 from scheduler.models import PoolGrant
-from tests.factories import make_nvl72_pool
+from tests.factories import HELLO_APP_SPEC, make_nvl72_pool
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db
 
-SPEC = """\
-workflow:
-  name: {{ workflow_name }}
-  tasks:
-  - name: main
-    image: {{ image }}
-    command: [sh, -c, "echo {{ message }}"]
-default-values:
-  workflow_name: hello   # Name of the workflow
-  # The image the task runs
-  image: busybox
-  message: hi
-"""
+SPEC = HELLO_APP_SPEC
 
 
 @pytest.fixture
