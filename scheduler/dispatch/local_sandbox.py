@@ -454,28 +454,28 @@ def owned_folder_ready(path: str, *, uid: int, gid: int, claimable: bool) -> str
 
 
 
-def listening_ports(pid: int, uid: int) -> dict[int, str]:
-    """The TCP ports that processes of ``uid`` listen on in the network namespace of ``pid``, with the
-    address to connect to each (the loopback for a wildcard)."""
+def _proc_net(pid: int, protocol: str) -> str:
+    """The /proc/net tables of ``protocol`` (``tcp``, ``udp``; IPv4 then IPv6) in the network namespace of
+    ``pid``, joined (a table that cannot be read is left out)."""
     texts = []
-    for table in ("tcp", "tcp6"):
+    for table in (protocol, f"{protocol}6"):
         try:
             texts.append(Path(f"/proc/{pid}/net/{table}").read_text())
         except OSError:
             continue
-    return listening_ports_parse("".join(texts), uid)
+    return "".join(texts)
+
+
+def listening_ports(pid: int, uid: int) -> dict[int, str]:
+    """The TCP ports that processes of ``uid`` listen on in the network namespace of ``pid``, with the
+    address to connect to each (the loopback for a wildcard)."""
+    return listening_ports_parse(_proc_net(pid, "tcp"), uid)
 
 
 def bound_udp_ports(pid: int, uid: int) -> dict[int, str]:
     """The UDP ports that processes of ``uid`` are bound to in the network namespace of ``pid``, with the
     address to send to each."""
-    texts = []
-    for table in ("udp", "udp6"):
-        try:
-            texts.append(Path(f"/proc/{pid}/net/{table}").read_text())
-        except OSError:
-            continue
-    return bound_udp_ports_parse("".join(texts), uid)
+    return bound_udp_ports_parse(_proc_net(pid, "udp"), uid)
 
 
 def netns_udp_socket(pid: int, host: str, port: int) -> socket.socket:
