@@ -107,15 +107,20 @@ def test_a_deferred_session_closed_unused_leaves_no_record(user, local_pool, asg
     assert "port-forward to port 8765" not in events
 
 
+def _forward(server, workflow, user, local: int) -> subprocess.Popen:
+    """``osmo workflow port-forward`` of the task main's port 8765 to ``local``, running."""
+    return subprocess.Popen([*OSMO, "workflow", "port-forward", workflow.workflow_id, "main", "--port",
+                             f"{local}:8765", "--host", "127.0.0.1"], env=cli_env(server.url, user), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_the_cli_keeps_a_spare_that_takes_nothing_from_a_single_connection_server(user, local_pool, asgi_server):
     # given a forward to a server that answers one connection only, left alone once its spare is open
     server = asgi_server()
     workflow = running(user, local_pool, tasks={"main": SINGLE})
     wait_listening(workflow, "main", 8765)
     local = _free_port()
-    forward = subprocess.Popen([*OSMO, "workflow", "port-forward", workflow.workflow_id, "main", "--port",
-                                f"{local}:8765", "--host", "127.0.0.1"], env=cli_env(server.url, user), cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    forward = _forward(server, workflow, user, local)
     try:
         assert "Forwarding" in forward.stdout.readline()
         _wait(lambda: _spares(workflow).exists(), what="the forward opened no spare")
@@ -141,9 +146,7 @@ def test_a_spare_closed_by_the_idle_timeout_is_replaced_transparently(user, loca
     workflow = running(user, local_pool, tasks={"main": ECHO})
     wait_listening(workflow, "main", 8765)
     local = _free_port()
-    forward = subprocess.Popen([*OSMO, "workflow", "port-forward", workflow.workflow_id, "main", "--port",
-                                f"{local}:8765", "--host", "127.0.0.1"], env=cli_env(server.url, user), cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    forward = _forward(server, workflow, user, local)
     try:
         assert "Forwarding" in forward.stdout.readline()
         _wait(lambda: _spares(workflow).exists(), what="the forward opened no spare")
