@@ -212,16 +212,7 @@ def logout() -> None:
 def backend_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
                  output: Output = OUTPUT_OPTION) -> None:
     """Backends with their kind, status, last contact, pools and nodes (admins manage them)."""
-    with api_client() as api:
-        answer = api.get("/api/backends/", params={"limit": 500})
-    if wants_json(json_out, format_type, output):
-        echo_json(answer)
-        return
-    backends = results(answer)
-    if not backends:
-        typer.echo("No backends.")
-        return
-    echo_lines(render.backend_rows(backends))
+    _list_print("/api/backends/", render.backend_rows, "No backends.", wants_json(json_out, format_type, output))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -231,16 +222,23 @@ def backend_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_
 def pool_list(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION,
               output: Output = OUTPUT_OPTION) -> None:
     """Pools with their topology keys and GPU capacity / used / free."""
+    _list_print("/api/pools/", render.pool_rows,
+                "No pools. An admin adds them (python manage.py import_pool FILE, or the admin site).",
+                wants_json(json_out, format_type, output))
+
+
+def _list_print(path: str, rows: Any, empty: str, as_json: bool) -> None:
+    """A list of the API (its first 500) as the API's JSON, or as the table ``rows`` draws, or ``empty``."""
     with api_client() as api:
-        answer = api.get("/api/pools/", params={"limit": 500})
-    if wants_json(json_out, format_type, output):
+        answer = api.get(path, params={"limit": 500})
+    if as_json:
         echo_json(answer)
         return
-    pools = results(answer)
-    if not pools:
-        typer.echo("No pools. An admin adds them (python manage.py import_pool FILE, or the admin site).")
+    found = results(answer)
+    if not found:
+        typer.echo(empty)
         return
-    echo_lines(render.pool_rows(pools))
+    echo_lines(rows(found))
 
 
 @pool_app.command("show")
