@@ -5,10 +5,15 @@
 remote shell runs them, with this process's stdin and stdout as the command's: rsync's own protocol, carried
 by the session's ``v5.channel.k8s.io`` frames. The exit code is the command's; 255 when no session opened
 (as ssh's).
+
+rsync hands its remote shell one end of a socket pair it made non-blocking: the shell's output is set
+back to blocking first, or a write while rsync is busy elsewhere would fail half done (Python's
+buffered writer drops what the socket did not take) and rsync would read a torn stream.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from cli.errors import CliError
@@ -35,6 +40,11 @@ def run(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m cli.rsync_rsh [--timeout S] WF TASK COMMAND...\n")
         return NO_SESSION
     workflow_id, task, command = argv[0], argv[1], " ".join(argv[2:])
+    for fd in (0, 1):  # rsync's socket pair is non-blocking (module doc): wait on a full one instead
+        try:
+            os.set_blocking(fd, True)
+        except OSError:  # closed or not a file: nothing to wait on
+            pass
     try:
         api = api_client()
         with api:

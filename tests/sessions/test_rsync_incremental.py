@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 
@@ -146,3 +147,30 @@ def test_the_rsh_refuses_like_ssh_when_no_session_opens(user, local_pool, asgi_s
                           env=cli_env(server.url, user), cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert done.returncode == 255
     assert "error: workflow no-such-wf-1 not found" in done.stderr
+
+
+def test_the_remote_shell_carries_every_byte_to_rsyncs_non_blocking_socket(user, local_pool, asgi_server):
+    # given the remote shell started as rsync starts it: its stdout one end of a socket pair that rsync made
+    # non-blocking, read by an rsync busy elsewhere (the first byte, then nothing for two seconds while the
+    # output goes on: far more than the socket holds)
+    server = asgi_server()
+    workflow = running(user, local_pool)
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    size = 4 * 1024 * 1024
+    shell = subprocess.Popen([*OSMO[:-1], "cli.rsync_rsh", "--timeout", "20", workflow.workflow_id, "main",
+                              f"head -c {size} /dev/zero"], stdin=subprocess.DEVNULL, stdout=theirs,
+                             stderr=subprocess.PIPE, env=cli_env(server.url, user), cwd=ROOT)
+    theirs.close()
+
+    # when it is read with a pause
+    ours.settimeout(60)
+    received = len(ours.recv(1))
+    time.sleep(2)
+    while chunk := ours.recv(1 << 16):
+        received += len(chunk)
+
+    # then every byte came and the shell ended with the command's exit code (a full socket is waited on,
+    # not a write that fails half done)
+    assert shell.wait(30) == 0, shell.stderr.read() if shell.stderr else ""
+    assert received == size
