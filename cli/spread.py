@@ -16,7 +16,7 @@ from typer.core import TyperCommand
 
 TEMPLATE_OPTIONS = ("--set", "--set-string", "--set-env")
 STATUS_OPTIONS = ("--status", "-s")
-LIST_OPTIONS = (*STATUS_OPTIONS, "--tags")  # OSMO's `workflow list --tags a b`
+LIST_OPTIONS = (*STATUS_OPTIONS, "--tags", "--priority")  # OSMO's `workflow list --tags a b --priority LOW HIGH`
 TAG_OPTIONS = ("--workflow", "-w", "--add", "-a", "--remove", "-r")
 
 
