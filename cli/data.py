@@ -10,11 +10,13 @@ environment the way a task's runtime gets it (:mod:`runtime.locations`), and dro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from typing import Any
 
 import fsspec
@@ -24,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli import render
-from cli.errors import EXIT_USAGE, CliError
+from cli.errors import EXIT_ERROR, EXIT_USAGE, ApiError, CliError
 from cli.main import JSON_OPTION, api_client, app
 from cli.output import echo_json
 from runtime import storage
@@ -235,3 +237,41 @@ def data_delete(
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
     typer.echo(f"Deleted {count} object(s) at {place.url}.")
+
+
+class AccessType(StrEnum):
+    READ = "READ"
+    WRITE = "WRITE"
+    DELETE = "DELETE"
+
+
+@data_app.command("check")
+def data_check(
+    url: str = typer.Argument(..., metavar="URL", help="The storage URL whose access to check."),
+    access_type: AccessType = typer.Option(AccessType.READ, "--access-type", "-a", case_sensitive=False,
+                                           help="READ (default): read what is there; WRITE: write, read back "
+                                                "and delete an object below the URL; DELETE: delete one."),
+) -> None:
+    """Check that your data credential gives access to a storage URL, by trying it: prints
+    {"status": "pass"}, or {"status": "fail", "error": ...} and exits 1."""
+    try:
+        place = location(url)
+    except ApiError as exc:
+        if exc.status != 400 or not any(error.get("path") == "url" for error in exc.errors):
+            raise
+        _check_answer(" ".join(str(error.get("message")) for error in exc.errors if error.get("path") == "url"))
+        return
+    with credential_environment(place):
+        try:
+            storage.access_check(place.fsspec_url, access_type.value)
+        except storage.StorageError as exc:
+            _check_answer(str(exc).replace(place.fsspec_url, place.url, 1))
+            return
+    _check_answer("")
+
+
+def _check_answer(error: str) -> None:
+    """OSMO's answer of ``data check``, one line of JSON: pass, or fail with why (exit 1)."""
+    typer.echo(json.dumps({"status": "fail", "error": error} if error else {"status": "pass"}))
+    if error:
+        raise typer.Exit(EXIT_ERROR)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -258,6 +259,64 @@ def remove(url: str, *, regex: str = "", callback: Callback = DEFAULT_CALLBACK, 
     except (OSError, ValueError, RuntimeError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
     return len(paths)
+
+
+#: What ``osmo data check`` may be asked (OSMO's access types).
+ACCESS_TYPES = ("READ", "WRITE", "DELETE")
+#: The name of the object a write or delete check puts (and removes) below the URL: never a name of yours.
+PROBE_PREFIX = ".osmo-access-check-"
+
+
+def access_check(url: str, access: str = "READ") -> None:
+    """Whether this process's credential may ``access`` (:data:`ACCESS_TYPES`) the data at ``url``, by doing
+    it: ``READ`` reads what is there (a prefix with nothing under it passes when its bucket is reachable),
+    ``WRITE`` writes an object below the URL, reads it back and deletes it, ``DELETE`` deletes an object
+    below the URL that is not there (the store refuses it without the right; on a local folder, it writes
+    one and deletes it). Nothing is left behind. Raises :class:`StorageError` saying what failed."""
+    if access not in ACCESS_TYPES:
+        raise StorageError(f"access type {access[:40]!r}: one of {', '.join(ACCESS_TYPES)}")
+    fs, root = _fs(url)
+    local = "file" in _protocols(fs)
+    try:
+        if access == "READ":
+            _read_check(fs, root, local)
+            return
+        folder = _existing_folder(fs, root) if local else root
+        probe = f"{folder}/{PROBE_PREFIX}{uuid.uuid4().hex}"
+        if access == "DELETE" and not local:
+            fs.rm_file(probe)
+            return
+        fs.pipe_file(probe, b"osmo access check")
+        try:
+            if fs.cat_file(probe) != b"osmo access check":
+                raise OSError(f"{probe}: read back other bytes than were written")
+        finally:
+            fs.rm_file(probe)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {access.lower()} access: {_describe(exc)}") from exc
+
+
+def _read_check(fs: fsspec.AbstractFileSystem, root: str, local: bool) -> None:
+    if local:
+        if fs.isdir(root):
+            fs.ls(root, detail=False)
+        else:
+            fs.cat_file(root, start=0, end=1)  # FileNotFoundError when nothing is there
+        return
+    try:
+        fs.info(root)  # the object, or the first key under the prefix
+    except FileNotFoundError:
+        bucket = root.split("/", 1)[0]
+        if bucket == root or not fs.exists(bucket):
+            raise FileNotFoundError(f"bucket {bucket!r} does not exist or is not reachable") from None
+
+
+def _existing_folder(fs: fsspec.AbstractFileSystem, root: str) -> str:
+    """The local folder ``root`` names, or the nearest one above it that exists (a check makes no folder)."""
+    folder = root
+    while folder and not fs.isdir(folder):
+        folder = folder.rsplit("/", 1)[0]
+    return folder or "/"
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
