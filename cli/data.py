@@ -37,6 +37,19 @@ data_app = typer.Typer(help="Copy data to and from storage URLs (s3://, gs://, a
 app.add_typer(data_app, name="data")
 
 REGEX_OPTION = typer.Option("", "--regex", "-x", help="Only the paths this regular expression matches (re.search).")
+PROCESSES_OPTION = typer.Option(None, "--processes", "-p", min=1, max=64,
+                                help="With --threads: the transfers in flight at once are PROCESSES x THREADS "
+                                     "(default: the storage library's own).")
+THREADS_OPTION = typer.Option(None, "--threads", "-T", min=1, max=256,
+                              help="Transfers in flight at once per process (see --processes).")
+
+
+def _in_flight(processes: int | None, threads: int | None) -> int | None:
+    """OSMO's ``--processes`` and ``--threads`` as one number, how many files the storage library moves at once
+    (all of a command's files go in one asynchronous batch here, in one process); None: its default."""
+    if processes is None and threads is None:
+        return None
+    return (processes or 1) * (threads or 1)
 
 
 def _regex(pattern: str) -> str:
@@ -151,6 +164,8 @@ def data_upload(
     url: str = typer.Argument(..., metavar="URL", help="Where to: s3://bucket/prefix, file:///folder, ..."),
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Files and folders (folder/* : its contents)."),
     regex: str = REGEX_OPTION,
+    processes: int = PROCESSES_OPTION,
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Upload files and folders to a storage URL (a folder keeps its name: URL/folder/...)."""
     regex = _regex(regex)
@@ -159,7 +174,7 @@ def data_upload(
     started = time.perf_counter()
     with credential_environment(place), progress_bar(f"upload to {place.url}") as callback:
         try:
-            sent = storage.put(pairs, place.fsspec_url, callback=callback)
+            sent = storage.put(pairs, place.fsspec_url, callback=callback, batch_size=_in_flight(processes, threads))
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
     typer.echo(f"Uploaded {sent.files} file(s), {render.fmt_bytes(sent.bytes)}B, to {place.url} in "
@@ -175,6 +190,8 @@ def data_download(
     regex: str = REGEX_OPTION,
     resume: bool = typer.Option(False, "--resume", "-r", help="Resume a download: a file already there with "
                                 "the remote size is not fetched again."),
+    processes: int = PROCESSES_OPTION,
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Download an object, or every object under a prefix, into a local folder (paths kept below the URL)."""
     regex = _regex(regex)
@@ -182,7 +199,8 @@ def data_download(
     started = time.perf_counter()
     with credential_environment(place), progress_bar(f"download from {place.url}") as callback:
         try:
-            got = storage.download(place.fsspec_url, path, regex=regex, callback=callback, resume=resume)
+            got = storage.download(place.fsspec_url, path, regex=regex, callback=callback, resume=resume,
+                                   batch_size=_in_flight(processes, threads))
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
     already = f" ({got.present} already there)" if resume else ""

@@ -363,8 +363,9 @@ def workflow_wait(
 def workflow_list(
     status: list[Status] = typer.Option(None, "--status", "-s", case_sensitive=False,
                                         help="Only these statuses: --status RUNNING PENDING, or repeat the option."),
-    pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
-    user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
+    pool: list[str] = typer.Option(None, "--pool", "-p", help="Only these pools (several: --pool a b)."),
+    user: list[str] = typer.Option(None, "--user", "-u", help="Only these submitters (staff see everyone's; "
+                                   "several: --user a b)."),
     name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),
     label: list[str] = typer.Option(None, "--label", metavar="KEY=SELECTOR",
                                     help="Label matches: an exact value, * wildcards or (a|b) alternatives, e.g. "
@@ -395,10 +396,13 @@ def workflow_list(
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if status:
         params["status"] = [s.value for s in status]
-    for key, value in (("pool", pool), ("user", user), ("name", name), ("submitted_after", submitted_after),
-                       ("submitted_before", submitted_before), ("app", app_ref)):
+    for key, value in (("name", name), ("submitted_after", submitted_after), ("submitted_before", submitted_before),
+                       ("app", app_ref)):
         if value:
             params[key] = value
+    for key, names in (("pool", pool), ("user", user)):
+        if names:
+            params[key] = list(names)
     if priority:
         params["priority"] = [value.upper() for value in priority]
     for key, values in (("label", label), ("no_label", no_label), ("tag", tag_names)):
@@ -416,8 +420,8 @@ def workflow_list(
             return
         items = results(answer)
         if not items and not watch:
-            if pool:  # a pool that does not exist matches nothing: say that, not "no workflows"
-                api.get(f"/api/pools/{q(pool)}/", not_found=f"pool {pool} not found (osmo pool list shows them)")
+            for one in pool or []:  # a pool that does not exist matches nothing: say that, not "no workflows"
+                api.get(f"/api/pools/{q(one)}/", not_found=f"pool {one} not found (osmo pool list shows them)")
             typer.echo("No workflows match." if len(params) > 2 or offset else "No workflows yet.")
             return
         if watch:

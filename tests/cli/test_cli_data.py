@@ -75,10 +75,13 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     clean = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL_S3": ""}  # nothing ambient
 
     # when
-    up = osmo_process("data", "upload", url, str(source / "shards"), str(source / "notes.md"), env=clean)
+    up = osmo_process("data", "upload", url, str(source / "shards"), str(source / "notes.md"), "-p", "2", "-T", "4",
+                      env=clean)
     listed = osmo_process("data", "list", url, "-r", env=clean)
     top = osmo_process("data", "list", url, env=clean)
-    down = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", env=clean)
+    down = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", "--threads", "3",
+                        env=clean)
+    no_threads = osmo_process("data", "download", url, str(tmp_path / "none"), "--threads", "0", env=clean)
     (tmp_path / "back" / "shards" / "a.txt").unlink()
     resumed = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", "--resume", env=clean)
     deleted = osmo_process("data", "delete", f"{url}/shards", env=clean)
@@ -91,6 +94,7 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     assert top.stdout == "notes.md\nshards/\n\nTotal 2 objects found\n"
     assert down.returncode == 0, down.stderr
     assert tree(tmp_path / "back") == {"shards/a.txt": "a", "shards/b.json": "{}", "shards/sub/c.txt": "c"}
+    assert no_threads.returncode == 2 and "--threads" in no_threads.stderr and not (tmp_path / "none").exists()
     assert resumed.stdout.startswith(f"Downloaded 1 file(s) (2 already there), 1B, from {url} to ")
     assert deleted.stdout == f"Deleted 3 object(s) at {url}/shards.\n"
     assert left.stdout == "e1/notes.md\n\nTotal 1 objects found\n"

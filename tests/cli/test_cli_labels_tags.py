@@ -60,14 +60,24 @@ def test_the_list_filters_by_priority_submission_day_and_app(osmo_process, nvl72
     # given
     from django.utils import timezone
 
+    from tests.factories import make_nvl72_pool
+
     assert osmo_process("workflow", "submit", spec_file("a"), "--pool", "nvl72", "--priority", "HIGH").returncode == 0
     assert osmo_process("workflow", "submit", spec_file("b"), "--pool", "nvl72", "--priority", "LOW").returncode == 0
     assert osmo_process("workflow", "submit", spec_file("c"), "--pool", "nvl72").returncode == 0
+    make_nvl72_pool("second", zones=1, spines=1, racks=1, nodes=2)
+    assert osmo_process("workflow", "submit", spec_file("d"), "--pool", "second").returncode == 0
     today = timezone.localdate().isoformat()
     # then
+    assert listed(osmo_process, "--pool", "second") == ["d-1"]
+    assert listed(osmo_process, "--pool", "nvl72", "second", "--priority", "NORMAL") == ["c-1", "d-1"]
+    assert listed(osmo_process, "-u", "alice", "bob", "-p", "second") == ["d-1"]
+    assert listed(osmo_process, "--user", "bob") == []
+    nowhere = osmo_process("workflow", "list", "--pool", "nowhere", "elsewhere")
+    assert nowhere.returncode == 1 and nowhere.stderr == "error: pool nowhere not found (osmo pool list shows them)\n"
     assert listed(osmo_process, "--priority", "high") == ["a-1"]
     assert listed(osmo_process, "--priority", "HIGH", "LOW") == ["a-1", "b-1"]
-    assert listed(osmo_process, "--submitted-after", today) == ["a-1", "b-1", "c-1"]
+    assert listed(osmo_process, "--submitted-after", today) == ["a-1", "b-1", "c-1", "d-1"]
     assert listed(osmo_process, "--submitted-before", today) == []
     assert listed(osmo_process, "--submitted-after", "2000-01-01", "--submitted-before", "2000-01-02") == []
     assert listed(osmo_process, "--app", "hello") == []

@@ -58,6 +58,31 @@ class LabelKeysField(forms.Field):
         return items
 
 
+class AnyOfField(forms.Field):
+    """Repeated names (``?pool=a&pool=b``), at most :data:`ANY_OF_MAX`, none holding a NUL character."""
+
+    widget = QueryArrayWidget
+
+    def to_python(self, value: Any) -> list[str]:
+        items = [str(item) for item in (value or []) if str(item)]
+        if len(items) > ANY_OF_MAX or any("\x00" in item for item in items):
+            raise forms.ValidationError(f"at most {ANY_OF_MAX} names, none with a NUL character")
+        return items
+
+
+ANY_OF_MAX = 100
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string"}})
+class AnyOfFilter(django_filters.Filter):
+    """A repeatable name (``?pool=a&pool=b``): the workflows with any of them."""
+
+    field_class = AnyOfField
+
+    def filter(self, qs: QuerySet[Workflow], value: Any) -> QuerySet[Workflow]:
+        return qs.filter(**{f"{self.field_name}__in": value}) if value else qs
+
+
 @extend_schema_field({"type": "array", "items": {"type": "string"}})
 class LabelSelectorFilter(django_filters.Filter):
     """``?label=KEY=SELECTOR`` (repeat: all must match): OSMO's exact values, ``*`` wildcards, ``(a|b)``."""
@@ -132,8 +157,8 @@ class WorkflowFilterSet(django_filters.FilterSet):
     # distinct=False: status is a column of the workflow itself (no join can repeat a row), and a
     # DISTINCT over every column made the first page of a deep queue cost two full sorts.
     status = django_filters.MultipleChoiceFilter(choices=WorkflowStatus.choices, distinct=False)
-    pool = django_filters.CharFilter(field_name="pool__name")
-    user = django_filters.CharFilter(field_name="submitted_by__username")
+    pool = AnyOfFilter(field_name="pool__name", help_text="A pool name; repeat for any of several.")
+    user = AnyOfFilter(field_name="submitted_by__username", help_text="A submitter; repeat for any of several.")
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     label = LabelSelectorFilter(help_text="KEY=SELECTOR: an exact value, * wildcards or (a|b) alternatives, "
                                           "e.g. project=sim_* or team=(a|b); repeat to require all.")
