@@ -29,7 +29,7 @@ from cli.main import (
     wants_json,
 )
 from cli.output import echo_json, echo_lines
-from cli.specs import label_fields, read_spec, submission_pool, template_fields, warnings_print
+from cli.specs import label_fields, label_refusal, read_spec, submission_pool, template_fields, warnings_print
 from cli.spread import TEMPLATE_OPTIONS, is_value, option_values_spread
 
 app_app = typer.Typer(help="Apps: reusable, parameterised workflow specs stored in the service and shared with "
@@ -336,8 +336,12 @@ def app_submit(
                 "priority": priority.value, "dry_run": dry_run, **fields, **({"team": team} if team else {}),
                 **label_fields(labels)}
         headers = {} if dry_run else {"Idempotency-Key": str(uuid.uuid4())}
-        status_code, answer = api.post(f"/api/apps/{q(base)}/submit/", json=body, headers=headers,
-                                       not_found=_not_found(base, chosen))
+        try:
+            status_code, answer = api.post(f"/api/apps/{q(base)}/submit/", json=body, headers=headers,
+                                           not_found=_not_found(base, chosen))
+        except ApiError as exc:
+            label_refusal(exc)
+            raise
     warnings_print(answer, f"app {base}")
     if as_json:
         echo_json(answer)

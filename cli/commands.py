@@ -12,7 +12,7 @@ import typer
 from cli import render
 from cli.api import q, workflow_path
 from cli.config import ENV_POOL, config_path, config_read, config_write, settings_load
-from cli.errors import EXIT_USAGE, CliError
+from cli.errors import EXIT_USAGE, ApiError, CliError
 from cli.main import (
     FORMAT_OPTION,
     JSON_OPTION,
@@ -31,6 +31,7 @@ from cli.main import (
 from cli.output import echo_json, echo_lines
 from cli.specs import (
     label_fields,
+    label_refusal,
     read_spec,
     spec_to_send,
     spec_validate,
@@ -227,10 +228,14 @@ def workflow_restart(
     """Submit a workflow's stored spec again, as a new workflow (same pool, priority and template values
     unless told; the stored spec, rendered already, is not rendered again)."""
     with api_client() as api:
-        _status, answer = api.post(workflow_path(workflow_id, "restart/"),
-                                   json={**({"pool": pool} if pool else {}), **label_fields(labels)},
-                                   headers={"Idempotency-Key": str(uuid.uuid4())},
-                                   not_found=f"workflow {workflow_id} not found")
+        try:
+            _status, answer = api.post(workflow_path(workflow_id, "restart/"),
+                                       json={**({"pool": pool} if pool else {}), **label_fields(labels)},
+                                       headers={"Idempotency-Key": str(uuid.uuid4())},
+                                       not_found=f"workflow {workflow_id} not found")
+        except ApiError as exc:
+            label_refusal(exc)
+            raise
     if wants_json(json_out, format_type):
         echo_json(answer)
         return

@@ -10,11 +10,13 @@ environment the way a task's runtime gets it (:mod:`runtime.locations`), and dro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from typing import Any
 
 import fsspec
@@ -24,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli import render
-from cli.errors import EXIT_USAGE, CliError
+from cli.errors import EXIT_ERROR, EXIT_USAGE, ApiError, CliError
 from cli.main import JSON_OPTION, api_client, app
 from cli.output import echo_json
 from runtime import storage
@@ -35,6 +37,19 @@ data_app = typer.Typer(help="Copy data to and from storage URLs (s3://, gs://, a
 app.add_typer(data_app, name="data")
 
 REGEX_OPTION = typer.Option("", "--regex", "-x", help="Only the paths this regular expression matches (re.search).")
+PROCESSES_OPTION = typer.Option(None, "--processes", "-p", min=1, max=64,
+                                help="With --threads: the transfers in flight at once are PROCESSES x THREADS "
+                                     "(default: the storage library's own).")
+THREADS_OPTION = typer.Option(None, "--threads", "-T", min=1, max=256,
+                              help="Transfers in flight at once per process (see --processes).")
+
+
+def _in_flight(processes: int | None, threads: int | None) -> int | None:
+    """OSMO's ``--processes`` and ``--threads`` as one number, how many files the storage library moves at once
+    (all of a command's files go in one asynchronous batch here, in one process); None: its default."""
+    if processes is None and threads is None:
+        return None
+    return (processes or 1) * (threads or 1)
 
 
 def _regex(pattern: str) -> str:
@@ -149,6 +164,8 @@ def data_upload(
     url: str = typer.Argument(..., metavar="URL", help="Where to: s3://bucket/prefix, file:///folder, ..."),
     paths: list[str] = typer.Argument(..., metavar="PATH...", help="Files and folders (folder/* : its contents)."),
     regex: str = REGEX_OPTION,
+    processes: int = PROCESSES_OPTION,
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Upload files and folders to a storage URL (a folder keeps its name: URL/folder/...)."""
     regex = _regex(regex)
@@ -157,7 +174,7 @@ def data_upload(
     started = time.perf_counter()
     with credential_environment(place), progress_bar(f"upload to {place.url}") as callback:
         try:
-            sent = storage.put(pairs, place.fsspec_url, callback=callback)
+            sent = storage.put(pairs, place.fsspec_url, callback=callback, batch_size=_in_flight(processes, threads))
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
     typer.echo(f"Uploaded {sent.files} file(s), {render.fmt_bytes(sent.bytes)}B, to {place.url} in "
@@ -173,6 +190,8 @@ def data_download(
     regex: str = REGEX_OPTION,
     resume: bool = typer.Option(False, "--resume", "-r", help="Resume a download: a file already there with "
                                 "the remote size is not fetched again."),
+    processes: int = PROCESSES_OPTION,
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Download an object, or every object under a prefix, into a local folder (paths kept below the URL)."""
     regex = _regex(regex)
@@ -180,7 +199,8 @@ def data_download(
     started = time.perf_counter()
     with credential_environment(place), progress_bar(f"download from {place.url}") as callback:
         try:
-            got = storage.download(place.fsspec_url, path, regex=regex, callback=callback, resume=resume)
+            got = storage.download(place.fsspec_url, path, regex=regex, callback=callback, resume=resume,
+                                   batch_size=_in_flight(processes, threads))
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
     already = f" ({got.present} already there)" if resume else ""
@@ -235,3 +255,41 @@ def data_delete(
         except storage.StorageError as exc:
             raise _storage_error(exc) from None
     typer.echo(f"Deleted {count} object(s) at {place.url}.")
+
+
+class AccessType(StrEnum):
+    READ = "READ"
+    WRITE = "WRITE"
+    DELETE = "DELETE"
+
+
+@data_app.command("check")
+def data_check(
+    url: str = typer.Argument(..., metavar="URL", help="The storage URL whose access to check."),
+    access_type: AccessType = typer.Option(AccessType.READ, "--access-type", "-a", case_sensitive=False,
+                                           help="READ (default): read what is there; WRITE: write, read back "
+                                                "and delete an object below the URL; DELETE: delete one."),
+) -> None:
+    """Check that your data credential gives access to a storage URL, by trying it: prints
+    {"status": "pass"}, or {"status": "fail", "error": ...} and exits 1."""
+    try:
+        place = location(url)
+    except ApiError as exc:
+        if exc.status != 400 or not any(error.get("path") == "url" for error in exc.errors):
+            raise
+        _check_answer(" ".join(str(error.get("message")) for error in exc.errors if error.get("path") == "url"))
+        return
+    with credential_environment(place):
+        try:
+            storage.access_check(place.fsspec_url, access_type.value)
+        except storage.StorageError as exc:
+            _check_answer(str(exc).replace(place.fsspec_url, place.url, 1))
+            return
+    _check_answer("")
+
+
+def _check_answer(error: str) -> None:
+    """OSMO's answer of ``data check``, one line of JSON: pass, or fail with why (exit 1)."""
+    typer.echo(json.dumps({"status": "fail", "error": error} if error else {"status": "pass"}))
+    if error:
+        raise typer.Exit(EXIT_ERROR)

@@ -75,7 +75,12 @@ def task_list(
     offset: int = typer.Option(0, "--offset", "-f", min=0, help="Skip this many first."),
     order: Order = typer.Option(Order.ASC, "--order", "-o", case_sensitive=False,
                                 help="By start time: asc, the latest last; desc, the latest first."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also each task's GPU, CPU, memory and storage."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also each task's storage, CPU, memory and GPU "
+                                 "request, with a TOTAL row."),
+    summary: bool = typer.Option(False, "--summary", "-S", help="The requests added up per user, pool and "
+                                 "priority (not with --verbose)."),
+    by_workflow: bool = typer.Option(False, "--aggregate-by-workflow", "-W",
+                                     help="The requests added up per workflow (user, workflow, pool, priority)."),
     priority: list[str] = typer.Option(None, "--priority", help="Only workflows of these priorities: LOW, NORMAL, "
                                        "HIGH (several: --priority LOW HIGH)."),
     started_after: str = typer.Option(None, "--started-after", metavar="YYYY-MM-DD",
@@ -85,11 +90,17 @@ def task_list(
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
-    """Tasks of your workflows (OSMO's columns: user, workflow, task, status, pool, priority, node, start)."""
+    """Tasks of your workflows (OSMO's columns: user, workflow, task, status, pool, priority, node, start), or
+    their requests added up (--summary, --aggregate-by-workflow)."""
     if user and all_users:
         raise CliError("give either --user or --all-users, not both", exit_code=2)
-    params: dict[str, Any] = {"status": list(status or TASK_DEFAULT_STATUSES), "limit": count, "offset": offset,
-                              "order": order.value}
+    if verbose and summary:
+        raise CliError("give either --verbose or --summary, not both", exit_code=2)
+    params: dict[str, Any] = {"status": list(status or TASK_DEFAULT_STATUSES), "limit": count, "offset": offset}
+    if not (summary or by_workflow):
+        params["order"] = order.value
+    elif not summary:
+        params["aggregate_by_workflow"] = "true"
     for key, values in (("pool", pool), ("node", node), ("user", user)):
         if values:
             params[key] = list(values)
@@ -103,30 +114,48 @@ def task_list(
     if all_users:
         params["all_users"] = "true"
     with api_client() as api:
-        answer = api.get("/api/tasks/", params=params)
+        answer = api.get("/api/tasks/summary/" if summary or by_workflow else "/api/tasks/", params=params)
     if wants_json(json_out, format_type):
         echo_json(answer)
         return
-    tasks = results(answer)
-    if not tasks:
-        typer.echo("There are no tasks to view.")
+    items = results(answer)
+    if summary or by_workflow:
+        keys = [("USER", "user"), *([] if summary else [("WORKFLOW ID", "workflow_id")]), ("POOL", "pool"),
+                ("PRIORITY", "priority")]
+        empty, requests = ("There are no summaries to view." if summary else "There are no workflows to view."), True
+    else:
+        keys = [("USER", "user"), ("WORKFLOW ID", "workflow_id"), ("TASK", "task_name"), ("STATUS", "status"),
+                ("POOL", "pool"), ("PRIORITY", "priority"), ("NODE", "node"), ("START TIME", "start_time")]
+        empty, requests = "There are no tasks to view.", verbose
+    if not items:
+        typer.echo(empty)
         return
-    headers = ["USER", "WORKFLOW ID", "TASK", "STATUS", "POOL", "PRIORITY", "NODE", "START TIME"]
-    if verbose:
-        headers += ["GPU", "CPU", "MEMORY", "STORAGE"]
-    rows = []
-    for item in tasks:
-        row = [item.get("user"), item.get("workflow_id"), item.get("task_name"),
-               render.status_style(str(item.get("status"))), item.get("pool"), item.get("priority"),
-               item.get("node"), render.fmt_time(item.get("start_time"))]
-        if verbose:
-            row += [render.fmt_int(item.get("gpu")), render.fmt_cpu(item.get("cpu_millis")),
-                    render.fmt_bytes(item.get("memory_bytes")), render.fmt_bytes(item.get("storage_bytes"))]
-        rows.append(row)
+    headers = [name for name, _key in keys]
+    rows = [[_cell(item, key) for _name, key in keys] for item in items]
+    if requests:  # each row's requests, and a TOTAL row adding them up (OSMO's)
+        headers += [name for name, _key, _fmt in REQUEST_COLUMNS]
+        rows = [row + _requests(item) for row, item in zip(rows, items, strict=True)]
+        sums = {key: sum(item.get(key) or 0 for item in items) for _name, key, _fmt in REQUEST_COLUMNS}
+        rows.append(["TOTAL", *[""] * (len(keys) - 1), *_requests(sums)])
     echo_lines(render.table(headers, rows))
     total = answer.get("count") if isinstance(answer, dict) else None
-    if isinstance(total, int) and total > offset + len(tasks):
-        typer.echo(f"({offset + 1}-{offset + len(tasks)} of {total}; see more with --offset {offset + len(tasks)})")
+    if isinstance(total, int) and total > offset + len(items):
+        typer.echo(f"({offset + 1}-{offset + len(items)} of {total}; see more with --offset {offset + len(items)})")
+
+
+#: A request's columns in OSMO's order (storage, CPU, memory, GPU): header, API key, format.
+REQUEST_COLUMNS = (("STORAGE", "storage_bytes", render.fmt_bytes), ("CPU", "cpu_millis", render.fmt_cpu),
+                   ("MEMORY", "memory_bytes", render.fmt_bytes), ("GPU", "gpu", render.fmt_int))
+
+
+def _cell(item: dict[str, Any], key: str) -> Any:
+    if key == "status":
+        return render.status_style(str(item.get(key)))
+    return render.fmt_time(item.get(key)) if key == "start_time" else item.get(key)
+
+
+def _requests(item: dict[str, Any]) -> list[str]:
+    return [fmt(item.get(key)) for _name, key, fmt in REQUEST_COLUMNS]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -134,14 +163,22 @@ def task_list(
 # ------------------------------------------------------------------------------------------------
 RESOURCE_COLUMNS = (("GPU", "gpu", render.fmt_int), ("CPU", "cpu_millis", render.fmt_cpu),
                     ("MEMORY", "memory_bytes", render.fmt_bytes), ("STORAGE", "storage_bytes", render.fmt_bytes))
+#: ``resource list``'s amounts in OSMO's order and units: header, API key, the API's units in one shown unit.
+AMOUNT_COLUMNS = (("STORAGE [Gi]", "storage_bytes", 2**30), ("CPU [#]", "cpu_millis", 1000),
+                  ("MEMORY [Gi]", "memory_bytes", 2**30), ("GPU [#]", "gpu", 1))
 
 
-def _amount(node: dict[str, Any], key: str, fmt: Any, mode: Mode) -> str:
-    capacity = (node.get("capacity") or {}).get(key)
-    if mode is Mode.FREE:
-        return str(fmt(max((node.get("free") or {}).get(key) or 0, 0)))
+def _amounts(node: dict[str, Any], key: str, unit: int) -> tuple[int, int]:
+    """``(taken, capacity)`` of one resource in whole units, as OSMO rounds them: what is taken (used outside
+    the service and held by its tasks) up, the capacity down, and never more taken than there is."""
+    capacity = ((node.get("capacity") or {}).get(key) or 0) // unit
     taken = ((node.get("used") or {}).get(key) or 0) + ((node.get("reserved") or {}).get(key) or 0)
-    return f"{fmt(taken)}/{fmt(capacity)}"
+    return min(-(-taken // unit), capacity), capacity
+
+
+def _shown(amounts: tuple[int, int], mode: Mode) -> str:
+    taken, capacity = amounts
+    return str(capacity - taken) if mode is Mode.FREE else f"{taken}/{capacity}"
 
 
 def _holders(node: dict[str, Any]) -> str:
@@ -150,6 +187,27 @@ def _holders(node: dict[str, Any]) -> str:
     if others:
         names.append(f"+{others} other{'s' if others != 1 else ''}")
     return ",".join(names)
+
+
+def resource_rows(nodes: list[dict[str, Any]], mode: Mode) -> list[str]:
+    """OSMO's resource table: a row per node and platform (the node's name, type, amounts and holders on its
+    first), each amount ``taken/capacity`` or (``free``) what is left, and a TOTAL row counting each node once."""
+    headers = ["NODE", "POOL", "PLATFORM", "TYPE", *(name for name, _key, _unit in AMOUNT_COLUMNS), "WORKFLOWS"]
+    rows: list[list[Any]] = []
+    sums = {key: [0, 0] for _name, key, _unit in AMOUNT_COLUMNS}
+    for node in nodes:
+        amounts = {key: _amounts(node, key, unit) for _name, key, unit in AMOUNT_COLUMNS}
+        for key, (taken, capacity) in amounts.items():
+            sums[key][0] += taken
+            sums[key][1] += capacity
+        for index, platform in enumerate(node.get("platforms") or [""]):
+            first = index == 0
+            rows.append([node.get("node") if first else "", node.get("pool"), platform,
+                         node.get("resource_type") if first else "",
+                         *((_shown(amount, mode) if first else "") for amount in amounts.values()),
+                         _holders(node) if first else ""])
+    rows.append(["TOTAL", "", "", "", *(_shown((taken, capacity), mode) for taken, capacity in sums.values()), ""])
+    return render.table(headers, rows)
 
 
 @resource_app.command("list", cls=ResourceListCommand)
@@ -164,7 +222,8 @@ def resource_list(
     format_type: FormatType = FORMAT_OPTION,
     output: Output = OUTPUT_OPTION,
 ) -> None:
-    """Nodes with GPU, CPU, memory and storage (used/total, or free) and the workflows holding them."""
+    """Nodes with storage, memory (Gi), CPU and GPU (used/total, or free), a row per platform, and the
+    workflows holding them."""
     pools = [] if all_pools else list(pool or [])
     if not pools and not all_pools:
         default = os.environ.get(ENV_POOL) or config_read().get("default_pool")
@@ -180,37 +239,28 @@ def resource_list(
     if not nodes:
         typer.echo("There are no resources to view.")
         return
-    headers = ["NODE", "POOL", "PLATFORM", *(name for name, _key, _fmt in RESOURCE_COLUMNS), "WORKFLOWS"]
-    rows = [[node.get("node"), node.get("pool"), ",".join(node.get("platforms") or []),
-             *(_amount(node, key, fmt, mode) for _name, key, fmt in RESOURCE_COLUMNS), _holders(node)]
-            for node in nodes]
-    total: list[Any] = ["", "", ""]
-    for _name, key, fmt in RESOURCE_COLUMNS:
-        if mode is Mode.FREE:
-            total.append(fmt(sum(max((n.get("free") or {}).get(key) or 0, 0) for n in nodes)))
-        else:
-            taken = sum(((n.get("used") or {}).get(key) or 0) + ((n.get("reserved") or {}).get(key) or 0)
-                        for n in nodes)
-            total.append(f"{fmt(taken)}/{fmt(sum((n.get('capacity') or {}).get(key) or 0 for n in nodes))}")
-    echo_lines(render.table(headers, [*rows, ["TOTAL", *total[1:], ""]]))
+    echo_lines(resource_rows(nodes, mode))
 
 
 @resource_app.command("info")
 def resource_info(
     node_name: str = typer.Argument(..., metavar="NODE", help="Name of the node."),
     pool: str = typer.Option(None, "--pool", "-p", help="Only in this pool."),
+    platform: str = typer.Option(None, "--platform", "-pl", help="Only where it is a node of this platform."),
     json_out: bool = JSON_OPTION,
     format_type: FormatType = FORMAT_OPTION,
 ) -> None:
     """One node: its pools and platforms, labels, capacity, use and the workflows holding it."""
     with api_client() as api:
-        answer = api.get(f"/api/resources/{q(node_name)}/", params={"pool": pool} if pool else None)
+        params = {key: value for key, value in (("pool", pool), ("platform", platform)) if value}
+        answer = api.get(f"/api/resources/{q(node_name)}/", params=params or None)
     if wants_json(json_out, format_type):
         echo_json(answer)
         return
     lines: list[str] = [f"Resource Name: {answer.get('node', node_name)}"]
     for node in answer.get("resources") or []:
         lines += ["", f"Pool: {node.get('pool')}   Platforms: {', '.join(node.get('platforms') or []) or '-'}   "
+                      f"Type: {node.get('resource_type') or '-'}   "
                       f"Schedulable: {'yes' if node.get('schedulable') else 'no (cordoned)'}"]
         labels = node.get("labels") or {}
         if labels:
@@ -218,6 +268,12 @@ def resource_info(
         rows = [[name, *(fmt((node.get(part) or {}).get(key)) for part in ("capacity", "used", "reserved", "free"))]
                 for name, key, fmt in RESOURCE_COLUMNS]
         lines += ["", *render.table(["RESOURCE", "CAPACITY", "USED OUTSIDE", "RESERVED", "FREE"], rows)]
+        for config in node.get("platform_configs") or []:
+            mounts = ", ".join(config.get("allowed_mounts") or []) or "-"
+            lines += ["", f"Task configurations of platform {config.get('platform')}:",
+                      f"  Host Network Allowed: {_yes(config.get('host_network'))}",
+                      f"  Privileged Mode Allowed: {_yes(config.get('privileged'))}",
+                      f"  Allowed Mounts: {mounts}"]
         holders = node.get("workflows") or []
         if holders or node.get("other_workflows"):
             lines += ["", *render.table(["WORKFLOW ID", "USER", "TASKS", "GPU"],
@@ -228,6 +284,10 @@ def resource_info(
         else:
             lines += ["", "No workflow holds it."]
     echo_lines(lines)
+
+
+def _yes(value: Any) -> str:
+    return "yes" if value else "no"
 
 
 # ------------------------------------------------------------------------------------------------

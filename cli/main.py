@@ -363,13 +363,24 @@ def workflow_wait(
 def workflow_list(
     status: list[Status] = typer.Option(None, "--status", "-s", case_sensitive=False,
                                         help="Only these statuses: --status RUNNING PENDING, or repeat the option."),
-    pool: str = typer.Option(None, "--pool", "-p", help="Only this pool."),
-    user: str = typer.Option(None, "--user", "-u", help="Only this submitter (staff see everyone's)."),
+    pool: list[str] = typer.Option(None, "--pool", "-p", help="Only these pools (several: --pool a b)."),
+    user: list[str] = typer.Option(None, "--user", "-u", help="Only these submitters (staff see everyone's; "
+                                   "several: --user a b)."),
     name: str = typer.Option(None, "--name", "-n", help="Name contains this (case-insensitive)."),
     label: list[str] = typer.Option(None, "--label", metavar="KEY=SELECTOR",
                                     help="Label matches: an exact value, * wildcards or (a|b) alternatives, e.g. "
                                     "project=(sim_*|hil_*); repeat to require all."),
+    no_label: list[str] = typer.Option(None, "--no-label", metavar="KEY",
+                                       help="Has no label KEY; repeat to require every key absent."),
     tag_names: list[str] = typer.Option(None, "--tags", help="Carries the tag(s): --tags a b, or repeat it."),
+    priority: list[str] = typer.Option(None, "--priority", help="Of these priorities: LOW, NORMAL, HIGH (several: "
+                                       "--priority LOW HIGH)."),
+    submitted_after: str = typer.Option(None, "--submitted-after", metavar="YYYY-MM-DD",
+                                        help="Submitted on or after this day."),
+    submitted_before: str = typer.Option(None, "--submitted-before", metavar="YYYY-MM-DD",
+                                         help="Submitted before this day."),
+    app_ref: str = typer.Option(None, "--app", "-P", metavar="APP[:VERSION]",
+                                help="Started from this app (a version of it: APP:VERSION)."),
     limit: int = typer.Option(20, "--limit", "--count", "-c", min=1, max=500,
                               help="At most this many, newest first (--count, -c: OSMO's name)."),
     offset: int = typer.Option(0, "--offset", "-f", min=0, help="Skip this many first."),
@@ -385,10 +396,16 @@ def workflow_list(
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if status:
         params["status"] = [s.value for s in status]
-    for key, value in (("pool", pool), ("user", user), ("name", name)):
+    for key, value in (("name", name), ("submitted_after", submitted_after), ("submitted_before", submitted_before),
+                       ("app", app_ref)):
         if value:
             params[key] = value
-    for key, values in (("label", label), ("tag", tag_names)):
+    for key, names in (("pool", pool), ("user", user)):
+        if names:
+            params[key] = list(names)
+    if priority:
+        params["priority"] = [value.upper() for value in priority]
+    for key, values in (("label", label), ("no_label", no_label), ("tag", tag_names)):
         if values:
             params[key] = list(values)
     as_json = wants_json(json_out, format_type, output)
@@ -403,8 +420,8 @@ def workflow_list(
             return
         items = results(answer)
         if not items and not watch:
-            if pool:  # a pool that does not exist matches nothing: say that, not "no workflows"
-                api.get(f"/api/pools/{q(pool)}/", not_found=f"pool {pool} not found (osmo pool list shows them)")
+            for one in pool or []:  # a pool that does not exist matches nothing: say that, not "no workflows"
+                api.get(f"/api/pools/{q(one)}/", not_found=f"pool {one} not found (osmo pool list shows them)")
             typer.echo("No workflows match." if len(params) > 2 or offset else "No workflows yet.")
             return
         if watch:

@@ -68,8 +68,11 @@ def annotate_spec_errors(exc: ApiError, text: str, label: str, origins: list[int
     """Add ``(file line N)`` to each spec error located in ``text``: the service's ``line`` (a
     template's errors: the line in what was sent, ``origins`` giving each sent line's line of
     ``text``), else the YAML's; the same message at paths that differ only in list indices (30 tasks
-    without ``command``) is said once, with the count."""
+    without ``command``) is said once, with the count. A refusal of the ``--label`` values alone is one line
+    (:func:`label_refusal`)."""
     if not exc.errors:
+        return exc
+    if label_refusal(exc):
         return exc
     sent_lines: dict[str, int] = {}
     for error in exc.errors:
@@ -94,6 +97,21 @@ def annotate_spec_errors(exc: ApiError, text: str, label: str, origins: list[int
     count = len(exc.errors)
     exc.message = f"{exc.message.rstrip('.')} ({count} problem{'s' if count != 1 else ''})"
     return exc
+
+
+def _label_path(path: object) -> bool:
+    return isinstance(path, str) and (path == "labels" or path.startswith(("labels.", "labels[")))
+
+
+def label_refusal(exc: ApiError) -> bool:
+    """Whether ``exc`` is a 400 whose every error is at the submission's ``labels`` (a ``--label`` that is no
+    Kubernetes label, or one the admin's label policy refuses); it is then made one line, ``labels.KEY: why``
+    (several joined by ``; ``)."""
+    if exc.status != 400 or not exc.errors or not all(_label_path(error.get("path")) for error in exc.errors):
+        return False
+    exc.message = "; ".join(f"{error.get('path')}: {error.get('message', '')}" for error in exc.errors)
+    exc.details, exc.hint = [], None
+    return True
 
 
 def cast_value(text: str) -> Any:

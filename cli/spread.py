@@ -16,7 +16,8 @@ from typer.core import TyperCommand
 
 TEMPLATE_OPTIONS = ("--set", "--set-string", "--set-env")
 STATUS_OPTIONS = ("--status", "-s")
-LIST_OPTIONS = (*STATUS_OPTIONS, "--tags")  # OSMO's `workflow list --tags a b`
+# OSMO's `workflow list --tags a b --priority LOW HIGH --pool a b --user u v`
+LIST_OPTIONS = (*STATUS_OPTIONS, "--tags", "--priority", "--pool", "-p", "--user", "-u")
 TAG_OPTIONS = ("--workflow", "-w", "--add", "-a", "--remove", "-r")
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.core import url_to_fs
 
@@ -84,15 +86,21 @@ def _escapes(path: str, root: str) -> bool:
     return not (real.startswith(real_root.rstrip("/") + "/") and os.path.isfile(real))
 
 
+def _batch(fs: fsspec.AbstractFileSystem, batch_size: int | None) -> dict[str, int]:
+    """The keyword giving an asynchronous store (s3fs, adlfs) how many requests to keep in flight at once
+    (``None``: the library's default); nothing for a store without one."""
+    return {"batch_size": batch_size} if batch_size and isinstance(fs, AsyncFileSystem) else {}
+
+
 def download(url: str, dest: str, *, regex: str = "", committed_only: bool = False,
-             callback: Callback = DEFAULT_CALLBACK, resume: bool = False) -> Transfer:
+             callback: Callback = DEFAULT_CALLBACK, resume: bool = False, batch_size: int | None = None) -> Transfer:
     """Copy the object (or every object under the prefix) at ``url`` into the folder ``dest``, keeping
     relative paths; ``regex`` keeps the relative paths it matches (``re.search``); ``callback`` (fsspec's)
     hears of each file. From a local folder,
     a link leading out of it is not followed (left out, named in ``skipped``). With
     ``committed_only`` only a committed upload is read: the files its manifest lists. With ``resume`` a
     file already in ``dest`` with the remote size is not fetched again (counted in ``present``). Raises
-    :class:`StorageError` (missing, denied, not committed)."""
+    :class:`StorageError` (missing, denied, not committed). ``batch_size``: see :func:`_batch`."""
     fs, root = _fs(url)
     os.makedirs(dest, exist_ok=True)
     try:
@@ -130,7 +138,7 @@ def download(url: str, dest: str, *, regex: str = "", committed_only: bool = Fal
         local = [os.path.join(dest, *name.split("/")) for name in chosen]
         for path in {os.path.dirname(p) for p in local}:
             os.makedirs(path, exist_ok=True)
-        fs.get([f"{root}/{name}" for name in chosen], local, callback=callback)
+        fs.get([f"{root}/{name}" for name in chosen], local, callback=callback, **_batch(fs, batch_size))
     except StorageError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
@@ -187,10 +195,10 @@ def local_files(src: str, *, regex: str = "") -> tuple[list[str], list[str]]:
 
 
 def put(pairs: list[tuple[str, str]], url: str, *, callback: Callback = DEFAULT_CALLBACK,
-        fs: tuple[fsspec.AbstractFileSystem, str] | None = None) -> Transfer:
+        fs: tuple[fsspec.AbstractFileSystem, str] | None = None, batch_size: int | None = None) -> Transfer:
     """Copy local files to ``url``: each pair is ``(local path, path relative to url)``, all in one batched
-    fsspec ``put`` (on S3, s3fs sends them concurrently). No manifest: :func:`upload` adds one.
-    Raises :class:`StorageError`."""
+    fsspec ``put`` (on S3, s3fs sends them concurrently, ``batch_size`` at once: see :func:`_batch`). No
+    manifest: :func:`upload` adds one. Raises :class:`StorageError`."""
     fs_, root = fs if fs is not None else _fs(url)
     try:
         if pairs:
@@ -198,7 +206,7 @@ def put(pairs: list[tuple[str, str]], url: str, *, callback: Callback = DEFAULT_
                 for folder in {f"{root}/{name}".rsplit("/", 1)[0] for _local, name in pairs}:
                     fs_.makedirs(folder, exist_ok=True)
             fs_.put([local for local, _name in pairs], [f"{root}/{name}" for _local, name in pairs],
-                    callback=callback)
+                    callback=callback, **_batch(fs_, batch_size))
         elif "file" in _protocols(fs_):
             fs_.makedirs(root, exist_ok=True)
     except (OSError, ValueError, RuntimeError) as exc:
@@ -258,6 +266,64 @@ def remove(url: str, *, regex: str = "", callback: Callback = DEFAULT_CALLBACK, 
     except (OSError, ValueError, RuntimeError) as exc:
         raise StorageError(f"{url}: {_describe(exc)}") from exc
     return len(paths)
+
+
+#: What ``osmo data check`` may be asked (OSMO's access types).
+ACCESS_TYPES = ("READ", "WRITE", "DELETE")
+#: The name of the object a write or delete check puts (and removes) below the URL: never a name of yours.
+PROBE_PREFIX = ".osmo-access-check-"
+
+
+def access_check(url: str, access: str = "READ") -> None:
+    """Whether this process's credential may ``access`` (:data:`ACCESS_TYPES`) the data at ``url``, by doing
+    it: ``READ`` reads what is there (a prefix with nothing under it passes when its bucket is reachable),
+    ``WRITE`` writes an object below the URL, reads it back and deletes it, ``DELETE`` deletes an object
+    below the URL that is not there (the store refuses it without the right; on a local folder, it writes
+    one and deletes it). Nothing is left behind. Raises :class:`StorageError` saying what failed."""
+    if access not in ACCESS_TYPES:
+        raise StorageError(f"access type {access[:40]!r}: one of {', '.join(ACCESS_TYPES)}")
+    fs, root = _fs(url)
+    local = "file" in _protocols(fs)
+    try:
+        if access == "READ":
+            _read_check(fs, root, local)
+            return
+        folder = _existing_folder(fs, root) if local else root
+        probe = f"{folder}/{PROBE_PREFIX}{uuid.uuid4().hex}"
+        if access == "DELETE" and not local:
+            fs.rm_file(probe)
+            return
+        fs.pipe_file(probe, b"osmo access check")
+        try:
+            if fs.cat_file(probe) != b"osmo access check":
+                raise OSError(f"{probe}: read back other bytes than were written")
+        finally:
+            fs.rm_file(probe)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise StorageError(f"{url}: {access.lower()} access: {_describe(exc)}") from exc
+
+
+def _read_check(fs: fsspec.AbstractFileSystem, root: str, local: bool) -> None:
+    if local:
+        if fs.isdir(root):
+            fs.ls(root, detail=False)
+        else:
+            fs.cat_file(root, start=0, end=1)  # FileNotFoundError when nothing is there
+        return
+    try:
+        fs.info(root)  # the object, or the first key under the prefix
+    except FileNotFoundError:
+        bucket = root.split("/", 1)[0]
+        if bucket == root or not fs.exists(bucket):
+            raise FileNotFoundError(f"bucket {bucket!r} does not exist or is not reachable") from None
+
+
+def _existing_folder(fs: fsspec.AbstractFileSystem, root: str) -> str:
+    """The local folder ``root`` names, or the nearest one above it that exists (a check makes no folder)."""
+    folder = root
+    while folder and not fs.isdir(folder):
+        folder = folder.rsplit("/", 1)[0]
+    return folder or "/"
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

@@ -95,22 +95,38 @@ def node_rows(nodes: Iterable[Node], *, user: Viewer) -> list[dict[str, Any]]:
                 shown.append({"workflow_id": workflow_id, "user": owner, **counts})
             else:
                 hidden += 1
+        usage = node_usage_dict(node)
         rows.append({
             "node": node.name, "pool": node.pool.name,
             "platforms": [name for name, selector in platforms[node.pool_id] if _selects(selector, node.labels)],
-            "schedulable": node.schedulable, "labels": node.labels, **node_usage_dict(node),
+            "resource_type": "GPU" if usage["capacity"]["gpu"] else "CPU",
+            "schedulable": node.schedulable, "labels": node.labels, **usage,
             "workflows": shown, "other_workflows": hidden,
         })
     return rows
 
 
-def resource_info(*, user: Viewer, name: str, pools: Sequence[str]) -> list[dict[str, Any]]:
-    """The node ``name`` in every pool shown (``pools``, else the visible ones); 404 when none has it."""
+def resource_info(*, user: Viewer, name: str, pools: Sequence[str],
+                  platforms: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The node ``name`` in every pool shown (``pools``, else the visible ones; of ``platforms``, when given,
+    only where it is a node of one of them); 404 when none has it."""
     if "\x00" in name:
         raise NotFoundError(f"Node {name[:80]!r} not found.", details={"node": name[:80]})
-    rows = node_rows(resource_nodes(pools=resource_pools(user=user, names=pools), name=name), user=user)
+    rows = node_rows(resource_nodes(pools=resource_pools(user=user, names=pools), platforms=platforms, name=name),
+                     user=user)
     if not rows:
-        raise NotFoundError(f"Node {name[:80]!r} is not in any pool you can see.", details={"node": name[:80]})
+        where = f" as a node of platform {', '.join(platforms)[:80]!r}" if platforms else ""
+        raise NotFoundError(f"Node {name[:80]!r} is not in any pool you can see{where}.",
+                            details={"node": name[:80]})
+    configs = {(pool, platform): config for pool, platform, *config in PoolPlatform.objects.filter(
+        pool__name__in={row["pool"] for row in rows}).values_list(
+        "pool__name", "name", "allow_host_network", "allow_privileged", "host_mounts")}
+    for row in rows:
+        wanted = [name for name in row["platforms"] if not platforms or name in platforms]
+        row["platform_configs"] = [
+            {"platform": name, "host_network": host_network, "privileged": privileged,
+             "allowed_mounts": list(mounts or [])}
+            for name in wanted for host_network, privileged, mounts in [configs[(row["pool"], name)]]]
     return rows
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
+from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from osmo.errors import ValidationFailedError
@@ -84,9 +86,9 @@ def task_filters(*, statuses: Sequence[str], pools: Sequence[str], nodes: Sequen
                        priorities=tuple(p.upper() for p in priorities), started_after=after, started_before=before)
 
 
-def task_list(*, user: Viewer, filters: TaskFilters) -> QuerySet[Task]:
-    """The tasks ``user`` may see that match ``filters``, by start time (``asc``: the latest last, tasks not
-    started yet after them). Without ``users`` or ``all_users``, the user's own (OSMO's default)."""
+def _matching(*, user: Viewer, filters: TaskFilters) -> QuerySet[Task]:
+    """The tasks ``user`` may see that match ``filters``, unordered. Without ``users`` or ``all_users``, the
+    user's own (OSMO's default)."""
     workflows = workflow_visible_to(user)
     if filters.users:
         workflows = workflows.filter(submitted_by__username__in=filters.users)
@@ -107,10 +109,37 @@ def task_list(*, user: Viewer, filters: TaskFilters) -> QuerySet[Task]:
         tasks = tasks.filter(started_at__gte=filters.started_after)
     if filters.started_before:
         tasks = tasks.filter(started_at__lt=filters.started_before)
+    return tasks
+
+
+def task_list(*, user: Viewer, filters: TaskFilters) -> QuerySet[Task]:
+    """The tasks ``user`` may see that match ``filters``, by start time (``asc``: the latest last, tasks not
+    started yet after them). Without ``users`` or ``all_users``, the user's own (OSMO's default)."""
+    tasks = _matching(user=user, filters=filters)
     started = F("started_at").asc(nulls_last=True) if filters.order == "asc" else F("started_at").desc(nulls_last=True)
     return (tasks.select_related("workflow", "workflow__pool", "workflow__submitted_by", "node")
             .defer("workflow__spec_text", "workflow__pool_keys", "environment", "command", "args")
             .order_by(started, "workflow_id", "position", "pk"))
 
 
-__all__ = ["DEFAULT_STATUSES", "TaskFilters", "task_filters", "task_list"]
+#: What a summary row adds up (each the sum of its tasks' requests, base units), as ``<name>_sum``.
+SUMMED = ("gpu", "cpu_millis", "memory_bytes", "storage_bytes")
+#: A summary row's keys (aliases: the task's own field names may not be reused).
+SUMMARY_KEYS = {"owner": "workflow__submitted_by__username", "pool_name": "workflow__pool__name",
+                "workflow_priority": "workflow__priority"}
+
+
+def task_summary(*, user: Viewer, filters: TaskFilters, by_workflow: bool = False) -> QuerySet[Any]:
+    """OSMO's ``task list --summary`` (``by_workflow``: ``--aggregate-by-workflow``): the tasks
+    :func:`task_list` would list, one row per submitter, pool and priority (and workflow), with how many
+    tasks (``task_count``) and the sum of their requests (``<name>_sum``, :data:`SUMMED`); by user, pool,
+    priority (and workflow id). Rows are dicts keyed by :data:`SUMMARY_KEYS` (and ``workflow``)."""
+    keys = {alias: F(path) for alias, path in SUMMARY_KEYS.items()}
+    if by_workflow:
+        keys["workflow_name"] = F("workflow__workflow_id")
+    rows = (_matching(user=user, filters=filters).order_by().values(**keys)
+            .annotate(task_count=Count("pk"), **{f"{name}_sum": Coalesce(Sum(name), 0) for name in SUMMED}))
+    return rows.order_by(*keys)
+
+
+__all__ = ["DEFAULT_STATUSES", "SUMMARY_KEYS", "SUMMED", "TaskFilters", "task_filters", "task_list", "task_summary"]

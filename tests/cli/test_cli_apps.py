@@ -66,6 +66,12 @@ def test_create_update_show_spec_info_list_and_submit_with_set(osmo_process, nvl
     assert workflow.labels == {"team": "vision"}  # --label, as on workflow submit
     query = osmo_process("workflow", "query", "greeting-1")
     assert "  app hello-app version 2" in query.stdout.splitlines()
+    by_app = [json.loads(osmo_process("workflow", "list", "--app", ref, "-t", "json").stdout)["count"]
+              for ref in ("hello-app", "hello-app:2", "hello-app:1", "other-app")]
+    assert by_app == [1, 1, 0, 0]
+    bad_app = osmo_process("workflow", "list", "-P", "hello-app:latest")
+    assert bad_app.returncode == 2
+    assert bad_app.stderr == "error: app: 'hello-app:latest': write NAME or NAME:VERSION (a version number)\n"
 
 
 def test_submit_an_older_version_dry_run_and_json(osmo_process, nvl72, spec_files):
@@ -101,6 +107,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(osmo_process, nvl72, spec_fil
     PoolGrant.objects.create(pool=private, team=Group.objects.create(name="llm"))
     forbidden = osmo_process("app", "submit", "hello-app", "--pool", "private")
     no_version = osmo_process("app", "delete", "hello-app")
+    bad_label = osmo_process("app", "submit", "hello-app", "--pool", "nvl72", "--label", "team=not ok")
     # then
     assert unknown.returncode == 2 and unknown.stdout == ""
     assert "set.unknown: 'unknown' is not a parameter of this app" in unknown.stderr
@@ -113,7 +120,10 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(osmo_process, nvl72, spec_fil
     assert no_version.stderr == "error: must specify a version (NAME:VERSION or --version) or --all\n"
     assert forbidden.returncode == 1 and forbidden.stdout == ""
     assert forbidden.stderr.startswith("error: ") and "'private'" in forbidden.stderr
-    for result in (unknown, twice, invalid, missing, no_version, forbidden):
+    assert bad_label.returncode == 2
+    assert bad_label.stderr.startswith("error: labels.team: invalid label value 'not ok'")
+    assert len(bad_label.stderr.splitlines()) == 1
+    for result in (unknown, twice, invalid, missing, no_version, forbidden, bad_label):
         assert "Traceback" not in result.stderr
     assert Workflow.objects.count() == 0
 

@@ -75,10 +75,13 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     clean = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL_S3": ""}  # nothing ambient
 
     # when
-    up = osmo_process("data", "upload", url, str(source / "shards"), str(source / "notes.md"), env=clean)
+    up = osmo_process("data", "upload", url, str(source / "shards"), str(source / "notes.md"), "-p", "2", "-T", "4",
+                      env=clean)
     listed = osmo_process("data", "list", url, "-r", env=clean)
     top = osmo_process("data", "list", url, env=clean)
-    down = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", env=clean)
+    down = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", "--threads", "3",
+                        env=clean)
+    no_threads = osmo_process("data", "download", url, str(tmp_path / "none"), "--threads", "0", env=clean)
     (tmp_path / "back" / "shards" / "a.txt").unlink()
     resumed = osmo_process("data", "download", url, str(tmp_path / "back"), "-x", "shards/", "--resume", env=clean)
     deleted = osmo_process("data", "delete", f"{url}/shards", env=clean)
@@ -91,6 +94,7 @@ def test_s3_through_the_users_data_credential(osmo_process, s3_server, user, sou
     assert top.stdout == "notes.md\nshards/\n\nTotal 2 objects found\n"
     assert down.returncode == 0, down.stderr
     assert tree(tmp_path / "back") == {"shards/a.txt": "a", "shards/b.json": "{}", "shards/sub/c.txt": "c"}
+    assert no_threads.returncode == 2 and "--threads" in no_threads.stderr and not (tmp_path / "none").exists()
     assert resumed.stdout.startswith(f"Downloaded 1 file(s) (2 already there), 1B, from {url} to ")
     assert deleted.stdout == f"Deleted 3 object(s) at {url}/shards.\n"
     assert left.stdout == "e1/notes.md\n\nTotal 1 objects found\n"
@@ -213,3 +217,53 @@ def test_a_terminal_gets_a_progress_bar_on_stderr_and_a_pipe_does_not(osmo_proce
     assert process.returncode == 0 and stdout.startswith("Uploaded 4 file(s)")
     assert b"upload to file://" in shown and b"4/4" in shown
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_data_check_tries_each_access_with_the_users_credential(osmo_process, s3_server, user,  # noqa: F811
+                                                               tmp_path):
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1", aws_access_key_id="x",
+                      aws_secret_access_key="y")
+    s3.create_bucket(Bucket="alice-check")
+    s3.put_object(Bucket="alice-check", Key="runs/r1/a.txt", Body=b"a")
+    for name, endpoint in (("checked", "s3://alice-check"), ("ghost", "s3://ghost-bucket")):
+        credential_set(owner=user, name=name, kind="data", values={
+            "endpoint": endpoint, "access_key_id": "alice-key", "access_key": SECRET, "region": "us-east-1",
+            "override_url": s3_server.endpoint})
+    clean = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL_S3": ""}
+    bare = {"OSMO_URL": "", "OSMO_TOKEN": ""}  # a file URL needs no login
+    (tmp_path / "here").mkdir()
+
+    # when
+    read = osmo_process("data", "check", "s3://alice-check/runs/r1", env=clean)
+    empty_prefix = osmo_process("data", "check", "s3://alice-check/runs/none", "-a", "READ", env=clean)
+    write = osmo_process("data", "check", "s3://alice-check/runs/new", "--access-type", "write", env=clean)
+    delete = osmo_process("data", "check", "s3://alice-check/runs", "-a", "DELETE", env=clean)
+    ghost = osmo_process("data", "check", "s3://ghost-bucket/x", env=clean)
+    ghost_write = osmo_process("data", "check", "s3://ghost-bucket/x", "-a", "WRITE", env=clean)
+    uncovered = osmo_process("data", "check", "s3://nobodys-bucket/x", env=clean)
+    local_read = osmo_process("data", "check", f"file://{tmp_path}/here", env=bare)
+    local_missing = osmo_process("data", "check", f"file://{tmp_path}/nowhere", env=bare)
+    local_write = osmo_process("data", "check", f"file://{tmp_path}/here/new/deeper", "-a", "WRITE", env=bare)
+    bad_type = osmo_process("data", "check", f"file://{tmp_path}", "-a", "EXECUTE", env=bare)
+    bad_url = osmo_process("data", "check", "ftp://host/x", env=bare)
+
+    # then: OSMO's one line of JSON; a failure says why and exits 1; the checks leave nothing behind
+    for run in (read, empty_prefix, write, delete, local_read, local_write):
+        assert (run.returncode, run.stdout) == (0, '{"status": "pass"}\n'), run.stderr
+    assert ghost.returncode == 1
+    assert json.loads(ghost.stdout) == {"status": "fail", "error": "s3://ghost-bucket/x: read access: "
+                                        "FileNotFoundError: bucket 'ghost-bucket' does not exist or is not reachable"}
+    assert ghost_write.returncode == 1
+    assert json.loads(ghost_write.stdout)["error"].startswith("s3://ghost-bucket/x: write access: ")
+    assert uncovered.returncode == 1
+    assert json.loads(uncovered.stdout)["error"].startswith("you have no data credential for 's3://nobodys-bucket/x'")
+    assert local_missing.returncode == 1
+    assert json.loads(local_missing.stdout)["error"].startswith(f"file://{tmp_path}/nowhere: read access: ")
+    assert [item["Key"] for item in s3.list_objects_v2(Bucket="alice-check")["Contents"]] == ["runs/r1/a.txt"]
+    assert [path.name for path in (tmp_path / "here").iterdir()] == []
+    assert bad_type.returncode == 2 and "EXECUTE" in bad_type.stderr
+    assert bad_url.returncode == 2 and bad_url.stderr.startswith("error: URL: 'ftp://host/x' is not a storage URL")
+    outputs = "".join(run.stdout + run.stderr for run in (read, write, delete, ghost, ghost_write, uncovered))
+    assert SECRET not in outputs and "Traceback" not in outputs

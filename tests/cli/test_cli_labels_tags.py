@@ -48,19 +48,66 @@ def test_labels_are_set_at_submission_and_selected_by_the_list(osmo_process, nvl
     assert listed(osmo_process, "--label", "team=robotics_*") == ["a-1", "b-1"]
     assert listed(osmo_process, "--label", "team=(robotics_a|vision)") == ["a-1", "c-1"]
     assert listed(osmo_process, "--label", "team=robotics_*", "--label", "project=hil_*") == []
+    assert osmo_process("workflow", "restart", "c-1", "--label", "team=robotics_c").returncode == 0
+    assert listed(osmo_process, "--no-label", "run") == []
+    assert listed(osmo_process, "--label", "team=robotics_*", "--no-label", "nope") == ["a-1", "b-1", "c-2"]
     wide = osmo_process("workflow", "list", "-o", "wide", "--label", "team=vision")
     assert "project=sim_alpha, run=r1, team=vision" in wide.stdout
+
+
+@db
+def test_the_list_filters_by_priority_submission_day_and_app(osmo_process, nvl72, spec_file):
+    # given
+    from django.utils import timezone
+
+    from tests.factories import make_nvl72_pool
+
+    assert osmo_process("workflow", "submit", spec_file("a"), "--pool", "nvl72", "--priority", "HIGH").returncode == 0
+    assert osmo_process("workflow", "submit", spec_file("b"), "--pool", "nvl72", "--priority", "LOW").returncode == 0
+    assert osmo_process("workflow", "submit", spec_file("c"), "--pool", "nvl72").returncode == 0
+    make_nvl72_pool("second", zones=1, spines=1, racks=1, nodes=2)
+    assert osmo_process("workflow", "submit", spec_file("d"), "--pool", "second").returncode == 0
+    today = timezone.localdate().isoformat()
+    # then
+    assert listed(osmo_process, "--pool", "second") == ["d-1"]
+    assert listed(osmo_process, "--pool", "nvl72", "second", "--priority", "NORMAL") == ["c-1", "d-1"]
+    assert listed(osmo_process, "-u", "alice", "bob", "-p", "second") == ["d-1"]
+    assert listed(osmo_process, "--user", "bob") == []
+    nowhere = osmo_process("workflow", "list", "--pool", "nowhere", "elsewhere")
+    assert nowhere.returncode == 1 and nowhere.stderr == "error: pool nowhere not found (osmo pool list shows them)\n"
+    assert listed(osmo_process, "--priority", "high") == ["a-1"]
+    assert listed(osmo_process, "--priority", "HIGH", "LOW") == ["a-1", "b-1"]
+    assert listed(osmo_process, "--submitted-after", today) == ["a-1", "b-1", "c-1", "d-1"]
+    assert listed(osmo_process, "--submitted-before", today) == []
+    assert listed(osmo_process, "--submitted-after", "2000-01-01", "--submitted-before", "2000-01-02") == []
+    assert listed(osmo_process, "--app", "hello") == []
+    bad_day = osmo_process("workflow", "list", "--submitted-after", "2026-13-01")
+    bad_priority = osmo_process("workflow", "list", "--priority", "URGENT")
+    assert bad_day.returncode == 2 and bad_day.stderr.startswith("error: submitted_after: ")
+    assert bad_priority.returncode == 2 and bad_priority.stderr.startswith("error: priority: ")
+    assert "URGENT" in bad_priority.stderr
 
 
 @db
 def test_bad_labels_and_selectors_are_one_line_errors(osmo_process, nvl72, spec_file):
     # when
     bad_label = osmo_process("workflow", "submit", spec_file("a"), "--pool", "nvl72", "--label", "team=not ok")
+    two_bad = osmo_process("workflow", "validate", spec_file("a"), "--pool", "nvl72", "--label", "team=-x",
+                           "--label", "run=r_")
     no_equals = osmo_process("workflow", "submit", spec_file("a"), "--pool", "nvl72", "--label", "team")
     bad_selector = osmo_process("workflow", "list", "--label", "team=(a")
+    bad_key = osmo_process("workflow", "list", "--no-label", "not ok")
     # then
     assert bad_label.returncode == 2, bad_label.stderr
-    assert "labels.team" in bad_label.stderr and "invalid label value 'not ok'" in bad_label.stderr
+    assert bad_label.stderr == ("error: labels.team: invalid label value 'not ok': not empty, at most 63 letters, "
+                                "digits, '-', '_', '.', starting and ending alphanumeric\n")
+    assert two_bad.returncode == 2
+    assert len(two_bad.stderr.splitlines()) == 1, two_bad.stderr
+    said = two_bad.stderr.removeprefix("error: ").split("; labels.")
+    assert sorted(part.removeprefix("labels.").split(":")[0] for part in said) == ["run", "team"]
+    assert "invalid label value '-x'" in two_bad.stderr and "invalid label value 'r_'" in two_bad.stderr
+    assert bad_key.returncode == 2 and bad_key.stderr.startswith("error: no_label: invalid label key 'not ok'")
+    assert len(bad_key.stderr.splitlines()) == 1
     assert no_equals.returncode == 2
     assert no_equals.stderr.strip() == "error: --label expects NAME=VALUE, got 'team'"
     assert bad_selector.returncode != 0
@@ -79,13 +126,18 @@ def test_validate_and_restart_take_labels(osmo_process, nvl72, spec_file):
     valid = osmo_process("workflow", "validate", spec_file("a"), "--pool", "nvl72", "--label", "run=r1")
     submitted = osmo_process("workflow", "submit", spec_file("a"), "--pool", "nvl72", "--label", "run=r1")
     restarted = osmo_process("workflow", "restart", "a-1", "--label", "run=r2", "-t", "json")
+    bad_restart = osmo_process("workflow", "restart", "a-1", "--label", "run=r 3")
     # then
     assert refused.returncode == 2
-    assert "labels.run" in refused.stderr and "label 'run' is required" in refused.stderr
+    assert refused.stderr == ("error: labels.run: label 'run' is required (set it in the spec's workflow.labels "
+                              "or with --label run=VALUE)\n")
     assert valid.returncode == 0, valid.stderr
     assert submitted.returncode == 0, submitted.stderr
     assert restarted.returncode == 0, restarted.stderr
     assert json.loads(restarted.stdout)["labels"] == {"project": "sim_alpha", "run": "r2", "team": "robotics"}
+    assert bad_restart.returncode == 2
+    assert bad_restart.stderr.startswith("error: labels.run: invalid label value 'r 3'")
+    assert len(bad_restart.stderr.splitlines()) == 1
 
 
 @db

@@ -32,6 +32,7 @@ class ResourceSerializer(serializers.Serializer):
     node = serializers.CharField()
     pool = serializers.CharField()
     platforms = serializers.ListField(child=serializers.CharField(), help_text="Platforms whose selector it matches.")
+    resource_type = serializers.ChoiceField(choices=["GPU", "CPU"], help_text="GPU: it has GPUs; CPU: none.")
     schedulable = serializers.BooleanField()
     labels = serializers.DictField(child=serializers.CharField())
     capacity = ResourceAmountsSerializer()
@@ -42,9 +43,21 @@ class ResourceSerializer(serializers.Serializer):
     other_workflows = serializers.IntegerField(help_text="How many other workflows hold it (not named).")
 
 
+class PlatformConfigSerializer(serializers.Serializer):
+    platform = serializers.CharField()
+    host_network = serializers.BooleanField(help_text="Its tasks may ask for hostNetwork.")
+    privileged = serializers.BooleanField(help_text="Its tasks may ask for privileged mode.")
+    allowed_mounts = serializers.ListField(child=serializers.CharField(),
+                                           help_text="Host path prefixes its tasks' volumeMounts may use.")
+
+
+class ResourceInPoolSerializer(ResourceSerializer):
+    platform_configs = PlatformConfigSerializer(many=True, help_text="What tasks on each of its platforms may use.")
+
+
 class ResourceInfoSerializer(serializers.Serializer):
     node = serializers.CharField()
-    resources = ResourceSerializer(many=True, help_text="The node in each pool shown that has it.")
+    resources = ResourceInPoolSerializer(many=True, help_text="The node in each pool shown that has it.")
 
 
 ERRORS = {
@@ -54,6 +67,7 @@ ERRORS = {
     404: OpenApiResponse(ErrorOutputSerializer, description="A pool or node named that does not exist for you."),
 }
 POOL_PARAM = OpenApiParameter("pool", str, many=True, description="Only these pools (default: every pool you see)")
+PLATFORM_PARAM = OpenApiParameter("platform", str, many=True, description="Only nodes of these platforms")
 
 
 class ResourceListView(generics.ListAPIView):
@@ -70,8 +84,7 @@ class ResourceListView(generics.ListAPIView):
         assert page is not None  # the default pagination always pages
         return self.get_paginated_response(node_rows(page, user=signed_in(request)))
 
-    @extend_schema(operation_id="resources_list", parameters=[
-        POOL_PARAM, OpenApiParameter("platform", str, many=True, description="Only nodes of these platforms")],
+    @extend_schema(operation_id="resources_list", parameters=[POOL_PARAM, PLATFORM_PARAM],
         responses={200: ResourceSerializer(many=True), **ERRORS})
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Nodes of the pools you may see, by pool and name: capacity, use outside the service, what its
@@ -80,11 +93,13 @@ class ResourceListView(generics.ListAPIView):
 
 
 class ResourceInfoView(APIView):
-    @extend_schema(operation_id="resources_info", parameters=[POOL_PARAM],
+    @extend_schema(operation_id="resources_info", parameters=[POOL_PARAM, PLATFORM_PARAM],
                    responses={200: ResourceInfoSerializer, **ERRORS})
     def get(self, request: Request, node: str) -> Response:
-        """One node in each pool you may see that has it (``pool`` narrows it): labels, capacity, use, holders."""
-        rows = resource_info(user=signed_in(request), name=node, pools=_many(request, "pool"))
+        """One node in each pool you may see that has it (``pool`` and ``platform`` narrow it): labels,
+        capacity, use, holders."""
+        rows = resource_info(user=signed_in(request), name=node, pools=_many(request, "pool"),
+                             platforms=_many(request, "platform"))
         return Response({"node": node, "resources": rows})
 
 

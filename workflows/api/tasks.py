@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from osmo.types import signed_in
 from workflows.api.serializers import ErrorOutputSerializer
 from workflows.choices import TaskStatus
-from workflows.task_listing import task_filters, task_list
+from workflows.task_listing import TaskFilters, task_filters, task_list, task_summary
 
 BOOL_TRUE, BOOL_FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
@@ -52,40 +52,45 @@ def _many(request: Request, name: str) -> list[str]:
     return [part.strip() for value in request.query_params.getlist(name) for part in value.split(",") if part.strip()]
 
 
+def _filters(request: Request) -> TaskFilters:
+    return task_filters(statuses=_many(request, "status"), pools=_many(request, "pool"),
+                        nodes=_many(request, "node"), users=_many(request, "user"),
+                        workflow=request.query_params.get("workflow", ""),
+                        all_users=_flag(request, "all_users"), order=request.query_params.get("order", "asc"),
+                        priorities=_many(request, "priority"),
+                        started_after=request.query_params.get("started_after"),
+                        started_before=request.query_params.get("started_before"))
+
+
+FILTER_PARAMS = [
+    OpenApiParameter("status", str, many=True, enum=list(TaskStatus.values),
+                     description="Only these statuses (repeat it); all when absent"),
+    OpenApiParameter("pool", str, many=True, description="Only workflows of these pools"),
+    OpenApiParameter("node", str, many=True, description="Only tasks placed on these nodes"),
+    OpenApiParameter("user", str, many=True, description="Only these submitters (staff see everyone's)"),
+    OpenApiParameter("all_users", bool, description="Every submitter you may see (default: your own)"),
+    OpenApiParameter("workflow", str, description="Workflow id contains this"),
+    OpenApiParameter("priority", str, many=True, enum=["LOW", "NORMAL", "HIGH"],
+                     description="Only workflows of these priorities"),
+    OpenApiParameter("started_after", OpenApiTypes.DATE, description="Started on or after this day"),
+    OpenApiParameter("started_before", OpenApiTypes.DATE, description="Started before this day"),
+]
+ERRORS = {400: OpenApiResponse(ErrorOutputSerializer, description="A bad filter; details.errors names it."),
+          401: OpenApiResponse(ErrorOutputSerializer, description="Not authenticated.")}
+
+
 class TaskListView(generics.ListAPIView):
     serializer_class = TaskRowSerializer
     filter_backends: list[type] = []
 
     def get_queryset(self) -> Any:
-        request = self.request
-        filters = task_filters(statuses=_many(request, "status"), pools=_many(request, "pool"),
-                               nodes=_many(request, "node"), users=_many(request, "user"),
-                               workflow=request.query_params.get("workflow", ""),
-                               all_users=_flag(request, "all_users"), order=request.query_params.get("order", "asc"),
-                               priorities=_many(request, "priority"),
-                               started_after=request.query_params.get("started_after"),
-                               started_before=request.query_params.get("started_before"))
-        return task_list(user=signed_in(request), filters=filters)
+        return task_list(user=signed_in(self.request), filters=_filters(self.request))
 
     @extend_schema(
         operation_id="tasks_list",
-        parameters=[
-            OpenApiParameter("status", str, many=True, enum=list(TaskStatus.values),
-                             description="Only these statuses (repeat it); all when absent"),
-            OpenApiParameter("pool", str, many=True, description="Only workflows of these pools"),
-            OpenApiParameter("node", str, many=True, description="Only tasks placed on these nodes"),
-            OpenApiParameter("user", str, many=True, description="Only these submitters (staff see everyone's)"),
-            OpenApiParameter("all_users", bool, description="Every submitter you may see (default: your own)"),
-            OpenApiParameter("workflow", str, description="Workflow id contains this"),
-            OpenApiParameter("order", str, enum=["asc", "desc"], description="By start time (default asc)"),
-            OpenApiParameter("priority", str, many=True, enum=["LOW", "NORMAL", "HIGH"],
-                             description="Only workflows of these priorities"),
-            OpenApiParameter("started_after", OpenApiTypes.DATE, description="Started on or after this day"),
-            OpenApiParameter("started_before", OpenApiTypes.DATE, description="Started before this day"),
-        ],
-        responses={200: TaskRowSerializer(many=True),
-                   400: OpenApiResponse(ErrorOutputSerializer, description="A bad filter; details.errors names it."),
-                   401: OpenApiResponse(ErrorOutputSerializer, description="Not authenticated.")},
+        parameters=[*FILTER_PARAMS, OpenApiParameter("order", str, enum=["asc", "desc"],
+                                                     description="By start time (default asc)")],
+        responses={200: TaskRowSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Tasks of the workflows you may see, by start time: user, workflow, task, status, pool, priority,
@@ -93,4 +98,40 @@ class TaskListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
 
-__all__ = ["TaskListView"]
+class TaskSummaryRowSerializer(serializers.Serializer):
+    """The tasks of one submitter, pool and priority (and workflow, with ``aggregate_by_workflow``): how many
+    and the sum of their requests."""
+
+    user = serializers.CharField(source="owner")
+    workflow_id = serializers.CharField(source="workflow_name", required=False,
+                                        help_text="Only with aggregate_by_workflow=true.")
+    pool = serializers.CharField(source="pool_name")
+    priority = serializers.CharField(source="workflow_priority")
+    tasks = serializers.IntegerField(source="task_count")
+    gpu = serializers.IntegerField(source="gpu_sum")
+    cpu_millis = serializers.IntegerField(source="cpu_millis_sum")
+    memory_bytes = serializers.IntegerField(source="memory_bytes_sum")
+    storage_bytes = serializers.IntegerField(source="storage_bytes_sum")
+
+
+class TaskSummaryView(generics.ListAPIView):
+    serializer_class = TaskSummaryRowSerializer
+    filter_backends: list[type] = []
+
+    def get_queryset(self) -> Any:
+        return task_summary(user=signed_in(self.request), filters=_filters(self.request),
+                            by_workflow=_flag(self.request, "aggregate_by_workflow"))
+
+    @extend_schema(
+        operation_id="tasks_summary",
+        parameters=[*FILTER_PARAMS, OpenApiParameter("aggregate_by_workflow", bool,
+                                                     description="One row per workflow too (default false)")],
+        responses={200: TaskSummaryRowSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The tasks ``GET /api/tasks/`` would list, added up per submitter, pool and priority (and workflow):
+        how many, and the sum of their GPU, CPU, memory and storage requests."""
+        return super().get(request, *args, **kwargs)
+
+
+__all__ = ["TaskListView", "TaskSummaryView"]

@@ -3,7 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from workflows.api.resources import ResourceInfoView, ResourceListView
 from workflows.api.runtime import RuntimeBarrierView, RuntimeStatusView
-from workflows.api.tasks import TaskListView
+from workflows.api.tasks import TaskListView, TaskSummaryView
 from workflows.api.views import MeView, TagListView, WorkflowViewSet
 
 router = SimpleRouter()
@@ -11,6 +11,7 @@ router.register("workflows", WorkflowViewSet, basename="workflow")
 urlpatterns = [path("me/", MeView.as_view(), name="me"), path("tags/", TagListView.as_view(), name="tags"),
                # "workflow-": a task's own osmo command may list its submitter's tasks, as it reads workflows
                path("tasks/", TaskListView.as_view(), name="workflow-tasks"),
+               path("tasks/summary/", TaskSummaryView.as_view(), name="workflow-tasks-summary"),
                # "pool-": read like pools (a task's osmo command reads them too)
                path("resources/", ResourceListView.as_view(), name="pool-resources"),
                path("resources/<str:node>/", ResourceInfoView.as_view(), name="pool-resource"),
