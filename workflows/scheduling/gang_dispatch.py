@@ -8,13 +8,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from django.db import connection, transaction
-from django.db.models import Field, QuerySet
+from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from osmo.bulk import ids_match
 from osmo.rows import named_rows
 from runtime import PlanInvalidError
 from scheduler import jobs
@@ -251,21 +250,12 @@ def _plan_fields(raw: Any, request: PodRequest, *, backend: str) -> dict[str, An
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
     """Record the pods (task id, pod name) as created, for the tasks still active and not recorded yet:
-    one UPDATE, written as SQL (the query builder cost more than the statement). A task no longer
-    active has its pod deleted again (NotFound is success). True when every pod was recorded by this
-    call."""
-    meta = Task._meta
-    quote = connection.ops.quote_name
-    column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
-                                                                                           "status")}
+    one UPDATE. A task no longer active has its pod deleted again (NotFound is success). True when
+    every pod was recorded by this call."""
     ids = [pk for pk, _pod_name in pods]
-    match, params = ids_match(column["id"], ids)
-    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s "
-           f"WHERE {match} AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), *params, *ACTIVE])
-        if cursor.rowcount == len(ids):
-            return True
+    recorded = Task.objects.filter(pk__in=ids, status__in=ACTIVE, dispatched_at__isnull=True).update(dispatched_at=at)
+    if recorded == len(ids):
+        return True
     # Some were not recorded: another run recorded them (the task is active), or the gang ended while
     # its pods were being created: take those back.
     ended = set(Task.objects.filter(pk__in=ids).exclude(status__in=ACTIVE).values_list("pk", flat=True))
