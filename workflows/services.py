@@ -1,7 +1,7 @@
 """Writes of the workflows app at its edge: validation, submission and cancellation.
 
 Status changes go through :mod:`workflows.lifecycle.transitions`; enqueueing through
-:mod:`scheduler.jobs`.
+:mod:`workflows.jobs`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from osmo.bulk import bulk_insert
 from osmo.metrics import workflow_label_observe
 from osmo.process_cache import ProcessCache
 from osmo.types import User, Viewer
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
@@ -32,7 +31,7 @@ from scheduler.reads.snapshot import idle_index, idle_index_key
 from scheduler.resources import CAPACITY_FIELDS
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
-from workflows import sql
+from workflows import jobs, sql
 from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_ACTIVE_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (

@@ -1,6 +1,6 @@
 """Celery tasks that move workflows through placement, dispatch and completion. Thin adapters: ids
 and JSON primitives in, the services in :mod:`workflows.scheduling` do the work; every enqueue goes
-through :mod:`scheduler.jobs` (the names below are its contract; queues: ``CELERY_TASK_ROUTES``).
+through :mod:`workflows.jobs` (the names below are its contract; queues: ``CELERY_TASK_ROUTES``).
 
 Every task is idempotent (it re-reads the database and returns early when there is nothing to do),
 so a redelivered or duplicated message is harmless.
@@ -15,8 +15,8 @@ from celery import Task, shared_task
 from django.db import OperationalError
 
 from osmo import config as osmo_config
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
+from workflows import jobs
 
 logger = logging.getLogger(__name__)
 

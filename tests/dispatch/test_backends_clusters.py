@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from scheduler.models import Backend, Node, Pool
 from scheduler.services import inventory_import_text
 from scheduler.services.backends import backend_set
 from tests.dispatch.fake_cluster import FakeCluster, kubeconfig_for
 from tests.pipeline.helpers import gang_spec
+from workflows import jobs
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run

@@ -10,13 +10,13 @@ import pytest
 from django.utils import timezone
 from kubernetes import client as k8s_client
 
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.models import Reservation
 from tests.dispatch.kube_pool import PODS, placed, pod_item, pod_list
 from tests.factories import make_node
 from tests.pipeline.helpers import backend_use, gang_spec
+from workflows import jobs
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import gang_dispatch, pods
 from workflows.scheduling.cycle import placement_cycle_run

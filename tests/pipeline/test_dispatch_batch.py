@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from tests.pipeline.helpers import backend_use, gang_spec
+from workflows import jobs
 from workflows import tasks as worker_tasks
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import gang_dispatch, pods

@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduler import jobs
 from scheduler.models import Reservation
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import (
@@ -21,6 +20,7 @@ from tests.pipeline.helpers import (
     backend_use,
     gang_spec,
 )
+from workflows import jobs
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run, read, run, walk

@@ -16,12 +16,12 @@ from django.utils import timezone
 
 from osmo.rows import named_rows
 from runtime import PlanInvalidError
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, PodBackend, PodRequest, backend_for
 from scheduler.dispatch.base import DispatchForbiddenError
 from scheduler.models import Pool
 from scheduler.services.backends import backend_of_pool, backend_permission_record
+from workflows import jobs
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow

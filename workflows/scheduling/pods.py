@@ -27,12 +27,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from osmo import config as osmo_config
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodState, backend_for
 from scheduler.dispatch.base import CAUSE_UNSCHEDULABLE
 from scheduler.models import Pool
 from scheduler.services.backends import backend_of_pool
+from workflows import jobs
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.lifecycle.cluster import ClusterSettled, tasks_cluster_settle
 from workflows.lifecycle.exits import tasks_exit_settle
