@@ -325,7 +325,7 @@ def dispatch_handed_over() -> None:
 
 
 def gang_dispatch_observe(outcome: Any, *, task: str = GROUP_DISPATCH) -> None:
-    """After a dispatch run of a gang (``outcome``: ``workflows.scheduling.gang_dispatch.group_dispatch``'s
+    """After a dispatch run of a gang (``outcome``: ``workflows.scheduling.gang_dispatch.gang_dispatch``'s
     ``GangDispatch``, or None when it had nothing to do): if the
     run recorded the gang's last pod, observe the gang's latency; if the backend refused the gang,
     count a permanent dispatch error. A re-dispatch of a gang that was complete already observes

@@ -103,7 +103,7 @@ def dispatch_retry_countdown(retries: int) -> float:
     return float(min(120, 2 ** (retries + 1)))
 
 
-def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
+def gang_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
                    retry_in: float = 0.0) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
@@ -169,7 +169,7 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
         recorded_at = timezone.now()
         complete = _dispatch_record(created, recorded_at, pool=pool, backend=backend) if created else False
     if refused:
-        group_backend_failure(group_id, refused)
+        gang_backend_failure(group_id, refused)
         return GangDispatch(pool=pool.name, refused=True)
     if not complete or len(created) < len(tasks):
         return GangDispatch(pool=pool.name)
@@ -268,7 +268,7 @@ def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, b
 
 
 @transaction.atomic
-def group_backend_failure(group_id: int, message: str) -> None:
+def gang_backend_failure(group_id: int, message: str) -> None:
     group = TaskGroup.objects.get(pk=group_id)
     workflow = workflows_lock([group.workflow_id])[group.workflow_id]
     group.refresh_from_db()
