@@ -34,14 +34,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Q
 
 from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key
+from scheduler import sql
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.reads.domain_tree import Domain, DomainPath, DomainTree
 from scheduler.selectors import label_text
-from scheduler.sql import node_row_version
 
 BUCKET_IDS = 128  # a node write reads the rows of its bucket again: at most this many, by the primary key
 
@@ -118,10 +118,7 @@ NodeBuckets = dict[int, tuple[int, int]]  # bucket -> (count, sum of row version
 def node_buckets(pool: Pool) -> NodeBuckets:
     """The pool's node rows per bucket: their count and the sum of their versions (one query). Summed
     over the buckets they are :func:`scheduler.reads.snapshot.nodes_version`."""
-    rows = (Node.objects.filter(pool_id=pool.pk).order_by().annotate(bucket=F("id") / BUCKET_IDS)
-            .values("bucket").annotate(count=Count("*"), total=Sum(node_row_version()))
-            .values_list("bucket", "count", "total"))
-    return {int(bucket): (int(count), int(total)) for bucket, count, total in rows}
+    return sql.node_buckets(pool.pk, BUCKET_IDS)
 
 
 def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tuple[int, int],
@@ -201,7 +198,7 @@ def _rows(pool: Pool, key_labels: tuple[tuple[str, str], ...], buckets: set[int]
             ranges |= Q(pk__gte=bucket * BUCKET_IDS, pk__lt=(bucket + 1) * BUCKET_IDS)
         queryset = queryset.filter(ranges)
     rows = queryset.annotate(
-        version=node_row_version(), **aliases
+        version=sql.node_row_version(), **aliases
     ).values_list("pk", "version", "schedulable", "gpu", "used_gpu", *aliases)
     return [(pk, (version, tuple(path), schedulable, gpu, used))
             for pk, version, schedulable, gpu, used, *path in rows]

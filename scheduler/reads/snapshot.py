@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import BigIntegerField, Count, QuerySet, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import QuerySet, Sum
 
 from osmo.process_cache import ProcessCache
+from scheduler import sql
 from scheduler.models import Node, Pool, Reservation, TopologyKey
 from scheduler.placement import ClusterSnapshot, DomainIndex, NodeState, Resources
 from scheduler.resources import CAPACITY_FIELDS, USED_FIELDS
-from scheduler.sql import node_row_version
 
 
 def pool_key_labels(pool: Pool) -> list[tuple[str, str]]:
@@ -83,13 +82,11 @@ _STATIC: ProcessCache[int, _NodesStatic] = ProcessCache("nodes_static", size=8)
 
 def nodes_version(pool: Pool) -> tuple[int, int] | None:
     """A value that changes whenever any of the pool's node rows is written: their count and the sum
-    of their row versions (:func:`scheduler.sql.node_row_version`), one aggregate query (PostgreSQL
+    of their row versions (:func:`scheduler.sql.nodes_version`), one aggregate query (PostgreSQL
     only; None elsewhere, where callers keep nothing)."""
     if connection.vendor != "postgresql":
         return None
-    row = Node.objects.filter(pool_id=pool.pk).aggregate(
-        count=Count("*"), total=Coalesce(Sum(node_row_version()), 0, output_field=BigIntegerField()))
-    return int(row["count"]), int(row["total"])
+    return sql.nodes_version(pool.pk)
 
 
 def _nodes_static(pool: Pool, labels: list[str]) -> _NodesStatic:
