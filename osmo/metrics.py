@@ -35,6 +35,7 @@ from celery.signals import task_failure, task_postrun, task_prerun, task_retry
 from prometheus_client import Counter, Histogram, values
 
 from osmo import config as osmo_config
+from workflows.jobs import GROUP_DISPATCH, GROUPS_DISPATCH, POD_DELETE  # the dispatch tasks' names
 
 logger = logging.getLogger(__name__)
 
@@ -279,9 +280,7 @@ def cycle_result_observe(result: Any, *, seconds: float) -> None:
 # ------------------------------------------------------------------------------------------------
 # Dispatch: Celery signals in the worker process that ran the task
 # ------------------------------------------------------------------------------------------------
-GROUP_DISPATCH = "workflows.group_dispatch"
-GROUPS_DISPATCH = "workflows.groups_dispatch"
-DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, "workflows.pod_delete"})
+DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, POD_DELETE})
 _cpu_lock = threading.Lock()
 _cpu_started: dict[str, float] = {}  # task id -> thread CPU time when it started
 
