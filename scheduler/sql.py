@@ -16,8 +16,8 @@ built by the ORM around that expression they cost 0.6-0.75 ms more of the proces
 
 A version column of our own was considered instead and not taken: every writer of a node row (the
 Kubernetes and inventory syncs' ``QuerySet.update`` and bulk writes, the admin, the services) would
-have to move it, and a writer that forgets makes kept state silently stale; a trigger moving it adds
-a write to every node write (the syncs write thousands) for what PostgreSQL records anyway. The
+have to move it, and a writer that forgets makes kept state silently stale; a trigger moving it runs
+for every node row written (a sync writes thousands) to record what PostgreSQL records anyway. The
 ctid/xmin pair has one weakness, which is harmless here: ``VACUUM FULL`` or ``CLUSTER`` rewrite rows
 at new places without a write, so a kept state is read again once more than needed.
 """
