@@ -1,6 +1,6 @@
 """Celery tasks that move workflows through placement, dispatch and completion. Thin adapters: ids
 and JSON primitives in, the services in :mod:`workflows.scheduling` do the work; every enqueue goes
-through :mod:`workflows.jobs` (the names below are its contract; queues: ``CELERY_TASK_ROUTES``).
+through :mod:`workflows.jobs`, which keeps each task's name (queues: ``CELERY_TASK_ROUTES``).
 
 Every task is idempotent (it re-reads the database and returns early when there is nothing to do),
 so a redelivered or duplicated message is harmless.
