@@ -33,7 +33,7 @@ def advisory_xact_lock(namespace: int, key: int) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [namespace, key])
 
 
-def reservations_release(task_ids: Sequence[int], at: datetime) -> list[int]:
+def reservations_release_returning(task_ids: Sequence[int], at: datetime) -> list[int]:
     """Set ``released_at`` on the active reservations of these tasks and return the pool of each row
     released (one per row). One ``UPDATE ... RETURNING``. Raw: the ORM's ``update()`` returns a count,
     not the rows; reading the pools first is a second query, and a release by a concurrent

@@ -29,7 +29,7 @@ def reservations_release(*, task_ids: Iterable[int]) -> int:
     ids = list(task_ids)
     if not ids:
         return 0
-    pools = sql.reservations_release(ids, timezone.now())  # one UPDATE ... RETURNING
+    pools = sql.reservations_release_returning(ids, timezone.now())  # one UPDATE ... RETURNING
     if pools:
         pool_epochs_bump(pools)
     return len(pools)
