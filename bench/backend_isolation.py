@@ -58,7 +58,7 @@ def main() -> None:
     from tests.dispatch.fake_cluster import FakeCluster, kubeconfig_for
     from workflows.models import TaskGroup
     from workflows.scheduling.cycle import placement_cycle_run
-    from workflows.scheduling.gang_dispatch import group_dispatch
+    from workflows.scheduling.gang_dispatch import gang_dispatch
     from workflows.scheduling.pods import pods_sync
     from workflows.services import workflow_submit
     from workflows.tasks import kubernetes_backend_sync
@@ -78,7 +78,7 @@ def main() -> None:
     workflow_submit(user=user, pool_name=other_pool.name, spec=SPEC.format(name="otherx0"))
     placement_cycle_run(pool_id=other_pool.pk)
     for group in TaskGroup.objects.filter(workflow__pool=other_pool):
-        group_dispatch(group_id=group.pk)
+        gang_dispatch(group_id=group.pk)
 
     stop = threading.Event()
 
@@ -109,7 +109,7 @@ def main() -> None:
             started = time.perf_counter()
             placement_cycle_run(pool_id=pool.pk)
             for group in TaskGroup.objects.filter(workflow__pool=pool, status="INITIALIZING"):
-                group_dispatch(group_id=group.pk)
+                gang_dispatch(group_id=group.pk)
             times[condition].append(time.perf_counter() - started)
             healthy.pods_set_phase("Succeeded")
             pods_sync(pool_id=pool.pk)

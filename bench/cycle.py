@@ -51,8 +51,8 @@ from django.utils import timezone  # noqa: E402
 
 from bench.kit.cycle_baseline import baseline_cycle_run  # noqa: E402
 from bench.kit.queue import queue_mix  # noqa: E402
-from scheduler import jobs  # noqa: E402
 from scheduler.models import Node, Pool  # noqa: E402
+from workflows import jobs  # noqa: E402
 from workflows.lifecycle.reservations import reservations_release  # noqa: E402
 from workflows.lifecycle.transitions import TaskChange, gang_settle, group_fail, tasks_status_set  # noqa: E402
 from workflows.models import Task, TaskGroup, Workflow  # noqa: E402

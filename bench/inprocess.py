@@ -37,7 +37,7 @@ def worker_in_process(name: str) -> tuple[Any, set[str], list[tuple[str, dict[st
 
     import osmo.metrics  # noqa: F401
     import workflows.tasks  # noqa: F401
-    from scheduler import jobs
+    from workflows import jobs
 
     call_command("migrate", "--no-input", verbosity=0)
     user, _ = User.objects.get_or_create(username="bench")

@@ -33,6 +33,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from ops.access import privileged
+from ops.sql import database_ping
 from osmo import config as osmo_config
 
 logger = logging.getLogger(__name__)
@@ -48,9 +49,7 @@ def _failure(exc: BaseException) -> dict[str, Any]:
 
 def database_check() -> dict[str, Any]:
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
+        database_ping()
     except DjangoDatabaseError as exc:
         # Drop the broken connection so the next request connects afresh.
         connection.close_if_unusable_or_obsolete()

@@ -50,14 +50,15 @@ def _database_connections_check(sender: object = None, **kwargs: object) -> None
 
 @worker_ready.connect
 def _tick_on_worker_start(sender: object, **kwargs: object) -> None:
-    """A worker that starts sends one tick, which keeps itself going (``scheduler.jobs.tick_followup``):
+    """A worker that starts sends one tick, which keeps itself going (``workflows.jobs.tick_followup``):
     placement and pod sync progress even when the beat process is gone."""
 
     if osmo_config.scheduler().tick_without_beat:
-        app.send_task("workflows.tick")
+        from workflows.jobs import TICK  # function-local: workflows.jobs imports this module's app
+
+        app.send_task(TICK)
 
 
-TICK_WATCH = "workflows.tick_watch"
 TICK_WATCH_INTERVALS = 3  # a watch every this many tick intervals; a tick older than that is overdue
 
 
@@ -93,6 +94,8 @@ class TickWatchdog(bootsteps.StartStopStep):
 
 
 def _tick_watch_send(expires: float) -> None:
+    from workflows.jobs import TICK_WATCH  # function-local: workflows.jobs imports this module's app
+
     try:
         # No publish retries: this runs in the worker's event loop, which must not wait on a broker
         # that does not answer; the next timer call tries again.

@@ -35,6 +35,7 @@ from celery.signals import task_failure, task_postrun, task_prerun, task_retry
 from prometheus_client import Counter, Histogram, values
 
 from osmo import config as osmo_config
+from workflows.jobs import GROUP_DISPATCH, GROUPS_DISPATCH, POD_DELETE  # the dispatch tasks' names
 
 logger = logging.getLogger(__name__)
 
@@ -279,9 +280,7 @@ def cycle_result_observe(result: Any, *, seconds: float) -> None:
 # ------------------------------------------------------------------------------------------------
 # Dispatch: Celery signals in the worker process that ran the task
 # ------------------------------------------------------------------------------------------------
-GROUP_DISPATCH = "workflows.group_dispatch"
-GROUPS_DISPATCH = "workflows.groups_dispatch"
-DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, "workflows.pod_delete"})
+DISPATCH_TASKS = frozenset({GROUP_DISPATCH, GROUPS_DISPATCH, POD_DELETE})
 _cpu_lock = threading.Lock()
 _cpu_started: dict[str, float] = {}  # task id -> thread CPU time when it started
 
@@ -325,7 +324,7 @@ def dispatch_handed_over() -> None:
 
 
 def gang_dispatch_observe(outcome: Any, *, task: str = GROUP_DISPATCH) -> None:
-    """After a dispatch run of a gang (``outcome``: ``workflows.scheduling.gang_dispatch.group_dispatch``'s
+    """After a dispatch run of a gang (``outcome``: ``workflows.scheduling.gang_dispatch.gang_dispatch``'s
     ``GangDispatch``, or None when it had nothing to do): if the
     run recorded the gang's last pod, observe the gang's latency; if the backend refused the gang,
     count a permanent dispatch error. A re-dispatch of a gang that was complete already observes

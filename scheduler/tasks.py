@@ -1,5 +1,6 @@
-"""Celery tasks of the scheduler app (queues: ``CELERY_TASK_ROUTES``). The tasks that move
-workflows through placement and dispatch live in :mod:`workflows.tasks`."""
+"""Celery tasks of the scheduler app and their names (queues: ``CELERY_TASK_ROUTES``). The tasks that
+move workflows through placement and dispatch, and their names, are the workflows app's
+(:mod:`workflows.tasks`, :mod:`workflows.jobs`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import socket
 
 from celery import shared_task
 
+WORKER_HEARTBEAT = "scheduler.worker_heartbeat"
 
-@shared_task(name="scheduler.worker_heartbeat", ignore_result=True, soft_time_limit=20, time_limit=30)
+
+@shared_task(name=WORKER_HEARTBEAT, ignore_result=True, soft_time_limit=20, time_limit=30)
 def worker_heartbeat(token: str) -> None:
     """Record that a worker reached the database (used by health checks and the broker round-trip tests)."""
     from scheduler.models import WorkerHeartbeat

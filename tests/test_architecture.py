@@ -1,5 +1,6 @@
 """The pure packages import nothing from Django, DRF or Celery (docs/design.md §2), and the scheduler's inventory
-code imports nothing from the workflows app (dependencies between the apps go one way)."""
+code imports nothing from the workflows app (dependencies between the apps go one way), and raw SQL is
+written only in the modules named for it (docs/architecture.md, "Raw SQL")."""
 
 import ast
 import subprocess
@@ -80,3 +81,67 @@ def test_scheduler_inventory_code_imports_nothing_from_workflows(location):
     }
     # then none comes from the workflows app
     assert {path: modules for path, modules in offenders.items() if modules} == {}
+
+
+# Raw SQL: only where the ORM cannot say it, in one module per app that gives each statement's reason.
+SQL_MODULES = {
+    "osmo/bulk.py": "many-row writes without the ORM's per-object steps (its docstring)",
+    "osmo/beat.py": "beat's session-level advisory lock, on a psycopg connection of its own",
+    "scheduler/sql.py": "the scheduler app's statements the ORM cannot say",
+    "workflows/sql.py": "the workflows app's statements the ORM cannot say",
+    "ops/sql.py": "the readiness probe's round trip",
+}
+PACKAGES = ("osmo", "pages", "ops", "workflows", "scheduler", "credentials", "catalog", "topology", "parsing", "cli",
+            "runtime", "mcp_server")
+RAW_CALLS = {"cursor", "execute", "executemany", "raw", "extra"}  # connection.cursor(), Manager.raw(), QuerySet.extra()
+RAW_NAMES = {"RawSQL"}
+
+
+def raw_sql_uses(path: Path) -> list[str]:
+    """Each use of raw SQL in ``path`` as ``line: what``: a call of ``.cursor()``, ``.execute()``,
+    ``.executemany()``, ``.raw()`` or ``.extra()``, and any mention of ``RawSQL``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RAW_CALLS:
+            found.append((node.lineno, f".{node.func.attr}()"))
+        elif isinstance(node, ast.Name) and node.id in RAW_NAMES:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and node.attr in RAW_NAMES:
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.ImportFrom) and any(alias.name in RAW_NAMES for alias in node.names):
+            found.append((node.lineno, f"import {', '.join(alias.name for alias in node.names)}"))
+    return [f"{line}: {what}" for line, what in sorted(found)]
+
+
+def test_raw_sql_lives_only_in_the_sql_modules():
+    # given every module of the project's packages but migrations (tests and benchmarks are no packages of it)
+    files = [path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+             if "migrations" not in path.parts]
+    assert len(files) > 100
+    # when each is searched for raw SQL
+    uses = {str(path.relative_to(ROOT)): raw_sql_uses(path) for path in files}
+    # then only the named SQL modules have any, and each of them has some
+    assert {path: found for path, found in uses.items() if found and path not in SQL_MODULES} == {}
+    assert [path for path in SQL_MODULES if not uses[path]] == []
+
+
+def test_raw_sql_search_finds_each_kind_of_use(tmp_path):
+    # given a module with each kind of raw SQL and one without
+    module = tmp_path / "module.py"
+    module.write_text(
+        "from django.db import connection\n"
+        "from django.db.models.expressions import RawSQL\n"
+        "with connection.cursor() as cursor:\n"
+        "    cursor.execute('SELECT 1')\n"
+        "Node.objects.raw('SELECT * FROM node')\n"
+        "Node.objects.extra(where=['1 = 1'])\n"
+        "expressions.RawSQL('1', ())\n",
+        encoding="utf-8",
+    )
+    clean = tmp_path / "clean.py"
+    clean.write_text("from django.db import connection\nvendor = connection.vendor\n", encoding="utf-8")
+    # when they are searched
+    # then every use is found, and nothing in the clean one
+    assert raw_sql_uses(module) == ["2: import RawSQL", "3: .cursor()", "4: .execute()", "5: .raw()", "6: .extra()",
+                                    "7: RawSQL"]
+    assert raw_sql_uses(clean) == []

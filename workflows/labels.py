@@ -13,6 +13,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from osmo.bulk import bulk_insert
 from osmo.types import User
+from workflows import sql
 from workflows.errors import TagUnknownError, WorkflowTagForbiddenError
 from workflows.models import LabelPolicySetting, Tag, Workflow, WorkflowLabel
 from workflows.spec.labels import LabelPolicy, LabelSelector
@@ -67,37 +68,17 @@ GLOB_VALUES_MAX = 256
 #: At most this many distinct values of a key are stepped through to find the ones a wildcard matches.
 GLOB_WALK_MAX = 2048
 
-# The distinct values of a key from a prefix on, one index probe each (a "loose index scan": PostgreSQL
-# has no skip scan), in the order of the label index's pattern operator class; it stops at the first
-# value past the prefix or after GLOB_WALK_MAX of them.
-_VALUES_WALK_SQL = """
-WITH RECURSIVE walk(value, n) AS (
-  (SELECT value, 1 FROM {table} WHERE key = %(key)s AND value ~>=~ %(prefix)s ORDER BY value USING ~<~ LIMIT 1)
-  UNION ALL
-  SELECT (SELECT l.value FROM {table} l WHERE l.key = %(key)s AND l.value ~>~ walk.value
-          ORDER BY l.value USING ~<~ LIMIT 1), walk.n + 1
-  FROM walk WHERE walk.value IS NOT NULL AND starts_with(walk.value, %(prefix)s) AND walk.n < %(walk)s
-)
-SELECT value FROM walk WHERE value IS NOT NULL AND starts_with(value, %(prefix)s)
-"""
-
-
 def _glob_values(key: str, globs: Sequence[str]) -> list[str] | None:
     """The distinct values of ``key`` that any of ``globs`` matches, read by stepping through the key's
     distinct values on the label index (from each glob's fixed prefix on), rather than reading every
     row of the key; ``None`` when a glob's range holds more than :data:`GLOB_WALK_MAX` distinct values."""
     found: dict[str, None] = {}
-    table = connection.ops.quote_name(WorkflowLabel._meta.db_table)
-    with connection.cursor() as cursor:
-        for pattern in globs:
-            prefix = pattern.split("*", 1)[0]
-            cursor.execute(_VALUES_WALK_SQL.format(table=table), {"key": key, "prefix": prefix,
-                                                                  "walk": GLOB_WALK_MAX})
-            walked = [row[0] for row in cursor.fetchall()]
-            if len(walked) >= GLOB_WALK_MAX:
-                return None
-            matches = re.compile(_glob_regex(pattern), re.DOTALL).match
-            found.update(dict.fromkeys(value for value in walked if matches(value)))
+    for pattern in globs:
+        walked = sql.label_values_walk(key, pattern.split("*", 1)[0], GLOB_WALK_MAX)
+        if len(walked) >= GLOB_WALK_MAX:
+            return None
+        matches = re.compile(_glob_regex(pattern), re.DOTALL).match
+        found.update(dict.fromkeys(value for value in walked if matches(value)))
     return list(found)
 
 

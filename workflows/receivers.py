@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler import jobs
 from scheduler.services.reservations import capacity_changed
+from workflows import jobs
 
 
 def placement_cycle_on_capacity(sender: Any, *, pool_id: int, **kwargs: Any) -> None:

@@ -1,7 +1,7 @@
 """Writes of the workflows app at its edge: validation, submission and cancellation.
 
 Status changes go through :mod:`workflows.lifecycle.transitions`; enqueueing through
-:mod:`scheduler.jobs`.
+:mod:`workflows.jobs`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from osmo.bulk import bulk_insert
 from osmo.metrics import workflow_label_observe
 from osmo.process_cache import ProcessCache
 from osmo.types import User, Viewer
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.placement import Unplaceable, solve
@@ -32,6 +31,7 @@ from scheduler.reads.snapshot import idle_index, idle_index_key
 from scheduler.resources import CAPACITY_FIELDS
 from scheduler.results import result_to_json
 from scheduler.services.access import pool_submit_check, pool_with_access, pools_visible, team_for_submission
+from workflows import jobs, sql
 from workflows.choices import TASK_TERMINAL_STATUSES, WORKFLOW_ACTIVE_STATUSES, Priority, TaskStatus, WorkflowStatus
 from workflows.credential_refs import spec_credentials_check
 from workflows.errors import (
@@ -274,11 +274,7 @@ def _next_seq(owner_pk: int, name: str) -> int:
     a competitor that held the lock has committed, so its row is counted). SQLite's IMMEDIATE
     transactions serialise writers already."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)",
-                [_NAME_LOCK_NAMESPACE, zlib.crc32(f"{owner_pk}/{name}".encode()) & 0x7FFFFFFF],
-            )
+        sql.advisory_xact_lock(_NAME_LOCK_NAMESPACE, zlib.crc32(f"{owner_pk}/{name}".encode()) & 0x7FFFFFFF)
     last = (Workflow.objects.filter(submitted_by=owner_pk, name=name).order_by("-seq")
             .values_list("seq", flat=True).first())
     return int(last or 0) + 1

@@ -1,6 +1,6 @@
 """Celery tasks that move workflows through placement, dispatch and completion. Thin adapters: ids
 and JSON primitives in, the services in :mod:`workflows.scheduling` do the work; every enqueue goes
-through :mod:`scheduler.jobs` (the names below are its contract; queues: ``CELERY_TASK_ROUTES``).
+through :mod:`workflows.jobs`, which keeps each task's name (queues: ``CELERY_TASK_ROUTES``).
 
 Every task is idempotent (it re-reads the database and returns early when there is nothing to do),
 so a redelivered or duplicated message is harmless.
@@ -15,8 +15,8 @@ from celery import Task, shared_task
 from django.db import OperationalError
 
 from osmo import config as osmo_config
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
+from workflows import jobs
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +55,13 @@ def group_dispatch_task(self: Task, *, group_id: int) -> None:
     backend error is retried after :func:`dispatch_retry_countdown`, and the gang records that retry as
     its dispatch request, so the tick does not start a second chain of retries beside this one."""
     from osmo.metrics import gang_dispatch_observe
-    from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
+    from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, gang_dispatch
 
     countdown = dispatch_retry_countdown(self.request.retries)
     # The last try is followed by no retry: the tick takes over OSMO_REDISPATCH_AFTER_SECONDS after it.
     last = self.max_retries is not None and self.request.retries >= self.max_retries
     try:
-        outcome = group_dispatch(group_id=group_id, retry_in=0.0 if last else countdown)
+        outcome = gang_dispatch(group_id=group_id, retry_in=0.0 if last else countdown)
     except DispatchTransientError as exc:
         raise self.retry(exc=exc, countdown=countdown) from exc
     gang_dispatch_observe(outcome)
@@ -77,7 +77,7 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
     unexpected error on one gang (logged with its traceback). What a batch stopped by its time limit
     or a lost worker, or such an error, leaves undispatched, the tick re-dispatches."""
     from osmo.metrics import dispatch_handed_over, gang_dispatch_observe
-    from workflows.scheduling.gang_dispatch import dispatch_batch_read, group_dispatch
+    from workflows.scheduling.gang_dispatch import dispatch_batch_read, gang_dispatch
 
     try:
         batch = dispatch_batch_read(group_ids)  # every gang's rows and pool, read once per message
@@ -85,7 +85,7 @@ def groups_dispatch_task(*, group_ids: list[int]) -> None:
         batch = None
     for group_id in group_ids:
         try:
-            outcome = group_dispatch(group_id=group_id, batch=batch, retry_in=BATCH_RETRY_SECONDS)
+            outcome = gang_dispatch(group_id=group_id, batch=batch, retry_in=BATCH_RETRY_SECONDS)
         except (DispatchTransientError, OperationalError) as exc:
             logger.warning("dispatch.retry_alone", extra={"group_id": group_id, "reason": str(exc)})
             dispatch_handed_over()

@@ -281,7 +281,7 @@ if _runtime_host and _runtime_host not in ALLOWED_HOSTS and "*" not in ALLOWED_H
     ALLOWED_HOSTS.append(_runtime_host)
 
 
-# Which queue each task name goes to: the one routing table (scheduler.jobs sends tasks by name).
+# Which queue each task name goes to: the one routing table (workflows.jobs sends tasks by name).
 CELERY_TASK_ROUTES = {
     "workflows.placement_cycle_run": {"queue": "scheduler"},
     "workflows.pods_sync": {"queue": "scheduler"},

@@ -9,7 +9,7 @@ node's part in them, and a write costs what it changed:
 
 - The pool's nodes are split into buckets of :data:`BUCKET_IDS` consecutive ids (a pool's nodes are
   mostly created together, so a bucket holds up to that many of its nodes). One aggregate query gives each
-  bucket's count and sum of row versions (the versions of :data:`scheduler.reads.snapshot.NODE_ROW_VERSION_SQL`:
+  bucket's count and sum of row versions (the versions of :func:`scheduler.sql.node_row_version`:
   any write to a row changes its version); only the buckets whose aggregate differs from the kept one
   are read again, each node row with its version, in one query.
 - Within a read bucket, a node that is gone is taken out of every domain on its path, a new node is
@@ -34,21 +34,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import connection
-from django.db.models import BigIntegerField, Q
-from django.db.models.expressions import RawSQL
+from django.db.models import Q
 
 from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key
+from scheduler import sql
 from scheduler.models import Node, Pool, TopologyKey
 from scheduler.reads.domain_tree import Domain, DomainPath, DomainTree
-from scheduler.reads.snapshot import NODE_ROW_VERSION_SQL
 from scheduler.selectors import label_text
 
 BUCKET_IDS = 128  # a node write reads the rows of its bucket again: at most this many, by the primary key
-_BUCKETS_SQL = (
-    f"SELECT id / %s, count(*), sum({NODE_ROW_VERSION_SQL}) FROM {Node._meta.db_table} WHERE pool_id = %s GROUP BY 1"
-)
 
 # (version, path, schedulable, gpu, used_gpu) of one node
 _NodeRow = tuple[int, DomainPath, bool, int, int]
@@ -123,9 +118,7 @@ NodeBuckets = dict[int, tuple[int, int]]  # bucket -> (count, sum of row version
 def node_buckets(pool: Pool) -> NodeBuckets:
     """The pool's node rows per bucket: their count and the sum of their versions (one query). Summed
     over the buckets they are :func:`scheduler.reads.snapshot.nodes_version`."""
-    with connection.cursor() as cursor:
-        cursor.execute(_BUCKETS_SQL, [BUCKET_IDS, pool.pk])
-        return {int(bucket): (int(count), int(total)) for bucket, count, total in cursor.fetchall()}
+    return sql.node_buckets(pool.pk, BUCKET_IDS)
 
 
 def kept_base_tree(pool: Pool, *, keys: Sequence[TopologyKey], nodes_version: tuple[int, int],
@@ -205,7 +198,7 @@ def _rows(pool: Pool, key_labels: tuple[tuple[str, str], ...], buckets: set[int]
             ranges |= Q(pk__gte=bucket * BUCKET_IDS, pk__lt=(bucket + 1) * BUCKET_IDS)
         queryset = queryset.filter(ranges)
     rows = queryset.annotate(
-        version=RawSQL(NODE_ROW_VERSION_SQL, (), output_field=BigIntegerField()), **aliases
+        version=sql.node_row_version(), **aliases
     ).values_list("pk", "version", "schedulable", "gpu", "used_gpu", *aliases)
     return [(pk, (version, tuple(path), schedulable, gpu, used))
             for pk, version, schedulable, gpu, used, *path in rows]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Count, Max, Q, Sum
+from django.db.models.functions import Coalesce
 
 from osmo.process_cache import ProcessCache
 from parsing.natural import natural_key, natural_sorted
@@ -156,12 +157,6 @@ def _machines(
 
 
 # -- kept per process for the status pages ------------------------------------------------------------
-_RESERVATIONS_SQL = (
-    f"SELECT count(*), coalesce(sum(id), 0), coalesce(max(id), 0) FROM {Reservation._meta.db_table} "
-    "WHERE pool_id = %s AND released_at IS NULL"
-)
-
-
 def pool_state_fingerprint(pool: Pool) -> tuple[Any, ...] | None:
     """What the domain tree and the pool's occupancy are computed from, in two cheap queries: the
     version of the pool's node rows (:func:`scheduler.reads.snapshot.nodes_version`) and the count, id sum
@@ -179,10 +174,9 @@ def pool_state(pool: Pool) -> tuple[tuple[Any, ...] | None, dict[int, tuple[int,
 
     buckets = node_buckets(pool)
     nodes = (sum(count for count, _total in buckets.values()), sum(total for _count, total in buckets.values()))
-    with connection.cursor() as cursor:
-        cursor.execute(_RESERVATIONS_SQL, [pool.pk])
-        reservations = cursor.fetchone()
-    return (*nodes, *reservations), buckets
+    active = Reservation.objects.filter(pool_id=pool.pk, released_at__isnull=True).aggregate(
+        count=Count("*"), total=Coalesce(Sum("id"), 0), last=Coalesce(Max("id"), 0))
+    return (*nodes, active["count"], active["total"], active["last"]), buckets
 
 
 # Per pool, as of the pool's state fingerprint (and keys): the tree drawn (its base without

@@ -14,6 +14,7 @@ from django.db import connection
 from django.db.models import QuerySet, Sum
 
 from osmo.process_cache import ProcessCache
+from scheduler import sql
 from scheduler.models import Node, Pool, Reservation, TopologyKey
 from scheduler.placement import ClusterSnapshot, DomainIndex, NodeState, Resources
 from scheduler.resources import CAPACITY_FIELDS, USED_FIELDS
@@ -77,26 +78,15 @@ class _NodesStatic:
 
 # The node rows of recent pools, each as of its rows' version and key labels (one entry per pool).
 _STATIC: ProcessCache[int, _NodesStatic] = ProcessCache("nodes_static", size=8)
-# The versions of a pool's node rows: every INSERT or UPDATE writes a new row version at a new place
-# (ctid) by some transaction (xmin), and the version it replaces stays where it was until vacuumed, so
-# the (ctid, xmin) pairs of the visible versions change with any write, including a second write by
-# the same transaction. Hashed and summed with the count by the database (~10 ms on 20,000 nodes;
-# hashing every column instead costs ~50 ms).
-NODE_ROW_VERSION_SQL = "hashtextextended(ctid::text || ':' || xmin::text, 0)"  # one row's version
-NODES_VERSION_SQL = (
-    f"SELECT count(*), coalesce(sum({NODE_ROW_VERSION_SQL}), 0) FROM {Node._meta.db_table} WHERE pool_id = %s"
-)
 
 
 def nodes_version(pool: Pool) -> tuple[int, int] | None:
-    """A value that changes whenever any of the pool's node rows is written (PostgreSQL only; None
-    elsewhere, where callers keep nothing)."""
+    """A value that changes whenever any of the pool's node rows is written: their count and the sum
+    of their row versions (:func:`scheduler.sql.nodes_version`), one aggregate query (PostgreSQL
+    only; None elsewhere, where callers keep nothing)."""
     if connection.vendor != "postgresql":
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(NODES_VERSION_SQL, [pool.pk])
-        count, total = cursor.fetchone()
-    return int(count), int(total)
+    return sql.nodes_version(pool.pk)
 
 
 def _nodes_static(pool: Pool, labels: list[str]) -> _NodesStatic:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import connection
 from django.dispatch import Signal
 
+from scheduler import sql
 from scheduler.models import PoolEpoch
 
 #: Sent with ``pool_id`` when a pool's inventory changed, once its epochs moved on. The workflows app
@@ -19,19 +19,10 @@ capacity_changed = Signal()
 
 def pool_epochs_bump(pool_ids: Iterable[int], *, inventory: bool = False) -> None:
     """Move the pools' capacity epoch on (and the inventory epoch, for inventory changes), so queued
-    gangs proven unschedulable before are solved again. One upsert per pool; takes only the epoch
-    row's lock, never the pool row's, so it never waits for a running placement cycle. Raw SQL: the
-    ORM's upsert (``bulk_create(update_conflicts=...)``) sets the conflicting row to the new values and
-    cannot add to them."""
-    table = PoolEpoch._meta.db_table
-    sql = (
-        f"INSERT INTO {table} (pool_id, capacity_epoch, inventory_epoch) VALUES (%s, 1, %s) "
-        f"ON CONFLICT (pool_id) DO UPDATE SET capacity_epoch = {table}.capacity_epoch + 1, "
-        f"inventory_epoch = {table}.inventory_epoch + excluded.inventory_epoch"
-    )
-    with connection.cursor() as cursor:
-        for pool_id in sorted(set(pool_ids)):
-            cursor.execute(sql, [pool_id, 1 if inventory else 0])
+    gangs proven unschedulable before are solved again. One upsert per pool, in pool order
+    (:func:`scheduler.sql.pool_epochs_bump`); takes only the epoch row's lock, never the pool row's,
+    so it never waits for a running placement cycle."""
+    sql.pool_epochs_bump(sorted(set(pool_ids)), inventory=inventory)
 
 
 def pool_epochs(pool_id: int) -> tuple[int, int]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s_client
 
-from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.dispatch.local import LocalBackend
 from tests.dispatch.fake_kube import FakeKubeApi
 from tests.dispatch.kube_pool import kube_pool  # noqa: F401  (a fixture: the database tests' Kubernetes pool)
+from workflows import jobs
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s_client
 
-from scheduler import jobs
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import backend_use, gang_spec
+from workflows import jobs
 from workflows.models import Task
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from scheduler.models import Backend, Node, Pool
 from scheduler.services import inventory_import_text
 from scheduler.services.backends import backend_set
 from tests.dispatch.fake_cluster import FakeCluster, kubeconfig_for
 from tests.pipeline.helpers import gang_spec
+from workflows import jobs
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.gang_dispatch import gang_dispatch
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_submit
 from workflows.tasks import kubernetes_backend_sync
@@ -60,7 +60,7 @@ def _submit_and_dispatch(user, pool: Pool, name: str) -> tuple:
     workflow, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(name, 2, 4, key=None))
     placement_cycle_run(pool_id=pool.pk)
     group = TaskGroup.objects.get(workflow=workflow)
-    group_dispatch(group_id=group.pk)
+    gang_dispatch(group_id=group.pk)
     return workflow, group
 
 
@@ -137,7 +137,7 @@ def test_a_cluster_down_takes_only_its_pool_offline_and_is_reconciled_when_it_re
     first.start()
     kubernetes_backend_sync(backend="cluster-a")
     placement_cycle_run(pool_id=pa.pk)
-    group_dispatch(group_id=group.pk)
+    gang_dispatch(group_id=group.pk)
     pods_sync(pool_id=pa.pk)
 
     # then it is ONLINE, the queued gang was placed and runs there, the first gang still runs, and no

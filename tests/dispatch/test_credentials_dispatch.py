@@ -85,7 +85,7 @@ def test_on_kubernetes_the_credentials_reach_a_secret_owned_by_the_pod(user, kub
     kube_api.reply("POST", SECRETS, 201, "secret_created.json")
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then the pod refers to its Secret by name and key, mounts the data credential and the host folder
     assert kube_api.pending() == []
@@ -117,7 +117,7 @@ def test_the_simulated_backend_gets_no_credentials(user, inline_jobs, monkeypatc
     _pool, _workflow, group = placed(user, "simulated")
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then the pod was made without decrypting anything
     assert [(pod.task, bool(pod.credentials)) for pod in recorder.created] == [("train", False)]
@@ -130,7 +130,7 @@ def test_the_local_backend_gets_the_values_and_the_allowed_mount(user, inline_jo
     _pool, _workflow, group = placed(user, "local")
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then (beside the task's `osmo` login, docs/runtime.md)
     (pod,) = recorder.created
@@ -154,7 +154,7 @@ def test_a_credential_deleted_since_the_submission_fails_the_gang_without_a_pod(
     Credential.objects.filter(owner=user, name="s3-writer").delete()
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then the gang failed naming the credential; no call reached the API
     task = Task.objects.get(workflow=workflow)
@@ -172,7 +172,7 @@ def test_a_key_the_credential_no_longer_holds_fails_the_gang_naming_it(user, inl
     credential_set(owner=user, name="huggingface", kind="generic", values={"password": "other"})
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then
     task = Task.objects.get(workflow=workflow)
@@ -235,7 +235,7 @@ def test_the_registry_credential_of_the_images_registry_becomes_the_pods_pull_se
     kube_api.reply("POST", SECRETS, 201, "secret_created.json")
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then three calls: the NGC pod naming a pull Secret, that Secret, and the busybox pod without one
     assert kube_api.pending() == []
@@ -265,7 +265,7 @@ def test_without_a_registry_credential_for_the_image_no_pull_secret_is_made(user
     group, _names = _kube_placed(user, kube_api, monkeypatch)
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then the two pods were made, no Secret (the fake server fails on any unscripted call)
     assert [(r.method, r.path) for r in kube_api.requests] == [("POST", PODS), ("POST", PODS)]
@@ -285,7 +285,7 @@ def test_on_kubernetes_the_login_goes_in_the_pod_s_secret_only_when_the_runtime_
     _workflow, tasks = placed_gang(user, tasks=1, backend="kubernetes")
 
     # when its gang is dispatched
-    gang_dispatch.group_dispatch(group_id=tasks[0].group_id)
+    gang_dispatch.gang_dispatch(group_id=tasks[0].group_id)
 
     # then the task's `osmo` login (docs/runtime.md) is among the secret variables (the pod's Secret),
     # never in the plan or the pod's env

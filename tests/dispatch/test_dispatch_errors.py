@@ -17,7 +17,7 @@ from tests.factories import make_node, make_pool
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, group_dispatch
+from workflows.scheduling.gang_dispatch import dispatch_retry_countdown, gang_dispatch
 from workflows.services import workflow_submit
 from workflows.tasks import group_dispatch_task
 
@@ -57,7 +57,7 @@ def test_a_gang_retried_for_a_transient_backend_error_says_why_and_fails_with_it
 
     # when its dispatch meets the backend's error (Celery retries it)
     with pytest.raises(DispatchTransientError):
-        group_dispatch(group_id=group.pk)
+        gang_dispatch(group_id=group.pk)
 
     # then the group is still INITIALIZING, and the API says why its pods are not there yet
     client = APIClient()
@@ -92,12 +92,12 @@ def test_a_gang_whose_pods_were_created_after_a_retry_keeps_no_dispatch_error(us
     placement_cycle_run(pool_id=unwritable_local_pool.pk)
     group = TaskGroup.objects.get(workflow=workflow)
     with pytest.raises(DispatchTransientError):
-        group_dispatch(group_id=group.pk)
+        gang_dispatch(group_id=group.pk)
     assert TaskGroup.objects.get(pk=group.pk).dispatch_error != ""
 
     # when the volume is back (another pod folder) and the retry creates the pod
     monkeypatch.setenv("OSMO_LOCAL_DIR", str(tmp_path / "pods"))
-    group_dispatch(group_id=group.pk)
+    gang_dispatch(group_id=group.pk)
 
     # then the error is gone with the problem
     assert Task.objects.get(workflow=workflow).dispatched_at is not None
@@ -131,7 +131,7 @@ def test_a_gang_whose_dispatch_is_retried_is_not_dispatched_again_by_the_tick_me
     TaskGroup.objects.filter(pk=group.pk).update(placed_at=a_minute_ago, dispatch_requested_at=a_minute_ago)
     before = timezone.now()
     with pytest.raises(DispatchTransientError):
-        group_dispatch(group_id=group.pk, retry_in=dispatch_retry_countdown(5))
+        gang_dispatch(group_id=group.pk, retry_in=dispatch_retry_countdown(5))
     after = timezone.now()
 
     # when the tick runs
@@ -170,7 +170,7 @@ def test_a_gang_still_retried_by_celery_fails_at_the_dispatch_deadline(user, unw
     group = TaskGroup.objects.get(workflow=workflow)
     TaskGroup.objects.filter(pk=group.pk).update(placed_at=timezone.now() - timedelta(seconds=301))
     with pytest.raises(DispatchTransientError):
-        group_dispatch(group_id=group.pk, retry_in=120)
+        gang_dispatch(group_id=group.pk, retry_in=120)
 
     # when the tick runs
     result = pods.tick()

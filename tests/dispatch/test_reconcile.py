@@ -10,13 +10,13 @@ import pytest
 from django.utils import timezone
 from kubernetes import client as k8s_client
 
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from scheduler.dispatch.kubernetes import KubernetesBackend
 from scheduler.models import Reservation
 from tests.dispatch.kube_pool import PODS, placed, pod_item, pod_list
 from tests.factories import make_node
 from tests.pipeline.helpers import backend_use, gang_spec
+from workflows import jobs
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import gang_dispatch, pods
 from workflows.scheduling.cycle import placement_cycle_run
@@ -73,7 +73,7 @@ def test_a_worker_killed_before_recording_a_gangs_pods_is_redispatched_without_a
     assert redispatch == [task.group_id]
     for _each in tasks:
         kube_api.reply("POST", PODS, 409, "status_already_exists.json")
-    gang_dispatch.group_dispatch(group_id=task.group_id)
+    gang_dispatch.gang_dispatch(group_id=task.group_id)
     # then the same two pods were asked for again (AlreadyExists: success), recorded, none deleted
     posts = [r.body["metadata"]["name"] for r in kube_api.requests if r.method == "POST"]
     assert posts == [t.pod_name for t in tasks] * 2
@@ -90,11 +90,11 @@ def test_a_transient_error_mid_gang_records_the_pods_made_so_the_retry_posts_onl
     kube_api.reply("POST", PODS, 500, "status_internal_error.json")
     # when the dispatch runs (the error propagates for Celery to retry), then is retried
     with pytest.raises(DispatchTransientError):
-        gang_dispatch.group_dispatch(group_id=task.group_id)
+        gang_dispatch.gang_dispatch(group_id=task.group_id)
     assert list(Task.objects.filter(workflow=workflow, dispatched_at__isnull=False).values_list("pk", flat=True)) == [
         first.pk]
     kube_api.reply("POST", PODS, 201, "pod_created.json")
-    gang_dispatch.group_dispatch(group_id=task.group_id)
+    gang_dispatch.gang_dispatch(group_id=task.group_id)
     # then the retry posted only the pod not made yet, and both are recorded
     posts = [r.body["metadata"]["name"] for r in kube_api.requests if r.method == "POST"]
     assert posts == [first.pod_name, second.pod_name, second.pod_name]
@@ -169,7 +169,7 @@ def test_a_permanent_dispatch_failure_is_logged_with_workflow_task_pod_and_reaso
     kube_api.reply("POST", PODS, 422, "status_invalid.json")
     # when
     with caplog.at_level("WARNING"):
-        gang_dispatch.group_dispatch(group_id=task.group_id)
+        gang_dispatch.gang_dispatch(group_id=task.group_id)
     # then the gang failed, and the log says which workflow, task and pod, and the API's reason
     record = next(r for r in caplog.records if r.getMessage() == "dispatch.failed")
     assert record.levelname == "ERROR"

@@ -83,7 +83,7 @@ def test_on_the_simulated_backend_the_rendered_args_hold_the_masters_dns_name(us
     workflow, group = submitted(user, sim_pool)
 
     # when its pods are dispatched
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then every rank's rendered args name the master by its DNS name in the group's Service
     master = f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
@@ -130,7 +130,7 @@ def test_on_kubernetes_the_pods_args_files_service_and_platform_are_created(user
     kube_api.reply("PATCH", f"/api/v1/namespaces/{NS}/services/{service}", 200, "service_created.json")
 
     # when the gang is dispatched
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then each rank's pod carries the resolvable name, its host name in the Service, the labels and
     # the platform; its files' ConfigMap and the Service are owned by the pods (gone with them)
@@ -171,7 +171,7 @@ def test_the_runtime_plan_holds_the_texts_dispatch_resolved(user, monkeypatch, i
     host = host or f"master.{group_service_name(workflow.global_id, 'training')}.{NS}.svc"
 
     # when
-    gang_dispatch.group_dispatch(group_id=group.pk)
+    gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then the plan's args carry the backend's host for the master, resolved in one place
     plans = [json.loads(pod.runtime_plan) for pod in recorder.created]
@@ -196,7 +196,7 @@ def test_a_stored_token_without_a_value_fails_the_gang_and_creates_no_pod(user, 
     backend_use(monkeypatch, recorder)
 
     # when
-    result = gang_dispatch.group_dispatch(group_id=group.pk)
+    result = gang_dispatch.gang_dispatch(group_id=group.pk)
 
     # then
     assert result is not None and result.refused

@@ -15,7 +15,7 @@ from tests.factories import make_node, make_pool
 from workflows.lifecycle.placing import gangs_preempt
 from workflows.models import StatusTransition, Task, TaskGroup
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.gang_dispatch import gang_dispatch
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_submit
 
@@ -54,7 +54,7 @@ def run_to_exit(user, text: str, *, max_retries: int = 3):
 
 def placed_and_finished(pool, group) -> None:
     assert placement_cycle_run(pool_id=pool.pk).placed
-    group_dispatch(group_id=group.pk)
+    gang_dispatch(group_id=group.pk)
     Task.objects.filter(group=group).update(dispatched_at=timezone.now() - timedelta(seconds=5))
     pods_sync(pool_id=pool.pk)
 
@@ -149,7 +149,7 @@ def test_reschedule_past_the_pools_retry_limit_fails_the_task(user):
     # when it is placed again (new pod names: a new attempt) and exits 9 again
     assert placement_cycle_run(pool_id=pool.pk).placed
     second_pod = Task.objects.get(group=group, name="a").pod_name
-    group_dispatch(group_id=group.pk)
+    gang_dispatch(group_id=group.pk)
     Task.objects.filter(group=group).update(dispatched_at=timezone.now() - timedelta(seconds=5))
     pods_sync(pool_id=pool.pk)
     # then the task fails and says the limit

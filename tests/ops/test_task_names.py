@@ -23,6 +23,19 @@ def test_every_task_name_starts_with_the_app_that_defines_it():
     assert tasks["scheduler.worker_heartbeat"] == "scheduler.tasks"
 
 
+def test_each_app_keeps_its_task_names_beside_its_tasks():
+    # given the registered tasks and the names each app keeps
+    from scheduler import tasks as scheduler_tasks
+    from workflows import jobs
+
+    tasks = _service_tasks()
+    kept = {value for name, value in vars(jobs).items() if name.isupper() and isinstance(value, str)
+            and value.startswith("workflows.")}
+    # then the workflows app's names are those of workflows.jobs, the scheduler's of scheduler.tasks
+    assert {name for name, module in tasks.items() if module == "workflows.tasks"} == kept
+    assert {name for name, module in tasks.items() if module == "scheduler.tasks"} == {scheduler_tasks.WORKER_HEARTBEAT}
+
+
 def test_routes_and_beat_name_registered_tasks():
     # given the registered tasks
     tasks = _service_tasks()

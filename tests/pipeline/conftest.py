@@ -1,7 +1,7 @@
 import pytest
 
-from scheduler import jobs
 from tests.factories import make_node, make_pool
+from workflows import jobs
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Placement-cycle requests of one pool are coalesced through a Redis mark (scheduler.jobs): a burst
+"""Placement-cycle requests of one pool are coalesced through a Redis mark (workflows.jobs): a burst
 of submissions sends one cycle, started OSMO_PLACEMENT_COALESCE_SECONDS later; once that cycle has
 started (it clears the mark), the next request sends a new one."""
 
@@ -8,8 +8,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from scheduler import jobs
 from tests.pipeline.helpers import gang_spec
+from workflows import jobs
 from workflows.services import workflow_submit
 
 pytestmark = pytest.mark.django_db

@@ -19,7 +19,7 @@ from tests.pipeline.helpers import (
 )
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.gang_dispatch import gang_dispatch
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -88,7 +88,7 @@ def test_waiting_gang_placed_when_running_one_completes(user, racks):
     assert TaskGroup.objects.get(workflow=c).status == "SCHEDULING"
     # when a's pods run to completion (simulated backend: 1 s)
     for workflow in (a, b):
-        group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+        gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     Task.objects.filter(workflow=a).update(dispatched_at=timezone.now() - timedelta(seconds=5))
     pods_sync(pool_id=racks.pk)
     # then a completed, released its capacity, and c is placed in the next cycle
@@ -103,7 +103,7 @@ def test_waiting_gang_placed_when_running_one_completes(user, racks):
 def test_lifecycle_statuses_and_history(user, racks):
     workflow = submit(user, racks, gang_spec("life", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     task = Task.objects.get(workflow=workflow)
     assert task.dispatched_at is not None
     # Pending -> Running
@@ -143,7 +143,7 @@ resources:
     assert dict(TaskGroup.objects.filter(workflow=workflow).values_list("name", "status")) == {
         "first": "SCHEDULING", "second": "WAITING"}
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
     earlier = timezone.now() - timedelta(seconds=5)
     Task.objects.filter(workflow=workflow, name__in=["a", "b"]).update(dispatched_at=earlier)
     pods_sync(pool_id=racks.pk)
@@ -160,7 +160,7 @@ def test_downstream_group_waits_for_upstream(user, racks):
     text = CHAIN_SPEC
     workflow = submit(user, racks, text)
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
     assert TaskGroup.objects.get(workflow=workflow, name="second").status == "WAITING"
     Task.objects.filter(workflow=workflow, name="a").update(dispatched_at=timezone.now() - timedelta(seconds=5))
     pods_sync(pool_id=racks.pk)
@@ -325,7 +325,7 @@ def test_solver_error_fails_only_that_group(user, racks, monkeypatch):
 def test_exec_timeout_fails_a_running_gang(user, racks):
     workflow = submit(user, racks, gang_spec("long", 1, 1, key=None, extra="  timeout: {exec_timeout: 60s}\n"))
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=0.7))
     pods_sync(pool_id=racks.pk)  # RUNNING
     TaskGroup.objects.filter(workflow=workflow).update(started_at=timezone.now() - timedelta(seconds=61))
@@ -348,7 +348,7 @@ def test_permanent_backend_error_fails_the_gang(user, racks, monkeypatch):
     backend_use(monkeypatch, Refusing())
     workflow = submit(user, racks, gang_spec("denied", 2, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     workflow.refresh_from_db()
     assert workflow.status == "FAILED_BACKEND_ERROR"
     assert "admission webhook denied the pod" in workflow.failure_message
@@ -361,7 +361,7 @@ def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
 
     workflow = submit(user, racks, gang_spec("vanished", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
 
     class Forgetful:
         name = "forgetful"

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler import jobs
 from scheduler.dispatch import DispatchTransientError
 from tests.pipeline.helpers import backend_use, gang_spec
+from workflows import jobs
 from workflows import tasks as worker_tasks
 from workflows.models import Task, TaskGroup
 from workflows.scheduling import gang_dispatch, pods
@@ -135,14 +135,14 @@ def test_an_unexpected_error_on_one_gang_leaves_the_rest_of_the_batch_dispatched
     """Found in review: any error but a transient one ended the batch, so the gangs after it waited
     for the tick's re-dispatch."""
     placed = place(user, racks, 3, django_capture_on_commit_callbacks)
-    dispatch = gang_dispatch.group_dispatch
+    dispatch = gang_dispatch.gang_dispatch
 
     def failing_first(*, group_id: int, batch=None, retry_in=0.0):
         if group_id == placed[0]:
             raise RuntimeError("a bug")
         return dispatch(group_id=group_id, batch=batch, retry_in=retry_in)
 
-    monkeypatch.setattr(gang_dispatch, "group_dispatch", failing_first)
+    monkeypatch.setattr(gang_dispatch, "gang_dispatch", failing_first)
     # when the batch meets an unexpected error on its first gang
     worker_tasks.groups_dispatch_task.run(group_ids=placed)
     # then the two others are dispatched, and the error is logged for the first (left to the tick)

@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduler import jobs
 from scheduler.models import Reservation
 from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import (
@@ -21,10 +20,11 @@ from tests.pipeline.helpers import (
     backend_use,
     gang_spec,
 )
+from workflows import jobs
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling import pods
 from workflows.scheduling.cycle import placement_cycle_run, read, run, walk
-from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.gang_dispatch import gang_dispatch
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -50,7 +50,7 @@ def test_cancel_racing_pod_sync_is_never_overwritten(user, racks, no_broker, mon
     # given a running gang whose pod sync is about to write RUNNING
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("race", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     Task.objects.filter(workflow=workflow).update(dispatched_at=timezone.now() - timedelta(seconds=0.7))
     real = pods.tasks_status_set
     cancel: dict = {}
@@ -109,7 +109,7 @@ def test_pod_created_after_cancel_is_taken_back(user, racks, monkeypatch):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("leak", 3, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
     # when
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     # then no pod of the cancelled gang is left: the dispatch recorded none (one UPDATE for the gang,
     # after its pods were created) and deleted each pod it had made, after making it
     # (the cancel deletes the pod of every task that has a pod name, created or not: NotFound is success)
@@ -276,7 +276,7 @@ def test_tick_fails_a_gang_whose_pods_never_get_created(user, racks, no_broker, 
 def test_tick_resends_unconfirmed_pod_deletes(user, racks, no_broker, monkeypatch, django_capture_on_commit_callbacks):
     workflow, _ = workflow_submit(user=user, pool_name=racks.name, spec=gang_spec("gone", 1, 1, key=None))
     placement_cycle_run(pool_id=racks.pk)
-    group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
+    gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow).pk)
     workflow_cancel(workflow_pk=workflow.pk, user=user)  # its delete message is lost (no broker)
     task = Task.objects.get(workflow=workflow)
     Task.objects.filter(pk=task.pk).update(finished_at=timezone.now() - timedelta(seconds=60))

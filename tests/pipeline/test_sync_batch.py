@@ -13,7 +13,7 @@ from django.utils import timezone
 from tests.factories import make_node, make_pool
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
-from workflows.scheduling.gang_dispatch import group_dispatch
+from workflows.scheduling.gang_dispatch import gang_dispatch
 from workflows.scheduling.pods import pods_sync
 from workflows.services import workflow_submit
 
@@ -45,7 +45,7 @@ def placed_chains(user, count: int) -> tuple[object, list[Workflow]]:
                  for index in range(count)]
     assert len(placement_cycle_run(pool_id=pool.pk).placed) == count
     for workflow in workflows:
-        group_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
+        gang_dispatch(group_id=TaskGroup.objects.get(workflow=workflow, name="first").pk)
     Task.objects.filter(workflow__in=workflows, name__in=["a", "b"]).update(
         dispatched_at=timezone.now() - timedelta(seconds=5))
     return pool, workflows

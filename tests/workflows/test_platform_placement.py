@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import jobs
 from scheduler.models import PoolPlatform
 from tests.factories import make_node, make_pool
+from workflows import jobs
 from workflows.models import Task, TaskGroup
 from workflows.preview import workflow_dry_run
 from workflows.scheduling.cycle import placement_cycle_run

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import connection
 from django.utils import timezone
 
-from osmo.bulk import ids_match
 from scheduler.models import Reservation
 from scheduler.services.reservation_rows import ReservationFacts, reservations_insert
 from scheduler.services.reservations import pool_epochs_bump
+from workflows import sql
 
 
 def reservations_create(reservations: list[ReservationFacts]) -> None:
@@ -30,14 +29,7 @@ def reservations_release(*, task_ids: Iterable[int]) -> int:
     ids = list(task_ids)
     if not ids:
         return 0
-    # One UPDATE ... RETURNING, written as SQL (the ORM's update returns no rows); SQLite has
-    # RETURNING since 3.35.
-    table = Reservation._meta.db_table
-    where, params = ids_match("task_id", ids)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET released_at = %s WHERE {where} AND released_at IS NULL RETURNING pool_id",
-                       [connection.ops.adapt_datetimefield_value(timezone.now()), *params])
-        pools = [pool_id for (pool_id,) in cursor.fetchall()]
+    pools = sql.reservations_release_returning(ids, timezone.now())  # one UPDATE ... RETURNING
     if pools:
         pool_epochs_bump(pools)
     return len(pools)

@@ -8,21 +8,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from django.db import connection, transaction
-from django.db.models import Field, QuerySet
+from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from osmo.bulk import ids_match
 from osmo.rows import named_rows
 from runtime import PlanInvalidError
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, PodBackend, PodRequest, backend_for
 from scheduler.dispatch.base import DispatchForbiddenError
 from scheduler.models import Pool
 from scheduler.services.backends import backend_of_pool, backend_permission_record
+from workflows import jobs
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
@@ -104,7 +103,7 @@ def dispatch_retry_countdown(retries: int) -> float:
     return float(min(120, 2 ** (retries + 1)))
 
 
-def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
+def gang_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
                    retry_in: float = 0.0) -> GangDispatch | None:
     """Create the pods of a placed gang (idempotent: deterministic names; already-created pods are
     skipped and AlreadyExists counts as success). Transient errors propagate for Celery to retry.
@@ -170,7 +169,7 @@ def group_dispatch(*, group_id: int, batch: DispatchBatch | None = None,
         recorded_at = timezone.now()
         complete = _dispatch_record(created, recorded_at, pool=pool, backend=backend) if created else False
     if refused:
-        group_backend_failure(group_id, refused)
+        gang_backend_failure(group_id, refused)
         return GangDispatch(pool=pool.name, refused=True)
     if not complete or len(created) < len(tasks):
         return GangDispatch(pool=pool.name)
@@ -251,21 +250,12 @@ def _plan_fields(raw: Any, request: PodRequest, *, backend: str) -> dict[str, An
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
     """Record the pods (task id, pod name) as created, for the tasks still active and not recorded yet:
-    one UPDATE, written as SQL (the query builder cost more than the statement). A task no longer
-    active has its pod deleted again (NotFound is success). True when every pod was recorded by this
-    call."""
-    meta = Task._meta
-    quote = connection.ops.quote_name
-    column = {name: quote(cast("Field[Any, Any]", meta.get_field(name)).column) for name in ("id", "dispatched_at",
-                                                                                           "status")}
+    one UPDATE. A task no longer active has its pod deleted again (NotFound is success). True when
+    every pod was recorded by this call."""
     ids = [pk for pk, _pod_name in pods]
-    match, params = ids_match(column["id"], ids)
-    sql = (f"UPDATE {quote(meta.db_table)} SET {column['dispatched_at']} = %s "
-           f"WHERE {match} AND {column['status']} IN (%s, %s) AND {column['dispatched_at']} IS NULL")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(at), *params, *ACTIVE])
-        if cursor.rowcount == len(ids):
-            return True
+    recorded = Task.objects.filter(pk__in=ids, status__in=ACTIVE, dispatched_at__isnull=True).update(dispatched_at=at)
+    if recorded == len(ids):
+        return True
     # Some were not recorded: another run recorded them (the task is active), or the gang ended while
     # its pods were being created: take those back.
     ended = set(Task.objects.filter(pk__in=ids).exclude(status__in=ACTIVE).values_list("pk", flat=True))
@@ -278,7 +268,7 @@ def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, b
 
 
 @transaction.atomic
-def group_backend_failure(group_id: int, message: str) -> None:
+def gang_backend_failure(group_id: int, message: str) -> None:
     group = TaskGroup.objects.get(pk=group_id)
     workflow = workflows_lock([group.workflow_id])[group.workflow_id]
     group.refresh_from_db()

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from django.db import connection
 
+from workflows import sql
 from workflows.models import Workflow
 
 # Neither the spec's text nor its JSON fields are read by a writer of status (they load when read).
@@ -23,9 +24,7 @@ def pool_lock_try(pool_id: int, namespace: int = PLACEMENT_LOCK) -> bool:
     """Take the pool's transaction-scoped lock; False when another holder has it."""
     if connection.vendor != "postgresql":
         return True  # SQLite: the IMMEDIATE transaction holds the database write lock already
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [namespace, pool_id])
-        return bool(cursor.fetchone()[0])
+    return sql.advisory_xact_lock_try(namespace, pool_id)
 
 
 def workflows_lock(workflow_ids: Iterable[int]) -> dict[int, Workflow]:

@@ -27,12 +27,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from osmo import config as osmo_config
-from scheduler import jobs
 from scheduler.choices import DispatchBackend
 from scheduler.dispatch import DispatchPermanentError, ListedPod, PodState, backend_for
 from scheduler.dispatch.base import CAUSE_UNSCHEDULABLE
 from scheduler.models import Pool
 from scheduler.services.backends import backend_of_pool
+from workflows import jobs
 from workflows.choices import TASK_TERMINAL_STATUSES, TaskStatus
 from workflows.lifecycle.cluster import ClusterSettled, tasks_cluster_settle
 from workflows.lifecycle.exits import tasks_exit_settle
@@ -47,7 +47,7 @@ from workflows.lifecycle.transitions import (
 )
 from workflows.models import Task, TaskGroup, Workflow
 from workflows.scheduling.cluster import cluster_read
-from workflows.scheduling.gang_dispatch import after_release, group_backend_failure
+from workflows.scheduling.gang_dispatch import after_release, gang_backend_failure
 from workflows.scheduling.locks import SYNC_LOCK, pool_lock_try, workflows_lock
 from workflows.scheduling.pod.request import ACTIVE, pod_rows, row_pod_request
 
@@ -373,7 +373,7 @@ def tick() -> dict[str, list[int]]:
         message = f"pods could not be created within {osmo_config.dispatch().deadline_seconds}s of placement"
         if last_error[group_id]:
             message += f"; the backend's last error: {last_error[group_id]}"
-        group_backend_failure(group_id, message)
+        gang_backend_failure(group_id, message)
     # Simulated pools: the tasks the service stopped whose delete was not confirmed. (Pools with real
     # pods are reconciled against the cluster by their sync, which keeps finished pods for a while.)
     undeleted = list(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from scheduler import jobs
 from scheduler.results import report_to_json
+from workflows import jobs
 from workflows.choices import TASK_ACTIVE_STATUSES, TaskStatus
 from workflows.lifecycle.placing import GangPlacement, gangs_place, gangs_preempt
 from workflows.lifecycle.transitions import group_fail

@@ -32,13 +32,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from osmo import config as osmo_config
-from scheduler import jobs
 from scheduler.choices import PoolStatus
 from scheduler.fairshare.usage import team_usage_by_id
 from scheduler.models import Pool
 from scheduler.placement import Policy
 from scheduler.reads.snapshot import pool_key_labels
 from scheduler.services.reservations import pool_epochs
+from workflows import jobs
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import (
     group_fail,

@@ -1,14 +1,16 @@
-"""The only place that enqueues Celery work (docs/design.md §6).
+"""The workflows app's Celery task names, and the only place that enqueues Celery work (docs/design.md §6).
 
 Every request is registered with ``transaction.on_commit(..., robust=True)``: inside a transaction
 it is sent once the data it refers to is committed (a worker never reads a row that is not there
 yet), outside one it is sent at once; a broker failure is logged, never raised into the caller,
 because the periodic tick re-drives anything a lost message stranded.
 
-Tasks are sent by name (``send_task``); the names are the contract with the task modules
-(``workflows.tasks``, ``scheduler.tasks``), each name starting with the app whose module defines the
-task, and ``CELERY_TASK_ROUTES`` in the settings maps each name to its queue. Sending by name keeps
-this module free of imports from the apps that implement them.
+The names below are the app's tasks' (:mod:`workflows.tasks` registers each under its constant), and
+``CELERY_TASK_ROUTES`` in the settings maps each to its queue. Work is sent by name (``send_task``),
+not through the task objects: the services, the lifecycle and the placement cycle that ask for work
+would otherwise import the task module, which imports them (an import-linter contract keeps them
+from it). The scheduler app asks for no work of the workflows app (it sends a signal,
+``scheduler.services.reservations.capacity_changed``); its own task's name is in :mod:`scheduler.tasks`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from django.conf import settings
 from django.db import transaction
 
 from osmo import config as osmo_config
-from osmo.celery import TICK_WATCH as TICK_WATCH  # sent by every worker's own timer (osmo.celery.TickWatchdog)
 from osmo.celery import app
 
 logger = logging.getLogger(__name__)
@@ -33,8 +34,10 @@ POD_DELETE = "workflows.pod_delete"
 PODS_EVICT = "workflows.pods_evict"
 PODS_SYNC = "workflows.pods_sync"
 TICK = "workflows.tick"
+TICK_WATCH = "workflows.tick_watch"  # sent by every worker's own timer (osmo.celery.TickWatchdog)
 KUBERNETES_SYNC = "workflows.kubernetes_sync"  # beat only (docs/kubernetes.md)
 KUBERNETES_BACKEND_SYNC = "workflows.kubernetes_backend_sync"  # one backend's pools, sent by KUBERNETES_SYNC
+# The token of the WorkerHeartbeat row the follow-up ticks are claimed on (stored rows keep this value).
 TICK_FOLLOWUP_TOKEN = "scheduler.tick-followup"
 
 _PENDING_TTL_SECONDS = 10  # a lost message stops coalescing after this; the tick covers the gap
