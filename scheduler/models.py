@@ -197,10 +197,6 @@ class Pool(models.Model):
     keys_version = models.PositiveIntegerField(
         default=1, help_text="Bumped whenever the topology keys change; queued groups built on another version wait."
     )
-    cycle_state = models.JSONField(
-        null=True, blank=True, editable=False,
-        help_text="What the last placement cycle saw and where it stopped (written by the cycle only).",
-    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -54,7 +54,7 @@ from workflows.scheduling.pod.request import ACTIVE, pod_rows, row_pod_request
 logger = logging.getLogger(__name__)
 
 def _pool(pool_id: int) -> Pool | None:
-    return Pool.objects.filter(pk=pool_id).defer("cycle_state").first()
+    return Pool.objects.filter(pk=pool_id).first()
 
 
 # What moving a task's status never reads of it and its gang (JSON, decoded for nothing otherwise).
