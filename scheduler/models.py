@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from osmo import config as osmo_config
 from scheduler.choices import BUILTIN_BACKENDS, BackendStatus, DispatchBackend, PoolStatus
 from scheduler.inventory.document import MAX_PREEMPTION_GRACE, MAX_RETRIES, MAX_STARVATION_WAIT
+from scheduler.resources import RESOURCES
 
 KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
@@ -398,16 +399,8 @@ class Node(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["pool", "name"], name="node_unique_name"),
             models.CheckConstraint(condition=Q(name__regex=NODE_NAME_RE), name="node_name_format"),
-            models.CheckConstraint(condition=Q(used_gpu__lte=F("gpu")), name="node_used_gpu_lte_capacity"),
-            models.CheckConstraint(
-                condition=Q(used_cpu_millis__lte=F("cpu_millis")), name="node_used_cpu_lte_capacity"
-            ),
-            models.CheckConstraint(
-                condition=Q(used_memory_bytes__lte=F("memory_bytes")), name="node_used_memory_lte_capacity"
-            ),
-            models.CheckConstraint(
-                condition=Q(used_storage_bytes__lte=F("storage_bytes")), name="node_used_storage_lte_capacity"
-            ),
+            *(models.CheckConstraint(condition=Q(**{f"{r.used_field}__lte": F(r.capacity_field)}),
+                                     name=f"node_used_{r.name}_lte_capacity") for r in RESOURCES),
         ]
         indexes = [models.Index(fields=["pool", "schedulable"], name="node_pool_schedulable")]
 

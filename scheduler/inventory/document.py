@@ -48,7 +48,7 @@ from parsing import (
     storable_text,
 )
 from parsing.loader import MAX_INT_BITS
-from scheduler.resources import RESOURCES
+from scheduler.resources import CAPACITY_FIELDS, RESOURCES, USED_FIELDS
 
 # Name patterns; ``scheduler.models`` validates the same fields with the same patterns (a test keeps
 # the two equal).
@@ -74,18 +74,7 @@ NAME_HINTS = {
 INVENTORY_RESOURCES: tuple[tuple[str, str, str, str], ...] = tuple(
     (r.name, r.kind, r.capacity_field, r.used_field) for r in RESOURCES
 )
-NODE_VALUE_FIELDS: tuple[str, ...] = (
-    "labels",
-    "gpu",
-    "cpu_millis",
-    "memory_bytes",
-    "storage_bytes",
-    "used_gpu",
-    "used_cpu_millis",
-    "used_memory_bytes",
-    "used_storage_bytes",
-    "schedulable",
-)
+NODE_VALUE_FIELDS: tuple[str, ...] = ("labels", *CAPACITY_FIELDS, *USED_FIELDS, "schedulable")
 POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "max_retries", "k8s_namespace",
                                 "k8s_node_selector", "min_runtime", "fairshare_half_life", "browser_forwarding",
                                 "starvation_wait", "preemption_grace", "refuse_never_fits")

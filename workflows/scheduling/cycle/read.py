@@ -196,8 +196,7 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     for row in sorted(held, key=lambda row: (row["node__name"] is None, row["node__name"] or "")):
         if row["task_id"] in group_of:
             holdings.setdefault(group_of[row["task_id"]], []).append(
-                (row["node__name"], Resources(row["gpu"], row["cpu_millis"], row["memory_bytes"],
-                                              row["storage_bytes"])))
+                (row["node__name"], Resources(*(row[name] for name in AMOUNT_FIELDS))))
     running: list[RunningGang] = []
     for g in groups:
         held_here = holdings.get(g["pk"])
