@@ -26,6 +26,9 @@ Limits (:data:`INVENTORY_LIMITS`, docs/pools.md): an inventory needs at most
 :data:`MAX_NODES_PER_FILE` node entries of at most :data:`VALUES_PER_NODE` values each, so loading
 walks at most that many values; each of the :data:`MAX_ALIASES` aliases may repeat at most one node
 entry's worth, so an alias bomb is refused while its few lines are composed, before anything is built.
+
+Longer than 500 lines on purpose: the pool section, the keys and the nodes are checked in one pass that
+reports every problem of the file, sharing one error list and the checks of names, mappings and durations.
 """
 
 from __future__ import annotations
