@@ -42,6 +42,7 @@ from scheduler.models import (
     WorkerHeartbeat,
 )
 from scheduler.reads.domains import pool_domain_tree
+from scheduler.resources import RESOURCES
 from scheduler.services import nodes_set_schedulable, pool_keys_set
 from scheduler.services.access import pool_status_set, quotas_lock, quotas_total_validate
 from scheduler.services.reservations import pool_capacity_changed, pool_epochs_bump
@@ -159,6 +160,9 @@ class PoolAdmin(admin.ModelAdmin):
         "min_runtime",
         "fairshare_half_life",
         "browser_forwarding",
+        "starvation_wait",
+        "preemption_grace",
+        "refuse_never_fits",
         "k8s_synced_at",
         "k8s_sync_display",
         "keys_version",
@@ -345,10 +349,7 @@ class NodeAdmin(admin.ModelAdmin):
         "name",
         "labels",
         "schedulable",
-        ("gpu", "used_gpu"),
-        ("cpu_millis", "used_cpu_millis"),
-        ("memory_bytes", "used_memory_bytes"),
-        ("storage_bytes", "used_storage_bytes"),
+        *((r.capacity_field, r.used_field) for r in RESOURCES),
         "usage_display",
         "created_at",
         "updated_at",

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils.html import format_html, format_html_join
@@ -24,6 +24,7 @@ from parsing import QuantityError, QuantityKind, format_quantity, parse_quantity
 from parsing.natural import natural_key
 from scheduler.inventory import labels_validate
 from scheduler.models import Node
+from scheduler.resources import RESOURCES
 
 MAX_INTEGER = 2**31 - 1
 BLANK_LABEL_ROWS = 3
@@ -36,16 +37,16 @@ QUANTITY_HELP: dict[str, str] = {
     "storage": "A Kubernetes quantity: 4Ti, 500Gi (powers of 1024) or 4T (powers of 1000); a plain number is bytes.",
 }
 
+#: Each resource's name on the node form (its used amount: the same, "used").
+RESOURCE_LABELS: dict[str, str] = {"gpu": "GPUs", "cpu": "CPU", "memory": "Memory", "storage": "Storage"}
 # model field -> (quantity kind, label, capacity field when this one is a used amount)
 NODE_QUANTITY_FIELDS: dict[str, tuple[QuantityKind, str, str | None]] = {
-    "gpu": ("gpu", "GPUs", None),
-    "used_gpu": ("gpu", "GPUs used", "gpu"),
-    "cpu_millis": ("cpu", "CPU", None),
-    "used_cpu_millis": ("cpu", "CPU used", "cpu_millis"),
-    "memory_bytes": ("memory", "Memory", None),
-    "used_memory_bytes": ("memory", "Memory used", "memory_bytes"),
-    "storage_bytes": ("storage", "Storage", None),
-    "used_storage_bytes": ("storage", "Storage used", "storage_bytes"),
+    field: value
+    for r in RESOURCES
+    for field, value in (
+        (r.capacity_field, (cast(QuantityKind, r.kind), RESOURCE_LABELS[r.name], None)),
+        (r.used_field, (cast(QuantityKind, r.kind), f"{RESOURCE_LABELS[r.name]} used", r.capacity_field)),
+    )
 }
 
 

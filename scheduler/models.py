@@ -8,8 +8,10 @@ from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
+from osmo import config as osmo_config
 from scheduler.choices import BUILTIN_BACKENDS, BackendStatus, DispatchBackend, PoolStatus
-from scheduler.inventory.document import MAX_RETRIES
+from scheduler.inventory.document import MAX_PREEMPTION_GRACE, MAX_RETRIES, MAX_STARVATION_WAIT
+from scheduler.resources import RESOURCES
 
 KEY_NAME_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 key_name_validator = RegexValidator(KEY_NAME_RE, "Use lowercase letters, digits and inner hyphens (e.g. gpu-clique).")
@@ -156,6 +158,22 @@ class Pool(models.Model):
         "the pool recently go first, usage decaying by half every this many seconds (0: off, submission "
         "order; docs/design.md §9).",
     )
+    starvation_wait = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(MAX_STARVATION_WAIT)],
+        help_text="Seconds a gang that does not fit waits before machines are held for it: work of its priority "
+        "and below behind it backfills only the rest of the pool (empty: OSMO_STARVATION_SECONDS; "
+        "docs/design.md §6).",
+    )
+    preemption_grace = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(MAX_PREEMPTION_GRACE)],
+        help_text="Seconds a preempted gang's pods get to stop after SIGTERM (empty: "
+        "OSMO_PREEMPTION_GRACE_SECONDS).",
+    )
+    refuse_never_fits = models.BooleanField(
+        null=True, blank=True,
+        help_text="Refuse at submission a gang that cannot be placed even on the whole pool as if idle; off for "
+        "pools that grow (empty: OSMO_REFUSE_NEVER_FITS).",
+    )
     k8s_node_selector = models.CharField(
         max_length=255, blank=True, help_text="Kubernetes label selector picking this pool's nodes for sync."
     )
@@ -180,10 +198,6 @@ class Pool(models.Model):
     keys_version = models.PositiveIntegerField(
         default=1, help_text="Bumped whenever the topology keys change; queued groups built on another version wait."
     )
-    cycle_state = models.JSONField(
-        null=True, blank=True, editable=False,
-        help_text="What the last placement cycle saw and where it stopped (written by the cycle only).",
-    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -196,6 +210,10 @@ class Pool(models.Model):
             models.CheckConstraint(condition=Q(min_runtime__lte=MAX_MIN_RUNTIME), name="pool_min_runtime_bounded"),
             models.CheckConstraint(condition=Q(fairshare_half_life__lte=MAX_FAIRSHARE_HALF_LIFE),
                                    name="pool_fairshare_half_life_bounded"),
+            models.CheckConstraint(condition=Q(starvation_wait__lte=MAX_STARVATION_WAIT),
+                                   name="pool_starvation_wait_bounded"),
+            models.CheckConstraint(condition=Q(preemption_grace__lte=MAX_PREEMPTION_GRACE),
+                                   name="pool_preemption_grace_bounded"),
         ]
 
     def __str__(self) -> str:
@@ -210,6 +228,25 @@ class Pool(models.Model):
         elif self.backend_ref is not None:
             self.backend = self.backend_ref.kind
         super().save(*args, **kwargs)
+
+    # The pool policies a pool may leave unset: its own value, else the deployment's setting.
+    def starvation_wait_seconds(self) -> int:
+        """How long a gang that does not fit waits before machines are held for it (docs/design.md §6)."""
+        if self.starvation_wait is not None:
+            return self.starvation_wait
+        return osmo_config.scheduler().starvation_seconds
+
+    def preemption_grace_seconds(self) -> int:
+        """The grace period of a preempted gang's pod deletion."""
+        if self.preemption_grace is not None:
+            return self.preemption_grace
+        return osmo_config.scheduler().preemption_grace_seconds
+
+    def refuses_never_fits(self) -> bool:
+        """Whether a submission that cannot be placed even on the idle pool is refused (docs/design.md §11)."""
+        if self.refuse_never_fits is not None:
+            return self.refuse_never_fits
+        return osmo_config.scheduler().refuse_never_fits
 
     @property
     def backend_name(self) -> str:
@@ -362,16 +399,8 @@ class Node(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["pool", "name"], name="node_unique_name"),
             models.CheckConstraint(condition=Q(name__regex=NODE_NAME_RE), name="node_name_format"),
-            models.CheckConstraint(condition=Q(used_gpu__lte=F("gpu")), name="node_used_gpu_lte_capacity"),
-            models.CheckConstraint(
-                condition=Q(used_cpu_millis__lte=F("cpu_millis")), name="node_used_cpu_lte_capacity"
-            ),
-            models.CheckConstraint(
-                condition=Q(used_memory_bytes__lte=F("memory_bytes")), name="node_used_memory_lte_capacity"
-            ),
-            models.CheckConstraint(
-                condition=Q(used_storage_bytes__lte=F("storage_bytes")), name="node_used_storage_lte_capacity"
-            ),
+            *(models.CheckConstraint(condition=Q(**{f"{r.used_field}__lte": F(r.capacity_field)}),
+                                     name=f"node_used_{r.name}_lte_capacity") for r in RESOURCES),
         ]
         indexes = [models.Index(fields=["pool", "schedulable"], name="node_pool_schedulable")]
 

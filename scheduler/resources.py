@@ -3,11 +3,19 @@ inventories, the solver, the models, the API and Kubernetes). Pure: stdlib only.
 
 Units are base units everywhere below the spec parser: GPUs are whole devices, ``cpu`` millicores,
 ``memory`` and ``storage`` bytes.
+
+Code that does the same for every resource loops over :data:`RESOURCES` (or the field tuples below).
+Resources are named one by one only where something is declared per resource: the models' columns
+(Django reads class attributes), the frozen values with one attribute each (the solver's ``Resources``,
+``NodeSpec``, ``PodRequest``, ``ReservationFacts``, the API serializers with their help texts), and
+where each resource is treated differently (the generated inventories' rounding, the local sandbox's
+kernel limits, the CLI, which talks to the API only).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +45,9 @@ RESOURCE_API_NAMES: tuple[str, ...] = tuple(r.api_name for r in RESOURCES)
 AMOUNT_FIELDS: tuple[str, ...] = tuple(r.amount_field for r in RESOURCES)
 CAPACITY_FIELDS: tuple[str, ...] = tuple(r.capacity_field for r in RESOURCES)
 USED_FIELDS: tuple[str, ...] = tuple(r.used_field for r in RESOURCES)
+
+
+def amounts_of(holder: object) -> dict[str, Any]:
+    """What a task requests or a reservation holds, as keyword arguments by model field (each of
+    :data:`AMOUNT_FIELDS` read from ``holder``: a Task, a row of its columns, a reservation's facts)."""
+    return {name: getattr(holder, name) for name in AMOUNT_FIELDS}

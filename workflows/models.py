@@ -364,3 +364,19 @@ class LabelPolicySetting(models.Model):
 
     def __str__(self) -> str:
         return "label policy"
+
+
+class PoolCycleState(models.Model):
+    """What a pool's last placement cycle hands to the next (docs/architecture.md, "cycle state"): the
+    JSON of :class:`workflows.scheduling.cycle.state.CycleState`, read and written by the cycle only,
+    under the pool's lock. One row per pool that has walked; none yet is an empty state. The workflows
+    app's own table, keyed by the pool, so that the scheduler's ``Pool`` carries no state of the cycle
+    that places workflows; the cycle reads it with the pool's row (one join, the same query) and writes it
+    with one upsert."""
+
+    pool = models.OneToOneField("scheduler.Pool", on_delete=models.CASCADE, primary_key=True,
+                                related_name="cycle")
+    state = models.JSONField(help_text="What the last placement cycle saw and where it stopped.")
+
+    def __str__(self) -> str:
+        return f"cycle state of pool {self.pool_id}"

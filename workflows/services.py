@@ -201,9 +201,10 @@ def _never_fits_check(pool: Pool, spec: WorkflowSpec, key: tuple[int, int, int])
     """Refuse gangs proven unplaceable on the pool's capacity as if nothing at all ran (ours or others';
     cordoned and NotReady nodes included, since they come back: :func:`~scheduler.reads.snapshot.snapshot_capacity`).
     A gang that fits capacity but not today's usage is queued, not refused (docs/design.md §11).
-    "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with
-    ``OSMO_REFUSE_NEVER_FITS=False`` (pools that grow). ``key``: the pool's :func:`idle_index_key`."""
-    if not osmo_config.scheduler().refuse_never_fits:
+    "Undecided" (the solver's budget ran out) is accepted: only a proof refuses. Off with the pool's
+    ``refuse_never_fits`` false (``OSMO_REFUSE_NEVER_FITS`` when unset; pools that grow). ``key``: the
+    pool's :func:`idle_index_key`."""
+    if not pool.refuses_never_fits():
         return
     never: list[dict[str, Any]] = []
     for group in spec.groups:

@@ -20,6 +20,7 @@ from scheduler.inventory.generate import PoolShape, pool_generate_inventory
 from scheduler.placement import DomainIndex, Placement, Policy, solve
 from scheduler.placement.types import ClusterSnapshot, GangRequest, NodeState, Resources, TaskRequest
 from scheduler.preemption import Candidate
+from scheduler.resources import RESOURCES
 from topology.tree import ConstraintTree, TreeNode
 
 GIB = 1 << 30
@@ -160,12 +161,7 @@ def nvl72_snapshot(shape: PoolShape = NVL72) -> ClusterSnapshot:
         NodeState(
             n.name,
             tuple(n.labels.get(label) for label in labels),
-            Resources(
-                n.gpu - n.used_gpu,
-                n.cpu_millis - n.used_cpu_millis,
-                n.memory_bytes - n.used_memory_bytes,
-                n.storage_bytes - n.used_storage_bytes,
-            ),
+            Resources(*(getattr(n, r.capacity_field) - getattr(n, r.used_field) for r in RESOURCES)),
         )
         for n in inventory.nodes
     )

@@ -46,6 +46,9 @@ class Scheduler:
     placement_coalesce_seconds: float = knob("OSMO_PLACEMENT_COALESCE_SECONDS", 0.2,
                                              "with Redis, a requested cycle starts this long after its first request")
     tick_without_beat: bool = knob("OSMO_TICK_WITHOUT_BEAT", True, "workers keep the tick going if beat dies")
+    # refuse_never_fits, starvation_seconds and preemption_grace_seconds are the defaults of pools that set
+    # no policy of their own (Pool.refuse_never_fits, starvation_wait, preemption_grace): read them through
+    # the pool (Pool.refuses_never_fits() ...), never here.
     refuse_never_fits: bool = knob("OSMO_REFUSE_NEVER_FITS", True,
                                    "refuse at submission a gang that does not fit the whole inventory idle")
     starvation_seconds: int = knob("OSMO_STARVATION_SECONDS", 600,
@@ -55,7 +58,8 @@ class Scheduler:
     cycle_budget_seconds: float = knob("OSMO_CYCLE_BUDGET_SECONDS", 20.0,
                                        "a cycle stops trying further groups after this, commits and continues")
     preemption_enabled: bool = knob("OSMO_PREEMPTION_ENABLED", True, "HIGH/NORMAL gangs within quota evict LOW gangs")
-    preemption_grace_seconds: int = knob("OSMO_PREEMPTION_GRACE_SECONDS", 30, "grace period of a preempted pod")
+    preemption_grace_seconds: int = knob("OSMO_PREEMPTION_GRACE_SECONDS", 30,
+                                         "grace period of a preempted pod (pools' default)")
     preemption_max_solves: int = knob("OSMO_PREEMPTION_MAX_SOLVES", 64, "feasibility questions of one victim search")
     preemption_max_seconds: float = knob("OSMO_PREEMPTION_MAX_SECONDS", 5.0, "wall-clock ceiling of one victim search")
 

@@ -14,7 +14,13 @@ from rest_framework import serializers
 
 from osmo.api.serializers import StrictCharField, StrictFloatField
 from scheduler.choices import PoolStatus
-from scheduler.inventory.document import KEY_NAME_RE, LABEL_KEY_RE, MAX_RETRIES
+from scheduler.inventory.document import (
+    KEY_NAME_RE,
+    LABEL_KEY_RE,
+    MAX_PREEMPTION_GRACE,
+    MAX_RETRIES,
+    MAX_STARVATION_WAIT,
+)
 from scheduler.models import MAX_FAIRSHARE_HALF_LIFE, MAX_MIN_RUNTIME, Backend, Node, Pool, TopologyKey
 from scheduler.selectors import node_usage_dict
 from scheduler.services import node_spec_parse
@@ -117,6 +123,9 @@ class PoolOutputSerializer(serializers.ModelSerializer):
             "min_runtime",
             "fairshare_half_life",
             "browser_forwarding",
+            "starvation_wait",
+            "preemption_grace",
+            "refuse_never_fits",
             "keys_version",
             "topology_keys",
             "totals",
@@ -278,6 +287,18 @@ class PoolInputSerializer(serializers.Serializer):
     browser_forwarding = StrictBooleanField(
         required=False, help_text="The task page's \"Open port\": the service proxies HTTP and websockets to the "
         "pool's tasks' ports for their owners' browsers (default true).")
+    starvation_wait = StrictIntegerField(
+        min_value=0, max_value=MAX_STARVATION_WAIT, required=False, allow_null=True,
+        help_text="Seconds a gang that does not fit waits before machines are held for it (null: the "
+        "deployment's OSMO_STARVATION_SECONDS).")
+    preemption_grace = StrictIntegerField(
+        min_value=0, max_value=MAX_PREEMPTION_GRACE, required=False, allow_null=True,
+        help_text="Seconds a preempted gang's pods get to stop (null: the deployment's "
+        "OSMO_PREEMPTION_GRACE_SECONDS).")
+    refuse_never_fits = StrictBooleanField(
+        required=False, allow_null=True,
+        help_text="Refuse at submission a gang that cannot be placed even on the whole pool as if idle (null: the "
+        "deployment's OSMO_REFUSE_NEVER_FITS).")
     topology_keys = TopologyKeyInputSerializer(many=True, required=False, help_text="Coarsest first.")
 
     def validate_topology_keys(self, items: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -346,6 +367,12 @@ class PoolSectionInputSerializer(serializers.Serializer):
     min_runtime = StrictIntegerField(required=False)
     fairshare_half_life = StrictIntegerField(required=False)
     browser_forwarding = serializers.BooleanField(required=False)
+    starvation_wait = StrictIntegerField(required=False, allow_null=True,
+                                         help_text="null: the deployment's OSMO_STARVATION_SECONDS.")
+    preemption_grace = StrictIntegerField(required=False, allow_null=True,
+                                          help_text="null: the deployment's OSMO_PREEMPTION_GRACE_SECONDS.")
+    refuse_never_fits = serializers.BooleanField(required=False, allow_null=True,
+                                                 help_text="null: the deployment's OSMO_REFUSE_NEVER_FITS.")
 
 
 class PoolImportInputSerializer(serializers.Serializer):

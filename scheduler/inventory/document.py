@@ -26,6 +26,9 @@ Limits (:data:`INVENTORY_LIMITS`, docs/pools.md): an inventory needs at most
 :data:`MAX_NODES_PER_FILE` node entries of at most :data:`VALUES_PER_NODE` values each, so loading
 walks at most that many values; each of the :data:`MAX_ALIASES` aliases may repeat at most one node
 entry's worth, so an alias bomb is refused while its few lines are composed, before anything is built.
+
+Longer than 500 lines on purpose: the pool section, the keys and the nodes are checked in one pass that
+reports every problem of the file, sharing one error list and the checks of names, mappings and durations.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from parsing import (
     storable_text,
 )
 from parsing.loader import MAX_INT_BITS
-from scheduler.resources import RESOURCES
+from scheduler.resources import CAPACITY_FIELDS, RESOURCES, USED_FIELDS
 
 # Name patterns; ``scheduler.models`` validates the same fields with the same patterns (a test keeps
 # the two equal).
@@ -74,20 +77,10 @@ NAME_HINTS = {
 INVENTORY_RESOURCES: tuple[tuple[str, str, str, str], ...] = tuple(
     (r.name, r.kind, r.capacity_field, r.used_field) for r in RESOURCES
 )
-NODE_VALUE_FIELDS: tuple[str, ...] = (
-    "labels",
-    "gpu",
-    "cpu_millis",
-    "memory_bytes",
-    "storage_bytes",
-    "used_gpu",
-    "used_cpu_millis",
-    "used_memory_bytes",
-    "used_storage_bytes",
-    "schedulable",
-)
+NODE_VALUE_FIELDS: tuple[str, ...] = ("labels", *CAPACITY_FIELDS, *USED_FIELDS, "schedulable")
 POOL_FIELDS: tuple[str, ...] = ("description", "backend", "sim_task_seconds", "max_retries", "k8s_namespace",
-                                "k8s_node_selector", "min_runtime", "fairshare_half_life", "browser_forwarding")
+                                "k8s_node_selector", "min_runtime", "fairshare_half_life", "browser_forwarding",
+                                "starvation_wait", "preemption_grace", "refuse_never_fits")
 #: The most reschedules a pool may allow a gang (the pools API's bound of ``max_retries``).
 MAX_RETRIES = 100
 #: The longest ``min_runtime`` (seconds): a week (``scheduler.models.MAX_MIN_RUNTIME``, a test keeps the two equal).
@@ -95,6 +88,10 @@ MAX_MIN_RUNTIME = 7 * 24 * 3600
 #: The longest ``fairshare_half_life`` (seconds): 30 days (``scheduler.models.MAX_FAIRSHARE_HALF_LIFE``, a test
 #: keeps the two equal).
 MAX_FAIRSHARE_HALF_LIFE = 30 * 24 * 3600
+#: The longest ``starvation_wait`` (seconds): 30 days (the model's and the pools API's bound too).
+MAX_STARVATION_WAIT = 30 * 24 * 3600
+#: The longest ``preemption_grace`` (seconds): a day (the model's and the pools API's bound too).
+MAX_PREEMPTION_GRACE = 24 * 3600
 #: The values of ``scheduler.choices.DispatchBackend`` (a test keeps the two equal).
 POOL_BACKENDS: tuple[str, ...] = ("simulated", "kubernetes", "local")
 RESERVED_POOL_NAMES = frozenset({"import"})  # /api/pools/import/ is the import endpoint
@@ -476,7 +473,28 @@ def _parse_pool_fields(value: Any, errors: ErrorList, backends: Sequence[str] = 
             errors.add("pool.browser_forwarding", "must be true or false")
         else:
             fields_out["browser_forwarding"] = value["browser_forwarding"]
+    _parse_defaulted_fields(value, errors, fields_out)
     return name, fields_out
+
+
+def _parse_defaulted_fields(value: Mapping[str, Any], errors: ErrorList, fields_out: dict[str, Any]) -> None:
+    """The pool policies a pool may leave unset (null): the deployment's setting of the same meaning applies
+    (``OSMO_STARVATION_SECONDS``, ``OSMO_PREEMPTION_GRACE_SECONDS``, ``OSMO_REFUSE_NEVER_FITS``)."""
+    for duration_field, bound in (("starvation_wait", MAX_STARVATION_WAIT), ("preemption_grace", MAX_PREEMPTION_GRACE)):
+        if duration_field not in value:
+            continue
+        seconds = _duration(value[duration_field])
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
+                                    or not 0 <= seconds <= bound):
+            errors.add(f"pool.{duration_field}", f"must be null (the deployment's setting), a whole number of "
+                                                 f"seconds from 0 to {bound} or a duration ({DURATIONS})")
+        else:
+            fields_out[duration_field] = seconds
+    if "refuse_never_fits" in value:
+        if value["refuse_never_fits"] is not None and not isinstance(value["refuse_never_fits"], bool):
+            errors.add("pool.refuse_never_fits", "must be true, false or null (the deployment's setting)")
+        else:
+            fields_out["refuse_never_fits"] = value["refuse_never_fits"]
 
 
 def parse_inventory(document: Any, *, backends: Sequence[str] = POOL_BACKENDS) -> Inventory:

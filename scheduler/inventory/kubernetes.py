@@ -63,6 +63,7 @@ def kubernetes_node_to_spec(
             amounts[kind] = parse_quantity(raw, kind=kind)  # type: ignore[arg-type]
         except QuantityError as exc:
             return None, f"status.allocatable[{k8s_name!r}]: {exc}"
+    amounts["gpu"] = min(amounts["gpu"], MAX_GPU)
     spec = item.get("spec") or {}
     tolerated = set(tolerated_taints)
     tainted = any(
@@ -79,10 +80,7 @@ def kubernetes_node_to_spec(
         NodeSpec(
             name=name,
             labels=labels,
-            gpu=min(amounts["gpu"], MAX_GPU),
-            cpu_millis=amounts["cpu"],
-            memory_bytes=amounts["memory"],
-            storage_bytes=amounts["storage"],
+            **{r.capacity_field: amounts[r.kind] for r in RESOURCES},
             schedulable=not bool(spec.get("unschedulable")) and not tainted and ready,
         ),
         None,

@@ -12,9 +12,9 @@ from kubernetes import client as k8s_client
 
 from scheduler.dispatch import DispatchTransientError
 from scheduler.dispatch.kubernetes import KubernetesBackend
-from scheduler.models import Reservation
-from tests.dispatch.kube_pool import PODS, placed, pod_item, pod_list
-from tests.factories import make_node
+from scheduler.models import Pool, Reservation
+from tests.dispatch.kube_pool import NS, PODS, placed, pod_item, pod_list
+from tests.factories import make_node, make_pool
 from tests.pipeline.helpers import backend_use, gang_spec
 from workflows import jobs
 from workflows.models import Task, TaskGroup
@@ -342,3 +342,33 @@ def test_a_refused_delete_does_not_stop_the_pools_status_sync(user, kube_api, ku
     # then the second is deleted and the refusal is logged
     assert deleted == 1
     assert any(r.getMessage() == "pod.reconcile_failed" for r in caplog.records)
+
+
+def test_a_pools_own_grace_period_deletes_its_preempted_pods_while_a_pool_on_the_default_uses_the_setting(
+        user, kube_api, kube_pool, django_capture_on_commit_callbacks):
+    # given the pool above with a grace period of its own (5 s), and a second Kubernetes pool beside it
+    # that sets none (the deployment's OSMO_PREEMPTION_GRACE_SECONDS, 30)
+    Pool.objects.filter(pk=kube_pool.pk).update(preemption_grace=5)
+    other = make_pool("kube-default", keys=[("rack", "rack")], backend="kubernetes", k8s_namespace=NS)
+    for name in ("m1", "m2"):
+        make_node(other, name, {"rack": "r1"}, gpu=4)
+    deletes = {}
+    for pool in (kube_pool, other):
+        # a LOW gang holding both nodes, then a HIGH gang of one task that evicts it
+        low, _ = workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"{pool.name}-low", 2, 4, key=None),
+                                 priority="LOW")
+        placement_cycle_run(pool_id=pool.pk)
+        old = sorted(Task.objects.filter(workflow=low).values_list("pod_name", flat=True))
+        for name in old:
+            kube_api.reply("DELETE", f"{PODS}/{name}", 200, "pod_deleted.json")
+        workflow_submit(user=user, pool_name=pool.name, spec=gang_spec(f"{pool.name}-high", 1, 4, key=None),
+                        priority="HIGH")
+        with django_capture_on_commit_callbacks(execute=True):
+            placement_cycle_run(pool_id=pool.pk)
+        deletes[pool.name] = sorted((r.path.rsplit("/", 1)[1], r.query.get("gracePeriodSeconds"))
+                                    for r in kube_api.requests if r.method == "DELETE"
+                                    and r.path.rsplit("/", 1)[1] in old)
+        assert [name for name, _ in deletes[pool.name]] == old
+    # then each pool's evicted pods were deleted with its own grace period
+    assert {tuple(grace) for _, grace in deletes["kube"]} == {("5",)}
+    assert {tuple(grace) for _, grace in deletes["kube-default"]} == {("30",)}

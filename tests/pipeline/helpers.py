@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
-from scheduler.models import Node, Reservation
-from workflows.models import TaskGroup
+from scheduler.models import Node, Pool, Reservation
+from workflows.models import PoolCycleState, TaskGroup
 
 
 def domain_of(node: Node, keys: list[tuple[str, str]], key: str) -> tuple[str, ...]:
@@ -104,3 +105,9 @@ def backend_use(monkeypatch, backend) -> None:
 
     for module in (gang_dispatch, pods):
         monkeypatch.setattr(module, "backend_for", lambda name, **kw: backend)
+
+
+def cycle_cursor_set(pool: Pool, cursor: Any) -> None:
+    """Make the pool's next cycle resume at ``cursor``, as after a cycle that ran out of its budget there."""
+    stored = PoolCycleState.objects.filter(pool=pool).values_list("state", flat=True).first() or {}
+    PoolCycleState.objects.update_or_create(pool=pool, defaults={"state": {**stored, "cursor": cursor}})

@@ -15,6 +15,7 @@ from tests.pipeline.helpers import (
     assert_never_overcommitted,
     assert_required_constraints_hold,
     backend_use,
+    cycle_cursor_set,
     gang_spec,
 )
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
@@ -380,7 +381,6 @@ def test_pod_missing_from_the_backend_fails_the_gang(user, racks, monkeypatch):
 def test_a_resumed_cycle_places_the_starving_gang_on_its_own_kept_machines(user, settings):
     """Found in review: a cycle resuming from its cursor met the starving gang last and held it behind
     its own reservation, so it evicted LOW work elsewhere while its kept machines stood free."""
-    from scheduler.models import Pool
     from tests.factories import make_pool
     from workflows.scheduling.cycle import queue_read as _queue_read
 
@@ -411,7 +411,7 @@ def test_a_resumed_cycle_places_the_starving_gang_on_its_own_kept_machines(user,
         workflow_cancel(workflow_pk=workflow.pk, user=user)
     pool.refresh_from_db()
     cursor = next(q.order for q in _queue_read(pool) if q.pk == TaskGroup.objects.get(workflow=tail).pk)
-    Pool.objects.filter(pk=pool.pk).update(cycle_state={**(pool.cycle_state or {}), "cursor": cursor})
+    cycle_cursor_set(pool, cursor)
     result = placement_cycle_run(pool_id=pool.pk)
     # then it is placed on the free machines, and no LOW gang is evicted for it
     assert result.resumed and result.preempted == 0

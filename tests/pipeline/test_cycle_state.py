@@ -1,6 +1,10 @@
-"""The state one placement cycle hands to the next (workflows/scheduling/cycle/state.py)."""
+"""The state one placement cycle hands to the next (workflows/scheduling/cycle/state.py), and its
+table (``workflows.PoolCycleState``)."""
 
+import json
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from workflows.scheduling.cycle.state import CycleState
 
@@ -40,3 +44,37 @@ def test_a_stopped_walk_resumes_with_the_usage_it_ordered_by():
     # then the next one resumes there, ordering by the same usage
     assert carried is not None and carried.cursor == STORED["cursor"]
     assert carried.usage == {None: 0.0, 3: 12.5} and carried.blocked_since == {9: 1.5}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_moves_each_pools_state_from_the_pool_row_into_the_workflows_table_and_back():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    # given two pools of the schema before the move, one with a stored state (in the pool's column)
+    after = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    before = [("workflows", "0022_labels_tags_policy"), *[node for node in after if node[0] != "workflows"]]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps.get_model("scheduler", "Pool")
+    walked, fresh = old.objects.create(name="walked"), old.objects.create(name="fresh")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE scheduler_pool SET cycle_state = %s WHERE id = %s", [json.dumps(STORED), walked.pk])
+    # when
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    # then the walked pool's state is its row in the new table, the other has none, and the column is gone
+    new = executor.loader.project_state(after).apps.get_model("workflows", "PoolCycleState")
+    assert dict(new.objects.values_list("pool_id", "state")) == {walked.pk: STORED}
+    assert fresh.pk not in set(new.objects.values_list("pool_id", flat=True))
+    with connection.cursor() as cursor:
+        columns = {column.name for column in connection.introspection.get_table_description(cursor, "scheduler_pool")}
+    assert "cycle_state" not in columns
+    # and backwards the column comes back holding it
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, cycle_state FROM scheduler_pool ORDER BY id")
+        back = {pk: (json.loads(state) if isinstance(state, str) else state) for pk, state in cursor.fetchall()}
+    assert back == {walked.pk: STORED, fresh.pk: None}
+    MigrationExecutor(connection).migrate(after)

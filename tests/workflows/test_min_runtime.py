@@ -13,7 +13,7 @@ from scheduler.models import Pool, Reservation
 from tests.factories import make_nvl72_pool
 from tests.pipeline.helpers import gang_spec
 from workflows.choices import TaskStatus
-from workflows.models import TaskGroup, Workflow
+from workflows.models import PoolCycleState, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
 from workflows.services import workflow_cancel, workflow_submit
 
@@ -66,7 +66,7 @@ def test_a_low_gang_within_the_minimum_runtime_is_kept_and_the_preemptor_told_wh
     assert any(reason["message"].endswith(s) for s in said), reason["message"]
     # and it is no proof: the pool wakes when that gang's minimum runtime ends
     assert group_of(high).proof_epoch is None
-    assert datetime.fromisoformat(Pool.objects.get(pk=pool.pk).cycle_state["wake_at"]) == at
+    assert datetime.fromisoformat(PoolCycleState.objects.get(pool=pool).state["wake_at"]) == at
     # and a cycle a second before then (nothing changed) still evicts nothing
     assert placement_cycle_run(pool_id=pool.pk, now=at - timedelta(seconds=1)).preempted == 0
     assert group_of(high).status == TaskStatus.SCHEDULING
@@ -85,7 +85,7 @@ def test_once_the_minimum_runtime_is_over_and_the_gang_has_waited_it_the_low_gan
     assert result.preempted == 0
     until = now + timedelta(seconds=600)
     assert group_of(high).unschedulable_reason["keeping"]["until"] == until.astimezone(UTC).isoformat()
-    assert datetime.fromisoformat(Pool.objects.get(pk=pool.pk).cycle_state["wake_at"]) == until
+    assert datetime.fromisoformat(PoolCycleState.objects.get(pool=pool).state["wake_at"]) == until
     # and at that time one LOW gang is evicted for it
     result = placement_cycle_run(pool_id=pool.pk, now=until)
     assert result.preempted == 1

@@ -10,7 +10,7 @@ from django.db.models import Sum
 from scheduler.dispatch.pod.naming import pod_name_for
 from scheduler.models import Node, Reservation, TeamQuota
 from tests.factories import make_nvl72_pool
-from tests.pipeline.helpers import gang_spec
+from tests.pipeline.helpers import cycle_cursor_set, gang_spec
 from workflows.choices import TaskStatus
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.cycle import placement_cycle_run
@@ -266,7 +266,6 @@ def test_borrowing_counts_the_protected_work_placed_earlier_in_the_same_cycle(us
 
 def test_a_resumed_cycle_that_places_low_work_first_does_not_prove_a_high_gang_stuck(user):
     # given a pool of two 4-GPU machines, a NORMAL gang on one and a HIGH gang of two machines waiting
-    from scheduler.models import Pool
     from tests.factories import make_node, make_pool
     from workflows.scheduling.cycle import queue_read as _queue_read
 
@@ -289,7 +288,7 @@ def test_a_resumed_cycle_that_places_low_work_first_does_not_prove_a_high_gang_s
     low = submit_small("low", 1, "LOW")
     small.refresh_from_db()
     cursor = next(g.order for g in _queue_read(small) if g.pk == group_of(low).pk)
-    Pool.objects.filter(pk=small.pk).update(cycle_state={**(small.cycle_state or {}), "cursor": cursor})
+    cycle_cursor_set(small, cursor)
     resumed = placement_cycle_run(pool_id=small.pk)
     assert resumed.resumed and group_of(low).status == TaskStatus.INITIALIZING
     # then the next cycle does not take the HIGH gang's verdict as proven: it evicts the LOW gang and runs

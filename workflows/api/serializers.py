@@ -9,6 +9,7 @@ from rest_framework import serializers
 from osmo.api.serializers import OutputModelSerializer, SortedJSONField
 from parsing.natural import natural_sorted
 from scheduler.choices import PoolStatus
+from scheduler.resources import RESOURCES
 from workflows.choices import Priority
 from workflows.models import StatusTransition, Task, TaskGroup, Workflow
 from workflows.scheduling.pod.podspec import workflow_pods
@@ -166,7 +167,7 @@ class TaskOutputSerializer(OutputModelSerializer):
 
     @extend_schema_field(TaskRequestsSerializer)
     def get_requests(self, task: Task) -> dict[str, int]:
-        return {"gpu": task.gpu, "cpu": task.cpu_millis, "memory": task.memory_bytes, "storage": task.storage_bytes}
+        return {r.name: getattr(task, r.amount_field) for r in RESOURCES}
 
 
 class WaitingHolderSerializer(serializers.Serializer):

@@ -17,7 +17,7 @@ from django.utils import timezone
 from osmo.bulk import bulk_insert, bulk_set
 from scheduler.dispatch.pod.naming import pod_name_for
 from scheduler.placement.types import ReasonCode
-from scheduler.resources import AMOUNT_FIELDS
+from scheduler.resources import AMOUNT_FIELDS, amounts_of
 from scheduler.services.reservation_rows import ReservationFacts
 from scheduler.services.reservations import pool_epochs_bump
 from workflows.choices import Priority, TaskStatus
@@ -92,8 +92,7 @@ def gangs_place(*, pool_id: int, placements: list[GangPlacement], workflows: Map
             task.updated_at = now
             tasks.append(task)
             reservations.append(ReservationFacts(
-                task_id=task.pk, pool_id=pool_id, node_id=task.node_id, node_name=node_name, gpu=task.gpu,
-                cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
+                task_id=task.pk, pool_id=pool_id, node_id=task.node_id, node_name=node_name, **amounts_of(task),
                 team_id=workflow.team_id, preemptible=workflow.priority == Priority.LOW))
     bulk_set(Task, tasks, ["node", "node_name", "pod_name", "status", "updated_at"])
     reservations_create(reservations)

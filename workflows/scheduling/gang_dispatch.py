@@ -82,8 +82,8 @@ def dispatch_batch_read(group_ids: list[int]) -> DispatchBatch:
                              .order_by("group_id", "position")):
             tasks[row.group_id].append(row)
     pool_ids = {gangs[pk].pool_id for pk in active}
-    pools = ({pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).select_related("backend_ref")
-              .defer("cycle_state")} if pool_ids else {})
+    pools = ({pool.pk: pool for pool in Pool.objects.filter(pk__in=pool_ids).select_related("backend_ref")}
+             if pool_ids else {})
     return DispatchBatch(gangs, tasks, pools)
 
 

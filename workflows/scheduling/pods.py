@@ -54,7 +54,7 @@ from workflows.scheduling.pod.request import ACTIVE, pod_rows, row_pod_request
 logger = logging.getLogger(__name__)
 
 def _pool(pool_id: int) -> Pool | None:
-    return Pool.objects.filter(pk=pool_id).defer("cycle_state").first()
+    return Pool.objects.filter(pk=pool_id).first()
 
 
 # What moving a task's status never reads of it and its gang (JSON, decoded for nothing otherwise).
@@ -74,16 +74,16 @@ def pod_delete(*, task_id: int) -> None:
 
 
 def pods_evict(*, pool_id: int, pod_names: list[str]) -> None:
-    """Delete preempted gangs' pods by name with ``OSMO_PREEMPTION_GRACE_SECONDS`` (NotFound is
-    success; a retry deletes the remaining ones again, which is harmless). A pod this misses is still
-    deleted by :func:`pods_reconcile`: no task has its name any more."""
+    """Delete preempted gangs' pods by name with the pool's grace period (:meth:`Pool.preemption_grace_seconds`;
+    NotFound is success; a retry deletes the remaining ones again, which is harmless). A pod this misses is
+    still deleted by :func:`pods_reconcile`: no task has its name any more."""
     pool = Pool.objects.filter(pk=pool_id).first()
     if pool is None:
         return
     backend = backend_of_pool(pool) or backend_for(pool.backend)
     for name in pod_names:
         backend.delete_pod(namespace=pool.pod_namespace, pod_name=name,
-                           grace_seconds=osmo_config.scheduler().preemption_grace_seconds)
+                           grace_seconds=pool.preemption_grace_seconds())
     logger.info("pods.evicted", extra={"pool": pool.name, "pods": len(pod_names)})
 
 

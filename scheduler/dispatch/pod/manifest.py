@@ -16,6 +16,7 @@ from scheduler.dispatch.pod.naming import kube_pod_name, label_value
 from scheduler.dispatch.pod.objects import container_env, credentials_objects, host_mount_objects, pull_secret_name
 from scheduler.dispatch.pod.request import PodRequest
 from scheduler.dispatch.pod.runtime_wrap import RUNTIME_IMAGE_ENV, runtime_image, wrap_with_runtime
+from scheduler.resources import RESOURCES
 
 CONTAINER_NAME = "task"  # the task's container in its pod
 
@@ -49,16 +50,17 @@ def gang_selector(*, pool: str, workflow_id: str, group: str) -> str:
 
 
 def _resources(pod: PodRequest) -> dict[str, str]:
+    """The pod's requests (and limits) by Kubernetes resource name: whole cores or millicores, the rest as
+    plain integers (devices, bytes); a resource it does not request is left out."""
     quantities: dict[str, str] = {}
-    if pod.cpu_millis > 0:
-        millis = int(pod.cpu_millis)
-        quantities["cpu"] = str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
-    if pod.memory_bytes > 0:
-        quantities["memory"] = str(int(pod.memory_bytes))
-    if pod.storage_bytes > 0:
-        quantities["ephemeral-storage"] = str(int(pod.storage_bytes))
-    if pod.gpu > 0:
-        quantities[GPU_RESOURCE] = str(int(pod.gpu))
+    for resource in RESOURCES:
+        amount = int(getattr(pod, resource.amount_field))
+        if amount <= 0:
+            continue
+        if resource.kind == "cpu":
+            quantities[resource.kubernetes_name] = str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+        else:
+            quantities[resource.kubernetes_name] = str(amount)
     return quantities
 
 

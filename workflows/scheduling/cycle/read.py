@@ -22,7 +22,7 @@ from scheduler.preemption import Candidate
 from scheduler.reads.snapshot import snapshot_empty, snapshot_load_with_ids
 from scheduler.resources import AMOUNT_FIELDS
 from workflows.choices import PRIORITY_RANK, TASK_ACTIVE_STATUSES, TASK_TERMINAL_STATUSES, Priority, TaskStatus
-from workflows.models import Task, TaskGroup, Workflow
+from workflows.models import PoolCycleState, Task, TaskGroup, Workflow
 from workflows.scheduling.cycle.values import GangRow, QueuedGang, RunningGang
 from workflows.scheduling.pod.platform_nodes import PlatformNodes
 
@@ -41,8 +41,20 @@ def _queued(pool_id: int) -> QuerySet[TaskGroup]:
 
 
 def pool_locked(pool_id: int) -> Pool | None:
-    """The pool row, locked against key changes for the cycle's transaction (None: deleted)."""
-    return Pool.objects.select_for_update(no_key=True).filter(pk=pool_id).order_by("pk").first()
+    """The pool row, locked against key changes for the cycle's transaction (None: deleted), with its
+    cycle state (:class:`~workflows.models.PoolCycleState`, joined in the same query: :func:`cycle_state_of`).
+    Only the pool's row is locked: the state is written by the cycle alone, under the pool's lock."""
+    return (Pool.objects.select_for_update(no_key=True, of=("self",)).select_related("cycle")
+            .filter(pk=pool_id).order_by("pk").first())
+
+
+def cycle_state_of(pool: Pool) -> dict[str, Any] | None:
+    """The stored cycle state of a pool read by :func:`pool_locked` (None: it never walked)."""
+    try:
+        return pool.cycle.state
+    except PoolCycleState.DoesNotExist:
+        return None
+
 
 
 def waiting_groups(pool_id: int) -> list[TaskGroup]:
@@ -184,8 +196,7 @@ def running_low_read(pool_id: int, min_runtime: int = 0) -> list[RunningGang]:
     for row in sorted(held, key=lambda row: (row["node__name"] is None, row["node__name"] or "")):
         if row["task_id"] in group_of:
             holdings.setdefault(group_of[row["task_id"]], []).append(
-                (row["node__name"], Resources(row["gpu"], row["cpu_millis"], row["memory_bytes"],
-                                              row["storage_bytes"])))
+                (row["node__name"], Resources(*(row[name] for name in AMOUNT_FIELDS))))
     running: list[RunningGang] = []
     for g in groups:
         held_here = holdings.get(g["pk"])

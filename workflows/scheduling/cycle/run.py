@@ -46,11 +46,12 @@ from workflows.lifecycle.transitions import (
     workflow_status_refresh,
     workflows_status_refresh,
 )
-from workflows.models import TaskGroup, Workflow
+from workflows.models import PoolCycleState, TaskGroup, Workflow
 from workflows.scheduling.admission import Quotas, backend_not_online_reason, not_online_record
 from workflows.scheduling.cycle.apply import decision_apply
 from workflows.scheduling.cycle.read import (
     DatabaseSource,
+    cycle_state_of,
     pool_locked,
     queue_facts,
     queue_fingerprint,
@@ -154,7 +155,7 @@ def cycle_input_read(start: CycleStart, carried: Carried | None = None,
         pool_id=pool.pk, pool_name=pool.name, keys_version=pool.keys_version, key_labels=tuple(key_labels),
         now=start.now, capacity_epoch=start.capacity_epoch, inventory_epoch=start.inventory_epoch,
         queue=tuple(queue), cursor=cursor, usage=frozen, proofs=carried.proofs,
-        starvation=timedelta(seconds=knobs.starvation_seconds), max_holds=knobs.starvation_max_holds,
+        starvation=timedelta(seconds=pool.starvation_wait_seconds()), max_holds=knobs.starvation_max_holds,
         budget_seconds=knobs.cycle_budget_seconds, preemption=knobs.preemption_enabled,
         min_runtime=float(pool.min_runtime),
         blocked_since=carried.blocked_since,
@@ -198,7 +199,7 @@ def placement_cycle_run(
         if start is None:
             return result
         pool = start.pool
-        carried = CycleState.from_json(pool.cycle_state).carried(
+        carried = CycleState.from_json(cycle_state_of(pool)).carried(
             fingerprint=start.fingerprint, capacity_epoch=start.capacity_epoch, keys_version=pool.keys_version,
             now=start.now)
         if carried is None:
@@ -209,7 +210,7 @@ def placement_cycle_run(
                             quotas=quotas).decide()
             locked = cycle_apply(result, start, decision)
             after = CycleState.after(cycle, decision, gone=set(result.placed) | {g.pk for g in decision.failed})
-            Pool.objects.filter(pk=pool.pk).update(cycle_state=after.to_json())
+            _cycle_state_store(pool.pk, after)
         cycle_end(result, locked)
     if result.placed or result.unschedulable or result.timed_out or result.undecided:
         logger.info(
@@ -219,6 +220,12 @@ def placement_cycle_run(
                    "shared": result.shared, "preempted": result.preempted},
         )
     return result
+
+
+def _cycle_state_store(pool_id: int, state: CycleState) -> None:
+    """Write what the cycle hands to the next: one upsert, whether the pool's row exists or not."""
+    PoolCycleState.objects.bulk_create([PoolCycleState(pool_id=pool_id, state=state.to_json())],
+                                       update_conflicts=True, unique_fields=["pool"], update_fields=["state"])
 
 
 @contextmanager

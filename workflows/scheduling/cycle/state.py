@@ -1,4 +1,5 @@
-"""What one placement cycle hands to the next (stored on the pool as JSON, ``Pool.cycle_state``), and
+"""What one placement cycle hands to the next (stored as JSON, one row per pool:
+:class:`workflows.models.PoolCycleState`), and
 the one place that decides what of it still stands (:meth:`CycleState.carried`).
 
 A complete walk leaves the queue it saw (a fingerprint of its group ids), the capacity epoch and the

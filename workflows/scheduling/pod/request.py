@@ -20,6 +20,7 @@ from scheduler.dispatch import PodRequest
 from scheduler.dispatch.pod.naming import group_service_name, pod_hostname
 from scheduler.dispatch.simulated import SIM_SECONDS_ENV
 from scheduler.models import Pool, PoolPlatform
+from scheduler.resources import amounts_of
 from workflows.choices import TaskStatus
 from workflows.models import Task
 from workflows.scheduling.pod.podspec import (
@@ -43,8 +44,7 @@ def pod_request(task: Task, pool: Pool) -> PodRequest:
         pool, pod_name=task.pod_name, node_name=task.node.name if task.node is not None else "",
         workflow_id=task.workflow.global_id, workflow_label=task.workflow.workflow_id, group=task.group.name,
         task=task.name, image=task.image,
-        command=task.command, args=task.args, environment=task.environment, gpu=task.gpu,
-        cpu_millis=task.cpu_millis, memory_bytes=task.memory_bytes, storage_bytes=task.storage_bytes,
+        command=task.command, args=task.args, environment=task.environment, amounts=amounts_of(task),
         dispatched_at=task.dispatched_at, workflow_pk=task.workflow_id, owner_pk=task.workflow.submitted_by_id,
     )
     if pool.backend != DispatchBackend.SIMULATED:
@@ -111,11 +111,11 @@ def pod_osmo_fields(request: PodRequest, pool: Pool, *, pods: WorkflowPods, labe
 
 def _pod_request(
     pool: Pool, *, pod_name: str, node_name: str, workflow_id: str, workflow_label: str, group: str, task: str,
-    image: str, command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None, gpu: int,
-    cpu_millis: int, memory_bytes: int, storage_bytes: int, dispatched_at: datetime | None, workflow_pk: int = 0,
-    owner_pk: int = 0,
+    image: str, command: list[str] | None, args: list[str] | None, environment: dict[str, object] | None,
+    amounts: dict[str, Any], dispatched_at: datetime | None, workflow_pk: int = 0, owner_pk: int = 0,
 ) -> PodRequest:
-    """``workflow_id``: the workflow's global id; ``workflow_label``: its id as its owner sees it."""
+    """``workflow_id``: the workflow's global id; ``workflow_label``: its id as its owner sees it; ``amounts``:
+    what the task requests, by model field (:func:`scheduler.resources.amounts_of`)."""
     env = {str(k): str(v) for k, v in (environment or {}).items()}
     try:
         sim_seconds = float(env.get(SIM_SECONDS_ENV, pool.sim_task_seconds))
@@ -134,10 +134,7 @@ def _pod_request(
         command=tuple(command or ()),
         args=tuple(args or ()),
         environment=env,
-        gpu=gpu,
-        cpu_millis=cpu_millis,
-        memory_bytes=memory_bytes,
-        storage_bytes=storage_bytes,
+        **amounts,
         dispatched_at=dispatched_at,
         sim_seconds=max(sim_seconds, 0.0),
         workflow_pk=workflow_pk,
@@ -187,6 +184,5 @@ def pod_rows(tasks: QuerySet[Task]) -> list[PodRow]:
 def row_pod_request(row: PodRow, pool: Pool) -> PodRequest:
     return _pod_request(pool, pod_name=row.pod_name, node_name=row.node_name or "", workflow_id=row.workflow_global,
                         workflow_label=row.workflow_label, group=row.group, task=row.task, image=row.image,
-                        command=row.command, args=row.args, environment=row.environment, gpu=row.gpu,
-                        cpu_millis=row.cpu_millis, memory_bytes=row.memory_bytes, storage_bytes=row.storage_bytes,
+                        command=row.command, args=row.args, environment=row.environment, amounts=amounts_of(row),
                         dispatched_at=row.dispatched_at, workflow_pk=row.workflow_id, owner_pk=row.owner_pk)

@@ -11,8 +11,9 @@ exceed the team's quota in the pool; borrowed work is reclaimed first.
 Decisions are made in memory on the cycle's domain index (the victims' capacity is released there and
 the preemptor placed at once; no database here: the candidates come from the cycle's read step); the
 cycle's apply step writes them in the cycle's transaction: the victims go back to SCHEDULING
-(:func:`workflows.lifecycle.placing.gangs_preempt`), their pods are deleted with the grace period
-``OSMO_PREEMPTION_GRACE_SECONDS`` once committed, and the preemptor is placed like any other gang.
+(:func:`workflows.lifecycle.placing.gangs_preempt`), their pods are deleted with the pool's grace period
+(``Pool.preemption_grace``, else ``OSMO_PREEMPTION_GRACE_SECONDS``) once committed, and the preemptor is
+placed like any other gang.
 Releasing the victims' capacity before their pods are gone is safe for the reason given in
 :mod:`workflows.scheduling.pods`: Kubernetes does not start the preemptor's pinned pods on GPUs that
 terminating pods still hold.
