@@ -53,7 +53,7 @@ INVENTORY_CODE = [
     "scheduler/services/kubernetes_sync.py",
     "scheduler/management/commands",
     "scheduler/api",
-    "scheduler/admin.py",
+    "scheduler/admin",
 ]
 
 

@@ -58,10 +58,9 @@ from workflows.spec import (
 )
 from workflows.spec.labels import labels_merge
 from workflows.spec.model import ScalarValue
-from workflows.spec.template import RenderedSpec, is_template, render_spec
-from workflows.spec.template_lines import template_lines
+from workflows.spec.template import RenderedSpec
 from workflows.spec_pool import pool_platforms, spec_pool_check, submission_pool
-from workflows.templating import template_limits
+from workflows.templating import dump_yaml, render_submission, with_template_lines
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +172,7 @@ def workflow_validate(
     except SpecInvalidError as exc:
         errors = exc.to_list()
         if rendered is not None and isinstance(spec, str) and rendered.before_env is not None:
-            errors = _with_template_lines(errors, template=spec, rendered=rendered.before_env,
+            errors = with_template_lines(errors, template=spec, rendered=rendered.before_env,
                                           values=template_values)
         raise WorkflowSpecInvalidError(errors) from exc
     merged = labels_merge(parsed.labels_dict(), labels)
@@ -182,7 +181,7 @@ def workflow_validate(
     if problems:
         raise WorkflowSpecInvalidError([problem.to_dict() for problem in problems])
     _never_fits_check(pool, parsed, facts_key)
-    spec_text = source if isinstance(source, str) else _dump_yaml(source)
+    spec_text = source if isinstance(source, str) else dump_yaml(source)
     return ValidatedSubmission(pool=pool, spec=parsed, spec_text=spec_text, template_values=template_values,
                                keys=keys, render_warnings=rendered.warnings if rendered is not None else (),
                                labels=merged, pod_labels=policy.pod_labels(merged),
@@ -230,33 +229,6 @@ def _ever_words(message: str) -> str:
     ever hold ("the largest free rack fits 2 of 4" -> "the largest rack could ever hold 2 of 4")."""
     return re.sub(r"the largest free (\S+) fits", r"the largest \1 could ever hold", message).replace(
         "the whole pool fits", "the whole pool could ever hold")
-
-
-def render_submission(spec: str | dict[str, Any], *, values: dict[str, ScalarValue] | None,
-                      env: dict[str, str] | None) -> tuple[str | dict[str, Any], RenderedSpec | None]:
-    """The spec to parse, and its rendering when it is a template or values are given (None when not)."""
-    if values or env or (isinstance(spec, str) and is_template(spec)):
-        rendered = render_spec(spec if isinstance(spec, str) else _dump_yaml(spec), values=values, env=env,
-                               dump=_dump_yaml, limits=template_limits())
-        return rendered.text, rendered
-    return spec, None
-
-
-def _with_template_lines(errors: list[dict[str, Any]], *, template: str | dict[str, Any],
-                         rendered: str | dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The errors of a spec rendered from a template, each with the template ``line`` it comes from
-    when that is known (docs/api.md, "Errors"); a spec that was no template is returned as it is."""
-    if not isinstance(template, str) or not isinstance(rendered, str) or template == rendered:
-        return errors
-    lines = template_lines(template, values, rendered, [error["path"] for error in errors if error["path"]],
-                           template_limits())
-    return [{**error, "line": lines[error["path"]]} if error["path"] in lines else error for error in errors]
-
-
-def _dump_yaml(data: dict[str, Any]) -> str:
-    import yaml
-
-    return yaml.safe_dump(data, sort_keys=False)
 
 
 # Numbers of one owner's workflow name are handed out one submission at a time: a transaction-scoped
