@@ -177,8 +177,8 @@ def exec_echo(api: Any, workflow_id: str, samples: int) -> list[float]:
     """Seconds from a byte sent to a terminal's shell in the task to its echo, ``samples`` times."""
     import websocket
 
-    import cli.main  # noqa: F401  # (the CLI's modules load through it: cli.sessions and cli.rsync import each other)
-    from cli.sessions import STDIN, STDOUT, session_open
+    from cli.sessions.exec_stream import STDIN, STDOUT
+    from cli.sessions.opening import session_open
 
     ws = session_open(api, workflow_id, "main", {"kind": "exec", "command": ["/bin/sh"], "tty": True},
                       connect_timeout=30)
@@ -208,8 +208,7 @@ def session_parts(api: Any, workflow_id: str, samples: int) -> dict[str, float]:
     the websocket (handshake, the ticket's claim, the connection into the task)."""
     import websocket
 
-    import cli.main  # noqa: F401  # (see exec_echo)
-    from cli.sessions import SUBPROTOCOL, _websocket_url
+    from cli.sessions.opening import SUBPROTOCOL, websocket_url
 
     posts, sockets = [], []
     path = f"/api/workflows/{workflow_id}/tasks/main/sessions/"
@@ -217,7 +216,7 @@ def session_parts(api: Any, workflow_id: str, samples: int) -> dict[str, float]:
         started = time.perf_counter()
         answer = api.post(path, json={"kind": "port-forward", "port": ECHO_PORT})[1]
         posted = time.perf_counter()
-        ws = websocket.create_connection(_websocket_url(api, str(answer["websocket"])), subprotocols=[SUBPROTOCOL],
+        ws = websocket.create_connection(websocket_url(api, str(answer["websocket"])), subprotocols=[SUBPROTOCOL],
                                          header=[f"Authorization: {api.headers['Authorization']}"])
         sockets.append(time.perf_counter() - posted)
         posts.append(posted - started)

@@ -475,8 +475,9 @@ def workflow_cancel(workflow_ids: list[str] = typer.Argument(..., metavar="ID...
 
 
 # Register validate, logs, events, spec, restart, profile (commands), credential and token set/list/delete, app,
-# data, task and resource lists, version, tag.
-from cli import access_token, apps, commands, credential, data, lists, rsync, sessions, tagging  # noqa: E402,F401
+# data, task and resource lists, version, tag, rsync, exec and port-forward.
+from cli import access_token, apps, commands, credential, data, lists, rsync, tagging  # noqa: E402,F401
+from cli.sessions import exec_command, port_forward  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

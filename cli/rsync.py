@@ -1,54 +1,61 @@
 """``osmo workflow rsync upload|download``: copy files and folders to or from a running task (docs/cli.md).
 
-Built on the exec session (cli/sessions.py); no new endpoint: the session's REST call does every check (owner,
+Built on the exec session (cli/sessions/); no new endpoint: the session's REST call does every check (owner,
 RUNNING, backend). Where ``rsync`` is on both ends, ``rsync`` itself runs, with an exec session as its remote
 shell (cli/rsync_rsh.py): incremental, only what changed is sent. Otherwise (the CLI's machine or the task's
 image lacks it) a plain copy: a tar stream over the session's stdin (``tar -xf -`` in the task) for an
 upload, over its stdout (``tar -cf -`` in the task) for a download.
+
+The commands and their arguments are here; how the bytes move is :mod:`cli.rsync_transfer`, the ``--daemon``
+machinery :mod:`cli.rsync_daemon`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import posixpath
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, cast
 
 import typer
-import websocket
 
-# (the module, not its names: cli.sessions imports cli.main, which imports this module)
-from cli import sessions
 from cli.api import Api, workflow_path
 from cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CliError
 from cli.main import api_client, workflow_app
+from cli.rsync_daemon import (
+    DEFAULT_DEBOUNCE_SECONDS,
+    DEFAULT_MAX_LOG_BYTES,
+    DEFAULT_POLL_SECONDS,
+    DEFAULT_RECONCILE_SECONDS,
+    DaemonOptions,
+    daemon_loop,
+    daemon_start,
+    daemons,
+)
+from cli.rsync_transfer import (
+    NO_RSYNC_CODE,
+    Meter,
+    human,
+    local_rsync,
+    probe,
+    rsync_argv,
+    rsync_run,
+    run_script,
+    upload_once,
+)
 
 #: An upload larger than this (the files' bytes) is refused before anything is sent.
 UPLOAD_MAX_BYTES = 2 * 1024**3
 #: Lowers the limit (a number of bytes; never raises it above UPLOAD_MAX_BYTES).
 MAX_BYTES_ENV = "OSMO_RSYNC_MAX_BYTES"
 WORKSPACE = "/osmo/run/workspace"
-CHUNK = 64 * 1024
 MISSING_CODE = 66  # the task's exit code when REMOTE does not exist (a download)
-NO_RSYNC_CODE = 67  # the probe's exit code when the task has no rsync
-MKDIR_CODE = 68  # the probe's exit code when REMOTE cannot be made (an upload)
-# --daemon's defaults (OSMO leaves them to its admins; these are this CLI's)
-DEFAULT_POLL_SECONDS = 2.0
-DEFAULT_DEBOUNCE_SECONDS = 1.0
-DEFAULT_RECONCILE_SECONDS = 60.0
-DEFAULT_MAX_LOG_BYTES = 2 * 1024 * 1024
 
 rsync_app = typer.Typer(
     help=f"Copy files and folders to or from a running task ({WORKSPACE} always exists in it).",
@@ -120,184 +127,8 @@ def default_task(api: Api, workflow_id: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# Progress and rate
-# ------------------------------------------------------------------------------------------------
-def _human(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
-
-
-class Meter:
-    """Counts the bytes carried; draws ``VERB N (R/s)`` on stderr when ``show``; sleeps to keep under ``rate``
-    bytes per second (when given)."""
-
-    def __init__(self, verb: str, *, show: bool, rate: int | None = None) -> None:
-        self.verb, self.show, self.rate = verb, show, rate
-        self.count = 0
-        self.started = time.monotonic()
-        self.drawn = 0.0
-
-    def add(self, count: int) -> None:
-        self.count += count
-        now = time.monotonic()
-        if self.rate:
-            ahead = self.count / self.rate - (now - self.started)
-            if ahead > 0:
-                time.sleep(ahead)
-                now = time.monotonic()
-        if self.show and now - self.drawn >= 0.2:
-            self.draw(now)
-
-    def draw(self, now: float) -> None:
-        self.drawn = now
-        speed = self.count / max(now - self.started, 1e-3)
-        sys.stderr.write(f"\r{self.verb} {_human(self.count)} ({_human(speed)}/s)\033[K")
-        sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.show:
-            self.draw(time.monotonic())
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def _stderr_bytes(data: bytes) -> None:
-    sys.stderr.buffer.write(data)
-    sys.stderr.buffer.flush()
-
-
-def _run(api: Api, workflow_id: str, task: str, script: str, *, timeout: int, out: Any, feed: Any = None) -> int:
-    """Run ``script`` with /bin/sh -c in the task; the task's stderr is passed on. Returns its exit code."""
-    ws = sessions.session_open(api, workflow_id, task, {"kind": "exec", "command": ["/bin/sh", "-c", script],
-                                                        "tty": False}, connect_timeout=timeout)
-    try:
-        result = sessions.exec_run(ws, tty=False, forward_stdin=False, out=out, err=_stderr_bytes, feed=feed)
-    except sessions.ConnectionLost as exc:
-        raise CliError(f"the session into {workflow_id}/{task} was lost: {exc}") from None
-    if result.exit_code is None:
-        reason = sessions.CLOSE_REASONS.get(result.close_code, f"the service closed the session ({result.close_code})")
-        raise CliError(f"the session into {workflow_id}/{task} ended: {reason}")
-    return result.exit_code
-
-
-# ------------------------------------------------------------------------------------------------
-# rsync itself, over an exec session
-# ------------------------------------------------------------------------------------------------
-def local_rsync() -> str | None:
-    """The CLI machine's rsync, or None (then a plain copy)."""
-    return shutil.which("rsync")
-
-
-def _rsh(workflow_id: str, timeout: int) -> str:
-    """rsync's --rsh: this Python running cli.rsync_rsh (rsync splits it at spaces; quotes keep a path whole)."""
-    words = [sys.executable, "-m", "cli.rsync_rsh", "--timeout", str(timeout), workflow_id]
-    return " ".join(f"'{word}'" if " " in word else word for word in words)
-
-
-def rsync_argv(rsync: str, workflow_id: str, *, timeout: int, rate: int | None, progress: bool) -> list[str]:
-    """rsync's options: files, folders, links, permissions and times (not owners: the task's user owns what it
-    receives); ``rate`` bytes per second as --bwlimit (KiB/s, at least 1)."""
-    argv = [rsync, "-rlpt", "--rsh", _rsh(workflow_id, timeout)]
-    if rate:
-        argv.append(f"--bwlimit={max(1, rate // 1024)}")
-    if progress:
-        argv.append("--info=progress2")
-    return argv
-
-
-def _probe(api: Api, workflow_id: str, task: str, script: str, *, timeout: int) -> int:
-    return _run(api, workflow_id, task, script, timeout=timeout, out=_stderr_bytes)
-
-
-def _rsync(argv: list[str], what: str) -> None:
-    try:
-        code = subprocess.run(argv, check=False).returncode
-    except OSError as exc:
-        raise CliError(f"{what}: rsync could not start: {exc.strerror or exc}") from None
-    if code != 0:
-        raise CliError(f"{what} failed: rsync exit code {code}")
-
-
-# ------------------------------------------------------------------------------------------------
 # upload
 # ------------------------------------------------------------------------------------------------
-class _FrameWriter:
-    """A file tarfile writes to: its bytes go out as STDIN frames, metered."""
-
-    def __init__(self, ws: websocket.WebSocket, meter: Meter) -> None:
-        self.ws, self.meter = ws, meter
-
-    def write(self, data: bytes) -> int:
-        view = memoryview(data)
-        for start in range(0, len(view), CHUNK):
-            piece = bytes(view[start:start + CHUNK])
-            self.ws.send_binary(bytes([sessions.STDIN]) + piece)
-            self.meter.add(len(piece))
-        return len(data)
-
-
-def _tar_upload(api: Api, workflow_id: str, task: str, local: str, remote: str, *, contents: bool, timeout: int,
-                rate: int | None, show: bool) -> int:
-    """The plain copy: a tar stream over the session's stdin. Returns the bytes sent."""
-    meter = Meter("sent", show=show, rate=rate)
-    failure: list[str] = []
-
-    def feed(ws: websocket.WebSocket) -> None:
-        try:
-            writer = cast(Any, _FrameWriter(ws, meter))
-            with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
-                if contents:
-                    for name in sorted(os.listdir(local)):
-                        archive.add(os.path.join(local, name), arcname=name)
-                else:
-                    archive.add(local, arcname=os.path.basename(local) or ".")
-        except (OSError, websocket.WebSocketException) as exc:
-            failure.append(str(exc))
-            with contextlib.suppress(Exception):
-                ws.close(timeout=1)  # the task's tar gets no end: nothing claims the copy is whole
-            return
-        with contextlib.suppress(Exception):
-            ws.send_binary(bytes([sessions.CLOSE_STDIN]))
-
-    script = f"mkdir -p -- {shlex.quote(remote)} && cd -- {shlex.quote(remote)} && exec tar -xf -"
-    try:
-        code = _run(api, workflow_id, task, script, timeout=timeout, out=_stderr_bytes, feed=feed)
-    finally:
-        meter.done()
-    if failure:
-        raise CliError(f"the upload to {workflow_id}/{task}:{remote} stopped: {failure[0]}")
-    if code != 0:
-        raise CliError(f"the upload to {workflow_id}/{task}:{remote} failed in the task (tar exit code {code})")
-    return meter.count
-
-
-def upload_once(api: Api, workflow_id: str, task: str, local: str, remote: str, *, contents: bool, timeout: int,
-                rate: int | None, show: bool) -> str:
-    """One upload: rsync where both ends have it (only what changed is sent), else the plain copy. Returns how
-    it went, for the user."""
-    rsync = local_rsync()
-    if rsync is not None:
-        quoted = shlex.quote(remote)
-        code = _probe(api, workflow_id, task, f"mkdir -p -- {quoted} || exit {MKDIR_CODE}; "
-                                              f"command -v rsync >/dev/null || exit {NO_RSYNC_CODE}", timeout=timeout)
-        if code == MKDIR_CODE:
-            raise CliError(f"the folder {remote} cannot be made in {workflow_id}/{task}")
-        if code == 0:
-            source = local + "/" if contents else local
-            _rsync([*rsync_argv(rsync, workflow_id, timeout=timeout, rate=rate, progress=show), "--", source,
-                    f"{task}:{remote}/"], f"the upload to {workflow_id}/{task}:{remote}")
-            return "with rsync: only what changed was sent"
-        if code != NO_RSYNC_CODE:
-            raise CliError(f"the upload to {workflow_id}/{task}:{remote} failed in the task (exit code {code})")
-    count = _tar_upload(api, workflow_id, task, local, remote, contents=contents, timeout=timeout, rate=rate,
-                        show=show)
-    where = "here" if rsync is None else "in the task"
-    return f"a plain copy of {count} bytes: rsync is missing {where}"
-
-
 @rsync_app.command("upload")
 def rsync_upload(
     workflow_id: str = typer.Argument(..., metavar="WF", help="The workflow (ID, or OWNER/ID)."),
@@ -337,8 +168,8 @@ def rsync_upload(
     size = local_size(local)
     limit = upload_limit()
     if size > limit:
-        raise CliError(f"{local} holds {_human(size)} ({size} bytes): more than an upload's limit of "
-                       f"{_human(limit)} ({limit} bytes)", hint="Upload it in parts, or put it in a dataset.")
+        raise CliError(f"{local} holds {human(size)} ({size} bytes): more than an upload's limit of "
+                       f"{human(limit)} ({limit} bytes)", hint="Upload it in parts, or put it in a dataset.")
     with api_client() as api:
         try:
             task = chosen or default_task(api, workflow_id)
@@ -416,7 +247,7 @@ def rsync_download(
         with api_client() as api:
             try:
                 task = chosen or default_task(api, workflow_id)
-                code = _probe(api, workflow_id, task, f"{exists}; command -v rsync >/dev/null || exit {NO_RSYNC_CODE}",
+                code = probe(api, workflow_id, task, f"{exists}; command -v rsync >/dev/null || exit {NO_RSYNC_CODE}",
                               timeout=timeout)
                 if code == MISSING_CODE:
                     raise CliError(f"{workflow_id}/{task} has no file or folder {remote}")
@@ -426,7 +257,7 @@ def rsync_download(
                     except OSError as exc:
                         raise CliError(f"cannot make the local folder {local}: {exc.strerror or exc}") from None
                     what = f"the download of {workflow_id}/{task}:{remote}"
-                    _rsync([*rsync_argv(rsync, workflow_id, timeout=timeout, rate=None, progress=meter.show), "--",
+                    rsync_run([*rsync_argv(rsync, workflow_id, timeout=timeout, rate=None, progress=meter.show), "--",
                             f"{task}:{remote}", local.rstrip("/") + "/"], what)
                     typer.echo(f"Downloaded {workflow_id}/{task}:{remote} to {os.path.join(local, name)} (with rsync: "
                                "only what changed was received)")
@@ -454,7 +285,7 @@ def rsync_download(
 
             try:
                 task = chosen or default_task(api, workflow_id)
-                code = _run(api, workflow_id, task, script, timeout=timeout, out=out)
+                code = run_script(api, workflow_id, task, script, timeout=timeout, out=out)
             except KeyboardInterrupt:
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             finally:
@@ -488,173 +319,8 @@ def rsync_download(
 
 
 # ------------------------------------------------------------------------------------------------
-# --daemon: keep uploading changes
+# the --daemon processes: status and stop
 # ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DaemonOptions:
-    poll: float
-    debounce: float
-    reconcile: float
-    max_log: int
-    verbose: bool
-    timeout: int
-    rate: int | None
-
-
-def state_dir() -> Path:
-    """Where the daemons keep their logs and records (``$XDG_STATE_HOME/osmo/rsync``, as OSMO's)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "osmo" / "rsync"
-
-
-def _daemon_name(workflow_id: str, task: str) -> str:
-    return "rsync_daemon_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{workflow_id}_{task}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def daemons() -> list[dict[str, Any]]:
-    """The daemons' records whose process still runs (the others' records are removed)."""
-    found = []
-    folder = state_dir()
-    for record in sorted(folder.glob("rsync_daemon_*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(record.read_text())
-            pid = int(data["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if _alive(pid):
-            found.append(data)
-        else:
-            with contextlib.suppress(OSError):
-                record.unlink()
-    return found
-
-
-def daemon_start(workflow_id: str, task: str, local: str, remote: str, options: DaemonOptions) -> None:
-    """Start this command again as a detached process that runs :func:`daemon_loop`; its output goes to its log."""
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    name = _daemon_name(workflow_id, task)
-    for running in daemons():
-        if running.get("workflow") == workflow_id and running.get("task") == task:
-            raise CliError(f"an rsync daemon already uploads to {workflow_id}/{task} (PID {running['pid']})",
-                           hint=f"osmo workflow rsync stop {workflow_id} --task {task}")
-    log = folder / f"{name}.log"
-    argv = [sys.executable, "-m", "cli", "workflow", "rsync", "upload", workflow_id, task, f"{local}:{remote}",
-            "--run-daemon", "--timeout", str(options.timeout), "--poll-interval", str(options.poll),
-            "--debounce-delay", str(options.debounce), "--reconcile-interval", str(options.reconcile),
-            "--max-log-size", str(options.max_log), *(["--upload-rate-limit", str(options.rate)] if options.rate
-                                                      else []), *(["--verbose"] if options.verbose else [])]
-    with open(log, "ab") as out:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                   close_fds=True)
-    (folder / f"{name}.json").write_text(json.dumps({
-        "pid": process.pid, "workflow": workflow_id, "task": task, "local": local, "remote": remote,
-        "log": str(log), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
-    typer.echo(f"Rsync daemon started in detached process: PID {process.pid}")
-    typer.echo(f"To view daemon logs: tail -f {log}")
-
-
-def _snapshot(path: str) -> dict[str, tuple[int, int]]:
-    """Each file's (size, modification time) under ``path``: what a change is."""
-    found: dict[str, tuple[int, int]] = {}
-
-    def add(full: str) -> None:
-        with contextlib.suppress(OSError):
-            info = os.lstat(full)
-            found[full] = (info.st_size, info.st_mtime_ns)
-
-    add(path)
-    if os.path.isdir(path) and not os.path.islink(path):
-        for top, dirs, files in os.walk(path):
-            for name in dirs + files:
-                add(os.path.join(top, name))
-    return found
-
-
-class _Log:
-    """Lines to the daemon's log (its stdout and stderr), rotated to ``.1`` past ``limit`` bytes."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-
-    def __call__(self, message: str) -> None:
-        sys.stdout.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} - {os.getpid()} - {message}\n")
-        sys.stdout.flush()
-        self.rotate()
-
-    def rotate(self) -> None:
-        try:
-            path = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}")
-            if os.path.getsize(path) <= self.limit:
-                return
-            os.replace(path, path + ".1")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        except OSError:
-            return
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-
-
-def daemon_loop(api: Api, workflow_id: str, task: str, local: str, remote: str, *, contents: bool,
-                options: DaemonOptions) -> None:
-    """Upload LOCAL now, then whenever it changed and stayed unchanged for the debounce delay, and at every
-    reconcile interval anyway; wait while the task is not running (rescheduled); stop once it ended."""
-
-    log = _Log(options.max_log)
-    log(f"Starting rsync daemon: {local} -> {workflow_id}/{task}:{remote}")
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
-    synced: dict[str, tuple[int, int]] | None = None
-    seen: dict[str, tuple[int, int]] | None = None
-    changed_at = last_upload = 0.0
-    while not stopping:
-        try:
-            status = sessions.task_status(api, workflow_id, task)
-        except CliError as exc:
-            log(f"Cannot read the task's status: {exc.message}")
-            time.sleep(options.poll)
-            continue
-        if sessions.task_ended(status):
-            log(f"Task {task} is {status or 'gone'}: the daemon stops")
-            break
-        if status != "RUNNING":
-            log(f"Task {task} is {status}: waiting for it to run")
-            time.sleep(options.poll)
-            continue
-        now = time.monotonic()
-        snapshot = _snapshot(local)
-        if snapshot != seen:
-            seen, changed_at = snapshot, now
-        due = snapshot != synced and now - changed_at >= options.debounce
-        if due or now - last_upload >= options.reconcile:
-            try:
-                how = upload_once(api, workflow_id, task, local, remote, contents=contents, timeout=options.timeout,
-                                  rate=options.rate, show=False)
-                synced, last_upload = snapshot, time.monotonic()
-                log(f"Uploaded {local} to {workflow_id}/{task}:{remote} ({how})")
-            except CliError as exc:
-                last_upload = time.monotonic()
-                log(f"Upload failed (retried at the next change or reconcile): {exc.message}")
-        elif options.verbose:
-            log("No change")
-        time.sleep(options.poll)
-    if stopping:
-        log("Stopped (SIGTERM)")
-    with contextlib.suppress(OSError):
-        (state_dir() / f"{_daemon_name(workflow_id, task)}.json").unlink()
-
-
 @rsync_app.command("status")
 def rsync_status() -> None:
     """The rsync daemons running on this machine."""

@@ -18,7 +18,8 @@ import sys
 
 from cli.errors import CliError
 from cli.main import api_client
-from cli.sessions import CLOSE_REASONS, ConnectionLost, exec_run, session_open
+from cli.sessions.exec_stream import CLOSE_REASONS, ConnectionLost, exec_run
+from cli.sessions.opening import session_open
 
 NO_SESSION = 255
 

@@ -1,8 +1,11 @@
 """The pure packages import nothing from Django, DRF or Celery (docs/design.md §2), and the scheduler's inventory
 code imports nothing from the workflows app (dependencies between the apps go one way), and raw SQL is
-written only in the modules named for it (docs/architecture.md, "Raw SQL")."""
+written only in the modules named for it (docs/architecture.md, "Raw SQL"), and no module is over 500 lines
+without saying why in its docstring (docs/architecture.md, "Module size")."""
 
 import ast
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +148,60 @@ def test_raw_sql_search_finds_each_kind_of_use(tmp_path):
     assert raw_sql_uses(module) == ["2: import RawSQL", "3: .cursor()", "4: .execute()", "5: .raw()", "6: .extra()",
                                     "7: RawSQL"]
     assert raw_sql_uses(clean) == []
+
+
+# Size: a module past 500 lines is split into modules of one job each, or its docstring says why it is not.
+LONG_MODULE_LINES = 500
+NOT_MODULES = {"tests", "bench", "migrations", "var", "node_modules", "__pycache__"}  # (and hidden folders)
+SIZE_REASON = re.compile(r"over\s+500\s+lines", re.IGNORECASE)
+
+
+def project_modules() -> list[Path]:
+    """Every Python module of the project: its packages and top-level scripts, not its tests, benchmarks
+    or migrations."""
+    found = []
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in NOT_MODULES and not d.startswith("."))
+        found += [Path(top, name) for name in sorted(files) if name.endswith(".py")]
+    return found
+
+
+def long_modules_without_reason(paths: list[Path]) -> dict[str, int]:
+    """The modules of ``paths`` over 500 lines whose docstring does not say why (``over 500 lines``), with
+    their line counts."""
+    offenders = {}
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > LONG_MODULE_LINES and not SIZE_REASON.search(ast.get_docstring(ast.parse(text)) or ""):
+            offenders[str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)] = lines
+    return offenders
+
+
+def test_no_module_is_over_500_lines_without_a_reason_in_its_docstring():
+    # given every module of the project
+    modules = project_modules()
+    assert len(modules) > 300
+    assert ROOT / "scheduler" / "dispatch" / "kubernetes.py" in modules
+    assert not [path for path in modules if {"tests", "bench", "migrations"} & set(path.relative_to(ROOT).parts)]
+    # when their sizes and docstrings are read
+    offenders = long_modules_without_reason(modules)
+    # then each one over 500 lines says why it stays whole
+    assert offenders == {}
+
+
+def test_long_module_search_finds_a_long_module_without_a_reason(tmp_path):
+    # given a long module without a reason, a long one with it (wrapped over two lines), and a short one
+    body = "".join(f"value_{index} = {index}\n" for index in range(LONG_MODULE_LINES))
+    bare = tmp_path / "bare.py"
+    bare.write_text('"""Many values."""\n' + body, encoding="utf-8")
+    reasoned = tmp_path / "reasoned.py"
+    reasoned.write_text('"""Many values. It stays over 500\nlines: one table read whole."""\n' + body, encoding="utf-8")
+    in_code = tmp_path / "in_code.py"
+    in_code.write_text('"""Many values."""\nNOTE = "over 500 lines"\n' + body, encoding="utf-8")
+    short = tmp_path / "short.py"
+    short.write_text('"""Few values."""\n' + body[:200], encoding="utf-8")
+    # when they are searched
+    # then the long ones without a reason in their docstring are found, with their line counts
+    assert long_modules_without_reason([bare, reasoned, in_code, short]) == {
+        str(bare): LONG_MODULE_LINES + 1, str(in_code): LONG_MODULE_LINES + 2}

@@ -32,10 +32,10 @@ with that code and the result's message. Deleting a pod signals the process grou
 SIGKILL after the grace period) and removes the folder. Imports nothing from Django.
 
 Beside this module: what the sandbox sees and the pod folder's files made for it
-(:mod:`~scheduler.dispatch.local_mounts`), the sandbox's instructions, limits and network
-(:mod:`~scheduler.dispatch.local_sandbox`), its supervisor (:mod:`~scheduler.dispatch.local_supervisor`),
-reading the pod's processes, files and phase (:mod:`~scheduler.dispatch.local_files`) and sessions into
-a running task (:mod:`~scheduler.dispatch.local_exec`).
+(:mod:`~scheduler.dispatch.local_mounts`), the sandbox's instructions (:mod:`~scheduler.dispatch.local_sandbox`),
+its limits (:mod:`~scheduler.dispatch.local_limits`) and network (:mod:`~scheduler.dispatch.local_network`),
+its supervisor (:mod:`~scheduler.dispatch.local_supervisor`), reading the pod's processes, files and phase
+(:mod:`~scheduler.dispatch.local_files`) and sessions into a running task (:mod:`~scheduler.dispatch.local_exec`).
 """
 
 from __future__ import annotations
@@ -65,6 +65,14 @@ from scheduler.dispatch.base import (
 )
 from scheduler.dispatch.local_exec import LocalExec, exec_in_sandbox
 from scheduler.dispatch.local_files import alive, group_running, mtime, pod_pid, pod_state, tail_lines
+from scheduler.dispatch.local_limits import (
+    DEFAULT_MAX_PROCESSES,
+    DEFAULT_MEMORY_BYTES,
+    DEFAULT_TMP_BYTES,
+    Cgroups,
+    Limits,
+    pod_cgroup_name,
+)
 from scheduler.dispatch.local_mounts import (
     SANDBOX_LIB,
     SANDBOX_PACKAGES,
@@ -82,21 +90,17 @@ from scheduler.dispatch.local_mounts import (
     service_covers,
     within,
 )
-from scheduler.dispatch.local_sandbox import (
-    DEFAULT_MAX_PROCESSES,
-    DEFAULT_MEMORY_BYTES,
-    DEFAULT_TMP_BYTES,
-    Cgroups,
-    Limits,
-    SandboxSpec,
+from scheduler.dispatch.local_network import (
     WorkflowNetwork,
     bound_udp_ports,
     listening_ports,
     netns_connect,
     netns_key,
     netns_udp_socket,
+)
+from scheduler.dispatch.local_sandbox import (
+    SandboxSpec,
     owned_folder_ready,
-    pod_cgroup_name,
     sandbox_gid,
     sandbox_uid,
     seccomp_filter_write,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from scheduler.dispatch.base import DispatchPermanentError
 from scheduler.dispatch.local_files import proc_stat
+from scheduler.dispatch.local_limits import Cgroups, pod_cgroup_name
 from scheduler.dispatch.local_mounts import SANDBOX_LIB
-from scheduler.dispatch.local_sandbox import Cgroups, SandboxSpec, pod_cgroup_name, setpriv_argv
+from scheduler.dispatch.local_sandbox import SandboxSpec, setpriv_argv
 
 
 @dataclass

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scheduler.dispatch.base import LOG_READ_MAX_BYTES, PodState
-from scheduler.dispatch.local_sandbox import LimitHit
+from scheduler.dispatch.local_limits import LimitHit
 
 START_DEADLINE_SECONDS = 60.0  # a supervisor that has not written its pid by then never started
 

@@ -1,8 +1,9 @@
 """The supervisor of one ``local`` pod: ``python -m scheduler.dispatch.local_supervisor <pod folder>``,
 started with ``setsid -f`` by the backend (:mod:`scheduler.dispatch.local`), so it outlives the worker
 and is nobody's child. It claims the pod (``started``: only one supervisor of a pod runs it), writes
-its pid, puts the sandbox in the pod's cgroups and its workflow's network
-(:mod:`scheduler.dispatch.local_sandbox`), runs bubblewrap with the seccomp filter, watches the
+its pid, puts the sandbox in the pod's cgroups (:mod:`scheduler.dispatch.local_limits`) and its
+workflow's network (:mod:`scheduler.dispatch.local_network`) as its instruction
+(:mod:`scheduler.dispatch.local_sandbox`) says, runs bubblewrap with the seccomp filter, watches the
 limits the kernel does not end a task for (processes, ``/tmp``), and when the sandbox ended removes
 the cgroups, leaves the network and writes ``limit.json`` (a limit it went over) and ``exit`` (the
 sandbox's exit status), in that order. SIGTERM and SIGINT (a delete signals the process group) are
@@ -19,14 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler.dispatch.local_sandbox import (
-    Cgroups,
-    LimitHit,
-    SandboxSpec,
-    WorkflowNetwork,
-    limit_message,
-    pod_cgroup_name,
-)
+from scheduler.dispatch.local_limits import Cgroups, LimitHit, limit_message, pod_cgroup_name
+from scheduler.dispatch.local_network import WorkflowNetwork
+from scheduler.dispatch.local_sandbox import SandboxSpec
 
 POLL_SECONDS = 0.25
 

@@ -21,7 +21,8 @@ import pytest
 
 from scheduler.dispatch.base import DispatchPermanentError, PodState
 from scheduler.dispatch.local import LocalBackend
-from scheduler.dispatch.local_sandbox import UID_BASE, Cgroups
+from scheduler.dispatch.local_limits import Cgroups
+from scheduler.dispatch.local_sandbox import UID_BASE
 from scheduler.dispatch.pod.request import PodRequest
 from tests.dispatch.test_local import wait_done
 
@@ -333,7 +334,7 @@ def test_cgroup_v2_limits_are_written_where_the_unified_hierarchy_offers_the_con
     """This machine kind mounts cgroups v1 (hybrid); on a v2-only host the same limits go to the unified
     hierarchy: the controllers enabled for the pods' folder, then one folder per pod with its limits.
     Checked on a folder laid out as cgroupfs v2 is (the kernel's files are plain files here)."""
-    from scheduler.dispatch.local_sandbox import CGROUP_GROUP, Limits
+    from scheduler.dispatch.local_limits import CGROUP_GROUP, Limits
 
     # given a unified hierarchy offering memory, pids and cpu
     (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")

@@ -15,7 +15,7 @@ import websocket
 from rest_framework.test import APIClient
 
 from cli.errors import CliError
-from cli.sessions import parse_ports
+from cli.sessions.port_forward import parse_ports
 from tests.factories import make_api_key, make_node, make_pool
 from tests.sessions.conftest import OSMO, ROOT, _free_port, cli_env, osmo, running, wait_listening
 from workflows.models import Task, TaskSession
