@@ -76,7 +76,7 @@ def populate(count: int) -> Any:
                                  name="labelled", seq=index + 1, pool=pool, submitted_by=user, status="COMPLETED",
                                  labels=labels, pod_labels=labels))
         created = Workflow.objects.bulk_create(rows)
-        WorkflowLabel.objects.bulk_create([WorkflowLabel(workflow=w, key=key, value=value)
+        WorkflowLabel.objects.bulk_create([WorkflowLabel(workflow=w, submitted_by=user, key=key, value=value)
                                            for w in created for key, value in w.labels.items()], batch_size=20_000)
     from django.db import connection
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -39,10 +40,11 @@ def label_policy() -> LabelPolicy:
 
 
 def label_rows_write(workflow: Workflow, labels: Mapping[str, str]) -> None:
-    """The rows a listing's ``?label=`` finds ``workflow`` by (in the submission's transaction)."""
+    """The rows a listing's ``?label=`` finds ``workflow`` by (in the submission's transaction), each with
+    the workflow's owner."""
     if labels:
-        bulk_insert(WorkflowLabel, [WorkflowLabel(workflow=workflow, key=key, value=value)
-                                    for key, value in labels.items()])
+        bulk_insert(WorkflowLabel, [WorkflowLabel(workflow=workflow, submitted_by_id=workflow.submitted_by_id,
+                                                  key=key, value=value) for key, value in labels.items()])
 
 
 def _glob_regex(pattern: str) -> str:
@@ -51,13 +53,21 @@ def _glob_regex(pattern: str) -> str:
     return "^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$"
 
 
+def _prefix_only(pattern: str) -> bool:
+    """A glob whose one ``*`` ends it (``sim_*``): every value from its prefix on matches."""
+    return pattern.find("*") == len(pattern) - 1
+
+
 def _value_condition(selector: LabelSelector) -> Q:
-    """The label rows whose value matches one of the selector's patterns (any value for ``*``)."""
+    """The label rows whose value matches one of the selector's patterns (any value for ``*``): a prefix
+    wildcard as ``LIKE 'prefix%'``, any other as a regular expression, each reading its fixed prefix's
+    range of the label indexes."""
     if "*" in selector.patterns:
         return Q()
     condition = Q(value__in=selector.literals) if selector.literals else Q(pk__in=[])
     for pattern in selector.globs:
-        condition |= Q(value__regex=_glob_regex(pattern))
+        prefix_only = _prefix_only(pattern)
+        condition |= Q(value__startswith=pattern[:-1]) if prefix_only else Q(value__regex=_glob_regex(pattern))
     return condition
 
 
@@ -69,7 +79,7 @@ GLOB_WALK_MAX = 2048
 
 # The distinct values of a key from a prefix on, one index probe each (a "loose index scan": PostgreSQL
 # has no skip scan), in the order of the label index's pattern operator class; it stops at the first
-# value past the prefix or after GLOB_WALK_MAX of them.
+# value past the prefix or after %(walk)s of them.
 _VALUES_WALK_SQL = """
 WITH RECURSIVE walk(value, n) AS (
   (SELECT value, 1 FROM {table} WHERE key = %(key)s AND value ~>=~ %(prefix)s ORDER BY value USING ~<~ LIMIT 1)
@@ -85,54 +95,108 @@ SELECT value FROM walk WHERE value IS NOT NULL AND starts_with(value, %(prefix)s
 def _glob_values(key: str, globs: Sequence[str]) -> list[str] | None:
     """The distinct values of ``key`` that any of ``globs`` matches, read by stepping through the key's
     distinct values on the label index (from each glob's fixed prefix on), rather than reading every
-    row of the key; ``None`` when a glob's range holds more than :data:`GLOB_WALK_MAX` distinct values."""
+    row of the key; ``None`` when they are more than :data:`GLOB_VALUES_MAX` or a glob's range holds more
+    than :data:`GLOB_WALK_MAX` distinct values. A prefix wildcard's walk stops past
+    :data:`GLOB_VALUES_MAX` values, as each of them matches."""
     found: dict[str, None] = {}
     table = connection.ops.quote_name(WorkflowLabel._meta.db_table)
     with connection.cursor() as cursor:
         for pattern in globs:
             prefix = pattern.split("*", 1)[0]
-            cursor.execute(_VALUES_WALK_SQL.format(table=table), {"key": key, "prefix": prefix,
-                                                                  "walk": GLOB_WALK_MAX})
+            walk = GLOB_VALUES_MAX + 1 if _prefix_only(pattern) else GLOB_WALK_MAX
+            cursor.execute(_VALUES_WALK_SQL.format(table=table), {"key": key, "prefix": prefix, "walk": walk})
             walked = [row[0] for row in cursor.fetchall()]
-            if len(walked) >= GLOB_WALK_MAX:
+            if len(walked) >= walk:
                 return None
             matches = re.compile(_glob_regex(pattern), re.DOTALL).match
             found.update(dict.fromkeys(value for value in walked if matches(value)))
+            if len(found) > GLOB_VALUES_MAX:
+                return None
     return list(found)
 
 
-def _selector_condition(selector: LabelSelector) -> Q | Exists:
+@dataclass(frozen=True, slots=True)
+class LabelMatch:
+    """A selector with the distinct values it matches when they are few enough to select by
+    (``values``; ``None``: many, or any value, or not looked up off PostgreSQL)."""
+
+    selector: LabelSelector
+    values: tuple[str, ...] | None
+
+
+def label_matches(selectors: Sequence[LabelSelector]) -> list[LabelMatch]:
+    """Each selector with the values it matches: its exact values, and on PostgreSQL those its wildcards
+    match (:func:`_glob_values`), up to :data:`GLOB_VALUES_MAX` in all."""
+    matches = []
+    for selector in selectors:
+        values: list[str] | None = None
+        if connection.vendor == "postgresql" and "*" not in selector.patterns:
+            values = list(selector.literals)
+            if selector.globs:
+                globbed = _glob_values(selector.key, selector.globs)
+                values = None if globbed is None else list(dict.fromkeys([*values, *globbed]))
+            if values is not None and len(values) > GLOB_VALUES_MAX:
+                values = None
+        matches.append(LabelMatch(selector, None if values is None else tuple(values)))
+    return matches
+
+
+def _match_condition(match: LabelMatch) -> Q | Exists:
     """The workflows a selector keeps. On PostgreSQL, exact values (and ``KEY=*``) are containment on the
-    ``labels`` JSONB column's GIN index (a bitmap of the matches, counted without a join); a wildcard
-    is first turned into the values it matches (:func:`_glob_values`, off the label rows' (key, value,
-    workflow) index) and selected the same way when there are at most :data:`GLOB_VALUES_MAX`; else it
-    is a semi-join on the label rows with those values (and with the pattern itself when the wildcard's
-    range holds too many distinct values, and on SQLite)."""
-    semi_join = Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
-                                                    key=selector.key))
-    if connection.vendor != "postgresql":
-        return semi_join
-    if "*" in selector.patterns:
+    ``labels`` JSONB column's GIN index (a bitmap of the matches, counted without a join), and so are the
+    values a wildcard matches when :func:`label_matches` found them; a wildcard matching more values is a
+    semi-join on the label rows with the pattern (a page newest first probes each workflow's row of the
+    key; on SQLite, every selector)."""
+    selector = match.selector
+    if connection.vendor == "postgresql" and "*" in selector.patterns:
         return Q(labels__has_key=selector.key)
-    values = list(selector.literals)
-    if selector.globs:
-        globbed = _glob_values(selector.key, selector.globs)
-        if globbed is None:
-            return semi_join
-        values = list(dict.fromkeys([*values, *globbed]))
-        if len(values) > GLOB_VALUES_MAX:  # the semi-join on the values found: a hashed list, no regex per row
-            return Exists(WorkflowLabel.objects.filter(workflow=OuterRef("pk"), key=selector.key, value__in=values))
+    if match.values is None:
+        return Exists(WorkflowLabel.objects.filter(_value_condition(selector), workflow=OuterRef("pk"),
+                                                   key=selector.key))
     condition = Q(pk__in=[])
-    for value in values:
+    for value in match.values:
         condition |= Q(labels__contains={selector.key: value})
     return condition
 
 
-def workflows_with_labels(queryset: QuerySet[Workflow], selectors: Sequence[LabelSelector]) -> QuerySet[Workflow]:
-    """The workflows of ``queryset`` matching every selector (:func:`_selector_condition`)."""
-    for selector in selectors:
-        queryset = queryset.filter(_selector_condition(selector))
+def workflows_matching(queryset: QuerySet[Workflow], matches: Sequence[LabelMatch]) -> QuerySet[Workflow]:
+    """The workflows of ``queryset`` matching every selector looked up (:func:`_match_condition`)."""
+    for match in matches:
+        queryset = queryset.filter(_match_condition(match))
     return queryset
+
+
+def workflows_with_labels(queryset: QuerySet[Workflow], selectors: Sequence[LabelSelector]) -> QuerySet[Workflow]:
+    """The workflows of ``queryset`` matching every selector (:func:`label_matches`, :func:`workflows_matching`)."""
+    return workflows_matching(queryset, label_matches(selectors))
+
+
+def _disjoint_patterns(selector: LabelSelector) -> bool:
+    """Whether no value can match two of the selector's patterns (told by their fixed prefixes): its
+    rows are then the sum of each pattern's."""
+    prefixes = [pattern.split("*", 1)[0] for pattern in selector.globs]
+    if any(a != b and b.startswith(a) for a in prefixes for b in prefixes) or len(set(prefixes)) < len(prefixes):
+        return False
+    return not any(literal.startswith(prefix) for literal in selector.literals for prefix in prefixes)
+
+
+def label_rows_count(match: LabelMatch, *, owner_id: int | None) -> int:
+    """How many workflows (of the user ``owner_id``; of everyone for ``None``) one selector keeps, counted
+    on the label rows alone: a workflow has at most one row per key, and the rows carry its owner, so
+    the (owner, key, value) index (or, for everyone, the (key, value) one) answers without reading the
+    workflows: the values found, else each pattern's range of the index (an index-only scan of each,
+    their rows added up, when no value can match two patterns)."""
+    selector = match.selector
+    rows = WorkflowLabel.objects.filter(key=selector.key)
+    if owner_id is not None:
+        rows = rows.filter(submitted_by_id=owner_id)
+    if match.values is not None:
+        return rows.filter(value__in=match.values).count()
+    if len(selector.patterns) == 1 or "*" in selector.patterns or not _disjoint_patterns(selector):
+        return rows.filter(_value_condition(selector)).count()
+    branches = [rows.filter(_value_condition(LabelSelector(selector.key, (pattern,)))).values("value")
+                for pattern in selector.patterns]
+    return branches[0].union(*branches[1:], all=True).count()
 
 
 def workflows_with_tags(queryset: QuerySet[Workflow], names: Iterable[str]) -> QuerySet[Workflow]:
