@@ -15,7 +15,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from osmo.bulk import bulk_insert
 from osmo.types import User
 from workflows.errors import TagUnknownError, WorkflowTagForbiddenError
-from workflows.models import LabelPolicySetting, Tag, Workflow, WorkflowLabel
+from workflows.models import LabelPolicySetting, LabelValue, Tag, Workflow, WorkflowLabel
 from workflows.spec.labels import LabelPolicy, LabelSelector
 
 
@@ -41,10 +41,13 @@ def label_policy() -> LabelPolicy:
 
 def label_rows_write(workflow: Workflow, labels: Mapping[str, str]) -> None:
     """The rows a listing's ``?label=`` finds ``workflow`` by (in the submission's transaction), each with
-    the workflow's owner."""
+    the workflow's owner, and the values not seen before (in one order, so that concurrent submissions
+    wait on each other's new values rather than deadlock)."""
     if labels:
         bulk_insert(WorkflowLabel, [WorkflowLabel(workflow=workflow, submitted_by_id=workflow.submitted_by_id,
                                                   key=key, value=value) for key, value in labels.items()])
+        LabelValue.objects.bulk_create([LabelValue(key=key, value=value) for key, value in sorted(labels.items())],
+                                       ignore_conflicts=True)
 
 
 def _glob_regex(pattern: str) -> str:
@@ -74,44 +77,29 @@ def _value_condition(selector: LabelSelector) -> Q:
 #: A wildcard matching at most this many distinct values is selected as those values (containment).
 GLOB_VALUES_MAX = 256
 
-#: At most this many distinct values of a key are stepped through to find the ones a wildcard matches.
+#: At most this many distinct values of a key are read to find the ones a wildcard matches.
 GLOB_WALK_MAX = 2048
-
-# The distinct values of a key from a prefix on, one index probe each (a "loose index scan": PostgreSQL
-# has no skip scan), in the order of the label index's pattern operator class; it stops at the first
-# value past the prefix or after %(walk)s of them.
-_VALUES_WALK_SQL = """
-WITH RECURSIVE walk(value, n) AS (
-  (SELECT value, 1 FROM {table} WHERE key = %(key)s AND value ~>=~ %(prefix)s ORDER BY value USING ~<~ LIMIT 1)
-  UNION ALL
-  SELECT (SELECT l.value FROM {table} l WHERE l.key = %(key)s AND l.value ~>~ walk.value
-          ORDER BY l.value USING ~<~ LIMIT 1), walk.n + 1
-  FROM walk WHERE walk.value IS NOT NULL AND starts_with(walk.value, %(prefix)s) AND walk.n < %(walk)s
-)
-SELECT value FROM walk WHERE value IS NOT NULL AND starts_with(value, %(prefix)s)
-"""
 
 
 def _glob_values(key: str, globs: Sequence[str]) -> list[str] | None:
-    """The distinct values of ``key`` that any of ``globs`` matches, read by stepping through the key's
-    distinct values on the label index (from each glob's fixed prefix on), rather than reading every
-    row of the key; ``None`` when they are more than :data:`GLOB_VALUES_MAX` or a glob's range holds more
-    than :data:`GLOB_WALK_MAX` distinct values. A prefix wildcard's walk stops past
-    :data:`GLOB_VALUES_MAX` values, as each of them matches."""
+    """The distinct values of ``key`` that any of ``globs`` matches, read off the key's known values
+    (:class:`workflows.models.LabelValue`) in each glob's fixed prefix's range of their index, rather
+    than off the label rows; ``None`` when they are more than :data:`GLOB_VALUES_MAX` or a glob's range
+    holds :data:`GLOB_WALK_MAX` values or more. A prefix wildcard reads at most one value past
+    :data:`GLOB_VALUES_MAX`, as each of them matches."""
     found: dict[str, None] = {}
-    table = connection.ops.quote_name(WorkflowLabel._meta.db_table)
-    with connection.cursor() as cursor:
-        for pattern in globs:
-            prefix = pattern.split("*", 1)[0]
-            walk = GLOB_VALUES_MAX + 1 if _prefix_only(pattern) else GLOB_WALK_MAX
-            cursor.execute(_VALUES_WALK_SQL.format(table=table), {"key": key, "prefix": prefix, "walk": walk})
-            walked = [row[0] for row in cursor.fetchall()]
-            if len(walked) >= walk:
-                return None
-            matches = re.compile(_glob_regex(pattern), re.DOTALL).match
-            found.update(dict.fromkeys(value for value in walked if matches(value)))
-            if len(found) > GLOB_VALUES_MAX:
-                return None
+    for pattern in globs:
+        prefix = pattern.split("*", 1)[0]
+        walk = GLOB_VALUES_MAX + 1 if _prefix_only(pattern) else GLOB_WALK_MAX
+        known = LabelValue.objects.filter(key=key, value__startswith=prefix) if prefix else \
+            LabelValue.objects.filter(key=key)
+        walked = list(known.order_by().values_list("value", flat=True)[:walk])  # (any order: all, or too many)
+        if len(walked) >= walk:
+            return None
+        matches = re.compile(_glob_regex(pattern), re.DOTALL).match
+        found.update(dict.fromkeys(sorted(value for value in walked if matches(value))))
+        if len(found) > GLOB_VALUES_MAX:
+            return None
     return list(found)
 
 

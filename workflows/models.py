@@ -333,6 +333,23 @@ class WorkflowLabel(models.Model):
         return f"{self.key}={self.value}"
 
 
+class LabelValue(models.Model):
+    """A value some workflow's label ``key`` has had, once per key and value, written with the label rows
+    (never removed: workflows are not deleted, and a value no workflow has any more selects nothing).
+    A wildcard's values are read off it, its fixed prefix's range of the key, rather than by stepping
+    through the label rows' distinct values one index probe at a time."""
+
+    key = models.CharField(max_length=317)
+    value = models.CharField(max_length=63)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "value"], name="labelvalue_key_value",
+                                               opclasses=["varchar_pattern_ops", "varchar_pattern_ops"])]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
 class Tag(models.Model):
     """A tag an admin defines; users put it on their workflows (``osmo workflow tag``) and list by it."""
 

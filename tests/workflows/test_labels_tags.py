@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import make_nvl72_pool
-from workflows.models import LabelPolicySetting, Tag, Workflow, WorkflowLabel
+from workflows.models import LabelPolicySetting, LabelValue, Tag, Workflow, WorkflowLabel
 
 pytestmark = pytest.mark.django_db
 
@@ -54,9 +54,13 @@ def test_labels_given_at_submission_override_the_specs_and_are_stored(user_clien
     assert response.json()["labels"] == {"project": "sim_alpha", "team": "vision", "run": "r42"}
     workflow = Workflow.objects.get()
     assert workflow.labels == {"project": "sim_alpha", "team": "vision", "run": "r42"}
-    assert sorted(WorkflowLabel.objects.values_list("key", "value")) == [
-        ("project", "sim_alpha"), ("run", "r42"), ("team", "vision")]
+    assert sorted(WorkflowLabel.objects.values_list("key", "value", "submitted_by__username")) == [
+        ("project", "sim_alpha", "alice"), ("run", "r42", "alice"), ("team", "vision", "alice")]
     assert workflow.pod_labels == workflow.labels  # the default policy: every key, no prefix
+    # and each value is known once, however many workflows have it
+    assert submit(user_client, labels={"team": "vision", "run": "r43"}).status_code == 201
+    assert sorted(LabelValue.objects.values_list("key", "value")) == [
+        ("project", "sim_alpha"), ("run", "r42"), ("run", "r43"), ("team", "vision")]
 
 
 def test_a_raw_yaml_submission_takes_label_query_parameters(user_client, pool):
@@ -183,7 +187,7 @@ def test_the_count_of_one_selector_is_of_the_workflows_the_viewer_sees(user_clie
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_gives_existing_label_rows_their_workflows_owner():
+def test_the_migrations_give_existing_label_rows_their_workflows_owner_and_know_their_values():
     from django.db.migrations.executor import MigrationExecutor
 
     # every other app at its latest migration, so that its models' state matches the database
@@ -206,6 +210,8 @@ def test_the_migration_gives_existing_label_rows_their_workflows_owner():
     new = executor.loader.project_state(after).apps
     rows = set(new.get_model("workflows", "WorkflowLabel").objects.values_list("value", "submitted_by__username"))
     assert rows == {("a", "a"), ("b", "b")}
+    assert set(new.get_model("workflows", "LabelValue").objects.values_list("key", "value")) == {
+        ("team", "a"), ("team", "b")}
 
 
 @pytest.mark.parametrize("selector", ["team", "team=", "team=(a", "team=(a)", "team=a|b", "team=((a|b)|c)",
