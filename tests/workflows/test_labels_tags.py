@@ -94,8 +94,13 @@ def test_a_dry_run_checks_labels_too(user_client, pool):
     assert response.json()["details"]["errors"][0]["path"] == "labels.team"
 
 
-def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_client, pool):
+@pytest.mark.parametrize("few_max", [256, 0], ids=["by-keys", "by-containment"])
+def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_client, pool, monkeypatch, few_max):
+    """Selectors few workflows match select those by their keys; with more, by the labels' index."""
     # given
+    import workflows.labels
+
+    monkeypatch.setattr(workflows.labels, "FEW_WORKFLOWS_MAX", few_max)
     for name, team, project in [("a", "robotics_a", "sim_1"), ("b", "robotics_b", "hil_1"),
                                 ("c", "vision", "sim_2"), ("d", "robotics_c", "real_1")]:
         assert submit(user_client, name=name, labels={"team": team, "project": project}).status_code == 201
@@ -114,16 +119,19 @@ def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_clien
     assert first["labels"] == {"project": "sim_2", "team": "vision"}
 
 
-@pytest.mark.parametrize("values_max, walk_max", [(1, 2048), (256, 2)], ids=["value-list", "pattern"])
+@pytest.mark.parametrize("values_max, walk_max, few_max", [(1, 2048, 256), (256, 2, 256), (256, 2048, 0)],
+                         ids=["value-list", "pattern", "containment"])
 def test_a_wildcard_over_many_values_selects_the_same_workflows(user_client, pool, monkeypatch, values_max,
-                                                                 walk_max):
-    """A wildcard matching more values than are selected one by one (a semi-join on the value list), or
-    whose range holds more distinct values than are stepped through (a semi-join on the pattern)."""
+                                                                 walk_max, few_max):
+    """A wildcard matching more values than are selected one by one, or whose range holds more known
+    values than are read (either: a semi-join on the pattern), or whose values more workflows have than
+    are selected by their keys (containment on the labels' index)."""
     # given
     import workflows.labels
 
     monkeypatch.setattr(workflows.labels, "GLOB_VALUES_MAX", values_max)
     monkeypatch.setattr(workflows.labels, "GLOB_WALK_MAX", walk_max)
+    monkeypatch.setattr(workflows.labels, "FEW_WORKFLOWS_MAX", few_max)
     for name, project in [("a", "sim_1"), ("b", "sim_2"), ("c", "hil_1"), ("d", "real_1"), ("e", "sim_3")]:
         assert submit(user_client, name=name, labels={"project": project}).status_code == 201
     # then
