@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -185,23 +186,53 @@ def _disjoint_patterns(selector: LabelSelector) -> bool:
     return not any(literal.startswith(prefix) for literal in selector.literals for prefix in prefixes)
 
 
-def label_rows_count(match: LabelMatch, *, owner_id: int | None) -> int:
+def _pattern_sql(pattern: str) -> tuple[str, list[Any]]:
+    """One pattern as a condition on a label row's value: a wildcard's fixed prefix as the range of the
+    index it reads, in the pattern operator class's own operators (a ``LIKE`` is rechecked on every row
+    read, which cost as much as reading them), the rest of the wildcard, if any, as a regular expression."""
+    if "*" not in pattern:
+        return '"value" = %s', [pattern]
+    prefix = pattern.split("*", 1)[0]
+    conditions: list[str] = []
+    params: list[Any] = []
+    if prefix:  # label values are ASCII: the range ends at the prefix with its last character's successor
+        conditions.append('"value" ~>=~ %s AND "value" ~<~ %s')
+        params += [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
+    if not _prefix_only(pattern):
+        conditions.append('"value" ~ %s')
+        params.append(_glob_regex(pattern))
+    return " AND ".join(conditions) or "TRUE", params
+
+
+def label_rows_count(match: LabelMatch, *, owner_id: int | None) -> int | None:
     """How many workflows (of the user ``owner_id``; of everyone for ``None``) one selector keeps, counted
     on the label rows alone: a workflow has at most one row per key, and the rows carry its owner, so
     the (owner, key, value) index (or, for everyone, the (key, value) one) answers without reading the
     workflows: the values found, else each pattern's range of the index (an index-only scan of each,
-    their rows added up, when no value can match two patterns)."""
+    their counts added up, when no value can match two patterns). ``None`` off PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return None
     selector = match.selector
-    rows = WorkflowLabel.objects.filter(key=selector.key)
-    if owner_id is not None:
-        rows = rows.filter(submitted_by_id=owner_id)
+    branches: list[tuple[str, list[Any]]]
     if match.values is not None:
-        return rows.filter(value__in=match.values).count()
-    if len(selector.patterns) == 1 or "*" in selector.patterns or not _disjoint_patterns(selector):
-        return rows.filter(_value_condition(selector)).count()
-    branches = [rows.filter(_value_condition(LabelSelector(selector.key, (pattern,)))).values("value")
-                for pattern in selector.patterns]
-    return branches[0].union(*branches[1:], all=True).count()
+        branches = [('"value" = ANY(%s)', [list(match.values)])]
+    elif "*" in selector.patterns:
+        branches = [("TRUE", [])]
+    else:
+        parts = [_pattern_sql(pattern) for pattern in selector.globs]
+        if selector.literals:
+            parts.insert(0, ('"value" = ANY(%s)', [list(selector.literals)]))
+        if not _disjoint_patterns(selector):
+            parts = [(" OR ".join(f"({sql})" for sql, _params in parts),
+                      [param for _sql, params in parts for param in params])]
+        branches = parts
+    rows = '"key" = %s' if owner_id is None else '"submitted_by_id" = %s AND "key" = %s'
+    rows_params: list[Any] = [selector.key] if owner_id is None else [owner_id, selector.key]
+    table = connection.ops.quote_name(WorkflowLabel._meta.db_table)
+    sql = " + ".join(f"(SELECT count(*) FROM {table} WHERE {rows} AND ({condition}))" for condition, _ in branches)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql}", [param for _sql, params in branches for param in (*rows_params, *params)])
+        return int(cursor.fetchone()[0])
 
 
 def workflows_with_tags(queryset: QuerySet[Workflow], names: Iterable[str]) -> QuerySet[Workflow]:

@@ -48,9 +48,10 @@ def workflow_visible_to(user: Viewer) -> QuerySet[Workflow]:
     return queryset
 
 
-def workflow_count_by_label(*, user: Viewer, match: LabelMatch) -> int:
+def workflow_count_by_label(*, user: Viewer, match: LabelMatch) -> int | None:
     """How many of the workflows :func:`workflow_list` shows ``user`` one selector keeps, counted on the
-    label rows alone (they carry the owner: the rule of :func:`workflow_visible_to`)."""
+    label rows alone (they carry the owner: the rule of :func:`workflow_visible_to`); ``None`` where
+    that is not done (off PostgreSQL)."""
     return label_rows_count(match, owner_id=None if user.is_staff else user.pk)
 
 
