@@ -187,11 +187,9 @@ def _disjoint_patterns(selector: LabelSelector) -> bool:
 
 
 def _pattern_sql(pattern: str) -> tuple[str, list[Any]]:
-    """One pattern as a condition on a label row's value: a wildcard's fixed prefix as the range of the
-    index it reads, in the pattern operator class's own operators (a ``LIKE`` is rechecked on every row
-    read, which cost as much as reading them), the rest of the wildcard, if any, as a regular expression."""
-    if "*" not in pattern:
-        return '"value" = %s', [pattern]
+    """A wildcard as a condition on a label row's value: its fixed prefix as the range of the index it
+    reads, in the pattern operator class's own operators (a ``LIKE`` is rechecked on every row read,
+    which cost as much as reading them), the rest of the wildcard, if any, as a regular expression."""
     prefix = pattern.split("*", 1)[0]
     conditions: list[str] = []
     params: list[Any] = []
