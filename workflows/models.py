@@ -311,9 +311,13 @@ class TaskSession(models.Model):
 class WorkflowLabel(models.Model):
     """One label of a workflow, a row per key: what ``?label=KEY=SELECTOR`` finds workflows by (an index on
     key, value and workflow, whose pattern operator class also serves ``value*`` prefixes).
-    ``Workflow.labels`` stays the copy the answers show."""
+    ``Workflow.labels`` stays the copy the answers show. ``submitted_by`` repeats the workflow's owner (who
+    may see it, written with the row and never changed) so that a list's count of one selector's matches
+    reads the (owner, key, value) index alone, without joining the workflows."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="label_rows")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                     db_index=False)  # (the owner's index below leads with it)
     key = models.CharField(max_length=317)  # a 253-character prefix, '/', a 63-character name
     value = models.CharField(max_length=63)
 
@@ -321,7 +325,26 @@ class WorkflowLabel(models.Model):
         constraints = [models.UniqueConstraint(fields=["workflow", "key"], name="workflowlabel_unique_key")]
         # the workflow too: a selection and its count read the index alone (an index-only scan)
         indexes = [models.Index(fields=["key", "value", "workflow"], name="workflowlabel_key_value",
-                                opclasses=["varchar_pattern_ops", "varchar_pattern_ops", "int8_ops"])]
+                                opclasses=["varchar_pattern_ops", "varchar_pattern_ops", "int8_ops"]),
+                   models.Index(fields=["submitted_by", "key", "value"], name="workflowlabel_owner_key_value",
+                                opclasses=["int4_ops", "varchar_pattern_ops", "varchar_pattern_ops"])]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+class LabelValue(models.Model):
+    """A value some workflow's label ``key`` has had, once per key and value, written with the label rows
+    (never removed: workflows are not deleted, and a value no workflow has any more selects nothing).
+    A wildcard's values are read off it, its fixed prefix's range of the key, rather than by stepping
+    through the label rows' distinct values one index probe at a time."""
+
+    key = models.CharField(max_length=317)
+    value = models.CharField(max_length=63)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "value"], name="labelvalue_key_value",
+                                               opclasses=["varchar_pattern_ops", "varchar_pattern_ops"])]
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}"

@@ -25,6 +25,7 @@ from scheduler.models import Pool, Reservation
 from scheduler.selectors import label_text
 from workflows.errors import WorkflowAmbiguousError, WorkflowNotFoundError
 from workflows.holders import held_by
+from workflows.labels import LabelMatch, label_rows_count
 from workflows.labels import tag_names as tag_names  # re-exported: the pages read them here
 from workflows.labels import workflows_with_labels as workflows_with_labels
 from workflows.labels import workflows_with_tags as workflows_with_tags
@@ -39,11 +40,19 @@ from workflows.waiting import workflow_waiting as workflow_waiting  # re-exporte
 
 def workflow_visible_to(user: Viewer) -> QuerySet[Workflow]:
     """Users see their own workflows; staff see all (the API's rule; the pages follow it, and
-    :func:`workflow_owner_visible` is the same rule for a row already read)."""
+    :func:`workflow_owner_visible` is the same rule for a row already read, and
+    :func:`workflow_count_by_label` for the label rows)."""
     queryset = Workflow.objects.all()
     if not user.is_staff:
         queryset = queryset.filter(submitted_by_id=user.pk)
     return queryset
+
+
+def workflow_count_by_label(*, user: Viewer, match: LabelMatch) -> int | None:
+    """How many of the workflows :func:`workflow_list` shows ``user`` one selector keeps, counted on the
+    label rows alone (they carry the owner: the rule of :func:`workflow_visible_to`); ``None`` where
+    that is not done (off PostgreSQL)."""
+    return label_rows_count(match, owner_id=None if user.is_staff else user.pk)
 
 
 def workflow_list(*, user: Viewer) -> QuerySet[Workflow]:

@@ -1,13 +1,15 @@
 """The workflows app's SQL that the ORM cannot say, one function per statement, each with the reason:
-PostgreSQL's advisory locks, an UPDATE that returns the rows it wrote, and a recursive walk over an
-index. Everything else of the app reads and writes through the ORM (``tests/test_architecture.py``
+PostgreSQL's advisory locks, an UPDATE that returns the rows it wrote and the label rows' counts in the
+index's operator class. Everything else of the app reads and writes through the ORM (``tests/test_architecture.py``
 fails on raw SQL outside the apps' ``sql`` modules, ``osmo/bulk.py`` and ``osmo/beat.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -46,28 +48,53 @@ def reservations_release_returning(task_ids: Sequence[int], at: datetime) -> lis
         return [pool_id for (pool_id,) in cursor.fetchall()]
 
 
-# The distinct values of a key from a prefix on, one index probe each (a "loose index scan": PostgreSQL
-# has no skip scan), in the order of the label index's pattern operator class; it stops at the first
-# value past the prefix or after ``limit`` of them.
-_LABEL_VALUES_WALK = """
-WITH RECURSIVE walk(value, n) AS (
-  (SELECT value, 1 FROM {table} WHERE key = %(key)s AND value ~>=~ %(prefix)s ORDER BY value USING ~<~ LIMIT 1)
-  UNION ALL
-  SELECT (SELECT l.value FROM {table} l WHERE l.key = %(key)s AND l.value ~>~ walk.value
-          ORDER BY l.value USING ~<~ LIMIT 1), walk.n + 1
-  FROM walk WHERE walk.value IS NOT NULL AND starts_with(walk.value, %(prefix)s) AND walk.n < %(walk)s
-)
-SELECT value FROM walk WHERE value IS NOT NULL AND starts_with(value, %(prefix)s)
-"""
+@dataclass(frozen=True)
+class ValueRange:
+    """Label values from ``prefix`` on (the label index's range of it), matching ``regex`` when given."""
+
+    prefix: str
+    regex: str | None = None
 
 
-def label_values_walk(key: str, prefix: str, limit: int) -> list[str]:
-    """The distinct values of label ``key`` that start with ``prefix``, up to ``limit`` of them, in
-    the order of the label index's pattern operator class: one index probe per value. Raw: a
-    recursive query (the ORM has no ``WITH RECURSIVE``) and ordering by an operator class
-    (``USING ~<~``), which the ORM cannot say; ``distinct()`` reads every row of the key instead.
+@dataclass(frozen=True)
+class RowsBranch:
+    """Label rows whose value is one of ``values`` or in one of ``ranges``; every row of the key when
+    neither is given."""
+
+    values: tuple[str, ...] | None = None
+    ranges: tuple[ValueRange, ...] = ()
+
+
+def _range_condition(each: ValueRange) -> tuple[str, list[Any]]:
+    # the pattern operator class's own operators: a LIKE is rechecked on every row read, which cost as
+    # much as reading them; label values are ASCII: the range ends at the prefix's successor
+    conditions: list[str] = []
+    params: list[Any] = []
+    if each.prefix:
+        conditions.append('"value" ~>=~ %s AND "value" ~<~ %s')
+        params += [each.prefix, each.prefix[:-1] + chr(ord(each.prefix[-1]) + 1)]
+    if each.regex is not None:
+        conditions.append('"value" ~ %s')
+        params.append(each.regex)
+    return " AND ".join(conditions) or "TRUE", params
+
+
+def label_rows_count(key: str, *, owner_id: int | None, branches: Sequence[RowsBranch]) -> int:
+    """The label rows of ``key`` (of the user ``owner_id``'s workflows; everyone's for ``None``) in each
+    branch, added up: one statement of one index-only scan per branch. Raw: the ORM says one branch as a
+    ``count()`` (one query each) but neither a sum of counts in one statement nor the range in the
+    pattern operator class's operators (``~>=~``, ``~<~``), which the (key, value) index is built with.
     PostgreSQL only."""
+    parts: list[tuple[str, list[Any]]] = []
+    for branch in branches:
+        conditions = [('"value" = ANY(%s)', [list(branch.values)])] if branch.values is not None else []
+        conditions += [_range_condition(each) for each in branch.ranges]
+        parts.append((" OR ".join(f"({condition})" for condition, _ in conditions) or "TRUE",
+                      [param for _, params in conditions for param in params]))
+    rows = '"key" = %s' if owner_id is None else '"submitted_by_id" = %s AND "key" = %s'
+    rows_params: list[Any] = [key] if owner_id is None else [owner_id, key]
     table = connection.ops.quote_name(WorkflowLabel._meta.db_table)
+    statement = " + ".join(f"(SELECT count(*) FROM {table} WHERE {rows} AND ({condition}))" for condition, _ in parts)
     with connection.cursor() as cursor:
-        cursor.execute(_LABEL_VALUES_WALK.format(table=table), {"key": key, "prefix": prefix, "walk": limit})
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(f"SELECT {statement}", [param for _, params in parts for param in (*rows_params, *params)])
+        return int(cursor.fetchone()[0])

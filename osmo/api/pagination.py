@@ -7,11 +7,15 @@ class OsmoLimitOffsetPagination(LimitOffsetPagination):
     """limit/offset, default 50, at most 500. Unordered querysets are a bug (pages would overlap).
 
     A ``limit`` or ``offset`` that is not a whole number (``offset=null``, ``limit=-1``) is refused with
-    400 naming it, as the OpenAPI schema declares them integers (DRF's own class ignores them)."""
+    400 naming it, as the OpenAPI schema declares them integers (DRF's own class ignores them).
+
+    A view may answer its list's ``count`` itself, more cheaply than counting the filtered queryset:
+    ``list_count()``, the exact count or ``None`` when it cannot."""
 
     default_limit = 50
     max_limit = 500
     max_offset = 10**9
+    view_count = None
 
     def _whole_number(self, request, name: str, *, minimum: int) -> int | None:
         raw = request.query_params.get(name)
@@ -44,4 +48,9 @@ class OsmoLimitOffsetPagination(LimitOffsetPagination):
     def paginate_queryset(self, queryset, request, view=None):
         if isinstance(queryset, QuerySet) and not queryset.ordered:
             raise ValueError(f"{view.__class__.__name__ if view else 'view'}: paginating an unordered queryset")
+        self.view_count = getattr(view, "list_count", None)
         return super().paginate_queryset(queryset, request, view)
+
+    def get_count(self, queryset):
+        counted = self.view_count() if self.view_count is not None else None
+        return super().get_count(queryset) if counted is None else counted

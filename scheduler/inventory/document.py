@@ -27,7 +27,7 @@ Limits (:data:`INVENTORY_LIMITS`, docs/pools.md): an inventory needs at most
 walks at most that many values; each of the :data:`MAX_ALIASES` aliases may repeat at most one node
 entry's worth, so an alias bomb is refused while its few lines are composed, before anything is built.
 
-Longer than 500 lines on purpose: the pool section, the keys and the nodes are checked in one pass that
+It stays over 500 lines on purpose: the pool section, the keys and the nodes are checked in one pass that
 reports every problem of the file, sharing one error list and the checks of names, mappings and durations.
 """
 

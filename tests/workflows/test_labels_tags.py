@@ -4,9 +4,11 @@ the list's selectors, the admin's label policy, pod labels, tags, and refusals t
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.factories import make_nvl72_pool
-from workflows.models import LabelPolicySetting, Tag, Workflow, WorkflowLabel
+from workflows.models import LabelPolicySetting, LabelValue, Tag, Workflow, WorkflowLabel
 
 pytestmark = pytest.mark.django_db
 
@@ -52,9 +54,13 @@ def test_labels_given_at_submission_override_the_specs_and_are_stored(user_clien
     assert response.json()["labels"] == {"project": "sim_alpha", "team": "vision", "run": "r42"}
     workflow = Workflow.objects.get()
     assert workflow.labels == {"project": "sim_alpha", "team": "vision", "run": "r42"}
-    assert sorted(WorkflowLabel.objects.values_list("key", "value")) == [
-        ("project", "sim_alpha"), ("run", "r42"), ("team", "vision")]
+    assert sorted(WorkflowLabel.objects.values_list("key", "value", "submitted_by__username")) == [
+        ("project", "sim_alpha", "alice"), ("run", "r42", "alice"), ("team", "vision", "alice")]
     assert workflow.pod_labels == workflow.labels  # the default policy: every key, no prefix
+    # and each value is known once, however many workflows have it
+    assert submit(user_client, labels={"team": "vision", "run": "r43"}).status_code == 201
+    assert sorted(LabelValue.objects.values_list("key", "value")) == [
+        ("project", "sim_alpha"), ("run", "r42"), ("run", "r43"), ("team", "vision")]
 
 
 def test_a_raw_yaml_submission_takes_label_query_parameters(user_client, pool):
@@ -88,8 +94,13 @@ def test_a_dry_run_checks_labels_too(user_client, pool):
     assert response.json()["details"]["errors"][0]["path"] == "labels.team"
 
 
-def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_client, pool):
+@pytest.mark.parametrize("few_max", [256, 0], ids=["by-keys", "by-containment"])
+def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_client, pool, monkeypatch, few_max):
+    """Selectors few workflows match select those by their keys; with more, by the labels' index."""
     # given
+    import workflows.labels
+
+    monkeypatch.setattr(workflows.labels, "FEW_WORKFLOWS_MAX", few_max)
     for name, team, project in [("a", "robotics_a", "sim_1"), ("b", "robotics_b", "hil_1"),
                                 ("c", "vision", "sim_2"), ("d", "robotics_c", "real_1")]:
         assert submit(user_client, name=name, labels={"team": team, "project": project}).status_code == 201
@@ -108,16 +119,19 @@ def test_the_list_selects_by_exact_wildcard_and_alternative_selectors(user_clien
     assert first["labels"] == {"project": "sim_2", "team": "vision"}
 
 
-@pytest.mark.parametrize("values_max, walk_max", [(1, 2048), (256, 2)], ids=["value-list", "pattern"])
+@pytest.mark.parametrize("values_max, walk_max, few_max", [(1, 2048, 256), (256, 2, 256), (256, 2048, 0)],
+                         ids=["value-list", "pattern", "containment"])
 def test_a_wildcard_over_many_values_selects_the_same_workflows(user_client, pool, monkeypatch, values_max,
-                                                                 walk_max):
-    """A wildcard matching more values than are selected one by one (a semi-join on the value list), or
-    whose range holds more distinct values than are stepped through (a semi-join on the pattern)."""
+                                                                 walk_max, few_max):
+    """A wildcard matching more values than are selected one by one, or whose range holds more known
+    values than are read (either: a semi-join on the pattern), or whose values more workflows have than
+    are selected by their keys (containment on the labels' index)."""
     # given
     import workflows.labels
 
     monkeypatch.setattr(workflows.labels, "GLOB_VALUES_MAX", values_max)
     monkeypatch.setattr(workflows.labels, "GLOB_WALK_MAX", walk_max)
+    monkeypatch.setattr(workflows.labels, "FEW_WORKFLOWS_MAX", few_max)
     for name, project in [("a", "sim_1"), ("b", "sim_2"), ("c", "hil_1"), ("d", "real_1"), ("e", "sim_3")]:
         assert submit(user_client, name=name, labels={"project": project}).status_code == 201
     # then
@@ -126,6 +140,87 @@ def test_a_wildcard_over_many_values_selects_the_same_workflows(user_client, poo
     assert listed(user_client, label="project=*_1") == ["a-1", "c-1", "d-1"]
     assert listed(user_client, label="project=(real_1|sim_*)") == ["a-1", "b-1", "d-1", "e-1"]
     assert user_client.get("/api/workflows/", {"label": "project=sim_*"}).json()["count"] == 3
+
+
+@pytest.mark.parametrize("values_max, walk_max", [(256, 2048), (1, 2048), (256, 2)],
+                         ids=["values", "value-list", "pattern"])
+def test_the_count_of_one_selector_is_of_the_workflows_the_viewer_sees(user_client, staff_client, other_user, pool,
+                                                                      monkeypatch, values_max, walk_max):
+    """One selector alone is counted on the label rows, which carry the owner: the viewer's matches
+    (staff: everyone's), whether the selector's values were looked up or not, and patterns that overlap
+    counted once; with any other filter the filtered list is counted."""
+    # given: alice's workflows and bob's, one of alice's cancelled
+    from rest_framework.test import APIClient
+
+    import workflows.labels
+
+    monkeypatch.setattr(workflows.labels, "GLOB_VALUES_MAX", values_max)
+    monkeypatch.setattr(workflows.labels, "GLOB_WALK_MAX", walk_max)
+    bob = APIClient()
+    bob.force_authenticate(other_user)
+    for name, project in [("a", "sim_1"), ("b", "sim_12"), ("c", "hil_1"), ("d", "real_1"), ("e", "sim_3")]:
+        assert submit(user_client, name=name, labels={"project": project}).status_code == 201
+    for name, project in [("f", "sim_1"), ("g", "hil_2")]:
+        assert submit(bob, name=name, labels={"project": project}).status_code == 201
+    assert user_client.post("/api/workflows/e-1/cancel/").status_code == 200
+
+    def count(client, **params):
+        answer = client.get("/api/workflows/", {"limit": 1, **params}).json()
+        return answer["count"], answer["next"] is not None
+
+    # then: one selector, counted on the label rows
+    assert count(user_client, label="project=sim_*") == (3, True)
+    assert count(user_client, label="project=(sim_*|hil_*)") == (4, True)
+    assert count(user_client, label="project=(sim_*|sim_1*)") == (3, True)  # overlapping patterns, once
+    assert count(user_client, label="project=(sim_1|sim_*)") == (3, True)
+    assert count(user_client, label="project=(real_1|hil_*)") == (2, True)
+    assert count(user_client, label="project=*_1") == (3, True)
+    assert count(user_client, label="project=(s*_1|hil_*)") == (2, True)  # a prefix's range, then the rest
+    assert count(user_client, label="project=*") == (5, True)
+    assert count(user_client, label="project=sim_1") == (1, False)
+    assert count(user_client, label="project=nothing*") == (0, False)
+    assert count(user_client, label="nothere=*") == (0, False)
+    assert count(bob, label="project=sim_*") == (1, False)
+    assert count(staff_client, label="project=sim_*") == (4, True)
+    assert count(staff_client, label="project=(sim_*|hil_*)") == (6, True)
+    # and the count reads the label rows alone, no join with the workflows
+    with CaptureQueriesContext(connection) as queries:
+        user_client.get("/api/workflows/", {"label": "project=(sim_*|hil_*)"})
+    counts = [query["sql"] for query in queries.captured_queries if "COUNT(*)" in query["sql"].upper()]
+    assert len(counts) == 1 and 'FROM "workflows_workflowlabel"' in counts[0], counts
+    assert '"workflows_workflow"' not in counts[0], counts
+    # and with another filter, or a second selector, the filtered list
+    assert count(user_client, label="project=sim_*", status="FAILED_CANCELED") == (1, False)
+    assert count(user_client, label=["project=sim_*", "project=*_1"]) == (1, False)
+    assert count(staff_client, label="project=sim_*", user="bob") == (1, False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migrations_give_existing_label_rows_their_workflows_owner_and_know_their_values():
+    from django.db.migrations.executor import MigrationExecutor
+
+    # every other app at its latest migration, so that its models' state matches the database
+    after = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    before = [("workflows", "0022_labels_tags_policy"), *[node for node in after if node[0] != "workflows"]]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    pool = old.get_model("scheduler", "Pool").objects.create(name="old")
+    for seq, name in enumerate(("a", "b"), start=1):
+        owner = old.get_model("auth", "User").objects.create(username=name)
+        workflow = old.get_model("workflows", "Workflow").objects.create(
+            workflow_id=f"w-{seq}", global_id=f"w-{seq}-{name}", name="w", seq=seq, pool=pool, submitted_by=owner,
+            labels={"team": name})
+        old.get_model("workflows", "WorkflowLabel").objects.create(workflow=workflow, key="team", value=name)
+    # when
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    # then
+    new = executor.loader.project_state(after).apps
+    rows = set(new.get_model("workflows", "WorkflowLabel").objects.values_list("value", "submitted_by__username"))
+    assert rows == {("a", "a"), ("b", "b")}
+    assert set(new.get_model("workflows", "LabelValue").objects.values_list("key", "value")) == {
+        ("team", "a"), ("team", "b")}
 
 
 @pytest.mark.parametrize("selector", ["team", "team=", "team=(a", "team=(a)", "team=a|b", "team=((a|b)|c)",

@@ -5,11 +5,15 @@ import django_filters
 from django import forms
 from django.db.models import QuerySet
 from django.utils import timezone
+from django_filters.constants import EMPTY_VALUES
+from django_filters.rest_framework import DjangoFilterBackend
 from django_filters.widgets import QueryArrayWidget
 from drf_spectacular.utils import extend_schema_field
 
+from osmo.types import Viewer
+from workflows import selectors
 from workflows.choices import Priority, WorkflowStatus
-from workflows.labels import workflows_with_labels, workflows_with_tags
+from workflows.labels import LabelMatch, label_matches, workflows_matching, workflows_with_tags
 from workflows.models import Workflow
 from workflows.spec.labels import SELECTORS_MAX, SelectorError, label_key_problem, selector_parse
 
@@ -88,9 +92,13 @@ class LabelSelectorFilter(django_filters.Filter):
     """``?label=KEY=SELECTOR`` (repeat: all must match): OSMO's exact values, ``*`` wildcards, ``(a|b)``."""
 
     field_class = SelectorsField
+    matches: list[LabelMatch] = []  # the selectors given, looked up (each filter set filters with a copy)
 
     def filter(self, qs: QuerySet[Workflow], value: Any) -> QuerySet[Workflow]:
-        return workflows_with_labels(qs, value) if value else qs
+        if not value:
+            return qs
+        self.matches = label_matches(value)
+        return workflows_matching(qs, self.matches)
 
 
 @extend_schema_field({"type": "array", "items": {"type": "string"}})
@@ -175,3 +183,23 @@ class WorkflowFilterSet(django_filters.FilterSet):
         model = Workflow
         fields = ["status", "pool", "user", "name", "label", "no_label", "tag", "priority", "submitted_after",
                   "submitted_before", "app"]
+
+    def count_by_label(self, user: Viewer) -> int | None:
+        """When the only filter given is one label selector, the filtered list's count read off the label
+        rows alone (``workflows.selectors.workflow_count_by_label``: the filter set's queryset is
+        ``workflow_list(user)``), else ``None``. After filtering (it reuses the selector's lookup)."""
+        given = [name for name, value in self.form.cleaned_data.items() if value not in EMPTY_VALUES]
+        matches = self.filters["label"].matches
+        if given != ["label"] or len(matches) != 1:
+            return None
+        return selectors.workflow_count_by_label(user=user, match=matches[0])
+
+
+class FilterSetKeepingBackend(DjangoFilterBackend):
+    """django-filter's backend that leaves the filter set it filtered with on the view (``view.filterset``),
+    so that the view can answer its list's count from what the filters found."""
+
+    def get_filterset(self, request: Any, queryset: QuerySet[Any], view: Any) -> Any:
+        filterset = super().get_filterset(request, queryset, view)
+        view.filterset = filterset
+        return filterset

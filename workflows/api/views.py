@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from osmo.api.views import NulSafeLookupMixin
 from osmo.types import signed_in
 from workflows import selectors, services
-from workflows.api.filters import WorkflowFilterSet
+from workflows.api.filters import FilterSetKeepingBackend, WorkflowFilterSet
 from workflows.api.serializers import (
     DryRunOutputSerializer,
     ErrorOutputSerializer,
@@ -152,6 +152,8 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
     lookup_url_kwarg = "id"
     lookup_value_regex = r"[^/]+"
     filterset_class = WorkflowFilterSet
+    filter_backends = [FilterSetKeepingBackend]
+    filterset: WorkflowFilterSet | None = None  # the list's, once filtered
     queryset = Workflow.objects.none()
 
     def get_queryset(self):
@@ -160,6 +162,12 @@ class WorkflowViewSet(NulSafeLookupMixin, mixins.ListModelMixin, mixins.Retrieve
         if self.action in ("logs", "events", "sessions", "tag"):
             return selectors.workflow_visible_to(self.request.user).select_related("pool")
         return selectors.workflow_detail_queryset(user=self.request.user)
+
+    def list_count(self) -> int | None:
+        """The list's count when its one filter is one label selector: that selector's label rows of the
+        workflows the list shows (their owner's; staff: all), no join with the workflows (the pagination
+        counts the filtered list otherwise)."""
+        return self.filterset.count_by_label(self.request.user) if self.filterset is not None else None
 
     def get_serializer_class(self):
         return WorkflowSummaryOutputSerializer if self.action == "list" else WorkflowOutputSerializer
