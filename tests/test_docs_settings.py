@@ -25,8 +25,8 @@ READ = re.compile(
 #: Read from the environment, but not settings of the service: the shell's, the test runner's, a task's
 #: own environment in its spec (the simulated backend's, docs/spec.md) and what the service hands its
 #: task runtime.
-NOT_SETTINGS = {"TERM", "PYTEST_XDIST_WORKER", "XDG_CONFIG_HOME", "HOME", "OSMO_SIM_SECONDS", "OSMO_SIM_EXIT_CODE",
-                "OSMO_TASK_PLAN"}
+NOT_SETTINGS = {"TERM", "PYTEST_XDIST_WORKER", "OSMO_TEST_WORKER_ISOLATED", "XDG_CONFIG_HOME", "HOME",
+                "OSMO_SIM_SECONDS", "OSMO_SIM_EXIT_CODE", "OSMO_TASK_PLAN"}
 
 
 def names_read() -> dict[str, str]:

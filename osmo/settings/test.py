@@ -1,10 +1,27 @@
 """Tests: fast hashing, a fixed key. Database and broker come from the environment (make test
-sets DATABASE_URL and REDIS_URL to throwaway PostgreSQL and Redis servers)."""
+sets DATABASE_URL and REDIS_URL to throwaway PostgreSQL and Redis servers).
+
+Under pytest-xdist (``make test`` runs two workers) each worker has its own test database
+(pytest-django's ``_gwN`` suffix), its own Redis database (``/N+1`` of the run's Redis: Celery's queues,
+the cache, and the flush a test makes before it starts workers) and its own data folder (metrics,
+artifacts), so that one worker's processes never take another's messages or counters. The environment
+is changed here, before the base settings read it, so that the servers and workers a test starts
+(``tests/conftest.py::worker_env``) inherit the same."""
 
 import os
+import re
 
-from credentials.crypto import derived_key
-from osmo.settings.base import *  # noqa: F403
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if re.fullmatch(r"gw\d+", _XDIST_WORKER) and not os.environ.get("OSMO_TEST_WORKER_ISOLATED"):
+    os.environ["OSMO_TEST_WORKER_ISOLATED"] = _XDIST_WORKER
+    if os.environ.get("REDIS_URL"):
+        os.environ["REDIS_URL"] = re.sub(r"(/\d*)?$", f"/{int(_XDIST_WORKER[2:]) % 15 + 1}",
+                                         os.environ["REDIS_URL"], count=1)
+    if os.environ.get("OSMO_DATA_DIR"):
+        os.environ["OSMO_DATA_DIR"] = os.path.join(os.environ["OSMO_DATA_DIR"], _XDIST_WORKER)
+
+from credentials.crypto import derived_key  # noqa: E402
+from osmo.settings.base import *  # noqa: E402, F403
 
 SECRET_KEY = "test-secret-key-not-for-production"
 OSMO_CREDENTIALS_KEYS = [derived_key(SECRET_KEY)]
