@@ -591,3 +591,19 @@ def test_workflow_detail_lists_a_groups_tasks_in_natural_order(user_client, pool
     body = user_client.get(f"/api/workflows/{created['id']}/").json()
     # then
     assert [task["name"] for task in body["groups"][0]["tasks"]] == ["t1", "t2", "t10"]
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"no_label": "a%b"}, "no_label"),
+    ({"no_label": "%(x)s %s"}, "no_label"),
+    ({"label": "team=%s("}, "label"),
+    ({"app": "demo:%d"}, "app"),
+    ({"submitted_before": ""}, "submitted_before"),
+    ({"submitted_after": ""}, "submitted_after"),
+])
+def test_a_list_filter_value_that_is_refused_is_a_400_naming_it_whatever_it_holds(user_client, query, field):
+    # when a list filter is given a value it refuses (one with the characters of a format string; a day left empty)
+    response = user_client.get("/api/workflows/", query)
+    # then the envelope's 400 names it (never a 500 from formatting the refusal)
+    assert response.status_code == 400, response.content
+    assert [error["path"] for error in response.json()["details"]["errors"]] == [field]

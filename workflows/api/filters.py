@@ -18,6 +18,12 @@ from workflows.models import Workflow
 from workflows.spec.labels import SELECTORS_MAX, SelectorError, label_key_problem, selector_parse
 
 
+def refused(message: str) -> forms.ValidationError:
+    """A filter value's refusal whose words may hold the value itself: django-filter formats a message with
+    its params (``message % params``), so the words go in as a param, never as the format."""
+    return forms.ValidationError("%(message)s", params={"message": message})
+
+
 class SelectorsField(forms.Field):
     """Repeated ``KEY=SELECTOR`` values, each parsed (a form error saying which one and why)."""
 
@@ -32,7 +38,7 @@ class SelectorsField(forms.Field):
             try:
                 selectors.append(selector_parse(item))
             except SelectorError as exc:
-                raise forms.ValidationError(f"{item[:80]!r}: {exc}") from exc
+                raise refused(f"{item[:80]!r}: {exc}") from exc
         return selectors
 
 
@@ -58,7 +64,7 @@ class LabelKeysField(forms.Field):
         for item in items:
             problem = label_key_problem(item)
             if problem:
-                raise forms.ValidationError(problem)
+                raise refused(problem)
         return items
 
 
@@ -123,9 +129,20 @@ class NoLabelFilter(django_filters.Filter):
         return qs
 
 
+class DayField(forms.DateField):
+    """A day; given empty (``?submitted_before=``) it is refused, as the schema's ``date`` format says."""
+
+    def clean(self, value: Any) -> Any:
+        if value == "":
+            raise forms.ValidationError("a day (YYYY-MM-DD), not an empty value")
+        return super().clean(value)
+
+
 class DayFilter(django_filters.DateFilter):
     """A day (``YYYY-MM-DD``) compared with a moment from its start in the service's time zone (``lookup_expr``
     ``gte``: on or after the day; ``lt``: before it)."""
+
+    field_class = DayField
 
     def filter(self, qs: QuerySet[Workflow], value: Any) -> QuerySet[Workflow]:
         if not value:
@@ -143,7 +160,7 @@ class AppField(forms.Field):
             return None
         name, sep, version = text.partition(":")
         if not name or "\x00" in name or (sep and not (version.isdigit() and len(version) <= 9)):
-            raise forms.ValidationError(f"{text[:80]!r}: write NAME or NAME:VERSION (a version number)")
+            raise refused(f"{text[:80]!r}: write NAME or NAME:VERSION (a version number)")
         return name, int(version) if sep else None
 
 
