@@ -9,6 +9,7 @@ from Django.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import hashlib
@@ -17,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,40 +166,37 @@ def bound_udp_ports(pid: int, uid: int) -> dict[int, str]:
     return bound_udp_ports_parse(_proc_net(pid, "udp"), uid)
 
 
-def netns_udp_socket(pid: int, host: str, port: int) -> socket.socket:
-    """A UDP socket made inside the network namespace of ``pid`` and connected to ``host:port`` there (its
-    datagrams go to that port only, and only that port's come back)."""
+@contextlib.contextmanager
+def _in_network(pid: int) -> Iterator[None]:
+    """The calling thread inside the network namespace of ``pid`` for the block, then back in its own
+    (sockets made in the block stay in the namespace they were made in)."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
     try:
         if _libc.setns(target, CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), "could not enter the task's network")
         try:
-            family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_DGRAM)
-            sock.connect((host, port))
-            return sock
+            yield
         finally:
             if _libc.setns(own, CLONE_NEWNET) != 0:  # a thread left in the task's network would be a leak
                 raise OSError(ctypes.get_errno(), "could not leave the task's network")
     finally:
         os.close(target)
         os.close(own)
+
+
+def netns_udp_socket(pid: int, host: str, port: int) -> socket.socket:
+    """A UDP socket made inside the network namespace of ``pid`` and connected to ``host:port`` there (its
+    datagrams go to that port only, and only that port's come back)."""
+    with _in_network(pid):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        sock.connect((host, port))
+        return sock
 
 
 def netns_connect(pid: int, host: str, port: int, *, timeout: float) -> socket.socket:
     """A TCP connection to ``host:port`` made from inside the network namespace of ``pid``: the calling
     thread enters it, connects, and goes back (the socket stays in the namespace it was made in)."""
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "could not enter the task's network")
-        try:
-            return socket.create_connection((host, port), timeout=timeout)
-        finally:
-            if _libc.setns(own, CLONE_NEWNET) != 0:  # a thread left in the task's network would be a leak
-                raise OSError(ctypes.get_errno(), "could not leave the task's network")
-    finally:
-        os.close(target)
-        os.close(own)
+    with _in_network(pid):
+        return socket.create_connection((host, port), timeout=timeout)
