@@ -293,6 +293,18 @@ def _yes(value: Any) -> str:
 # ------------------------------------------------------------------------------------------------
 # version
 # ------------------------------------------------------------------------------------------------
+def _version_fields(text: str) -> dict[str, Any]:
+    """A version as OSMO's ``version -t json`` gives it (``major``, ``minor``, ``revision``), beside its text,
+    in the shape of the service's ``/api/version/``."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = Version(text)
+    except InvalidVersion:
+        return {"version": text}
+    return {"version": text, "major": parsed.major, "minor": parsed.minor, "revision": parsed.micro}
+
+
 @app.command("version")
 def version(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTION) -> None:
     """The client's version and the service's (a warning on stderr when they differ)."""
@@ -307,7 +319,7 @@ def version(json_out: bool = JSON_OPTION, format_type: FormatType = FORMAT_OPTIO
     except CliError as exc:
         problem = f"the service's version is unknown: {exc.message}"
     if wants_json(json_out, format_type):
-        echo_json({"client": {"version": __version__}, **({"service": service} if service else {})})
+        echo_json({"client": _version_fields(__version__), **({"service": service} if service else {})})
     else:
         typer.echo(f"OSMO client version:  {__version__}")
         if service:

@@ -272,10 +272,9 @@ def test_version_prints_client_and_service_and_warns_when_they_differ(osmo_proce
     assert same.returncode == 0, same.stderr
     assert same.stdout == f"OSMO client version:  {__version__}\nOSMO service version: {__version__}\n"
     assert same.stderr == ""
-    assert as_json == {"client": {"version": __version__},
-                       "service": {"version": __version__, **dict(zip(("major", "minor", "revision"),
-                                                                        map(int, __version__.split(".")),
-                                                                        strict=True))}}
+    fields = {"version": __version__, **dict(zip(("major", "minor", "revision"), map(int, __version__.split(".")),
+                                                 strict=True))}
+    assert as_json == {"client": fields, "service": fields}
     assert unreachable.stdout == f"OSMO client version:  {__version__}\n"
     assert unreachable.stderr.startswith("warning: the service's version is unknown: cannot connect")
     assert differs.stdout.endswith("OSMO service version: 9.9.9\n")
