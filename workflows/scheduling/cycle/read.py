@@ -56,7 +56,6 @@ def cycle_state_of(pool: Pool) -> dict[str, Any] | None:
         return None
 
 
-
 def waiting_groups(pool_id: int) -> list[TaskGroup]:
     """The pool's WAITING groups (those whose upstream groups may have completed)."""
     return list(TaskGroup.objects.filter(workflow__pool=pool_id, status=TaskStatus.WAITING))
