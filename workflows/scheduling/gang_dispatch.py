@@ -21,7 +21,7 @@ from scheduler.dispatch import DispatchPermanentError, DispatchTransientError, P
 from scheduler.dispatch.base import DispatchForbiddenError
 from scheduler.models import Pool
 from scheduler.services.backends import backend_of_pool, backend_permission_record
-from workflows import jobs
+from workflows import jobs, sql
 from workflows.choices import TaskStatus
 from workflows.lifecycle.transitions import group_fail, workflow_status_refresh
 from workflows.models import Task, TaskGroup, Workflow
@@ -250,10 +250,10 @@ def _plan_fields(raw: Any, request: PodRequest, *, backend: str) -> dict[str, An
 
 def _dispatch_record(pods: list[tuple[int, str]], at: datetime, *, pool: Pool, backend: PodBackend) -> bool:
     """Record the pods (task id, pod name) as created, for the tasks still active and not recorded yet:
-    one UPDATE. A task no longer active has its pod deleted again (NotFound is success). True when
-    every pod was recorded by this call."""
+    one UPDATE (:func:`workflows.sql.tasks_dispatched_record`). A task no longer active has its pod deleted
+    again (NotFound is success). True when every pod was recorded by this call."""
     ids = [pk for pk, _pod_name in pods]
-    recorded = Task.objects.filter(pk__in=ids, status__in=ACTIVE, dispatched_at__isnull=True).update(dispatched_at=at)
+    recorded = sql.tasks_dispatched_record(ids, at, statuses=ACTIVE)
     if recorded == len(ids):
         return True
     # Some were not recorded: another run recorded them (the task is active), or the gang ended while
